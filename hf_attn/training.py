@@ -1,0 +1,312 @@
+"""Training with ``transformers.Trainer`` (J&W appendix A, T&Š table 4 defaults).
+
+Adam (amsgrad, as in the J&W code) lr 1e-3 with L2 weight decay 1e-5, batch 32, gradient clipping 5,
+8 epochs, class-balanced loss (w = #neg/#pos for the positive class), the checkpoint with the best
+dev ROC-AUC is kept. Resumes from the last checkpoint in ``DIR/checkpoints`` when rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
+from transformers import (DataCollatorWithPadding, PreTrainedTokenizerFast, Trainer,
+                          TrainingArguments)
+from transformers.trainer_utils import get_last_checkpoint
+
+from .configuration_hf_attn import AttnClassifierConfig
+from .data import TaskData, load_task
+from .embeddings import embedding_dim_of, pretrained_matrix
+from .modeling_hf_attn import AttnClassifierForSequenceClassification
+from .tokenization import build_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainSettings:
+    """Everything ``hf-attn train`` takes; recorded in ``DIR/run.json``."""
+
+    dataset: str = "sst"
+    data_path: str | None = None
+    text_column: str = "text"
+    label_column: str = "label"
+    encoder: str = "lstm"
+    attention: str = "additive"
+    variant: str = "base"
+    embeddings: str = "glove-6b-50d"
+    embedding_dim: int = 300  # random init only; GloVe fixes d = 50
+    hidden_size: int | None = None
+    num_layers: int = 1
+    tying_delta: float = 1.0
+    mlm_probability: float = 0.15
+    mlm_weight: float = 1.0
+    average_activation: str = "relu"
+    min_count: int = 1
+    max_length: int = 512
+    seed: int = 0
+    data_seed: int = 0
+    epochs: int = 8
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-5
+    max_grad_norm: float = 5.0
+    class_balanced: bool = True
+    model_selection: str = "roc_auc"
+    extra_config: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        for name in ("epochs", "batch_size", "min_count", "max_length", "num_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.weight_decay < 0 or self.max_grad_norm <= 0:
+            raise ValueError("weight_decay must be >= 0 and max_grad_norm > 0")
+        if self.model_selection not in ("roc_auc", "accuracy", "macro_f1", "f1"):
+            raise ValueError(f"model_selection must be roc_auc/accuracy/macro_f1/f1, got {self.model_selection}")
+
+
+def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """accuracy, f1 (positive class; macro for C > 2), macro_f1 and ROC-AUC (one-vs-rest for C > 2)."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    labels = np.asarray(labels)
+    predictions = probabilities.argmax(-1)
+    num_classes = probabilities.shape[-1]
+    metrics = {"accuracy": float(accuracy_score(labels, predictions)),
+               "macro_f1": float(f1_score(labels, predictions, average="macro",
+                                          labels=list(range(num_classes)), zero_division=0))}
+    if num_classes == 2:
+        metrics["f1"] = float(f1_score(labels, predictions, pos_label=1, zero_division=0))
+        scores = probabilities[:, 1]
+        metrics["roc_auc"] = (float(roc_auc_score(labels, scores)) if len(set(labels.tolist())) == 2
+                              else float("nan"))
+    else:
+        metrics["f1"] = metrics["macro_f1"]
+        present = sorted(set(labels.tolist()))
+        metrics["roc_auc"] = (float(roc_auc_score(labels, probabilities, multi_class="ovr",
+                                                  labels=list(range(num_classes))))
+                              if len(present) == num_classes else float("nan"))
+    return metrics
+
+
+def _compute_metrics(eval_pred) -> dict[str, float]:
+    logits = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
+    probabilities = torch.from_numpy(np.asarray(logits, dtype=np.float32)).softmax(-1).numpy()
+    return classification_metrics(probabilities, eval_pred.label_ids)
+
+
+class AttnTrainer(Trainer):
+    """``Trainer`` with the J&W optimiser (Adam + amsgrad, L2 weight decay, not AdamW) and the
+    T&Š regularisers' losses logged beside the classification loss."""
+
+    def create_optimizer(self, model=None):
+        if self.optimizer is None:
+            params = [p for p in (model or self.model).parameters() if p.requires_grad]
+            self.optimizer = torch.optim.Adam(params, lr=self.args.learning_rate,
+                                              weight_decay=self.args.weight_decay, amsgrad=True)
+        return self.optimizer
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        loss = outputs.loss
+        if model.training and outputs.regularization_loss is not None:
+            sums = getattr(self, "_loss_parts", None) or {"classification_loss": 0.0,
+                                                          "regularization_loss": 0.0, "n": 0}
+            sums["classification_loss"] += float(outputs.classification_loss.detach())
+            sums["regularization_loss"] += float(outputs.regularization_loss.detach())
+            sums["n"] += 1
+            self._loss_parts = sums
+        return (loss, outputs) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+        parts = getattr(self, "_loss_parts", None)
+        if parts and parts["n"] and "loss" in logs:
+            logs["classification_loss"] = round(parts["classification_loss"] / parts["n"], 4)
+            logs["regularization_loss"] = round(parts["regularization_loss"] / parts["n"], 4)
+            self._loss_parts = None
+        super().log(logs, *args, **kwargs)
+
+
+def write_json_atomic(path: str, payload) -> None:
+    """Write JSON to a temporary file in the same folder, then rename: never half-written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=2, sort_keys=False, default=_json_default)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value)}")
+
+
+def environment_versions() -> dict[str, str]:
+    """Versions recorded in every results file."""
+    import datasets
+    import transformers
+
+    from . import __version__
+
+    return {"hf_attn": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "datasets": datasets.__version__, "numpy": np.__version__, "python": platform.python_version()}
+
+
+def tokenize_splits(task: TaskData, tokenizer: PreTrainedTokenizerFast, max_length: int):
+    """``text`` → ``input_ids``/``attention_mask`` (truncated to ``max_length`` with a warning)."""
+
+    def encode(batch):
+        return tokenizer(batch["text"], truncation=True, max_length=max_length)
+
+    encoded = task.splits.map(encode, batched=True, remove_columns=["text"], desc="tokenizing")
+    for split, data in encoded.items():
+        lengths = np.fromiter((len(ids) for ids in data["input_ids"]), dtype=np.int64)
+        if (lengths >= max_length).any():
+            logger.warning("%s: %d texts truncated to max_length=%d tokens", split,
+                           int((lengths >= max_length).sum()), max_length)
+    return encoded
+
+
+def class_weights_for(labels: np.ndarray, num_labels: int) -> list[float]:
+    """Binary: [1, #neg/#pos] (J&W code's pos_weight); C > 2: N / (C · N_c)."""
+    counts = np.bincount(np.asarray(labels), minlength=num_labels).astype(np.float64)
+    if (counts == 0).any():
+        raise ValueError(f"class(es) {np.flatnonzero(counts == 0).tolist()} have no training examples")
+    if num_labels == 2:
+        return [1.0, float(counts[0] / counts[1])]
+    return (counts.sum() / (num_labels * counts)).tolist()
+
+
+def build_model(settings: TrainSettings, tokenizer: PreTrainedTokenizerFast, task: TaskData
+                ) -> tuple[AttnClassifierForSequenceClassification, dict]:
+    """Config + model for ``settings``, with the embedding matrix initialised."""
+    vocab = tokenizer.get_vocab()
+    d = embedding_dim_of(settings.embeddings, settings.embedding_dim)
+    labels = np.asarray(task.splits["train"]["label"])
+    config = AttnClassifierConfig(
+        vocab_size=len(vocab), embedding_dim=d, encoder=settings.encoder,
+        hidden_size=settings.hidden_size, num_layers=settings.num_layers,
+        attention=settings.attention, variant=settings.variant, tying_delta=settings.tying_delta,
+        mlm_probability=settings.mlm_probability, mlm_weight=settings.mlm_weight,
+        average_activation=settings.average_activation, max_tokens=settings.max_length,
+        num_labels=task.num_labels,
+        id2label=dict(enumerate(task.label_names)),
+        label2id={n: i for i, n in enumerate(task.label_names)},
+        class_weights=class_weights_for(labels, task.num_labels) if settings.class_balanced else None,
+        pad_token_id=tokenizer.pad_token_id, unk_token_id=tokenizer.unk_token_id,
+        mask_token_id=tokenizer.mask_token_id, **settings.extra_config)
+    torch.manual_seed(settings.seed)
+    model = AttnClassifierForSequenceClassification(config)
+    info = {"embeddings": settings.embeddings, "embedding_dim": d}
+    if settings.embeddings != "random":
+        matrix, coverage = pretrained_matrix(vocab, settings.embeddings, seed=settings.seed,
+                                             pad_id=tokenizer.pad_token_id)
+        with torch.no_grad():
+            model.embedding.weight.copy_(matrix)
+        info["pretrained_coverage"] = round(coverage, 4)
+    return model, info
+
+
+def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None,
+          progress: bool = True) -> dict:
+    """Train one model into ``output_dir`` (model + tokenizer + ``metrics.json`` + ``run.json``).
+
+    Rerunning with the same ``output_dir`` resumes from the last Trainer checkpoint; a finished
+    run (``metrics.json`` present) is returned as is.
+    """
+    settings.validate()
+    metrics_path = os.path.join(output_dir, "metrics.json")
+    if os.path.exists(metrics_path):
+        with open(metrics_path, encoding="utf-8") as f:
+            return json.load(f)
+    task = task or load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
+                             label_column=settings.label_column, data_path=settings.data_path)
+    os.makedirs(output_dir, exist_ok=True)
+    tokenizer_dir = os.path.join(output_dir, "checkpoints", "tokenizer")
+    if os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)  # resume: same vocabulary
+    else:
+        tokenizer = build_tokenizer(task.splits["train"]["text"], min_count=settings.min_count,
+                                    max_length=settings.max_length)
+        tokenizer.save_pretrained(tokenizer_dir)
+    encoded = tokenize_splits(task, tokenizer, settings.max_length)
+    model, info = build_model(settings, tokenizer, task)
+
+    args = TrainingArguments(
+        output_dir=os.path.join(output_dir, "checkpoints"),
+        per_device_train_batch_size=settings.batch_size, per_device_eval_batch_size=256,
+        num_train_epochs=settings.epochs, learning_rate=settings.learning_rate,
+        weight_decay=settings.weight_decay, max_grad_norm=settings.max_grad_norm,
+        lr_scheduler_type="constant", warmup_steps=0,
+        eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
+        load_best_model_at_end=True, metric_for_best_model=settings.model_selection,
+        greater_is_better=True, seed=settings.seed, data_seed=settings.seed,
+        logging_strategy="steps", logging_steps=50, report_to="none",
+        disable_tqdm=not progress, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
+        save_only_model=False, include_num_input_tokens_seen="non_padding")
+    trainer = AttnTrainer(
+        model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["validation"],
+        data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+        compute_metrics=_compute_metrics)
+    last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=last)
+    train_seconds = time.perf_counter() - start
+
+    test = trainer.predict(encoded["test"], metric_key_prefix="test")
+    dev = trainer.evaluate(encoded["validation"], metric_key_prefix="dev")
+    trainer.save_model(output_dir)  # best-on-dev model (load_best_model_at_end)
+    tokenizer.save_pretrained(output_dir)
+    tokens = int(trainer.state.num_input_tokens_seen or 0)
+    metrics = {k: float(v) for k, v in test.metrics.items() if isinstance(v, (int, float))
+               and k.split("_", 1)[1] in ("accuracy", "f1", "macro_f1", "roc_auc")}
+    metrics.update({k: float(v) for k, v in dev.items()
+                    if k.split("_", 1)[1] in ("accuracy", "f1", "macro_f1", "roc_auc")})
+    metrics.update({
+        "best_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
+        "train_seconds": round(train_seconds, 2),
+        "train_tokens": tokens,
+        "train_tokens_per_second": round(tokens / train_seconds, 1) if train_seconds and tokens else None,
+        "resumed_from": os.path.basename(last) if last else None,
+    })
+    run = {"settings": asdict(settings), "task": task.name, "label_names": task.label_names,
+           "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
+           "model": info | {"encoder": model.config.encoder, "attention": model.config.attention,
+                            "variant": model.config.variant, "hidden_size": model.config.hidden_size,
+                            "parameters": sum(p.numel() for p in model.parameters())},
+           "versions": environment_versions()}
+    write_json_atomic(os.path.join(output_dir, "run.json"), run)
+    write_json_atomic(metrics_path, metrics)  # last: its presence marks a finished run
+    return metrics
+
+
+def settings_from_run(output_dir: str) -> TrainSettings:
+    """The settings a finished run was trained with."""
+    with open(os.path.join(output_dir, "run.json"), encoding="utf-8") as f:
+        return TrainSettings(**json.load(f)["settings"])
+
+
+__all__ = ["TrainSettings", "AttnTrainer", "train", "classification_metrics", "build_model",
+           "tokenize_splits", "write_json_atomic", "class_weights_for", "environment_versions",
+           "settings_from_run"]
