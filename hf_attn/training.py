@@ -264,7 +264,9 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
         greater_is_better=True, seed=settings.seed, data_seed=settings.seed,
         logging_strategy="steps", logging_steps=50, report_to="none",
         disable_tqdm=not progress, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
-        save_only_model=False, include_num_input_tokens_seen="non_padding")
+        save_only_model=False, include_num_input_tokens_seen="non_padding",
+        # Batches of similar length, as the J&W code does: less padding, same estimator.
+        train_sampling_strategy="group_by_length")
     trainer = AttnTrainer(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["validation"],
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
@@ -279,10 +281,9 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     trainer.save_model(output_dir)  # best-on-dev model (load_best_model_at_end)
     tokenizer.save_pretrained(output_dir)
     tokens = int(trainer.state.num_input_tokens_seen or 0)
-    metrics = {k: float(v) for k, v in test.metrics.items() if isinstance(v, (int, float))
-               and k.split("_", 1)[1] in ("accuracy", "f1", "macro_f1", "roc_auc")}
-    metrics.update({k: float(v) for k, v in dev.items()
-                    if k.split("_", 1)[1] in ("accuracy", "f1", "macro_f1", "roc_auc")})
+    wanted = ("accuracy", "f1", "macro_f1", "roc_auc")
+    metrics = {f"{prefix}_{name}": float(values[f"{prefix}_{name}"])
+               for prefix, values in (("test", test.metrics), ("dev", dev)) for name in wanted}
     metrics.update({
         "best_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
         "train_seconds": round(train_seconds, 2),
