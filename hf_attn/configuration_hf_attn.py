@@ -122,6 +122,14 @@ class AttnClassifierConfig(PretrainedConfig):
             raise ValueError(f"class_weights has {len(self.class_weights)} entries for "
                              f"{self.num_labels} labels")
 
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        model_type = config_dict.get("model_type")
+        if model_type is not None and model_type != cls.model_type:
+            raise ValueError(f"this checkpoint's config is for model_type {model_type!r}, not "
+                             f"{cls.model_type!r}: it is not an hf_attn model")
+        return super().from_dict(config_dict, **kwargs)
+
     @property
     def encoder_output_size(self) -> int:
         """Size of the encoder's h_t before the variant (2H for the BiLSTM)."""

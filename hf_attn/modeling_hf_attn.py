@@ -344,6 +344,7 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
         """Masked-LM loss (T&Š §3.3): choose real positions with p; 80 % → [MASK], 10 % → random
         token, 10 % unchanged; predict the original token from ĥ_t with the embedding matrix as a
         frozen, tied decoder (no gradient reaches the embeddings through the decoder)."""
+        mask = mask.bool()
         p = self.config.mlm_probability
         chosen = (torch.rand(input_ids.shape, device=input_ids.device) < p) & mask
         if not bool(chosen.any()):
@@ -357,7 +358,8 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
         random_ids = torch.randint(num_special, max(num_special + 1, self.config.vocab_size),
                                    input_ids.shape, device=input_ids.device)
         masked_ids[to_random] = random_ids[to_random].clamp_max(self.config.vocab_size - 1)
-        masked_hidden = self.encoder(self.embedding(masked_ids) * mask.unsqueeze(-1), mask)
+        masked_embeddings = self.embedding(masked_ids) * mask.unsqueeze(-1).to(self.embedding.weight.dtype)
+        masked_hidden = self.encoder(masked_embeddings, mask)
         vocab_logits = F.linear(masked_hidden[chosen], self.embedding.weight.detach())
         return F.cross_entropy(vocab_logits, input_ids[chosen])
 

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -229,7 +230,7 @@ def build_model(settings: TrainSettings, tokenizer: PreTrainedTokenizerFast, tas
 
 
 def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None,
-          progress: bool = True) -> dict:
+          progress: bool = True, keep_checkpoints: bool = False) -> dict:
     """Train one model into ``output_dir`` (model + tokenizer + ``metrics.json`` + ``run.json``).
 
     Rerunning with the same ``output_dir`` resumes from the last Trainer checkpoint; a finished
@@ -299,6 +300,8 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
            "versions": environment_versions()}
     write_json_atomic(os.path.join(output_dir, "run.json"), run)
     write_json_atomic(metrics_path, metrics)  # last: its presence marks a finished run
+    if not keep_checkpoints:  # finished: the optimizer states are only needed to resume
+        shutil.rmtree(args.output_dir, ignore_errors=True)
     return metrics
 
 

@@ -1,0 +1,42 @@
+"""Shared fixtures: offline environment, a small real SST task and a small trained model."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from datasets import DatasetDict  # noqa: E402
+
+from hf_attn.data import TaskData, load_sst  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def sst() -> TaskData:
+    return load_sst(binary=True)
+
+
+@pytest.fixture(scope="session")
+def small_sst(sst) -> TaskData:
+    """Real SST sentences, fewer of them: 600 train / 100 dev / 150 test."""
+    splits = DatasetDict({"train": sst.splits["train"].select(range(600)),
+                          "validation": sst.splits["validation"].select(range(100)),
+                          "test": sst.splits["test"].select(range(150))})
+    return TaskData(splits, sst.label_names, "sst-small")
+
+
+@pytest.fixture(scope="session")
+def trained_model_dir(tmp_path_factory, small_sst) -> str:
+    """A BiLSTM + additive model trained 2 epochs on small SST through the real Trainer path."""
+    from hf_attn.training import TrainSettings, train
+
+    out = str(tmp_path_factory.mktemp("run") / "lstm")
+    train(TrainSettings(epochs=2, seed=0), out, task=small_sst, progress=False)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
