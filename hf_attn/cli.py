@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Modules that contribute subcommands (each defines `add_parser(subparsers)`).
-_SUBCOMMAND_MODULES: list[str] = []
+_SUBCOMMAND_MODULES: list[str] = ["analysis.cli"]
 
 
 def main(argv: list[str] | None = None) -> int:

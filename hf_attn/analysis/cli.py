@@ -1,0 +1,29 @@
+"""``hf-attn analyze DIR --battery jw|wp|ts --split test --output-dir OUT``."""
+
+from __future__ import annotations
+
+from . import available_batteries, option_adders
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("analyze", help="run a diagnostic battery on a trained model",
+                              description="Run the Jain & Wallace (jw), Wiegreffe & Pinter (wp) or "
+                                          "Tutek & Šnajder (ts) battery; writes results.json + figures.")
+    p.add_argument("model_dir", help="a folder written by `hf-attn train` (or any hf_attn model folder)")
+    p.add_argument("--battery", required=True, choices=sorted(BATTERY_CHOICES))
+    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    for add_options in option_adders().values():
+        add_options(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    runner = available_batteries()[args.battery]
+    runner(args.model_dir, args.output_dir, args)
+    return 0
+
+
+BATTERY_CHOICES = ("jw", "wp", "ts")
