@@ -1,0 +1,658 @@
+"""Jain & Wallace 2019 battery (J&W §4; SPEC §4): gradient importance, leave-one-out, attention
+permutation and k-adversary attention, batched over many instances per tensor operation.
+
+Shapes: B instances, T tokens (right-padded), P permutations, k adversaries, K decoder units,
+C classes. ŷ is the class-probability vector ``logits.softmax(-1)`` (binary: ``[1 − σ(z), σ(z)]``).
+
+Each analysis is a plain function on one padded batch; :func:`run_jw_battery` walks a whole split
+in length-sorted batches bounded by a token budget (so IMDB-length inputs stay bounded in memory)
+and :func:`jw_battery_runner` is the ``hf-attn analyze DIR --battery jw`` entry point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from ..measures import jsd, tvd
+from . import register_battery
+
+# ----------------------------------------------------------------------------------------------
+# batching
+
+
+def length_batches(lengths, token_budget: int, cost: str = "tokens") -> list[np.ndarray]:
+    """Instance indices sorted by length and cut into batches whose padded size stays within
+    ``token_budget`` (a batch always holds at least one instance).
+
+    ``cost="tokens"``: a batch of n instances of max length T costs n·T (one forward);
+    ``cost="deletions"``: n·T·(T−1) (all T leave-one-out copies of length T−1 of each instance).
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if token_budget < 1:
+        raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+    order = np.argsort(lengths, kind="stable")
+    per = lengths[order] if cost == "tokens" else lengths[order] * np.maximum(lengths[order] - 1, 1)
+    if cost not in ("tokens", "deletions"):
+        raise ValueError(f"cost must be 'tokens' or 'deletions', got {cost!r}")
+    batches, start = [], 0
+    # sorted ascending, so the padded cost of order[start:i+1] is (i+1−start)·per[i]
+    while start < len(order):
+        count = np.arange(1, len(order) - start + 1) * per[start:]
+        stop = start + max(1, int(np.searchsorted(count, token_budget, side="right")))
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
+def pad_batch(sequences, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """List of 1-D id sequences → right-padded ``input_ids (B, T)`` and bool ``attention_mask``."""
+    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
+    width = int(lengths.max()) if len(sequences) else 0
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    flat = torch.as_tensor(np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]))
+    mask = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
+    ids[mask] = flat
+    return ids, mask
+
+
+def _mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
+    if attention_mask is None:
+        return torch.ones(input_ids.shape[:2], dtype=torch.bool, device=input_ids.device)
+    return attention_mask.bool()
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. gradient importance (Alg. 1)
+
+
+@torch.no_grad()
+def predict(model, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+    """One forward: ``(probabilities (B, C), attention (B, T), hidden_states (B, T, D))``."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+    return out.logits.softmax(-1), out.attentions, out.hidden_states
+
+
+def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+                        ) -> torch.Tensor:
+    """J&W Alg. 1 gradient importance ``(B, T)``: g_t = |Σ_dims (∂ŷ/∂e_t) · e_t|, 0 on pads.
+
+    ŷ is the predicted class's probability; the graph is cut at α (``detach_attention=True``,
+    J&W §4.1 "we disconnect the computation graph at the attention module"), so the gradient flows
+    only through the encoder states h. Alg. 1 writes the gradient w.r.t. the one-hot input times the
+    one-hot, which is the embedding gradient · e_t (gradient × input). Instances are independent,
+    so one backward of Σ_b ŷ_b gives every instance's gradient at once.
+    """
+    mask = _mask(attention_mask, input_ids)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            embeddings = model.get_input_embeddings()(input_ids).detach().requires_grad_(True)
+            out = model(inputs_embeds=embeddings, attention_mask=mask, detach_attention=True)
+            probabilities = out.logits.softmax(-1)
+            predicted = probabilities.max(-1).values
+            (grad,) = torch.autograd.grad(predicted.sum(), embeddings)
+    finally:
+        model.train(was_training)
+    return ((grad * embeddings).sum(-1).abs() * mask).detach()
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. leave-one-out
+
+
+def deletion_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """All single-token deletions of a padded batch as one padded batch.
+
+    Returns ``ids (N, T−1)``, ``mask (N, T−1)``, ``instance (N,)`` and ``position (N,)``: row n is
+    instance ``instance[n]`` with its token ``position[n]`` removed (sequence shortened, J&W x₋t);
+    N = Σ_b (L_b) over instances with L_b ≥ 2 (deleting the only token leaves nothing).
+    """
+    mask = _mask(attention_mask, input_ids)
+    batch, steps = mask.shape
+    lengths = mask.sum(1)
+    t = torch.arange(max(steps - 1, 0), device=input_ids.device)
+    j = torch.arange(steps, device=input_ids.device)
+    source = t.unsqueeze(0) + (t.unsqueeze(0) >= j.unsqueeze(1)).long()  # (T, T−1): skip position j
+    keep = (j.unsqueeze(0) < lengths.unsqueeze(1)) & (lengths.unsqueeze(1) >= 2)  # (B, T)
+    instance, position = keep.nonzero(as_tuple=True)
+    ids = input_ids[instance.unsqueeze(1), source[position]]
+    new_mask = t.unsqueeze(0) < (lengths[instance] - 1).unsqueeze(1)
+    return ids * new_mask, new_mask, instance, position
+
+
+@torch.no_grad()
+def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                  token_budget: int = 32768, probabilities: torch.Tensor | None = None) -> torch.Tensor:
+    """Leave-one-out importance ``(B, T)``: Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W Alg. 1, §4.1).
+
+    x₋t is x with token t removed (the sequence gets shorter, attention renormalises over the rest).
+    All deletions of the batch run as padded forwards of at most ``token_budget`` tokens each.
+    Pads are 0. An instance with a single token has no x₋t: its value is NaN (reported as skipped
+    downstream). ``probabilities`` (B, C) = ŷ(x) if already computed.
+    """
+    mask = _mask(attention_mask, input_ids)
+    model.eval()
+    if probabilities is None:
+        probabilities = model(input_ids=input_ids, attention_mask=mask).logits.softmax(-1)
+    ids, new_mask, instance, position = deletion_batch(input_ids, mask)
+    result = torch.zeros(mask.shape, dtype=probabilities.dtype, device=input_ids.device)
+    result[(mask.sum(1) == 1)] = float("nan")
+    result[~mask] = 0.0
+    if len(instance) == 0:
+        return result
+    # rows are grouped by instance (nonzero is row-major); cut them into chunks by padded tokens
+    width = ids.shape[1]
+    rows_per_chunk = max(1, token_budget // max(width, 1))
+    lengths = new_mask.sum(1)
+    for start in range(0, len(instance), rows_per_chunk):
+        sl = slice(start, start + rows_per_chunk)
+        chunk_width = int(lengths[sl].max())
+        out = model(input_ids=ids[sl, :chunk_width], attention_mask=new_mask[sl, :chunk_width])
+        result[instance[sl], position[sl]] = tvd(out.logits.softmax(-1), probabilities[instance[sl]])
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. permutation (Alg. 2)
+
+
+def random_permutations(attention_mask: torch.Tensor, num_permutations: int,
+                        generator: torch.Generator | None = None) -> torch.Tensor:
+    """``(B, P, T)`` index tensors: row (b, p) permutes the real positions of instance b among
+    themselves and maps every pad position to itself."""
+    mask = attention_mask.bool()
+    batch, steps = mask.shape
+    keys = torch.rand((batch, num_permutations, steps), generator=generator, device=mask.device)
+    # pads get keys > 1 in increasing order, so they sort after the real tokens and stay in place
+    pad_keys = 2.0 + torch.arange(steps, device=mask.device, dtype=keys.dtype)
+    keys = torch.where(mask.unsqueeze(1), keys, pad_keys)
+    return keys.argsort(dim=-1)
+
+
+@torch.no_grad()
+def permutation_tvd(model, hidden_states: torch.Tensor, attention: torch.Tensor,
+                    attention_mask: torch.Tensor, num_permutations: int = 100,
+                    generator: torch.Generator | None = None,
+                    permutations: torch.Tensor | None = None) -> torch.Tensor:
+    """J&W Alg. 2: TVD(ŷ(h, α_p), ŷ(h, α̂)) for ``num_permutations`` random permutations α_p of α̂
+    among the real tokens (h unchanged) → ``(B, P)``. Δŷ_med is its median over P.
+
+    All permutations of the batch go through the decoder in one call of
+    ``model.logits_from_token_logits`` (exact: the decoder is linear and Σα = 1, SPEC §9).
+    ``permutations`` (B, P, T) overrides the random draw (tests, per-instance comparisons).
+    """
+    mask = attention_mask.bool()
+    if permutations is None:
+        permutations = random_permutations(mask, num_permutations, generator)
+    token_logits = model.token_logits(hidden_states)  # (B, T, K)
+    permuted = attention.gather(1, permutations.flatten(1)).view(permutations.shape)  # (B, P, T)
+    original = model.logits_from_token_logits(token_logits, attention).softmax(-1)  # (B, C)
+    counterfactual = model.logits_from_token_logits(token_logits, permuted).softmax(-1)  # (B, P, C)
+    return tvd(counterfactual, original.unsqueeze(1))
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. adversarial attention (Alg. 3, Eq. 1–2)
+
+
+@dataclass
+class AdversaryResult:
+    """k adversarial attention distributions per instance (J&W §4.2.2).
+
+    attention: ``(B, k, T)`` adversaries α(i) (0 on pads); tvd: ``(B, k)`` TVD(ŷ(α(i)), ŷ(α̂));
+    jsd: ``(B, k)`` JSD(α(i), α̂); eps_max_jsd: ``(B,)`` max JSD over adversaries with TVD ≤ ε
+    (0 if none, J&W Alg. 3); feasible: ``(B, k)`` TVD ≤ ε; probabilities: ``(B, k, C)`` ŷ(α(i)).
+    """
+
+    attention: torch.Tensor
+    tvd: torch.Tensor
+    jsd: torch.Tensor
+    eps_max_jsd: torch.Tensor
+    feasible: torch.Tensor
+    probabilities: torch.Tensor
+
+
+def adversary_objective(adversaries: torch.Tensor, attention: torch.Tensor, output_tvd: torch.Tensor,
+                        lam: float = 500.0, eps: float = 0.01) -> torch.Tensor:
+    """Relaxed Eq. 1–2 per instance ``(B,)`` (to be maximised), with autograd-friendly ops:
+    Σ_i JSD(α(i), α̂) + 1/(k(k−1)) Σ_{i<j} JSD(α(i), α(j)) − (λ/k) Σ_i max(0, TVD_i − ε).
+    ``adversaries (B, k, T)``, ``attention (B, T)``, ``output_tvd (B, k)``. The reference that the
+    closed-form gradient of :func:`adversarial_attention` is tested against."""
+    k = adversaries.shape[1]
+    to_original = jsd(adversaries, attention.unsqueeze(1)).sum(-1)
+    pairwise = jsd(adversaries.unsqueeze(1), adversaries.unsqueeze(2))  # (B, k, k), symmetric
+    diversity = torch.triu(pairwise, diagonal=1).sum((-1, -2)) / max(k * (k - 1), 1)
+    penalty = (lam / k) * torch.relu(output_tvd - eps).sum(-1)
+    return to_original + diversity - penalty
+
+
+def _adversary_gradients(log_adv: torch.Tensor, adv: torch.Tensor, log_mid0: torch.Tensor,
+                         token_logits: torch.Tensor, probabilities: torch.Tensor,
+                         original: torch.Tensor, num_outputs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Closed-form parts of ∂(objective)/∂α, each ``(B, k, T)`` and exact up to a per-row constant
+    (which the softmax Jacobian removes). ∂JSD(p, q)/∂p = ½ log(p / m), m = (p + q)/2, so the
+    divergence part is ½(log α(i) − log m(i,0)) + c/2 ((k−1) log α(i) − Σ_{j≠i} log(α(i) + α(j))),
+    c = 1/(k(k−1)); the second is ∂TVD_i/∂α(i) through ŷ(i) = softmax(expand(Σ_t α_t tok_t))."""
+    k = adv.shape[1]
+    c = 1.0 / max(k * (k - 1), 1)
+    pair_logs = (adv.unsqueeze(2) + adv.unsqueeze(1)).clamp_min(1e-30).log().sum(2)  # Σ_j incl. j = i
+    # Σ_{j≠i} log(α_i + α_j) = Σ_j … − log α_i − log 2; constants drop out
+    divergence = 0.5 * (log_adv - log_mid0) + (0.5 * c) * (k * log_adv - pair_logs)
+    over = 0.5 * (probabilities - original.unsqueeze(1)).sign()  # ∂TVD/∂ŷ(i)
+    d_logits = probabilities * (over - (probabilities * over).sum(-1, keepdim=True))  # (B, k, C)
+    d_units = d_logits[..., 1:] if num_outputs == 1 else d_logits  # binary logits are [0, z]
+    return divergence, torch.einsum("bik,btk->bit", d_units, token_logits)
+
+
+def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.Tensor,
+                          attention_mask: torch.Tensor, k: int = 5, lam: float = 500.0,
+                          eps: float = 0.01, steps: int = 500, lr: float = 0.01, seed: int = 0,
+                          init_scale: float = 3.0, generator: torch.Generator | None = None,
+                          noise: torch.Tensor | None = None) -> AdversaryResult:
+    """J&W Alg. 3 / Eq. 1–2: k adversarial attention distributions per instance that maximise
+    Σ_i JSD(α(i), α̂) + 1/(k(k−1)) Σ_{i<j} JSD(α(i), α(j)) − (λ/k) Σ_i max(0, TVD(ŷ(α(i)), ŷ) − ε)
+    with h fixed. α(i) = softmax of free logits over the real tokens, initialised at uniform +
+    ``init_scale``·N(0, 1) noise in logit space, optimised with Adam (amsgrad) for ``steps`` steps
+    (J&W code: λ = 500, lr 0.01, 500 steps, k = 5). ε-max JSD = max JSD over adversaries with
+    TVD ≤ ε after the last step (0 if none). ``noise`` ``(B, k, T)`` overrides the N(0, 1) draw
+    (otherwise from ``generator``, or a generator seeded with ``seed``).
+
+    Paper vs. code: the J&W code penalises with weight λ (not λ/k) and sums the pairwise term over
+    both orders; we follow the paper's Eq. 2 (pass ``lam=500*k`` for the code's penalty weight).
+
+    Every adversary of the batch is one ``(B, k, T)`` tensor optimised together; instances are
+    independent (the objective is a sum and Adam is element-wise), so the result equals a
+    per-instance run with the same initial noise. The gradient is computed in closed form
+    (:func:`_adversary_gradients`, tested against autograd on :func:`adversary_objective`).
+    """
+    if k < 1 or steps < 0:
+        raise ValueError(f"need k >= 1 and steps >= 0, got k={k}, steps={steps}")
+    mask = attention_mask.bool()
+    batch, length = mask.shape
+    dtype = hidden_states.dtype
+    with torch.no_grad():
+        token_logits = model.token_logits(hidden_states).detach()  # (B, T, K)
+        attention = attention.detach().to(dtype)
+        original = model.logits_from_token_logits(token_logits, attention).softmax(-1)  # (B, C)
+        if noise is None:
+            if generator is None:
+                generator = torch.Generator(device=hidden_states.device).manual_seed(seed)
+            noise = torch.randn((batch, k, length), generator=generator, device=hidden_states.device,
+                                dtype=dtype)
+        elif noise.shape != (batch, k, length):
+            raise ValueError(f"noise must have shape {(batch, k, length)}, got {tuple(noise.shape)}")
+        lengths = mask.sum(1, keepdim=True).to(dtype)
+        logits = (-lengths.log()).unsqueeze(1) + init_scale * noise  # log-uniform + noise
+        logits = logits.masked_fill(~mask.unsqueeze(1), 0.0)
+        logits.requires_grad_(True)  # only so that torch.optim accepts it; gradients set by hand
+    optimizer = torch.optim.Adam([logits], lr=lr, amsgrad=True, maximize=True)
+    num_outputs = model.config.num_outputs
+    mask3 = mask.unsqueeze(1)
+    log_mid0_base = attention.unsqueeze(1)
+    with torch.no_grad():
+        for _ in range(steps):
+            adv = logits.masked_fill(~mask3, float("-inf")).softmax(-1)
+            log_adv = adv.clamp_min(1e-30).log()
+            log_mid0 = (adv + log_mid0_base).clamp_min(1e-30).log()
+            probabilities = model.logits_from_token_logits(token_logits, adv).softmax(-1)
+            divergence_grad, tvd_grad = _adversary_gradients(
+                log_adv, adv, log_mid0, token_logits, probabilities, original, num_outputs)
+            output_tvd = tvd(probabilities, original.unsqueeze(1))  # (B, k)
+            active = (output_tvd > eps).to(dtype).unsqueeze(-1) * (lam / k)
+            grad = divergence_grad - active * tvd_grad
+            # softmax Jacobian: ∂/∂z = α ⊙ (g − Σ_t α g)
+            logits.grad = adv * (grad - (adv * grad).sum(-1, keepdim=True))
+            optimizer.step()
+        adv = logits.detach().masked_fill(~mask3, float("-inf")).softmax(-1)
+        probabilities = model.logits_from_token_logits(token_logits, adv).softmax(-1)
+        output_tvd = tvd(probabilities, original.unsqueeze(1))
+        divergence = jsd(adv, attention.unsqueeze(1), mask3)
+        feasible = output_tvd <= eps
+        eps_max = torch.where(feasible, divergence, torch.zeros_like(divergence)).max(-1).values
+    return AdversaryResult(attention=adv, tvd=output_tvd, jsd=divergence, eps_max_jsd=eps_max,
+                           feasible=feasible, probabilities=probabilities)
+
+
+# ----------------------------------------------------------------------------------------------
+# the battery over a whole split
+
+
+@dataclass
+class JWSettings:
+    """Parameters of :func:`run_jw_battery` (recorded in results.json). Defaults: J&W §4 / code."""
+
+    num_permutations: int = 100
+    k: int = 5
+    lam: float = 500.0
+    eps: float = 0.01
+    steps: int = 500
+    lr: float = 0.01
+    init_scale: float = 3.0
+    seed: int = 0
+    alpha: float = 0.05  # significance level of the Kendall τ tests
+    token_budget: int = 16384  # padded tokens per batch (forward, gradient, permutations, adversaries)
+    loo_token_budget: int = 65536  # padded tokens per leave-one-out forward
+    max_length: int | None = None  # truncate texts (default: the model's max_tokens)
+
+    def validate(self) -> None:
+        for name in ("num_permutations", "k", "token_budget", "loo_token_budget"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.steps < 0 or not self.lr > 0 or self.eps < 0 or self.lam < 0:
+            raise ValueError("need steps >= 0, lr > 0, eps >= 0, lam >= 0")
+
+
+@dataclass
+class JWInstances:
+    """Per-instance results over a split (N instances; ragged lists hold one array per instance)."""
+
+    input_ids: list = field(default_factory=list)
+    labels: np.ndarray | None = None
+    probabilities: np.ndarray | None = None  # (N, C)
+    predictions: np.ndarray | None = None  # (N,)
+    attention: list = field(default_factory=list)  # (L,)
+    gradient: list = field(default_factory=list)  # (L,)
+    loo: list = field(default_factory=list)  # (L,), NaN for single-token instances
+    permutation_tvd: np.ndarray | None = None  # (N, P)
+    adversary_attention: list = field(default_factory=list)  # (k, L)
+    adversary_probabilities: np.ndarray | None = None  # (N, k, C)
+    adversary_tvd: np.ndarray | None = None  # (N, k)
+    adversary_jsd: np.ndarray | None = None  # (N, k)
+    eps_max_jsd: np.ndarray | None = None  # (N,)
+
+    @property
+    def max_attention(self) -> np.ndarray:
+        return np.array([float(a.max()) for a in self.attention])
+
+
+def _settings_key(settings: JWSettings, model, lengths: np.ndarray) -> str:
+    with torch.no_grad():
+        weights = sum(float(p.double().sum()) for p in model.parameters())
+    payload = json.dumps({"settings": asdict(settings), "params": weights, "lengths": lengths.tolist()},
+                         sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _run_batch(model, ids: torch.Tensor, mask: torch.Tensor, settings: JWSettings, batch_seed: int,
+               timings: dict) -> dict:
+    """Every analysis on one padded batch → per-row numpy results."""
+    def timed(name, fn):
+        start = time.perf_counter()
+        value = fn()
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+        return value
+
+    probabilities, attention, hidden = timed("forward", lambda: predict(model, ids, mask))
+    gradient = timed("gradient", lambda: gradient_importance(model, ids, mask))
+    loo = timed("leave_one_out", lambda: leave_one_out(model, ids, mask, settings.loo_token_budget,
+                                                       probabilities))
+    generator = torch.Generator().manual_seed(batch_seed)
+    perm = timed("permutation", lambda: permutation_tvd(model, hidden, attention, mask,
+                                                         settings.num_permutations, generator))
+    adv = timed("adversary", lambda: adversarial_attention(
+        model, hidden, attention, mask, k=settings.k, lam=settings.lam, eps=settings.eps,
+        steps=settings.steps, lr=settings.lr, init_scale=settings.init_scale,
+        generator=torch.Generator().manual_seed(batch_seed + 1)))
+    lengths = mask.sum(1).tolist()
+    return {"probabilities": probabilities.double().numpy(),
+            "attention": [a[:n] for a, n in zip(attention.double().numpy(), lengths)],
+            "gradient": [g[:n] for g, n in zip(gradient.double().numpy(), lengths)],
+            "loo": [v[:n] for v, n in zip(loo.double().numpy(), lengths)],
+            "permutation_tvd": perm.double().numpy(),
+            "adversary_attention": [a[:, :n] for a, n in zip(adv.attention.double().numpy(), lengths)],
+            "adversary_probabilities": adv.probabilities.double().numpy(),
+            "adversary_tvd": adv.tvd.double().numpy(), "adversary_jsd": adv.jsd.double().numpy(),
+            "eps_max_jsd": adv.eps_max_jsd.double().numpy()}
+
+
+def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | None = None,
+                   progress: bool = True, cache_dir: str | None = None
+                   ) -> tuple[JWInstances, dict]:
+    """Run the whole J&W battery (§4) on ``texts`` → ``(per-instance arrays, summary)``.
+
+    Texts are tokenized, sorted by length and processed in batches of at most
+    ``settings.token_budget`` padded tokens; every analysis handles a batch in a few tensor ops.
+    With ``cache_dir`` each batch's results are saved there, so a killed run resumes where it
+    stopped (the cache is keyed by settings, model weights and the tokenized lengths). Empty texts
+    (no tokens) are an error. ``labels`` (optional) only add the accuracy to the summary.
+    """
+    from tqdm.auto import tqdm
+
+    from .jw_summary import adversary_summary, correlation_summary, permutation_summary
+
+    settings = settings or JWSettings()
+    settings.validate()
+    texts = list(texts)
+    if not texts:
+        raise ValueError("no texts to analyse")
+    max_length = settings.max_length or int(getattr(model.config, "max_tokens", 512))
+    encoded = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+    if (lengths == 0).any():
+        raise ValueError(f"{int((lengths == 0).sum())} text(s) have no tokens, e.g. index "
+                         f"{int(np.flatnonzero(lengths == 0)[0])}: remove empty texts first")
+    model.eval()
+    batches = length_batches(lengths, settings.token_budget)
+    key = _settings_key(settings, model, lengths) if cache_dir else None
+    if cache_dir:
+        os.makedirs(cache_dir, exist_ok=True)
+    timings: dict[str, float] = {}
+    per_row: list[dict | None] = [None] * len(texts)
+    started = time.perf_counter()
+    bar = tqdm(batches, desc="J&W battery", unit="batch", disable=not progress)
+    for number, rows in enumerate(bar):
+        bar.set_postfix(instances=len(rows), tokens=int(lengths[rows].max()))
+        shard = os.path.join(cache_dir, f"shard-{key}-{number:05d}.pt") if cache_dir else None
+        if shard and os.path.exists(shard):
+            result = torch.load(shard, weights_only=False)
+        else:
+            ids, mask = pad_batch([encoded[i] for i in rows], tokenizer.pad_token_id or 0)
+            result = _run_batch(model, ids, mask, settings, settings.seed * 1_000_003 + 2 * number,
+                                timings)
+            if shard:
+                tmp = shard + ".tmp"
+                torch.save(result, tmp)
+                os.replace(tmp, shard)
+        for j, i in enumerate(rows):
+            per_row[i] = {name: value[j] for name, value in result.items()}
+    total = time.perf_counter() - started
+
+    def stack(name):
+        return np.stack([r[name] for r in per_row])
+
+    instances = JWInstances(
+        input_ids=[np.asarray(e) for e in encoded],
+        labels=None if labels is None else np.asarray(list(labels), dtype=np.int64),
+        probabilities=stack("probabilities"), attention=[r["attention"] for r in per_row],
+        gradient=[r["gradient"] for r in per_row], loo=[r["loo"] for r in per_row],
+        permutation_tvd=stack("permutation_tvd"),
+        adversary_attention=[r["adversary_attention"] for r in per_row],
+        adversary_probabilities=stack("adversary_probabilities"),
+        adversary_tvd=stack("adversary_tvd"), adversary_jsd=stack("adversary_jsd"),
+        eps_max_jsd=stack("eps_max_jsd"))
+    instances.predictions = instances.probabilities.argmax(-1)
+    num_classes = instances.probabilities.shape[1]
+    predictions, max_attention = instances.predictions, instances.max_attention
+    summary = {
+        "num_instances": len(texts), "num_classes": num_classes,
+        "length": {"mean": float(lengths.mean()), "max": int(lengths.max()),
+                   "single_token": int((lengths < 2).sum())},
+        "predicted_class_counts": np.bincount(predictions, minlength=num_classes).tolist(),
+        "tau_gradient": correlation_summary(instances.attention, instances.gradient, predictions,
+                                            num_classes, settings.alpha),
+        "tau_loo": correlation_summary(instances.attention, instances.loo, predictions, num_classes,
+                                       settings.alpha),
+        "tau_gradient_loo": correlation_summary(instances.gradient, instances.loo, predictions,
+                                                num_classes, settings.alpha),
+        "permutation": permutation_summary(instances.permutation_tvd, max_attention, predictions,
+                                           num_classes),
+        "adversary": adversary_summary(instances.adversary_tvd, instances.adversary_jsd,
+                                       max_attention, predictions, settings.eps, num_classes),
+        "seconds": {"total": total, **timings},
+    }
+    # the batched ε-max JSD and the summary's recomputation from (TVD, JSD) must agree
+    if not np.allclose(summary["adversary"]["eps_max_jsd"], instances.eps_max_jsd, atol=1e-6):
+        raise RuntimeError("inconsistent ε-max JSD between the optimiser and the summary")
+    if instances.labels is not None:
+        summary["accuracy"] = float((predictions == instances.labels).mean())
+    return instances, summary
+
+
+# ----------------------------------------------------------------------------------------------
+# `hf-attn analyze DIR --battery jw`
+
+
+def load_model_and_split(model_dir: str, split: str = "test"):
+    """``(model, tokenizer, texts, labels, label_names, dataset name)`` for a folder written by
+    ``hf-attn train`` (its run.json names the dataset)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from ..data import load_task
+    from ..modeling_hf_attn import AttnClassifierForSequenceClassification
+    from ..training import settings_from_run
+
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"no model folder {model_dir!r}")
+    if not os.path.exists(os.path.join(model_dir, "run.json")):
+        raise FileNotFoundError(f"{model_dir} has no run.json: the jw battery needs a folder written "
+                                f"by `hf-attn train` (to know its dataset)")
+    model = AttnClassifierForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    run = settings_from_run(model_dir)
+    task = load_task(run.dataset, seed=run.data_seed, text_column=run.text_column,
+                     label_column=run.label_column, data_path=run.data_path)
+    if split not in task.splits:
+        raise ValueError(f"split {split!r} not in {list(task.splits)}")
+    data = task.splits[split]
+    if "text" not in data.column_names:
+        raise ValueError(f"the jw battery needs single-text data; {task.name} has {data.column_names}")
+    return model, tokenizer, list(data["text"]), list(data["label"]), task.label_names, task.name
+
+
+def _instance_rows(instances: JWInstances, tokenizer):
+    for i in range(len(instances.attention)):
+        yield {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]]),
+               "label": None if instances.labels is None else int(instances.labels[i]),
+               "prediction": int(instances.predictions[i]),
+               "probabilities": instances.probabilities[i].tolist(),
+               "attention": instances.attention[i].tolist(), "gradient": instances.gradient[i].tolist(),
+               "loo": [None if not np.isfinite(v) else float(v) for v in instances.loo[i]],
+               "permutation_tvd_median": float(np.median(instances.permutation_tvd[i])),
+               "adversary_tvd": instances.adversary_tvd[i].tolist(),
+               "adversary_jsd": instances.adversary_jsd[i].tolist(),
+               "eps_max_jsd": float(instances.eps_max_jsd[i]),
+               "adversary_attention": instances.adversary_attention[i].tolist()}
+
+
+def write_jsonl_atomic(path: str, rows) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    os.replace(tmp, path)
+
+
+def settings_from_options(options) -> JWSettings:
+    defaults = JWSettings()
+    return JWSettings(
+        num_permutations=getattr(options, "jw_permutations", defaults.num_permutations),
+        k=getattr(options, "jw_adversaries", defaults.k), lam=getattr(options, "jw_lambda", defaults.lam),
+        eps=getattr(options, "jw_eps", defaults.eps), steps=getattr(options, "jw_steps", defaults.steps),
+        lr=getattr(options, "jw_lr", defaults.lr), seed=getattr(options, "seed", defaults.seed),
+        token_budget=getattr(options, "jw_token_budget", defaults.token_budget),
+        loo_token_budget=getattr(options, "jw_loo_token_budget", defaults.loo_token_budget))
+
+
+def jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
+    """``hf-attn analyze DIR --battery jw``: run the battery on ``options.split`` and write
+    ``OUT/results.json`` (every summary number, parameters, versions; atomic), ``OUT/instances.jsonl``
+    (per-instance arrays) and the figures ``OUT/fig*.png``. Batches are cached in ``OUT/cache`` so
+    a killed run resumes."""
+    from ..training import environment_versions, write_json_atomic
+    from .jw_figures import write_jw_figures
+    from .jw_summary import PUBLISHED_SST, strip_arrays
+
+    split = getattr(options, "split", "test")
+    settings = settings_from_options(options)
+    model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, split)
+    limit = getattr(options, "jw_max_instances", None)
+    if limit:
+        texts, labels = texts[:limit], labels[:limit]
+    os.makedirs(output_dir, exist_ok=True)
+    progress = not getattr(options, "quiet", False)
+    cache_dir = None if getattr(options, "jw_no_cache", False) else os.path.join(output_dir, "cache")
+    instances, summary = run_jw_battery(model, tokenizer, texts, labels, settings, progress=progress,
+                                        cache_dir=cache_dir)
+    figures = write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
+                               model_name=f"{model.config.encoder}+{model.config.attention}")
+    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _instance_rows(instances, tokenizer))
+    results = {
+        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4",
+        "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": split,
+        "label_names": label_names,
+        "model": {"encoder": model.config.encoder, "attention": model.config.attention,
+                  "variant": model.config.variant},
+        "parameters": asdict(settings), "summary": strip_arrays(summary),
+        "published": PUBLISHED_SST if dataset == "sst" else None,
+        "figures": {name: os.path.basename(path) for name, path in figures.items()},
+        "instances_file": "instances.jsonl", "versions": environment_versions()}
+    write_json_atomic(os.path.join(output_dir, "results.json"), results)
+    if cache_dir:  # finished: the per-batch cache is only needed to resume
+        import shutil
+
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    if progress:
+        print(format_summary(results))
+    return results
+
+
+def _fmt(value, digits=3):
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def format_summary(results: dict) -> str:
+    """A short human-readable table of results.json."""
+    s = results["summary"]
+    names = results.get("label_names") or [str(c) for c in range(s["num_classes"])]
+    lines = [f"J&W battery: {results['model_dir']} [{results['split']}], {s['num_instances']} instances"
+             + (f", accuracy {s['accuracy']:.3f}" if "accuracy" in s else "")]
+    for key, title in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO)"),
+                       ("tau_gradient_loo", "τ(gradient, LOO)")):
+        parts = [f"{names[int(c)]}: {_fmt(v['mean'])}±{_fmt(v['std'], 2)} sig {_fmt(v['fraction_significant'], 2)}"
+                 f" (n={v['count']}, skipped {v['skipped']})" for c, v in s[key]["per_class"].items()]
+        lines.append(f"  {title:24s} " + "; ".join(parts))
+    lines.append("  permutation Δŷ_med        " + "; ".join(
+        f"{names[int(c)]}: median {_fmt(v['median'], 4)}" for c, v in s["permutation"]["per_class"].items()))
+    lines.append(f"  ε-max JSD (ε={s['adversary']['eps']})     " + "; ".join(
+        f"{names[int(c)]}: mean {_fmt(v['mean'])} feasible {_fmt(v['fraction_feasible'], 2)}"
+        for c, v in s["adversary"]["per_class"].items()))
+    lines.append("  seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in s["seconds"].items()))
+    return "\n".join(lines)
+
+
+def add_options(parser) -> None:
+    g = parser.add_argument_group("jw battery (Jain & Wallace 2019 §4)")
+    g.add_argument("--jw-permutations", type=int, default=100, help="permutations per instance (Alg. 2)")
+    g.add_argument("--jw-adversaries", type=int, default=5, help="k adversaries per instance (Alg. 3)")
+    g.add_argument("--jw-lambda", type=float, default=500.0, help="λ of the relaxed Eq. 1")
+    g.add_argument("--jw-eps", type=float, default=0.01, help="ε: allowed TVD of an adversary's output")
+    g.add_argument("--jw-steps", type=int, default=500, help="Adam steps of the adversary search")
+    g.add_argument("--jw-lr", type=float, default=0.01, help="Adam learning rate of the adversary search")
+    g.add_argument("--jw-token-budget", type=int, default=16384, help="padded tokens per batch")
+    g.add_argument("--jw-loo-token-budget", type=int, default=65536,
+                   help="padded tokens per leave-one-out forward")
+    g.add_argument("--jw-max-instances", type=int, default=None, help="only the first N instances")
+    g.add_argument("--jw-no-cache", action="store_true", help="do not cache batches for resuming")
+
+
+register_battery("jw", jw_battery_runner, add_options)

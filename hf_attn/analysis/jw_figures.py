@@ -1,0 +1,190 @@
+"""Figures of the Jain & Wallace battery in the paper's style (matplotlib, Agg backend).
+
+Fig. 1: original vs adversarial attention heatmap over one sentence; Fig. 2: histograms of
+Kendall τ per predicted class; Fig. 3: median permutation Δŷ vs max attention; Fig. 4: ε-max JSD
+histogram; Fig. 5: ε-max JSD vs max attention. Colours as in J&W: orange = predicted positive,
+purple = predicted negative.
+"""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .jw_summary import MAX_ATTENTION_BINS  # noqa: E402
+
+CLASS_COLOURS = ["#8e44ad", "#f39c12", "#27ae60", "#2980b9", "#c0392b"]  # purple, orange, …
+
+
+def _class_label(names, c):
+    return names[c] if names and c < len(names) else f"class {c}"
+
+
+def _save(fig, path: str) -> str:
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def class_histograms(values, predictions, path: str, xlabel: str, title: str, class_names=None,
+                     value_range=(-1.0, 1.0), bins: int = 30) -> str:
+    """J&W Figs 2 and 4: overlaid density histograms of ``values`` per predicted class."""
+    values = np.asarray(values, dtype=np.float64)
+    predictions = np.asarray(predictions)
+    fig, ax = plt.subplots(figsize=(4.2, 3.0))
+    edges = np.linspace(value_range[0], value_range[1], bins + 1)
+    for c in np.unique(predictions):
+        v = values[(predictions == c) & np.isfinite(values)]
+        if len(v):
+            ax.hist(v, bins=edges, density=True, alpha=0.55, color=CLASS_COLOURS[c % len(CLASS_COLOURS)],
+                    edgecolor="white", linewidth=0.4, label=f"{_class_label(class_names, c)} (n={len(v)})")
+    ax.set_xlim(*value_range)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("density")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _save(fig, path)
+
+
+def violins_by_max_attention(values, max_attention, predictions, path: str, xlabel: str, title: str,
+                             class_names=None, value_range=(0.0, None), bins=MAX_ATTENTION_BINS) -> str:
+    """J&W Figs 3 and 5: horizontal violins of ``values`` (x) per max-attention bin (y), one per
+    predicted class side by side."""
+    values = np.asarray(values, dtype=np.float64)
+    max_attention = np.asarray(max_attention, dtype=np.float64)
+    predictions = np.asarray(predictions)
+    classes = list(np.unique(predictions))
+    edges = np.asarray(bins)
+    which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
+    fig, ax = plt.subplots(figsize=(4.2, 3.4))
+    height = 0.8 / max(len(classes), 1)
+    for ci, c in enumerate(classes):
+        data, positions = [], []
+        for b in range(len(edges) - 1):
+            v = values[(which == b) & (predictions == c)]
+            if len(v) >= 2 and np.ptp(v) > 0:
+                data.append(v)
+                positions.append(b - 0.4 + height * (ci + 0.5))
+            elif len(v):
+                ax.scatter(v, [b - 0.4 + height * (ci + 0.5)] * len(v), s=6,
+                           color=CLASS_COLOURS[c % len(CLASS_COLOURS)])
+        if data:
+            parts = ax.violinplot(data, positions=positions, vert=False, widths=height * 0.95,
+                                  showmedians=True, showextrema=False)
+            for body in parts["bodies"]:
+                body.set_facecolor(CLASS_COLOURS[c % len(CLASS_COLOURS)])
+                body.set_edgecolor("black")
+                body.set_linewidth(0.4)
+                body.set_alpha(0.7)
+            parts["cmedians"].set_color("black")
+        ax.plot([], [], color=CLASS_COLOURS[c % len(CLASS_COLOURS)], lw=6, alpha=0.7,
+                label=_class_label(class_names, c))
+    ax.set_yticks(range(len(edges) - 1))
+    ax.set_yticklabels([f"[{edges[b]:.2f}, {edges[b + 1]:.2f})" for b in range(len(edges) - 1)],
+                       fontsize=8)
+    ax.set_ylim(-0.5, len(edges) - 1.5)
+    ax.set_ylabel("max attention")
+    ax.set_xlabel(xlabel)
+    lo, hi = value_range
+    ax.set_xlim(lo, hi if hi is not None else max(float(np.nanmax(values)) * 1.05, 1e-3))
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, frameon=False, loc="upper right")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _save(fig, path)
+
+
+def attention_heatmap(tokens, original, adversarial, path: str, original_output: float,
+                      adversarial_output: float, title: str = "", width_chars: int = 48) -> str:
+    """J&W Fig. 1: the sentence twice, each word's background shaded by its attention weight:
+    observed attention (left) and an adversarial attention (right), with their outputs."""
+    tokens = list(tokens)
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 0.35 * (2 + len(" ".join(tokens)) // width_chars) + 1.0))
+    cmap = plt.get_cmap("Reds")
+    for ax, weights, name, output in ((axes[0], original, "Original attention", original_output),
+                                      (axes[1], adversarial, "Adversarial attention", adversarial_output)):
+        ax.set_axis_off()
+        weights = np.asarray(weights, dtype=np.float64)
+        scale = weights.max() if weights.max() > 0 else 1.0
+        x, y, line_chars = 0.0, 1.0, 0
+        for token, w in zip(tokens, weights):
+            if line_chars and line_chars + len(token) > width_chars:
+                x, y, line_chars = 0.0, y - 0.14, 0
+            ax.text(x, y, token, fontsize=9, family="monospace", va="top", ha="left",
+                    transform=ax.transAxes,
+                    bbox={"boxstyle": "square,pad=0.12", "facecolor": cmap(0.85 * w / scale),
+                          "edgecolor": "none"},
+                    color="white" if w / scale > 0.6 else "black")
+            x += (len(token) + 1) / (width_chars + 2)
+            line_chars += len(token) + 1
+        ax.set_title(f"{name}   (ŷ = {output:.3f})", fontsize=9, loc="left")
+    if title:
+        fig.suptitle(title, fontsize=9, y=1.02)
+    return _save(fig, path)
+
+
+def write_jw_figures(instances, summary: dict, output_dir: str, tokenizer, class_names=None,
+                     model_name: str = "") -> dict[str, str]:
+    """All J&W figures for a finished battery → ``{name: path}``."""
+    os.makedirs(output_dir, exist_ok=True)
+    predictions = instances.predictions
+    max_attention = instances.max_attention
+    suffix = f" ({model_name})" if model_name else ""
+    paths = {
+        "fig2_tau_gradient": class_histograms(
+            summary["tau_gradient"]["tau"], predictions, os.path.join(output_dir, "fig2_tau_gradient.png"),
+            "Kendall τ (attention, gradient)", f"τ_g{suffix}", class_names),
+        "fig2_tau_loo": class_histograms(
+            summary["tau_loo"]["tau"], predictions, os.path.join(output_dir, "fig2_tau_loo.png"),
+            "Kendall τ (attention, leave-one-out)", f"τ_loo{suffix}", class_names),
+        "fig2_tau_gradient_loo": class_histograms(
+            summary["tau_gradient_loo"]["tau"], predictions,
+            os.path.join(output_dir, "fig2_tau_gradient_loo.png"),
+            "Kendall τ (gradient, leave-one-out)", f"τ(g, loo){suffix}", class_names),
+        "fig3_permutation": violins_by_max_attention(
+            summary["permutation"]["median_tvd"], max_attention, predictions,
+            os.path.join(output_dir, "fig3_permutation.png"), "median output difference Δŷ_med",
+            f"Permutation{suffix}", class_names),
+        "fig4_eps_max_jsd": class_histograms(
+            summary["adversary"]["eps_max_jsd"], predictions,
+            os.path.join(output_dir, "fig4_eps_max_jsd.png"), "ε-max JSD",
+            f"Adversarial attention, ε = {summary['adversary']['eps']}{suffix}", class_names,
+            value_range=(0.0, 0.7), bins=28),
+        "fig5_eps_max_jsd_vs_max_attention": violins_by_max_attention(
+            summary["adversary"]["eps_max_jsd"], max_attention, predictions,
+            os.path.join(output_dir, "fig5_eps_max_jsd_vs_max_attention.png"), "ε-max JSD",
+            f"Adversarial attention{suffix}", class_names, value_range=(0.0, 0.7)),
+    }
+    example = pick_example(instances)
+    if example is not None:
+        i, a = example
+        tokens = tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]])
+        paths["fig1_adversarial_heatmap"] = attention_heatmap(
+            tokens, instances.attention[i], instances.adversary_attention[i][a],
+            os.path.join(output_dir, "fig1_adversarial_heatmap.png"),
+            float(instances.probabilities[i, -1]), float(instances.adversary_probabilities[i, a, -1]),
+            title=f"instance {i}: JSD(α̂, α_adv) = {instances.adversary_jsd[i, a]:.2f}, "
+                  f"TVD(ŷ, ŷ_adv) = {instances.adversary_tvd[i, a]:.4f}{suffix}")
+    return paths
+
+
+def pick_example(instances, min_length: int = 8, max_length: int = 24):
+    """An instance like J&W Fig. 1: peaky attention and a feasible, very different adversary.
+    Returns ``(instance, adversary)`` or None."""
+    lengths = np.array([len(a) for a in instances.attention])
+    score = instances.eps_max_jsd + instances.max_attention
+    ok = (lengths >= min_length) & (lengths <= max_length) & (instances.eps_max_jsd > 0)
+    if not ok.any():
+        ok = instances.eps_max_jsd > 0
+    if not ok.any():
+        return None
+    i = int(np.flatnonzero(ok)[np.argmax(score[ok])])
+    a = int(np.argmin(np.abs(instances.adversary_jsd[i] - instances.eps_max_jsd[i])))
+    return i, a

@@ -1,0 +1,174 @@
+"""Summary statistics of the Jain & Wallace battery from per-instance arrays (J&W Table 2, Figs 2–5).
+
+Plain NumPy functions on ragged per-instance arrays (one 1-D array per instance, lengths may
+differ); the ``evaluate`` modules in ``hf_attn/metrics/jw_*`` are thin wrappers over them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..measures import kendall_tau
+
+# J&W Table 2 (SST test, BiLSTM / Average encoders, additive attention), SPEC §4
+PUBLISHED_SST = {
+    "lstm": {"tau_gradient": {"mean": [0.34, 0.36], "std": [0.21, 0.21], "fraction_significant": [0.48, 0.49]},
+             "tau_loo": {"mean": [0.27, 0.32], "fraction_significant": [0.33, 0.40]},
+             "test_f1": 0.81},
+    "average": {"tau_gradient": {"mean": [0.61, 0.60], "fraction_significant": [0.87, 0.83]}},
+    "notes": "J&W 2019 Table 2 (class 0 / class 1 = negative / positive, by predicted class); "
+             "gradient–LOO τ is ~0.2–0.25 above attention–either for the BiLSTM (§4.1, appendix C).",
+}
+
+MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """List of 1-D arrays → ``(N, T)`` float64 values (``fill`` beyond each length) and bool mask."""
+    arrays = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
+    lengths = np.array([len(a) for a in arrays], dtype=np.int64)
+    width = int(lengths.max()) if len(arrays) else 0
+    values = np.full((len(arrays), width), fill, dtype=np.float64)
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    if len(arrays):
+        values[mask] = np.concatenate(arrays) if width else []
+    return values, mask
+
+
+def kendall_per_instance(x, y, pair_budget: int = 4_000_000) -> dict[str, np.ndarray]:
+    """Kendall τ-b and p-value of each instance's ``x`` vs ``y`` (ragged 1-D arrays of equal
+    length per instance), computed with :func:`hf_attn.measures.kendall_tau` in length buckets of
+    at most ``pair_budget`` (instances × T²) entries. Instances with fewer than 2 tokens, a constant
+    ranking or a non-finite value are not valid (τ = p = NaN; reported as skipped)."""
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} instances, y {len(y)}")
+    n = len(x)
+    tau = np.full(n, np.nan)
+    pvalue = np.full(n, np.nan)
+    valid = np.zeros(n, dtype=bool)
+    lengths = np.array([np.size(a) for a in x], dtype=np.int64)
+    for i, (a, b) in enumerate(zip(x, y)):
+        if np.size(a) != np.size(b):
+            raise ValueError(f"instance {i}: x has {np.size(a)} values, y {np.size(b)}")
+    finite = np.array([np.isfinite(a).all() and np.isfinite(b).all() for a, b in zip(x, y)], dtype=bool)
+    usable = np.flatnonzero(finite & (lengths >= 2))
+    order = usable[np.argsort(lengths[usable], kind="stable")]
+    start = 0
+    while start < len(order):
+        width = lengths[order[start:]]
+        cost = np.arange(1, len(width) + 1) * width.astype(np.float64) ** 2
+        stop = start + max(1, int(np.searchsorted(cost, pair_budget, side="right")))
+        chunk = order[start:stop]
+        xs, mask = ragged_to_padded([x[i] for i in chunk])
+        ys, _ = ragged_to_padded([y[i] for i in chunk])
+        result = kendall_tau(xs, ys, mask)
+        tau[chunk], pvalue[chunk], valid[chunk] = result.tau, result.pvalue, result.valid
+        start = stop
+    return {"tau": tau, "pvalue": pvalue, "valid": valid, "length": lengths}
+
+
+def _class_ids(predictions, num_classes: int | None) -> tuple[np.ndarray, int]:
+    predictions = np.asarray(predictions, dtype=np.int64).reshape(-1)
+    if num_classes is None:
+        num_classes = int(predictions.max()) + 1 if len(predictions) else 0
+    if len(predictions) and (predictions.min() < 0 or predictions.max() >= num_classes):
+        raise ValueError(f"predictions must be class ids in [0, {num_classes})")
+    return predictions, num_classes
+
+
+def _describe(values: np.ndarray) -> dict[str, float | int | None]:
+    if len(values) == 0:
+        return {"count": 0, "mean": None, "std": None, "median": None}
+    return {"count": int(len(values)), "mean": float(values.mean()), "std": float(values.std()),
+            "median": float(np.median(values))}
+
+
+def correlation_summary(x, y, predictions, num_classes: int | None = None, alpha: float = 0.05,
+                        pair_budget: int = 4_000_000) -> dict:
+    """J&W Table 2 for one pair of rankings (e.g. attention vs gradient): per predicted class and
+    overall, mean ± std of τ over valid instances, fraction with p < ``alpha``, and the number of
+    skipped instances (fewer than 2 tokens or a constant ranking: no τ, never counted as 0)."""
+    predictions, num_classes = _class_ids(predictions, num_classes)
+    if len(predictions) != len(x):
+        raise ValueError(f"{len(x)} instances but {len(predictions)} predictions")
+    result = kendall_per_instance(x, y, pair_budget)
+    tau, pvalue, valid = result["tau"], result["pvalue"], result["valid"]
+
+    def block(select: np.ndarray) -> dict:
+        ok = select & valid
+        stats = _describe(tau[ok])
+        stats["fraction_significant"] = float((pvalue[ok] < alpha).mean()) if ok.any() else None
+        stats["skipped"] = int((select & ~valid).sum())
+        return stats
+
+    return {"per_class": {str(c): block(predictions == c) for c in range(num_classes)},
+            "overall": block(np.ones(len(predictions), dtype=bool)), "alpha": alpha,
+            "tau": tau, "pvalue": pvalue, "valid": valid}
+
+
+def binned_by_max_attention(values: np.ndarray, max_attention: np.ndarray, predictions: np.ndarray,
+                            num_classes: int, bins=MAX_ATTENTION_BINS) -> list[dict]:
+    """Figure data (J&W Figs 3 and 5): per max-attention bin and predicted class, the count,
+    median and quartiles of ``values``."""
+    edges = np.asarray(bins, dtype=np.float64)
+    which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
+    rows = []
+    for b in range(len(edges) - 1):
+        for c in range(num_classes):
+            v = values[(which == b) & (predictions == c)]
+            rows.append({"bin": [float(edges[b]), float(edges[b + 1])], "class": c, "count": int(len(v)),
+                         "median": float(np.median(v)) if len(v) else None,
+                         "q25": float(np.quantile(v, 0.25)) if len(v) else None,
+                         "q75": float(np.quantile(v, 0.75)) if len(v) else None})
+    return rows
+
+
+def permutation_summary(permutation_tvd, max_attention, predictions, num_classes: int | None = None
+                        ) -> dict:
+    """J&W §4.2.1: Δŷ_med = median over permutations of TVD(ŷ_p, ŷ) per instance (``permutation_tvd``
+    ragged or ``(N, P)``); its distribution per predicted class and by max attention (Fig. 3)."""
+    predictions, num_classes = _class_ids(predictions, num_classes)
+    medians = np.array([float(np.median(np.asarray(v, dtype=np.float64))) for v in permutation_tvd])
+    max_attention = np.asarray(max_attention, dtype=np.float64).reshape(-1)
+    if not (len(medians) == len(max_attention) == len(predictions)):
+        raise ValueError("permutation_tvd, max_attention and predictions differ in length")
+    return {"per_class": {str(c): _describe(medians[predictions == c]) for c in range(num_classes)},
+            "overall": _describe(medians),
+            "by_max_attention": binned_by_max_attention(medians, max_attention, predictions, num_classes),
+            "median_tvd": medians}
+
+
+def adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions, eps: float = 0.01,
+                      num_classes: int | None = None) -> dict:
+    """J&W Alg. 3 / Figs 4–5: ε-max JSD = max JSD(α(i), α̂) over adversaries with TVD ≤ ε (0 if none)
+    per instance, its distribution per predicted class, the fraction of instances with a feasible
+    adversary, and ε-max JSD by max attention."""
+    predictions, num_classes = _class_ids(predictions, num_classes)
+    eps_max, feasible_any = [], []
+    for t, j in zip(adversary_tvd, adversary_jsd):
+        t, j = np.asarray(t, dtype=np.float64), np.asarray(j, dtype=np.float64)
+        ok = t <= eps
+        eps_max.append(float(j[ok].max()) if ok.any() else 0.0)
+        feasible_any.append(bool(ok.any()))
+    eps_max = np.array(eps_max)
+    feasible_any = np.array(feasible_any, dtype=bool)
+    max_attention = np.asarray(max_attention, dtype=np.float64).reshape(-1)
+    if not (len(eps_max) == len(max_attention) == len(predictions)):
+        raise ValueError("adversary arrays, max_attention and predictions differ in length")
+
+    def block(select):
+        stats = _describe(eps_max[select])
+        stats["fraction_feasible"] = float(feasible_any[select].mean()) if select.any() else None
+        return stats
+
+    return {"eps": eps,
+            "per_class": {str(c): block(predictions == c) for c in range(num_classes)},
+            "overall": block(np.ones(len(predictions), dtype=bool)),
+            "by_max_attention": binned_by_max_attention(eps_max, max_attention, predictions, num_classes),
+            "eps_max_jsd": eps_max}
+
+
+def strip_arrays(summary: dict) -> dict:
+    """The summary without its per-instance arrays (for results.json)."""
+    return {k: (strip_arrays(v) if isinstance(v, dict) else v) for k, v in summary.items()
+            if not isinstance(v, np.ndarray)}
