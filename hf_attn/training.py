@@ -244,15 +244,25 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     task = task or load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
                              label_column=settings.label_column, data_path=settings.data_path)
     os.makedirs(output_dir, exist_ok=True)
+    from . import training_pair as pair  # sentence pairs (NLI); imported here: it imports us
     tokenizer_dir = os.path.join(output_dir, "checkpoints", "tokenizer")
     if os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
         tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)  # resume: same vocabulary
     else:
-        tokenizer = build_tokenizer(task.splits["train"]["text"], min_count=settings.min_count,
+        texts = pair.pair_training_texts(task) if task.is_pair else task.splits["train"]["text"]
+        tokenizer = build_tokenizer(texts, min_count=settings.min_count,
                                     max_length=settings.max_length)
         tokenizer.save_pretrained(tokenizer_dir)
-    encoded = tokenize_splits(task, tokenizer, settings.max_length)
-    model, info = build_model(settings, tokenizer, task)
+    if task.is_pair:
+        encoded = pair.tokenize_pair_splits(task, tokenizer, settings.max_length)
+        model, info = pair.build_pair_model(settings, tokenizer, task)
+        model_selection = pair.pair_model_selection(settings, task)
+        collator = pair.PairDataCollator(tokenizer.pad_token_id)
+    else:
+        encoded = tokenize_splits(task, tokenizer, settings.max_length)
+        model, info = build_model(settings, tokenizer, task)
+        model_selection = settings.model_selection
+        collator = DataCollatorWithPadding(tokenizer)
 
     args = TrainingArguments(
         output_dir=os.path.join(output_dir, "checkpoints"),
@@ -261,7 +271,7 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
         weight_decay=settings.weight_decay, max_grad_norm=settings.max_grad_norm,
         lr_scheduler_type="constant", warmup_steps=0,
         eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
-        load_best_model_at_end=True, metric_for_best_model=settings.model_selection,
+        load_best_model_at_end=True, metric_for_best_model=model_selection,
         greater_is_better=True, seed=settings.seed, data_seed=settings.seed,
         logging_strategy="steps", logging_steps=50, report_to="none",
         disable_tqdm=not progress, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
@@ -270,7 +280,7 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
         train_sampling_strategy="group_by_length")
     trainer = AttnTrainer(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["validation"],
-        data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+        data_collator=collator, processing_class=tokenizer,
         compute_metrics=_compute_metrics)
     last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
     start = time.perf_counter()
@@ -294,6 +304,7 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     })
     run = {"settings": asdict(settings), "task": task.name, "label_names": task.label_names,
            "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
+           "model_selection": model_selection,
            "model": info | {"encoder": model.config.encoder, "attention": model.config.attention,
                             "variant": model.config.variant, "hidden_size": model.config.hidden_size,
                             "parameters": sum(p.numel() for p in model.parameters())},
