@@ -1,0 +1,547 @@
+"""Wiegreffe & Pinter (2019) battery ("Attention is not not Explanation"), SPEC §5.
+
+``hf-attn analyze BASE_DIR --battery wp --output-dir OUT`` trains what is missing (resumable; one
+training at a time) into ``--wp-runs-dir`` (default ``OUT/models``) and writes ``OUT/results.json``
+plus figures:
+
+1. §3.2 uniform as the adversary: test F1 (positive class) and macro F1 of the base vs. the same
+   model with frozen uniform attention.
+2. §3.3 variance within a model: N models that differ from the base only in seed; per instance
+   JSD(α_seed, α_base) and TVD(ŷ_seed, ŷ_base); max over seeds (W&P paper; ``--wp-seed-statistic
+   median`` for the W&P code) against max base attention, violins per gold class in bins of max
+   attention, beside J&W's per-instance adversary (ε-max JSD) on the same axes
+   (``seed_variance.png`` = W&P Fig. 3).
+3. §3.4 diagnostic MLP: positive-class test F1 per guide (uniform, trained MLP, base LSTM,
+   model-consistent adversary with λ = 0.001) beside W&P Table 3 (``diagnostic_mlp.png``).
+4. §4 model-consistent adversary for a sweep of λ: test F1, mean JSD / TVD / KL to the base, and the
+   JSD–TVD trade-off with the seed, uniform and per-instance-adversary points for contrast
+   (``tradeoff.png`` = W&P Fig. 5).
+
+The plain functions (:func:`seed_variance_statistics`, :func:`binned_summary`, ...) are what the
+``wp_seed_variance`` / ``wp_consistent_adversary`` evaluate modules call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from dataclasses import replace
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .. import wp_training as wpt
+from ..data import TaskData, load_task
+from ..measures import jsd, tvd
+from ..training import (classification_metrics, environment_versions, settings_from_run,
+                        tokenize_splits, train, write_json_atomic)
+from . import register_battery
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
+# W&P Table 2 (SST, LSTM): base vs uniform F1; §3.2 calls SST "borderline".
+ORDERING = ("base", "trained", "uniform", "adversary")  # W&P: base LSTM ≥ trained ≥ uniform > adversary
+
+
+# ---------------------------------------------------------------------------------------------
+# plain, tested functions
+def seed_variance_statistics(base_attention, seed_attentions, base_probs, seed_probs, mask) -> dict:
+    """W&P §3.3 per instance.
+
+    Args:
+        base_attention ``(B, T)``, seed_attentions ``(S, B, T)`` (0 on pads), base_probs ``(B, C)``,
+        seed_probs ``(S, B, C)``, mask ``(B, T)`` True on real tokens.
+    Returns numpy arrays: ``jsd``/``tvd`` ``(S, B)``; ``max_jsd``, ``median_jsd``, ``max_tvd``,
+    ``median_tvd`` ``(B,)`` (median over seeds as ``np.median``: mean of the two middle values
+    for an even S); ``max_attention`` ``(B,)`` of the base.
+    """
+    base_attention = torch.as_tensor(np.asarray(base_attention), dtype=torch.float64)
+    seed_attentions = torch.as_tensor(np.asarray(seed_attentions), dtype=torch.float64)
+    mask = torch.as_tensor(np.asarray(mask), dtype=torch.bool)
+    if seed_attentions.dim() != 3 or seed_attentions.shape[1:] != base_attention.shape:
+        raise ValueError(f"seed_attentions must be (S, B, T) with (B, T) = {tuple(base_attention.shape)}, "
+                         f"got {tuple(seed_attentions.shape)}")
+    base_probs = torch.as_tensor(np.asarray(base_probs), dtype=torch.float64)
+    seed_probs = torch.as_tensor(np.asarray(seed_probs), dtype=torch.float64)
+    divergences = jsd(seed_attentions, base_attention.unsqueeze(0), mask.unsqueeze(0)).numpy()
+    distances = tvd(seed_probs, base_probs.unsqueeze(0)).numpy()
+    return {"jsd": divergences, "tvd": distances,
+            "max_jsd": divergences.max(0), "median_jsd": np.median(divergences, axis=0),
+            "max_tvd": distances.max(0), "median_tvd": np.median(distances, axis=0),
+            "max_attention": (base_attention * mask).max(-1).values.numpy()}
+
+
+def binned_summary(values, max_attention, labels, bins=MAX_ATTENTION_BINS, label_names=None) -> list[dict]:
+    """Per (class, bin of max attention): count, mean, median, quartiles of ``values`` (the rows of
+    W&P Fig. 3 / J&W Fig. 5). The last bin is closed on the right."""
+    values, max_attention, labels = (np.asarray(values, dtype=np.float64), np.asarray(max_attention),
+                                     np.asarray(labels))
+    edges = np.asarray(bins, dtype=np.float64)
+    which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
+    rows = []
+    for c in sorted(set(labels.tolist())):
+        for b in range(len(edges) - 1):
+            sel = (labels == c) & (which == b)
+            v = values[sel]
+            rows.append({"class": label_names[c] if label_names else int(c), "bin": [float(edges[b]), float(edges[b + 1])],
+                         "count": int(sel.sum()),
+                         "mean": float(v.mean()) if v.size else None,
+                         "median": float(np.median(v)) if v.size else None,
+                         "q25": float(np.quantile(v, 0.25)) if v.size else None,
+                         "q75": float(np.quantile(v, 0.75)) if v.size else None})
+    return rows
+
+
+def divergence_summary(jsd_values, tvd_values) -> dict:
+    """Mean/median/std of per-instance JSD and TVD (the points of W&P Fig. 5)."""
+    j, t = np.asarray(jsd_values, dtype=np.float64), np.asarray(tvd_values, dtype=np.float64)
+    return {"mean_jsd": float(j.mean()), "median_jsd": float(np.median(j)), "std_jsd": float(j.std()),
+            "mean_tvd": float(t.mean()), "median_tvd": float(np.median(t)), "std_tvd": float(t.std())}
+
+
+def ordering_holds(f1: dict[str, float]) -> dict:
+    """W&P §3.4 finding: base LSTM ≥ trained MLP ≥ uniform > adversary (each comparison reported)."""
+    checks = {"base>=trained": f1["base"] >= f1["trained"], "trained>=uniform": f1["trained"] >= f1["uniform"],
+              "uniform>adversary": f1["uniform"] > f1["adversary"]}
+    return {"holds": all(checks.values()), "checks": checks}
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+def _violin_panel(ax, values, max_attention, labels, label_names, bins, title, xlabel):
+    colors = ("tab:blue", "tab:red")
+    edges = np.asarray(bins)
+    which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
+    width = (edges[1] - edges[0]) * 0.4
+    classes = sorted(set(np.asarray(labels).tolist()))
+    for ci, c in enumerate(classes):
+        # W&P Fig. 3: in each bin the negative class on top, the positive below
+        offset = (0.5 - ci) * width * 0.6 if len(classes) == 2 else (ci - (len(classes) - 1) / 2) * width / len(classes)
+        for b in range(len(edges) - 1):
+            v = values[(labels == c) & (which == b)]
+            centre = (edges[b] + edges[b + 1]) / 2 + offset
+            if v.size >= 2 and np.ptp(v) > 0:
+                parts = ax.violinplot([v], positions=[centre], orientation="horizontal", widths=width * 0.55,
+                                      showmedians=True, showextrema=False)
+                for body in parts["bodies"]:
+                    body.set_facecolor(colors[ci % 2] if len(classes) == 2 else f"C{ci}")
+                    body.set_alpha(0.55)
+                parts["cmedians"].set_color("black")
+            elif v.size:
+                ax.plot(v, np.full(v.shape, centre), "|", color=colors[ci % 2] if len(classes) == 2 else f"C{ci}")
+    handles = [plt_patch(colors[i % 2] if len(classes) == 2 else f"C{i}", label_names[c])
+               for i, c in enumerate(classes)]
+    ax.legend(handles=handles, loc="upper right", fontsize=8)
+    ax.set_xlim(0, np.log(2) * 1.02)
+    ax.set_ylim(edges[0], edges[-1])
+    ax.set_yticks(edges)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+
+
+def plt_patch(color, label):
+    from matplotlib.patches import Patch
+    return Patch(facecolor=color, alpha=0.55, label=label)
+
+
+def plot_seed_variance(path, seed_values, adversary_values, max_attention, labels, label_names,
+                       statistic="max", bins=MAX_ATTENTION_BINS, num_seeds=None) -> None:
+    """W&P Fig. 3: x = JSD to the base (max or median over seeds | J&W ε-max JSD), y = max base
+    attention; violins per class in bins."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = 2 if adversary_values is not None else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.4), sharey=True, squeeze=False)
+    labels = np.asarray(labels)
+    _violin_panel(axes[0, 0], np.asarray(seed_values), max_attention, labels, label_names, bins,
+                  f"(a) {num_seeds or ''} random seeds ({statistic} over seeds)",
+                  f"{statistic} JSD(α_seed, α_base)")
+    if adversary_values is not None:
+        _violin_panel(axes[0, 1], np.asarray(adversary_values), max_attention, labels, label_names, bins,
+                      "(b) J&W per-instance adversary", "ε-max JSD(α_adv, α_base)")
+    axes[0, 0].set_ylabel("max base attention")
+    fig.suptitle("W&P Fig. 3: attention divergence from the base model", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def plot_tradeoff(path, lambda_rows, seed_points, uniform_point, jw_point) -> None:
+    """W&P Fig. 5: mean JSD (y) vs mean TVD (x) to the base per model variant."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.6))
+    if lambda_rows:
+        xs = [r["mean_tvd"] for r in lambda_rows]
+        ys = [r["mean_jsd"] for r in lambda_rows]
+        ax.plot(xs, ys, ":o", color="tab:purple", label="model-consistent adversary (λ sweep)")
+        for r in lambda_rows:
+            ax.annotate(f"λ={r['lambda']:g}", (r["mean_tvd"], r["mean_jsd"]), fontsize=8,
+                        xytext=(4, 3), textcoords="offset points")
+    if seed_points:
+        ax.plot([p["mean_tvd"] for p in seed_points], [p["mean_jsd"] for p in seed_points], "^",
+                color="tab:green", label="random seeds")
+    if uniform_point:
+        ax.plot([uniform_point["mean_tvd"]], [uniform_point["mean_jsd"]], "s", color="tab:orange",
+                label="uniform attention")
+    if jw_point:
+        ax.plot([jw_point["mean_tvd"]], [jw_point["mean_jsd"]], "o", color="black", markersize=8,
+                label="J&W per-instance adversary")
+    ax.axhline(np.log(2), color="grey", lw=0.8, ls="--")
+    ax.text(0.0, np.log(2), " JSD bound ln 2", fontsize=7, va="bottom", color="grey")
+    ax.set_xlabel("mean TVD(ŷ, ŷ_base)")
+    ax.set_ylabel("mean JSD(α, α_base)")
+    ax.set_ylim(0, 0.75)
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center right")
+    ax.set_title("W&P Fig. 5: JSD–TVD trade-off to the base model", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def plot_diagnostic_mlp(path, measured: dict[str, float], published: dict[str, float] | None) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = {"uniform": "UNIFORM", "trained": "TRAINED MLP", "base": "BASE LSTM", "adversary": "ADVERSARY"}
+    guides = [g for g in wpt.GUIDES if g in measured]
+    x = np.arange(len(guides))
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    ax.bar(x - 0.2, [measured[g] for g in guides], 0.4, label="measured", color="tab:blue")
+    if published:
+        ax.bar(x + 0.2, [published[g] for g in guides], 0.4, label="W&P Table 3 (SST)", color="tab:grey")
+    for i, g in enumerate(guides):
+        ax.text(i - 0.2, measured[g] + 0.01, f"{measured[g]:.3f}", ha="center", fontsize=8)
+    ax.set_xticks(x, [names[g] for g in guides])
+    ax.set_ylabel("test F1 (positive class)")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("W&P §3.4 diagnostic MLP by guide", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# the battery
+def _per_instance_adversary(model, encoded, k, steps, eps, lam, seed, batch_size, progress):
+    """J&W Alg. 3 on every instance (batched by length) via ``hf_attn.analysis.jw``; returns the
+    per-instance ε-max JSD and the TVD of the adversary attaining it (0, 0 when no adversary is
+    within ε: the base attention is kept)."""
+    from .jw import adversarial_attention
+
+    ids = encoded["input_ids"]
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    order = np.argsort(lengths, kind="stable")
+    eps_jsd = np.zeros(len(ids))
+    eps_tvd = np.zeros(len(ids))
+    for start in tqdm(range(0, len(order), batch_size), desc="J&W per-instance adversary",
+                      disable=not progress, leave=False):
+        rows = order[start:start + batch_size]
+        width = int(lengths[rows].max())
+        input_ids = torch.zeros(len(rows), width, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        for j, r in enumerate(rows):
+            input_ids[j, :lengths[r]] = torch.as_tensor(ids[int(r)])
+            mask[j, :lengths[r]] = 1
+        with torch.no_grad():
+            out = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        result = adversarial_attention(model, out.hidden_states, out.attentions, mask, k=k, lam=lam,
+                                       eps=eps, steps=steps, seed=seed + start)
+        feasible = result.tvd <= eps
+        masked = torch.where(feasible, result.jsd, torch.full_like(result.jsd, -1.0))
+        best = masked.argmax(-1)
+        has = feasible.any(-1)
+        chosen_jsd = result.jsd.gather(1, best[:, None]).squeeze(1)
+        chosen_tvd = result.tvd.gather(1, best[:, None]).squeeze(1)
+        eps_jsd[rows] = torch.where(has, chosen_jsd, torch.zeros_like(chosen_jsd)).double().numpy()
+        eps_tvd[rows] = torch.where(has, chosen_tvd, torch.zeros_like(chosen_tvd)).double().numpy()
+    return eps_jsd, eps_tvd
+
+
+def _check_vocab(model_dir, tokenizer):
+    from transformers import PreTrainedTokenizerFast
+    other = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    if other.get_vocab() != tokenizer.get_vocab():
+        raise ValueError(f"{model_dir} was trained with another vocabulary than the base model")
+
+
+def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: str = "test",
+           num_seeds: int = 8, lambdas=wpt.DEFAULT_LAMBDAS, guide_lambda: float = 0.001,
+           seed_statistic: str = "max", train_missing: bool = True, epochs: int | None = None,
+           adversary_k: int = 5, adversary_steps: int = 500, adversary_eps: float = 0.01,
+           adversary_lambda: float = 500.0, per_instance_adversary: bool = True,
+           task: TaskData | None = None, seed: int = 0, progress: bool = True) -> dict:
+    """The whole W&P battery on the base model in ``model_dir`` (see the module docstring).
+    Helper models live in ``runs_dir`` (default ``output_dir/models``); missing ones are trained
+    (``train_missing``) one after another, finished ones reused. ``epochs`` overrides the base's
+    epoch count for every helper model (default: the base's). Returns the results dict."""
+    if seed_statistic not in ("max", "median"):
+        raise ValueError(f"seed_statistic must be 'max' or 'median', got {seed_statistic!r}")
+    if num_seeds < 1:
+        raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
+    lambdas = sorted({float(x) for x in lambdas})
+    if any(x < 0 for x in lambdas) or guide_lambda < 0:
+        raise ValueError("lambdas must be >= 0")
+    if not os.path.exists(os.path.join(model_dir, "run.json")):
+        raise FileNotFoundError(f"{model_dir} has no run.json: the wp battery needs a folder written by "
+                                "`hf-attn train` (it retrains the same setup with other seeds/attention)")
+    wall_start = time.perf_counter()
+    runs_dir = runs_dir or os.path.join(output_dir, "models")
+    os.makedirs(output_dir, exist_ok=True)
+    base_settings = settings_from_run(model_dir)
+    task = task or load_task(base_settings.dataset, seed=base_settings.data_seed,
+                             text_column=base_settings.text_column, label_column=base_settings.label_column,
+                             data_path=base_settings.data_path)
+    if task.num_labels != 2:
+        raise ValueError("the wp battery reports positive-class F1 (W&P): binary tasks only")
+    helper = base_settings if epochs is None else replace(base_settings, epochs=epochs)
+
+    def need(path):
+        if os.path.exists(os.path.join(path, "metrics.json")):
+            return False
+        if not train_missing:
+            raise FileNotFoundError(f"{path} is not trained (run without --wp-no-train to train it)")
+        return True
+
+    # ---- training (resumable, one at a time) ----
+    train_start = time.perf_counter()
+    plan = ([("uniform", os.path.join(runs_dir, "uniform"))]
+            + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s)) for s in range(base_settings.seed + 1,
+                                                                          base_settings.seed + 1 + num_seeds)]
+            + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam))
+               for lam in sorted(set(lambdas) | {guide_lambda})]
+            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g)) for g in wpt.GUIDES])
+    todo = [(name, path) for name, path in plan if need(path)]
+    base_cache = None
+    bar = tqdm(todo, desc="wp: training helper models", disable=not progress)
+    for name, path in bar:
+        bar.set_postfix_str(name)
+        logger.info("wp: training %s into %s", name, path)
+        if name == "uniform":
+            train(wpt.uniform_settings(helper), path, task=task, progress=False)
+        elif name.startswith("seed"):
+            train(replace(helper, seed=int(name.split()[1])), path, task=task, progress=False)
+        elif name.startswith("adversary"):
+            lam = float(name.split("=")[1])
+            base_cache = base_cache or wpt.base_columns(model_dir, task, progress=False)
+            wpt.train_consistent_adversary(model_dir, path, lam, task=task, epochs=helper.epochs,
+                                           progress=False, _base=base_cache)
+        else:
+            guide = name.split()[-1]
+            source = {"base": model_dir, "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda)}.get(guide)
+            wpt.train_guided_mlp(model_dir, path, guide, source, task=task, epochs=helper.epochs,
+                                 progress=False)
+    train_seconds = time.perf_counter() - train_start
+
+    # ---- analysis on the split ----
+    analysis_start = time.perf_counter()
+    base_model, tokenizer = wpt.load_model(model_dir)
+    encoded = tokenize_splits(task, tokenizer, base_settings.max_length)[split]
+    labels = np.asarray(encoded["label"])
+    label_names = list(task.label_names)
+    base_att_list, base_probs = wpt.model_outputs(base_model, encoded)
+    base_att, mask = wpt.pad_ragged(base_att_list)
+    base_metrics = classification_metrics(base_probs, labels)
+
+    def outputs_of(path):
+        _check_vocab(path, tokenizer)
+        model, _ = wpt.load_model(path)
+        att, probs = wpt.model_outputs(model, encoded)
+        return wpt.pad_ragged(att)[0], probs
+
+    # 1. uniform baseline
+    uni_att, uni_probs = outputs_of(os.path.join(runs_dir, "uniform"))
+    uni_metrics = classification_metrics(uni_probs, labels)
+    uniform = {"split": split, "base": _f1s(base_metrics), "uniform": _f1s(uni_metrics),
+               "f1_gap": base_metrics["f1"] - uni_metrics["f1"],
+               "macro_f1_gap": base_metrics["macro_f1"] - uni_metrics["macro_f1"],
+               "note": "W&P §3.2/Table 2: a small gap makes the dataset no test of attention (SST: borderline)"}
+    uniform_point = divergence_summary(jsd(torch.from_numpy(uni_att), torch.from_numpy(base_att),
+                                           torch.from_numpy(mask)).numpy(),
+                                       tvd(torch.from_numpy(uni_probs), torch.from_numpy(base_probs)).numpy())
+
+    # 2. seed variance
+    seeds = list(range(base_settings.seed + 1, base_settings.seed + 1 + num_seeds))
+    seed_outputs = [outputs_of(wpt.seed_run_dir(runs_dir, s)) for s in
+                    tqdm(seeds, desc="seed models", disable=not progress, leave=False)]
+    stats = seed_variance_statistics(base_att, np.stack([a for a, _ in seed_outputs]), base_probs,
+                                     np.stack([p for _, p in seed_outputs]), mask)
+    seed_values = stats[f"{seed_statistic}_jsd"]
+    seed_points = [dict(seed=s, **divergence_summary(stats["jsd"][i], stats["tvd"][i]),
+                        **_f1s(classification_metrics(seed_outputs[i][1], labels)))
+                   for i, s in enumerate(seeds)]
+    seed_section = {
+        "seeds": seeds, "statistic": seed_statistic, "per_seed": seed_points,
+        "summary": {"mean_max_jsd": float(stats["max_jsd"].mean()),
+                    "mean_median_jsd": float(stats["median_jsd"].mean()),
+                    "mean_max_tvd": float(stats["max_tvd"].mean()),
+                    "mean_median_tvd": float(stats["median_tvd"].mean()),
+                    "f1_mean": float(np.mean([p["f1"] for p in seed_points])),
+                    "f1_std": float(np.std([p["f1"] for p in seed_points]))},
+        "by_class_and_max_attention": binned_summary(seed_values, stats["max_attention"], labels,
+                                                     label_names=label_names)}
+
+    # J&W per-instance adversary on the same axes
+    jw_section, jw_point, adversary_values = None, None, None
+    if per_instance_adversary:
+        try:
+            eps_jsd, eps_tvd = _per_instance_adversary(base_model, encoded, adversary_k, adversary_steps,
+                                                       adversary_eps, adversary_lambda, seed, 256, progress)
+        except ImportError as err:  # the J&W battery is a sibling module
+            logger.warning("J&W per-instance adversary unavailable (%s): skipped", err)
+            jw_section = {"available": False, "reason": str(err)}
+        else:
+            adversary_values = eps_jsd
+            jw_point = divergence_summary(eps_jsd, eps_tvd)
+            jw_section = {"available": True, "k": adversary_k, "steps": adversary_steps,
+                          "eps": adversary_eps, "lambda": adversary_lambda,
+                          "fraction_with_feasible_adversary": float((eps_jsd > 0).mean()),
+                          **jw_point,
+                          "by_class_and_max_attention": binned_summary(eps_jsd, stats["max_attention"], labels,
+                                                                       label_names=label_names)}
+
+    # 4. model-consistent adversary sweep
+    lambda_rows = []
+    for lam in sorted(set(lambdas) | {guide_lambda}):
+        path = wpt.adversary_run_dir(runs_dir, lam)
+        att, probs = outputs_of(path)
+        j = jsd(torch.from_numpy(att), torch.from_numpy(base_att), torch.from_numpy(mask)).numpy()
+        t = tvd(torch.from_numpy(probs), torch.from_numpy(base_probs)).numpy()
+        _, _, kl = wpt.consistent_adversary_loss(torch.from_numpy(probs), torch.from_numpy(base_probs),
+                                                 torch.from_numpy(att), torch.from_numpy(base_att),
+                                                 torch.from_numpy(mask), lam)
+        lambda_rows.append({"lambda": lam, "in_sweep": lam in lambdas,
+                            **_f1s(classification_metrics(probs, labels)),
+                            **divergence_summary(j, t), "mean_kl": float(kl.mean())})
+
+    # 3. diagnostic MLP (test F1 as trained: the guide is needed at test time)
+    mlp = {}
+    for guide in wpt.GUIDES:
+        with open(os.path.join(wpt.guide_run_dir(runs_dir, guide), "metrics.json"), encoding="utf-8") as f:
+            m = json.load(f)
+        mlp[guide] = {"test_f1": m["test_f1"], "test_macro_f1": m["test_macro_f1"],
+                      "test_accuracy": m["test_accuracy"],
+                      "published_sst_f1": wpt.WP_TABLE3_SST[guide] if base_settings.dataset == "sst" else None}
+    mlp_section = {"guides": mlp, "adversary_lambda": guide_lambda, "split": "test",
+                   "ordering": ordering_holds({g: v["test_f1"] for g, v in mlp.items()}),
+                   "published_table3": "W&P Table 3 (SST): uniform 0.812, trained 0.817, base 0.824, "
+                                       "adversary 0.592"}
+
+    # figures
+    figures = {"seed_variance": "seed_variance.png", "tradeoff": "tradeoff.png",
+               "diagnostic_mlp": "diagnostic_mlp.png"}
+    plot_seed_variance(os.path.join(output_dir, figures["seed_variance"]), seed_values, adversary_values,
+                       stats["max_attention"], labels, label_names, statistic=seed_statistic,
+                       num_seeds=num_seeds)
+    plot_tradeoff(os.path.join(output_dir, figures["tradeoff"]), [r for r in lambda_rows if r["in_sweep"]],
+                  seed_points, uniform_point, jw_point)
+    plot_diagnostic_mlp(os.path.join(output_dir, figures["diagnostic_mlp"]),
+                        {g: v["test_f1"] for g, v in mlp.items()},
+                        wpt.WP_TABLE3_SST if base_settings.dataset == "sst" else None)
+    analysis_seconds = time.perf_counter() - analysis_start
+
+    helper_train_seconds = {}
+    for _, path in plan:
+        with open(os.path.join(path, "metrics.json"), encoding="utf-8") as f:
+            helper_train_seconds[os.path.relpath(path, runs_dir)] = json.load(f).get("train_seconds")
+    results = {
+        "battery": "wp", "paper": "Wiegreffe & Pinter 2019, Attention is not not Explanation",
+        "model_dir": os.path.abspath(model_dir), "runs_dir": os.path.abspath(runs_dir), "split": split,
+        "num_instances": int(len(labels)), "label_names": label_names,
+        "base": _f1s(base_metrics) | {"roc_auc": base_metrics["roc_auc"]},
+        "uniform_baseline": uniform, "seed_variance": seed_section, "per_instance_adversary": jw_section,
+        "consistent_adversary": {"lambdas": lambdas, "guide_lambda": guide_lambda, "rows": lambda_rows,
+                                 "selection": "checkpoint with the lowest dev objective"},
+        "diagnostic_mlp": mlp_section,
+        "tradeoff_points": {"uniform": uniform_point, "seeds": seed_points, "jw_per_instance": jw_point,
+                            "consistent_adversary": lambda_rows},
+        "figures": figures,
+        "timing": {"training_seconds_this_run": round(train_seconds, 1),
+                   "models_trained_this_run": len(todo),
+                   "helper_train_seconds": helper_train_seconds,
+                   "helper_train_seconds_total": round(sum(v or 0 for v in helper_train_seconds.values()), 1),
+                   "analysis_seconds": round(analysis_seconds, 1),
+                   "wall_seconds": round(time.perf_counter() - wall_start, 1)},
+        "options": {"num_seeds": num_seeds, "seed_statistic": seed_statistic, "epochs": helper.epochs,
+                    "adversary_k": adversary_k, "adversary_steps": adversary_steps, "seed": seed},
+        "versions": environment_versions()}
+    write_json_atomic(os.path.join(output_dir, "results.json"), results)
+    return results
+
+
+def _f1s(metrics: dict) -> dict:
+    return {"f1": metrics["f1"], "macro_f1": metrics["macro_f1"], "accuracy": metrics["accuracy"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+def _float_list(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from err
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected non-negative numbers, got {text!r}")
+    return values
+
+
+def add_options(parser) -> None:
+    g = parser.add_argument_group("wp battery (Wiegreffe & Pinter)")
+
+    def add(names, **kwargs):
+        # the short alias (e.g. --num-seeds) only if no other battery took it
+        try:
+            g.add_argument(*names, **kwargs)
+        except argparse.ArgumentError:
+            g.add_argument(names[0], **kwargs)
+
+    add(["--wp-runs-dir", "--runs-dir"], dest="wp_runs_dir", default=None,
+        help="where the helper models (uniform, seeds, adversaries, MLPs) live; default OUT/models")
+    add(["--wp-num-seeds", "--num-seeds"], dest="wp_num_seeds", type=int, default=8)
+    add(["--wp-lambdas", "--lambdas"], dest="wp_lambdas", type=_float_list,
+        default=list(wpt.DEFAULT_LAMBDAS), help="λ sweep of the consistent adversary (default 0.001,0.01,0.1,1,10)")
+    add(["--wp-guide-lambda"], dest="wp_guide_lambda", type=float, default=0.001,
+        help="λ of the adversary whose attention guides the diagnostic MLP (W&P: 0.001)")
+    add(["--wp-seed-statistic"], dest="wp_seed_statistic", choices=["max", "median"], default="max",
+        help="max over seeds (W&P paper) or median (W&P code)")
+    add(["--wp-epochs"], dest="wp_epochs", type=int, default=None, help="epochs of helper models (default: base's)")
+    add(["--wp-no-train"], dest="wp_no_train", action="store_true", help="fail instead of training missing models")
+    add(["--wp-adversary-steps"], dest="wp_adversary_steps", type=int, default=500)
+    add(["--wp-skip-per-instance-adversary"], dest="wp_skip_per_instance_adversary", action="store_true")
+
+
+def runner(model_dir: str, output_dir: str, options) -> dict:
+    get = lambda name, default: getattr(options, name, default)  # noqa: E731
+    results = run_wp(model_dir, output_dir, runs_dir=get("wp_runs_dir", None), split=get("split", "test"),
+                     num_seeds=get("wp_num_seeds", 8), lambdas=get("wp_lambdas", wpt.DEFAULT_LAMBDAS),
+                     guide_lambda=get("wp_guide_lambda", 0.001),
+                     seed_statistic=get("wp_seed_statistic", "max"), train_missing=not get("wp_no_train", False),
+                     epochs=get("wp_epochs", None), adversary_steps=get("wp_adversary_steps", 500),
+                     per_instance_adversary=not get("wp_skip_per_instance_adversary", False),
+                     seed=get("seed", 0), progress=not get("quiet", False))
+    print(json.dumps({"uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
+                      "diagnostic_mlp_f1": {g: round(v["test_f1"], 4)
+                                            for g, v in results["diagnostic_mlp"]["guides"].items()},
+                      "ordering_holds": results["diagnostic_mlp"]["ordering"]["holds"],
+                      "wall_seconds": results["timing"]["wall_seconds"]}, indent=2))
+    return results
+
+
+register_battery("wp", runner, add_options)
+
+__all__ = ["run_wp", "seed_variance_statistics", "binned_summary", "divergence_summary", "ordering_holds",
+           "plot_seed_variance", "plot_tradeoff", "plot_diagnostic_mlp"]
