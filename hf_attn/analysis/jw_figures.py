@@ -102,31 +102,37 @@ def violins_by_max_attention(values, max_attention, predictions, path: str, xlab
 
 
 def attention_heatmap(tokens, original, adversarial, path: str, original_output: float,
-                      adversarial_output: float, title: str = "", width_chars: int = 48) -> str:
+                      adversarial_output: float, title: str = "", width_chars: int = 44) -> str:
     """J&W Fig. 1: the sentence twice, each word's background shaded by its attention weight:
-    observed attention (left) and an adversarial attention (right), with their outputs."""
+    observed attention (left) and an adversarial attention (right), with their outputs ŷ."""
     tokens = list(tokens)
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 0.35 * (2 + len(" ".join(tokens)) // width_chars) + 1.0))
+    lines = max(1, int(np.ceil(sum(len(t) + 1 for t in tokens) / width_chars)))
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 0.34 * lines + 0.45))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
     cmap = plt.get_cmap("Reds")
     for ax, weights, name, output in ((axes[0], original, "Original attention", original_output),
                                       (axes[1], adversarial, "Adversarial attention", adversarial_output)):
         ax.set_axis_off()
         weights = np.asarray(weights, dtype=np.float64)
         scale = weights.max() if weights.max() > 0 else 1.0
-        x, y, line_chars = 0.0, 1.0, 0
+        box = ax.get_window_extent(renderer)
+        line_height = 0.30 * fig.dpi / box.height * 1.0
+        x, y = 0.0, 1.0
         for token, w in zip(tokens, weights):
-            if line_chars and line_chars + len(token) > width_chars:
-                x, y, line_chars = 0.0, y - 0.14, 0
-            ax.text(x, y, token, fontsize=9, family="monospace", va="top", ha="left",
-                    transform=ax.transAxes,
-                    bbox={"boxstyle": "square,pad=0.12", "facecolor": cmap(0.85 * w / scale),
-                          "edgecolor": "none"},
-                    color="white" if w / scale > 0.6 else "black")
-            x += (len(token) + 1) / (width_chars + 2)
-            line_chars += len(token) + 1
-        ax.set_title(f"{name}   (ŷ = {output:.3f})", fontsize=9, loc="left")
+            text = ax.text(x, y, token, fontsize=10, va="top", ha="left", transform=ax.transAxes,
+                           bbox={"boxstyle": "square,pad=0.15", "facecolor": cmap(0.9 * w / scale),
+                                 "edgecolor": "none"},
+                           color="white" if w / scale > 0.6 else "black")
+            extent = text.get_window_extent(renderer)
+            advance = (extent.width + 6) / box.width
+            if x > 0 and x + advance > 1.0:  # wrap: move this word to the next line
+                x, y = 0.0, y - line_height
+                text.set_position((x, y))
+            x += advance
+        ax.set_title(f"{name}  (ŷ = {output:.3f})", fontsize=10, loc="left")
     if title:
-        fig.suptitle(title, fontsize=9, y=1.02)
+        fig.suptitle(title, fontsize=9, y=1.04)
     return _save(fig, path)
 
 

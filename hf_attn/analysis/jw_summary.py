@@ -172,3 +172,20 @@ def strip_arrays(summary: dict) -> dict:
     """The summary without its per-instance arrays (for results.json)."""
     return {k: (strip_arrays(v) if isinstance(v, dict) else v) for k, v in summary.items()
             if not isinstance(v, np.ndarray)}
+
+
+def jsonable(value):
+    """Summary → plain JSON types (arrays → lists, NaN → None): what the evaluate modules return."""
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, (float, np.floating)):
+        return None if not np.isfinite(value) else float(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value

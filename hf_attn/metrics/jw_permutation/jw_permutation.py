@@ -1,0 +1,46 @@
+"""Jain & Wallace 2019 §4.2.1 / Fig. 3: median output change under random permutations of the
+attention weights, per predicted class and by max attention. Thin wrapper over
+``hf_attn.analysis.jw_summary.permutation_summary``."""
+
+import datasets
+import evaluate
+from hf_attn.analysis.jw_summary import jsonable
+from hf_attn.analysis.jw_summary import permutation_summary
+
+_DESCRIPTION = """J&W Alg. 2: the attention weights of an instance are permuted at random among its
+tokens (encoder states unchanged) and the decoder re-run; Δŷ_p = TVD(ŷ_p, ŷ). The metric takes each
+instance's Δŷ_p over the permutations (``hf_attn.analysis.jw.permutation_tvd``), reports
+Δŷ_med = median_p Δŷ_p per instance and its distribution per predicted class and per max-attention
+bin (the data of J&W Fig. 3)."""
+
+_KWARGS = """
+Args:
+    permutation_tvd: per instance, the TVDs of its P permutations.
+    max_attention: per instance, the largest original attention weight.
+    predictions: predicted class id per instance.
+    num_classes: number of classes (default: max prediction + 1).
+Returns:
+    per_class: {class: {count, mean, std, median}} of Δŷ_med, overall, by_max_attention (bins
+    [0, .25, .5, .75, 1] × class: count, median, q25, q75), median_tvd (per instance).
+"""
+
+_CITATION = """@inproceedings{jain-wallace-2019-attention,
+  title = {Attention is not {E}xplanation},
+  author = {Jain, Sarthak and Wallace, Byron C.},
+  booktitle = {Proceedings of NAACL-HLT 2019},
+  year = {2019}, pages = {3543--3556}}"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS)
+class JwPermutation(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS,
+            features=datasets.Features({
+                "permutation_tvd": datasets.Sequence(datasets.Value("float64")),
+                "max_attention": datasets.Value("float64"),
+                "predictions": datasets.Value("int64")}),
+            reference_urls=["https://aclanthology.org/N19-1357/"])
+
+    def _compute(self, permutation_tvd, max_attention, predictions, num_classes=None):
+        return jsonable(permutation_summary(permutation_tvd, max_attention, predictions, num_classes))
