@@ -77,7 +77,7 @@ def violins_by_max_attention(values, max_attention, predictions, path: str, xlab
                 ax.scatter(v, [b - 0.4 + height * (ci + 0.5)] * len(v), s=6,
                            color=CLASS_COLOURS[c % len(CLASS_COLOURS)])
         if data:
-            parts = ax.violinplot(data, positions=positions, vert=False, widths=height * 0.95,
+            parts = ax.violinplot(data, positions=positions, orientation="horizontal", widths=height * 0.95,
                                   showmedians=True, showextrema=False)
             for body in parts["bodies"]:
                 body.set_facecolor(CLASS_COLOURS[c % len(CLASS_COLOURS)])

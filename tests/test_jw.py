@@ -1,0 +1,207 @@
+"""Jain & Wallace battery against independent computations: finite differences, explicit token
+removal, per-instance loops, autograd of the objective, the evaluate modules, the CLI."""
+
+import json
+import os
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from hf_attn.analysis import jw
+from hf_attn.analysis.jw_summary import (adversary_summary, correlation_summary, jsonable,
+                                         permutation_summary)
+from hf_attn.measures import tvd
+
+METRICS = os.path.join(os.path.dirname(jw.__file__), "..", "metrics")
+
+
+@pytest.fixture(scope="module")
+def model_and_batch(trained_model_dir, small_sst):
+    from transformers import PreTrainedTokenizerFast
+
+    from hf_attn import AttnClassifierForSequenceClassification
+
+    model = AttnClassifierForSequenceClassification.from_pretrained(trained_model_dir).eval()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(trained_model_dir)
+    texts = list(small_sst.splits["test"]["text"])[:12] + ["good", "bad ."]
+    encoded = tokenizer(texts)["input_ids"]
+    ids, mask = jw.pad_batch(encoded)
+    return model, tokenizer, ids, mask
+
+
+def test_length_batches_respect_budget_and_cover_everything():
+    lengths = np.array([5, 1, 40, 7, 7, 3, 100, 2])
+    batches = jw.length_batches(lengths, 30)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) == 1 or len(b) * lengths[b].max() <= 30
+    for b in jw.length_batches(lengths, 200, cost="deletions"):
+        assert len(b) == 1 or len(b) * lengths[b].max() * (lengths[b].max() - 1) <= 200
+
+
+def test_gradient_matches_finite_differences_with_attention_fixed(model_and_batch):
+    model, _, ids, mask = model_and_batch
+    model = model.double()
+    try:
+        g = jw.gradient_importance(model, ids[:3], mask[:3])
+        emb = model.embedding(ids[:3]).detach()
+        with torch.no_grad():
+            out = model(inputs_embeds=emb, attention_mask=mask[:3])
+            alpha, pred = out.attentions, out.logits.argmax(-1)
+
+        def yhat(e):  # attention held fixed at α̂: the graph cut of Alg. 1
+            logits = model(inputs_embeds=e, attention_mask=mask[:3], attention_weights=alpha).logits
+            return logits.softmax(-1).gather(1, pred[:, None]).squeeze(1)
+
+        h = 1e-6
+        for b in range(3):
+            for t in range(int(mask[b].sum())):
+                direction = torch.zeros_like(emb)
+                direction[b, t] = emb[b, t]  # directional derivative along e_t = (∂ŷ/∂e_t)·e_t
+                with torch.no_grad():
+                    fd = (yhat(emb + h * direction) - yhat(emb - h * direction))[b] / (2 * h)
+                assert abs(float(fd)) == pytest.approx(float(g[b, t]), rel=1e-4, abs=1e-9)
+        assert (g[~mask[:3]] == 0).all()
+    finally:
+        model.float()
+
+
+def test_leave_one_out_matches_explicit_removal(model_and_batch):
+    model, _, ids, mask = model_and_batch
+    loo = jw.leave_one_out(model, ids, mask, token_budget=50)  # small budget: several chunks
+    with torch.no_grad():
+        for b in [0, 3, 12, 13]:
+            seq = ids[b, : int(mask[b].sum())]
+            if len(seq) < 2:
+                assert torch.isnan(loo[b, 0])
+                continue
+            full = model(input_ids=seq[None]).logits.softmax(-1)
+            for t in range(len(seq)):
+                shorter = torch.cat([seq[:t], seq[t + 1:]])[None]
+                expected = tvd(model(input_ids=shorter).logits.softmax(-1), full)
+                assert float(loo[b, t]) == pytest.approx(float(expected), abs=1e-5)
+    assert torch.isnan(loo[12, 0]) and (loo[12, 1:] == 0).all()  # "good": a single token
+
+
+def test_permutations_preserve_weights_and_pads(model_and_batch):
+    model, _, ids, mask = model_and_batch
+    probs, attention, hidden = jw.predict(model, ids, mask)
+    perms = jw.random_permutations(mask, 7, torch.Generator().manual_seed(0))
+    permuted = attention.gather(1, perms.flatten(1)).view(perms.shape)
+    assert torch.equal(permuted.sort(-1).values, attention.unsqueeze(1).expand_as(permuted).sort(-1).values)
+    assert (permuted[~mask.unsqueeze(1).expand_as(permuted)] == 0).all()
+    # decoder-only path == full model with the permuted attention as override
+    out = jw.permutation_tvd(model, hidden, attention, mask, permutations=perms)
+    with torch.no_grad():
+        for p in range(7):
+            logits = model(input_ids=ids, attention_mask=mask, attention_weights=permuted[:, p]).logits
+            assert torch.allclose(out[:, p], tvd(logits.softmax(-1), probs), atol=1e-5)
+
+
+def test_adversary_closed_form_gradient_matches_autograd(model_and_batch):
+    model, _, ids, mask = model_and_batch
+    _, attention, hidden = jw.predict(model, ids, mask)
+    tok = model.token_logits(hidden).detach().double()
+    a = attention.double()
+    z = torch.randn(ids.shape[0], 4, ids.shape[1], dtype=torch.float64, requires_grad=True)
+    adv = z.masked_fill(~mask.unsqueeze(1), float("-inf")).softmax(-1)
+    probs = model.logits_from_token_logits(tok, adv).softmax(-1)
+    original = model.logits_from_token_logits(tok, a).softmax(-1)
+    lam, eps = 500.0, 0.01
+    objective = jw.adversary_objective(adv, a, tvd(probs, original.unsqueeze(1)), lam, eps).sum()
+    (expected,) = torch.autograd.grad(objective, z)
+    with torch.no_grad():
+        adv = adv.detach()
+        div, tv = jw._adversary_gradients(adv.clamp_min(1e-30).log(), adv,
+                                          (adv + a.unsqueeze(1)).clamp_min(1e-30).log(), tok,
+                                          probs.detach(), original, model.config.num_outputs)
+        active = (tvd(probs, original.unsqueeze(1)) > eps).double().unsqueeze(-1) * (lam / 4)
+        g = (div - active * tv) * mask.unsqueeze(1)
+        got = adv * (g - (adv * g).sum(-1, keepdim=True))
+    assert torch.allclose(got, expected, atol=1e-8)
+
+
+def test_adversaries_feasible_diverse_and_batched_equals_loop(model_and_batch):
+    model, _, ids, mask = model_and_batch
+    _, attention, hidden = jw.predict(model, ids, mask)
+    noise = torch.randn((ids.shape[0], 3, ids.shape[1]), generator=torch.Generator().manual_seed(1))
+    kwargs = dict(k=3, steps=60, lr=0.05)
+    batched = jw.adversarial_attention(model, hidden, attention, mask, noise=noise, **kwargs)
+    assert (batched.attention[~mask.unsqueeze(1).expand_as(batched.attention)] == 0).all()
+    assert torch.allclose(batched.attention.sum(-1), torch.ones(ids.shape[0], 3), atol=1e-5)
+    accepted = batched.feasible
+    assert (batched.tvd[accepted] <= 0.01).all()
+    assert torch.equal(batched.eps_max_jsd, torch.where(accepted, batched.jsd, 0.0).max(-1).values)
+    multi = mask.sum(1) >= 3
+    assert float(batched.eps_max_jsd[multi].median()) > 0.05  # JSD > 0 typical
+    for b in [0, 5, 13]:  # per-instance run with the same initial noise
+        n = int(mask[b].sum())
+        alone = jw.adversarial_attention(model, hidden[b:b + 1, :n], attention[b:b + 1, :n],
+                                         mask[b:b + 1, :n], noise=noise[b:b + 1, :, :n], **kwargs)
+        assert torch.allclose(alone.attention[0], batched.attention[b, :, :n], atol=1e-5)
+        assert torch.allclose(alone.eps_max_jsd[0], batched.eps_max_jsd[b], atol=1e-5)
+
+
+def test_batched_equals_per_instance_loop(model_and_batch):
+    model, _, ids, mask = model_and_batch
+    g = jw.gradient_importance(model, ids, mask)
+    loo = jw.leave_one_out(model, ids, mask)
+    for b in [1, 4, 7]:
+        n = int(mask[b].sum())
+        one_ids, one_mask = ids[b:b + 1, :n], mask[b:b + 1, :n]
+        assert torch.allclose(jw.gradient_importance(model, one_ids, one_mask)[0], g[b, :n], atol=1e-6)
+        assert torch.allclose(jw.leave_one_out(model, one_ids, one_mask)[0], loo[b, :n], atol=1e-6)
+
+
+def test_evaluate_modules_equal_plain_functions():
+    import evaluate
+
+    rng = np.random.default_rng(0)
+    lengths = [1, 2, 5, 9, 14, 20]
+    attention = [rng.dirichlet(np.ones(n)) for n in lengths]
+    importance = [a + rng.normal(scale=0.1, size=len(a)) for a in attention]
+    predictions = [0, 1, 1, 0, 1, 0]
+    metric = evaluate.load(os.path.abspath(os.path.join(METRICS, "jw_correlation")))
+    got = metric.compute(attention=[a.tolist() for a in attention],
+                         importance=[v.tolist() for v in importance], predictions=predictions)
+    assert got == jsonable(correlation_summary(attention, importance, predictions))
+    assert got["overall"]["skipped"] == 1
+
+    perm = rng.uniform(size=(6, 10)) * 0.1
+    max_att = [float(a.max()) for a in attention]
+    metric = evaluate.load(os.path.abspath(os.path.join(METRICS, "jw_permutation")))
+    got = metric.compute(permutation_tvd=perm.tolist(), max_attention=max_att, predictions=predictions)
+    assert got == jsonable(permutation_summary(perm, max_att, predictions))
+
+    tv, js = rng.uniform(0, 0.02, size=(6, 5)), rng.uniform(0, 0.69, size=(6, 5))
+    metric = evaluate.load(os.path.abspath(os.path.join(METRICS, "jw_adversary")))
+    got = metric.compute(adversary_tvd=tv.tolist(), adversary_jsd=js.tolist(), max_attention=max_att,
+                         predictions=predictions, eps=0.01)
+    assert got == jsonable(adversary_summary(tv, js, max_att, predictions, 0.01))
+    expected = [js[i][tv[i] <= 0.01].max() if (tv[i] <= 0.01).any() else 0.0 for i in range(6)]
+    assert np.allclose(got["eps_max_jsd"], expected)
+
+
+def test_cli_writes_results_and_figures(trained_model_dir, tmp_path):
+    from hf_attn.analysis import available_batteries
+
+    runner = available_batteries()["jw"]
+    options = types.SimpleNamespace(split="test", seed=0, quiet=True, jw_max_instances=30,
+                                    jw_steps=20, jw_permutations=10, jw_adversaries=3)
+    out = tmp_path / "jw"
+    runner(trained_model_dir, str(out), options)
+    results = json.loads((out / "results.json").read_text())
+    summary = results["summary"]
+    assert summary["num_instances"] == 30
+    assert results["parameters"]["steps"] == 20 and results["parameters"]["k"] == 3
+    for key in ("tau_gradient", "tau_loo", "tau_gradient_loo"):
+        assert -1 <= summary[key]["overall"]["mean"] <= 1
+    assert "versions" in results and results["published"] is not None
+    for name in results["figures"].values():
+        assert (out / name).stat().st_size > 1000
+    assert {"fig1_adversarial_heatmap", "fig2_tau_gradient", "fig3_permutation", "fig4_eps_max_jsd",
+            "fig5_eps_max_jsd_vs_max_attention"} <= set(results["figures"])
+    assert len((out / "instances.jsonl").read_text().splitlines()) == 30
+    assert not (out / "cache").exists()
