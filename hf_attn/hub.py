@@ -66,18 +66,26 @@ def _format_number(value) -> str:
     return f"{value:.4f}" if abs(value) < 1000 else f"{value:.1f}"
 
 
-def _flatten_scalars(payload, prefix: str = "", max_depth: int = 3) -> list[tuple[str, float]]:
-    """Numeric leaves of a results.json, as ("a.b.c", value); lists and deep nesting are skipped
-    (they are per-instance arrays, not summaries)."""
+SUMMARY_LEAVES = ("mean", "median", "fraction_significant", "fraction_feasible", "accuracy", "f1", "macro_f1",
+                  "roc_auc", "value", "jsd", "tvd", "mutual_information")
+SKIPPED_KEYS = ("versions", "environment", "settings", "parameters", "args", "config", "seconds", "published",
+                "timings", "figures", "histogram", "bins")
+
+
+def _flatten_scalars(payload, prefix: str = "", max_depth: int = 6) -> list[tuple[str, float]]:
+    """Summary numbers of a results.json as ("a.b.c", value): numeric leaves named like a summary
+    statistic (mean, median, fraction_significant, ...) or sitting directly in the summary; lists
+    (per-instance arrays), timings, parameters and published reference values are skipped."""
     items: list[tuple[str, float]] = []
     if isinstance(payload, dict) and max_depth > 0:
         for key, value in payload.items():
-            if key in ("versions", "environment", "settings", "args", "config"):
+            if str(key) in SKIPPED_KEYS:
                 continue
             items.extend(_flatten_scalars(value, f"{prefix}{key}.", max_depth - 1))
-    elif isinstance(payload, (int, float)) and not isinstance(payload, bool):
-        if math.isfinite(payload):
-            items.append((prefix.rstrip("."), float(payload)))
+    elif isinstance(payload, (int, float)) and not isinstance(payload, bool) and math.isfinite(payload):
+        path = prefix.rstrip(".")
+        if "." not in path or path.rsplit(".", 1)[-1] in SUMMARY_LEAVES:
+            items.append((path, float(payload)))
     return items
 
 
