@@ -303,22 +303,99 @@ def mutual_information(model, id_lists: list[list[int]], special_ids=(), methods
 
 
 # ------------------------------------------------------------------------------------------
+# list-level versions (the ``evaluate`` modules wrap these)
+def pad_token_logits(token_logits, attentions=None):
+    """Ragged per-instance ``token_logits`` (each ``(T_i, K)`` or ``(T_i,)`` for K = 1) and
+    ``attentions`` (each ``(T_i,)``) → padded ``(B, T, K)``, ``(B, T)`` and mask ``(B, T)``."""
+    rows = [torch.as_tensor(np.asarray(x, dtype=np.float32)) for x in token_logits]
+    if not rows:
+        raise ValueError("no instances")
+    rows = [r.unsqueeze(-1) if r.dim() == 1 else r for r in rows]
+    k = rows[0].shape[-1]
+    if any(r.dim() != 2 or r.shape[-1] != k or r.shape[0] == 0 for r in rows):
+        raise ValueError("each token_logits entry must be a non-empty (tokens, K) array, same K")
+    steps = max(r.shape[0] for r in rows)
+    padded = torch.zeros((len(rows), steps, k))
+    mask = torch.zeros((len(rows), steps), dtype=torch.bool)
+    for i, r in enumerate(rows):
+        padded[i, :len(r)] = r
+        mask[i, :len(r)] = True
+    alpha = None
+    if attentions is not None:
+        if len(attentions) != len(rows):
+            raise ValueError(f"{len(attentions)} attentions for {len(rows)} token_logits")
+        alpha = torch.zeros((len(rows), steps))
+        for i, a in enumerate(attentions):
+            a = torch.as_tensor(np.asarray(a, dtype=np.float32))
+            if a.shape != (len(rows[i]),):
+                raise ValueError(f"instance {i}: attention has {tuple(a.shape)}, expected ({len(rows[i])},)")
+            alpha[i, :len(a)] = a
+    return padded, alpha, mask
+
+
+class _Decoder:
+    """What the fast paths need from a model, for raw arrays: K = 1 → sigmoid logits ``[0, z]``."""
+
+    def __init__(self, num_outputs: int):
+        self.num_outputs = num_outputs
+
+    def expand_logits(self, raw):
+        from ..modeling_hf_attn import expand_binary_logits
+
+        return expand_binary_logits(raw) if self.num_outputs == 1 else raw
+
+    def logits_from_token_logits(self, token_logits, attention):
+        return self.expand_logits(torch.einsum("b...t,btk->b...k", attention, token_logits))
+
+
+def fragility_from_token_logits(token_logits, attentions, references, seed: int = 0,
+                                permutation_draws: int = 10) -> dict[str, float]:
+    """T&Š Table 1 from per-instance decoder outputs ``(T_i, K)`` and trained α ``(T_i,)``."""
+    tok, alpha, mask = pad_token_logits(token_logits, attentions)
+    decoder = _Decoder(tok.shape[-1])
+    preds = fragility_predictions(decoder, tok, alpha, mask, torch.Generator().manual_seed(seed),
+                                  permutation_draws)
+    num_labels = 2 if tok.shape[-1] == 1 else tok.shape[-1]
+    return fragility_scores(np.asarray(references), preds["trained"].numpy(),
+                            preds["uniform"].numpy(), preds["permuted"].numpy(), num_labels)
+
+
+def token_probability_from_token_logits(token_logits, attentions, references) -> dict[str, float]:
+    """T&Š Table 3 from per-instance decoder outputs ``(T_i, K)`` and trained α ``(T_i,)``."""
+    tok, alpha, mask = pad_token_logits(token_logits, attentions)
+    decoder = _Decoder(tok.shape[-1])
+    predicted = decoder.logits_from_token_logits(tok, alpha).argmax(-1)
+    per_instance = per_token_prediction_probability(decoder.expand_logits(tok).softmax(-1),
+                                                    predicted, mask)
+    return token_probability_score(per_instance.numpy(), predicted.numpy() == np.asarray(references))
+
+
+# ------------------------------------------------------------------------------------------
 # 4. adversary (J&W's code, on this model)
 def jw_adversary_summary(model, batches: list[StateBatch], seed: int = 0, **kwargs) -> dict:
-    """Mean JSD(α_adv, α) and TVD(ŷ_adv, ŷ) of J&W's per-instance adversary (T&Š Fig. 1), or
-    ``{"status": "unavailable"}`` when ``hf_attn.analysis.jw`` is not there."""
+    """J&W's per-instance adversary (``hf_attn.analysis.jw.adversarial_attention``, J&W Alg. 3) on
+    this model, summarised as T&Š Fig. 1 plots it: per instance the chosen adversary is the one with
+    the largest JSD(α_adv, α) among those with TVD(ŷ_adv, ŷ) ≤ ε (the one with the smallest TVD
+    when none is within ε); ``mean_jsd``/``mean_tvd`` average over instances. Also J&W's own
+    summary, the mean ε-max JSD, and the fraction of instances with an adversary within ε.
+    ``{"status": "unavailable"}`` when the J&W module is not there."""
     try:
         from .jw import adversarial_attention
     except ImportError as err:
         return {"status": "unavailable", "reason": str(err)}
-    jsd, tvd = [], []
+    jsd, tvd, eps_max, feasible = [], [], [], []
     for b in batches:
         result = adversarial_attention(model, b.hidden, b.attention, b.mask, seed=seed, **kwargs)
-        jsd.append(torch.as_tensor(result.jsd).reshape(len(b.index), -1).max(-1).values.numpy())
-        tvd.append(torch.as_tensor(result.tvd).reshape(len(b.index), -1).numpy())
-    jsd = np.concatenate(jsd)
-    tvd = np.concatenate(tvd)
-    return {"status": "ok", "mean_max_jsd": float(jsd.mean()), "mean_tvd": float(tvd.mean()),
+        ok = result.feasible
+        score = torch.where(ok, result.jsd, -result.tvd - 10.0)  # feasible ones always win
+        best = score.argmax(-1, keepdim=True)
+        jsd.append(result.jsd.gather(-1, best).squeeze(-1).numpy())
+        tvd.append(result.tvd.gather(-1, best).squeeze(-1).numpy())
+        eps_max.append(result.eps_max_jsd.numpy())
+        feasible.append(ok.any(-1).numpy())
+    jsd, tvd, eps_max, feasible = (np.concatenate(x) for x in (jsd, tvd, eps_max, feasible))
+    return {"status": "ok", "mean_jsd": float(jsd.mean()), "mean_tvd": float(tvd.mean()),
+            "mean_eps_max_jsd": float(eps_max.mean()), "fraction_feasible": float(feasible.mean()),
             "instances": int(len(jsd)), "settings": kwargs}
 
 
@@ -476,6 +553,8 @@ def run_battery(model_dir: str, output_dir: str, options) -> dict:
         permutation_draws=getattr(options, "ts_permutation_draws", 10),
         mi=not getattr(options, "ts_skip_mi", False), mi_split=mi_split,
         mi_max_occurrences=getattr(options, "ts_mi_max_occurrences", 1_000_000),
+        mi_words=getattr(options, "ts_mi_words", 1000),
+        mi_clusters=getattr(options, "ts_mi_clusters", 1000),
         adversary=not getattr(options, "ts_skip_adversary", False),
         adversary_limit=getattr(options, "ts_adversary_limit", 500), progress=progress)
     per_instance = results.pop("per_instance")
@@ -509,6 +588,8 @@ def add_options(parser) -> None:
     g.add_argument("--ts-mi-split", default="train", choices=["train", "validation", "test"],
                    help="split whose word counts and occurrences the MI uses")
     g.add_argument("--ts-mi-max-occurrences", type=int, default=1_000_000)
+    g.add_argument("--ts-mi-words", type=int, default=1000, help="word types per set (T&Š: 1000)")
+    g.add_argument("--ts-mi-clusters", type=int, default=1000, help="k of the k-means (T&Š: 1000)")
     g.add_argument("--ts-skip-mi", action="store_true", help="skip the (slow) MI clustering")
     g.add_argument("--ts-skip-adversary", action="store_true")
     g.add_argument("--ts-adversary-limit", type=int, default=500,
@@ -524,4 +605,5 @@ __all__ = ["uniform_attention", "permute_attention", "fragility_predictions", "f
            "collect_occurrences", "cluster_labels", "clustered_mutual_information",
            "mutual_information", "jw_adversary_summary", "analyze_model", "run_battery",
            "load_run", "model_states", "length_sorted_batches", "token_probability_curve",
-           "plot_token_probabilities", "f1_score_of"]
+           "plot_token_probabilities", "f1_score_of", "pad_token_logits",
+           "fragility_from_token_logits", "token_probability_from_token_logits"]

@@ -1,0 +1,30 @@
+"""Gradio widget for the ts_fragility metric (JSON in, JSON out)."""
+
+import json
+import os
+
+import evaluate
+import gradio as gr
+
+metric = evaluate.load(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = json.dumps({"token_logits": [[[2.0], [-1.0]], [[0.5], [0.3], [-3.0]]],
+                      "attentions": [[0.9, 0.1], [0.2, 0.2, 0.6]], "references": [1, 0]})
+
+
+def compute(payload: str, seed: float, draws: float) -> dict:
+    data = json.loads(payload)
+    return metric.compute(token_logits=data["token_logits"], attentions=data["attentions"],
+                          references=data["references"], seed=int(seed),
+                          permutation_draws=int(draws))
+
+
+demo = gr.Interface(
+    fn=compute,
+    inputs=[gr.Textbox(label="JSON with token_logits, attentions, references", value=EXAMPLE, lines=6),
+            gr.Number(label="seed", value=0), gr.Number(label="permutation draws", value=10)],
+    outputs=gr.JSON(label="fragility"),
+    title="TS Fragility (Tutek & Šnajder 2020, Table 1)",
+    description="F1 with trained attention and its change with uniform / permuted attention.")
+
+if __name__ == "__main__":
+    demo.launch()

@@ -1,0 +1,47 @@
+"""Tutek & Šnajder 2020 Table 2 (mutual information between input embeddings and hidden states,
+after Voita et al. 2019). Thin wrapper over ``hf_attn.analysis.ts.clustered_mutual_information``."""
+
+import datasets
+import evaluate
+from hf_attn.analysis.ts import clustered_mutual_information
+
+_DESCRIPTION = """Clusters the input embeddings e_t and the hidden states h_t of the same token
+occurrences separately with MiniBatchKMeans (T&Š §3.4: k = 1000, batch size 100) and returns the
+mutual information of the two cluster labelings in nats (sklearn.metrics.mutual_info_score).
+Higher = the hidden states keep more of their input."""
+
+_KWARGS = """
+Args:
+    input_vectors: e_t of each occurrence (d floats).
+    hidden_vectors: h_t of the same occurrences, row-aligned (D floats).
+    n_clusters: k (default 1000), batch_size: k-means mini-batch (default 100), seed.
+Returns:
+    mutual_information (nats), occurrences.
+"""
+
+_CITATION = """@inproceedings{tutek-snajder-2020-staying,
+  title = {Staying True to Your Word: (How) Can Attention Become Explanation?},
+  author = {Tutek, Martin and {\\v{S}}najder, Jan},
+  booktitle = {Proceedings of the 5th Workshop on Representation Learning for NLP},
+  year = {2020}, pages = {131--142}}"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS)
+class TsMutualInformation(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS,
+            features=datasets.Features({
+                "input_vectors": datasets.Sequence(datasets.Value("float32")),
+                "hidden_vectors": datasets.Sequence(datasets.Value("float32"))}),
+            reference_urls=["https://aclanthology.org/2020.repl4nlp-1.17/",
+                            "https://aclanthology.org/D19-1448/"])
+
+    def _compute(self, input_vectors, hidden_vectors, n_clusters=1000, batch_size=100, seed=0):
+        import numpy as np
+
+        inputs = np.asarray(input_vectors, dtype=np.float32)
+        hidden = np.asarray(hidden_vectors, dtype=np.float32)
+        return {"mutual_information": clustered_mutual_information(inputs, hidden, n_clusters,
+                                                                   batch_size, seed),
+                "occurrences": int(len(inputs))}

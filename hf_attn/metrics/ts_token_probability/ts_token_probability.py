@@ -1,0 +1,41 @@
+"""Tutek & Šnajder 2020 Table 3 (average per-token prediction probability). Thin wrapper over
+``hf_attn.analysis.ts.token_probability_from_token_logits``."""
+
+import datasets
+import evaluate
+from hf_attn.analysis.ts import token_probability_from_token_logits
+
+_DESCRIPTION = """For every correctly classified instance, the mean over its tokens of the probability of
+the predicted class when the decoder sees h_t alone (all attention on t; T&Š §5, Eq. 9), averaged
+over those instances. At equal F1, lower means attention weights matter more (more faithful)."""
+
+_KWARGS = """
+Args:
+    token_logits: per instance, a (tokens, K) list of raw decoder units on each h_t alone
+        (K = 1 for binary models: sigmoid logit).
+    attentions: per instance, the trained attention (tokens,), used for the model's prediction.
+    references: gold class ids.
+Returns:
+    token_probability, correct_instances, instances.
+"""
+
+_CITATION = """@inproceedings{tutek-snajder-2020-staying,
+  title = {Staying True to Your Word: (How) Can Attention Become Explanation?},
+  author = {Tutek, Martin and {\\v{S}}najder, Jan},
+  booktitle = {Proceedings of the 5th Workshop on Representation Learning for NLP},
+  year = {2020}, pages = {131--142}}"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS)
+class TsTokenProbability(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS,
+            features=datasets.Features({
+                "token_logits": datasets.Sequence(datasets.Sequence(datasets.Value("float32"))),
+                "attentions": datasets.Sequence(datasets.Value("float32")),
+                "references": datasets.Value("int64")}),
+            reference_urls=["https://aclanthology.org/2020.repl4nlp-1.17/"])
+
+    def _compute(self, token_logits, attentions, references):
+        return token_probability_from_token_logits(token_logits, attentions, references)
