@@ -1,0 +1,79 @@
+"""Training through transformers.Trainer: outputs on disk, reloading, resuming, metrics."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from hf_attn.cli import main as cli_main
+from hf_attn.training import TrainSettings, class_weights_for, classification_metrics, train
+
+
+def test_run_folder_has_model_tokenizer_and_metrics(trained_model_dir):
+    metrics = json.load(open(os.path.join(trained_model_dir, "metrics.json")))
+    for key in ("test_accuracy", "test_f1", "test_macro_f1", "test_roc_auc", "dev_roc_auc",
+                "train_seconds", "train_tokens_per_second"):
+        assert key in metrics and metrics[key] is not None
+    run = json.load(open(os.path.join(trained_model_dir, "run.json")))
+    assert run["settings"]["seed"] == 0 and run["versions"]["torch"] == torch.__version__
+    assert run["model"]["pretrained_coverage"] > 0.9  # GloVe covers SST's words
+    assert not os.path.exists(os.path.join(trained_model_dir, "checkpoints"))
+
+
+def test_reloaded_model_reproduces_the_recorded_test_metrics(trained_model_dir, small_sst):
+    model = AutoModelForSequenceClassification.from_pretrained(trained_model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(trained_model_dir)
+    test = small_sst.splits["test"]
+    enc = tokenizer(list(test["text"]), padding=True, return_tensors="pt")
+    with torch.no_grad():
+        probs = model(**enc).logits.softmax(-1).numpy()
+    measured = classification_metrics(probs, np.asarray(test["label"]))
+    recorded = json.load(open(os.path.join(trained_model_dir, "metrics.json")))
+    assert measured["accuracy"] == pytest.approx(recorded["test_accuracy"], abs=1e-9)
+    assert measured["roc_auc"] == pytest.approx(recorded["test_roc_auc"], abs=1e-6)
+    assert recorded["test_roc_auc"] > 0.6  # 2 epochs on 600 sentences already learn something
+
+
+def test_finished_run_is_returned_not_retrained(trained_model_dir, small_sst):
+    before = os.path.getmtime(os.path.join(trained_model_dir, "model.safetensors"))
+    again = train(TrainSettings(epochs=2, seed=0), trained_model_dir, task=small_sst, progress=False)
+    assert again == json.load(open(os.path.join(trained_model_dir, "metrics.json")))
+    assert os.path.getmtime(os.path.join(trained_model_dir, "model.safetensors")) == before
+
+
+def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path, small_sst):
+    settings = TrainSettings(epochs=2, seed=1, encoder="average")
+    straight = train(settings, str(tmp_path / "straight"), task=small_sst, progress=False)
+    # stop after epoch 1 (keeping the Trainer checkpoint), then rerun the 2-epoch job in the same folder
+    first = train(TrainSettings(epochs=1, seed=1, encoder="average"), str(tmp_path / "resumed"),
+                  task=small_sst, progress=False, keep_checkpoints=True)
+    assert first["resumed_from"] is None
+    os.remove(tmp_path / "resumed" / "metrics.json")
+    resumed = train(settings, str(tmp_path / "resumed"), task=small_sst, progress=False)
+    assert resumed["resumed_from"] == "checkpoint-19"
+    for key in ("test_accuracy", "test_roc_auc", "dev_roc_auc"):
+        assert resumed[key] == straight[key]
+
+
+def test_class_weights_and_metrics_by_hand():
+    assert class_weights_for(np.array([0, 0, 0, 1]), 2) == [1.0, 3.0]
+    np.testing.assert_allclose(class_weights_for(np.array([0, 1, 1, 2, 2, 2]), 3), [2.0, 1.0, 2 / 3])
+    with pytest.raises(ValueError, match="no training examples"):
+        class_weights_for(np.array([0, 0]), 2)
+    probs = np.array([[0.9, 0.1], [0.4, 0.6], [0.3, 0.7], [0.6, 0.4]])
+    m = classification_metrics(probs, np.array([0, 1, 0, 1]))
+    assert m["accuracy"] == 0.5
+    assert m["f1"] == pytest.approx(0.5)  # positive class: tp 1, fp 1, fn 1
+    assert m["roc_auc"] == pytest.approx(0.5)  # pairs (pos, neg): (.6>.1) (.6<.7) (.4>.1) (.4<.7)
+
+
+def test_cli_rejects_out_of_range_arguments(capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["train", "--epochs", "0", "--output-dir", "x"])
+    assert "must be >= 1" in capsys.readouterr().err
+    code = cli_main(["train", "--dataset", "nowhere.csv", "--output-dir", "x"])
+    assert code == 2
+    assert "unknown dataset" in capsys.readouterr().err
