@@ -143,6 +143,37 @@ def add_parser(subparsers) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)
 
+    r = subparsers.add_parser(
+        "ts-report", help="run the ts battery on every run of a train-grid folder and tabulate",
+        description="Tutek & Šnajder tables (fragility, MI, per-token probability, J&W adversary) "
+                    "as mean ± std over seeds, beside the published SST numbers; resumable.")
+    r.add_argument("grid_dir")
+    r.add_argument("--output-dir", required=True)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--mi-attentions", nargs="+", default=["additive"])
+    r.add_argument("--mi-variants", nargs="+", default=["base", "residual", "tying", "mlm"])
+    r.add_argument("--mi-seeds", type=int, nargs="+", default=None, help="default: every seed")
+    r.add_argument("--skip-adversary", action="store_true")
+    r.add_argument("--adversary-limit", type=int, default=500)
+    r.add_argument("--summarize-only", action="store_true", help="only aggregate existing results")
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(func=_run_report)
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from .analysis.ts import analyze_grid, summarize_grid
+
+    if args.summarize_only:
+        summary = summarize_grid(args.grid_dir, args.output_dir)
+    else:
+        summary = analyze_grid(args.grid_dir, args.output_dir, seed=args.seed,
+                               mi_attentions=args.mi_attentions, mi_seeds=args.mi_seeds,
+                               mi_variants=args.mi_variants, adversary=not args.skip_adversary,
+                               adversary_limit=args.adversary_limit, progress=not args.quiet)
+    with open(os.path.join(args.output_dir, "tables.md"), encoding="utf-8") as f:
+        print(f.read())
+    return 0 if summary else 1
+
 
 def _run(args: argparse.Namespace) -> int:
     import json

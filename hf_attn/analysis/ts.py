@@ -581,6 +581,256 @@ def run_battery(model_dir: str, output_dir: str, options) -> dict:
     return results
 
 
+# ------------------------------------------------------------------------------------------
+# a whole grid (``hf-attn ts-report``)
+VARIANT_ORDER = ("base", "concat", "residual", "tying", "mlm")
+
+
+def _mean_std(values) -> dict:
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not values:
+        return {"mean": None, "std": None, "n": 0}
+    return {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)) if len(values) > 1
+            else 0.0, "n": len(values)}
+
+
+def analyze_grid(grid_dir: str, output_dir: str, seed: int = 0, mi_attentions=("additive",),
+                 mi_seeds=None, mi_variants=("base", "residual", "tying", "mlm"),
+                 adversary: bool = True, adversary_limit: int | None = 500,
+                 permutation_draws: int = 10, progress: bool = True) -> dict:
+    """Run the ts battery on every finished run of a ``train-grid`` folder (skipping runs whose
+    ``OUT/<cell>/seed<k>/results.json`` exists), then aggregate into ``OUT/summary.json``,
+    ``OUT/tables.md`` and figures. MI is computed for ``mi_variants`` × ``mi_attentions`` ×
+    ``mi_seeds`` (``None`` = all seeds) only: it is the slow part (T&Š Table 2 is additive only
+    and has no concat column)."""
+    from tqdm.auto import tqdm
+
+    from ..training import write_json_atomic
+
+    run_dirs = sorted(os.path.dirname(os.path.relpath(os.path.join(root, "metrics.json"), grid_dir))
+                      for root, _, files in os.walk(grid_dir) if "metrics.json" in files)
+    if not run_dirs:
+        raise FileNotFoundError(f"no finished runs (metrics.json) under {grid_dir}")
+    for relative in tqdm(run_dirs, desc="ts battery", unit="run", disable=not progress):
+        out = os.path.join(output_dir, relative)
+        if os.path.exists(os.path.join(out, "results.json")):
+            continue
+        with open(os.path.join(grid_dir, relative, "run.json"), encoding="utf-8") as f:
+            settings = json.load(f)["settings"]
+        want_mi = (settings["variant"] in mi_variants and settings["attention"] in mi_attentions
+                   and (mi_seeds is None or settings["seed"] in mi_seeds))
+        options = argparse_namespace(split="test", seed=seed, quiet=True,
+                                     ts_permutation_draws=permutation_draws, ts_skip_mi=not want_mi,
+                                     ts_skip_adversary=not adversary,
+                                     ts_adversary_limit=adversary_limit)
+        run_battery(os.path.join(grid_dir, relative), out, options)
+    return summarize_grid(grid_dir, output_dir)
+
+
+def argparse_namespace(**kwargs):
+    import argparse
+
+    return argparse.Namespace(**kwargs)
+
+
+def _collect(output_dir: str) -> list[dict]:
+    rows = []
+    for root, _, files in os.walk(output_dir):
+        if "results.json" in files and os.path.basename(root).startswith("seed"):
+            with open(os.path.join(root, "results.json"), encoding="utf-8") as f:
+                r = json.load(f)
+            m = r["model"]
+            rows.append({"variant": m["variant"], "attention": m["attention"],
+                         "seed": int(os.path.basename(root)[4:]), "dir": root, "results": r})
+    return rows
+
+
+def summarize_grid(grid_dir: str, output_dir: str) -> dict:
+    """Mean ± std over seeds per (variant, attention) of every T&Š measure; tables + figures."""
+    from ..training import write_json_atomic
+
+    rows = _collect(output_dir)
+    if not rows:
+        raise FileNotFoundError(f"no ts results under {output_dir}")
+    first = rows[0]["results"]["model"]
+    cells = {}
+    for key in sorted({(r["variant"], r["attention"]) for r in rows},
+                      key=lambda k: (VARIANT_ORDER.index(k[0]), k[1])):
+        group = [r["results"] for r in rows if (r["variant"], r["attention"]) == key]
+        cell = {"seeds": sorted(r["seed"] for r in rows if (r["variant"], r["attention"]) == key)}
+        for name in ("f1_trained", "delta_uniform", "delta_permuted"):
+            cell[name] = _mean_std([g["fragility"][name] for g in group])
+        cell["token_probability"] = _mean_std([g["token_probability"]["token_probability"]
+                                               for g in group])
+        for method in WORD_SET_METHODS:
+            cell[f"mi_{method}"] = _mean_std([g["mutual_information"][method]["mi"] for g in group
+                                              if "mutual_information" in g])
+        adv = [g["jw_adversary"] for g in group if g.get("jw_adversary", {}).get("status") == "ok"]
+        cell["jw_mean_jsd"] = _mean_std([a["mean_jsd"] for a in adv])
+        cell["jw_mean_tvd"] = _mean_std([a["mean_tvd"] for a in adv])
+        cell["jw_mean_eps_max_jsd"] = _mean_std([a["mean_eps_max_jsd"] for a in adv])
+        cells[f"{key[0]}-{key[1]}"] = cell
+    grid_json = os.path.join(grid_dir, "grid.json")
+    grid_info = {}
+    if os.path.exists(grid_json):
+        with open(grid_json, encoding="utf-8") as f:
+            g = json.load(f)
+        trained = [r for r in g["runs"] if r["status"] == "trained"]
+        grid_info = {"runs_recorded": len(g["runs"]), "trained_runs": len(trained),
+                     "trained_wall_seconds": sum(r["wall_seconds"] for r in trained),
+                     "seconds_per_trained_run": g.get("seconds_per_trained_run")}
+    setup = (f"BiLSTM, {rows[0]['results']['dataset']}, embeddings d = {first['embedding_dim']} "
+             f"({'GloVe-6B-50d' if first['embedding_dim'] == 50 else 'see run.json'}), "
+             f"H = {first['hidden_size']} for every variant (2H = d), tying δ = {first['tying_delta']}, "
+             f"MLM η = {first['mlm_weight']}; test split; mean ± std over seeds")
+    summary = {"setup": setup, "cells": cells, "grid": grid_info,
+               "published_sst_additive": PUBLISHED_SST}
+    write_json_atomic(os.path.join(output_dir, "summary.json"), summary)
+    with open(os.path.join(output_dir, "tables.md"), "w", encoding="utf-8") as f:
+        f.write(format_tables(summary))
+    _plot_fragility(cells, os.path.join(output_dir, "fragility.png"), setup)
+    _plot_adversary(rows, os.path.join(output_dir, "jw_adversary_jsd_tvd.png"))
+    _plot_example(grid_dir, rows, os.path.join(output_dir, "token_probability_base_vs_regularised.png"))
+    return summary
+
+
+PUBLISHED_SST = {  # T&Š Tables 1–3, SST, additive attention (300-d, H = 150, 5 runs)
+    "fragility": {"base": (84.2, -2.8, -5.0), "concat": (83.7, -1.9, -4.7), "tying": (83.5, -7.0, -18.0),
+                  "mlm": (82.8, -5.9, -15.6)},
+    "fragility_dot": {"base": (84.3, -2.6, -6.5), "concat": (84.1, -3.4, -7.4), "tying": (83.5, -9.9, -20.0),
+                      "mlm": (82.7, -3.0, -5.4)},
+    "mi_MF": {"base": 2.324, "residual": 5.062, "tying": 4.870, "mlm": 3.662},
+    "mi_RS": {"base": 2.435, "residual": 4.289, "tying": 4.216, "mlm": 3.808},
+    "token_probability": {"base": 0.712, "residual": 0.685, "tying": 0.586, "mlm": 0.630},
+    "token_probability_dot": {"base": 0.693, "residual": 0.701, "tying": 0.600, "mlm": 0.664},
+}
+
+
+def _fmt(stat: dict, digits: int = 1) -> str:
+    if not stat or stat.get("mean") is None:
+        return "–"
+    return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f} (n={stat['n']})"
+
+
+def format_tables(summary: dict) -> str:
+    """Markdown tables beside T&Š's published SST numbers."""
+    cells, pub = summary["cells"], summary["published_sst_additive"]
+    lines = [f"Setup: {summary['setup']}.", "",
+             "### Fragility (T&Š Table 1): F1 % with trained α, ΔF1 with uniform / permuted α", "",
+             "| variant | attention | F1 Tr. | Δ Un. | Δ Pm. | T&Š SST (Tr. / Un. / Pm.) |",
+             "|---|---|---|---|---|---|"]
+    for name, c in cells.items():
+        variant, attention = name.split("-")
+        ref = pub["fragility" if attention == "additive" else "fragility_dot"].get(variant)
+        lines.append(f"| {variant} | {attention} | {_fmt(c['f1_trained'])} | {_fmt(c['delta_uniform'])} | "
+                     f"{_fmt(c['delta_permuted'])} | {' / '.join(map(str, ref)) if ref else '–'} |")
+    lines += ["", "### Mutual information e_t ↔ h_t, nats (T&Š Table 2)", "",
+              "| variant | attention | MF | RS | T&Š SST MF / RS |", "|---|---|---|---|---|"]
+    for name, c in cells.items():
+        if c["mi_MF"]["n"] or c["mi_RS"]["n"]:
+            variant, attention = name.split("-")
+            ref = (f"{pub['mi_MF'][variant]} / {pub['mi_RS'][variant]}"
+                   if variant in pub["mi_MF"] and attention == "additive" else "–")
+            lines.append(f"| {variant} | {attention} | {_fmt(c['mi_MF'], 3)} | {_fmt(c['mi_RS'], 3)} | {ref} |")
+    lines += ["", "### Per-token prediction probability (T&Š Table 3; lower = more faithful at equal F1)", "",
+              "| variant | attention | p̂ | T&Š SST |", "|---|---|---|---|"]
+    for name, c in cells.items():
+        variant, attention = name.split("-")
+        ref = pub["token_probability" if attention == "additive" else "token_probability_dot"].get(variant, "–")
+        lines.append(f"| {variant} | {attention} | {_fmt(c['token_probability'], 3)} | {ref} |")
+    lines += ["", "### J&W adversary (k = 5, λ = 500, ε = 0.01; first 500 test instances)", "",
+              "| variant | attention | mean JSD(α_adv, α) | mean TVD(ŷ_adv, ŷ) | mean ε-max JSD |",
+              "|---|---|---|---|---|"]
+    for name, c in cells.items():
+        variant, attention = name.split("-")
+        lines.append(f"| {variant} | {attention} | {_fmt(c['jw_mean_jsd'], 3)} | "
+                     f"{_fmt(c['jw_mean_tvd'], 4)} | {_fmt(c['jw_mean_eps_max_jsd'], 3)} |")
+    if summary.get("grid"):
+        g = summary["grid"]
+        lines += ["", f"Grid training: {g['trained_runs']} runs trained in "
+                      f"{g['trained_wall_seconds'] / 60:.1f} min wall "
+                      f"({g['seconds_per_trained_run']} s per run, one at a time, shared CPU)."]
+    return "\n".join(lines) + "\n"
+
+
+def _plot_fragility(cells: dict, path: str, setup: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(cells)
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(names) + 2), 3.8))
+    for offset, key, colour, label in ((-0.2, "delta_uniform", "tab:blue", "uniform α"),
+                                       (0.2, "delta_permuted", "tab:orange", "permuted α")):
+        means = [cells[n][key]["mean"] for n in names]
+        stds = [cells[n][key]["std"] for n in names]
+        ax.bar(x + offset, means, 0.4, yerr=stds, color=colour, label=label, capsize=3)
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xticks(x)
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_ylabel("Δ F1 (points) vs trained α")
+    ax.set_title("Fragility of attention (T&Š Table 1)", fontsize=10)
+    fig.text(0.01, 0.01, setup, fontsize=6)
+    ax.legend(fontsize=8)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plot_adversary(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = dict(zip(VARIANT_ORDER, ["tab:red", "tab:grey", "tab:blue", "tab:green", "tab:purple"]))
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    seen = set()
+    for r in rows:
+        adv = r["results"].get("jw_adversary", {})
+        if adv.get("status") != "ok":
+            continue
+        label = f"{r['variant']}" if r["variant"] not in seen else None
+        seen.add(r["variant"])
+        ax.scatter(adv["mean_jsd"], adv["mean_tvd"], color=colours[r["variant"]],
+                   marker="o" if r["attention"] == "additive" else "^", label=label)
+    ax.set_xlabel("mean JSD(α_adv, α)")
+    ax.set_ylabel("mean TVD(ŷ_adv, ŷ)")
+    ax.set_title("J&W adversary per model (○ additive, △ dot) — T&Š Fig. 1", fontsize=9)
+    if seen:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plot_example(grid_dir: str, rows: list[dict], path: str, attention: str = "additive") -> None:
+    """T&Š Fig. 2: one validation sentence, base vs the regularised variants (lowest seed)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from ..modeling_hf_attn import AttnClassifierForSequenceClassification
+
+    chosen = {}
+    for r in sorted(rows, key=lambda r: r["seed"]):
+        if r["attention"] == attention and r["variant"] in ("base", "tying", "mlm", "residual"):
+            chosen.setdefault(r["variant"], r)
+    if "base" not in chosen or len(chosen) < 2:
+        return
+    example = chosen["base"]["results"]["example"]
+    curves = {}
+    for variant in VARIANT_ORDER:
+        if variant in chosen:
+            model_dir = chosen[variant]["results"]["model_dir"]
+            model = AttnClassifierForSequenceClassification.from_pretrained(model_dir).eval()
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+            curves[f"{variant} (seed {chosen[variant]['seed']})"] = token_probability_curve(
+                model, tokenizer, example["text"])
+    plot_token_probabilities(curves, path, title=f"Per-token P(positive), SST {example['split']} "
+                             f"#{example['index']} ({attention}); dotted: model P — T&Š Fig. 2")
+
+
 def add_options(parser) -> None:
     g = parser.add_argument_group("ts battery (Tutek & Šnajder)")
     g.add_argument("--ts-permutation-draws", type=int, default=10,
@@ -606,4 +856,5 @@ __all__ = ["uniform_attention", "permute_attention", "fragility_predictions", "f
            "mutual_information", "jw_adversary_summary", "analyze_model", "run_battery",
            "load_run", "model_states", "length_sorted_batches", "token_probability_curve",
            "plot_token_probabilities", "f1_score_of", "pad_token_logits",
-           "fragility_from_token_logits", "token_probability_from_token_logits"]
+           "fragility_from_token_logits", "token_probability_from_token_logits",
+           "analyze_grid", "summarize_grid", "format_tables", "PUBLISHED_SST"]
