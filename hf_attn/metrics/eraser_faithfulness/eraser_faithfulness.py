@@ -1,0 +1,50 @@
+"""ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020, §4) summarised over a
+dataset. Model-free: takes per-instance, per-bin scores computed by
+``hf_attn.faithfulness.eraser_scores``. Thin wrapper over ``hf_attn.faithfulness.summarize_eraser``."""
+
+import datasets
+import evaluate
+from hf_attn.faithfulness import DEFAULT_FRACTIONS
+from hf_attn.faithfulness import summarize_eraser
+
+_DESCRIPTION = """ERASER faithfulness of a per-token importance ranking (attention, gradient,
+leave-one-out, integrated gradients, ...). Per instance and bin k (a fraction of its tokens):
+comprehensiveness = p_c(x) - p_c(x without its top-k tokens), sufficiency = p_c(x) - p_c(top-k
+tokens only), c the class predicted for the full input, tokens removed (not masked). AOPC is the
+mean over the bins (ERASER code; `include_zero_bin=True` divides by |B|+1 as the paper's printed
+formula). High comprehensiveness and low sufficiency = a faithful ranking."""
+
+_KWARGS = """
+Args:
+    comprehensiveness: per instance, a list with one score per bin.
+    sufficiency: per instance, a list with one score per bin.
+    fractions: the bins (default [0.01, 0.05, 0.1, 0.2, 0.5]); only their number is checked.
+    include_zero_bin: AOPC normaliser |B|+1 instead of |B| (default False).
+Returns:
+    comprehensiveness_aopc, sufficiency_aopc (means of the per-instance AOPC) with their standard
+    errors (*_aopc_stderr), comprehensiveness and sufficiency (per-bin means), fractions,
+    num_instances.
+"""
+
+_CITATION = """@inproceedings{deyoung-etal-2020-eraser,
+  title = {{ERASER}: A Benchmark to Evaluate Rationalized {NLP} Models},
+  author = {DeYoung, Jay and Jain, Sarthak and Rajani, Nazneen Fatema and Lehman, Eric and
+            Xiong, Caiming and Socher, Richard and Wallace, Byron C.},
+  booktitle = {Proceedings of ACL 2020},
+  year = {2020}, pages = {4443--4458}}"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS)
+class EraserFaithfulness(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS,
+            features=datasets.Features({
+                "comprehensiveness": datasets.Sequence(datasets.Value("float64")),
+                "sufficiency": datasets.Sequence(datasets.Value("float64"))}),
+            reference_urls=["https://aclanthology.org/2020.acl-main.408/",
+                            "https://github.com/jayded/eraserbenchmark"])
+
+    def _compute(self, comprehensiveness, sufficiency, fractions=None, include_zero_bin=False):
+        fractions = list(DEFAULT_FRACTIONS) if fractions is None else list(fractions)
+        return summarize_eraser(comprehensiveness, sufficiency, fractions, bool(include_zero_bin))
