@@ -111,6 +111,58 @@ def ordering_holds(f1: dict[str, float]) -> dict:
     return {"holds": all(checks.values()), "checks": checks}
 
 
+def seed_variance_summary(base_attention, seed_attentions, base_probabilities, seed_probabilities,
+                          labels=None, statistic: str = "max", bins=MAX_ATTENTION_BINS) -> dict:
+    """Ragged-input wrapper of :func:`seed_variance_statistics` (the ``wp_seed_variance`` metric).
+
+    ``base_attention``: per instance a ``(T_i,)`` list; ``seed_attentions``: per instance ``(S, T_i)``;
+    ``base_probabilities``: per instance ``(C,)``; ``seed_probabilities``: per instance ``(S, C)``;
+    ``labels`` (optional): class per instance for the per-class/bin table."""
+    if statistic not in ("max", "median"):
+        raise ValueError(f"statistic must be 'max' or 'median', got {statistic!r}")
+    base, mask = wpt.pad_ragged([np.asarray(a, dtype=np.float64) for a in base_attention])
+    seeds = [np.asarray(s, dtype=np.float64) for s in seed_attentions]
+    num_seeds = {s.shape[0] for s in seeds}
+    if len(num_seeds) != 1:
+        raise ValueError(f"every instance needs the same number of seed models, got {sorted(num_seeds)}")
+    stacked = np.zeros((num_seeds.pop(),) + base.shape)
+    for i, s in enumerate(seeds):
+        if s.shape[1] != mask[i].sum():
+            raise ValueError(f"instance {i}: seed attention has {s.shape[1]} tokens, base {mask[i].sum()}")
+        stacked[:, i, :s.shape[1]] = s
+    stats = seed_variance_statistics(base, stacked, np.asarray(base_probabilities, dtype=np.float64),
+                                     np.transpose(np.asarray(seed_probabilities, dtype=np.float64), (1, 0, 2)),
+                                     mask)
+    values = stats[f"{statistic}_jsd"]
+    out = {"statistic": statistic, "num_seeds": int(stacked.shape[0]),
+           "mean_max_jsd": float(stats["max_jsd"].mean()), "mean_median_jsd": float(stats["median_jsd"].mean()),
+           "mean_max_tvd": float(stats["max_tvd"].mean()), "mean_median_tvd": float(stats["median_tvd"].mean()),
+           "jsd": values.tolist(), "tvd": stats[f"{statistic}_tvd"].tolist(),
+           "max_attention": stats["max_attention"].tolist()}
+    if labels is not None:
+        out["by_class_and_max_attention"] = binned_summary(values, stats["max_attention"], labels, bins)
+    return out
+
+
+def consistent_adversary_summary(adversary_attention, base_attention, adversary_probabilities,
+                                 base_probabilities, lam: float = 0.001) -> dict:
+    """W&P §4 measures of an adversary M_a against the base M_b over a set of instances (the
+    ``wp_consistent_adversary`` metric): mean JSD(α_a, α_b), TVD(ŷ_a, ŷ_b), KL(α_a‖α_b) and the
+    objective TVD − λ·KL. Attention per instance as ``(T_i,)`` lists (the same T_i for a and b)."""
+    a, mask = wpt.pad_ragged([np.asarray(x, dtype=np.float64) for x in adversary_attention])
+    b, mask_b = wpt.pad_ragged([np.asarray(x, dtype=np.float64) for x in base_attention])
+    if a.shape != b.shape or not (mask == mask_b).all():
+        raise ValueError("adversary and base attention must have the same length per instance")
+    loss, distance, kl = wpt.consistent_adversary_loss(
+        torch.as_tensor(np.asarray(adversary_probabilities, dtype=np.float64)),
+        torch.as_tensor(np.asarray(base_probabilities, dtype=np.float64)), torch.from_numpy(a),
+        torch.from_numpy(b), torch.from_numpy(mask), lam, reduction="none")
+    divergence = jsd(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(mask)).numpy()
+    return {"lambda": float(lam), **divergence_summary(divergence, distance.numpy()),
+            "mean_kl": float(kl.mean()), "objective": float(loss.mean()),
+            "jsd": divergence.tolist(), "tvd": distance.numpy().tolist(), "kl": kl.numpy().tolist()}
+
+
 # ---------------------------------------------------------------------------------------------
 # figures
 def _violin_panel(ax, values, max_attention, labels, label_names, bins, title, xlabel):
@@ -319,12 +371,14 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
 
     # ---- training (resumable, one at a time) ----
     train_start = time.perf_counter()
-    plan = ([("uniform", os.path.join(runs_dir, "uniform"))]
-            + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s)) for s in range(base_settings.seed + 1,
-                                                                          base_settings.seed + 1 + num_seeds)]
+    # cheapest and most telling first (uniform, the guide adversary, the MLPs), seeds last
+    plan = ([("uniform", os.path.join(runs_dir, "uniform")),
+             (f"adversary λ={guide_lambda:g}", wpt.adversary_run_dir(runs_dir, guide_lambda))]
+            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g)) for g in wpt.GUIDES]
             + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam))
-               for lam in sorted(set(lambdas) | {guide_lambda})]
-            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g)) for g in wpt.GUIDES])
+               for lam in lambdas if lam != guide_lambda]
+            + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s)) for s in range(base_settings.seed + 1,
+                                                                          base_settings.seed + 1 + num_seeds)])
     todo = [(name, path) for name, path in plan if need(path)]
     base_cache = None
     bar = tqdm(todo, desc="wp: training helper models", disable=not progress)
@@ -543,5 +597,5 @@ def runner(model_dir: str, output_dir: str, options) -> dict:
 
 register_battery("wp", runner, add_options)
 
-__all__ = ["run_wp", "seed_variance_statistics", "binned_summary", "divergence_summary", "ordering_holds",
+__all__ = ["run_wp", "seed_variance_statistics", "seed_variance_summary", "consistent_adversary_summary", "binned_summary", "divergence_summary", "ordering_holds",
            "plot_seed_variance", "plot_tradeoff", "plot_diagnostic_mlp"]
