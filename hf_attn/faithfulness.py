@@ -36,6 +36,8 @@ Shapes: N or B instances, T tokens (right-padded), d embedding size, K fraction 
 from __future__ import annotations
 
 import math
+import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -480,7 +482,231 @@ def integrated_gradients_importance(model, input_ids, attention_mask=None, *, ab
     return attributions.abs() if absolute else attributions
 
 
+# ------------------------------------------------------------------------------------------------
+# the ERASER table: every importance measure of one model on one split
+
+IMPORTANCE_MEASURES = ("attention", "gradient", "loo", "ig", "ig_abs", "random")
+MEASURE_DESCRIPTIONS = {
+    "attention": "attention weights α (J&W §2)",
+    "gradient": "|∇ŷ_c · e_t| with α detached (J&W Alg. 1)",
+    "loo": "leave-one-out TVD(ŷ(x₋t), ŷ(x)) (J&W §4.1)",
+    "ig": "integrated gradients, signed (Sundararajan et al. 2017; toward c ranks first)",
+    "ig_abs": "|integrated gradients|",
+    "random": "uniform random scores (the floor)",
+}
+
+
+def importance_scores(model, input_ids, attention_mask, measures: Sequence[str] = IMPORTANCE_MEASURES,
+                      *, ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0,
+                      token_budget: int = 16384, progress: bool = False) -> tuple[dict, dict]:
+    """``{measure: (N, T) float64}`` per-token importances for ERASER, plus ``{measure: seconds}``.
+
+    Gradient and leave-one-out are the J&W battery's own functions
+    (:func:`hf_attn.analysis.jw.gradient_importance`, :func:`~hf_attn.analysis.jw.leave_one_out`),
+    run over length-sorted batches. Single-token instances have no leave-one-out value (NaN):
+    their one token gets 0 (any ranking of one token is the same). IG scores both ``ig`` and
+    ``ig_abs`` from one run; ``random`` is seeded.
+    """
+    from .analysis.jw import gradient_importance, leave_one_out
+
+    unknown = sorted(set(measures) - set(IMPORTANCE_MEASURES))
+    if unknown:
+        raise ValueError(f"unknown importance measure(s) {unknown}; choose from {list(IMPORTANCE_MEASURES)}")
+    ids, mask = _check_inputs(input_ids, attention_mask)
+    lengths = mask.sum(1).numpy()
+    model.eval()
+    out: dict[str, torch.Tensor] = {}
+    seconds: dict[str, float] = {}
+    batches = length_batches(lengths, token_budget)
+
+    def per_batch(name, fn):
+        start = time.perf_counter()
+        result = torch.zeros(ids.shape, dtype=torch.float64)
+        for batch in batches:
+            index = torch.from_numpy(batch)
+            width = int(lengths[batch].max())
+            result[index, :width] = fn(ids[index, :width], mask[index, :width]).detach().double().cpu()
+        seconds[name] = time.perf_counter() - start
+        return result
+
+    if "attention" in measures:
+        with torch.inference_mode():
+            out["attention"] = per_batch("attention", lambda i, m: model(input_ids=i, attention_mask=m).attentions)
+    if "gradient" in measures:
+        out["gradient"] = per_batch("gradient", lambda i, m: gradient_importance(model, i, m))
+    if "loo" in measures:
+        with torch.inference_mode():
+            out["loo"] = torch.nan_to_num(per_batch("loo", lambda i, m: leave_one_out(
+                model, i, m, token_budget=4 * token_budget)), nan=0.0)
+    if "ig" in measures or "ig_abs" in measures:
+        start = time.perf_counter()
+        ig = integrated_gradients(model, ids, mask, steps=ig_steps, baseline=ig_baseline, progress=progress)
+        seconds["ig"] = time.perf_counter() - start
+        if "ig" in measures:
+            out["ig"] = ig.attributions
+        if "ig_abs" in measures:
+            out["ig_abs"] = ig.attributions.abs()
+        out["_ig_completeness_gap"] = ig.completeness_gap
+    if "random" in measures:
+        out["random"] = torch.rand(ids.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return out, seconds
+
+
+def eraser_table(model, input_ids, attention_mask, measures: Sequence[str] = IMPORTANCE_MEASURES,
+                 fractions: Sequence[float] = DEFAULT_FRACTIONS, *, ig_steps: int = 50,
+                 ig_baseline: str = "zero", seed: int = 0, token_budget: int = 16384,
+                 progress: bool = False) -> dict:
+    """ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020 §4) of each importance
+    measure for one model on ``(N, T)`` inputs: the question the three papers left open — is
+    attention a worse explanation than gradients by a measure other than rank correlation?
+
+    Returns a JSON-able dict: ``measures`` {name: :func:`summarize_eraser` output + description},
+    ``ig_completeness`` (mean / max |Σ IG − (f(x) − f(0))|), ``seconds`` per step, ``parameters``.
+    """
+    start = time.perf_counter()
+    scores, seconds = importance_scores(model, input_ids, attention_mask, measures, ig_steps=ig_steps,
+                                        ig_baseline=ig_baseline, seed=seed, token_budget=token_budget,
+                                        progress=progress)
+    table = {}
+    for name in measures:
+        t0 = time.perf_counter()
+        result = eraser_scores(model, input_ids, attention_mask, scores[name], fractions,
+                               token_budget=4 * token_budget, progress=progress)
+        seconds[f"eraser_{name}"] = time.perf_counter() - t0
+        table[name] = summarize_eraser(result.comprehensiveness, result.sufficiency, fractions) | {
+            "description": MEASURE_DESCRIPTIONS[name]}
+    out = {"measures": table,
+           "parameters": {"fractions": list(fractions), "ig_steps": ig_steps, "ig_baseline": ig_baseline,
+                          "ig_rule": "trapezoid", "ig_target": "probability", "seed": seed,
+                          "k_rounding": "ceil(fraction * n), clipped to [1, n]",
+                          "ties": "earlier position first", "aopc": "mean over the bins"},
+           "seconds": seconds | {"total": time.perf_counter() - start}}
+    if "_ig_completeness_gap" in scores:
+        gap = scores["_ig_completeness_gap"].abs()
+        out["ig_completeness"] = {"mean_abs_gap": float(gap.mean()), "max_abs_gap": float(gap.max())}
+    return out
+
+
+def format_eraser_table(results: dict) -> str:
+    """Markdown table of :func:`eraser_table` results (AOPC ± standard error, per-bin values)."""
+    fractions = results["parameters"]["fractions"]
+    bins = " / ".join(f"{round(100 * f)}%" for f in fractions)
+    lines = [f"| importance | comprehensiveness AOPC ↑ | sufficiency AOPC ↓ | comprehensiveness {bins} | sufficiency {bins} |",
+             "|---|---|---|---|---|"]
+    for name, row in results["measures"].items():
+        lines.append(f"| {name} | {row['comprehensiveness_aopc']:.3f} ± {row['comprehensiveness_aopc_stderr']:.3f} "
+                     f"| {row['sufficiency_aopc']:.3f} ± {row['sufficiency_aopc_stderr']:.3f} "
+                     f"| {' / '.join(f'{v:.3f}' for v in row['comprehensiveness'])} "
+                     f"| {' / '.join(f'{v:.3f}' for v in row['sufficiency'])} |")
+    return "\n".join(lines)
+
+
+def write_eraser_figure(results: dict, path: str, title: str = "") -> str:
+    """Comprehensiveness and sufficiency against the fraction of tokens, one line per measure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fractions = [100 * f for f in results["parameters"]["fractions"]]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharex=True)
+    for name, row in results["measures"].items():
+        axes[0].plot(fractions, row["comprehensiveness"], marker="o", label=name)
+        axes[1].plot(fractions, row["sufficiency"], marker="o", label=name)
+    for ax, label in zip(axes, ("comprehensiveness ↑ (top-k removed)", "sufficiency ↓ (only top-k kept)")):
+        ax.set_xscale("log")
+        ax.set_xticks(fractions, [f"{f:g}" for f in fractions])
+        ax.set_xlabel("k (% of tokens)")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("Δ p(predicted class)")
+    axes[1].legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def run_eraser(model_dir: str, output_dir: str, split: str = "test",
+               measures: Sequence[str] = IMPORTANCE_MEASURES, fractions: Sequence[float] = DEFAULT_FRACTIONS,
+               *, ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0, token_budget: int = 16384,
+               max_instances: int | None = None, progress: bool = True) -> dict:
+    """ERASER table of a model folder written by ``hf-attn train`` on ``split``: writes
+    ``OUT/results.json`` (atomic), ``OUT/eraser.md`` and ``OUT/eraser.png``; returns the results.
+    A finished ``OUT/results.json`` with the same parameters is returned as is."""
+    import json
+
+    from .analysis.jw import load_model_and_split
+    from .training import environment_versions, write_json_atomic
+
+    path = os.path.join(output_dir, "results.json")
+    params = {"split": split, "measures": list(measures), "fractions": list(fractions), "ig_steps": ig_steps,
+              "ig_baseline": ig_baseline, "seed": seed, "max_instances": max_instances}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            previous = json.load(f)
+        if previous.get("request") == params:
+            return previous
+    model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, split)
+    if max_instances:
+        texts = texts[:max_instances]
+    max_length = int(getattr(model.config, "max_tokens", 512))
+    enc = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+    results = eraser_table(model, enc["input_ids"], enc["attention_mask"], measures, fractions,
+                           ig_steps=ig_steps, ig_baseline=ig_baseline, seed=seed,
+                           token_budget=token_budget, progress=progress)
+    results = {"analysis": "eraser", "paper": "DeYoung et al. 2020, ERASER, §4; Sundararajan et al. 2017 (IG)",
+               "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": split,
+               "num_instances": len(texts),
+               "model": {"encoder": model.config.encoder, "attention": model.config.attention,
+                         "variant": model.config.variant},
+               "request": params, **results, "versions": environment_versions()}
+    os.makedirs(output_dir, exist_ok=True)
+    table = format_eraser_table(results)
+    with open(os.path.join(output_dir, "eraser.md.tmp"), "w", encoding="utf-8") as f:
+        f.write(f"ERASER on {dataset} {split} ({len(texts)} instances), {model_dir}\n\n{table}\n")
+    os.replace(os.path.join(output_dir, "eraser.md.tmp"), os.path.join(output_dir, "eraser.md"))
+    name = f"{model.config.encoder}+{model.config.attention} ({model.config.variant})"
+    results["figure"] = os.path.basename(write_eraser_figure(
+        results, os.path.join(output_dir, "eraser.png"), f"ERASER, {dataset} {split}, {name}"))
+    write_json_atomic(path, results)
+    if progress:
+        print(table)
+    return results
+
+
+def add_parser(subparsers) -> None:
+    """``hf-attn eraser DIR --output-dir OUT``."""
+    p = subparsers.add_parser(
+        "eraser", help="ERASER faithfulness of attention / gradient / LOO / IG rankings",
+        description="ERASER comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020 §4) of each "
+                    "importance measure of a trained model; writes results.json, eraser.md, eraser.png.")
+    p.add_argument("model_dir")
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--measures", nargs="+", default=list(IMPORTANCE_MEASURES), choices=list(IMPORTANCE_MEASURES))
+    p.add_argument("--fractions", nargs="+", type=float, default=list(DEFAULT_FRACTIONS))
+    p.add_argument("--ig-steps", type=int, default=50)
+    p.add_argument("--ig-baseline", choices=["zero", "pad"], default="zero")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--token-budget", type=int, default=16384)
+    p.add_argument("--max-instances", type=int, default=None)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_run_cli)
+
+
+def _run_cli(args) -> int:
+    run_eraser(args.model_dir, args.output_dir, args.split, args.measures, args.fractions,
+               ig_steps=args.ig_steps, ig_baseline=args.ig_baseline, seed=args.seed,
+               token_budget=args.token_budget, max_instances=args.max_instances, progress=not args.quiet)
+    return 0
+
+
 __all__ = ["DEFAULT_FRACTIONS", "EraserResult", "IntegratedGradientsResult", "aopc",
            "batched_probabilities", "eraser_scores", "eraser_scores_slow", "erasure_variants",
            "integrated_gradients", "integrated_gradients_importance", "length_batches",
-           "rank_tokens", "summarize_eraser", "tokens_per_fraction"]
+           "rank_tokens", "summarize_eraser", "tokens_per_fraction", "IMPORTANCE_MEASURES",
+           "importance_scores", "eraser_table", "format_eraser_table", "run_eraser"]
