@@ -245,9 +245,14 @@ def _adversary_gradients(log_adv: torch.Tensor, adv: torch.Tensor, log_mid0: tor
     c = 1/(k(k−1)); the second is ∂TVD_i/∂α(i) through ŷ(i) = softmax(expand(Σ_t α_t tok_t))."""
     k = adv.shape[1]
     c = 1.0 / max(k * (k - 1), 1)
-    pair_logs = (adv.unsqueeze(2) + adv.unsqueeze(1)).clamp_min(1e-30).log().sum(2)  # Σ_j incl. j = i
-    # Σ_{j≠i} log(α_i + α_j) = Σ_j … − log α_i − log 2; constants drop out
-    divergence = 0.5 * (log_adv - log_mid0) + (0.5 * c) * (k * log_adv - pair_logs)
+    divergence = 0.5 * (log_adv - log_mid0) + (0.5 * c * (k - 1)) * log_adv
+    if k > 1:  # Σ_{j≠i} log(α_i + α_j) (log 2 is a constant): the k(k−1)/2 pairs once, then scattered
+        first, second = torch.triu_indices(k, k, offset=1, device=adv.device)
+        pair_logs = (adv[:, first] + adv[:, second]).clamp_min(1e-30).log()  # (B, pairs, T)
+        incidence = torch.zeros(k, len(first), dtype=adv.dtype, device=adv.device)
+        incidence[first, torch.arange(len(first))] = 1.0
+        incidence[second, torch.arange(len(first))] = 1.0
+        divergence = divergence - (0.5 * c) * torch.einsum("ip,bpt->bit", incidence, pair_logs)
     over = 0.5 * (probabilities - original.unsqueeze(1)).sign()  # ∂TVD/∂ŷ(i)
     d_logits = probabilities * (over - (probabilities * over).sum(-1, keepdim=True))  # (B, k, C)
     d_units = d_logits[..., 1:] if num_outputs == 1 else d_logits  # binary logits are [0, z]
@@ -577,7 +582,11 @@ def jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
     """``hf-attn analyze DIR --battery jw``: run the battery on ``options.split`` and write
     ``OUT/results.json`` (every summary number, parameters, versions; atomic), ``OUT/instances.jsonl``
     (per-instance arrays) and the figures ``OUT/fig*.png``. Batches are cached in ``OUT/cache`` so
-    a killed run resumes."""
+    a killed run resumes. Sentence-pair (NLI) models go to :mod:`.jw_pair` (premise attention)."""
+    from .jw_pair import is_pair_model_dir, pair_jw_battery_runner
+
+    if is_pair_model_dir(model_dir):
+        return pair_jw_battery_runner(model_dir, output_dir, options)
     from ..training import environment_versions, write_json_atomic
     from .jw_figures import write_jw_figures
     from .jw_summary import PUBLISHED_SST, strip_arrays
