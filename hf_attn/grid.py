@@ -20,6 +20,7 @@ p_mlm = 0.15.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from dataclasses import asdict, replace
@@ -88,6 +89,12 @@ def train_grid(runs: list[tuple[str, TrainSettings]], output_dir: str, task=None
         first = runs[0][1]
         task = load_task(first.dataset, seed=first.data_seed, text_column=first.text_column,
                          label_column=first.label_column, data_path=first.data_path)
+    # wall times of runs trained by earlier (interrupted) invocations are carried over
+    earlier = {}
+    grid_json = os.path.join(output_dir, "grid.json")
+    if os.path.exists(grid_json):
+        with open(grid_json, encoding="utf-8") as f:
+            earlier = {r["dir"]: r for r in json.load(f).get("runs", [])}
     summary = {"output_dir": os.path.abspath(output_dir), "num_runs": len(runs),
                "settings": asdict(runs[0][1]) if runs else None, "versions": environment_versions(),
                "runs": []}
@@ -109,11 +116,25 @@ def train_grid(runs: list[tuple[str, TrainSettings]], output_dir: str, task=None
                           test_f1=metrics.get("test_f1"), test_accuracy=metrics.get("test_accuracy"),
                           train_seconds=metrics.get("train_seconds"))
         record["wall_seconds"] = round(time.perf_counter() - t0, 2)
+        if record["status"] == "trained":
+            record["trained_wall_seconds"] = record["wall_seconds"]
+        elif record["status"] == "finished before":
+            before = earlier.get(relative, {})
+            carried = before.get("trained_wall_seconds",
+                                 before.get("wall_seconds") if before.get("status") == "trained" else None)
+            if carried is not None:
+                record["trained_wall_seconds"] = carried
         summary["runs"].append(record)
         trained = [r["wall_seconds"] for r in summary["runs"] if r["status"] == "trained"]
+        all_trained = [r["trained_wall_seconds"] for r in summary["runs"] if "trained_wall_seconds" in r]
         summary.update(wall_seconds=round(time.perf_counter() - start, 2),
                        trained_runs=len(trained), trained_seconds=round(sum(trained), 2),
-                       seconds_per_trained_run=round(sum(trained) / len(trained), 2) if trained else None)
+                       seconds_per_trained_run=round(sum(trained) / len(trained), 2) if trained else None,
+                       # over every invocation (runs whose training wall time is known)
+                       total_trained_runs=len(all_trained),
+                       total_trained_seconds=round(sum(all_trained), 2),
+                       total_seconds_per_run=(round(sum(all_trained) / len(all_trained), 2)
+                                              if all_trained else None))
         write_json_atomic(os.path.join(output_dir, "grid.json"), summary)
     return summary
 

@@ -675,10 +675,12 @@ def summarize_grid(grid_dir: str, output_dir: str) -> dict:
     if os.path.exists(grid_json):
         with open(grid_json, encoding="utf-8") as f:
             g = json.load(f)
-        trained = [r for r in g["runs"] if r["status"] == "trained"]
-        grid_info = {"runs_recorded": len(g["runs"]), "trained_runs": len(trained),
-                     "trained_wall_seconds": sum(r["wall_seconds"] for r in trained),
-                     "seconds_per_trained_run": g.get("seconds_per_trained_run")}
+        walls = [r.get("trained_wall_seconds", r["wall_seconds"] if r["status"] == "trained" else None)
+                 for r in g["runs"]]
+        walls = [w for w in walls if w is not None]
+        grid_info = {"runs_recorded": len(g["runs"]), "trained_runs": len(walls),
+                     "trained_wall_seconds": round(sum(walls), 1),
+                     "seconds_per_trained_run": round(sum(walls) / len(walls), 1) if walls else None}
     setup = (f"BiLSTM, {rows[0]['results']['dataset']}, embeddings d = {first['embedding_dim']} "
              f"({'GloVe-6B-50d' if first['embedding_dim'] == 50 else 'see run.json'}), "
              f"H = {first['hidden_size']} for every variant (2H = d), tying δ = {first['tying_delta']}, "
