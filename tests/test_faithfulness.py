@@ -158,6 +158,7 @@ def test_evaluate_module_equals_plain_function():
 
 def test_ig_completeness_on_real_sentences(model_and_batch):
     model, ids, mask = model_and_batch
+    ids, mask = ids[:16], mask[:16]
     result = integrated_gradients(model, ids, mask, steps=50)
     assert result.attributions.shape == ids.shape
     assert float(result.attributions[~mask.bool()].abs().max()) == 0.0
@@ -229,3 +230,29 @@ def test_ig_options_and_errors(model_and_batch):
         integrated_gradients(model, ids, mask, target_class=[0, 1])
     with pytest.raises(ValueError, match="shape"):
         integrated_gradients(model, ids, mask[:, :-1])
+
+
+# ------------------------------------------------------------------------------------------------
+# the table over a model folder
+
+def test_run_eraser_writes_results_and_resumes(trained_model_dir, tmp_path):
+    import json
+
+    from hf_attn.cli import main
+    from hf_attn.faithfulness import IMPORTANCE_MEASURES
+
+    out = tmp_path / "eraser"
+    code = main(["eraser", trained_model_dir, "--output-dir", str(out), "--max-instances", "16",
+                 "--ig-steps", "4", "--quiet"])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["measures"]) == list(IMPORTANCE_MEASURES)
+    for row in results["measures"].values():
+        assert row["num_instances"] == 16 and len(row["comprehensiveness"]) == 5
+        assert -1 <= row["comprehensiveness_aopc"] <= 1 and -1 <= row["sufficiency_aopc"] <= 1
+    assert (out / "eraser.png").stat().st_size > 0 and "| attention |" in (out / "eraser.md").read_text()
+    assert results["ig_completeness"]["max_abs_gap"] < 0.1  # 4 steps only
+    mtime = (out / "results.json").stat().st_mtime_ns
+    main(["eraser", trained_model_dir, "--output-dir", str(out), "--max-instances", "16",
+          "--ig-steps", "4", "--quiet"])
+    assert (out / "results.json").stat().st_mtime_ns == mtime  # same request: reused

@@ -1,0 +1,134 @@
+#!/usr/bin/env python
+"""Benchmark sections for ERASER and integrated gradients (hf_attn.faithfulness).
+
+    python scripts/benchmark_faithfulness.py [--model-dir /work/runs/sst-lstm-additive]
+        [--sections eraser integrated_gradients] [--loop-instances 200] [--threads N]
+
+Same protocol as ``scripts/benchmark.py`` (whose ``SECTIONS`` picks these up): the batched
+implementation on the whole split (SST test: 1821 sentences), a per-instance loop of the same
+computation on ``--loop-instances`` of them, agreement on those, instances/s and speed-up.
+
+- ``eraser``: comprehensiveness + sufficiency of the attention ranking at 1/5/10/20/50 %
+  (11 inputs per instance). Loop: ``eraser_scores_slow`` (one forward per instance and bin).
+- ``integrated_gradients``: 50-step trapezoid IG (51 path points per instance). Loop: one
+  instance at a time (its 51 points in one forward + backward). Also reports the completeness gap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _row(name, n_batched, batched_seconds, n_loop, loop_seconds, max_abs_diff, tolerance, **extra):
+    batched_rate, loop_rate = n_batched / batched_seconds, n_loop / loop_seconds
+    row = {"analysis": name, "instances": n_batched, "batched_seconds": batched_seconds,
+           "batched_instances_per_s": batched_rate, "loop_instances": n_loop,
+           "loop_seconds": loop_seconds, "loop_instances_per_s": loop_rate,
+           "speedup": batched_rate / loop_rate, "max_abs_diff": max_abs_diff,
+           "agree": bool(max_abs_diff <= tolerance), "peak_rss_mb": _peak_rss_mb(), **extra}
+    print(f"{name:16s} batched {batched_seconds:7.2f} s ({batched_rate:8.1f} inst/s) | loop "
+          f"{loop_rate:7.1f} inst/s on {n_loop} | speed-up {row['speedup']:6.1f}× | max |Δ| "
+          f"{max_abs_diff:.1e} {'ok' if row['agree'] else 'MISMATCH'} | peak RSS {row['peak_rss_mb']:.0f} MB"
+          + "".join(f" | {k} {v:.2e}" if isinstance(v, float) else f" | {k} {v}" for k, v in extra.items()),
+          flush=True)
+    return row
+
+
+def _padded(encoded, rows=None):
+    from hf_attn.analysis.jw import pad_batch
+
+    rows = range(len(encoded)) if rows is None else rows
+    return pad_batch([encoded[i] for i in rows])
+
+
+def eraser(ctx) -> dict:
+    """``ctx``: any object with ``model``, ``encoded`` (token id lists) and ``loop_rows``."""
+    from hf_attn.faithfulness import eraser_scores, eraser_scores_slow
+
+    ids, mask = _padded(ctx.encoded)
+    with torch.inference_mode():
+        attention = torch.cat([ctx.model(input_ids=ids[s:s + 512], attention_mask=mask[s:s + 512]).attentions
+                               for s in range(0, len(ids), 512)])
+    start = time.perf_counter()
+    batched = eraser_scores(ctx.model, ids, mask, attention)
+    seconds = time.perf_counter() - start
+    rows = np.asarray(ctx.loop_rows)
+    start = time.perf_counter()
+    looped = eraser_scores_slow(ctx.model, ids[rows], mask[rows], attention[rows])
+    loop_seconds = time.perf_counter() - start
+    diff = max(np.abs(batched.comprehensiveness[rows] - looped.comprehensiveness).max(),
+               np.abs(batched.sufficiency[rows] - looped.sufficiency).max())
+    return _row("eraser", len(ids), seconds, len(rows), loop_seconds, float(diff), 1e-5,
+                forwards_per_instance=1 + 2 * len(batched.fractions))
+
+
+def integrated_gradients(ctx, steps: int = 50) -> dict:
+    from hf_attn.faithfulness import integrated_gradients as ig
+
+    ids, mask = _padded(ctx.encoded)
+    start = time.perf_counter()
+    batched = ig(ctx.model, ids, mask, steps=steps)
+    seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    looped = {int(i): ig(ctx.model, torch.tensor([ctx.encoded[i]]), None, steps=steps).attributions[0]
+              for i in ctx.loop_rows}
+    loop_seconds = time.perf_counter() - start
+    diff = max(float((looped[i] - batched.attributions[i, :len(looped[i])]).abs().max()) for i in looped)
+    gap = batched.completeness_gap.abs()
+    return _row("integrated-grad", len(ids), seconds, len(looped), loop_seconds, diff, 1e-5,
+                completeness_mean_abs_gap=float(gap.mean()), completeness_max_abs_gap=float(gap.max()))
+
+
+SECTIONS = {"eraser": eraser, "integrated_gradients": integrated_gradients}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", default="/work/runs/sst-lstm-additive")
+    parser.add_argument("--sections", nargs="*", default=list(SECTIONS), choices=list(SECTIONS))
+    parser.add_argument("--loop-instances", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--output", help="write the rows as JSON here")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from types import SimpleNamespace
+
+    from transformers import PreTrainedTokenizerFast
+
+    from hf_attn import AttnClassifierForSequenceClassification
+    from hf_attn.data import load_sst
+
+    model = AttnClassifierForSequenceClassification.from_pretrained(args.model_dir).eval()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(args.model_dir)
+    encoded = tokenizer(list(load_sst().splits["test"]["text"]))["input_ids"]
+    rows = np.random.default_rng(0).choice(len(encoded), size=min(args.loop_instances, len(encoded)),
+                                           replace=False)
+    ctx = SimpleNamespace(model=model, tokenizer=tokenizer, encoded=encoded, loop_rows=rows)
+    load = os.getloadavg()
+    print(f"{args.model_dir}: {len(encoded)} SST test sentences, {sum(map(len, encoded))} tokens; "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load[0]:.1f} on "
+          f"{os.cpu_count()} CPUs (timings are contended if that exceeds the CPUs)", flush=True)
+    out = [SECTIONS[name](ctx) for name in args.sections]
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump({"rows": out, "load_average": load}, f, indent=2)
+    return 0 if all(r["agree"] for r in out) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
