@@ -177,13 +177,21 @@ def add_parser(subparsers) -> None:
     r.add_argument("--skip-adversary", action="store_true")
     r.add_argument("--adversary-limit", type=int, default=500)
     r.add_argument("--summarize-only", action="store_true", help="only aggregate existing results")
+    r.add_argument("--wp-lambdas", type=float, nargs="*", default=[],
+                   help="also train W&P model-consistent adversaries with these λ (one training "
+                        "each) against seed --wp-seed of --wp-cells (T&Š Fig. 1)")
+    r.add_argument("--wp-cells", nargs="+", default=["base-additive", "mlm-additive", "tying-additive"])
+    r.add_argument("--wp-seed", type=int, default=0)
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=_run_report)
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from .analysis.ts import analyze_grid, summarize_grid
+    from .analysis.ts import analyze_grid, summarize_grid, train_consistent_adversaries
 
+    if args.wp_lambdas:
+        train_consistent_adversaries(args.grid_dir, args.output_dir, args.wp_cells, args.wp_lambdas,
+                                     args.wp_seed, progress=not args.quiet)
     if args.summarize_only:
         summary = summarize_grid(args.grid_dir, args.output_dir)
     else:

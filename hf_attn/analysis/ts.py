@@ -627,6 +627,50 @@ def analyze_grid(grid_dir: str, output_dir: str, seed: int = 0, mi_attentions=("
     return summarize_grid(grid_dir, output_dir)
 
 
+def train_consistent_adversaries(grid_dir: str, output_dir: str,
+                                 cells=("base-additive", "mlm-additive", "tying-additive"),
+                                 lambdas=(0.001, 0.01), seed: int = 0, progress: bool = True) -> list[dict]:
+    """W&P §4 model-consistent adversary (``hf_attn.wp_training.train_consistent_adversary``,
+    L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b)) against the seed-``seed`` model of each cell, for each λ,
+    into ``output_dir/wp-adversary/<cell>-seed<k>/adversary-lambda-<λ>`` (finished runs are
+    skipped). T&Š §4.3 / Fig. 1: a more fragile (regularised) model should need a larger TVD for
+    the same JSD. Returns ``[{"cell", "lambda", "mean_jsd", "mean_tvd", "test_f1"}]``."""
+    from .. import wp_training as wpt
+
+    rows = []
+    for cell in cells:
+        base_dir = os.path.join(grid_dir, cell, f"seed{seed}")
+        if not os.path.exists(os.path.join(base_dir, "metrics.json")):
+            logger.warning("no finished %s seed %d: skipping its W&P adversary", cell, seed)
+            continue
+        runs_dir = os.path.join(output_dir, "wp-adversary", f"{cell}-seed{seed}")
+        for lam in lambdas:
+            metrics = wpt.train_consistent_adversary(base_dir, wpt.adversary_run_dir(runs_dir, lam),
+                                                     lam, progress=progress)
+            rows.append({"cell": cell, "seed": seed, "lambda": lam,
+                         "mean_jsd": metrics["mean_jsd_to_base"], "mean_tvd": metrics["mean_tvd_to_base"],
+                         "test_f1": metrics["test_f1"]})
+    return rows
+
+
+def _collect_consistent_adversaries(output_dir: str) -> list[dict]:
+    rows = []
+    root = os.path.join(output_dir, "wp-adversary")
+    if not os.path.isdir(root):
+        return rows
+    for name in sorted(os.listdir(root)):
+        cell, _, seed = name.rpartition("-seed")
+        for sub in sorted(os.listdir(os.path.join(root, name))):
+            path = os.path.join(root, name, sub, "metrics.json")
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    m = json.load(f)
+                rows.append({"cell": cell, "seed": int(seed), "lambda": m["lambda"],
+                             "mean_jsd": m["mean_jsd_to_base"], "mean_tvd": m["mean_tvd_to_base"],
+                             "test_f1": m["test_f1"]})
+    return rows
+
+
 def argparse_namespace(**kwargs):
     import argparse
 
@@ -686,12 +730,16 @@ def summarize_grid(grid_dir: str, output_dir: str) -> dict:
              f"H = {first['hidden_size']} for every variant (2H = d), tying δ = {first['tying_delta']}, "
              f"MLM η = {first['mlm_weight']}; test split; mean ± std over seeds")
     summary = {"setup": setup, "cells": cells, "grid": grid_info,
+               "wp_consistent_adversary": _collect_consistent_adversaries(output_dir),
                "published_sst_additive": PUBLISHED_SST}
     write_json_atomic(os.path.join(output_dir, "summary.json"), summary)
     with open(os.path.join(output_dir, "tables.md"), "w", encoding="utf-8") as f:
         f.write(format_tables(summary))
     _plot_fragility(cells, os.path.join(output_dir, "fragility.png"), setup)
     _plot_adversary(rows, os.path.join(output_dir, "jw_adversary_jsd_tvd.png"))
+    if summary["wp_consistent_adversary"]:
+        _plot_consistent(summary["wp_consistent_adversary"],
+                         os.path.join(output_dir, "wp_adversary_jsd_tvd.png"))
     _plot_example(grid_dir, rows, os.path.join(output_dir, "token_probability_base_vs_regularised.png"))
     return summary
 
@@ -747,6 +795,13 @@ def format_tables(summary: dict) -> str:
         variant, attention = name.split("-")
         lines.append(f"| {variant} | {attention} | {_fmt(c['jw_mean_jsd'], 3)} | "
                      f"{_fmt(c['jw_mean_tvd'], 4)} | {_fmt(c['jw_mean_eps_max_jsd'], 3)} |")
+    if summary.get("wp_consistent_adversary"):
+        lines += ["", "### W&P model-consistent adversary (test; L = TVD − λ·KL; T&Š Fig. 1)", "",
+                  "| base model | λ | mean JSD(α_a, α_b) | mean TVD(ŷ_a, ŷ_b) | adversary F1 |",
+                  "|---|---|---|---|---|"]
+        for r in summary["wp_consistent_adversary"]:
+            lines.append(f"| {r['cell']} seed {r['seed']} | {r['lambda']:g} | {r['mean_jsd']:.3f} | "
+                         f"{r['mean_tvd']:.4f} | {100 * r['test_f1']:.1f} |")
     if summary.get("grid"):
         g = summary["grid"]
         lines += ["", f"Grid training: {g['trained_runs']} runs trained in "
@@ -808,6 +863,30 @@ def _plot_adversary(rows: list[dict], path: str) -> None:
     plt.close(fig)
 
 
+def _plot_consistent(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = dict(zip(VARIANT_ORDER, ["tab:red", "tab:grey", "tab:blue", "tab:green", "tab:purple"]))
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for cell in dict.fromkeys(r["cell"] for r in rows):
+        points = sorted((r for r in rows if r["cell"] == cell), key=lambda r: r["lambda"])
+        variant = cell.split("-")[0]
+        ax.plot([p["mean_jsd"] for p in points], [p["mean_tvd"] for p in points], "o--",
+                color=colours.get(variant, "black"), label=cell)
+        for p in points:
+            ax.annotate(f"λ={p['lambda']:g}", (p["mean_jsd"], p["mean_tvd"]), fontsize=7)
+    ax.set_xlabel("mean JSD(α_adversary, α_model)")
+    ax.set_ylabel("mean TVD(ŷ_adversary, ŷ_model)")
+    ax.set_title("W&P model-consistent adversary — T&Š Fig. 1", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _plot_example(grid_dir: str, rows: list[dict], path: str, attention: str = "additive") -> None:
     """T&Š Fig. 2: one validation sentence, base vs the regularised variants (lowest seed)."""
     from transformers import PreTrainedTokenizerFast
@@ -859,4 +938,5 @@ __all__ = ["uniform_attention", "permute_attention", "fragility_predictions", "f
            "load_run", "model_states", "length_sorted_batches", "token_probability_curve",
            "plot_token_probabilities", "f1_score_of", "pad_token_logits",
            "fragility_from_token_logits", "token_probability_from_token_logits",
-           "analyze_grid", "summarize_grid", "format_tables", "PUBLISHED_SST"]
+           "analyze_grid", "summarize_grid", "format_tables", "PUBLISHED_SST",
+           "train_consistent_adversaries"]
