@@ -759,6 +759,8 @@ PUBLISHED_SST = {  # T&Š Tables 1–3, SST, additive attention (300-d, H = 150,
 def _fmt(stat: dict, digits: int = 1) -> str:
     if not stat or stat.get("mean") is None:
         return "–"
+    if stat["n"] == 1:
+        return f"{stat['mean']:.{digits}f} (n=1)"
     return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f} (n={stat['n']})"
 
 
