@@ -231,3 +231,15 @@ def test_battery_smoke_on_trained_model(trained_model_dir, tmp_path):
     assert 0 <= saved["mutual_information"]["MF"]["mi"] <= math.log(10) + 1e-9
     assert results["jw_adversary"]["status"] in ("ok", "unavailable")
     assert (tmp_path / "token_probability.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("variant", ["base", "concat", "residual", "tying", "mlm"])
+def test_variant_states_follow_ts_equations_2_3(variant):
+    """T&Š Eq. 2 h = [rnn(e); e], Eq. 3 h = e + rnn(e); tying / MLM attend over rnn(e) itself."""
+    model = tiny_model(variant)
+    ids, mask = ts.length_sorted_batches(ragged_ids(5), 5).__next__()[1:]
+    with torch.no_grad():
+        e = model.embedding(ids) * mask.unsqueeze(-1)
+        rnn = model.encoder(e, mask) * mask.unsqueeze(-1)
+        expected = {"concat": torch.cat([rnn, e], -1), "residual": rnn + e}.get(variant, rnn)
+        assert torch.allclose(model.encode(model.embedding(ids), mask), expected, atol=1e-6)
