@@ -79,8 +79,8 @@ def _flatten_scalars(payload, prefix: str = "", max_depth: int = 6) -> list[tupl
     items: list[tuple[str, float]] = []
     if isinstance(payload, dict) and max_depth > 0:
         for key, value in payload.items():
-            if str(key) in SKIPPED_KEYS:
-                continue
+            if str(key) in SKIPPED_KEYS or str(key).startswith(("num_", "length")):
+                continue  # not results: sizes and settings
             items.extend(_flatten_scalars(value, f"{prefix}{key}.", max_depth - 1))
     elif isinstance(payload, (int, float)) and not isinstance(payload, bool) and math.isfinite(payload):
         path = prefix.rstrip(".")
