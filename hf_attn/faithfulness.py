@@ -552,6 +552,25 @@ def importance_scores(model, input_ids, attention_mask, measures: Sequence[str] 
     return out, seconds
 
 
+def _importance_correlations(scores: dict, attention_mask, predicted, num_classes: int) -> dict:
+    """J&W Table 2-style Kendall τ (per predicted class) between every pair of the importance
+    measures, IG included: how the rankings ERASER scores relate to one another."""
+    from .analysis.jw_summary import correlation_summary, jsonable, strip_arrays
+
+    mask = _as_long(attention_mask, "attention_mask").bool()
+    lengths = mask.sum(1).tolist()
+    names = [n for n in ("attention", "gradient", "loo", "ig_abs", "ig") if n in scores]
+    ragged = {n: [row[:k].numpy() for row, k in zip(scores[n], lengths)] for n in names}
+    out = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if {a, b} == {"ig", "ig_abs"}:
+                continue
+            summary = strip_arrays(correlation_summary(ragged[a], ragged[b], predicted, num_classes))
+            out[f"{a}~{b}"] = jsonable(summary)
+    return out
+
+
 def eraser_table(model, input_ids, attention_mask, measures: Sequence[str] = IMPORTANCE_MEASURES,
                  fractions: Sequence[float] = DEFAULT_FRACTIONS, *, ig_steps: int = 50,
                  ig_baseline: str = "zero", seed: int = 0, token_budget: int = 16384,
@@ -567,15 +586,17 @@ def eraser_table(model, input_ids, attention_mask, measures: Sequence[str] = IMP
     scores, seconds = importance_scores(model, input_ids, attention_mask, measures, ig_steps=ig_steps,
                                         ig_baseline=ig_baseline, seed=seed, token_budget=token_budget,
                                         progress=progress)
-    table = {}
+    table, predicted = {}, None
     for name in measures:
         t0 = time.perf_counter()
         result = eraser_scores(model, input_ids, attention_mask, scores[name], fractions,
                                token_budget=4 * token_budget, progress=progress)
         seconds[f"eraser_{name}"] = time.perf_counter() - t0
+        predicted = result.predicted_class
         table[name] = summarize_eraser(result.comprehensiveness, result.sufficiency, fractions) | {
             "description": MEASURE_DESCRIPTIONS[name]}
     out = {"measures": table,
+           "kendall_tau": _importance_correlations(scores, attention_mask, predicted, model.config.num_labels),
            "parameters": {"fractions": list(fractions), "ig_steps": ig_steps, "ig_baseline": ig_baseline,
                           "ig_rule": "trapezoid", "ig_target": "probability", "seed": seed,
                           "k_rounding": "ceil(fraction * n), clipped to [1, n]",
