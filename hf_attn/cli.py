@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (DataError, ValueError, FileNotFoundError) as err:
+    except (DataError, ValueError, OSError) as err:  # OSError: missing/corrupt files
         print(f"hf-attn {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -318,6 +318,8 @@ def _encode_labels(splits: dict, names: list[str], where: str) -> DatasetDict:
     for split, cols in splits.items():
         labels = []
         for row, value in enumerate(cols["label"]):
+            if value is None or (isinstance(value, float) and value != value):
+                raise DataError(f"{where} [{split}] row {row}: missing label")
             key = str(value)
             if isinstance(value, float) and value.is_integer():
                 key = str(int(value))
@@ -332,6 +334,8 @@ def _encode_labels(splits: dict, names: list[str], where: str) -> DatasetDict:
 
 
 def _text(value, where: str, split: str, row: int) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        raise DataError(f"{where} [{split}] row {row}: missing (empty) text")
     if not isinstance(value, str):
         raise DataError(f"{where} [{split}] row {row}: text is {value!r}, not a string")
     return value

@@ -156,6 +156,9 @@ ENCODER_CLASSES = {"lstm": LSTMEncoder, "cnn": CNNEncoder, "average": AverageEnc
 
 def _check_mask(input_shape: torch.Size, attention_mask: torch.Tensor | None,
                 device: torch.device) -> torch.Tensor:
+    if len(input_shape) < 2 or input_shape[1] == 0:
+        raise ValueError(f"empty input of shape {tuple(input_shape)}: every sequence needs at least one "
+                         "token (empty text?)")
     if attention_mask is None:
         return torch.ones(input_shape, dtype=torch.bool, device=device)
     mask = attention_mask.bool()
@@ -169,10 +172,45 @@ def _check_mask(input_shape: torch.Size, attention_mask: torch.Tensor | None,
     return mask
 
 
+def _check_attention_override(attention: torch.Tensor, mask: torch.Tensor, tolerance: float = 1e-3) -> None:
+    """A supplied α must be a distribution over each row's real tokens (pads are already zeroed)."""
+    if not bool(torch.isfinite(attention).all()):
+        raise ValueError("attention_weights contain NaN or inf on real tokens")
+    if bool((attention < 0).any()):
+        raise ValueError(f"attention_weights must be >= 0, got min {float(attention.min()):.4g}")
+    sums = attention.sum(-1)
+    off = (sums - 1).abs() > tolerance
+    if bool(off.any()):
+        row = int(off.nonzero()[0, 0])
+        raise ValueError(f"attention_weights row {row} sums to {float(sums[row]):.6g} over its real tokens, "
+                         f"not 1: pass a distribution (e.g. a softmax), not raw scores")
+
+
 class AttnClassifierPreTrainedModel(PreTrainedModel):
     config_class = AttnClassifierConfig
     base_model_prefix = "hf_attn"
     main_input_name = "input_ids"
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """``PreTrainedModel.from_pretrained`` with clear errors for a folder without ``config.json``
+        and for a corrupt or truncated weights file."""
+        import os
+
+        path = (os.fspath(pretrained_model_name_or_path)
+                if isinstance(pretrained_model_name_or_path, (str, os.PathLike)) else None)
+        if (path and os.path.isdir(path) and kwargs.get("config") is None
+                and not os.path.exists(os.path.join(path, "config.json"))):
+            raise FileNotFoundError(f"{path} has no config.json: not a model folder written by "
+                                    "save_pretrained / hf-attn train")
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except Exception as err:  # safetensors raises its own SafetensorError (not an OSError)
+            if type(err).__name__ == "SafetensorError" or "deserializ" in str(err).lower():
+                raise OSError(f"{path or pretrained_model_name_or_path}: the weights file "
+                              f"(model.safetensors) is corrupt or truncated ({err}); re-save, "
+                              "re-download or retrain the model") from err
+            raise
 
     def _init_weights(self, module: nn.Module) -> None:
         # J&W appendix A: words without a pretrained vector ~ N(0, 1); PyTorch defaults elsewhere,
@@ -296,6 +334,7 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
                 raise ValueError(f"attention_weights has shape {tuple(attention_weights.shape)}, "
                                  f"expected {tuple(mask.shape)}")
             attention = attention_weights.to(hidden.dtype) * mask.to(hidden.dtype)
+            _check_attention_override(attention.detach(), mask)
         else:
             attention = self.attend(hidden, mask)
         decoder_attention = attention.detach() if detach_attention else attention

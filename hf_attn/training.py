@@ -282,7 +282,7 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["validation"],
         data_collator=collator, processing_class=tokenizer,
         compute_metrics=_compute_metrics)
-    last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+    last = last_complete_checkpoint(args.output_dir)
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=last)
     train_seconds = time.perf_counter() - start
@@ -316,6 +316,22 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     return metrics
 
 
+def last_complete_checkpoint(folder: str) -> str | None:
+    """The newest ``checkpoint-N`` under ``folder`` that was completely written, or None.
+
+    ``Trainer`` writes ``trainer_state.json`` last, so a checkpoint without it was interrupted
+    mid-save (process killed): it is deleted so that ``Trainer`` resumes from the previous one.
+    """
+    if not os.path.isdir(folder):
+        return None
+    while True:
+        last = get_last_checkpoint(folder)
+        if last is None or os.path.exists(os.path.join(last, "trainer_state.json")):
+            return last
+        logger.warning("removing incomplete checkpoint %s (interrupted while saving)", last)
+        shutil.rmtree(last)
+
+
 def settings_from_run(output_dir: str) -> TrainSettings:
     """The settings a finished run was trained with."""
     with open(os.path.join(output_dir, "run.json"), encoding="utf-8") as f:
@@ -324,4 +340,4 @@ def settings_from_run(output_dir: str) -> TrainSettings:
 
 __all__ = ["TrainSettings", "AttnTrainer", "train", "classification_metrics", "build_model",
            "tokenize_splits", "write_json_atomic", "class_weights_for", "environment_versions",
-           "settings_from_run"]
+           "settings_from_run", "last_complete_checkpoint"]
