@@ -348,6 +348,7 @@ class JWSettings:
     token_budget: int = 16384  # padded tokens per batch (forward, gradient, permutations, adversaries)
     loo_token_budget: int = 65536  # padded tokens per leave-one-out forward
     max_length: int | None = None  # truncate texts (default: the model's max_tokens)
+    num_threads: int | None = None  # torch threads while running (None: leave torch's setting)
 
     def validate(self) -> None:
         for name in ("num_permutations", "k", "token_budget", "loo_token_budget"):
@@ -447,6 +448,20 @@ def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | 
         raise ValueError(f"{int((lengths == 0).sum())} text(s) have no tokens, e.g. index "
                          f"{int(np.flatnonzero(lengths == 0)[0])}: remove empty texts first")
     model.eval()
+    previous_threads = torch.get_num_threads()
+    if settings.num_threads:  # on an oversubscribed CPU one thread avoids OpenMP barrier stalls
+        torch.set_num_threads(settings.num_threads)
+    try:
+        return _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, encoded, lengths)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, encoded, lengths):
+    from tqdm.auto import tqdm
+
+    from .jw_summary import adversary_summary, correlation_summary, permutation_summary
+
     batches = length_batches(lengths, settings.token_budget)
     key = _settings_key(settings, model, lengths) if cache_dir else None
     if cache_dir:
@@ -575,7 +590,8 @@ def settings_from_options(options) -> JWSettings:
         eps=getattr(options, "jw_eps", defaults.eps), steps=getattr(options, "jw_steps", defaults.steps),
         lr=getattr(options, "jw_lr", defaults.lr), seed=getattr(options, "seed", defaults.seed),
         token_budget=getattr(options, "jw_token_budget", defaults.token_budget),
-        loo_token_budget=getattr(options, "jw_loo_token_budget", defaults.loo_token_budget))
+        loo_token_budget=getattr(options, "jw_loo_token_budget", defaults.loo_token_budget),
+        num_threads=getattr(options, "jw_threads", defaults.num_threads))
 
 
 def jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
@@ -660,6 +676,8 @@ def add_options(parser) -> None:
     g.add_argument("--jw-token-budget", type=int, default=16384, help="padded tokens per batch")
     g.add_argument("--jw-loo-token-budget", type=int, default=65536,
                    help="padded tokens per leave-one-out forward")
+    g.add_argument("--jw-threads", type=int, default=None,
+                   help="torch threads (1 is much faster on an oversubscribed CPU)")
     g.add_argument("--jw-max-instances", type=int, default=None, help="only the first N instances")
     g.add_argument("--jw-no-cache", action="store_true", help="do not cache batches for resuming")
 

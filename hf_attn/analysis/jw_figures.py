@@ -102,38 +102,50 @@ def violins_by_max_attention(values, max_attention, predictions, path: str, xlab
 
 
 def attention_heatmap(tokens, original, adversarial, path: str, original_output: float,
-                      adversarial_output: float, title: str = "", width_chars: int = 44) -> str:
+                      adversarial_output: float, note: str = "") -> str:
     """J&W Fig. 1: the sentence twice, each word's background shaded by its attention weight:
     observed attention (left) and an adversarial attention (right), with their outputs ŷ."""
     tokens = list(tokens)
-    lines = max(1, int(np.ceil(sum(len(t) + 1 for t in tokens) / width_chars)))
-    fig, axes = plt.subplots(1, 2, figsize=(10.0, 0.34 * lines + 0.45))
+    lines = 1
+    for _ in range(3):  # lay out, then redo with the height the wrapped text needs
+        fig, axes = plt.subplots(1, 2, figsize=(10.0, 0.32 * lines + 0.35))
+        used = _heatmap_panels(fig, axes, tokens, original, adversarial, original_output,
+                               adversarial_output, note)
+        if used == lines:
+            break
+        plt.close(fig)
+        lines = used
+    return _save(fig, path)
+
+
+def _heatmap_panels(fig, axes, tokens, original, adversarial, original_output, adversarial_output,
+                    note) -> int:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     cmap = plt.get_cmap("Reds")
-    for ax, weights, name, output in ((axes[0], original, "Original attention", original_output),
-                                      (axes[1], adversarial, "Adversarial attention", adversarial_output)):
+    lines_used = 1
+    panels = ((axes[0], original, f"Original attention  (ŷ = {original_output:.3f})"),
+              (axes[1], adversarial, f"Adversarial attention  (ŷ = {adversarial_output:.3f}){note}"))
+    for ax, weights, title in panels:
         ax.set_axis_off()
         weights = np.asarray(weights, dtype=np.float64)
         scale = weights.max() if weights.max() > 0 else 1.0
         box = ax.get_window_extent(renderer)
-        line_height = 0.30 * fig.dpi / box.height * 1.0
-        x, y = 0.0, 1.0
+        line_height = 0.32 * fig.dpi / box.height
+        x, y, lines = 0.0, 1.0, 1
         for token, w in zip(tokens, weights):
             text = ax.text(x, y, token, fontsize=10, va="top", ha="left", transform=ax.transAxes,
                            bbox={"boxstyle": "square,pad=0.15", "facecolor": cmap(0.9 * w / scale),
                                  "edgecolor": "none"},
                            color="white" if w / scale > 0.6 else "black")
-            extent = text.get_window_extent(renderer)
-            advance = (extent.width + 6) / box.width
+            advance = (text.get_window_extent(renderer).width + 6) / box.width
             if x > 0 and x + advance > 1.0:  # wrap: move this word to the next line
-                x, y = 0.0, y - line_height
+                x, y, lines = 0.0, y - line_height, lines + 1
                 text.set_position((x, y))
             x += advance
-        ax.set_title(f"{name}  (ŷ = {output:.3f})", fontsize=10, loc="left")
-    if title:
-        fig.suptitle(title, fontsize=9, y=1.04)
-    return _save(fig, path)
+        ax.set_title(title, fontsize=10, loc="left")
+        lines_used = max(lines_used, lines)
+    return lines_used
 
 
 def write_jw_figures(instances, summary: dict, output_dir: str, tokenizer, class_names=None,
@@ -176,8 +188,7 @@ def write_jw_figures(instances, summary: dict, output_dir: str, tokenizer, class
             tokens, instances.attention[i], instances.adversary_attention[i][a],
             os.path.join(output_dir, "fig1_adversarial_heatmap.png"),
             float(instances.probabilities[i, -1]), float(instances.adversary_probabilities[i, a, -1]),
-            title=f"instance {i}: JSD(α̂, α_adv) = {instances.adversary_jsd[i, a]:.2f}, "
-                  f"TVD(ŷ, ŷ_adv) = {instances.adversary_tvd[i, a]:.4f}{suffix}")
+            note=f", JSD = {instances.adversary_jsd[i, a]:.2f}")
     return paths
 
 
