@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Modules that contribute subcommands (each defines `add_parser(subparsers)`).
-_SUBCOMMAND_MODULES: list[str] = ["analysis.cli", "grid", "hub", "wp_training", "faithfulness"]
+_SUBCOMMAND_MODULES: list[str] = ["analysis.cli", "grid", "hub", "wp_training", "faithfulness", "reproduce"]
 
 
 def main(argv: list[str] | None = None) -> int:
