@@ -205,3 +205,25 @@ def test_cli_writes_results_and_figures(trained_model_dir, tmp_path):
             "fig5_eps_max_jsd_vs_max_attention"} <= set(results["figures"])
     assert len((out / "instances.jsonl").read_text().splitlines()) == 30
     assert not (out / "cache").exists()
+
+
+def test_average_encoder_leave_one_out_fast_path_is_exact():
+    from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
+
+    torch.manual_seed(0)
+    model = AttnClassifierForSequenceClassification(AttnClassifierConfig(
+        vocab_size=40, embedding_dim=8, encoder="average", hidden_size=6)).eval()
+    ids, mask = jw.pad_batch([[5, 9, 3, 22, 7], [4], [11, 12], [30, 31, 32]])
+    fast = jw.leave_one_out(model, ids, mask)
+    with torch.no_grad():
+        for b in range(4):
+            seq = ids[b, : int(mask[b].sum())]
+            if len(seq) < 2:
+                assert torch.isnan(fast[b, 0]) and (fast[b, 1:] == 0).all()
+                continue
+            full = model(input_ids=seq[None]).logits.softmax(-1)
+            for t in range(len(seq)):
+                shorter = torch.cat([seq[:t], seq[t + 1:]])[None]
+                expected = tvd(model(input_ids=shorter).logits.softmax(-1), full)
+                assert float(fast[b, t]) == pytest.approx(float(expected), abs=1e-6)
+            assert (fast[b, len(seq):] == 0).all()

@@ -139,9 +139,14 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     All deletions of the batch run as padded forwards of at most ``token_budget`` tokens each.
     Pads are 0. An instance with a single token has no x₋t: its value is NaN (reported as skipped
     downstream). ``probabilities`` (B, C) = ŷ(x) if already computed.
+
+    Average encoder: h'_t depends on token t alone and φ scores each h'_t alone, so x₋t keeps every
+    other state and score; the exact result then needs only the decoder (``_token_local_leave_one_out``).
     """
     mask = _mask(attention_mask, input_ids)
     model.eval()
+    if _token_local(model):
+        return _token_local_leave_one_out(model, input_ids, mask)
     if probabilities is None:
         probabilities = model(input_ids=input_ids, attention_mask=mask).logits.softmax(-1)
     ids, new_mask, instance, position = deletion_batch(input_ids, mask)
@@ -159,6 +164,32 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         chunk_width = int(lengths[sl].max())
         out = model(input_ids=ids[sl, :chunk_width], attention_mask=new_mask[sl, :chunk_width])
         result[instance[sl], position[sl]] = tvd(out.logits.softmax(-1), probabilities[instance[sl]])
+    return result
+
+
+def _token_local(model) -> bool:
+    """True when each h'_t depends on token t alone (Average encoder: per-token MLP, no context)."""
+    return getattr(model.config, "encoder", None) == "average"
+
+
+def _token_local_leave_one_out(model, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Exact LOO for token-local encoders: α(x₋t) = softmax of the unchanged scores over the real
+    tokens other than t, logits(x₋t) = Σ_u α_u(x₋t) · token_logits_u; all deletions as one
+    ``(B, T, T)`` tensor (row t = deletion of token t)."""
+    hidden = model.encode(model.get_input_embeddings()(input_ids), mask)
+    scores = model.attention(hidden)  # (B, T) φ(h'_t)
+    token_logits = model.token_logits(hidden)  # (B, T, K)
+    original = model.logits_from_token_logits(token_logits, model.attend(hidden, mask)).softmax(-1)
+    steps = mask.shape[1]
+    keep = mask.unsqueeze(1) & ~torch.eye(steps, dtype=torch.bool, device=mask.device)  # (B, T, T)
+    lengths = mask.sum(1)
+    keep = keep & (lengths >= 2).view(-1, 1, 1)
+    safe_scores = scores.unsqueeze(1).masked_fill(~keep, float("-inf"))
+    alpha = torch.where(keep.any(-1, keepdim=True), safe_scores, torch.zeros_like(safe_scores)).softmax(-1)
+    alpha = alpha * keep
+    deleted = model.logits_from_token_logits(token_logits, alpha).softmax(-1)  # (B, T, C)
+    result = tvd(deleted, original.unsqueeze(1)) * mask
+    result[lengths == 1, 0] = float("nan")
     return result
 
 
