@@ -255,6 +255,10 @@ def jw_battery(ctx: Context) -> dict:
 
 SECTIONS = {"jw_battery": jw_battery, "jw_gradient": jw_gradient, "jw_leave_one_out": jw_leave_one_out,
             "jw_permutation": jw_permutation, "jw_adversary": jw_adversary}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchmark_faithfulness import SECTIONS as _FAITHFULNESS_SECTIONS  # noqa: E402  (eraser, integrated_gradients)
+
+SECTIONS.update(_FAITHFULNESS_SECTIONS)
 
 
 def main(argv=None) -> int:
