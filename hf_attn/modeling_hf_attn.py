@@ -333,7 +333,7 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
             if attention_weights.shape != mask.shape:
                 raise ValueError(f"attention_weights has shape {tuple(attention_weights.shape)}, "
                                  f"expected {tuple(mask.shape)}")
-            attention = attention_weights.to(hidden.dtype) * mask.to(hidden.dtype)
+            attention = attention_weights.to(hidden.dtype).masked_fill(~mask, 0.0)  # pads: any value
             _check_attention_override(attention.detach(), mask)
         else:
             attention = self.attend(hidden, mask)

@@ -37,7 +37,7 @@ def check_finite(name: str, rows, allow_nan: bool = False) -> list[np.ndarray]:
         bad = np.isinf(a) if allow_nan else ~np.isfinite(a)
         if bad.any():
             where = np.argwhere(bad)[0].tolist()
-            raise ValueError(f"{name}: instance {i} has {a[tuple(where)]!r} at position {where}: values "
+            raise ValueError(f"{name}: instance {i} has {float(a[tuple(where)])} at position {where}: values "
                              f"must be finite{' (NaN/None marks an undefined value)' if allow_nan else ''}")
     return arrays
 
