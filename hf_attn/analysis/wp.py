@@ -186,15 +186,14 @@ def _violin_panel(ax, values, max_attention, labels, label_names, bins, title, x
                 parts["cmedians"].set_color("black")
             elif v.size:
                 ax.plot(v, np.full(v.shape, centre), "|", color=colors[ci % 2] if len(classes) == 2 else f"C{ci}")
-    handles = [plt_patch(colors[i % 2] if len(classes) == 2 else f"C{i}", label_names[c])
-               for i, c in enumerate(classes)]
-    ax.legend(handles=handles, loc="upper right", fontsize=8)
     ax.set_xlim(0, np.log(2) * 1.02)
     ax.set_ylim(edges[0], edges[-1])
     ax.set_yticks(edges)
     ax.set_xlabel(xlabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
+    return [plt_patch(colors[i % 2] if len(classes) == 2 else f"C{i}", label_names[c])
+            for i, c in enumerate(classes)]
 
 
 def plt_patch(color, label):
@@ -213,7 +212,7 @@ def plot_seed_variance(path, seed_values, adversary_values, max_attention, label
     panels = 2 if adversary_values is not None else 1
     fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.4), sharey=True, squeeze=False)
     labels = np.asarray(labels)
-    _violin_panel(axes[0, 0], np.asarray(seed_values), max_attention, labels, label_names, bins,
+    handles = _violin_panel(axes[0, 0], np.asarray(seed_values), max_attention, labels, label_names, bins,
                   f"(a) {num_seeds or ''} random seeds ({statistic} over seeds)",
                   f"{statistic} JSD(α_seed, α_base)")
     if adversary_values is not None:
@@ -221,7 +220,8 @@ def plot_seed_variance(path, seed_values, adversary_values, max_attention, label
                       "(b) J&W per-instance adversary", "ε-max JSD(α_adv, α_base)")
     axes[0, 0].set_ylabel("max base attention")
     fig.suptitle("W&P Fig. 3: attention divergence from the base model", fontsize=11)
-    fig.tight_layout()
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=130)
     plt.close(fig)
 
@@ -237,9 +237,11 @@ def plot_tradeoff(path, lambda_rows, seed_points, uniform_point, jw_point) -> No
         xs = [r["mean_tvd"] for r in lambda_rows]
         ys = [r["mean_jsd"] for r in lambda_rows]
         ax.plot(xs, ys, ":o", color="tab:purple", label="model-consistent adversary (λ sweep)")
-        for r in lambda_rows:
-            ax.annotate(f"λ={r['lambda']:g}", (r["mean_tvd"], r["mean_jsd"]), fontsize=8,
-                        xytext=(4, 3), textcoords="offset points")
+        # points often crowd near the JSD bound: stagger the labels below the curve
+        for i, r in enumerate(lambda_rows):
+            ax.annotate(f"λ={r['lambda']:g}", (r["mean_tvd"], r["mean_jsd"]), fontsize=7,
+                        xytext=(10 + 8 * (i % 4), -12 - 13 * (i % 4)), textcoords="offset points",
+                        arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5})
     if seed_points:
         ax.plot([p["mean_tvd"] for p in seed_points], [p["mean_jsd"] for p in seed_points], "^",
                 color="tab:green", label="random seeds")
@@ -280,7 +282,7 @@ def plot_diagnostic_mlp(path, measured: dict[str, float], published: dict[str, f
     ax.set_xticks(x, [names[g] for g in guides])
     ax.set_ylabel("test F1 (positive class)")
     ax.set_ylim(0, 1)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="center right")
     ax.set_title("W&P §3.4 diagnostic MLP by guide", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
