@@ -96,7 +96,7 @@ def violins_by_max_attention(values, max_attention, predictions, path: str, xlab
     lo, hi = value_range
     ax.set_xlim(lo, hi if hi is not None else max(float(np.nanmax(values)) * 1.05, 1e-3))
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, frameon=False, loc="upper right")
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
     return _save(fig, path)
 
