@@ -244,6 +244,10 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     task = task or load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
                              label_column=settings.label_column, data_path=settings.data_path)
     os.makedirs(output_dir, exist_ok=True)
+    processes, main_process = _launch_processes()
+    if settings.batch_size % processes:
+        raise ValueError(f"batch_size {settings.batch_size} must be divisible by the {processes} processes "
+                         "(each process gets batch_size / processes examples of every batch)")
     from . import training_pair as pair  # sentence pairs (NLI); imported here: it imports us
     tokenizer_dir = os.path.join(output_dir, "checkpoints", "tokenizer")
     if os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
@@ -252,7 +256,8 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
         texts = pair.pair_training_texts(task) if task.is_pair else task.splits["train"]["text"]
         tokenizer = build_tokenizer(texts, min_count=settings.min_count,
                                     max_length=settings.max_length)
-        tokenizer.save_pretrained(tokenizer_dir)
+        if main_process:  # the others build the same vocabulary; only one writes it
+            tokenizer.save_pretrained(tokenizer_dir)
     if task.is_pair:
         encoded = pair.tokenize_pair_splits(task, tokenizer, settings.max_length)
         model, info = pair.build_pair_model(settings, tokenizer, task)
@@ -277,7 +282,11 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
         disable_tqdm=not progress, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
         save_only_model=False, include_num_input_tokens_seen="non_padding",
         # Batches of similar length, as the J&W code does: less padding, same estimator.
-        train_sampling_strategy="group_by_length")
+        train_sampling_strategy="group_by_length",
+        # Several processes (accelerate launch / torchrun): each global batch of batch_size examples
+        # is drawn exactly as with one process and split between the processes, so data order and
+        # effective batch size are those of a one-process run (see _launch_processes).
+        accelerator_config={"split_batches": True} if processes > 1 else None)
     trainer = AttnTrainer(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["validation"],
         data_collator=collator, processing_class=tokenizer,
@@ -309,11 +318,25 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
                             "variant": model.config.variant, "hidden_size": model.config.hidden_size,
                             "parameters": sum(p.numel() for p in model.parameters())},
            "versions": environment_versions()}
+    run["processes"] = processes
+    if not main_process:
+        return metrics
     write_json_atomic(os.path.join(output_dir, "run.json"), run)
     write_json_atomic(metrics_path, metrics)  # last: its presence marks a finished run
     if not keep_checkpoints:  # finished: the optimizer states are only needed to resume
         shutil.rmtree(args.output_dir, ignore_errors=True)
     return metrics
+
+
+def _launch_processes() -> tuple[int, bool]:
+    """(number of processes, is this the main one) of an ``accelerate launch`` / ``torchrun`` run.
+
+    Multi-process training (DDP; gloo on CPU) splits every batch of ``batch_size`` between the
+    processes (``split_batches``): the sampler, its seed and hence the data order are those of one
+    process, gradients are averaged over the processes, so it computes the same updates as a
+    one-process run up to floating-point summation order (and the class-weighted mean over a last,
+    unevenly split batch)."""
+    return int(os.environ.get("WORLD_SIZE", "1")), os.environ.get("RANK", "0") == "0"
 
 
 def last_complete_checkpoint(folder: str) -> str | None:
@@ -329,7 +352,7 @@ def last_complete_checkpoint(folder: str) -> str | None:
         if last is None or os.path.exists(os.path.join(last, "trainer_state.json")):
             return last
         logger.warning("removing incomplete checkpoint %s (interrupted while saving)", last)
-        shutil.rmtree(last)
+        shutil.rmtree(last, ignore_errors=True)  # another process may be removing it too
 
 
 def settings_from_run(output_dir: str) -> TrainSettings:

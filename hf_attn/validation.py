@@ -91,7 +91,7 @@ def check_same_shapes(first_name: str, first: Sequence[np.ndarray], second_name:
                                                          and a.shape[axis] == b.shape[axis])
         if not same:
             raise ValueError(f"instance {i}: {first_name} has shape {a.shape}, {second_name} {b.shape}: "
-                             f"they must cover the same tokens")
+                             f"they must match (one value per token / per adversary of the instance)")
 
 
 def check_class_ids(name: str, values, num_classes: int | None = None) -> np.ndarray:

@@ -51,6 +51,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="a model trained on IMDB (hf-attn train --dataset imdb)")
     parser.add_argument("--instances", type=int, default=2000)
+    parser.add_argument("--longest", type=int, default=None,
+                        help="only the N longest of those reviews (worst-case batches; BiLSTM LOO is O(T²))")
     parser.add_argument("--token-budget", type=int, default=16384)
     parser.add_argument("--loo-token-budget", type=int, default=65536)
     parser.add_argument("--steps", type=int, default=500)
@@ -78,6 +80,11 @@ def main(argv=None) -> int:
     labels = list(task.splits["test"]["label"])[: args.instances]
     model = AttnClassifierForSequenceClassification.from_pretrained(args.model_dir).eval()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(args.model_dir)
+    if args.longest:
+        full = np.array([len(ids) for ids in tokenizer(texts, truncation=True,
+                                                        max_length=model.config.max_tokens)["input_ids"]])
+        keep = np.sort(np.argsort(-full, kind="stable")[: args.longest])
+        texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
     settings = JWSettings(token_budget=args.token_budget, loo_token_budget=args.loo_token_budget,
                           steps=args.steps, num_permutations=args.permutations)
     lengths = np.array([len(ids) for ids in tokenizer(texts, truncation=True,
@@ -99,6 +106,9 @@ def main(argv=None) -> int:
     results = {
         "benchmark": "J&W battery on IMDB test reviews: peak memory and wall time",
         "model_dir": os.path.abspath(args.model_dir), "instances": len(texts),
+        "selection": (f"the {args.longest} longest of the first {args.instances} test reviews" if args.longest
+                      else f"the first {args.instances} test reviews"),
+        "model": {"encoder": model.config.encoder, "attention": model.config.attention},
         "tokens": {"mean": float(lengths.mean()), "max": int(lengths.max()), "total": int(lengths.sum()),
                    "max_tokens": int(model.config.max_tokens)},
         "batches": len(batches), "largest_batch": int(max(len(b) for b in batches)),
