@@ -334,8 +334,10 @@ def _launch_processes() -> tuple[int, bool]:
     Multi-process training (DDP; gloo on CPU) splits every batch of ``batch_size`` between the
     processes (``split_batches``): the sampler, its seed and hence the data order are those of one
     process, gradients are averaged over the processes, so it computes the same updates as a
-    one-process run up to floating-point summation order (and the class-weighted mean over a last,
-    unevenly split batch)."""
+    one-process run up to floating-point summation order (the mean loss of each process's part of
+    the batch, averaged, instead of one mean), except for the last, incomplete batch of an epoch,
+    which accelerate completes with examples from the epoch's start (``even_batches``; turning it
+    off breaks the gathered evaluation) unless ``batch_size`` divides the training set."""
     return int(os.environ.get("WORLD_SIZE", "1")), os.environ.get("RANK", "0") == "0"
 
 

