@@ -439,7 +439,7 @@ EVALUATE_CASES = [
                                                  max_attention=[1.5, 0.5], predictions=[0, 1]), "max_attention"),
     ("jw_permutation", "3 instances of max attention for 2", dict(permutation_tvd=[[0.1, 0.1], [0.1, 0.2]],
                                                                   max_attention=[0.5, 0.5, 0.5],
-                                                                  predictions=[0, 1]), "numbers of instances|length"),
+                                                                  predictions=[0, 1]), "numbers of instances|mismatch in the number"),
     ("jw_adversary", "NaN JSD", dict(adversary_tvd=[[0.0], [0.0]], adversary_jsd=[[NAN], [0.1]],
                                      max_attention=[0.5, 0.5], predictions=[0, 1]), "adversary_jsd.*finite"),
     ("jw_adversary", "JSD 5 > ln 2", dict(adversary_tvd=[[0.0], [0.0]], adversary_jsd=[[5.0], [0.1]],

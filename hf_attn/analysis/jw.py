@@ -478,6 +478,11 @@ def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | 
     if (lengths == 0).any():
         raise ValueError(f"{int((lengths == 0).sum())} text(s) have no tokens, e.g. index "
                          f"{int(np.flatnonzero(lengths == 0)[0])}: remove empty texts first")
+    if (lengths >= max_length).any():  # documented policy: truncate to the model's limit, say so
+        import logging
+
+        logging.getLogger(__name__).warning("%d text(s) reached max_length=%d tokens and were truncated",
+                                            int((lengths >= max_length).sum()), max_length)
     model.eval()
     previous_threads = torch.get_num_threads()
     if settings.num_threads:  # on an oversubscribed CPU one thread avoids OpenMP barrier stalls
@@ -489,33 +494,24 @@ def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | 
 
 
 def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, encoded, lengths):
-    from tqdm.auto import tqdm
-
     from .jw_summary import adversary_summary, correlation_summary, permutation_summary
+
+    from ..sharding import run_sharded, scatter_rows
 
     batches = length_batches(lengths, settings.token_budget)
     key = _settings_key(settings, model, lengths) if cache_dir else None
-    if cache_dir:
-        os.makedirs(cache_dir, exist_ok=True)
     timings: dict[str, float] = {}
-    per_row: list[dict | None] = [None] * len(texts)
     started = time.perf_counter()
-    bar = tqdm(batches, desc="J&W battery", unit="batch", disable=not progress)
-    for number, rows in enumerate(bar):
-        bar.set_postfix(instances=len(rows), tokens=int(lengths[rows].max()))
-        shard = os.path.join(cache_dir, f"shard-{key}-{number:05d}.pt") if cache_dir else None
-        if shard and os.path.exists(shard):
-            result = torch.load(shard, weights_only=False)
-        else:
-            ids, mask = pad_batch([encoded[i] for i in rows], tokenizer.pad_token_id or 0)
-            result = _run_batch(model, ids, mask, settings, settings.seed * 1_000_003 + 2 * number,
-                                timings)
-            if shard:
-                tmp = shard + ".tmp"
-                torch.save(result, tmp)
-                os.replace(tmp, shard)
-        for j, i in enumerate(rows):
-            per_row[i] = {name: value[j] for name, value in result.items()}
+
+    def compute(number, rows):  # seeded by the batch number only: the same draws in any process
+        ids, mask = pad_batch([encoded[i] for i in rows], tokenizer.pad_token_id or 0)
+        return _run_batch(model, ids, mask, settings, settings.seed * 1_000_003 + 2 * number, timings)
+
+    # Batches are cached atomically in cache_dir (a killed run resumes) and, under
+    # `accelerate launch`, split between the processes and gathered on every one (hf_attn.sharding).
+    results = run_sharded(batches, compute, cache_dir=cache_dir, key=key, progress=progress,
+                          desc="J&W battery")
+    per_row = scatter_rows(batches, results, len(texts))
     total = time.perf_counter() - started
 
     def stack(name):
@@ -649,6 +645,10 @@ def jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
     cache_dir = None if getattr(options, "jw_no_cache", False) else os.path.join(output_dir, "cache")
     instances, summary = run_jw_battery(model, tokenizer, texts, labels, settings, progress=progress,
                                         cache_dir=cache_dir)
+    from ..sharding import distributed_world_size, is_main_process
+
+    if not is_main_process():  # `accelerate launch`: every process has all results; one writes
+        return {"battery": "jw", "main_process": False}
     figures = write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
                                model_name=f"{model.config.encoder}+{model.config.attention}")
     write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _instance_rows(instances, tokenizer))
@@ -661,7 +661,8 @@ def jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
         "parameters": asdict(settings), "summary": strip_arrays(summary),
         "published": PUBLISHED_SST if dataset == "sst" else None,
         "figures": {name: os.path.basename(path) for name, path in figures.items()},
-        "instances_file": "instances.jsonl", "versions": environment_versions()}
+        "instances_file": "instances.jsonl", "processes": distributed_world_size(),
+        "versions": environment_versions()}
     write_json_atomic(os.path.join(output_dir, "results.json"), results)
     if cache_dir:  # finished: the per-batch cache is only needed to resume
         import shutil

@@ -3,6 +3,7 @@ and by max attention. Thin wrapper over ``hf_attn.analysis.jw_summary.adversary_
 
 import datasets
 import evaluate
+from hf_attn import validation
 from hf_attn.analysis.jw_summary import adversary_summary
 from hf_attn.analysis.jw_summary import jsonable
 
@@ -47,5 +48,12 @@ class JwAdversary(evaluate.Metric):
 
     def _compute(self, adversary_tvd, adversary_jsd, max_attention, predictions, eps=0.01,
                  num_classes=None):
+        validation.check_same_count(adversary_tvd=adversary_tvd, adversary_jsd=adversary_jsd,
+                                    max_attention=max_attention, predictions=predictions)
+        validation.check_range("adversary_tvd", adversary_tvd, 0.0, 1.0 + 1e-6)
+        validation.check_range("adversary_jsd", adversary_jsd, 0.0, 0.6931471805599453 + 1e-6)
+        validation.check_same_shapes("adversary_tvd", adversary_tvd, "adversary_jsd", adversary_jsd, axis=None)
+        validation.check_range("max_attention", [[v] for v in max_attention], 0.0, 1.0 + 1e-6)
+        validation.check_class_ids("predictions", predictions, num_classes)
         return jsonable(adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions,
                                           eps, num_classes))

@@ -4,6 +4,7 @@ measure (gradient or leave-one-out), per predicted class. Thin wrapper over
 
 import datasets
 import evaluate
+from hf_attn import validation
 from hf_attn.analysis.jw_summary import correlation_summary
 from hf_attn.analysis.jw_summary import jsonable
 
@@ -45,5 +46,10 @@ class JwCorrelation(evaluate.Metric):
             reference_urls=["https://aclanthology.org/N19-1357/"])
 
     def _compute(self, attention, importance, predictions, alpha=0.05, num_classes=None):
+        validation.check_same_count(attention=attention, importance=importance, predictions=predictions)
+        validation.check_distributions("attention", attention)
+        validation.check_finite("importance", importance, allow_nan=True)  # None/NaN: undefined (skipped)
+        validation.check_same_shapes("attention", attention, "importance", importance)
+        validation.check_class_ids("predictions", predictions, num_classes)
         importance = [[float("nan") if v is None else v for v in row] for row in importance]
         return jsonable(correlation_summary(attention, importance, predictions, num_classes, alpha))

@@ -4,6 +4,7 @@ attention weights, per predicted class and by max attention. Thin wrapper over
 
 import datasets
 import evaluate
+from hf_attn import validation
 from hf_attn.analysis.jw_summary import jsonable
 from hf_attn.analysis.jw_summary import permutation_summary
 
@@ -43,4 +44,9 @@ class JwPermutation(evaluate.Metric):
             reference_urls=["https://aclanthology.org/N19-1357/"])
 
     def _compute(self, permutation_tvd, max_attention, predictions, num_classes=None):
+        validation.check_same_count(permutation_tvd=permutation_tvd, max_attention=max_attention,
+                                    predictions=predictions)
+        validation.check_range("permutation_tvd", permutation_tvd, 0.0, 1.0 + 1e-6)
+        validation.check_range("max_attention", [[v] for v in max_attention], 0.0, 1.0 + 1e-6)
+        validation.check_class_ids("predictions", predictions, num_classes)
         return jsonable(permutation_summary(permutation_tvd, max_attention, predictions, num_classes))

@@ -4,6 +4,7 @@ permuted attention, from per-instance decoder outputs. Thin wrapper over
 
 import datasets
 import evaluate
+from hf_attn import validation
 from hf_attn.analysis.ts import fragility_from_token_logits
 
 _DESCRIPTION = """F1 (percent) with the trained attention and the signed change in F1 when the attention
@@ -41,5 +42,9 @@ class TsFragility(evaluate.Metric):
             reference_urls=["https://aclanthology.org/2020.repl4nlp-1.17/"])
 
     def _compute(self, token_logits, attentions, references, seed=0, permutation_draws=10):
+        validation.check_same_count(token_logits=token_logits, attentions=attentions, references=references)
+        validation.check_finite("token_logits", token_logits)
+        validation.check_distributions("attentions", attentions)
+        validation.check_same_shapes("token_logits", token_logits, "attentions", attentions, axis=0)
         return fragility_from_token_logits(token_logits, attentions, references, seed=seed,
                                            permutation_draws=permutation_draws)

@@ -3,6 +3,7 @@
 
 import datasets
 import evaluate
+from hf_attn import validation
 from hf_attn.analysis.ts import token_probability_from_token_logits
 
 _DESCRIPTION = """For every correctly classified instance, the mean over its tokens of the probability of
@@ -38,4 +39,8 @@ class TsTokenProbability(evaluate.Metric):
             reference_urls=["https://aclanthology.org/2020.repl4nlp-1.17/"])
 
     def _compute(self, token_logits, attentions, references):
+        validation.check_same_count(token_logits=token_logits, attentions=attentions, references=references)
+        validation.check_finite("token_logits", token_logits)
+        validation.check_distributions("attentions", attentions)
+        validation.check_same_shapes("token_logits", token_logits, "attentions", attentions, axis=0)
         return token_probability_from_token_logits(token_logits, attentions, references)

@@ -3,6 +3,7 @@ Thin wrapper over ``hf_attn.analysis.wp.consistent_adversary_summary``."""
 
 import datasets
 import evaluate
+from hf_attn import validation
 from hf_attn.analysis.wp import consistent_adversary_summary
 
 _DESCRIPTION = """W&P §4 train ONE adversarial model M_a against a fixed base M_b with
@@ -43,5 +44,12 @@ class WpConsistentAdversary(evaluate.Metric):
 
     def _compute(self, adversary_attention, base_attention, adversary_probabilities, base_probabilities,
                  lam=0.001):
+        validation.check_same_count(adversary_attention=adversary_attention, base_attention=base_attention,
+                                    adversary_probabilities=adversary_probabilities,
+                                    base_probabilities=base_probabilities)
+        validation.check_distributions("adversary_attention", adversary_attention)
+        validation.check_distributions("base_attention", base_attention)
+        validation.check_distributions("adversary_probabilities", adversary_probabilities)
+        validation.check_distributions("base_probabilities", base_probabilities)
         return consistent_adversary_summary(adversary_attention, base_attention, adversary_probabilities,
                                             base_probabilities, lam)

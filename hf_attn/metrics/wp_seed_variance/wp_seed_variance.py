@@ -3,6 +3,7 @@ Thin wrapper over ``hf_attn.analysis.wp.seed_variance_summary``."""
 
 import datasets
 import evaluate
+from hf_attn import validation
 from hf_attn.analysis.wp import seed_variance_summary
 
 _DESCRIPTION = """W&P §3.3: models that differ from a base model only in the random seed give the
@@ -46,5 +47,12 @@ class WpSeedVariance(evaluate.Metric):
 
     def _compute(self, base_attention, seed_attentions, base_probabilities, seed_probabilities, labels,
                  statistic="max"):
+        validation.check_same_count(base_attention=base_attention, seed_attentions=seed_attentions,
+                                    base_probabilities=base_probabilities, seed_probabilities=seed_probabilities,
+                                    labels=labels)
+        validation.check_distributions("base_attention", base_attention)
+        validation.check_distributions("seed_attentions", seed_attentions)
+        validation.check_distributions("base_probabilities", base_probabilities)
+        validation.check_distributions("seed_probabilities", seed_probabilities)
         return seed_variance_summary(base_attention, seed_attentions, base_probabilities,
                                      seed_probabilities, labels, statistic)
