@@ -210,7 +210,7 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     assert len(encoded["train"][0]["input_ids"]) == 24
     assert "truncated to max_length=24" in caplog.text
     RECORDED.append({"case": "training on a 400-token text (max_length 24)", "error": "warning",
-                     "message": [r.getMessage() for r in caplog.records][0]})
+                     "message": [r.getMessage() for r in caplog.records if r.name == "hf_attn.training"][0]})
     logits = model(input_ids=torch.tensor([tokenizer(long_text)["input_ids"]])).logits
     assert torch.isfinite(logits).all()  # the BiLSTM itself has no length limit
 
@@ -246,7 +246,7 @@ def test_single_token_through_every_analysis(model, tokenizer):
     assert explanation.tokens == ["good"] and np.isnan(explanation.loo).all()
     assert json.dumps(explanation.to_dict())  # NaN → None, JSON-ready
     record("single-token text through gradient/LOO/permutation/adversary/battery/ERASER/IG/explain",
-           "handled: LOO NaN (skipped in τ), permutation Δŷ 0, ε-max JSD 0, τ skipped")
+           "LOO NaN (skipped in τ), permutation Δŷ 0, ε-max JSD 0, τ skipped")
 
 
 # ----------------------------------------------------------------------------------------------
