@@ -34,6 +34,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output-dir", default="/work/runs/reproduce-bench")
     parser.add_argument("--quick", action="store_true", help="time the --quick smoke test instead")
     parser.add_argument("--seeds", type=int, default=None, help="T&Š grid seeds (default: reproduce's)")
+    parser.add_argument("--wp-seeds", type=int, default=None, help="W&P seed models (default: reproduce's 8)")
     parser.add_argument("--resume", action="store_true", help="allow an output folder with finished runs")
     parser.add_argument("--output", help="write the result as JSON here")
     args = parser.parse_args(argv)
@@ -49,10 +50,11 @@ def main(argv=None) -> int:
           f"{load_before[0]:.1f} on {os.cpu_count()} CPUs (timings are contended if that exceeds the CPUs)",
           flush=True)
     start = time.perf_counter()
-    report = reproduce(["sst"], args.output_dir, quick=args.quick, seeds=args.seeds, progress=True)
+    report = reproduce(["sst"], args.output_dir, quick=args.quick, seeds=args.seeds, wp_seeds=args.wp_seeds,
+                       progress=True)
     wall = time.perf_counter() - start
     load_after = os.getloadavg()
-    plan = ReproducePlan.for_mode(args.quick, args.seeds)
+    plan = ReproducePlan.for_mode(args.quick, args.seeds, args.wp_seeds)
     estimates = stage_estimates(plan)
     result = {"benchmark": "reproduce --datasets sst" + (" --quick" if args.quick else ""),
               "wall_seconds": round(wall, 1), "wall_minutes": round(wall / 60, 2),
