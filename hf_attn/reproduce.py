@@ -1142,6 +1142,8 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
             f"λ ∈ {{{', '.join(f'{x:g}' for x in plan.wp_lambdas)}}}; J&W adversary {plan.jw_steps} steps; "
             f"ERASER IG {plan.eraser_ig_steps} steps.",
             "", "### Wall time per stage", "",
+            "Per stage, the invocation that did the most work (a resumed run splits a stage across invocations, and "
+            "runs that already existed cost nothing here); `stages.json` has every invocation's last time.", "",
             "| stage | what | wall time (min) | estimate on 2 idle cores (min) |", "|---|---|---|---|"]
     for key, st in stages.items():
         head.append(f"| {key} | {st['title']} | {st['seconds'] / 60:.1f} | {st['estimate_seconds'] / 60:.1f} |")
