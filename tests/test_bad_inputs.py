@@ -59,18 +59,7 @@ def _write_log():
 
 TEXTS = ["a good movie", "a bad film", "great fun", "an awful mess", "good good fun", "bad bad film"]
 
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """One intra-op thread: on a shared, oversubscribed CPU, torch's spinning OpenMP threads make
-    small models ~50x slower (measured: 1.3 s vs 22 ms per training step)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def tokenizer():

@@ -14,15 +14,7 @@ from hf_attn.faithfulness import (aopc, eraser_scores, eraser_scores_slow, erasu
 
 METRIC_DIR = os.path.join(os.path.dirname(__file__), "..", "hf_attn", "metrics", "eraser_faithfulness")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Many tiny forwards (the slow references): on a shared, oversubscribed machine two intra-op
-    # threads make each one ~100x slower than one thread. Restored afterwards.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

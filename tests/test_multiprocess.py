@@ -41,26 +41,7 @@ def _single(*args) -> None:
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
 
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """One intra-op thread: on a shared, oversubscribed CPU, torch's spinning OpenMP threads make
-    small models ~50x slower (measured: 1.3 s vs 22 ms per training step)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-@pytest.fixture(scope="module")
-def data_folder(tmp_path_factory, small_sst):
-    folder = tmp_path_factory.mktemp("data") / "sst-small"
-    folder.mkdir()
-    for split, data in small_sst.splits.items():
-        data.to_pandas().to_csv(folder / f"{split}.csv", index=False)
-    return str(folder)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -24,27 +24,7 @@ JW_FLAGS = ["--battery", "jw", "--jw-max-instances", "40", "--jw-token-budget", 
             "--jw-permutations", "20", "--quiet"]
 TIMEOUT = 600
 
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """One intra-op thread: on a shared, oversubscribed CPU, torch's spinning OpenMP threads make
-    small models ~50x slower (measured: 1.3 s vs 22 ms per training step)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-@pytest.fixture(scope="module")
-def data_folder(tmp_path_factory, small_sst):
-    """small_sst as train/validation/test CSV files, so that a subprocess can load it by path."""
-    folder = tmp_path_factory.mktemp("data") / "sst-small"
-    folder.mkdir()
-    for split, data in small_sst.splits.items():
-        data.to_pandas().to_csv(folder / f"{split}.csv", index=False)
-    return str(folder)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _cli(*args) -> list[str]:
