@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -463,10 +462,6 @@ def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | 
     stopped (the cache is keyed by settings, model weights and the tokenized lengths). Empty texts
     (no tokens) are an error. ``labels`` (optional) only add the accuracy to the summary.
     """
-    from tqdm.auto import tqdm
-
-    from .jw_summary import adversary_summary, correlation_summary, permutation_summary
-
     settings = settings or JWSettings()
     settings.validate()
     texts = list(texts)
@@ -494,8 +489,6 @@ def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | 
 
 
 def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, encoded, lengths):
-    from .jw_summary import adversary_summary, correlation_summary, permutation_summary
-
     from ..sharding import run_sharded, scatter_rows
 
     batches = length_batches(lengths, settings.token_budget)
@@ -527,11 +520,23 @@ def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, enc
         adversary_probabilities=stack("adversary_probabilities"),
         adversary_tvd=stack("adversary_tvd"), adversary_jsd=stack("adversary_jsd"),
         eps_max_jsd=stack("eps_max_jsd"))
+    summary = battery_summary(instances, lengths, settings, total, timings)
+    return instances, summary
+
+
+def battery_summary(instances, lengths: np.ndarray, settings, total: float,
+                    timings: dict[str, float]) -> dict:
+    """Summary of a finished battery from its per-instance results (sets
+    ``instances.predictions``): Table 2 per predicted class (τ of attention vs gradient / LOO and
+    gradient vs LOO), permutation and adversary summaries, timings. Shared by the single-sequence
+    and the sentence-pair batteries."""
+    from .jw_summary import adversary_summary, correlation_summary, permutation_summary
+
     instances.predictions = instances.probabilities.argmax(-1)
     num_classes = instances.probabilities.shape[1]
     predictions, max_attention = instances.predictions, instances.max_attention
     summary = {
-        "num_instances": len(texts), "num_classes": num_classes,
+        "num_instances": len(lengths), "num_classes": num_classes,
         "length": {"mean": float(lengths.mean()), "max": int(lengths.max()),
                    "single_token": int((lengths < 2).sum())},
         "predicted_class_counts": np.bincount(predictions, minlength=num_classes).tolist(),
@@ -552,7 +557,7 @@ def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, enc
         raise RuntimeError("inconsistent ε-max JSD between the optimiser and the summary")
     if instances.labels is not None:
         summary["accuracy"] = float((predictions == instances.labels).mean())
-    return instances, summary
+    return summary
 
 
 # ----------------------------------------------------------------------------------------------

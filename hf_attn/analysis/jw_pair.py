@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..measures import jsd, tvd
-from .jw import (AdversaryResult, JWInstances, JWSettings, _settings_key, deletion_batch,
+from .jw import (AdversaryResult, JWInstances, JWSettings, _settings_key, battery_summary, deletion_batch,
                  length_batches, pad_batch, permutation_tvd, settings_from_options,
                  write_jsonl_atomic)
 
@@ -265,8 +265,6 @@ def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
     keys as the single-sequence battery (per predicted class, here 3 classes for NLI)."""
     from tqdm.auto import tqdm
 
-    from .jw_summary import adversary_summary, correlation_summary, permutation_summary
-
     settings = settings or JWSettings()
     settings.validate()
     premises, hypotheses = list(premises), list(hypotheses)
@@ -324,31 +322,8 @@ def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
         adversary_probabilities=stack("adversary_probabilities"),
         adversary_tvd=stack("adversary_tvd"), adversary_jsd=stack("adversary_jsd"),
         eps_max_jsd=stack("eps_max_jsd"))
-    instances.predictions = instances.probabilities.argmax(-1)
-    num_classes = instances.probabilities.shape[1]
-    predictions, max_attention = instances.predictions, instances.max_attention
-    summary = {
-        "num_instances": len(premises), "num_classes": num_classes,
-        "length": {"mean": float(lengths.mean()), "max": int(lengths.max()),
-                   "single_token": int((lengths < 2).sum()),
-                   "hypothesis_mean": float(hyp_lengths.mean())},
-        "predicted_class_counts": np.bincount(predictions, minlength=num_classes).tolist(),
-        "tau_gradient": correlation_summary(instances.attention, instances.gradient, predictions,
-                                            num_classes, settings.alpha),
-        "tau_loo": correlation_summary(instances.attention, instances.loo, predictions, num_classes,
-                                       settings.alpha),
-        "tau_gradient_loo": correlation_summary(instances.gradient, instances.loo, predictions,
-                                                num_classes, settings.alpha),
-        "permutation": permutation_summary(instances.permutation_tvd, max_attention, predictions,
-                                           num_classes),
-        "adversary": adversary_summary(instances.adversary_tvd, instances.adversary_jsd,
-                                       max_attention, predictions, settings.eps, num_classes),
-        "seconds": {"total": total, **timings},
-    }
-    if not np.allclose(summary["adversary"]["eps_max_jsd"], instances.eps_max_jsd, atol=1e-6):
-        raise RuntimeError("inconsistent ε-max JSD between the optimiser and the summary")
-    if instances.labels is not None:
-        summary["accuracy"] = float((predictions == instances.labels).mean())
+    summary = battery_summary(instances, lengths, settings, total, timings)
+    summary["length"]["hypothesis_mean"] = float(hyp_lengths.mean())
     return instances, summary
 
 
