@@ -25,7 +25,7 @@ import os
 import time
 from dataclasses import asdict, replace
 
-from .training import TrainSettings, environment_versions, train, write_json_atomic
+from .training import TrainSettings, environment_versions, task_of, train, write_json_atomic
 
 DEFAULT_VARIANTS = ("base", "concat", "residual", "tying", "mlm")
 DEFAULT_ATTENTIONS = ("additive", "dot")
@@ -82,13 +82,10 @@ def train_grid(runs: list[tuple[str, TrainSettings]], output_dir: str, task=None
     """
     from tqdm.auto import tqdm
 
-    from .data import load_task
-
     os.makedirs(output_dir, exist_ok=True)
     if task is None and runs:
         first = runs[0][1]
-        task = load_task(first.dataset, seed=first.data_seed, text_column=first.text_column,
-                         label_column=first.label_column, data_path=first.data_path)
+        task = task_of(first)
     # wall times of runs trained by earlier (interrupted) invocations are carried over
     earlier = {}
     grid_json = os.path.join(output_dir, "grid.json")

@@ -241,8 +241,7 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     if os.path.exists(metrics_path):
         with open(metrics_path, encoding="utf-8") as f:
             return json.load(f)
-    task = task or load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
-                             label_column=settings.label_column, data_path=settings.data_path)
+    task = task or task_of(settings)
     os.makedirs(output_dir, exist_ok=True)
     processes, main_process = _launch_processes()
     if settings.batch_size % processes:
@@ -357,12 +356,25 @@ def last_complete_checkpoint(folder: str) -> str | None:
         shutil.rmtree(last, ignore_errors=True)  # another process may be removing it too
 
 
-def settings_from_run(output_dir: str) -> TrainSettings:
-    """The settings a finished run was trained with."""
+def settings_from_run(output_dir: str, needed_by: str | None = None) -> TrainSettings:
+    """The settings a finished run was trained with. ``needed_by`` (e.g. "the jw battery") names
+    the caller in the error for a folder that was not written by ``hf-attn train``."""
+    if needed_by is not None:
+        if not os.path.isdir(output_dir):
+            raise FileNotFoundError(f"no model folder {output_dir!r}")
+        if not os.path.exists(os.path.join(output_dir, "run.json")):
+            raise FileNotFoundError(f"{output_dir} has no run.json: {needed_by} needs a folder "
+                                    f"written by `hf-attn train` (to know its dataset)")
     with open(os.path.join(output_dir, "run.json"), encoding="utf-8") as f:
         return TrainSettings(**json.load(f)["settings"])
 
 
+def task_of(settings: TrainSettings) -> TaskData:
+    """The task, with the same splits, that a run with ``settings`` trains on."""
+    return load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
+                     label_column=settings.label_column, data_path=settings.data_path)
+
+
 __all__ = ["TrainSettings", "AttnTrainer", "train", "classification_metrics", "build_model",
            "tokenize_splits", "write_json_atomic", "class_weights_for", "environment_versions",
-           "settings_from_run", "last_complete_checkpoint"]
+           "settings_from_run", "task_of", "last_complete_checkpoint"]

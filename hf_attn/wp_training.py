@@ -33,10 +33,10 @@ from transformers import (AutoModelForSequenceClassification, DataCollatorWithPa
                           PreTrainedTokenizerFast, TrainingArguments)
 from transformers.trainer_utils import get_last_checkpoint
 
-from .data import TaskData, load_task
+from .data import TaskData
 from .measures import jsd, kl_divergence, tvd
 from .training import (AttnTrainer, TrainSettings, _compute_metrics, build_model, classification_metrics,
-                       environment_versions, settings_from_run, tokenize_splits, train,
+                       environment_versions, settings_from_run, task_of, tokenize_splits, train,
                        write_json_atomic)
 
 logger = logging.getLogger(__name__)
@@ -223,8 +223,7 @@ def _train_with_columns(settings: TrainSettings, output_dir: str, task: TaskData
 
 
 def _task_for(settings: TrainSettings, task: TaskData | None) -> TaskData:
-    return task or load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
-                             label_column=settings.label_column, data_path=settings.data_path)
+    return task or task_of(settings)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -348,12 +348,22 @@ def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.T
             # softmax Jacobian: ∂/∂z = α ⊙ (g − Σ_t α g)
             logits.grad = adv * (grad - (adv * grad).sum(-1, keepdim=True))
             optimizer.step()
-        adv = logits.detach().masked_fill(~mask3, float("-inf")).softmax(-1)
-        probabilities = model.logits_from_token_logits(token_logits, adv).softmax(-1)
-        output_tvd = tvd(probabilities, original.unsqueeze(1))
-        divergence = jsd(adv, attention.unsqueeze(1), mask3)
-        feasible = output_tvd <= eps
-        eps_max = torch.where(feasible, divergence, torch.zeros_like(divergence)).max(-1).values
+    return adversary_result(model, logits, mask3, token_logits, attention, original, eps)
+
+
+@torch.no_grad()
+def adversary_result(model, logits: torch.Tensor, mask3: torch.Tensor, token_logits: torch.Tensor,
+                     attention: torch.Tensor, original: torch.Tensor, eps: float) -> AdversaryResult:
+    """Optimised adversary logits ``(B, k, T)`` → α = softmax over real tokens (``mask3`` (B, 1, T)),
+    their ŷ (via ``token_logits``), TVD to the original ŷ ``(B, C)``, JSD to α̂ ``(B, T)`` and the
+    ε-max JSD (max JSD over adversaries with TVD ≤ ε, 0 if none). Shared by the single-sequence
+    and the sentence-pair adversaries."""
+    adv = logits.detach().masked_fill(~mask3, float("-inf")).softmax(-1)
+    probabilities = model.logits_from_token_logits(token_logits, adv).softmax(-1)
+    output_tvd = tvd(probabilities, original.unsqueeze(1))
+    divergence = jsd(adv, attention.unsqueeze(1), mask3)
+    feasible = output_tvd <= eps
+    eps_max = torch.where(feasible, divergence, torch.zeros_like(divergence)).max(-1).values
     return AdversaryResult(attention=adv, tvd=output_tvd, jsd=divergence, eps_max_jsd=eps_max,
                            feasible=feasible, probabilities=probabilities)
 
@@ -569,20 +579,13 @@ def load_model_and_split(model_dir: str, split: str = "test"):
     ``hf-attn train`` (its run.json names the dataset)."""
     from transformers import PreTrainedTokenizerFast
 
-    from ..data import load_task
     from ..modeling_hf_attn import AttnClassifierForSequenceClassification
-    from ..training import settings_from_run
+    from ..training import settings_from_run, task_of
 
-    if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"no model folder {model_dir!r}")
-    if not os.path.exists(os.path.join(model_dir, "run.json")):
-        raise FileNotFoundError(f"{model_dir} has no run.json: the jw battery needs a folder written "
-                                f"by `hf-attn train` (to know its dataset)")
+    run = settings_from_run(model_dir, needed_by="the jw battery")
     model = AttnClassifierForSequenceClassification.from_pretrained(model_dir).eval()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
-    run = settings_from_run(model_dir)
-    task = load_task(run.dataset, seed=run.data_seed, text_column=run.text_column,
-                     label_column=run.label_column, data_path=run.data_path)
+    task = task_of(run)
     if split not in task.splits:
         raise ValueError(f"split {split!r} not in {list(task.splits)}")
     data = task.splits[split]

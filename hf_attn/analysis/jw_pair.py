@@ -27,10 +27,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from ..measures import jsd, tvd
-from .jw import (AdversaryResult, JWInstances, JWSettings, _settings_key, battery_summary, deletion_batch,
-                 length_batches, pad_batch, permutation_tvd, settings_from_options,
-                 write_jsonl_atomic)
+from ..measures import tvd
+from .jw import (AdversaryResult, JWInstances, JWSettings, _settings_key, adversary_result,
+                 battery_summary, deletion_batch, length_batches, pad_batch, permutation_tvd,
+                 settings_from_options, write_jsonl_atomic)
 
 # J&W Table 2, SNLI test, BiLSTM + additive attention, classes 0 / 1 / 2 = neutral / contradiction /
 # entailment (Table 1's class sizes 3219 / 3237 / 3368 fix this order); Table 1: micro-F1 0.78.
@@ -202,15 +202,7 @@ def pair_adversarial_attention(model, hidden_states, attention, attention_mask, 
         logits.grad = _pair_adversary_logit_gradient(model, logits.detach(), mask3, attention, units,
                                                      original, lam, eps)
         optimizer.step()
-    with torch.no_grad():
-        adv = logits.detach().masked_fill(~mask3, float("-inf")).softmax(-1)
-        probabilities = model.logits_from_token_logits(units, adv).softmax(-1)
-        output_tvd = tvd(probabilities, original.unsqueeze(1))
-        divergence = jsd(adv, attention.unsqueeze(1), mask3)
-        feasible = output_tvd <= eps
-        eps_max = torch.where(feasible, divergence, torch.zeros_like(divergence)).max(-1).values
-    return AdversaryResult(attention=adv, tvd=output_tvd, jsd=divergence, eps_max_jsd=eps_max,
-                           feasible=feasible, probabilities=probabilities)
+    return adversary_result(model, logits, mask3, units, attention, original, eps)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -345,18 +337,13 @@ def load_pair_model_and_split(model_dir: str, split: str = "test"):
     written by ``hf-attn train`` on a pair task."""
     from transformers import PreTrainedTokenizerFast
 
-    from ..data import load_task
     from ..modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
-    from ..training import settings_from_run
+    from ..training import settings_from_run, task_of
 
-    if not os.path.exists(os.path.join(model_dir, "run.json")):
-        raise FileNotFoundError(f"{model_dir} has no run.json: the jw battery needs a folder written "
-                                f"by `hf-attn train` (to know its dataset)")
+    run = settings_from_run(model_dir, needed_by="the jw battery")
     model = AttnPairClassifierForSequenceClassification.from_pretrained(model_dir).eval()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
-    run = settings_from_run(model_dir)
-    task = load_task(run.dataset, seed=run.data_seed, text_column=run.text_column,
-                     label_column=run.label_column, data_path=run.data_path)
+    task = task_of(run)
     if not task.is_pair:
         raise ValueError(f"{task.name} is not a sentence-pair task but the model is a pair model")
     if split not in task.splits:

@@ -405,20 +405,13 @@ def load_run(model_dir: str, split: str = "test"):
     """``(model, tokenizer, TaskData)`` of a folder written by ``hf-attn train``."""
     from transformers import PreTrainedTokenizerFast
 
-    from ..data import load_task
     from ..modeling_hf_attn import AttnClassifierForSequenceClassification
-    from ..training import settings_from_run
+    from ..training import settings_from_run, task_of
 
-    if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"no model folder {model_dir}")
-    if not os.path.exists(os.path.join(model_dir, "run.json")):
-        raise FileNotFoundError(f"{model_dir} has no run.json: the ts battery needs a folder "
-                                f"written by `hf-attn train` (to know its dataset)")
+    settings = settings_from_run(model_dir, needed_by="the ts battery")
     model = AttnClassifierForSequenceClassification.from_pretrained(model_dir).eval()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
-    settings = settings_from_run(model_dir)
-    task = load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
-                     label_column=settings.label_column, data_path=settings.data_path)
+    task = task_of(settings)
     if split not in task.splits:
         raise ValueError(f"split {split!r} not in {list(task.splits)}")
     return model, tokenizer, task

@@ -35,9 +35,9 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import wp_training as wpt
-from ..data import TaskData, load_task
+from ..data import TaskData
 from ..measures import jsd, tvd
-from ..training import (classification_metrics, environment_versions, settings_from_run,
+from ..training import (classification_metrics, environment_versions, settings_from_run, task_of,
                         tokenize_splits, train, write_json_atomic)
 from . import register_battery
 
@@ -357,9 +357,7 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     runs_dir = runs_dir or os.path.join(output_dir, "models")
     os.makedirs(output_dir, exist_ok=True)
     base_settings = settings_from_run(model_dir)
-    task = task or load_task(base_settings.dataset, seed=base_settings.data_seed,
-                             text_column=base_settings.text_column, label_column=base_settings.label_column,
-                             data_path=base_settings.data_path)
+    task = task or task_of(base_settings)
     if task.num_labels != 2:
         raise ValueError("the wp battery reports positive-class F1 (W&P): binary tasks only")
     helper = base_settings if epochs is None else replace(base_settings, epochs=epochs)
