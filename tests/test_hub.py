@@ -19,18 +19,11 @@ import pytest
 import torch
 
 from hub_server import HubServer
+from remote_code import BLOCK_HF_ATTN
 
 from hf_attn.hub import build_model_folder, build_space_folder, HubError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-BLOCK_HF_ATTN = textwrap.dedent("""
-    import importlib.abc, sys
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_attn" or name.startswith("hf_attn."):
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
-    sys.meta_path.insert(0, Block())
-""")
 
 TINY_METRIC = '''"""Token accuracy: a tiny evaluate module used to test publishing when none exists yet."""
 import datasets

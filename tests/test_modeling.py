@@ -3,10 +3,6 @@ fast paths against the reference paths; masking; bad inputs."""
 
 import itertools
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -15,6 +11,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
 from hf_attn.modeling_hf_attn import LSTMEncoder
+from remote_code import remote_code_logits
 
 VOCAB = 30
 
@@ -247,16 +244,6 @@ def test_from_pretrained_rejects_a_config_of_another_model_type(tmp_path):
         AttnClassifierForSequenceClassification.from_pretrained(tmp_path)
 
 
-BLOCK_HF_ATTN = textwrap.dedent("""
-    import importlib.abc, sys
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_attn" or name.startswith("hf_attn."):
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
-    sys.meta_path.insert(0, Block())
-""")
-
-
 def test_trust_remote_code_loads_without_hf_attn(tmp_path):
     model = AttnClassifierForSequenceClassification(make_config("lstm", "dot", "concat")).eval()
     model.save_pretrained(tmp_path)
@@ -266,27 +253,8 @@ def test_trust_remote_code_loads_without_hf_attn(tmp_path):
     ids, mask = batch()
     with torch.no_grad():
         expected = model(input_ids=ids, attention_mask=mask).logits
-    torch.save({"ids": ids, "mask": mask}, tmp_path / "inputs.pt")
-    script = BLOCK_HF_ATTN + textwrap.dedent(f"""
-        import torch
-        from transformers import AutoModelForSequenceClassification
-        try:
-            import hf_attn
-            raise SystemExit("hf_attn is importable")
-        except ModuleNotFoundError:
-            pass
-        model = AutoModelForSequenceClassification.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)
-        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-        inputs = torch.load({str(tmp_path / "inputs.pt")!r})
-        with torch.no_grad():
-            logits = model(input_ids=inputs["ids"], attention_mask=inputs["mask"]).logits
-        torch.save(logits, {str(tmp_path / "logits.pt")!r})
-    """)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                            cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert torch.equal(torch.load(tmp_path / "logits.pt"), expected)
+    logits = remote_code_logits(tmp_path, {"input_ids": ids, "attention_mask": mask}, str(tmp_path))
+    assert torch.equal(logits, expected)
 
 
 def test_auto_config_is_registered():

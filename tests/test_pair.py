@@ -4,9 +4,6 @@ texts, the query against a packed BiLSTM, loader errors, and the adversary's gra
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +17,7 @@ from hf_attn.analysis import jw
 from hf_attn.analysis import jw_pair
 from hf_attn.data import DataError, SNLI_ENV, load_snli, load_task
 from hf_attn.measures import tvd
+from remote_code import remote_code_logits
 
 VOCAB = 30
 SNLI_FIXTURE = str(Path(__file__).parent / "data" / "snli")
@@ -194,16 +192,6 @@ def test_bad_inputs_give_clear_errors():
         AttnPairClassifierConfig(vocab_size=VOCAB, pair_decoder="mlp")
 
 
-BLOCK_HF_ATTN = textwrap.dedent("""
-    import importlib.abc, sys
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_attn" or name.startswith("hf_attn."):
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
-    sys.meta_path.insert(0, Block())
-""")
-
-
 def test_trust_remote_code_loads_without_hf_attn(tmp_path):
     model = make_model("lstm", "additive", "tanh")
     model.save_pretrained(tmp_path)
@@ -214,28 +202,9 @@ def test_trust_remote_code_loads_without_hf_attn(tmp_path):
     ids, mask, hids, hmask = pairs()
     with torch.no_grad():
         expected = run(model, ids, mask, hids, hmask).logits
-    torch.save({"ids": ids, "mask": mask, "hids": hids, "hmask": hmask}, tmp_path / "inputs.pt")
-    script = BLOCK_HF_ATTN + textwrap.dedent(f"""
-        import torch
-        from transformers import AutoModelForSequenceClassification
-        try:
-            import hf_attn
-            raise SystemExit("hf_attn is importable")
-        except ModuleNotFoundError:
-            pass
-        model = AutoModelForSequenceClassification.from_pretrained({str(tmp_path)!r}, trust_remote_code=True)
-        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-        x = torch.load({str(tmp_path / "inputs.pt")!r})
-        with torch.no_grad():
-            logits = model(input_ids=x["ids"], attention_mask=x["mask"], hypothesis_input_ids=x["hids"],
-                           hypothesis_attention_mask=x["hmask"]).logits
-        torch.save(logits, {str(tmp_path / "logits.pt")!r})
-    """)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                            cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert torch.equal(torch.load(tmp_path / "logits.pt"), expected)
+    inputs = {"input_ids": ids, "attention_mask": mask, "hypothesis_input_ids": hids,
+              "hypothesis_attention_mask": hmask}
+    assert torch.equal(remote_code_logits(tmp_path, inputs, str(tmp_path)), expected)
 
 
 # ----------------------------------------------------------------------------------------------
