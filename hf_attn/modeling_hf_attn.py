@@ -259,7 +259,13 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
     def encode(self, embeddings: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``(B, T, d)`` embeddings (pads zeroed here) → ``(B, T, D)`` states h'_t after the variant."""
         embeddings = embeddings * mask.unsqueeze(-1).to(embeddings.dtype)
-        hidden = self.encoder(embeddings, mask)
+        return self.apply_variant(self.encoder(embeddings, mask), embeddings, mask)
+
+    def apply_variant(self, encoder_states: torch.Tensor, embeddings: torch.Tensor,
+                      mask: torch.Tensor) -> torch.Tensor:
+        """Encoder outputs ``(B, T, 2H)`` and pad-zeroed embeddings ``(B, T, d)`` → h'_t ``(B, T, D)``:
+        [h; e] for ``concat``, h + e for ``residual``, h otherwise; pads zeroed."""
+        hidden = encoder_states
         if self.config.variant == "concat":
             hidden = torch.cat([hidden, embeddings], dim=-1)
         elif self.config.variant == "residual":

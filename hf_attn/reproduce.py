@@ -375,7 +375,8 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
         for model_dir, out in ((base_dir, paths["jw_lstm"]), (average_dir, paths["jw_average"])):
             options = _namespace(split="test", seed=0, quiet=not progress, jw_permutations=plan.jw_permutations,
                                  jw_adversaries=5, jw_lambda=500.0, jw_eps=0.01, jw_steps=plan.jw_steps,
-                                 jw_lr=0.01, jw_token_budget=16384, jw_loo_token_budget=65536,
+                                 jw_lr=0.01, jw_token_budget=16384, jw_loo_token_budget=32768,
+                                 jw_gradient_token_budget=4096,
                                  jw_max_instances=plan.jw_max_instances, jw_no_cache=False)
             request = {"model": model_dir, **{k: v for k, v in vars(options).items() if k != "quiet"}}
             if not _done(out, request):

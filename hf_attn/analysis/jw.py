@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..measures import jsd, tvd
+from ..modeling_hf_attn import AdditiveAttention, masked_softmax, reverse_within_length
 from . import register_battery
 
 # ----------------------------------------------------------------------------------------------
@@ -131,7 +132,8 @@ def deletion_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor
 
 @torch.no_grad()
 def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                  token_budget: int = 32768, probabilities: torch.Tensor | None = None) -> torch.Tensor:
+                  token_budget: int = 32768, probabilities: torch.Tensor | None = None,
+                  method: str = "auto", rnn_token_budget: int = 4096) -> torch.Tensor:
     """Leave-one-out importance ``(B, T)``: Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W Alg. 1, §4.1).
 
     x₋t is x with token t removed (the sequence gets shorter, attention renormalises over the rest).
@@ -139,12 +141,21 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     Pads are 0. An instance with a single token has no x₋t: its value is NaN (reported as skipped
     downstream). ``probabilities`` (B, C) = ŷ(x) if already computed.
 
-    Average encoder: h'_t depends on token t alone and φ scores each h'_t alone, so x₋t keeps every
-    other state and score; the exact result then needs only the decoder (``_token_local_leave_one_out``).
+    ``method="auto"`` takes an exact shortcut where the encoder allows one (``"generic"`` always
+    runs every deletion through the whole model; tests compare the two):
+
+    - Average encoder: h'_t depends on token t alone and φ scores each h'_t alone, so x₋t keeps
+      every other state and score; only the decoder runs (``_token_local_leave_one_out``).
+    - One-layer BiLSTM: deleting token t leaves the forward states before t and the backward
+      states after t unchanged, so only the forward run after t (from the original state at t−1)
+      and the backward run before t are recomputed (``_lstm_leave_one_out``): half the LSTM work,
+      in length-sorted chunks of ``rnn_token_budget`` tokens.
     """
+    if method not in ("auto", "generic"):
+        raise ValueError(f"method must be 'auto' or 'generic', got {method!r}")
     mask = _mask(attention_mask, input_ids)
     model.eval()
-    if _token_local(model):
+    if method == "auto" and _token_local(model):
         return _token_local_leave_one_out(model, input_ids, mask)
     if probabilities is None:
         probabilities = model(input_ids=input_ids, attention_mask=mask).logits.softmax(-1)
@@ -153,6 +164,10 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     result[(mask.sum(1) == 1)] = float("nan")
     result[~mask] = 0.0
     if len(instance) == 0:
+        return result
+    if method == "auto" and _single_layer_lstm(model):
+        _lstm_leave_one_out(model, input_ids, mask, new_mask, instance, position, probabilities,
+                            result, token_budget, rnn_token_budget)
         return result
     # rows are grouped by instance (nonzero is row-major); cut them into chunks by padded tokens
     width = ids.shape[1]
@@ -164,6 +179,173 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         out = model(input_ids=ids[sl, :chunk_width], attention_mask=new_mask[sl, :chunk_width])
         result[instance[sl], position[sl]] = tvd(out.logits.softmax(-1), probabilities[instance[sl]])
     return result
+
+
+def _single_layer_lstm(model) -> bool:
+    """True when :func:`_lstm_leave_one_out` applies: one-layer BiLSTM, a known attention module."""
+    from ..modeling_hf_attn import AdditiveAttention, DotAttention, UniformAttention
+
+    return (getattr(model.config, "encoder", None) == "lstm" and getattr(model.config, "num_layers", 1) == 1
+            and isinstance(getattr(model, "attention", None), (AdditiveAttention, DotAttention, UniformAttention)))
+
+
+def _lstm_cell_states(lstm: torch.nn.LSTM, inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """Cell states ``(B, T, H)`` of a one-layer ``nn.LSTM`` that produced outputs ``hidden``
+    ``(B, T, H)`` from ``inputs`` ``(B, T, d)`` (zero initial state). The gates at every step follow
+    from h_{t−1} in one matmul; only c_t = f_t ⊙ c_{t−1} + i_t ⊙ g_t is sequential (one op per step)."""
+    previous = torch.nn.functional.pad(hidden[:, :-1], (0, 0, 1, 0))
+    gates = torch.nn.functional.linear(inputs, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0)
+    gates = gates + previous @ lstm.weight_hh_l0.t()
+    i, f, g, _ = gates.chunk(4, dim=-1)
+    forget = f.sigmoid()
+    write = i.sigmoid() * g.tanh()
+    cells = torch.empty_like(hidden)
+    cells[:, 0] = write[:, 0]
+    for t in range(1, hidden.shape[1]):
+        torch.addcmul(write[:, t], forget[:, t], cells[:, t - 1], out=cells[:, t])
+    return cells
+
+
+def _readout(model) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The linear maps applied to each h'_t after the encoder, stacked: ``(R, D)`` rows and ``(R,)``
+    bias; the first ``A`` rows feed the attention (additive: W of vᵀtanh(W h + b); dot: q/√D;
+    uniform: none), the last K are the decoder. Attention and logits of any sequence follow from
+    M h'_t alone (the decoder is linear and Σα = 1)."""
+    from ..modeling_hf_attn import AdditiveAttention, DotAttention
+
+    attention, decoder = model.attention, model.decoder
+    if isinstance(attention, AdditiveAttention):
+        rows, bias = attention.proj.weight, attention.proj.bias
+    elif isinstance(attention, DotAttention):
+        rows = (attention.query * attention.scale).unsqueeze(0)
+        bias = rows.new_zeros(1)
+    else:
+        rows, bias = decoder.weight[:0], decoder.bias[:0]
+    return torch.cat([rows, decoder.weight]), torch.cat([bias, decoder.bias]), rows.shape[0]
+
+
+def _scores_from_readout(model, projected: torch.Tensor) -> torch.Tensor:
+    """φ(h'_t) from the attention part of ``M h'_t + bias`` ``(…, A)`` → ``(…)``."""
+    from ..modeling_hf_attn import AdditiveAttention
+
+    if isinstance(model.attention, AdditiveAttention):
+        return model.attention.v(projected.tanh()).squeeze(-1)
+    if projected.shape[-1] == 1:  # dot
+        return projected.squeeze(-1)
+    return projected.new_zeros(projected.shape[:-1])  # uniform
+
+
+def _rerun(lstm: torch.nn.LSTM, inputs: torch.Tensor, source_rows: torch.Tensor, start: torch.Tensor,
+           run_length: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, step: int,
+           readout: torch.Tensor, budget: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each row n, run ``lstm`` over ``inputs[source_rows_n, start_n + step·s]`` for
+    s < ``run_length_n`` from state (``h0_n``, ``c0_n``), projected by ``readout`` (R, H).
+
+    Returns ``(outputs (N·S, R), slot (N,))``: output s of row n is ``outputs[slot_n·S + s]``
+    (S = max run length). Rows run sorted by run length, in chunks of at most ``budget`` padded
+    tokens (cache-sized chunks are fastest on CPU); outputs past a row's run are never read."""
+    order = torch.argsort(run_length, descending=True, stable=True)
+    lengths = run_length[order]
+    longest = max(int(lengths[0]) if len(lengths) else 0, 1)
+    outputs = inputs.new_zeros(len(order), longest, readout.shape[0])
+    slot = torch.empty_like(order)
+    slot[order] = torch.arange(len(order), device=order.device)
+    begin, count = 0, int((lengths > 0).sum())
+    while begin < count:
+        width = int(lengths[begin])
+        end = min(count, begin + max(1, budget // width))
+        chunk = order[begin:end]
+        source = (start[chunk].unsqueeze(1) + step * torch.arange(width, device=inputs.device))
+        x = inputs[source_rows[chunk].unsqueeze(1), source.clamp(0, inputs.shape[1] - 1)]
+        output, _ = lstm(x, (h0[chunk].unsqueeze(0), c0[chunk].unsqueeze(0)))  # causal: later
+        # batch-first outputs are a transposed view: project time-major (one matmul, no copy)
+        outputs[begin:end, :width] = torch.nn.functional.linear(output.transpose(0, 1), readout).transpose(0, 1)
+        begin = end
+    return outputs.view(-1, readout.shape[0]), slot
+
+
+def _take(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows of ``table`` viewed as ``(−1, R)`` at integer ``index`` (any shape) → ``(*index.shape, R)``
+    (index_select: faster than advanced indexing on CPU)."""
+    flat = table.reshape(-1, table.shape[-1])
+    return flat.index_select(0, index.reshape(-1)).view(*index.shape, flat.shape[1])
+
+
+def _lstm_leave_one_out(model, input_ids, mask, new_mask, instance, position, probabilities, result,
+                        token_budget: int, rnn_token_budget: int) -> None:
+    """Exact LOO for a one-layer BiLSTM (fills ``result``; J&W Alg. 1 leave-one-out, SPEC §9).
+
+    Deletion n removes token i of instance b (length L). Its forward states are h→_{b,<i}, then a
+    forward run over x_{i+1..L−1} from (h→, c→)_{b,i−1}; its backward states are a backward run
+    over x_{i−1..0} from (h←, c←)_{b,i+1}, then h←_{b,>i}. Only the runs are computed (half the
+    LSTM work of re-encoding every x₋t). Attention and decoder act on h' = [h→; h←] (+ e) through
+    linear maps M (:func:`_readout`), so M h' = M→h→ + M←h← (+ M_e e): the unchanged half of every
+    deletion position is gathered from the original sentence's projections and the rerun half is
+    projected once as it is computed; only φ's tanh and the softmax run per deletion position.
+    """
+    encoder = model.encoder
+    forward_lstm, backward_lstm = encoder.forward_layers[0], encoder.backward_layers[0]
+    size = forward_lstm.hidden_size
+    dtype = probabilities.dtype
+    readout, bias, num_attention = _readout(model)
+    readout, bias = readout.to(dtype), bias.to(dtype)
+    readout_fwd, readout_bwd = readout[:, :size].contiguous(), readout[:, size:2 * size].contiguous()
+    embeddings = model.get_input_embeddings()(input_ids) * mask.unsqueeze(-1).to(dtype)
+    lengths = mask.sum(1)
+    batch, steps = mask.shape
+    reversed_embeddings = reverse_within_length(embeddings, mask)
+    h_fwd, _ = forward_lstm(embeddings)
+    h_bwd_run, _ = backward_lstm(reversed_embeddings)  # run order: token L−1 first
+    c_fwd = _lstm_cell_states(forward_lstm, embeddings, h_fwd)
+    c_bwd = reverse_within_length(_lstm_cell_states(backward_lstm, reversed_embeddings, h_bwd_run), mask)
+    h_bwd = reverse_within_length(h_bwd_run, mask)  # back to token positions
+    zero = h_fwd.new_zeros(batch, 1, size)
+    # run start states: forward at i−1 (index i of *_fwd0), backward at i+1 (zero past the end)
+    h_fwd0, c_fwd0 = torch.cat([zero, h_fwd], 1), torch.cat([zero, c_fwd], 1)
+    h_bwd0, c_bwd0 = torch.cat([h_bwd, zero], 1), torch.cat([c_bwd, zero], 1)
+    # unchanged halves, projected (bias included once): [M→h→_t + bias (t < T) ; M←h←_t + bias]
+    table = torch.cat([h_fwd @ readout_fwd.t(), h_bwd @ readout_bwd.t()], 1) + bias  # (B, 2T, R)
+    if model.config.variant in ("concat", "residual"):  # h' also holds e_t: M_e e of the kept token
+        readout_emb = readout[:, 2 * size:] if model.config.variant == "concat" else readout
+        embedding_table = embeddings @ readout_emb.t()  # (B, T, R)
+    at_end = position + 1 >= lengths[instance]
+    last = lengths[instance] - 1
+    q_all = torch.arange(max(steps - 1, 1), device=input_ids.device)
+    rows_per_chunk = max(1, token_budget // max(steps - 1, 1))
+    for begin in range(0, len(instance), rows_per_chunk):
+        sl = slice(begin, begin + rows_per_chunk)
+        b, i = instance[sl], position[sl]
+        width = int((lengths[b] - 1).max())
+        chunk_mask = new_mask[sl, :width]
+        q = q_all[:width].unsqueeze(0)
+        before = q < i.unsqueeze(1)
+        # deletion position q: forward half unchanged before i (table[t=q]), backward half after
+        # (table[T + q + 1]); the other half comes from the reruns below
+        unchanged = torch.where(before, q, steps + q + 1).clamp(max=2 * steps - 1)
+        projected = _take(table, b.unsqueeze(1) * table.shape[1] + unchanged)  # (n, width, R)
+        if model.config.variant in ("concat", "residual"):
+            kept = (q + (~before).long()).clamp(max=steps - 1)
+            projected += _take(embedding_table, b.unsqueeze(1) * steps + kept)
+        # forward half after the deletion: tokens i+1, …, L−1 → deletion positions i, …, L−2
+        fwd, fwd_slot = _rerun(forward_lstm, embeddings, b, i + 1, last[sl] - i, h_fwd0[b, i],
+                               c_fwd0[b, i], +1, readout_fwd, rnn_token_budget)
+        # backward half before the deletion: tokens i−1, …, 0 → deletion positions i−1, …, 0
+        start = torch.where(at_end[sl], steps, i + 1)  # zero state when i is the last token
+        bwd, bwd_slot = _rerun(backward_lstm, embeddings, b, i - 1, i, h_bwd0[b, start],
+                               c_bwd0[b, start], -1, readout_bwd, rnn_token_budget)
+        fwd_width, bwd_width = fwd.shape[0] // len(b), bwd.shape[0] // len(b)
+        fwd_index = fwd_slot.unsqueeze(1) * fwd_width + (q - i.unsqueeze(1)).clamp(0, fwd_width - 1)
+        bwd_index = bwd_slot.unsqueeze(1) * bwd_width + (i.unsqueeze(1) - 1 - q).clamp(0, bwd_width - 1)
+        projected += torch.where(before.unsqueeze(-1), _take(bwd, bwd_index), _take(fwd, fwd_index))
+        decoder_units = projected[..., num_attention:].clone()
+        if isinstance(model.attention, AdditiveAttention):  # φ = vᵀ tanh(·): tanh of the contiguous
+            scores = model.attention.v(projected.tanh_()[..., :num_attention]).squeeze(-1)  # block
+        else:
+            scores = _scores_from_readout(model, projected[..., :num_attention])
+        attention = masked_softmax(scores, chunk_mask)
+        units = torch.einsum("nt,ntk->nk", attention, decoder_units)
+        deleted = model.expand_logits(units).softmax(-1)
+        result[b, i] = tvd(deleted, probabilities[b])
 
 
 def _token_local(model) -> bool:
@@ -266,27 +448,69 @@ def adversary_objective(adversaries: torch.Tensor, attention: torch.Tensor, outp
     return to_original + diversity - penalty
 
 
-def _adversary_gradients(log_adv: torch.Tensor, adv: torch.Tensor, log_mid0: torch.Tensor,
-                         token_logits: torch.Tensor, probabilities: torch.Tensor,
-                         original: torch.Tensor, num_outputs: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Closed-form parts of ∂(objective)/∂α, each ``(B, k, T)`` and exact up to a per-row constant
-    (which the softmax Jacobian removes). ∂JSD(p, q)/∂p = ½ log(p / m), m = (p + q)/2, so the
-    divergence part is ½(log α(i) − log m(i,0)) + c/2 ((k−1) log α(i) − Σ_{j≠i} log(α(i) + α(j))),
-    c = 1/(k(k−1)); the second is ∂TVD_i/∂α(i) through ŷ(i) = softmax(expand(Σ_t α_t tok_t))."""
+def _divergence_gradient(log_adv: torch.Tensor, adv: torch.Tensor, log_mid0: torch.Tensor) -> torch.Tensor:
+    """∂/∂α(i) of Σ_i JSD(α(i), α̂) + c Σ_{i<j} JSD(α(i), α(j)), c = 1/(k(k−1)), ``(B, k, T)``, exact
+    up to a per-row constant (which the softmax Jacobian removes). With ∂JSD(p, q)/∂p = ½ log(p/m),
+    m = (p + q)/2: ½(log α(i) − log m(i,0)) + c/2 ((k−1) log α(i) − Σ_{j≠i} log(α(i) + α(j))).
+    ``log_mid0`` = log(α(i) + α̂) (log 2 is a constant). Each of the k(k−1)/2 pair sums is formed
+    and logged once, from slices (no gathers): few ops, since this runs at every Adam step."""
     k = adv.shape[1]
     c = 1.0 / max(k * (k - 1), 1)
-    divergence = 0.5 * (log_adv - log_mid0) + (0.5 * c * (k - 1)) * log_adv
-    if k > 1:  # Σ_{j≠i} log(α_i + α_j) (log 2 is a constant): the k(k−1)/2 pairs once, then scattered
-        first, second = torch.triu_indices(k, k, offset=1, device=adv.device)
-        pair_logs = (adv[:, first] + adv[:, second]).clamp_min(1e-30).log()  # (B, pairs, T)
-        incidence = torch.zeros(k, len(first), dtype=adv.dtype, device=adv.device)
-        incidence[first, torch.arange(len(first))] = 1.0
-        incidence[second, torch.arange(len(first))] = 1.0
-        divergence = divergence - (0.5 * c) * torch.einsum("ip,bpt->bit", incidence, pair_logs)
-    over = 0.5 * (probabilities - original.unsqueeze(1)).sign()  # ∂TVD/∂ŷ(i)
-    d_logits = probabilities * (over - (probabilities * over).sum(-1, keepdim=True))  # (B, k, C)
-    d_units = d_logits[..., 1:] if num_outputs == 1 else d_logits  # binary logits are [0, z]
-    return divergence, torch.einsum("bik,btk->bit", d_units, token_logits)
+    grad = torch.mul(log_adv, 0.5 + 0.5 * c * (k - 1))
+    grad.sub_(log_mid0, alpha=0.5)
+    if k > 1:
+        pairs = adv.new_empty(adv.shape[0], k * (k - 1) // 2, adv.shape[2])
+        spans, offset = [], 0
+        for d in range(1, k):  # pairs (i, i+d), i < k−d
+            torch.add(adv[:, : k - d], adv[:, d:], out=pairs[:, offset: offset + k - d])
+            spans.append((d, offset))
+            offset += k - d
+        pairs.clamp_min_(1e-30).log_()
+        for d, offset in spans:
+            block = pairs[:, offset: offset + k - d]
+            grad[:, : k - d].sub_(block, alpha=0.5 * c)
+            grad[:, d:].sub_(block, alpha=0.5 * c)
+    return grad
+
+
+def _adversary_logit_gradient(model, logits: torch.Tensor, token_logits: torch.Tensor,
+                              attention_floor: torch.Tensor, original: torch.Tensor, lam: float,
+                              eps: float) -> torch.Tensor:
+    """∂(relaxed Eq. 1–2 objective)/∂(adversary logits) ``(B, k, T)`` in closed form, from the
+    adversaries' logits (B, k, T; pads ≤ −1e4), per-token decoder units (B, T, K),
+    α̂ floored at 1e-30 ``(B, 1, T)`` and ŷ ``(B, C)``; tested against autograd on
+    :func:`adversary_objective`. The penalty part is −(λ/k)·1[TVD_i > ε]·∂TVD_i/∂α(i) through
+    ŷ(i) = softmax(expand(Σ_t α_t tok_t)); the softmax Jacobian maps ∂/∂α to ∂/∂logits."""
+    k = logits.shape[1]
+    adv, log_adv = logits.softmax(-1), logits.log_softmax(-1)  # (exp of −1e4 pads is slow: no .exp())
+    grad = _divergence_gradient(log_adv, adv, (adv + attention_floor).log_())
+    output_logits = model.logits_from_token_logits(token_logits, adv)  # (B, k, C)
+    if model.config.num_outputs == 1:  # binary, logits [0, z]: TVD = |σ(z) − σ(z₀)|, ∂/∂z = sign·σ(1−σ)
+        probability = output_logits[..., 1:].sigmoid()  # (B, k, 1)
+        difference = probability - original[:, None, 1:]
+        active = (difference.abs() > eps).to(adv.dtype)  # TVD_i > ε
+        penalty = difference.sign_().mul_(probability - probability * probability).mul_(active * (lam / k))
+    else:
+        probabilities = output_logits.softmax(-1)
+        difference = probabilities - original.unsqueeze(1)
+        over = 0.5 * difference.sign()  # ∂TVD/∂ŷ(i)
+        d_logits = probabilities * (over - (probabilities * over).sum(-1, keepdim=True))
+        active = (0.5 * difference.abs().sum(-1) > eps).to(adv.dtype) * (lam / k)  # TVD_i > ε
+        penalty = d_logits * active.unsqueeze(-1)  # (B, k, K)
+    if penalty.shape[-1] == 1:  # one decoder unit: an outer product (batched 1×1 matmuls are slow)
+        grad.addcmul_(penalty, token_logits.transpose(1, 2), value=-1.0)
+    else:
+        grad.baddbmm_(penalty, token_logits.transpose(1, 2), alpha=-1.0)
+    return grad.sub_(torch.linalg.vecdot(adv, grad).unsqueeze(-1)).mul_(adv)  # α ⊙ (g − Σ_t α g)
+
+
+def _adam(parameters, lr: float) -> torch.optim.Adam:
+    """J&W's optimiser (Adam, amsgrad) ascending the objective; the fused kernel where available
+    (one op per step instead of ~10; same arithmetic)."""
+    try:
+        return torch.optim.Adam(parameters, lr=lr, amsgrad=True, maximize=True, fused=True)
+    except (RuntimeError, ValueError):
+        return torch.optim.Adam(parameters, lr=lr, amsgrad=True, maximize=True)
 
 
 def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.Tensor,
@@ -308,7 +532,7 @@ def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.T
     Every adversary of the batch is one ``(B, k, T)`` tensor optimised together; instances are
     independent (the objective is a sum and Adam is element-wise), so the result equals a
     per-instance run with the same initial noise. The gradient is computed in closed form
-    (:func:`_adversary_gradients`, tested against autograd on :func:`adversary_objective`).
+    (:func:`_adversary_logit_gradient`, tested against autograd on :func:`adversary_objective`).
     """
     if k < 1 or steps < 0:
         raise ValueError(f"need k >= 1 and steps >= 0, got k={k}, steps={steps}")
@@ -328,25 +552,16 @@ def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.T
             raise ValueError(f"noise must have shape {(batch, k, length)}, got {tuple(noise.shape)}")
         lengths = mask.sum(1, keepdim=True).to(dtype)
         logits = (-lengths.log()).unsqueeze(1) + init_scale * noise  # log-uniform + noise
-        logits = logits.masked_fill(~mask.unsqueeze(1), 0.0)
+        # pads: a logit so low that their probability is exactly 0 (and so is their gradient)
+        logits = logits.masked_fill(~mask.unsqueeze(1), -1e4)
         logits.requires_grad_(True)  # only so that torch.optim accepts it; gradients set by hand
-    optimizer = torch.optim.Adam([logits], lr=lr, amsgrad=True, maximize=True)
-    num_outputs = model.config.num_outputs
     mask3 = mask.unsqueeze(1)
-    log_mid0_base = attention.unsqueeze(1)
+    optimizer = _adam([logits], lr)
+    attention_floor = attention.clamp_min(1e-30).unsqueeze(1)
     with torch.no_grad():
         for _ in range(steps):
-            adv = logits.masked_fill(~mask3, float("-inf")).softmax(-1)
-            log_adv = adv.clamp_min(1e-30).log()
-            log_mid0 = (adv + log_mid0_base).clamp_min(1e-30).log()
-            probabilities = model.logits_from_token_logits(token_logits, adv).softmax(-1)
-            divergence_grad, tvd_grad = _adversary_gradients(
-                log_adv, adv, log_mid0, token_logits, probabilities, original, num_outputs)
-            output_tvd = tvd(probabilities, original.unsqueeze(1))  # (B, k)
-            active = (output_tvd > eps).to(dtype).unsqueeze(-1) * (lam / k)
-            grad = divergence_grad - active * tvd_grad
-            # softmax Jacobian: ∂/∂z = α ⊙ (g − Σ_t α g)
-            logits.grad = adv * (grad - (adv * grad).sum(-1, keepdim=True))
+            logits.grad = _adversary_logit_gradient(model, logits, token_logits, attention_floor,
+                                                    original, lam, eps)
             optimizer.step()
     return adversary_result(model, logits, mask3, token_logits, attention, original, eps)
 
@@ -385,13 +600,14 @@ class JWSettings:
     init_scale: float = 3.0
     seed: int = 0
     alpha: float = 0.05  # significance level of the Kendall τ tests
-    token_budget: int = 16384  # padded tokens per batch (forward, gradient, permutations, adversaries)
-    loo_token_budget: int = 65536  # padded tokens per leave-one-out forward
+    token_budget: int = 16384  # padded tokens per batch (forward, permutations, adversaries)
+    gradient_token_budget: int = 4096  # per forward + backward (cache-sized: faster on CPU)
+    loo_token_budget: int = 32768  # padded tokens per chunk of leave-one-out deletions
     max_length: int | None = None  # truncate texts (default: the model's max_tokens)
     num_threads: int | None = None  # torch threads while running (None: leave torch's setting)
 
     def validate(self) -> None:
-        for name in ("num_permutations", "k", "token_budget", "loo_token_budget"):
+        for name in ("num_permutations", "k", "token_budget", "gradient_token_budget", "loo_token_budget"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.steps < 0 or not self.lr > 0 or self.eps < 0 or self.lam < 0:
@@ -429,6 +645,21 @@ def _settings_key(settings: JWSettings, model, lengths: np.ndarray) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def _in_row_chunks(analysis, ids: torch.Tensor, mask: torch.Tensor, token_budget: int) -> torch.Tensor:
+    """``analysis(ids, mask) → (B, T)`` on consecutive row chunks of a length-sorted batch, each of
+    at most ``token_budget`` padded tokens and trimmed to its longest row; results re-padded."""
+    lengths = mask.sum(1).cpu().numpy()
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=ids.device)
+    begin = 0
+    while begin < len(ids):
+        cost = np.arange(1, len(ids) - begin + 1) * np.maximum.accumulate(lengths[begin:])  # nondecreasing
+        end = begin + max(1, int(np.searchsorted(cost, token_budget, side="right")))
+        width = max(int(lengths[begin:end].max()), 1)
+        out[begin:end, :width] = analysis(ids[begin:end, :width], mask[begin:end, :width])
+        begin = end
+    return out
+
+
 def _run_batch(model, ids: torch.Tensor, mask: torch.Tensor, settings: JWSettings, batch_seed: int,
                timings: dict) -> dict:
     """Every analysis on one padded batch → per-row numpy results."""
@@ -439,7 +670,8 @@ def _run_batch(model, ids: torch.Tensor, mask: torch.Tensor, settings: JWSetting
         return value
 
     probabilities, attention, hidden = timed("forward", lambda: predict(model, ids, mask))
-    gradient = timed("gradient", lambda: gradient_importance(model, ids, mask))
+    gradient = timed("gradient", lambda: _in_row_chunks(
+        lambda i, m: gradient_importance(model, i, m), ids, mask, settings.gradient_token_budget))
     loo = timed("leave_one_out", lambda: leave_one_out(model, ids, mask, settings.loo_token_budget,
                                                        probabilities))
     generator = torch.Generator().manual_seed(batch_seed)
@@ -625,6 +857,7 @@ def settings_from_options(options) -> JWSettings:
         eps=getattr(options, "jw_eps", defaults.eps), steps=getattr(options, "jw_steps", defaults.steps),
         lr=getattr(options, "jw_lr", defaults.lr), seed=getattr(options, "seed", defaults.seed),
         token_budget=getattr(options, "jw_token_budget", defaults.token_budget),
+        gradient_token_budget=getattr(options, "jw_gradient_token_budget", defaults.gradient_token_budget),
         loo_token_budget=getattr(options, "jw_loo_token_budget", defaults.loo_token_budget),
         num_threads=getattr(options, "jw_threads", defaults.num_threads))
 
@@ -714,8 +947,10 @@ def add_options(parser) -> None:
     g.add_argument("--jw-steps", type=int, default=500, help="Adam steps of the adversary search")
     g.add_argument("--jw-lr", type=float, default=0.01, help="Adam learning rate of the adversary search")
     g.add_argument("--jw-token-budget", type=int, default=16384, help="padded tokens per batch")
-    g.add_argument("--jw-loo-token-budget", type=int, default=65536,
-                   help="padded tokens per leave-one-out forward")
+    g.add_argument("--jw-gradient-token-budget", type=int, default=4096,
+                   help="padded tokens per gradient forward + backward")
+    g.add_argument("--jw-loo-token-budget", type=int, default=32768,
+                   help="padded tokens per chunk of leave-one-out deletions")
     g.add_argument("--jw-threads", type=int, default=None,
                    help="torch threads (1 is much faster on an oversubscribed CPU)")
     g.add_argument("--jw-max-instances", type=int, default=None, help="only the first N instances")

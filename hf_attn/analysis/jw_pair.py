@@ -11,7 +11,7 @@ differs:
 * the gradient is w.r.t. the premise embeddings, attention detached (J&W appendix B);
 * the J&W decoder for NLI is nonlinear in the context (W_o tanh(W_c c + W_q Q + b), the J&W code),
   so :func:`pair_adversarial_attention` back-propagates the TVD penalty through it (autograd on
-  the tiny decoder only; the divergence part is the closed form of ``jw._adversary_gradients``).
+  the tiny decoder only; the divergence part is the closed form of ``jw._divergence_gradient``).
   With ``pair_decoder="linear"`` it equals :func:`hf_attn.analysis.jw.adversarial_attention`.
 
 ``hf-attn analyze DIR --battery jw`` dispatches here for a folder holding an ``hf_attn_pair`` model.
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..measures import tvd
-from .jw import (AdversaryResult, JWInstances, JWSettings, _settings_key, adversary_result,
+from .jw import (AdversaryResult, _divergence_gradient, JWInstances, JWSettings, _settings_key, adversary_result,
                  battery_summary, deletion_batch, length_batches, pad_batch, permutation_tvd,
                  settings_from_options, write_jsonl_atomic)
 
@@ -143,16 +143,14 @@ def _pair_adversary_logit_gradient(model, logits: torch.Tensor, mask3: torch.Ten
                                    original: torch.Tensor, lam: float, eps: float) -> torch.Tensor:
     """∂(relaxed Eq. 1–2 objective)/∂(adversary logits) ``(B, k, T)`` for free logits ``(B, k, T)``,
     premise mask ``(B, 1, T)``, α̂ ``(B, T)``, per-token pre-activations u ``(B, T, K′)`` and ŷ
-    ``(B, C)``. The divergence part is the closed form of ``jw._adversary_gradients``; the TVD part
+    ``(B, C)``. The divergence part is the closed form of ``jw._divergence_gradient``; the TVD part
     goes through the pair decoder (autograd on the ``(B, k, K′)`` mixed pre-activations only)."""
     k = logits.shape[1]
-    c = 1.0 / max(k * (k - 1), 1)
     with torch.no_grad():
         adv = logits.masked_fill(~mask3, float("-inf")).softmax(-1)
         log_adv = adv.clamp_min(1e-30).log()
         log_mid0 = (adv + attention.unsqueeze(1)).clamp_min(1e-30).log()
-        pair_logs = (adv.unsqueeze(2) + adv.unsqueeze(1)).clamp_min(1e-30).log().sum(2)
-        divergence_grad = 0.5 * (log_adv - log_mid0) + (0.5 * c) * (k * log_adv - pair_logs)
+        divergence_grad = _divergence_gradient(log_adv, adv, log_mid0)
         mixed = torch.einsum("bit,btj->bij", adv, units)
     with torch.enable_grad():
         mixed.requires_grad_(True)
