@@ -95,13 +95,19 @@ def kendall_tau(x, y, mask=None) -> KendallResult:
     if not (np.isfinite(x[mask]).all() and np.isfinite(y[mask]).all()):
         raise ValueError("Kendall τ inputs contain NaN or inf")
     n = mask.sum(1)
-    pair = mask[:, :, None] & mask[:, None, :]
-    pair &= np.triu(np.ones(x.shape[1:] * 2, dtype=bool), k=1)[None]
-    sx = np.sign(x[:, :, None] - x[:, None, :]) * pair
-    sy = np.sign(y[:, :, None] - y[:, None, :]) * pair
-    s = (sx * sy).sum((1, 2))  # concordant − discordant
-    untied_x = np.abs(sx).sum((1, 2))
-    untied_y = np.abs(sy).sum((1, 2))
+    real = mask.astype(np.int8)
+
+    def signs(v):  # sign(v_i − v_j) over real pairs, as int8 (every pair counted twice: i<j, j<i)
+        out = (v[:, :, None] > v[:, None, :]).astype(np.int8)
+        out -= v[:, :, None] < v[:, None, :]
+        out *= real[:, :, None]
+        out *= real[:, None, :]
+        return out
+
+    sx, sy = signs(x), signs(y)
+    s = np.einsum("bij,bij->b", sx, sy, dtype=np.int64) / 2  # concordant − discordant
+    untied_x = np.abs(sx).sum((1, 2), dtype=np.int64) / 2
+    untied_y = np.abs(sy).sum((1, 2), dtype=np.int64) / 2
     total = n * (n - 1) / 2
     valid = (n >= 2) & (untied_x > 0) & (untied_y > 0)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -48,21 +48,26 @@ def _timed(fn):
     return value, time.perf_counter() - start
 
 
-def _batched(ctx: Context, analysis, per_token: bool = True):
+def _batched(ctx: Context, analysis, per_token: bool = True, forward: bool = True):
     """Run ``analysis(ids, mask, probs, attention, hidden, batch_number)`` over length batches of the
-    whole split (model forward included in the time) → ({row: result}, seconds)."""
+    whole split → ({row: result}, best-of-two seconds). The time includes the model forward that provides
+    probs/attention/hidden unless ``forward=False`` (analyses that run their own forward get
+    ``None`` for those)."""
     from hf_attn.analysis.jw import length_batches, pad_batch, predict
 
     lengths = [len(e) for e in ctx.encoded]
-    out = {}
-    start = time.perf_counter()
-    for number, rows in enumerate(length_batches(lengths, ctx.token_budget)):
-        ids, mask = pad_batch([ctx.encoded[i] for i in rows])
-        probs, attention, hidden = predict(ctx.model, ids, mask)
-        value = analysis(ids, mask, probs, attention, hidden, number)
-        for j, i in enumerate(rows):
-            out[int(i)] = value[j][: len(ctx.encoded[i])] if per_token else value[j]
-    return out, time.perf_counter() - start
+    best = float("inf")
+    for _ in range(2):  # best of two: the first pass also pays one-off allocator/kernel warm-up
+        out = {}
+        start = time.perf_counter()
+        for number, rows in enumerate(length_batches(lengths, ctx.token_budget)):
+            ids, mask = pad_batch([ctx.encoded[i] for i in rows])
+            probs, attention, hidden = predict(ctx.model, ids, mask) if forward else (None, None, None)
+            value = analysis(ids, mask, probs, attention, hidden, number)
+            for j, i in enumerate(rows):
+                out[int(i)] = value[j][: len(ctx.encoded[i])] if per_token else value[j]
+        best = min(best, time.perf_counter() - start)
+    return out, best
 
 
 def _report(name: str, n_batched: int, batched_seconds: float, n_loop: int, loop_seconds: float,
@@ -91,9 +96,11 @@ def _one(ctx: Context, i: int):
 
 
 def jw_gradient(ctx: Context) -> dict:
-    from hf_attn.analysis.jw import gradient_importance
+    from hf_attn.analysis.jw import JWSettings, _in_row_chunks, gradient_importance
 
-    batched, seconds = _batched(ctx, lambda ids, mask, *_: gradient_importance(ctx.model, ids, mask))
+    budget = JWSettings().gradient_token_budget  # as the battery runs it: cache-sized chunks
+    batched, seconds = _batched(ctx, lambda ids, mask, *_: _in_row_chunks(
+        lambda i, m: gradient_importance(ctx.model, i, m), ids, mask, budget), forward=False)
 
     def loop():  # one forward + backward per instance
         out = {}
@@ -114,8 +121,10 @@ def jw_leave_one_out(ctx: Context) -> dict:
     from hf_attn.analysis.jw import leave_one_out
     from hf_attn.measures import tvd
 
+    from hf_attn.analysis.jw import JWSettings
+
     batched, seconds = _batched(ctx, lambda ids, mask, probs, *_: leave_one_out(
-        ctx.model, ids, mask, probabilities=probs))
+        ctx.model, ids, mask, JWSettings().loo_token_budget, probabilities=probs))
 
     @torch.no_grad()
     def loop():  # one forward per instance and one per deleted token
@@ -242,14 +251,18 @@ def jw_battery(ctx: Context) -> dict:
     from hf_attn.data import load_sst
 
     texts = list(load_sst().splits["test"]["text"])
-    (_, summary), seconds = _timed(lambda: run_jw_battery(
-        ctx.model, ctx.tokenizer, texts, settings=JWSettings(token_budget=ctx.token_budget),
-        progress=False))
-    row = {"analysis": "battery", "instances": len(texts), "seconds": seconds,
-           "parts": summary["seconds"], "peak_rss_mb": peak_rss_mb()}
-    print(f"{'whole battery':16s} {seconds:7.2f} s on {len(texts)} instances ("
-          + ", ".join(f"{k} {v:.2f}" for k, v in summary["seconds"].items())
-          + f") | peak RSS {row['peak_rss_mb']:.0f} MB", flush=True)
+    runs = []
+    for _ in range(2):  # a cold run (first in the process) and a warm one
+        (_, summary), seconds = _timed(lambda: run_jw_battery(
+            ctx.model, ctx.tokenizer, texts, settings=JWSettings(token_budget=ctx.token_budget),
+            progress=False))
+        runs.append((seconds, summary["seconds"]))
+    row = {"analysis": "battery", "instances": len(texts), "seconds": runs[0][0], "parts": runs[0][1],
+           "warm_seconds": runs[1][0], "warm_parts": runs[1][1], "peak_rss_mb": peak_rss_mb()}
+    for label, (seconds, parts) in zip(("cold", "warm"), runs):
+        print(f"{'whole battery':16s} {seconds:7.2f} s {label} on {len(texts)} instances ("
+              + ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+              + f") | peak RSS {row['peak_rss_mb']:.0f} MB", flush=True)
     return row
 
 

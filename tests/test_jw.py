@@ -222,3 +222,74 @@ def test_average_encoder_leave_one_out_fast_path_is_exact():
                 expected = tvd(model(input_ids=shorter).logits.softmax(-1), full)
                 assert float(fast[b, t]) == pytest.approx(float(expected), abs=1e-6)
             assert (fast[b, len(seq):] == 0).all()
+
+
+@pytest.mark.parametrize("variant,attention,num_labels", [
+    ("base", "additive", 2), ("concat", "additive", 2), ("residual", "dot", 2), ("tying", "uniform", 2),
+    ("base", "additive", 3), ("base", "dot", 4)])
+def test_bilstm_leave_one_out_shortcut_equals_rerunning_every_deletion(variant, attention, num_labels):
+    """The BiLSTM shortcut (rerun only the changed half of each direction, attention and decoder read
+    through their linear maps) equals running each x₋t through the whole model, for every variant
+    and attention, with tiny chunk budgets so that every chunking branch runs."""
+    from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
+
+    torch.manual_seed(0)
+    config = AttnClassifierConfig(vocab_size=40, embedding_dim=8, encoder="lstm", hidden_size=4,
+                                  variant=variant, attention=attention, num_labels=num_labels,
+                                  attention_hidden_size=5)
+    model = AttnClassifierForSequenceClassification(config).eval()
+    ids, mask = jw.pad_batch([[5, 9, 3, 22, 7], [4], [11, 12], [30, 31, 32, 33, 34, 35, 36], [8, 8, 8]])
+    assert jw._single_layer_lstm(model)
+    generic = jw.leave_one_out(model, ids, mask, method="generic")
+    for budgets in [dict(), dict(token_budget=7, rnn_token_budget=3), dict(token_budget=1, rnn_token_budget=1)]:
+        shortcut = jw.leave_one_out(model, ids, mask, **budgets)
+        torch.testing.assert_close(shortcut, generic, rtol=0, atol=1e-6, equal_nan=True)
+    assert torch.isnan(generic[1, 0]) and (generic[1, 1:] == 0).all()
+    with torch.no_grad():  # and the generic path itself against explicit removal
+        seq = ids[3]
+        full = model(input_ids=seq[None]).logits.softmax(-1)
+        for t in range(len(seq)):
+            shorter = torch.cat([seq[:t], seq[t + 1:]])[None]
+            assert float(generic[3, t]) == pytest.approx(float(tvd(model(input_ids=shorter).logits.softmax(-1), full)),
+                                                         abs=1e-6)
+    with pytest.raises(ValueError, match="method"):
+        jw.leave_one_out(model, ids, mask, method="fast")
+
+
+def test_two_layer_bilstm_uses_the_generic_leave_one_out():
+    from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
+
+    model = AttnClassifierForSequenceClassification(AttnClassifierConfig(
+        vocab_size=40, embedding_dim=8, encoder="lstm", hidden_size=4, num_layers=2)).eval()
+    assert not jw._single_layer_lstm(model)
+    ids, mask = jw.pad_batch([[5, 9, 3], [11, 12]])
+    torch.testing.assert_close(jw.leave_one_out(model, ids, mask), jw.leave_one_out(model, ids, mask, method="generic"))
+
+
+def test_multiclass_adversary_gradient_matches_autograd():
+    from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
+
+    torch.manual_seed(0)
+    model = AttnClassifierForSequenceClassification(AttnClassifierConfig(
+        vocab_size=40, embedding_dim=8, encoder="lstm", hidden_size=4, num_labels=3)).double().eval()
+    ids, mask = jw.pad_batch([[5, 9, 3, 22, 7], [4, 6], [11, 12, 13]])
+    _, attention, hidden = jw.predict(model, ids, mask)
+    tok = model.token_logits(hidden)
+    z = torch.randn(3, 5, ids.shape[1], dtype=torch.float64, requires_grad=True)
+    adv = z.masked_fill(~mask.unsqueeze(1), float("-inf")).softmax(-1)
+    original = model.logits_from_token_logits(tok, attention).softmax(-1)
+    probs = model.logits_from_token_logits(tok, adv).softmax(-1)
+    for lam, eps in [(500.0, 0.01), (3.0, 0.0)]:
+        objective = jw.adversary_objective(adv, attention, tvd(probs, original.unsqueeze(1)), lam, eps).sum()
+        (expected,) = torch.autograd.grad(objective, z, retain_graph=True)
+        got = jw._adversary_logit_gradient(model, z.detach().masked_fill(~mask.unsqueeze(1), -1e4), tok,
+                                           attention.clamp_min(1e-30).unsqueeze(1), original, lam, eps)
+        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_gradient_in_row_chunks_equals_one_batch(model_and_batch):
+    model, _, ids, mask = model_and_batch
+    whole = jw.gradient_importance(model, ids, mask)
+    for budget in (1, 20, 10_000):
+        chunked = jw._in_row_chunks(lambda i, m: jw.gradient_importance(model, i, m), ids, mask, budget)
+        torch.testing.assert_close(chunked, whole, rtol=1e-5, atol=1e-7)

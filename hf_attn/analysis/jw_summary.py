@@ -35,7 +35,7 @@ def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]
     return values, mask
 
 
-def kendall_per_instance(x, y, pair_budget: int = 4_000_000) -> dict[str, np.ndarray]:
+def kendall_per_instance(x, y, pair_budget: int = 500_000) -> dict[str, np.ndarray]:
     """Kendall τ-b and p-value of each instance's ``x`` vs ``y`` (ragged 1-D arrays of equal
     length per instance), computed with :func:`hf_attn.measures.kendall_tau` in length buckets of
     at most ``pair_budget`` (instances × T²) entries. Instances with fewer than 2 tokens, a constant
@@ -128,7 +128,10 @@ def permutation_summary(permutation_tvd, max_attention, predictions, num_classes
     """J&W §4.2.1: Δŷ_med = median over permutations of TVD(ŷ_p, ŷ) per instance (``permutation_tvd``
     ragged or ``(N, P)``); its distribution per predicted class and by max attention (Fig. 3)."""
     predictions, num_classes = _class_ids(predictions, num_classes)
-    medians = np.array([float(np.median(np.asarray(v, dtype=np.float64))) for v in permutation_tvd])
+    if isinstance(permutation_tvd, np.ndarray) and permutation_tvd.ndim == 2:
+        medians = np.median(permutation_tvd.astype(np.float64), axis=1)
+    else:  # ragged
+        medians = np.array([float(np.median(np.asarray(v, dtype=np.float64))) for v in permutation_tvd])
     max_attention = np.asarray(max_attention, dtype=np.float64).reshape(-1)
     if not (len(medians) == len(max_attention) == len(predictions)):
         raise ValueError("permutation_tvd, max_attention and predictions differ in length")
