@@ -301,8 +301,9 @@ class ConsistentAdversaryTrainer(AttnTrainer):
         super().log(logs, *args, **kwargs)
 
 
-def adversary_run_dir(runs_dir: str, lam: float) -> str:
-    return os.path.join(runs_dir, f"adversary-lambda-{lam:g}")
+def adversary_run_dir(runs_dir: str, lam: float, seed: int | None = None) -> str:
+    """``adversary-lambda-λ`` (the base's seed), ``…-seedS`` for another seed."""
+    return os.path.join(runs_dir, f"adversary-lambda-{lam:g}" + ("" if seed is None else f"-seed{seed}"))
 
 
 def divergence_to_base(model, base_attention, base_probs, encoded_split) -> dict[str, np.ndarray]:
@@ -378,8 +379,9 @@ def mlp_settings(base: TrainSettings, hidden_size: int | None = None) -> TrainSe
                    variant="base", hidden_size=hidden_size)
 
 
-def guide_run_dir(runs_dir: str, guide: str) -> str:
-    return os.path.join(runs_dir, f"mlp-guide-{guide}")
+def guide_run_dir(runs_dir: str, guide: str, seed: int | None = None) -> str:
+    """``mlp-guide-G``; ``…-seedS`` for the MLP guided by the adversary trained with seed S."""
+    return os.path.join(runs_dir, f"mlp-guide-{guide}" + ("" if seed is None else f"-seed{seed}"))
 
 
 def uniform_guide(lengths) -> list[np.ndarray]:

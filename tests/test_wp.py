@@ -266,3 +266,20 @@ def test_battery_smoke(tmp_path, tiny_task, frozen_gc):
     assert again["timing"]["models_trained_this_run"] == 0
     assert again["seed_variance"]["summary"] == pytest.approx(results["seed_variance"]["summary"])
     assert set(wpt.train_seeds(base_dir, runs, 2, progress=False)) == {1, 2}
+
+    # guide adversary with 2 seeds: exactly one more adversary and one more guided MLP; the ADVERSARY
+    # F1 is the mean of the two guided MLPs, each guided by its own adversary
+    seeded = wp.run_wp(base_dir, out, num_seeds=2, lambdas=[0.01], guide_lambda=0.01, task=tiny_task,
+                       per_instance_adversary=False, guide_seeds=2, progress=False)
+    assert seeded["timing"]["models_trained_this_run"] == 2
+    adversary = seeded["diagnostic_mlp"]["guides"]["adversary"]
+    assert [r["seed"] for r in adversary["seed_runs"]] == [0, 1]
+    f1s = [r["test_f1"] for r in adversary["seed_runs"]]
+    assert adversary["test_f1"] == pytest.approx(np.mean(f1s)) and adversary["test_f1_std"] == pytest.approx(np.std(f1s))
+    assert f1s[0] == pytest.approx(results["diagnostic_mlp"]["guides"]["adversary"]["test_f1"])
+    with open(os.path.join(wpt.guide_run_dir(runs, "adversary", 1), "run.json"), encoding="utf-8") as f:
+        assert json.load(f)["wp"]["guide_source_dir"] == os.path.abspath(wpt.adversary_run_dir(runs, 0.01, 1))
+    with open(os.path.join(wpt.adversary_run_dir(runs, 0.01, 1), "run.json"), encoding="utf-8") as f:
+        assert json.load(f)["settings"]["seed"] == 1
+    with pytest.raises(ValueError, match="guide_seeds"):
+        wp.run_wp(base_dir, out, guide_seeds=0, task=tiny_task, progress=False)

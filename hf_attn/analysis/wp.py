@@ -338,15 +338,22 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
            seed_statistic: str = "max", train_missing: bool = True, epochs: int | None = None,
            adversary_k: int = 5, adversary_steps: int = 500, adversary_eps: float = 0.01,
            adversary_lambda: float = 500.0, per_instance_adversary: bool = True,
-           task: TaskData | None = None, seed: int = 0, progress: bool = True) -> dict:
+           task: TaskData | None = None, seed: int = 0, guide_seeds: int = 1,
+           progress: bool = True) -> dict:
     """The whole W&P battery on the base model in ``model_dir`` (see the module docstring).
     Helper models live in ``runs_dir`` (default ``output_dir/models``); missing ones are trained
     (``train_missing``) one after another, finished ones reused. ``epochs`` overrides the base's
-    epoch count for every helper model (default: the base's). Returns the results dict."""
+    epoch count for every helper model (default: the base's). Returns the results dict.
+
+    ``guide_seeds`` > 1 trains the λ = ``guide_lambda`` adversary with that many seeds and one MLP
+    guided by each: the ADVERSARY guide's F1 is then their mean (± std, per seed in
+    ``diagnostic_mlp.guides.adversary.seed_runs``). W&P report one run; with λ = 0.001 the KL
+    term barely constrains the adversary's attention, so runs that differ only in seed (or in
+    floating-point rounding) end at different attention and the guided F1 varies widely."""
     if seed_statistic not in ("max", "median"):
         raise ValueError(f"seed_statistic must be 'max' or 'median', got {seed_statistic!r}")
-    if num_seeds < 1:
-        raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
+    if num_seeds < 1 or guide_seeds < 1:
+        raise ValueError(f"num_seeds and guide_seeds must be >= 1, got {num_seeds}, {guide_seeds}")
     lambdas = sorted({float(x) for x in lambdas})
     if any(x < 0 for x in lambdas) or guide_lambda < 0:
         raise ValueError("lambdas must be >= 0")
@@ -372,9 +379,13 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     # ---- training (resumable, one at a time) ----
     train_start = time.perf_counter()
     # cheapest and most telling first (uniform, the guide adversary, the MLPs), seeds last
+    guide_seed_list = [None] + list(range(base_settings.seed + 1, base_settings.seed + guide_seeds))
     plan = ([("uniform", os.path.join(runs_dir, "uniform")),
              (f"adversary λ={guide_lambda:g}", wpt.adversary_run_dir(runs_dir, guide_lambda))]
             + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g)) for g in wpt.GUIDES]
+            + [item for s in guide_seed_list[1:] for item in (
+                (f"adversary λ={guide_lambda:g} seed {s}", wpt.adversary_run_dir(runs_dir, guide_lambda, s)),
+                (f"MLP guide adversary seed {s}", wpt.guide_run_dir(runs_dir, "adversary", s)))]
             + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam))
                for lam in lambdas if lam != guide_lambda]
             + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s)) for s in range(base_settings.seed + 1,
@@ -389,14 +400,17 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
             train(wpt.uniform_settings(helper), path, task=task, progress=False)
         elif name.startswith("seed"):
             train(replace(helper, seed=int(name.split()[1])), path, task=task, progress=False)
-        elif name.startswith("adversary"):
-            lam = float(name.split("=")[1])
+        elif name.startswith("adversary"):  # "adversary λ=L" or "adversary λ=L seed S"
+            words = name.split()
+            lam, adversary_seed = float(words[1].split("=")[1]), int(words[3]) if len(words) > 2 else None
             base_cache = base_cache or wpt.base_columns(model_dir, task, progress=False)
             wpt.train_consistent_adversary(model_dir, path, lam, task=task, epochs=helper.epochs,
-                                           progress=False, _base=base_cache)
-        else:
-            guide = name.split()[-1]
-            source = {"base": model_dir, "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda)}.get(guide)
+                                           seed=adversary_seed, progress=False, _base=base_cache)
+        else:  # "MLP guide G" or "MLP guide adversary seed S"
+            words = name.split()
+            guide, guide_seed = words[2], int(words[4]) if len(words) > 3 else None
+            source = {"base": model_dir,
+                      "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda, guide_seed)}.get(guide)
             wpt.train_guided_mlp(model_dir, path, guide, source, task=task, epochs=helper.epochs,
                                  progress=False)
     train_seconds = time.perf_counter() - train_start
@@ -490,7 +504,26 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
         mlp[guide] = {"test_f1": m["test_f1"], "test_macro_f1": m["test_macro_f1"],
                       "test_accuracy": m["test_accuracy"],
                       "published_sst_f1": wpt.WP_TABLE3_SST[guide] if base_settings.dataset == "sst" else None}
-    mlp_section = {"guides": mlp, "adversary_lambda": guide_lambda, "split": "test",
+    if guide_seeds > 1:  # ADVERSARY guide: mean over the guide adversary's seeds
+        runs = []
+        for s in guide_seed_list:
+            with open(os.path.join(wpt.guide_run_dir(runs_dir, "adversary", s), "metrics.json"), encoding="utf-8") as f:
+                m = json.load(f)
+            with open(os.path.join(wpt.adversary_run_dir(runs_dir, guide_lambda, s), "metrics.json"),
+                      encoding="utf-8") as f:
+                a = json.load(f)
+            runs.append({"seed": base_settings.seed if s is None else s, "test_f1": m["test_f1"],
+                         "test_macro_f1": m["test_macro_f1"], "test_accuracy": m["test_accuracy"],
+                         "adversary_mean_jsd_to_base": a["mean_jsd_to_base"],
+                         "adversary_mean_kl_to_base": a["mean_kl_to_base"],
+                         "adversary_mean_tvd_to_base": a["mean_tvd_to_base"]})
+        f1s = np.array([r["test_f1"] for r in runs])
+        mlp["adversary"].update({"test_f1": float(f1s.mean()), "test_f1_std": float(f1s.std()),
+                                 "test_macro_f1": float(np.mean([r["test_macro_f1"] for r in runs])),
+                                 "test_accuracy": float(np.mean([r["test_accuracy"] for r in runs])),
+                                 "seed_runs": runs})
+    mlp_section = {"guides": mlp, "adversary_lambda": guide_lambda, "adversary_seeds": guide_seeds,
+                   "split": "test",
                    "ordering": ordering_holds({g: v["test_f1"] for g, v in mlp.items()}),
                    "published_table3": "W&P Table 3 (SST): uniform 0.812, trained 0.817, base 0.824, "
                                        "adversary 0.592"}
@@ -530,7 +563,8 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
                    "helper_train_seconds_total": round(sum(v or 0 for v in helper_train_seconds.values()), 1),
                    "analysis_seconds": round(analysis_seconds, 1),
                    "wall_seconds": round(time.perf_counter() - wall_start, 1)},
-        "options": {"num_seeds": num_seeds, "seed_statistic": seed_statistic, "epochs": helper.epochs,
+        "options": {"num_seeds": num_seeds, "guide_seeds": guide_seeds, "seed_statistic": seed_statistic,
+                    "epochs": helper.epochs,
                     "adversary_k": adversary_k, "adversary_steps": adversary_steps, "seed": seed},
         "versions": environment_versions()}
     write_json_atomic(os.path.join(output_dir, "results.json"), results)
@@ -570,6 +604,8 @@ def add_options(parser) -> None:
         default=list(wpt.DEFAULT_LAMBDAS), help="λ sweep of the consistent adversary (default 0.001,0.01,0.1,1,10)")
     add(["--wp-guide-lambda"], dest="wp_guide_lambda", type=float, default=0.001,
         help="λ of the adversary whose attention guides the diagnostic MLP (W&P: 0.001)")
+    add(["--wp-guide-seeds"], dest="wp_guide_seeds", type=int, default=1,
+        help="seeds of the guide adversary (one guided MLP each; F1 = their mean). W&P: 1 run")
     add(["--wp-seed-statistic"], dest="wp_seed_statistic", choices=["max", "median"], default="max",
         help="max over seeds (W&P paper) or median (W&P code)")
     add(["--wp-epochs"], dest="wp_epochs", type=int, default=None, help="epochs of helper models (default: base's)")
@@ -586,7 +622,8 @@ def runner(model_dir: str, output_dir: str, options) -> dict:
                      seed_statistic=get("wp_seed_statistic", "max"), train_missing=not get("wp_no_train", False),
                      epochs=get("wp_epochs", None), adversary_steps=get("wp_adversary_steps", 500),
                      per_instance_adversary=not get("wp_skip_per_instance_adversary", False),
-                     seed=get("seed", 0), progress=not get("quiet", False))
+                     seed=get("seed", 0), guide_seeds=get("wp_guide_seeds", 1),
+                     progress=not get("quiet", False))
     print(json.dumps({"uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
                       "diagnostic_mlp_f1": {g: round(v["test_f1"], 4)
                                             for g, v in results["diagnostic_mlp"]["guides"].items()},
