@@ -1158,7 +1158,8 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
             f"- Plan: {plan.epochs} epochs; T&Š {plan.ts_seeds} seed(s) × {len(plan.ts_variants)} variants × "
             f"{len(plan.ts_attentions)} attention(s) (the paper: 5 runs); MI on seed(s) "
             f"{', '.join(map(str, plan.mi_seeds))} with k = {plan.mi_clusters}; W&P {plan.wp_seeds} seed models, "
-            f"λ ∈ {{{', '.join(f'{x:g}' for x in plan.wp_lambdas)}}}; J&W adversary {plan.jw_steps} steps; "
+            f"λ ∈ {{{', '.join(f'{x:g}' for x in plan.wp_lambdas)}}}, ADVERSARY guide over {plan.wp_guide_seeds} "
+            f"adversary seed(s); J&W adversary {plan.jw_steps} steps; "
             f"ERASER IG {plan.eraser_ig_steps} steps.",
             "", "### Wall time per stage", "",
             "Per stage, the invocation that did the most work (a resumed run splits a stage across invocations, and "
