@@ -293,3 +293,19 @@ def test_gradient_in_row_chunks_equals_one_batch(model_and_batch):
     for budget in (1, 20, 10_000):
         chunked = jw._in_row_chunks(lambda i, m: jw.gradient_importance(model, i, m), ids, mask, budget)
         torch.testing.assert_close(chunked, whole, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_amsgrad_ascent_equals_torch_adam(dtype):
+    """The adversary's direct fused-kernel stepper does what torch.optim.Adam(amsgrad, maximize) does."""
+    torch.manual_seed(0)
+    ours = torch.randn(7, 5, 11, dtype=dtype)
+    theirs = ours.clone().requires_grad_(True)
+    stepper = jw._AmsgradAscent(ours, 0.01)
+    reference = torch.optim.Adam([theirs], lr=0.01, amsgrad=True, maximize=True)
+    for i in range(300):
+        g = torch.randn(7, 5, 11, dtype=dtype) * (1 + i % 7)
+        stepper.step(g.clone())
+        theirs.grad = g.clone()
+        reference.step()
+    torch.testing.assert_close(ours, theirs.detach(), rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-10)

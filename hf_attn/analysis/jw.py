@@ -504,13 +504,32 @@ def _adversary_logit_gradient(model, logits: torch.Tensor, token_logits: torch.T
     return grad.sub_(torch.linalg.vecdot(adv, grad).unsqueeze(-1)).mul_(adv)  # α ⊙ (g − Σ_t α g)
 
 
-def _adam(parameters, lr: float) -> torch.optim.Adam:
-    """J&W's optimiser (Adam, amsgrad) ascending the objective; the fused kernel where available
-    (one op per step instead of ~10; same arithmetic)."""
-    try:
-        return torch.optim.Adam(parameters, lr=lr, amsgrad=True, maximize=True, fused=True)
-    except (RuntimeError, ValueError):
-        return torch.optim.Adam(parameters, lr=lr, amsgrad=True, maximize=True)
+class _AmsgradAscent:
+    """J&W's optimiser — Adam with amsgrad (β = 0.9, 0.999, ε = 1e-8) — ascending the objective for
+    one tensor of logits. It calls torch's fused Adam kernel directly: on these small tensors
+    ``torch.optim``'s per-step bookkeeping costs more than the kernel itself. The arithmetic is
+    ``torch.optim.Adam(amsgrad=True, maximize=True, fused=True)``'s, which is the fallback."""
+
+    def __init__(self, parameter: torch.Tensor, lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.parameter, self.lr, self.betas, self.eps = parameter, lr, betas, eps
+        self.kernel = getattr(torch, "_fused_adam_", None)
+        self.moments = [torch.zeros_like(parameter) for _ in range(3)]  # m, v, max v
+        self.steps = torch.zeros((), dtype=torch.float32, device=parameter.device)
+        self.optimizer = None
+        if self.kernel is None or parameter.dtype not in (torch.float32, torch.float64):
+            self.optimizer = torch.optim.Adam([parameter.requires_grad_(True)], lr=lr, betas=betas, eps=eps,
+                                              amsgrad=True, maximize=True)
+
+    def step(self, gradient: torch.Tensor) -> None:
+        if self.optimizer is not None:
+            self.parameter.grad = gradient
+            self.optimizer.step()
+            return
+        self.steps += 1
+        m, v, v_max = self.moments
+        self.kernel([self.parameter], [gradient], [m], [v], [v_max], [self.steps], lr=self.lr,
+                    beta1=self.betas[0], beta2=self.betas[1], weight_decay=0.0, eps=self.eps,
+                    amsgrad=True, maximize=True)
 
 
 def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.Tensor,
@@ -554,15 +573,13 @@ def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.T
         logits = (-lengths.log()).unsqueeze(1) + init_scale * noise  # log-uniform + noise
         # pads: a logit so low that their probability is exactly 0 (and so is their gradient)
         logits = logits.masked_fill(~mask.unsqueeze(1), -1e4)
-        logits.requires_grad_(True)  # only so that torch.optim accepts it; gradients set by hand
     mask3 = mask.unsqueeze(1)
-    optimizer = _adam([logits], lr)
+    optimizer = _AmsgradAscent(logits, lr)
     attention_floor = attention.clamp_min(1e-30).unsqueeze(1)
     with torch.no_grad():
         for _ in range(steps):
-            logits.grad = _adversary_logit_gradient(model, logits, token_logits, attention_floor,
-                                                    original, lam, eps)
-            optimizer.step()
+            optimizer.step(_adversary_logit_gradient(model, logits, token_logits, attention_floor,
+                                                     original, lam, eps))
     return adversary_result(model, logits, mask3, token_logits, attention, original, eps)
 
 
