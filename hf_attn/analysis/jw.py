@@ -224,14 +224,14 @@ def _readout(model) -> tuple[torch.Tensor, torch.Tensor, int]:
     return torch.cat([rows, decoder.weight]), torch.cat([bias, decoder.bias]), rows.shape[0]
 
 
-def _scores_from_readout(model, projected: torch.Tensor) -> torch.Tensor:
-    """φ(h'_t) from the attention part of ``M h'_t + bias`` ``(…, A)`` → ``(…)``."""
-    from ..modeling_hf_attn import AdditiveAttention
-
+def _scores_from_readout(model, projected: torch.Tensor, num_attention: int) -> torch.Tensor:
+    """φ(h'_t) ``(…)`` from the stacked projections ``M h'_t + bias`` ``(…, R)`` of :func:`_readout`
+    (attention part first). Overwrites ``projected``: the additive tanh runs in place over the whole
+    contiguous tensor (several times faster than on the strided attention slice)."""
     if isinstance(model.attention, AdditiveAttention):
-        return model.attention.v(projected.tanh()).squeeze(-1)
-    if projected.shape[-1] == 1:  # dot
-        return projected.squeeze(-1)
+        return model.attention.v(projected.tanh_()[..., :num_attention]).squeeze(-1)
+    if num_attention == 1:  # dot
+        return projected[..., 0]
     return projected.new_zeros(projected.shape[:-1])  # uniform
 
 
@@ -337,12 +337,8 @@ def _lstm_leave_one_out(model, input_ids, mask, new_mask, instance, position, pr
         fwd_index = fwd_slot.unsqueeze(1) * fwd_width + (q - i.unsqueeze(1)).clamp(0, fwd_width - 1)
         bwd_index = bwd_slot.unsqueeze(1) * bwd_width + (i.unsqueeze(1) - 1 - q).clamp(0, bwd_width - 1)
         projected += torch.where(before.unsqueeze(-1), _take(bwd, bwd_index), _take(fwd, fwd_index))
-        decoder_units = projected[..., num_attention:].clone()
-        if isinstance(model.attention, AdditiveAttention):  # φ = vᵀ tanh(·): tanh of the contiguous
-            scores = model.attention.v(projected.tanh_()[..., :num_attention]).squeeze(-1)  # block
-        else:
-            scores = _scores_from_readout(model, projected[..., :num_attention])
-        attention = masked_softmax(scores, chunk_mask)
+        decoder_units = projected[..., num_attention:].clone()  # before the scores overwrite it
+        attention = masked_softmax(_scores_from_readout(model, projected, num_attention), chunk_mask)
         units = torch.einsum("nt,ntk->nk", attention, decoder_units)
         deleted = model.expand_logits(units).softmax(-1)
         result[b, i] = tvd(deleted, probabilities[b])
@@ -532,6 +528,24 @@ class _AmsgradAscent:
                     amsgrad=True, maximize=True)
 
 
+def _initial_adversary_logits(mask: torch.Tensor, k: int, init_scale: float, noise: torch.Tensor | None,
+                              generator: torch.Generator | None, seed: int, dtype: torch.dtype) -> torch.Tensor:
+    """Adversary logits ``(B, k, T)`` at the start of the search (J&W code): log-uniform plus
+    ``init_scale``·N(0, 1) noise over the real tokens, −1e4 on pads (probability exactly 0, and so
+    is their gradient). ``noise`` ``(B, k, T)`` overrides the draw (otherwise from ``generator``,
+    or a generator seeded with ``seed``)."""
+    batch, length = mask.shape
+    if noise is None:
+        if generator is None:
+            generator = torch.Generator(device=mask.device).manual_seed(seed)
+        noise = torch.randn((batch, k, length), generator=generator, device=mask.device, dtype=dtype)
+    elif noise.shape != (batch, k, length):
+        raise ValueError(f"noise must have shape {(batch, k, length)}, got {tuple(noise.shape)}")
+    lengths = mask.sum(1, keepdim=True).to(dtype)
+    logits = (-lengths.log()).unsqueeze(1) + init_scale * noise.to(dtype)  # log-uniform + noise
+    return logits.masked_fill(~mask.unsqueeze(1), -1e4)
+
+
 def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.Tensor,
                           attention_mask: torch.Tensor, k: int = 5, lam: float = 500.0,
                           eps: float = 0.01, steps: int = 500, lr: float = 0.01, seed: int = 0,
@@ -556,23 +570,12 @@ def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.T
     if k < 1 or steps < 0:
         raise ValueError(f"need k >= 1 and steps >= 0, got k={k}, steps={steps}")
     mask = attention_mask.bool()
-    batch, length = mask.shape
     dtype = hidden_states.dtype
     with torch.no_grad():
         token_logits = model.token_logits(hidden_states).detach()  # (B, T, K)
         attention = attention.detach().to(dtype)
         original = model.logits_from_token_logits(token_logits, attention).softmax(-1)  # (B, C)
-        if noise is None:
-            if generator is None:
-                generator = torch.Generator(device=hidden_states.device).manual_seed(seed)
-            noise = torch.randn((batch, k, length), generator=generator, device=hidden_states.device,
-                                dtype=dtype)
-        elif noise.shape != (batch, k, length):
-            raise ValueError(f"noise must have shape {(batch, k, length)}, got {tuple(noise.shape)}")
-        lengths = mask.sum(1, keepdim=True).to(dtype)
-        logits = (-lengths.log()).unsqueeze(1) + init_scale * noise  # log-uniform + noise
-        # pads: a logit so low that their probability is exactly 0 (and so is their gradient)
-        logits = logits.masked_fill(~mask.unsqueeze(1), -1e4)
+    logits = _initial_adversary_logits(mask, k, init_scale, noise, generator, seed, dtype)
     mask3 = mask.unsqueeze(1)
     optimizer = _AmsgradAscent(logits, lr)
     attention_floor = attention.clamp_min(1e-30).unsqueeze(1)
@@ -677,15 +680,43 @@ def _in_row_chunks(analysis, ids: torch.Tensor, mask: torch.Tensor, token_budget
     return out
 
 
-def _run_batch(model, ids: torch.Tensor, mask: torch.Tensor, settings: JWSettings, batch_seed: int,
-               timings: dict) -> dict:
-    """Every analysis on one padded batch → per-row numpy results."""
+def _timer(timings: dict):
+    """``timed(name, fn)``: run ``fn()`` and add its wall time to ``timings[name]``."""
     def timed(name, fn):
         start = time.perf_counter()
         value = fn()
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
         return value
+    return timed
 
+
+def _adversary_options(settings: JWSettings, batch_seed: int) -> dict:
+    """Keyword arguments of the (single or pair) adversary for one batch, seeded by the batch."""
+    return dict(k=settings.k, lam=settings.lam, eps=settings.eps, steps=settings.steps, lr=settings.lr,
+                init_scale=settings.init_scale, generator=torch.Generator().manual_seed(batch_seed + 1))
+
+
+def _batch_rows(mask: torch.Tensor, probabilities, attention, gradient, loo, permutation,
+                adversary: AdversaryResult) -> dict:
+    """One batch's results → numpy, per-token arrays cut to each row's length (shared by the
+    single-sequence and the sentence-pair batteries)."""
+    lengths = mask.sum(1).tolist()
+
+    def cut(values):
+        return [v[..., :n] for v, n in zip(values.double().numpy(), lengths)]
+
+    return {"probabilities": probabilities.double().numpy(), "attention": cut(attention),
+            "gradient": cut(gradient), "loo": cut(loo), "permutation_tvd": permutation.double().numpy(),
+            "adversary_attention": cut(adversary.attention),
+            "adversary_probabilities": adversary.probabilities.double().numpy(),
+            "adversary_tvd": adversary.tvd.double().numpy(), "adversary_jsd": adversary.jsd.double().numpy(),
+            "eps_max_jsd": adversary.eps_max_jsd.double().numpy()}
+
+
+def _run_batch(model, ids: torch.Tensor, mask: torch.Tensor, settings: JWSettings, batch_seed: int,
+               timings: dict) -> dict:
+    """Every analysis on one padded batch → per-row numpy results."""
+    timed = _timer(timings)
     probabilities, attention, hidden = timed("forward", lambda: predict(model, ids, mask))
     gradient = timed("gradient", lambda: _in_row_chunks(
         lambda i, m: gradient_importance(model, i, m), ids, mask, settings.gradient_token_budget))
@@ -695,19 +726,8 @@ def _run_batch(model, ids: torch.Tensor, mask: torch.Tensor, settings: JWSetting
     perm = timed("permutation", lambda: permutation_tvd(model, hidden, attention, mask,
                                                          settings.num_permutations, generator))
     adv = timed("adversary", lambda: adversarial_attention(
-        model, hidden, attention, mask, k=settings.k, lam=settings.lam, eps=settings.eps,
-        steps=settings.steps, lr=settings.lr, init_scale=settings.init_scale,
-        generator=torch.Generator().manual_seed(batch_seed + 1)))
-    lengths = mask.sum(1).tolist()
-    return {"probabilities": probabilities.double().numpy(),
-            "attention": [a[:n] for a, n in zip(attention.double().numpy(), lengths)],
-            "gradient": [g[:n] for g, n in zip(gradient.double().numpy(), lengths)],
-            "loo": [v[:n] for v, n in zip(loo.double().numpy(), lengths)],
-            "permutation_tvd": perm.double().numpy(),
-            "adversary_attention": [a[:, :n] for a, n in zip(adv.attention.double().numpy(), lengths)],
-            "adversary_probabilities": adv.probabilities.double().numpy(),
-            "adversary_tvd": adv.tvd.double().numpy(), "adversary_jsd": adv.jsd.double().numpy(),
-            "eps_max_jsd": adv.eps_max_jsd.double().numpy()}
+        model, hidden, attention, mask, **_adversary_options(settings, batch_seed)))
+    return _batch_rows(mask, probabilities, attention, gradient, loo, perm, adv)
 
 
 def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | None = None,

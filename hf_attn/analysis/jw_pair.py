@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 from ..measures import tvd
-from .jw import (AdversaryResult, _divergence_gradient, JWInstances, JWSettings, _settings_key, adversary_result,
+from .jw import (AdversaryResult, JWInstances, JWSettings, _adversary_options, _AmsgradAscent, _batch_rows,
+                 _divergence_gradient, _initial_adversary_logits, _settings_key, _timer, adversary_result,
                  battery_summary, deletion_batch, length_batches, pad_batch, permutation_tvd,
                  settings_from_options, write_jsonl_atomic)
 
@@ -177,29 +178,17 @@ def pair_adversarial_attention(model, hidden_states, attention, attention_mask, 
     if k < 1 or steps < 0:
         raise ValueError(f"need k >= 1 and steps >= 0, got k={k}, steps={steps}")
     mask = attention_mask.bool()
-    batch, length = mask.shape
     dtype = hidden_states.dtype
     with torch.no_grad():
         units = model.token_logits(hidden_states, query).detach()  # (B, T, K′)
         attention = attention.detach().to(dtype)
         original = model.logits_from_token_logits(units, attention).softmax(-1)  # (B, C)
-        if noise is None:
-            if generator is None:
-                generator = torch.Generator(device=hidden_states.device).manual_seed(seed)
-            noise = torch.randn((batch, k, length), generator=generator, device=hidden_states.device,
-                                dtype=dtype)
-        elif noise.shape != (batch, k, length):
-            raise ValueError(f"noise must have shape {(batch, k, length)}, got {tuple(noise.shape)}")
-        lengths = mask.sum(1, keepdim=True).to(dtype)
-        logits = (-lengths.log()).unsqueeze(1) + init_scale * noise
-        logits = logits.masked_fill(~mask.unsqueeze(1), 0.0)
-        logits.requires_grad_(True)
-    optimizer = torch.optim.Adam([logits], lr=lr, amsgrad=True, maximize=True)
+    logits = _initial_adversary_logits(mask, k, init_scale, noise, generator, seed, dtype)
+    optimizer = _AmsgradAscent(logits, lr)
     mask3 = mask.unsqueeze(1)
     for _ in range(steps):
-        logits.grad = _pair_adversary_logit_gradient(model, logits.detach(), mask3, attention, units,
-                                                     original, lam, eps)
-        optimizer.step()
+        optimizer.step(_pair_adversary_logit_gradient(model, logits, mask3, attention, units, original,
+                                                      lam, eps))
     return adversary_result(model, logits, mask3, units, attention, original, eps)
 
 
@@ -216,12 +205,7 @@ class PairJWInstances(JWInstances):
 
 def _run_pair_batch(model, ids, mask, hyp_ids, hyp_mask, settings: JWSettings, batch_seed: int,
                     timings: dict) -> dict:
-    def timed(name, fn):
-        start = time.perf_counter()
-        value = fn()
-        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
-        return value
-
+    timed = _timer(timings)
     probabilities, attention, hidden, query = timed(
         "forward", lambda: pair_predict(model, ids, mask, hyp_ids, hyp_mask))
     gradient = timed("gradient", lambda: pair_gradient_importance(model, ids, mask, hyp_ids, hyp_mask))
@@ -231,19 +215,8 @@ def _run_pair_batch(model, ids, mask, hyp_ids, hyp_mask, settings: JWSettings, b
         model, hidden, attention, mask, query, settings.num_permutations,
         torch.Generator().manual_seed(batch_seed)))
     adv = timed("adversary", lambda: pair_adversarial_attention(
-        model, hidden, attention, mask, query, k=settings.k, lam=settings.lam, eps=settings.eps,
-        steps=settings.steps, lr=settings.lr, init_scale=settings.init_scale,
-        generator=torch.Generator().manual_seed(batch_seed + 1)))
-    lengths = mask.sum(1).tolist()
-    return {"probabilities": probabilities.double().numpy(),
-            "attention": [a[:n] for a, n in zip(attention.double().numpy(), lengths)],
-            "gradient": [g[:n] for g, n in zip(gradient.double().numpy(), lengths)],
-            "loo": [v[:n] for v, n in zip(loo.double().numpy(), lengths)],
-            "permutation_tvd": perm.double().numpy(),
-            "adversary_attention": [a[:, :n] for a, n in zip(adv.attention.double().numpy(), lengths)],
-            "adversary_probabilities": adv.probabilities.double().numpy(),
-            "adversary_tvd": adv.tvd.double().numpy(), "adversary_jsd": adv.jsd.double().numpy(),
-            "eps_max_jsd": adv.eps_max_jsd.double().numpy()}
+        model, hidden, attention, mask, query, **_adversary_options(settings, batch_seed)))
+    return _batch_rows(mask, probabilities, attention, gradient, loo, perm, adv)
 
 
 def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
