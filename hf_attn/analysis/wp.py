@@ -378,41 +378,46 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
 
     # ---- training (resumable, one at a time) ----
     train_start = time.perf_counter()
-    # cheapest and most telling first (uniform, the guide adversary, the MLPs), seeds last
-    guide_seed_list = [None] + list(range(base_settings.seed + 1, base_settings.seed + guide_seeds))
-    plan = ([("uniform", os.path.join(runs_dir, "uniform")),
-             (f"adversary λ={guide_lambda:g}", wpt.adversary_run_dir(runs_dir, guide_lambda))]
-            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g)) for g in wpt.GUIDES]
-            + [item for s in guide_seed_list[1:] for item in (
-                (f"adversary λ={guide_lambda:g} seed {s}", wpt.adversary_run_dir(runs_dir, guide_lambda, s)),
-                (f"MLP guide adversary seed {s}", wpt.guide_run_dir(runs_dir, "adversary", s)))]
-            + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam))
+    base_cache = []  # the base's attention/probabilities on every split, computed once if needed
+
+    def trained(settings):
+        return lambda path: train(settings, path, task=task, progress=False)
+
+    def adversary(lam, adversary_seed=None):
+        def run(path):
+            if not base_cache:
+                base_cache.append(wpt.base_columns(model_dir, task, progress=False))
+            wpt.train_consistent_adversary(model_dir, path, lam, task=task, epochs=helper.epochs,
+                                           seed=adversary_seed, progress=False, _base=base_cache[0])
+        return run
+
+    def guided_mlp(guide, guide_seed=None):
+        source = {"base": model_dir, "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda, guide_seed)}.get(guide)
+        return lambda path: wpt.train_guided_mlp(model_dir, path, guide, source, task=task,
+                                                 epochs=helper.epochs, progress=False)
+
+    # (name, folder, how to train it); cheapest and most telling first (uniform, the guide
+    # adversary, the MLPs), seeds last
+    extra_guide_seeds = range(base_settings.seed + 1, base_settings.seed + guide_seeds)
+    guide_seed_list = [None, *extra_guide_seeds]
+    plan = ([("uniform", os.path.join(runs_dir, "uniform"), trained(wpt.uniform_settings(helper))),
+             (f"adversary λ={guide_lambda:g}", wpt.adversary_run_dir(runs_dir, guide_lambda), adversary(guide_lambda))]
+            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g), guided_mlp(g)) for g in wpt.GUIDES]
+            + [item for s in extra_guide_seeds for item in (
+                (f"adversary λ={guide_lambda:g} seed {s}", wpt.adversary_run_dir(runs_dir, guide_lambda, s),
+                 adversary(guide_lambda, s)),
+                (f"MLP guide adversary seed {s}", wpt.guide_run_dir(runs_dir, "adversary", s),
+                 guided_mlp("adversary", s)))]
+            + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam), adversary(lam))
                for lam in lambdas if lam != guide_lambda]
-            + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s)) for s in range(base_settings.seed + 1,
-                                                                          base_settings.seed + 1 + num_seeds)])
-    todo = [(name, path) for name, path in plan if need(path)]
-    base_cache = None
+            + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s), trained(replace(helper, seed=s)))
+               for s in range(base_settings.seed + 1, base_settings.seed + 1 + num_seeds)])
+    todo = [item for item in plan if need(item[1])]
     bar = tqdm(todo, desc="wp: training helper models", disable=not progress)
-    for name, path in bar:
+    for name, path, train_it in bar:
         bar.set_postfix_str(name)
         logger.info("wp: training %s into %s", name, path)
-        if name == "uniform":
-            train(wpt.uniform_settings(helper), path, task=task, progress=False)
-        elif name.startswith("seed"):
-            train(replace(helper, seed=int(name.split()[1])), path, task=task, progress=False)
-        elif name.startswith("adversary"):  # "adversary λ=L" or "adversary λ=L seed S"
-            words = name.split()
-            lam, adversary_seed = float(words[1].split("=")[1]), int(words[3]) if len(words) > 2 else None
-            base_cache = base_cache or wpt.base_columns(model_dir, task, progress=False)
-            wpt.train_consistent_adversary(model_dir, path, lam, task=task, epochs=helper.epochs,
-                                           seed=adversary_seed, progress=False, _base=base_cache)
-        else:  # "MLP guide G" or "MLP guide adversary seed S"
-            words = name.split()
-            guide, guide_seed = words[2], int(words[4]) if len(words) > 3 else None
-            source = {"base": model_dir,
-                      "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda, guide_seed)}.get(guide)
-            wpt.train_guided_mlp(model_dir, path, guide, source, task=task, epochs=helper.epochs,
-                                 progress=False)
+        train_it(path)
     train_seconds = time.perf_counter() - train_start
 
     # ---- analysis on the split ----
@@ -542,7 +547,7 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     analysis_seconds = time.perf_counter() - analysis_start
 
     helper_train_seconds = {}
-    for _, path in plan:
+    for _, path, _ in plan:
         with open(os.path.join(path, "metrics.json"), encoding="utf-8") as f:
             helper_train_seconds[os.path.relpath(path, runs_dir)] = json.load(f).get("train_seconds")
     results = {
