@@ -16,8 +16,6 @@ computation on ``--loop-instances`` of them, agreement on those, instances/s and
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
 import sys
@@ -97,37 +95,14 @@ SECTIONS = {"eraser": eraser, "integrated_gradients": integrated_gradients}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", default="/work/runs/sst-lstm-additive")
-    parser.add_argument("--sections", nargs="*", default=list(SECTIONS), choices=list(SECTIONS))
-    parser.add_argument("--loop-instances", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    parser.add_argument("--output", help="write the rows as JSON here")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    from types import SimpleNamespace
+    """These sections only, through ``scripts/benchmark.py``'s driver (same options and output)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import benchmark  # imported here: benchmark imports this module's SECTIONS
 
-    from transformers import PreTrainedTokenizerFast
-
-    from hf_attn import AttnClassifierForSequenceClassification
-    from hf_attn.data import load_sst
-
-    model = AttnClassifierForSequenceClassification.from_pretrained(args.model_dir).eval()
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(args.model_dir)
-    encoded = tokenizer(list(load_sst().splits["test"]["text"]))["input_ids"]
-    rows = np.random.default_rng(0).choice(len(encoded), size=min(args.loop_instances, len(encoded)),
-                                           replace=False)
-    ctx = SimpleNamespace(model=model, tokenizer=tokenizer, encoded=encoded, loop_rows=rows)
-    load = os.getloadavg()
-    print(f"{args.model_dir}: {len(encoded)} SST test sentences, {sum(map(len, encoded))} tokens; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load[0]:.1f} on "
-          f"{os.cpu_count()} CPUs (timings are contended if that exceeds the CPUs)", flush=True)
-    out = [SECTIONS[name](ctx) for name in args.sections]
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump({"rows": out, "load_average": load}, f, indent=2)
-    return 0 if all(r["agree"] for r in out) else 1
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--sections" not in argv:
+        argv += ["--sections", *SECTIONS]
+    return benchmark.main(argv)
 
 
 if __name__ == "__main__":
