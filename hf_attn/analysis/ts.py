@@ -598,8 +598,6 @@ def analyze_grid(grid_dir: str, output_dir: str, seed: int = 0, mi_attentions=("
     and has no concat column)."""
     from tqdm.auto import tqdm
 
-    from ..training import write_json_atomic
-
     run_dirs = sorted(os.path.dirname(os.path.relpath(os.path.join(root, "metrics.json"), grid_dir))
                       for root, _, files in os.walk(grid_dir) if "metrics.json" in files)
     if not run_dirs:
