@@ -786,21 +786,22 @@ def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, enc
     per_row = scatter_rows(batches, results, len(texts))
     total = time.perf_counter() - started
 
-    def stack(name):
-        return np.stack([r[name] for r in per_row])
-
     instances = JWInstances(
         input_ids=[np.asarray(e) for e in encoded],
         labels=None if labels is None else np.asarray(list(labels), dtype=np.int64),
-        probabilities=stack("probabilities"), attention=[r["attention"] for r in per_row],
-        gradient=[r["gradient"] for r in per_row], loo=[r["loo"] for r in per_row],
-        permutation_tvd=stack("permutation_tvd"),
-        adversary_attention=[r["adversary_attention"] for r in per_row],
-        adversary_probabilities=stack("adversary_probabilities"),
-        adversary_tvd=stack("adversary_tvd"), adversary_jsd=stack("adversary_jsd"),
-        eps_max_jsd=stack("eps_max_jsd"))
+        **_instance_fields(per_row))
     summary = battery_summary(instances, lengths, settings, total, timings)
     return instances, summary
+
+
+def _instance_fields(per_row: list[dict]) -> dict:
+    """Per-row results (:func:`_batch_rows` rows, in instance order) → the analysis fields of
+    :class:`JWInstances`: ragged per-token lists, stacked fixed-size arrays."""
+    ragged = ("attention", "gradient", "loo", "adversary_attention")
+    stacked = ("probabilities", "permutation_tvd", "adversary_probabilities", "adversary_tvd",
+               "adversary_jsd", "eps_max_jsd")
+    return ({name: [r[name] for r in per_row] for name in ragged}
+            | {name: np.stack([r[name] for r in per_row]) for name in stacked})
 
 
 def battery_summary(instances, lengths: np.ndarray, settings, total: float,

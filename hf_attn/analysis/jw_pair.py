@@ -29,9 +29,9 @@ import torch
 
 from ..measures import tvd
 from .jw import (AdversaryResult, JWInstances, JWSettings, _adversary_options, _AmsgradAscent, _batch_rows,
-                 _divergence_gradient, _initial_adversary_logits, _settings_key, _timer, adversary_result,
-                 battery_summary, deletion_batch, length_batches, pad_batch, permutation_tvd,
-                 settings_from_options, write_jsonl_atomic)
+                 _divergence_gradient, _initial_adversary_logits, _instance_fields, _settings_key, _timer,
+                 adversary_result, battery_summary, deletion_batch, length_batches, pad_batch,
+                 permutation_tvd, settings_from_options, write_jsonl_atomic)
 
 # J&W Table 2, SNLI test, BiLSTM + additive attention, classes 0 / 1 / 2 = neutral / contradiction /
 # entailment (Table 1's class sizes 3219 / 3237 / 3368 fix this order); Table 1: micro-F1 0.78.
@@ -271,20 +271,11 @@ def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
             per_row[i] = {name: value[j] for name, value in result.items()}
     total = time.perf_counter() - started
 
-    def stack(name):
-        return np.stack([r[name] for r in per_row])
-
     instances = PairJWInstances(
         input_ids=[np.asarray(e) for e in encoded],
         hypothesis_ids=[np.asarray(e) for e in hyp_encoded],
         labels=None if labels is None else np.asarray(list(labels), dtype=np.int64),
-        probabilities=stack("probabilities"), attention=[r["attention"] for r in per_row],
-        gradient=[r["gradient"] for r in per_row], loo=[r["loo"] for r in per_row],
-        permutation_tvd=stack("permutation_tvd"),
-        adversary_attention=[r["adversary_attention"] for r in per_row],
-        adversary_probabilities=stack("adversary_probabilities"),
-        adversary_tvd=stack("adversary_tvd"), adversary_jsd=stack("adversary_jsd"),
-        eps_max_jsd=stack("eps_max_jsd"))
+        **_instance_fields(per_row))
     summary = battery_summary(instances, lengths, settings, total, timings)
     summary["length"]["hypothesis_mean"] = float(hyp_lengths.mean())
     return instances, summary
