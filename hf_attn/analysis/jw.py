@@ -864,19 +864,24 @@ def load_model_and_split(model_dir: str, split: str = "test"):
     return model, tokenizer, list(data["text"]), list(data["label"]), task.label_names, task.name
 
 
+def _instance_analysis_row(instances: JWInstances, i: int) -> dict:
+    """Instance ``i``'s results as a JSON-ready dict (shared by the single and pair ``instances.jsonl``)."""
+    return {"label": None if instances.labels is None else int(instances.labels[i]),
+            "prediction": int(instances.predictions[i]),
+            "probabilities": instances.probabilities[i].tolist(),
+            "attention": instances.attention[i].tolist(), "gradient": instances.gradient[i].tolist(),
+            "loo": [None if not np.isfinite(v) else float(v) for v in instances.loo[i]],
+            "permutation_tvd_median": float(np.median(instances.permutation_tvd[i])),
+            "adversary_tvd": instances.adversary_tvd[i].tolist(),
+            "adversary_jsd": instances.adversary_jsd[i].tolist(),
+            "eps_max_jsd": float(instances.eps_max_jsd[i]),
+            "adversary_attention": instances.adversary_attention[i].tolist()}
+
+
 def _instance_rows(instances: JWInstances, tokenizer):
     for i in range(len(instances.attention)):
         yield {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]]),
-               "label": None if instances.labels is None else int(instances.labels[i]),
-               "prediction": int(instances.predictions[i]),
-               "probabilities": instances.probabilities[i].tolist(),
-               "attention": instances.attention[i].tolist(), "gradient": instances.gradient[i].tolist(),
-               "loo": [None if not np.isfinite(v) else float(v) for v in instances.loo[i]],
-               "permutation_tvd_median": float(np.median(instances.permutation_tvd[i])),
-               "adversary_tvd": instances.adversary_tvd[i].tolist(),
-               "adversary_jsd": instances.adversary_jsd[i].tolist(),
-               "eps_max_jsd": float(instances.eps_max_jsd[i]),
-               "adversary_attention": instances.adversary_attention[i].tolist()}
+               **_instance_analysis_row(instances, i)}
 
 
 def write_jsonl_atomic(path: str, rows) -> None:

@@ -29,9 +29,9 @@ import torch
 
 from ..measures import tvd
 from .jw import (AdversaryResult, JWInstances, JWSettings, _adversary_options, _AmsgradAscent, _batch_rows,
-                 _divergence_gradient, _initial_adversary_logits, _instance_fields, _settings_key, _timer,
-                 adversary_result, battery_summary, deletion_batch, length_batches, pad_batch,
-                 permutation_tvd, settings_from_options, write_jsonl_atomic)
+                 _divergence_gradient, _initial_adversary_logits, _instance_analysis_row, _instance_fields,
+                 _settings_key, _timer, adversary_result, battery_summary, deletion_batch, length_batches,
+                 pad_batch, permutation_tvd, settings_from_options, write_jsonl_atomic)
 
 # J&W Table 2, SNLI test, BiLSTM + additive attention, classes 0 / 1 / 2 = neutral / contradiction /
 # entailment (Table 1's class sizes 3219 / 3237 / 3368 fix this order); Table 1: micro-F1 0.78.
@@ -321,16 +321,7 @@ def _pair_instance_rows(instances: PairJWInstances, tokenizer):
                "premise_tokens": tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]]),
                "hypothesis_tokens": tokenizer.convert_ids_to_tokens(
                    [int(t) for t in instances.hypothesis_ids[i]]),
-               "label": None if instances.labels is None else int(instances.labels[i]),
-               "prediction": int(instances.predictions[i]),
-               "probabilities": instances.probabilities[i].tolist(),
-               "attention": instances.attention[i].tolist(), "gradient": instances.gradient[i].tolist(),
-               "loo": [None if not np.isfinite(v) else float(v) for v in instances.loo[i]],
-               "permutation_tvd_median": float(np.median(instances.permutation_tvd[i])),
-               "adversary_tvd": instances.adversary_tvd[i].tolist(),
-               "adversary_jsd": instances.adversary_jsd[i].tolist(),
-               "eps_max_jsd": float(instances.eps_max_jsd[i]),
-               "adversary_attention": instances.adversary_attention[i].tolist()}
+               **_instance_analysis_row(instances, i)}
 
 
 def pair_jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
