@@ -54,6 +54,9 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--no-class-balance", action="store_true")
     p.add_argument("--output-dir", required=True)
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run in --output-dir that was trained with other settings "
+                        "(without it such a folder is refused; the same settings resume)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run_train)
 
@@ -73,7 +76,7 @@ def _run_train(args) -> int:
         max_length=args.max_length, seed=args.seed, data_seed=args.data_seed, epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.learning_rate,
         class_balanced=not args.no_class_balance)
-    metrics = train(settings, args.output_dir, progress=not args.quiet)
+    metrics = train(settings, args.output_dir, progress=not args.quiet, overwrite=args.overwrite)
     print(json.dumps({k: v for k, v in metrics.items() if k.startswith("test_")
                       or k in ("train_seconds", "train_tokens_per_second")}, indent=2))
     return 0
@@ -103,9 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (DataError, ValueError, OSError) as err:  # OSError: missing/corrupt files
-        print(f"hf-attn {args.command}: error: {err}", file=sys.stderr)
+    # User errors: bad data or arguments (ValueError, incl. DataError, HubError, ModelFolderError,
+    # RunSettingsMismatch), missing/corrupt/busy files (OSError, incl. OutputFolderBusy). One line,
+    # exit code 2; anything else is a bug and keeps its traceback.
+    except (DataError, ValueError, OSError) as err:
+        message = " ".join(str(err).split()) or type(err).__name__
+        print(f"hf-attn {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"hf-attn {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -45,6 +45,8 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from .files import exclusive_output_folder, write_jsonl_atomic, write_text_atomic
+
 logger = logging.getLogger(__name__)
 
 DATASETS = ("sst", "agnews", "imdb")
@@ -241,11 +243,8 @@ def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,
             data = task.splits[split]
             rows = np.sort(rng.choice(len(data), min(n, len(data)), replace=False))
             texts, labels = data["text"], data["label"]
-            tmp = os.path.join(folder, f".{split}.jsonl.tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
-                for i in rows.tolist():
-                    f.write(json.dumps({"text": texts[i], "label": int(labels[i])}) + "\n")
-            os.replace(tmp, os.path.join(folder, f"{split}.jsonl"))
+            write_jsonl_atomic(os.path.join(folder, f"{split}.jsonl"),
+                               ({"text": texts[i], "label": int(labels[i])} for i in rows.tolist()))
     return folder, None
 
 
@@ -1173,10 +1172,7 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
     for f in all_findings:
         body += f"| {f['dataset']} | {f['id']} | {f['paper']} | {f['verdict']} | {f['claim']} |\n"
     write_json_atomic(os.path.join(output_dir, "report.json"), report)
-    tmp = os.path.join(output_dir, ".REPORT.md.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(body)
-    os.replace(tmp, os.path.join(output_dir, "REPORT.md"))
+    write_text_atomic(os.path.join(output_dir, "REPORT.md"), body)
     return report
 
 
@@ -1256,9 +1252,10 @@ def add_parser(subparsers) -> None:
 
 
 def _run_cli(args) -> int:
-    report = reproduce(args.datasets, args.output_dir, quick=args.quick, seeds=args.seeds, wp_seeds=args.wp_seeds,
-                       agnews_path=args.agnews_path, progress=not args.quiet, report_only=args.report_only,
-                       threads=args.threads)
+    with exclusive_output_folder(args.output_dir):  # one writer per output folder
+        report = reproduce(args.datasets, args.output_dir, quick=args.quick, seeds=args.seeds,
+                           wp_seeds=args.wp_seeds, agnews_path=args.agnews_path, progress=not args.quiet,
+                           report_only=args.report_only, threads=args.threads)
     counts = {v: sum(f["verdict"] == v for f in report["findings"]) for v in VERDICTS}
     print(json.dumps({"report": os.path.join(args.output_dir, "REPORT.md"),
                       "verdicts": {k: v for k, v in counts.items() if v},

@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .files import umask_mode
+
 _RAGGED_FLAT = "::ragged_flat"
 _RAGGED_SHAPES = "::ragged_shapes"
 
@@ -69,6 +71,7 @@ def save_shard_atomic(path: str, result: dict) -> None:
             np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, umask_mode())  # mkstemp makes 0600; results follow the umask like any file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

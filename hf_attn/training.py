@@ -12,7 +12,6 @@ import logging
 import os
 import platform
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -26,6 +25,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from .configuration_hf_attn import AttnClassifierConfig
 from .data import TaskData, load_task
 from .embeddings import embedding_dim_of, pretrained_matrix
+from .files import exclusive_output_folder, write_json_atomic
 from .modeling_hf_attn import AttnClassifierForSequenceClassification
 from .tokenization import build_tokenizer
 
@@ -137,32 +137,6 @@ class AttnTrainer(Trainer):
         super().log(logs, *args, **kwargs)
 
 
-def write_json_atomic(path: str, payload) -> None:
-    """Write JSON to a temporary file in the same folder, then rename: never half-written."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=2, sort_keys=False, default=_json_default)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _json_default(value):
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON serialisable: {type(value)}")
-
-
 def environment_versions() -> dict[str, str]:
     """Versions recorded in every results file."""
     import datasets
@@ -229,21 +203,116 @@ def build_model(settings: TrainSettings, tokenizer: PreTrainedTokenizerFast, tas
     return model, info
 
 
+class RunSettingsMismatch(ValueError):
+    """``output_dir`` holds a run (finished or not) trained with other settings."""
+
+
+def _normalised_settings(settings: TrainSettings) -> dict:
+    return json.loads(json.dumps(asdict(settings)))  # JSON round trip: tuples → lists, as stored
+
+
+def settings_difference(stored: dict, requested: TrainSettings) -> dict[str, tuple]:
+    """``{key: (stored, requested)}`` for every setting that differs; a key missing from an older
+    ``stored`` counts as its dataclass default."""
+    wanted = _normalised_settings(requested)
+    defaults = _normalised_settings(TrainSettings())
+    return {key: (stored.get(key, defaults.get(key)), wanted.get(key))
+            for key in sorted(set(stored) | set(wanted))
+            if stored.get(key, defaults.get(key)) != wanted.get(key)}
+
+
+def _format_difference(difference: dict[str, tuple]) -> str:
+    return ", ".join(f"{key}: {old!r} → {new!r}" for key, (old, new) in difference.items())
+
+
+def _read_json_file(path: str) -> dict | None:
+    """A JSON file's content, or None if it is missing, empty or not JSON (killed mid-write)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+REQUEST_FILE = "train_request.json"  # in DIR/checkpoints: the settings a started run was asked for
+
+
+def _check_existing_run(settings: TrainSettings, output_dir: str, task: TaskData | None,
+                        overwrite: bool) -> dict | None:
+    """What is already in ``output_dir``: the metrics of a finished run with the same settings (to
+    return as is), or None to train (fresh, or resuming a run started with the same settings).
+    A run with other settings is refused (:class:`RunSettingsMismatch`) or, with ``overwrite``,
+    cleared."""
+    metrics_path = os.path.join(output_dir, "metrics.json")
+    checkpoints = os.path.join(output_dir, "checkpoints")
+    request_path = os.path.join(checkpoints, REQUEST_FILE)
+    if os.path.exists(metrics_path):
+        run = _read_json_file(os.path.join(output_dir, "run.json")) or {}
+        stored, what = run.get("settings"), "a finished run"
+        stored_task = run.get("task")
+    elif os.path.exists(request_path):
+        request = _read_json_file(request_path) or {}
+        stored, what = request.get("settings"), "an unfinished run"
+        stored_task = request.get("task")
+    elif os.path.isdir(checkpoints) and os.listdir(checkpoints):
+        stored, what, stored_task = None, "an unfinished run of unknown settings", None
+    else:
+        return None
+    if stored is None:
+        difference = {"settings": ("unknown", "requested")}
+    else:
+        difference = settings_difference(stored, settings)
+        if task is not None and stored_task is not None and stored_task != task.name:
+            difference["task"] = (stored_task, task.name)
+    if not difference:
+        if os.path.exists(metrics_path):
+            metrics = _read_json_file(metrics_path)
+            if metrics is None:
+                raise ValueError(f"{metrics_path} is not valid JSON; use --overwrite to train again")
+            return metrics
+        return None
+    if not overwrite:
+        raise RunSettingsMismatch(
+            f"{output_dir} holds {what} with other settings ({_format_difference(difference)}); "
+            "use --overwrite to replace it, or choose another --output-dir")
+    logger.warning("--overwrite: replacing %s in %s (%s)", what, output_dir, _format_difference(difference))
+    for name in ("metrics.json", "run.json"):  # metrics.json first: its presence marks a finished run
+        if os.path.exists(os.path.join(output_dir, name)):
+            os.unlink(os.path.join(output_dir, name))
+    shutil.rmtree(checkpoints, ignore_errors=True)
+    return None
+
+
 def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None,
-          progress: bool = True, keep_checkpoints: bool = False) -> dict:
+          progress: bool = True, keep_checkpoints: bool = False, overwrite: bool = False) -> dict:
     """Train one model into ``output_dir`` (model + tokenizer + ``metrics.json`` + ``run.json``).
 
-    Rerunning with the same ``output_dir`` resumes from the last Trainer checkpoint; a finished
-    run (``metrics.json`` present) is returned as is.
+    Rerunning with the same ``output_dir`` and the same settings resumes from the last complete
+    Trainer checkpoint; a finished run is returned as is. A folder holding a run with other
+    settings is refused (:class:`RunSettingsMismatch`, naming the differing keys) unless
+    ``overwrite``. One writer per folder: a second process training into ``output_dir`` at the
+    same time fails at once (:class:`hf_attn.files.OutputFolderBusy`).
     """
     settings.validate()
-    metrics_path = os.path.join(output_dir, "metrics.json")
-    if os.path.exists(metrics_path):
-        with open(metrics_path, encoding="utf-8") as f:
-            return json.load(f)
-    task = task or task_of(settings)
-    os.makedirs(output_dir, exist_ok=True)
     processes, main_process = _launch_processes()
+    if not main_process:  # accelerate/torchrun workers: the main process holds the folder
+        return _train(settings, output_dir, task, progress, keep_checkpoints, processes, main_process)
+    with exclusive_output_folder(output_dir):
+        finished = _check_existing_run(settings, output_dir, task, overwrite)
+        if finished is not None:
+            return finished
+        return _train(settings, output_dir, task, progress, keep_checkpoints, processes, main_process)
+
+
+def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, progress: bool,
+           keep_checkpoints: bool, processes: int, main_process: bool) -> dict:
+    """The training itself (see :func:`train`), in a folder that is ours."""
+    metrics_path = os.path.join(output_dir, "metrics.json")
+    task = task or task_of(settings)
+    os.makedirs(os.path.join(output_dir, "checkpoints"), exist_ok=True)
+    if main_process:
+        write_json_atomic(os.path.join(output_dir, "checkpoints", REQUEST_FILE),
+                          {"settings": asdict(settings), "task": task.name})
     if settings.batch_size % processes:
         raise ValueError(f"batch_size {settings.batch_size} must be divisible by the {processes} processes "
                          "(each process gets batch_size / processes examples of every batch)")
@@ -267,6 +336,7 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
         model, info = build_model(settings, tokenizer, task)
         model_selection = settings.model_selection
         collator = DataCollatorWithPadding(tokenizer)
+    model_selection, selection_note = _usable_model_selection(model_selection, task)
 
     args = TrainingArguments(
         output_dir=os.path.join(output_dir, "checkpoints"),
@@ -312,7 +382,7 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     })
     run = {"settings": asdict(settings), "task": task.name, "label_names": task.label_names,
            "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
-           "model_selection": model_selection,
+           "model_selection": model_selection, "model_selection_note": selection_note,
            "model": info | {"encoder": model.config.encoder, "attention": model.config.attention,
                             "variant": model.config.variant, "hidden_size": model.config.hidden_size,
                             "parameters": sum(p.numel() for p in model.parameters())},
@@ -325,6 +395,22 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     if not keep_checkpoints:  # finished: the optimizer states are only needed to resume
         shutil.rmtree(args.output_dir, ignore_errors=True)
     return metrics
+
+
+def _usable_model_selection(model_selection: str, task: TaskData) -> tuple[str, str | None]:
+    """The dev metric that picks the best checkpoint, and a note if it had to change: ROC-AUC is
+    undefined when the dev split lacks a class (every epoch would score NaN and the Trainer would
+    silently keep the first checkpoint), so dev accuracy is used instead, with a warning."""
+    if model_selection != "roc_auc":
+        return model_selection, None
+    present = np.unique(np.asarray(task.splits["validation"]["label"]))
+    if len(present) >= task.num_labels:
+        return model_selection, None
+    note = (f"the dev split has only class(es) {[task.label_names[i] for i in present]} of "
+            f"{task.label_names}: ROC-AUC is undefined there, so the best checkpoint is chosen by dev "
+            "accuracy instead")
+    logger.warning("%s", note)
+    return "accuracy", note
 
 
 def _launch_processes() -> tuple[int, bool]:
@@ -343,17 +429,20 @@ def _launch_processes() -> tuple[int, bool]:
 def last_complete_checkpoint(folder: str) -> str | None:
     """The newest ``checkpoint-N`` under ``folder`` that was completely written, or None.
 
-    ``Trainer`` writes ``trainer_state.json`` last, so a checkpoint without it was interrupted
-    mid-save (process killed): it is deleted so that ``Trainer`` resumes from the previous one.
+    ``Trainer`` writes ``trainer_state.json`` last, so a checkpoint whose state file is missing,
+    empty or not valid JSON was interrupted mid-save (process killed): it is deleted so that
+    ``Trainer`` resumes from the previous one (a 0-byte state file otherwise fails every rerun).
     """
     if not os.path.isdir(folder):
         return None
     while True:
         last = get_last_checkpoint(folder)
-        if last is None or os.path.exists(os.path.join(last, "trainer_state.json")):
+        if last is None or _read_json_file(os.path.join(last, "trainer_state.json")) is not None:
             return last
         logger.warning("removing incomplete checkpoint %s (interrupted while saving)", last)
         shutil.rmtree(last, ignore_errors=True)  # another process may be removing it too
+        if os.path.isdir(last):  # could not be removed: do not loop forever on it
+            raise OSError(f"cannot remove the incomplete checkpoint {last}")
 
 
 def settings_from_run(output_dir: str, needed_by: str | None = None) -> TrainSettings:
@@ -377,4 +466,5 @@ def task_of(settings: TrainSettings) -> TaskData:
 
 __all__ = ["TrainSettings", "AttnTrainer", "train", "classification_metrics", "build_model",
            "tokenize_splits", "write_json_atomic", "class_weights_for", "environment_versions",
-           "settings_from_run", "task_of", "last_complete_checkpoint"]
+           "settings_from_run", "task_of", "last_complete_checkpoint", "RunSettingsMismatch",
+           "settings_difference"]

@@ -29,11 +29,12 @@ from dataclasses import asdict, replace
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import (AutoModelForSequenceClassification, DataCollatorWithPadding,
+from transformers import (DataCollatorWithPadding,
                           PreTrainedTokenizerFast, TrainingArguments)
 from transformers.trainer_utils import get_last_checkpoint
 
 from .data import TaskData
+from .loading import load_model_folder
 from .measures import jsd, kl_divergence, tvd
 from .training import (AttnTrainer, TrainSettings, _compute_metrics, build_model, classification_metrics,
                        environment_versions, settings_from_run, task_of, tokenize_splits, train,
@@ -144,9 +145,7 @@ def model_outputs(model, encoded_split, batch_size: int = 256, progress: bool = 
 
 def load_model(model_dir: str):
     """An hf_attn model folder → (model in eval mode, its tokenizer)."""
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
-    model.eval()
-    return model, PreTrainedTokenizerFast.from_pretrained(model_dir)
+    return load_model_folder(model_dir, expected_type=None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,8 +21,16 @@ def add_parser(subparsers) -> None:
 
 
 def _run(args) -> int:
+    import os
+
+    from ..files import exclusive_output_folder
+
     runner = available_batteries()[args.battery]
-    runner(args.model_dir, args.output_dir, args)
+    if os.environ.get("RANK", "0") != "0":  # `accelerate launch` workers: the main process holds the folder
+        runner(args.model_dir, args.output_dir, args)
+        return 0
+    with exclusive_output_folder(args.output_dir):  # one writer per output folder
+        runner(args.model_dir, args.output_dir, args)
     return 0
 
 

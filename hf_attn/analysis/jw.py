@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from ..files import write_jsonl_atomic
 from ..measures import jsd, tvd
 from ..modeling_hf_attn import AdditiveAttention, masked_softmax, reverse_within_length
 from . import register_battery
@@ -847,14 +848,11 @@ def battery_summary(instances, lengths: np.ndarray, settings, total: float,
 def load_model_and_split(model_dir: str, split: str = "test"):
     """``(model, tokenizer, texts, labels, label_names, dataset name)`` for a folder written by
     ``hf-attn train`` (its run.json names the dataset)."""
-    from transformers import PreTrainedTokenizerFast
-
-    from ..modeling_hf_attn import AttnClassifierForSequenceClassification
+    from ..loading import load_model_folder
     from ..training import settings_from_run, task_of
 
     run = settings_from_run(model_dir, needed_by="the jw battery")
-    model = AttnClassifierForSequenceClassification.from_pretrained(model_dir).eval()
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model, tokenizer = load_model_folder(model_dir, "hf_attn")
     task = task_of(run)
     if split not in task.splits:
         raise ValueError(f"split {split!r} not in {list(task.splits)}")
@@ -882,14 +880,6 @@ def _instance_rows(instances: JWInstances, tokenizer):
     for i in range(len(instances.attention)):
         yield {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]]),
                **_instance_analysis_row(instances, i)}
-
-
-def write_jsonl_atomic(path: str, rows) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
-    os.replace(tmp, path)
 
 
 def settings_from_options(options) -> JWSettings:

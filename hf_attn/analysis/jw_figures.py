@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..files import save_figure_atomic  # noqa: E402
 from .jw_summary import MAX_ATTENTION_BINS  # noqa: E402
 
 CLASS_COLOURS = ["#8e44ad", "#f39c12", "#27ae60", "#2980b9", "#c0392b"]  # purple, orange, …
@@ -26,10 +27,10 @@ def _class_label(names, c):
 
 
 def _save(fig, path: str) -> str:
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=150, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        save_figure_atomic(fig, path, dpi=150, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return path
 
 

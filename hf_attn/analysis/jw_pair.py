@@ -226,7 +226,7 @@ def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
     every (premise, hypothesis) pair, in premise-length-sorted batches bounded by
     ``settings.token_budget`` padded premise tokens; resumable through ``cache_dir``. Same summary
     keys as the single-sequence battery (per predicted class, here 3 classes for NLI)."""
-    from tqdm.auto import tqdm
+    from ..sharding import run_sharded, scatter_rows
 
     settings = settings or JWSettings()
     settings.validate()
@@ -247,28 +247,20 @@ def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
     model.eval()
     batches = length_batches(lengths, settings.token_budget)
     key = _settings_key(settings, model, np.concatenate([lengths, hyp_lengths])) if cache_dir else None
-    if cache_dir:
-        os.makedirs(cache_dir, exist_ok=True)
     pad_id = tokenizer.pad_token_id or 0
     timings: dict[str, float] = {}
-    per_row: list[dict | None] = [None] * len(premises)
     started = time.perf_counter()
-    bar = tqdm(batches, desc="J&W battery (pairs)", unit="batch", disable=not progress)
-    for number, rows in enumerate(bar):
-        bar.set_postfix(instances=len(rows), tokens=int(lengths[rows].max()))
-        shard = os.path.join(cache_dir, f"pair-shard-{key}-{number:05d}.pt") if cache_dir else None
-        if shard and os.path.exists(shard):
-            result = torch.load(shard, weights_only=False)
-        else:
-            ids, mask = pad_batch([encoded[i] for i in rows], pad_id)
-            hyp_ids, hyp_mask = pad_batch([hyp_encoded[i] for i in rows], pad_id)
-            result = _run_pair_batch(model, ids, mask, hyp_ids, hyp_mask, settings,
-                                     settings.seed * 1_000_003 + 2 * number, timings)
-            if shard:
-                torch.save(result, shard + ".tmp")
-                os.replace(shard + ".tmp", shard)
-        for j, i in enumerate(rows):
-            per_row[i] = {name: value[j] for name, value in result.items()}
+
+    def compute(number, rows):  # seeded by the batch number only: the same draws in any process
+        ids, mask = pad_batch([encoded[i] for i in rows], pad_id)
+        hyp_ids, hyp_mask = pad_batch([hyp_encoded[i] for i in rows], pad_id)
+        return _run_pair_batch(model, ids, mask, hyp_ids, hyp_mask, settings,
+                               settings.seed * 1_000_003 + 2 * number, timings)
+
+    # The same cache as the single-sequence battery: .npz shards (no pickle), written atomically.
+    results = run_sharded(batches, compute, cache_dir=cache_dir, key=key, progress=progress,
+                          desc="J&W battery (pairs)")
+    per_row = scatter_rows(batches, results, len(premises))
     total = time.perf_counter() - started
 
     instances = PairJWInstances(
@@ -297,14 +289,11 @@ def is_pair_model_dir(model_dir: str) -> bool:
 def load_pair_model_and_split(model_dir: str, split: str = "test"):
     """``(model, tokenizer, premises, hypotheses, labels, label_names, dataset)`` for a folder
     written by ``hf-attn train`` on a pair task."""
-    from transformers import PreTrainedTokenizerFast
-
-    from ..modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+    from ..loading import load_model_folder
     from ..training import settings_from_run, task_of
 
     run = settings_from_run(model_dir, needed_by="the jw battery")
-    model = AttnPairClassifierForSequenceClassification.from_pretrained(model_dir).eval()
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model, tokenizer = load_model_folder(model_dir, "hf_attn_pair")
     task = task_of(run)
     if not task.is_pair:
         raise ValueError(f"{task.name} is not a sentence-pair task but the model is a pair model")

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..files import save_figure_atomic, write_text_atomic
 from . import register_battery
 
 logger = logging.getLogger(__name__)
@@ -403,14 +404,11 @@ def jw_adversary_summary(model, batches: list[StateBatch], seed: int = 0, **kwar
 # loading and the battery runner
 def load_run(model_dir: str, split: str = "test"):
     """``(model, tokenizer, TaskData)`` of a folder written by ``hf-attn train``."""
-    from transformers import PreTrainedTokenizerFast
-
-    from ..modeling_hf_attn import AttnClassifierForSequenceClassification
+    from ..loading import load_model_folder
     from ..training import settings_from_run, task_of
 
     settings = settings_from_run(model_dir, needed_by="the ts battery")
-    model = AttnClassifierForSequenceClassification.from_pretrained(model_dir).eval()
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model, tokenizer = load_model_folder(model_dir, "hf_attn")
     task = task_of(settings)
     if split not in task.splits:
         raise ValueError(f"split {split!r} not in {list(task.splits)}")
@@ -516,7 +514,7 @@ def plot_token_probabilities(curves: dict[str, dict], path: str, class_index: in
     ax.set_title(title or "Per-token prediction probability (T&Š Fig. 2); dotted: model P")
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure_atomic(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -724,8 +722,7 @@ def summarize_grid(grid_dir: str, output_dir: str) -> dict:
                "wp_consistent_adversary": _collect_consistent_adversaries(output_dir),
                "published_sst_additive": PUBLISHED_SST}
     write_json_atomic(os.path.join(output_dir, "summary.json"), summary)
-    with open(os.path.join(output_dir, "tables.md"), "w", encoding="utf-8") as f:
-        f.write(format_tables(summary))
+    write_text_atomic(os.path.join(output_dir, "tables.md"), format_tables(summary))
     _plot_fragility(cells, os.path.join(output_dir, "fragility.png"), setup)
     _plot_adversary(rows, os.path.join(output_dir, "jw_adversary_jsd_tvd.png"))
     if summary["wp_consistent_adversary"]:
@@ -825,7 +822,7 @@ def _plot_fragility(cells: dict, path: str, setup: str) -> None:
     fig.text(0.01, 0.01, setup, fontsize=6)
     ax.legend(fontsize=8)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path, dpi=120)
+    save_figure_atomic(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -852,7 +849,7 @@ def _plot_adversary(rows: list[dict], path: str) -> None:
     if seen:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure_atomic(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -876,15 +873,13 @@ def _plot_consistent(rows: list[dict], path: str) -> None:
     ax.set_title("W&P model-consistent adversary — T&Š Fig. 1", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure_atomic(fig, path, dpi=120)
     plt.close(fig)
 
 
 def _plot_example(grid_dir: str, rows: list[dict], path: str, attention: str = "additive") -> None:
     """T&Š Fig. 2: one validation sentence, base vs the regularised variants (lowest seed)."""
-    from transformers import PreTrainedTokenizerFast
-
-    from ..modeling_hf_attn import AttnClassifierForSequenceClassification
+    from ..loading import load_model_folder
 
     chosen = {}
     for r in sorted(rows, key=lambda r: r["seed"]):
@@ -897,8 +892,7 @@ def _plot_example(grid_dir: str, rows: list[dict], path: str, attention: str = "
     for variant in VARIANT_ORDER:
         if variant in chosen:
             model_dir = chosen[variant]["results"]["model_dir"]
-            model = AttnClassifierForSequenceClassification.from_pretrained(model_dir).eval()
-            tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+            model, tokenizer = load_model_folder(model_dir, "hf_attn")
             curves[f"{variant} (seed {chosen[variant]['seed']})"] = token_probability_curve(
                 model, tokenizer, example["text"])
     plot_token_probabilities(curves, path, title=f"Per-token P(positive), SST {example['split']} "

@@ -35,6 +35,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import wp_training as wpt
+from ..files import save_figure_atomic
 from ..data import TaskData
 from ..measures import jsd, tvd
 from ..training import (classification_metrics, environment_versions, settings_from_run, task_of,
@@ -222,7 +223,7 @@ def plot_seed_variance(path, seed_values, adversary_values, max_attention, label
     fig.suptitle("W&P Fig. 3: attention divergence from the base model", fontsize=11)
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=130)
+    save_figure_atomic(fig, path, dpi=130)
     plt.close(fig)
 
 
@@ -261,7 +262,7 @@ def plot_tradeoff(path, lambda_rows, seed_points, uniform_point, jw_point) -> No
     ax.legend(fontsize=8, loc="center right")
     ax.set_title("W&P Fig. 5: JSD–TVD trade-off to the base model", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure_atomic(fig, path, dpi=130)
     plt.close(fig)
 
 
@@ -285,7 +286,7 @@ def plot_diagnostic_mlp(path, measured: dict[str, float], published: dict[str, f
     ax.legend(fontsize=8, loc="center right")
     ax.set_title("W&P §3.4 diagnostic MLP by guide", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure_atomic(fig, path, dpi=130)
     plt.close(fig)
 
 
