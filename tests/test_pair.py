@@ -351,3 +351,17 @@ def test_train_on_snli_fixture_and_analyze_with_the_jw_battery(tmp_path, monkeyp
     assert os.path.exists(os.path.join(analysis, "fig3_permutation.png"))
     assert summary["permutation"]["overall"]["count"] == 12
     assert np.isfinite(summary["permutation"]["overall"]["median"])
+
+    # The cache is the single-sequence battery's: .npz shards (np.load without pickles, never a
+    # torch.load of a file in a possibly shared folder); a rerun reads them back unchanged.
+    model, tokenizer, premises, hypotheses, labels, _, _ = jw_pair.load_pair_model_and_split(out, "test")
+    settings = jw.JWSettings(num_permutations=10, k=2, steps=5, token_budget=60)
+    cache = str(tmp_path / "cache")
+    first, _ = jw_pair.run_pair_jw_battery(model, tokenizer, premises[:12], hypotheses[:12], labels[:12],
+                                           settings, progress=False, cache_dir=cache)
+    cached = sorted(os.listdir(cache))
+    assert len(cached) > 1 and all(name.startswith("shard-") and name.endswith(".npz") for name in cached)
+    again, _ = jw_pair.run_pair_jw_battery(model, tokenizer, premises[:12], hypotheses[:12], labels[:12],
+                                           settings, progress=False, cache_dir=cache)
+    assert all(np.array_equal(a, b) for a, b in zip(first.attention, again.attention))
+    assert np.array_equal(first.adversary_jsd, again.adversary_jsd)
