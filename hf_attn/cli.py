@@ -8,6 +8,7 @@ import logging
 import sys
 
 from .data import DataError
+from .threads import apply_threads, threads_argument
 
 
 def _positive_int(text: str) -> int:
@@ -94,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # subcommand not built yet
             raise
         mod.add_parser(subparsers)
+    for sub in subparsers.choices.values():  # one --threads for every command
+        if not any("--threads" in action.option_strings for action in sub._actions):
+            sub.add_argument("--threads", type=threads_argument, default="auto",
+                             help="torch threads: a number, or auto (default): the cores the load "
+                                  "average says are free, at least 1")
     return parser
 
 
@@ -105,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
+        args.threads = apply_threads(args.threads)
         return args.func(args)
     # User errors: bad data or arguments (ValueError, incl. DataError, HubError, ModelFolderError,
     # RunSettingsMismatch), missing/corrupt/busy files (OSError, incl. OutputFolderBusy). One line,

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from .threads import threads_argument
 from .files import exclusive_output_folder, write_jsonl_atomic, write_text_atomic
 
 logger = logging.getLogger(__name__)
@@ -1244,8 +1245,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--seeds", type=int, default=None, help="T&Š grid seeds (default 5, as the paper)")
     p.add_argument("--wp-seeds", type=int, default=None, help="W&P seed models (default 8)")
     p.add_argument("--agnews-path", default=None, help=f"AG News CSV (default {DEFAULT_AGNEWS_PATH})")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (use 1 when the CPU is shared with other busy processes)")
+    p.add_argument("--threads", type=threads_argument, default="auto",
+                   help="torch threads: a number, or auto (default): the cores the load average says "
+                        "are free, at least 1")
     p.add_argument("--report-only", action="store_true", help="only rebuild REPORT.md from existing results")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_run_cli)

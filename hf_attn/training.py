@@ -388,6 +388,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
                             "parameters": sum(p.numel() for p in model.parameters())},
            "versions": environment_versions()}
     run["processes"] = processes
+    run["torch_threads"] = torch.get_num_threads()
     if not main_process:
         return metrics
     write_json_atomic(os.path.join(output_dir, "run.json"), run)
