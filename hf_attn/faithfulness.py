@@ -44,6 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .files import save_figure_atomic, write_text_atomic
+
 DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 DEFAULT_TOKEN_BUDGET = 65536  # padded tokens per forward pass
 DEFAULT_IG_TOKEN_BUDGET = 4096  # padded tokens per forward + backward: cache-sized batches are fastest
@@ -125,13 +127,24 @@ def batched_probabilities(model, input_ids: torch.Tensor, attention_mask: torch.
 # ------------------------------------------------------------------------------------------------
 # ERASER
 
+def _check_fractions(fractions) -> list[float]:
+    """ERASER bins: a non-empty list of finite fractions of the tokens, each in (0, 1]."""
+    try:
+        values = [float(f) for f in fractions]
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1], got {fractions!r}") from err
+    bad = [f for f in values if not 0.0 < f <= 1.0]  # also NaN
+    if not values or bad:
+        raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1] (fractions of an "
+                         f"instance's tokens), got {values}" + (f": {bad[0]} is not in (0, 1]" if bad else ""))
+    return values
+
+
 def tokens_per_fraction(lengths, fractions: Sequence[float] = DEFAULT_FRACTIONS) -> np.ndarray:
     """k = ceil(fraction · n) clipped to [1, n] for each instance length n: ``(N,)`` → ``(N, K)``.
     (Rounded to 9 decimals first so 0.1 · 30 counts as 3, not 4.)"""
     lengths = np.asarray(lengths, dtype=np.int64)
-    fractions = np.asarray(fractions, dtype=np.float64)
-    if fractions.ndim != 1 or len(fractions) == 0 or not ((fractions > 0) & (fractions <= 1)).all():
-        raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1], got {fractions.tolist()}")
+    fractions = np.asarray(_check_fractions(fractions), dtype=np.float64)
     if (lengths < 1).any():
         raise ValueError("every instance needs at least one real token")
     k = np.ceil(np.round(lengths[:, None] * fractions[None, :], 9)).astype(np.int64)
@@ -309,14 +322,17 @@ def summarize_eraser(comprehensiveness, sufficiency, fractions: Sequence[float] 
     evaluate module calls this).
 
     Args:
-        comprehensiveness, sufficiency: ``(N, K)`` per instance and bin.
-        fractions: the K bins, for labelling.
+        comprehensiveness, sufficiency: ``(N, K)`` per instance and bin; probability differences,
+            so finite and in [-1, 1] (else ``ValueError`` naming the argument and instance).
+        fractions: the K bins, each in (0, 1] (else ``ValueError``).
     Returns:
         ``comprehensiveness_aopc``, ``sufficiency_aopc`` (mean over instances of the per-instance
         AOPC), their standard errors, per-bin means ``comprehensiveness`` / ``sufficiency``
         (lists of K), ``fractions`` and ``num_instances``.
     """
-    fractions = [float(f) for f in fractions]
+    from .validation import check_range
+
+    fractions = _check_fractions(fractions)
     out: dict = {"fractions": fractions}
     for name, values in (("comprehensiveness", comprehensiveness), ("sufficiency", sufficiency)):
         arr = np.asarray(values, dtype=np.float64)
@@ -327,6 +343,8 @@ def summarize_eraser(comprehensiveness, sufficiency, fractions: Sequence[float] 
             raise ValueError(f"{name} is empty")
         if not np.isfinite(arr).all():
             raise ValueError(f"{name} contains NaN or inf")
+        # differences of two probabilities of the predicted class: always in [-1, 1]
+        check_range(name, arr, -1.0, 1.0)
         per_instance = aopc(arr, include_zero_bin)
         out[f"{name}_aopc"] = float(per_instance.mean())
         out[f"{name}_aopc_stderr"] = (float(per_instance.std(ddof=1) / math.sqrt(len(arr)))
@@ -621,6 +639,9 @@ def format_eraser_table(results: dict) -> str:
                      f"| {row['sufficiency_aopc']:.3f} ± {row['sufficiency_aopc_stderr']:.3f} "
                      f"| {' / '.join(f'{v:.3f}' for v in row['comprehensiveness'])} "
                      f"| {' / '.join(f'{v:.3f}' for v in row['sufficiency'])} |")
+    lines += ["", f"± is the standard error of the mean over the {results.get('num_instances', 'N')} instances "
+              "(standard deviation / √N), not a standard deviation; AOPC = mean over the bins (DeYoung et al. "
+              "2020, §4)."]
     return "\n".join(lines)
 
 
@@ -647,8 +668,7 @@ def write_eraser_figure(results: dict, path: str, title: str = "") -> str:
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=130)
+    save_figure_atomic(fig, path, dpi=130)
     plt.close(fig)
     return path
 
@@ -689,9 +709,8 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
                "request": params, **results, "versions": environment_versions()}
     os.makedirs(output_dir, exist_ok=True)
     table = format_eraser_table(results)
-    with open(os.path.join(output_dir, "eraser.md.tmp"), "w", encoding="utf-8") as f:
-        f.write(f"ERASER on {dataset} {split} ({len(texts)} instances), {model_dir}\n\n{table}\n")
-    os.replace(os.path.join(output_dir, "eraser.md.tmp"), os.path.join(output_dir, "eraser.md"))
+    write_text_atomic(os.path.join(output_dir, "eraser.md"),
+                      f"ERASER on {dataset} {split} ({len(texts)} instances), {model_dir}\n\n{table}\n")
     name = f"{model.config.encoder}+{model.config.attention} ({model.config.variant})"
     results["figure"] = os.path.basename(write_eraser_figure(
         results, os.path.join(output_dir, "eraser.png"), f"ERASER, {dataset} {split}, {name}"))
@@ -722,9 +741,12 @@ def add_parser(subparsers) -> None:
 
 
 def _run_cli(args) -> int:
-    run_eraser(args.model_dir, args.output_dir, args.split, args.measures, args.fractions,
-               ig_steps=args.ig_steps, ig_baseline=args.ig_baseline, seed=args.seed,
-               token_budget=args.token_budget, max_instances=args.max_instances, progress=not args.quiet)
+    from .files import exclusive_output_folder
+
+    with exclusive_output_folder(args.output_dir):  # one writer per output folder
+        run_eraser(args.model_dir, args.output_dir, args.split, args.measures, args.fractions,
+                   ig_steps=args.ig_steps, ig_baseline=args.ig_baseline, seed=args.seed,
+                   token_budget=args.token_budget, max_instances=args.max_instances, progress=not args.quiet)
     return 0
 
 

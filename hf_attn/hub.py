@@ -16,19 +16,34 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CARDS_DIR = REPO_ROOT / "hub_cards"
 SPACE_APP_DIR = REPO_ROOT / "spaces_app"
 PACKAGE_DIR = Path(__file__).resolve().parent
 
-# Top-level files of a run folder that are never uploaded: Trainer state (pickled TrainingArguments,
-# optimiser, RNG) is useless for inference and may hold local paths. Checkpoint folders are skipped too.
-EXCLUDED_FILES = ("training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state*.pth", "trainer_state.json",
-                  ".*", "*.lock", "*.tmp")
+# The only top-level files of a run folder that are uploaded (an allow-list: notes, keys, dotfiles, Trainer
+# state such as the pickled training_args.bin, and anything else stay local): what save_pretrained writes
+# for the model (weights, possibly sharded, config, the modelling files for trust_remote_code), the
+# tokenizer files, and the run's metrics.json / run.json. README.md is generated, never copied.
+MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "model-*-of-*.safetensors",
+               "generation_config.json", "modeling_hf_attn.py", "configuration_hf_attn.py",
+               "modeling_hf_attn_pair.py", "configuration_hf_attn_pair.py", "tokenizer.json",
+               "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "metrics.json",
+               "run.json")
+# Pickled weights: loading them can run arbitrary code, so a folder holding them is refused.
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model-*.bin")
 EXCLUDED_DIRS = ("checkpoint-*", "runs", "__pycache__", ".*")
 ANALYSIS_FILES = ("results.json", "*.png", "*.svg", "*.md", "*.csv")
+# Files of an evaluate module folder / of the Space app folder that are uploaded (README.md is rewritten).
+METRIC_FILES = ("*.py", "requirements.txt")
+SPACE_FILES = ("*.py", "requirements.txt", "packages.txt", "*.css")
+# What the vendored copy of hf_attn carries: its source and its package data (pyproject.toml).
+VENDOR_DATA = {"data_files": ("*.gz", "*.txt", "*.csv", "*.tsv", "*.json", "*.jsonl"), "metrics": ("README.md",)}
+# The sentence the packaged model is run on before anything is uploaded.
+VERIFY_SENTENCE = "a gorgeous , witty , seductive movie ."
+LOCAL_PATH = "<local path>"
 
 SST_DESCRIPTION = ("The binary Stanford Sentiment Treebank (Socher et al. 2013) as used by Jain & Wallace "
                    "(2019): sentence-level positive/negative movie-review snippets, neutral sentences "
@@ -56,6 +71,119 @@ def _matches(name: str, patterns) -> bool:
 def _read_json(path: Path) -> dict:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def _is_relative_to(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _checked_source(path: Path, root: Path, must_exist: bool = True) -> Path:
+    """The real file behind ``path``; HubError if it is a symlink resolving outside ``root`` (a
+    resolved folder): following it would publish a file from elsewhere on this machine."""
+    real = path.resolve()
+    if not _is_relative_to(real, root):
+        raise HubError(f"{path} is a symlink to {real}, outside {root}: refusing to publish it "
+                       "(copy the file into the folder if it really belongs to the upload)")
+    if must_exist and not real.exists():
+        raise HubError(f"{path} is a broken symlink (to {real})")
+    return real
+
+
+def _allowed_files(folder: Path, patterns, root: Path) -> list[tuple[Path, Path]]:
+    """(entry, real file) for the top-level files of ``folder`` matching ``patterns``. Every symlinked
+    file in the folder, allowed or not, must stay inside ``root``."""
+    chosen = []
+    for item in sorted(folder.iterdir()):
+        allowed = _matches(item.name, patterns)
+        if item.is_symlink() and not item.is_dir():
+            real = _checked_source(item, root, must_exist=allowed)
+        elif item.is_file():
+            real = item
+        else:
+            continue
+        if allowed:
+            chosen.append((item, real))
+    return chosen
+
+
+# ------------------------------------------------------------------------------ local path scrubbing
+_SEGMENT = r"[\w.@%+=~-]+"
+_GENERIC_PATH = (rf"(?<![\w.~:/\\-])/{_SEGMENT}(?:/{_SEGMENT})+"  # /a/b...
+                 rf"|(?<![\w.~/-])~(?:/{_SEGMENT})+"  # ~/a...
+                 r"|(?<![\w])[A-Za-z]:\\[^\s\"'<>|]+")  # C:\a...
+
+
+class _PathScrubber:
+    """Replaces local absolute paths in text and JSON: a path inside the run folder becomes its path
+    relative to the run folder ("." for the folder itself), any other absolute path ``<local path>``.
+    Known local folders (the run and analysis folders, home, the temp and current folders) are matched
+    literally, so their paths are caught even with spaces; other absolute paths by their shape."""
+
+    def __init__(self, run_dir: Path, extra_roots=()):
+        self.run_roots = sorted({os.path.abspath(run_dir), str(Path(run_dir).resolve())}, key=len, reverse=True)
+        known = set(self.run_roots)
+        for folder in (*extra_roots, Path.home(), tempfile.gettempdir(), os.getcwd()):
+            known.update({os.path.abspath(folder), str(Path(folder).resolve())})
+        known = sorted((k.rstrip("/\\") for k in known if len(k.strip("/\\")) >= 2), key=len, reverse=True)
+        literal = "|".join(re.escape(k) for k in known)
+        self.pattern = re.compile(
+            (rf"(?<![\w.~-])(?:{literal})(?![\w.-])(?:/{_SEGMENT})*|" if literal else "") + _GENERIC_PATH)
+
+    def _map(self, path: str) -> str:
+        for root in self.run_roots:
+            if path == root:
+                return "."
+            if path.startswith(root + os.sep):
+                return PurePosixPath(*Path(path[len(root) + 1:]).parts).as_posix() or "."
+        return LOCAL_PATH
+
+    def _replace(self, match: re.Match) -> str:
+        path = match.group(0)
+        stripped = path.rstrip(".")  # "... in /a/b." ends a sentence
+        return self._map(stripped.rstrip("/\\") or stripped) + path[len(stripped):]
+
+    def text(self, text: str) -> str:
+        return self.pattern.sub(self._replace, text)
+
+    def value(self, value):
+        if isinstance(value, str):
+            if "\n" not in value and (os.path.isabs(value) or value.startswith("~/")
+                                       or re.match(r"[A-Za-z]:\\", value)):
+                return self._map(os.path.normpath(os.path.expanduser(value)) if value.startswith("~/")
+                                 else value.rstrip("/\\") or value)
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.value(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        return value
+
+    def file(self, path: Path) -> None:
+        """Scrub one file of the built folder in place (JSON structurally, other text as text)."""
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise HubError(f"{path.name} is not UTF-8 text, so it cannot be checked for local paths: "
+                           "convert it or remove it") from err
+        if path.suffix == ".json":
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                payload = None
+            if payload is not None:
+                scrubbed = self.value(payload)
+                if scrubbed != payload:
+                    path.write_text(json.dumps(scrubbed, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                return
+        scrubbed = self.text(raw)
+        if scrubbed != raw:
+            path.write_text(scrubbed, encoding="utf-8")
+
+
+# Text files of a built model folder that are scrubbed of local paths. tokenizer.json (the vocabulary,
+# derived from the training texts only) and the modelling code are left byte-identical.
+SCRUBBED_FILES = ("*.json", "*.md", "*.csv", "*.svg", "*.txt")
+UNSCRUBBED_FILES = ("tokenizer.json", "model.safetensors.index.json")
 
 
 def _format_number(value) -> str:
@@ -203,45 +331,155 @@ def build_model_card(folder: Path, repo_id: str, analyses: list[AnalysisSummary]
                    "figures": a.figures} for a in analyses])
 
 
+def _one_line(err: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _shape(size) -> str:
+    return "[" + ", ".join(str(n) for n in size) + "]"
+
+
+def verify_model_folder(folder: str | os.PathLike) -> None:
+    """Load a packaged model folder exactly as a user would (``from_pretrained`` with the classes hf_attn
+    registers, no ``trust_remote_code``; the tokenizer from its own files) and run one forward on a
+    tokenized sentence. HubError (one line) if the folder does not load, if config.json and
+    model.safetensors disagree (missing, unexpected or differently shaped weights) or if the forward fails."""
+    import torch
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from .configuration_hf_attn import AttnClassifierConfig
+    from .configuration_hf_attn_pair import AttnPairClassifierConfig
+    from .modeling_hf_attn import AttnClassifierForSequenceClassification
+    from .modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+
+    folder = Path(folder)
+    model_type = _read_json(folder / "config.json").get("model_type")
+    classes = {"hf_attn": (AttnClassifierConfig, AttnClassifierForSequenceClassification),
+               "hf_attn_pair": (AttnPairClassifierConfig, AttnPairClassifierForSequenceClassification)}
+    if model_type not in classes:
+        raise HubError(f"config.json has model_type {model_type!r}; expected one of {sorted(classes)}")
+    config_class, model_class = classes[model_type]
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # our own message replaces transformers' load report
+    hf_logging.disable_progress_bar()
+    try:
+        try:
+            config = config_class.from_pretrained(folder)
+        except Exception as err:
+            raise HubError(f"the packaged config.json does not load: {_one_line(err)}") from err
+        try:
+            model, info = model_class.from_pretrained(folder, config=config, output_loading_info=True,
+                                                      ignore_mismatched_sizes=True)
+        except Exception as err:
+            raise HubError(f"the packaged model does not load (config.json and model.safetensors disagree?): "
+                           f"{_one_line(err)}") from err
+        problems = [f"{key}: weights {_shape(saved)} vs config {_shape(built)}"
+                    for key, saved, built in sorted(info.get("mismatched_keys") or ())]
+        problems += [f"{key} missing from the weights" for key in sorted(info.get("missing_keys") or ())]
+        problems += [f"{key} in the weights but not in the model the config builds"
+                     for key in sorted(info.get("unexpected_keys") or ())]
+        problems += [_one_line(msg) for msg in info.get("error_msgs") or ()]
+        if problems:
+            shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if len(problems) > 4 else "")
+            raise HubError(f"config.json and model.safetensors disagree: {shown}. Re-save the trained model "
+                           "with save_pretrained instead of editing config.json")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+            batch = tokenizer([VERIFY_SENTENCE], return_tensors="pt")
+            inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+            if model_type == "hf_attn_pair":  # premise and hypothesis: the same sentence
+                inputs.update(hypothesis_input_ids=batch["input_ids"],
+                              hypothesis_attention_mask=batch["attention_mask"])
+            with torch.no_grad():
+                logits = model.eval()(**inputs).logits
+        except Exception as err:
+            raise HubError(f"the packaged model does not run on a tokenized sentence "
+                           f"(tokenizer, config and weights disagree?): {_one_line(err)}") from err
+        expected = (1, max(config.num_labels, 2))
+        if tuple(logits.shape) != expected or not torch.isfinite(logits).all():
+            raise HubError(f"the packaged model returns logits of shape {tuple(logits.shape)} "
+                           f"(expected {expected}, finite) on a tokenized sentence")
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def build_model_folder(run_dir: str | os.PathLike, out_dir: str | os.PathLike, repo_id: str,
-                       analysis_dirs=(), template_path=None, license: str = "apache-2.0") -> Path:
+                       analysis_dirs=(), template_path=None, license: str = "apache-2.0",
+                       verify: bool = True) -> Path:
     """Write exactly the folder ``push_model`` uploads: model weights + config + modelling code
     (for ``trust_remote_code``) + tokenizer + metrics/run JSON + ``analysis/<name>/`` (results.json
-    and figures of every analysis found) + the generated README.md model card. Training checkpoints
-    and Trainer state are left out."""
+    and figures of every analysis found) + the generated README.md model card.
+
+    Only the files of ``MODEL_FILES`` (and ``ANALYSIS_FILES`` in analysis folders) are copied; a
+    symlink resolving outside the run folder (or outside an ``analysis_dirs`` folder) is refused, as
+    are pickled ``pytorch_model.bin`` weights; local absolute paths are scrubbed from every JSON /
+    text file; and (``verify``) the packaged folder must load with ``from_pretrained`` and run."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if not run_dir.is_dir():
+        raise HubError(f"{run_dir} is not a folder")
+    root = run_dir.resolve()
     config_path = run_dir / "config.json"
     if not config_path.is_file():
         raise HubError(f"{run_dir} is not a trained model folder (no config.json)")
-    model_type = _read_json(config_path).get("model_type", "")
+    model_type = _read_json(_checked_source(config_path, root)).get("model_type", "")
     if not model_type.startswith("hf_attn"):
         raise HubError(f"{run_dir} holds a {model_type!r} model, not an hf_attn model")
-    if not any((run_dir / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")):
+    pickled = sorted(p.name for p in run_dir.iterdir() if _matches(p.name, PICKLED_WEIGHTS))
+    if pickled:
+        raise HubError(f"{run_dir} holds pickled weights ({', '.join(pickled)}), which can run arbitrary code "
+                       "when loaded and are never published: re-save the model with safetensors "
+                       "(from_pretrained(dir).save_pretrained(dir)) and delete them")
+    if not (run_dir / "model.safetensors").exists() and not (run_dir / "model.safetensors.index.json").exists():
         raise HubError(f"{run_dir} has no model weights (model.safetensors); is the training finished?")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for item in sorted(run_dir.iterdir()):
-        if item.is_file() and not _matches(item.name, EXCLUDED_FILES) and item.name != "README.md":
-            shutil.copy2(item, out_dir / item.name)
-    for required in ("modeling_hf_attn.py", "configuration_hf_attn.py", "tokenizer.json"):
-        if model_type == "hf_attn" and not (out_dir / required).exists():
-            raise HubError(f"{run_dir} lacks {required}; re-save it with save_pretrained")
-    analyses = []
+    copies = _allowed_files(run_dir, MODEL_FILES, root)
+    required = {"hf_attn": ("modeling_hf_attn.py", "configuration_hf_attn.py", "tokenizer.json"),
+                "hf_attn_pair": ("modeling_hf_attn_pair.py", "configuration_hf_attn_pair.py", "tokenizer.json")}
+    for name in required.get(model_type, ()):
+        if not any(item.name == name for item, _ in copies):
+            raise HubError(f"{run_dir} lacks {name}; re-save it with save_pretrained")
+    analysis_copies = []
     used_names: set[str] = set()
     for folder in find_analyses(run_dir, analysis_dirs):
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", folder.name)
         while name in used_names:
             name += "_"
         used_names.add(name)
-        target = out_dir / "analysis" / name
-        target.mkdir(parents=True)
-        for item in sorted(folder.iterdir()):
-            if item.is_file() and _matches(item.name, ANALYSIS_FILES):
-                shutil.copy2(item, target / item.name)
-        analyses.append(summarise_analysis(target, f"analysis/{name}"))
-    card = build_model_card(out_dir, repo_id, analyses, template_path, license)
-    card.save(out_dir / "README.md")
+        allowed_root = root if _is_relative_to(folder, root) else folder  # --analysis folders: themselves
+        analysis_copies.append((name, folder, _allowed_files(folder, ANALYSIS_FILES, allowed_root)))
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for item, real in copies:
+            shutil.copy2(real, out_dir / item.name)
+        for name, _, files in analysis_copies:
+            target = out_dir / "analysis" / name
+            target.mkdir(parents=True)
+            for item, real in files:
+                shutil.copy2(real, target / item.name)
+        scrubber = _PathScrubber(run_dir, [folder for _, folder, _ in analysis_copies])
+        for path in sorted(out_dir.rglob("*")):
+            if path.is_file() and _matches(path.name, SCRUBBED_FILES) and not _matches(path.name, UNSCRUBBED_FILES):
+                scrubber.file(path)
+        if verify:
+            verify_model_folder(out_dir)
+        analyses = [summarise_analysis(out_dir / "analysis" / name, f"analysis/{name}")
+                    for name, _, _ in analysis_copies]
+        card = build_model_card(out_dir, repo_id, analyses, template_path, license)
+        card.save(out_dir / "README.md")
+        scrubber.file(out_dir / "README.md")
+    except BaseException:  # no half-built folder is left behind (--to-dir)
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        else:
+            for child in out_dir.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        raise
     return out_dir
 
 
@@ -280,11 +518,31 @@ def _space_metadata(title: str, emoji: str, description: str, tags: list[str], e
     return meta
 
 
-def _vendor_package(out_dir: Path) -> None:
-    """Copy the hf_attn package (source + bundled data) next to app.py: a Space installs only
-    ``requirements.txt`` and hf_attn is not on PyPI, so the Space carries its own copy."""
-    shutil.copytree(PACKAGE_DIR, out_dir / "hf_attn",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+def _vendor_package(out_dir: Path, package_dir: Path | None = None) -> None:
+    """Copy the hf_attn package next to app.py: a Space installs only ``requirements.txt`` and hf_attn
+    is not on PyPI, so the Space carries its own copy. Only what an installed hf_attn holds is copied
+    (``*.py`` and the package data of ``VENDOR_DATA``), never ``__pycache__``, dotfiles or stray files;
+    a symlink resolving outside the package is refused."""
+    package_dir = Path(package_dir or PACKAGE_DIR)
+    root = package_dir.resolve()
+    for folder, dirs, files in os.walk(package_dir):
+        folder = Path(folder)
+        rel = folder.relative_to(package_dir)
+        for name in list(dirs):
+            if (folder / name).is_symlink():
+                _checked_source(folder / name, root)
+        dirs[:] = sorted(d for d in dirs if not _matches(d, ("__pycache__", ".*", "*.egg-info")))
+        data_patterns = VENDOR_DATA.get(rel.parts[0], ()) if rel.parts else ()
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            source, allowed = folder / name, _matches(name, ("*.py", *data_patterns))
+            if source.is_symlink():
+                source = _checked_source(source, root, must_exist=allowed)
+            if allowed:
+                target = out_dir / "hf_attn" / rel / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
 
 
 def _requirements(extra: tuple[str, ...] = ()) -> str:
@@ -313,10 +571,10 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
         raise HubError(f"{module_dir} has no app.py (a metric Space needs its gr.Interface app)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
+    copies = _allowed_files(module_dir, METRIC_FILES, module_dir.resolve())
     out_dir.mkdir(parents=True, exist_ok=True)
-    for item in sorted(module_dir.iterdir()):
-        if item.is_file() and not _matches(item.name, (".*", "*.pyc")):
-            shutil.copy2(item, out_dir / item.name)
+    for item, real in copies:
+        shutil.copy2(real, out_dir / item.name)
     title = name.replace("_", " ")
     meta = _space_metadata(title, "📏", f"hf_attn evaluate module {name}", ["evaluate", "metric", "hf_attn"])
     readme = module_dir / "README.md"
@@ -378,10 +636,10 @@ def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = N
         raise HubError(f"{app_dir} has no app.py")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
+    copies = _allowed_files(app_dir, SPACE_FILES, app_dir.resolve())
     out_dir.mkdir(parents=True, exist_ok=True)
-    for item in sorted(app_dir.iterdir()):
-        if item.is_file() and not _matches(item.name, (".*", "*.pyc")):
-            shutil.copy2(item, out_dir / item.name)
+    for item, real in copies:
+        shutil.copy2(real, out_dir / item.name)
     (out_dir / "README.md").write_text(render_space_card(default_model), encoding="utf-8")
     if default_model:
         (out_dir / "space_config.json").write_text(json.dumps({"default_model": default_model}, indent=2) + "\n",
@@ -393,6 +651,9 @@ def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = N
 
 def push_space(repo_id: str, default_model: str | None = None, private: bool = False, token=None,
                endpoint=None, app_dir=SPACE_APP_DIR, commit_message: str = "Upload hf_attn explorer"):
+    if default_model and (os.path.isabs(default_model) or default_model.startswith(("~", "./", "../"))):
+        raise HubError("the Space's default model must be a Hub model id (USER/NAME), not a local path; "
+                       "push the model first (hf-attn push) and pass its id")
     with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as tmp:
         folder = build_space_folder(Path(tmp) / "repo", default_model, app_dir)
         return _upload(folder, repo_id, "space", private, commit_message, token, endpoint, space_sdk="gradio")
@@ -469,5 +730,5 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=_run_push_space)
 
 
-__all__ = ["build_model_folder", "build_model_card", "push_model", "build_metric_space_folder", "push_metric",
-           "build_space_folder", "push_space", "render_space_card", "find_analyses", "HubError"]
+__all__ = ["build_model_folder", "build_model_card", "verify_model_folder", "push_model", "build_metric_space_folder",
+           "push_metric", "build_space_folder", "push_space", "render_space_card", "find_analyses", "HubError"]

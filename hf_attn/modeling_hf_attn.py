@@ -155,21 +155,46 @@ ENCODER_CLASSES = {"lstm": LSTMEncoder, "cnn": CNNEncoder, "average": AverageEnc
 
 
 def _check_mask(input_shape: torch.Size, attention_mask: torch.Tensor | None,
-                device: torch.device) -> torch.Tensor:
+                device: torch.device, max_tokens: int | None = None, name: str = "input_ids",
+                mask_name: str = "attention_mask") -> torch.Tensor:
+    """Validate ``attention_mask`` (only 0/1, right-padded, ≥ 1 real token per row) → bool mask.
+    With ``max_tokens``, rows with more real tokens are an error (wider padding is fine). Cheap:
+    a few vectorised reductions; the length check runs only when the input is wider than the limit."""
     if len(input_shape) < 2 or input_shape[1] == 0:
         raise ValueError(f"empty input of shape {tuple(input_shape)}: every sequence needs at least one "
                          "token (empty text?)")
     if attention_mask is None:
-        return torch.ones(input_shape, dtype=torch.bool, device=device)
-    mask = attention_mask.bool()
-    if mask.shape != input_shape:
-        raise ValueError(f"attention_mask has shape {tuple(mask.shape)}, inputs {tuple(input_shape)}")
-    if mask.shape[1] == 0 or not bool(mask[:, 0].all()):
-        raise ValueError("every sequence needs at least one real token (empty text?) and pads "
-                         "must be on the right")
-    if not bool((mask[:, 1:] <= mask[:, :-1]).all()):
-        raise ValueError("attention_mask must be right-padded (1…1 0…0 per row)")
+        mask = torch.ones(input_shape, dtype=torch.bool, device=device)
+    else:
+        if attention_mask.dtype != torch.bool and bool(((attention_mask != 0) & (attention_mask != 1)).any()):
+            bad = attention_mask[(attention_mask != 0) & (attention_mask != 1)][0].item()
+            raise ValueError(f"{mask_name} must hold only 0 (pad) and 1 (real token), got {bad!r}: "
+                             "fractional or other values are not a mask (to weigh tokens, pass "
+                             "attention_weights)")
+        mask = attention_mask.bool()
+        if mask.shape != input_shape:
+            raise ValueError(f"{mask_name} has shape {tuple(mask.shape)}, inputs {tuple(input_shape)}")
+        if mask.shape[1] == 0 or not bool(mask[:, 0].all()):
+            raise ValueError("every sequence needs at least one real token (empty text?) and pads "
+                             "must be on the right")
+        if not bool((mask[:, 1:] <= mask[:, :-1]).all()):
+            raise ValueError(f"{mask_name} must be right-padded (1…1 0…0 per row)")
+    if max_tokens is not None and mask.shape[1] > max_tokens and bool(mask[:, max_tokens].any()):
+        longest = int(mask.sum(1).max())
+        raise ValueError(f"{name} has {longest} tokens, more than the model's max_tokens={max_tokens}: "
+                         f"truncate the input (tokenizer(..., truncation=True, max_length={max_tokens}))")
     return mask
+
+
+def _check_finite_embeddings(name: str, embeddings: torch.Tensor) -> None:
+    """``inputs_embeds`` must be finite (NaN/inf would silently poison every output). One sum is
+    the cheap test (NaN and ±inf propagate into it, ~40× faster than an elementwise check); only a
+    non-finite sum (or an overflowing one) triggers the exact elementwise check."""
+    embeddings = embeddings.detach()
+    if not bool(torch.isfinite(embeddings.sum())) and not bool(torch.isfinite(embeddings).all()):
+        bad = (~torch.isfinite(embeddings)).nonzero()[0].tolist()
+        raise ValueError(f"{name} contains NaN or inf (first at index {tuple(bad)}): embeddings must be "
+                         "finite")
 
 
 def _check_attention_override(attention: torch.Tensor, mask: torch.Tensor, tolerance: float = 1e-3) -> None:
@@ -211,6 +236,11 @@ class AttnClassifierPreTrainedModel(PreTrainedModel):
                               f"(model.safetensors) is corrupt or truncated ({err}); re-save, "
                               "re-download or retrain the model") from err
             raise
+
+    def _max_tokens(self) -> int | None:
+        """``config.max_tokens`` (the longest input the model accepts), None if unset."""
+        limit = getattr(self.config, "max_tokens", None)
+        return int(limit) if limit else None
 
     def _init_weights(self, module: nn.Module) -> None:
         # J&W appendix A: words without a pretrained vector ~ N(0, 1); PyTorch defaults elsewhere,
@@ -312,13 +342,15 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
     ) -> AttnClassifierOutput:
         r"""
         Args:
-            input_ids: ``(B, T)`` token ids, right-padded.
-            attention_mask: ``(B, T)`` 1 for real tokens, 0 for pads.
+            input_ids: ``(B, T)`` token ids, right-padded; at most ``config.max_tokens`` real
+                tokens per row (truncate longer texts with the tokenizer), else ``ValueError``.
+            attention_mask: ``(B, T)`` 1 for real tokens, 0 for pads (only 0/1: a fractional mask
+                is a ``ValueError``).
             labels: ``(B,)`` class ids → ``loss`` (class-weighted if ``config.class_weights``).
             attention_weights: ``(B, T)`` override α (each row a distribution over real tokens;
                 pads are zeroed). The model's own attention is then not used.
             inputs_embeds: ``(B, T, d)`` embeddings to use instead of looking up ``input_ids``
-                (gradients w.r.t. the embeddings).
+                (gradients w.r.t. the embeddings); must be finite (NaN/inf → ``ValueError``).
             detach_attention: cut the graph at α (J&W appendix B, gradient importance).
             output_hidden_states / output_embeddings: also return h'_t / e_t.
         """
@@ -327,12 +359,17 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be (batch, tokens), got shape {tuple(input_ids.shape)}")
-            mask = _check_mask(input_ids.shape, attention_mask, input_ids.device)
+            mask = _check_mask(input_ids.shape, attention_mask, input_ids.device, self._max_tokens())
             if bool((input_ids >= self.config.vocab_size).any()) or bool((input_ids < 0).any()):
                 raise ValueError(f"input_ids outside the vocabulary [0, {self.config.vocab_size})")
             embeddings = self.embedding(input_ids)
         else:
-            mask = _check_mask(inputs_embeds.shape[:2], attention_mask, inputs_embeds.device)
+            if inputs_embeds.dim() != 3:
+                raise ValueError(f"inputs_embeds must be (batch, tokens, embedding_dim), got shape "
+                                 f"{tuple(inputs_embeds.shape)}")
+            mask = _check_mask(inputs_embeds.shape[:2], attention_mask, inputs_embeds.device,
+                               self._max_tokens(), "inputs_embeds")
+            _check_finite_embeddings("inputs_embeds", inputs_embeds)
             embeddings = inputs_embeds
         hidden = self.encode(embeddings, mask)
         if attention_weights is not None:

@@ -38,7 +38,7 @@ from torch import nn
 from .configuration_hf_attn_pair import AttnPairClassifierConfig
 from .modeling_hf_attn import (ENCODER_CLASSES, AttnClassifierForSequenceClassification,
                                AttnClassifierOutput, AttnClassifierPreTrainedModel, _check_mask,
-                               expand_binary_logits, masked_softmax)
+                               _check_finite_embeddings, expand_binary_logits, masked_softmax)
 
 
 @dataclass
@@ -231,7 +231,8 @@ class AttnPairClassifierForSequenceClassification(AttnClassifierPreTrainedModel)
                               attention_mask, self.embedding)
         hypothesis = self._embed("hypothesis_input_ids", hypothesis_input_ids,
                                  "hypothesis_inputs_embeds", hypothesis_inputs_embeds,
-                                 hypothesis_attention_mask, self.get_hypothesis_embeddings())
+                                 hypothesis_attention_mask, self.get_hypothesis_embeddings(),
+                                 "hypothesis_attention_mask")
         embeddings, mask = premise
         hypothesis_embeddings, hypothesis_mask = hypothesis
         if hypothesis_embeddings.shape[0] != embeddings.shape[0]:
@@ -264,17 +265,24 @@ class AttnPairClassifierForSequenceClassification(AttnClassifierPreTrainedModel)
 
     def _embed(self, ids_name: str, ids: torch.Tensor | None, embeds_name: str,
                embeds: torch.Tensor | None, attention_mask: torch.Tensor | None,
-               table: nn.Embedding) -> tuple[torch.Tensor, torch.Tensor]:
+               table: nn.Embedding, mask_name: str = "attention_mask") -> tuple[torch.Tensor, torch.Tensor]:
         if (ids is None) == (embeds is None):
             raise ValueError(f"pass exactly one of {ids_name} and {embeds_name} (the pair model "
                              f"needs both a premise and a hypothesis)")
         if ids is not None:
             if ids.dim() != 2:
                 raise ValueError(f"{ids_name} must be (batch, tokens), got shape {tuple(ids.shape)}")
+            mask = _check_mask(ids.shape, attention_mask, ids.device, self._max_tokens(), ids_name, mask_name)
             if bool((ids >= self.config.vocab_size).any()) or bool((ids < 0).any()):
                 raise ValueError(f"{ids_name} outside the vocabulary [0, {self.config.vocab_size})")
-            return table(ids), _check_mask(ids.shape, attention_mask, ids.device)
-        return embeds, _check_mask(embeds.shape[:2], attention_mask, embeds.device)
+            return table(ids), mask
+        if embeds.dim() != 3:
+            raise ValueError(f"{embeds_name} must be (batch, tokens, embedding_dim), got shape "
+                             f"{tuple(embeds.shape)}")
+        mask = _check_mask(embeds.shape[:2], attention_mask, embeds.device, self._max_tokens(), embeds_name,
+                           mask_name)
+        _check_finite_embeddings(embeds_name, embeds)
+        return embeds, mask
 
 
 __all__ = ["AttnPairClassifierForSequenceClassification", "AttnPairClassifierOutput"]

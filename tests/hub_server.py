@@ -102,6 +102,15 @@ class HubState:
         self.repos[(repo_type, repo_id)] = repo
         return repo
 
+    def stored_blobs(self) -> list[tuple[str, bytes]]:
+        """(where, content) of every file of every commit of every repo and of every uploaded LFS
+        object, including ones no commit references: what a test scans for leaked content."""
+        with self.lock:
+            blobs = [(f"{repo_type}s/{repo_id}@{commit.oid[:8]}:{path}", stored.content)
+                     for (repo_type, repo_id), repo in self.repos.items()
+                     for commit in repo.commits.values() for path, stored in commit.files.items()]
+            return blobs + [(f"lfs:{oid}", content) for oid, content in self.lfs_objects.items()]
+
     @staticmethod
     def commit(repo: Repo, message: str, files: dict[str, StoredFile], branch: str = "main") -> Commit:
         parent = repo.branches.get(branch)

@@ -177,7 +177,8 @@ def test_empty_or_whitespace_text_is_rejected_everywhere(model, tokenizer, text)
 
 def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     """Documented policy: training and batteries truncate to ``max_tokens`` (with a warning in
-    training); the interactive explorer refuses with a message; the model itself has no limit."""
+    training); the interactive explorer refuses with a message; the model's forward refuses more
+    than ``config.max_tokens`` real tokens (issue 13 item 8)."""
     from datasets import Dataset, DatasetDict
 
     from hf_attn.analysis.jw import JWSettings, run_jw_battery
@@ -200,8 +201,11 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     assert "truncated to max_length=24" in caplog.text
     RECORDED.append({"case": "training on a 400-token text (max_length 24)", "error": "warning",
                      "message": [r.getMessage() for r in caplog.records if r.name == "hf_attn.training"][0]})
-    logits = model(input_ids=torch.tensor([tokenizer(long_text)["input_ids"]])).logits
-    assert torch.isfinite(logits).all()  # the BiLSTM itself has no length limit
+    expect_error("model forward on 400 token ids (max_tokens 24)", ValueError,
+                 "input_ids has 400 tokens, more than the model's max_tokens=24", model,
+                 input_ids=torch.tensor([tokenizer(long_text)["input_ids"]]))
+    truncated = tokenizer(long_text, truncation=True, max_length=24)["input_ids"]
+    assert torch.isfinite(model(input_ids=torch.tensor([truncated])).logits).all()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,7 +290,7 @@ def test_label_outside_the_label_set_and_extra_columns(tmp_path):
     task = load_task(str(folder))
     assert task.splits["validation"].column_names == ["text", "label"]  # extra columns are dropped
     record("extra columns (source, score)", "ignored: only text and label are kept")
-    expect_error("no such data file", FileNotFoundError, "unknown dataset", load_task,
+    expect_error("no such data file", FileNotFoundError, "unknown dataset.*no such file", load_task,
                  str(tmp_path / "missing.csv"))
     expect_error("agnews without --data-path", DataError, "needs --data-path", load_task, "agnews")
 
@@ -299,7 +303,7 @@ def test_csv_loader_round_trips_or_names_the_problem(tmp_path, rows):
     try:
         task = load_local(str(path), seed=0)
     except DataError as err:
-        assert re.search(r"row \d+|no rows|at least 2 classes|label|not a string|could not parse",
+        assert re.search(r"line \d+|row \d+|no rows|at least 2 classes|label|not a string|could not parse",
                          str(err)), str(err)
         return
     texts = sorted(t for s in task.splits.values() for t in s["text"])
@@ -376,6 +380,19 @@ def test_model_rejects_bad_tensors(model):
     # pads may hold anything: they are zeroed before the check
     model(input_ids=ids, attention_mask=torch.tensor([[1, 1, 0]]),
           attention_weights=torch.tensor([[0.5, 0.5, float("nan")]]))
+    # issue 13 item 8: non-finite embeddings, a fractional mask, more tokens than max_tokens (24)
+    embeds = model.get_input_embeddings()(ids).detach()
+    embeds[0, 1, 0] = float("nan")
+    expect_error("inputs_embeds with NaN", ValueError, "inputs_embeds contains NaN or inf", model,
+                 inputs_embeds=embeds)
+    embeds[0, 1, 0] = float("inf")
+    expect_error("inputs_embeds with inf", ValueError, "inputs_embeds contains NaN or inf", model,
+                 inputs_embeds=embeds)
+    expect_error("attention_mask 1/0.5/0", ValueError, "attention_mask must hold only 0.*and 1.*got 0.5",
+                 model, input_ids=ids, attention_mask=torch.tensor([[1.0, 0.5, 0.0]]))
+    expect_error("30 token ids for max_tokens 24", ValueError,
+                 "input_ids has 30 tokens, more than the model's max_tokens=24", model,
+                 input_ids=torch.full((1, 30), 3))
 
 
 def test_analysis_functions_reject_bad_arrays(model, tokenizer):
@@ -468,6 +485,24 @@ EVALUATE_CASES = [
                                                           sufficiency=[[0.1] * 5]), "NaN or inf"),
     ("eraser_faithfulness", "2 bins for 5 fractions", dict(comprehensiveness=[[0.1, 0.1]],
                                                            sufficiency=[[0.1] * 5]), "5 bins"),
+    # issue 13 item 8: class ids outside the label set, fractions outside (0, 1], scores outside [-1, 1]
+    ("ts_token_probability", "reference class 5 of 2", dict(token_logits=[[[0.1], [0.2]]], attentions=[[0.5, 0.5]],
+                                                           references=[5]),
+     r"references: instance 0 has class 5, outside \[0, 2\)"),
+    ("ts_token_probability", "reference class -1", dict(token_logits=[[[0.1], [0.2]], [[0.3]]],
+                                                        attentions=[[0.5, 0.5], [1.0]], references=[1, -1]),
+     r"references: instance 1 has class -1"),
+    ("ts_token_probability", "reference class 3 of 3", dict(token_logits=[[[0.1, 0.2, 0.3]]], attentions=[[1.0]],
+                                                            references=[3]), r"class 3, outside \[0, 3\)"),
+    ("eraser_faithfulness", "fraction 0", dict(comprehensiveness=[[0.1, 0.1]], sufficiency=[[0.1, 0.1]],
+                                               fractions=[0.0, 0.5]), r"fractions.*0\.0 is not in \(0, 1\]"),
+    ("eraser_faithfulness", "fraction 1.5", dict(comprehensiveness=[[0.1, 0.1]], sufficiency=[[0.1, 0.1]],
+                                                 fractions=[0.5, 1.5]), r"fractions.*1\.5 is not in \(0, 1\]"),
+    ("eraser_faithfulness", "comprehensiveness 5.0", dict(comprehensiveness=[[0.1] * 5, [5.0] * 5],
+                                                          sufficiency=[[0.1] * 5] * 2),
+     r"comprehensiveness: instance 1 has values outside \[-1, 1\]"),
+    ("eraser_faithfulness", "sufficiency -3", dict(comprehensiveness=[[0.1] * 5], sufficiency=[[-3.0] * 5]),
+     r"sufficiency: instance 0 has values outside \[-1, 1\]"),
 ]
 
 

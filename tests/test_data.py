@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -94,7 +95,7 @@ def test_local_file_errors(tmp_path):
     (tmp_path / "bad.csv").write_bytes(b"text,label\n\xff\xfe broken,0\n")
     with pytest.raises(DataError, match="not valid UTF-8"):
         load_task(str(tmp_path / "bad.csv"))
-    with pytest.raises(FileNotFoundError, match="unknown dataset"):
+    with pytest.raises(FileNotFoundError, match="unknown dataset 'no/such/file.csv': no such file"):
         load_task("no/such/file.csv")
     with pytest.raises(DataError, match="--data-path"):
         load_task("agnews")
@@ -130,3 +131,137 @@ def test_tokenizer_truncates_at_model_max_length():
 def test_tokenizer_needs_a_vocabulary():
     with pytest.raises(ValueError, match="no word reaches min_count"):
         build_tokenizer(["only once"], min_count=5)
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 13 item 7: valid data accepted, invalid data named by file and 1-based line
+
+
+def _csv(path, body):
+    path.write_text("text,label\n" + body, encoding="utf-8")
+    return str(path)
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def _all(task, column):
+    return [v for split in task.splits.values() for v in split[column]]
+
+
+def test_labels_written_as_whole_floats_are_class_ids(tmp_path):
+    rows = "".join(f"text number {i},{float(i % 2)}\n" for i in range(20))  # 0.0 / 1.0
+    task = load_task(_csv(tmp_path / "float.csv", rows))
+    assert task.label_names == ["0", "1"]
+    assert sorted(_all(task, "label")) == [0] * 10 + [1] * 10
+    task = load_task(_jsonl(tmp_path / "float.jsonl", [{"text": f"t {i}", "label": float(i % 2)}
+                                                       for i in range(20)]))
+    assert task.label_names == ["0", "1"] and sorted(_all(task, "label")) == [0] * 10 + [1] * 10
+    # 1, 1.0 and "1.0" are one class; the text keeps its own row
+    mixed = _csv(tmp_path / "mixed.csv", "".join(f"t {i},{['0', '1.0', '0.0', '1'][i % 4]}\n" for i in range(20)))
+    assert load_task(mixed).label_names == ["0", "1"]
+
+
+def test_non_whole_numeric_label_names_file_and_line(tmp_path):
+    # line 1 header, lines 2-21 rows, a record spanning lines 22-23, the bad label on line 24
+    body = "".join(f"text number {i},{i % 2}\n" for i in range(20)) + '"two\nlines",1\nbad row,0.5\n'
+    path = _csv(tmp_path / "half.csv", body)
+    with pytest.raises(DataError, match=rf"^{re.escape(path)}, line 24: label '0.5' is not a whole number"):
+        load_task(path)
+    path = _jsonl(tmp_path / "half.jsonl", [{"text": f"t {i}", "label": i % 2} for i in range(20)]
+                  + [{"text": "bad", "label": 0.5}])
+    with pytest.raises(DataError, match=rf"^{re.escape(path)}, line 21: label 0.5 is not a whole number"):
+        load_task(path)
+
+
+def test_errors_name_the_file_line_not_the_shuffled_row(tmp_path):
+    body = "".join(f"text number {i},{i % 2}\n" for i in range(30))
+    body = body.replace("text number 17,1\n", "text number 17,\n")  # 18th data row: line 19
+    path = _csv(tmp_path / "gap.csv", body)
+    with pytest.raises(DataError, match=rf"^{re.escape(path)}, line 19: missing label$"):
+        load_task(path)
+    path = _csv(tmp_path / "blank.csv", body.replace("text number 17,\n", '"  ",1\n'))
+    with pytest.raises(DataError, match=rf"^{re.escape(path)}, line 19: empty or whitespace-only text"):
+        load_task(path)
+    rows = [{"text": f"t {i}", "label": i % 2} for i in range(30)]
+    rows[11]["text"] = None  # JSON null: missing
+    path = _jsonl(tmp_path / "null.jsonl", rows)
+    with pytest.raises(DataError, match=rf"^{re.escape(path)}, line 12: missing \(empty\) text"):
+        load_task(path)
+    # a folder: the file of the split and its line, plus the split
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for split in ("train", "dev"):
+        _csv(folder / f"{split}.csv", "good one,pos\nbad one,neg\n")
+    test = _csv(folder / "test.csv", "good one,pos\n\"a\nb\",neg\nmeh one,neutral\n")
+    with pytest.raises(DataError, match=rf"^{re.escape(test)}, line 5 \[test\]: label 'neutral' is not in "
+                                        r"the label set \['neg', 'pos'\]"):
+        load_task(str(folder))
+
+
+@pytest.mark.parametrize("value", ["None", "NA", "null", "N/A", "NaN", "nan", "#N/A", "n/a", "NULL"])
+def test_na_like_strings_are_text_and_labels(tmp_path, value):
+    rows = "".join(f"{value},{i % 2}\n" if i < 4 else f"text {i},{i % 2}\n" for i in range(20))
+    task = load_task(_csv(tmp_path / "na.csv", rows))
+    assert _all(task, "text").count(value) == 4
+    task = load_task(_jsonl(tmp_path / "na.jsonl", [{"text": value, "label": i % 2} for i in range(20)]))
+    assert _all(task, "text") == [value] * 20
+    labels = "".join(f"text {i},{value if i % 2 else 'other'}\n" for i in range(20))
+    task = load_task(_csv(tmp_path / "na_labels.csv", labels))
+    assert task.label_names == sorted([value, "other"])
+    # only a truly empty cell is missing
+    with pytest.raises(DataError, match=r"line 2: missing \(empty\) text"):
+        load_task(_csv(tmp_path / "empty.csv", ",1\n" + rows))
+
+
+@pytest.mark.parametrize("name", ["./x.csv", "data/x.csv", "./mydata", "../elsewhere", "a/b/c", "x.tsv",
+                                  "data.jsonl", "my data", "-bad-", "dir\\x"])
+def test_missing_path_like_names_say_no_such_file(tmp_path, monkeypatch, name):
+    import hf_attn.data as data
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError(f"{name!r} was looked up on the Hub")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(data, "load_hub", no_hub)
+    with pytest.raises(FileNotFoundError, match=rf"no such file or folder .*{re.escape(os.path.basename(name))}"):
+        load_task(name)
+
+
+def test_hub_shaped_name_that_fails_says_no_local_file_either(tmp_path, monkeypatch):
+    import hf_attn.data as data
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'someone/reviews' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(data, "load_hub", offline)
+    with pytest.raises(FileNotFoundError, match=r"unknown dataset 'someone/reviews'.*no such file or folder"
+                                                r".*Hub dataset id failed \(ConnectionError"):
+        load_task("someone/reviews")
+
+
+def test_local_folder_named_like_a_bundled_dataset_wins(tmp_path, monkeypatch, caplog):
+    import logging
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sst").mkdir()
+    for split in ("train", "dev", "test"):
+        _csv(tmp_path / "sst" / f"{split}.csv", "".join(f"local text {i},{'ab'[i % 2]}\n" for i in range(6)))
+    with caplog.at_level(logging.WARNING, logger="hf_attn.data"):
+        task = load_task("sst")
+    assert task.label_names == ["a", "b"] and len(task.splits["train"]) == 6
+    assert "loading the local data" in caplog.text and str(tmp_path / "sst") in caplog.text
+    # a folder of that name without data files does not shadow the bundled dataset
+    (tmp_path / "imdb").mkdir()
+    (tmp_path / "imdb" / "notes.txt").write_text("model outputs")
+    import hf_attn.data as data
+
+    monkeypatch.setattr(data, "load_imdb", lambda **kwargs: "bundled imdb")
+    monkeypatch.setattr(data, "validate_task", lambda task: None)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="hf_attn.data"):
+        assert load_task("imdb") == "bundled imdb"
+    assert "holds no train/dev/test data files" in caplog.text

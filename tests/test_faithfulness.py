@@ -129,6 +129,30 @@ def test_aopc_and_summary_by_hand():
         summarize_eraser([[float("nan")] * 5], [[0.0] * 5])
 
 
+def test_eraser_rejects_fractions_outside_0_1_and_scores_outside_minus1_1(model_and_batch):
+    """Issue 13 item 8: before, fractions and scores were only counted, never range-checked."""
+    import evaluate
+
+    scores = [[0.1, 0.2]]
+    for fractions in ([0.0, 0.5], [0.5, 1.5], [-0.1, 0.5], [float("nan"), 0.5], []):
+        with pytest.raises(ValueError, match=r"fractions must be a non-empty list of numbers in \(0, 1\]"):
+            summarize_eraser(scores if fractions else [[]], scores if fractions else [[]], fractions)
+    summarize_eraser(scores, scores, [0.5, 1.0])  # 1.0 (every token) is a valid bin
+    with pytest.raises(ValueError, match=r"comprehensiveness: instance 1 has values outside \[-1, 1\]"):
+        summarize_eraser([[0.1, 0.2], [1.5, 0.0]], [[0.1, 0.2]] * 2, [0.1, 0.5])
+    with pytest.raises(ValueError, match=r"sufficiency: instance 0 has values outside \[-1, 1\]"):
+        summarize_eraser(scores, [[-1.01, 0.0]], [0.1, 0.5])
+    summarize_eraser([[-1.0, 1.0]], [[1.0, -1.0]], [0.1, 0.5])  # the bounds themselves are valid
+    metric = evaluate.load(os.path.abspath(METRIC_DIR))
+    with pytest.raises(ValueError, match=r"fractions.*2\.0 is not in \(0, 1\]"):
+        metric.compute(comprehensiveness=scores, sufficiency=scores, fractions=[0.5, 2.0])
+    with pytest.raises(ValueError, match=r"comprehensiveness: instance 0 has values outside"):
+        metric.compute(comprehensiveness=[[3.0, 0.1]], sufficiency=scores, fractions=[0.1, 0.5])
+    model, ids, mask = model_and_batch
+    with pytest.raises(ValueError, match=r"fractions.*1\.5 is not in \(0, 1\]"):
+        eraser_scores(model, ids[:2], mask[:2], torch.rand(2, ids.shape[1]), fractions=(0.5, 1.5))
+
+
 def test_evaluate_module_equals_plain_function():
     import evaluate
 

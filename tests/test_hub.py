@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -49,6 +50,7 @@ gr.Interface(fn=lambda p, r: metric.compute(predictions=[int(x) for x in p.split
              inputs=["text", "text"], outputs="json").launch()
 '''
 TINY_README = "---\ntitle: tiny accuracy\ntags:\n- evaluate\n---\n\n# tiny accuracy\n\nA test metric.\n"
+SECRET = "hf_SECRET_never_on_the_hub_91c3"
 
 
 @pytest.fixture(scope="module")
@@ -79,19 +81,27 @@ def metric_modules() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def published(hub, trained_model_dir, tmp_path_factory):
-    """One client process pushes: the trained run (with a checkpoint folder and an analysis folder
-    added to check what is and is not uploaded), a tiny metric module, the real metric modules
-    and the explorer Space."""
+    """One client process pushes: the trained run (with a checkpoint folder, stray files holding a
+    secret, local paths in run.json and an analysis folder added to check what is and is not
+    uploaded), a tiny metric module, the real metric modules and the explorer Space."""
     work = tmp_path_factory.mktemp("hub")
     run_dir = work / "run"
     shutil.copytree(trained_model_dir, run_dir)
     (run_dir / "checkpoint-7").mkdir(exist_ok=True)
     (run_dir / "checkpoint-7" / "optimizer.pt").write_bytes(b"\0" * 64)
+    for name in (".env", "notes.txt", "secret.key"):
+        (run_dir / name).write_text(f"HF_TOKEN={SECRET}\n")
+    run = json.loads((run_dir / "run.json").read_text())
+    run["settings"]["data_path"] = str(work / "data" / "train.csv")
+    run["notes"] = [f"trained in {run_dir}"]
+    (run_dir / "run.json").write_text(json.dumps(run))
     analysis = run_dir / "analysis" / "jw"
     analysis.mkdir(parents=True)
     (analysis / "results.json").write_text(json.dumps(
-        {"battery": "jw", "summary": {"tau_gradient": {"negative": {"mean": 0.3125}}}, "per_instance": [1, 2]}))
+        {"battery": "jw", "model_dir": str(run_dir), "summary": {"tau_gradient": {"negative": {"mean": 0.3125}}},
+         "per_instance": [1, 2]}))
     (analysis / "figure.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
+    (analysis / "secret.key").write_text(SECRET)
     tiny = work / "tiny_accuracy"
     tiny.mkdir()
     (tiny / "tiny_accuracy.py").write_text(TINY_METRIC)
@@ -124,6 +134,18 @@ def test_pushed_model_repo_contents(hub, published):
                  "analysis/jw/results.json", "analysis/jw/figure.png"):
         assert name in files, name
     assert not any(p.startswith("checkpoint-") or p == "training_args.bin" for p in files)
+    assert set(files) == {".gitattributes", "README.md", "config.json", "configuration_hf_attn.py",
+                          "metrics.json", "model.safetensors", "modeling_hf_attn.py", "run.json", "tokenizer.json",
+                          "tokenizer_config.json", "analysis/jw/results.json", "analysis/jw/figure.png"}
+    local_paths = (str(published["work"]), str(published["run_dir"]), tempfile.gettempdir() + "/")
+    for path, stored in files.items():  # no local path in any text file of the repo
+        if stored.lfs_sha256 is None:
+            text = stored.content.decode("utf-8")
+            assert not any(local in text for local in local_paths), (path, text[:500])
+    assert json.loads(files["analysis/jw/results.json"].content)["model_dir"] == "."
+    run = json.loads(files["run.json"].content)
+    assert run["settings"]["data_path"] == "<local path>" and run["notes"] == ["trained in ."]
+    assert not [where for where, content in hub.state.stored_blobs() if SECRET.encode() in content]
     assert files["model.safetensors"].lfs_sha256 is not None  # binary → went through Git LFS
     assert files["config.json"].lfs_sha256 is None  # text → regular base64 commit
     assert files["model.safetensors"].content == (published["run_dir"] / "model.safetensors").read_bytes()
@@ -233,6 +255,45 @@ def test_dry_run_and_to_dir(trained_model_dir, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(listed)
     assert main(["push", str(run_dir), "--repo-id", "not a repo id", "--dry-run"]) == 2
     assert main(["push", str(tmp_path), "--repo-id", "me/model", "--dry-run"]) == 2
+
+
+def test_push_refuses_leaks_and_broken_models_before_uploading(hub, trained_model_dir, tmp_path):
+    """push_model against the Hub: a symlink to a secret outside the run folder, a config that does not
+    fit the weights and pickled weights are each refused with a one-line HubError before any repo is
+    created, and the secret is nowhere on the Hub."""
+    secret = tmp_path / "elsewhere" / "token.txt"
+    secret.parent.mkdir()
+    secret.write_text(SECRET)
+    runs = {}
+    for case in ("symlink", "mismatch", "pickle"):
+        run_dir = runs[case] = tmp_path / case
+        shutil.copytree(trained_model_dir, run_dir)
+    (runs["symlink"] / "metrics.json").unlink()
+    (runs["symlink"] / "metrics.json").symlink_to(secret)
+    config = json.loads((runs["mismatch"] / "config.json").read_text())
+    (runs["mismatch"] / "config.json").write_text(json.dumps(config | {"hidden_size": 64}))
+    from safetensors.torch import load_file
+    torch.save(load_file(runs["pickle"] / "model.safetensors"), runs["pickle"] / "pytorch_model.bin")
+    (runs["pickle"] / "model.safetensors").unlink()
+    paths = {case: str(path) for case, path in runs.items()}
+    result = run_client(f"""
+        import json
+        from hf_attn.hub import HubError, push_model
+        out = {{}}
+        for case, path in {paths!r}.items():
+            try:
+                push_model(path, "tester/refused-" + case)
+                out[case] = "uploaded"
+            except HubError as err:
+                out[case] = str(err)
+        print(json.dumps(out))
+    """, hub, tmp_path)
+    assert "metrics.json is a symlink to" in result["symlink"] and "outside" in result["symlink"]
+    assert result["mismatch"].startswith("config.json and model.safetensors disagree: ")
+    assert "pickled weights (pytorch_model.bin)" in result["pickle"]
+    assert all("\n" not in message for message in result.values())
+    assert not [key for key in hub.state.repos if key[1].startswith("tester/refused-")]
+    assert not [where for where, content in hub.state.stored_blobs() if SECRET.encode() in content]
 
 
 def test_bad_inputs(tmp_path):

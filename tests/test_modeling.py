@@ -234,6 +234,68 @@ def test_bad_inputs_raise_clear_errors():
         model(input_ids=ids, attention_mask=mask, attention_weights=torch.ones(4, 3))
 
 
+def test_forward_rejects_nonfinite_embeds_fractional_mask_and_too_long_input():
+    """Issue 13 item 8: NaN/inf inputs_embeds, a mask that is not 0/1 and more real tokens than
+    config.max_tokens raise ValueError (before: NaN logits or silently accepted)."""
+    model = AttnClassifierForSequenceClassification(make_config("lstm", "additive", "base",
+                                                                max_tokens=9)).eval()
+    ids, mask = batch()  # width 9 = max_tokens: accepted
+    model(input_ids=ids, attention_mask=mask)
+    embeds = model.get_input_embeddings()(ids).detach()
+    model(inputs_embeds=embeds, attention_mask=mask)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        poisoned = embeds.clone()
+        poisoned[1, 2, 3] = bad
+        with pytest.raises(ValueError, match=r"inputs_embeds contains NaN or inf.*\(1, 2, 3\)"):
+            model(inputs_embeds=poisoned, attention_mask=mask)
+    for value in (0.5, 2, -1):
+        soft = mask.clone().float()
+        soft[0, 1] = value
+        with pytest.raises(ValueError, match=f"attention_mask must hold only 0.*got {value}"):
+            model(input_ids=ids, attention_mask=soft)
+    model(input_ids=ids, attention_mask=mask.float())  # 0.0/1.0 floats and bools are masks
+    model(input_ids=ids, attention_mask=mask.bool())
+    long_ids = torch.randint(3, VOCAB, (2, 12))
+    with pytest.raises(ValueError, match="input_ids has 12 tokens, more than the model's max_tokens=9"):
+        model(input_ids=long_ids)
+    with pytest.raises(ValueError, match="inputs_embeds has 12 tokens.*max_tokens=9"):
+        model(inputs_embeds=model.get_input_embeddings()(long_ids).detach())
+    # padding wider than the limit is fine as long as no row has more than max_tokens real tokens
+    wide_mask = torch.zeros(2, 12, dtype=torch.long)
+    wide_mask[:, :9] = 1
+    model(input_ids=long_ids * wide_mask, attention_mask=wide_mask)
+    wide_mask[1, 9] = 1
+    with pytest.raises(ValueError, match="10 tokens, more than the model's max_tokens=9"):
+        model(input_ids=long_ids * wide_mask, attention_mask=wide_mask)
+
+
+def test_pair_forward_rejects_nonfinite_embeds_fractional_mask_and_too_long_input():
+    from hf_attn.configuration_hf_attn_pair import AttnPairClassifierConfig
+    from hf_attn.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+
+    config = AttnPairClassifierConfig(vocab_size=VOCAB, embedding_dim=16, hidden_size=8, num_labels=3,
+                                      max_tokens=9)
+    model = AttnPairClassifierForSequenceClassification(config).eval()
+    ids, mask = batch()
+    model(input_ids=ids, attention_mask=mask, hypothesis_input_ids=ids, hypothesis_attention_mask=mask)
+    embeds = model.get_hypothesis_embeddings()(ids).detach()
+    embeds[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="hypothesis_inputs_embeds contains NaN or inf"):
+        model(input_ids=ids, attention_mask=mask, hypothesis_inputs_embeds=embeds,
+              hypothesis_attention_mask=mask)
+    soft = mask.float()
+    soft[0, 0] = 0.3
+    with pytest.raises(ValueError, match="hypothesis_attention_mask must hold only 0"):
+        model(input_ids=ids, attention_mask=mask, hypothesis_input_ids=ids, hypothesis_attention_mask=soft)
+    with pytest.raises(ValueError, match="attention_mask must hold only 0"):
+        model(input_ids=ids, attention_mask=soft, hypothesis_input_ids=ids, hypothesis_attention_mask=mask)
+    long_ids = torch.randint(3, VOCAB, (4, 10))
+    with pytest.raises(ValueError, match="hypothesis_input_ids has 10 tokens.*max_tokens=9"):
+        model(input_ids=ids, attention_mask=mask, hypothesis_input_ids=long_ids)
+    with pytest.raises(ValueError, match="^input_ids has 10 tokens.*max_tokens=9"):
+        model(input_ids=long_ids, hypothesis_input_ids=ids, hypothesis_attention_mask=mask)
+
+
 def test_from_pretrained_rejects_a_config_of_another_model_type(tmp_path):
     model = AttnClassifierForSequenceClassification(make_config("lstm", "additive", "base"))
     model.save_pretrained(tmp_path)

@@ -16,9 +16,11 @@ formula). High comprehensiveness and low sufficiency = a faithful ranking."""
 
 _KWARGS = """
 Args:
-    comprehensiveness: per instance, a list with one score per bin.
-    sufficiency: per instance, a list with one score per bin.
-    fractions: the bins (default [0.01, 0.05, 0.1, 0.2, 0.5]); only their number is checked.
+    comprehensiveness: per instance, a list with one score per bin (probability differences: finite,
+        in [-1, 1]).
+    sufficiency: per instance, a list with one score per bin (same range).
+    fractions: the bins (default [0.01, 0.05, 0.1, 0.2, 0.5]), each in (0, 1]; the score lists
+        need one value per bin. Anything else raises ValueError naming the argument.
     include_zero_bin: AOPC normaliser |B|+1 instead of |B| (default False).
 Returns:
     comprehensiveness_aopc, sufficiency_aopc (means of the per-instance AOPC) with their standard

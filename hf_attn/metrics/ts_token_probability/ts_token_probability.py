@@ -15,7 +15,7 @@ Args:
     token_logits: per instance, a (tokens, K) list of raw decoder units on each h_t alone
         (K = 1 for binary models: sigmoid logit).
     attentions: per instance, the trained attention (tokens,), used for the model's prediction.
-    references: gold class ids.
+    references: gold class ids, in [0, C) (C = 2 when K = 1, else K); others are a ValueError.
 Returns:
     token_probability, correct_instances, instances.
 """
@@ -40,7 +40,14 @@ class TsTokenProbability(evaluate.Metric):
 
     def _compute(self, token_logits, attentions, references):
         validation.check_same_count(token_logits=token_logits, attentions=attentions, references=references)
-        validation.check_finite("token_logits", token_logits)
+        rows = validation.check_finite("token_logits", token_logits)
         validation.check_distributions("attentions", attentions)
         validation.check_same_shapes("token_logits", token_logits, "attentions", attentions, axis=0)
+        units = {r.shape[-1] if r.ndim == 2 else None for r in rows}
+        if len(units) != 1 or None in units:
+            raise ValueError(f"token_logits must be (tokens, K) per instance with one K for all "
+                             f"instances, got K in {sorted(str(u) for u in units)}")
+        units = units.pop()
+        # K = 1: one sigmoid logit, classes {0, 1}; K > 1: classes 0 … K-1
+        references = validation.check_class_ids("references", references, 2 if units == 1 else units)
         return token_probability_from_token_logits(token_logits, attentions, references)
