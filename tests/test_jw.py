@@ -4,6 +4,7 @@ removal, per-instance loops, autograd of the objective, the evaluate modules, th
 import json
 import os
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,6 +201,30 @@ def test_cli_writes_results_and_figures(trained_model_dir, tmp_path):
             "fig5_eps_max_jsd_vs_max_attention"} <= set(results["figures"])
     assert len((out / "instances.jsonl").read_text().splitlines()) == 30
     assert not (out / "cache").exists()
+    # Per-instance Kendall τ (J&W Table 2's statistic) is stored, equal to scipy's τ-b, and the
+    # per-class means of results.json are their means.
+    from scipy.stats import kendalltau
+
+    rows = [json.loads(line) for line in (out / "instances.jsonl").read_text().splitlines()]
+    checked = 0
+    for row in rows:
+        tau = row["kendall_tau"]["attention_gradient"]
+        if len(row["attention"]) < 2:
+            assert tau is None
+            continue
+        expected = kendalltau(row["attention"], row["gradient"]).statistic
+        assert tau == pytest.approx(expected, abs=1e-9)
+        assert 0 <= row["kendall_pvalue"]["attention_gradient"] <= 1
+        checked += 1
+    assert checked >= 25
+    for c, block in summary["tau_loo"]["per_class"].items():
+        values = [r["kendall_tau"]["attention_loo"] for r in rows if r["prediction"] == int(c)
+                  and r["kendall_tau"]["attention_loo"] is not None]
+        assert block["mean"] == pytest.approx(np.mean(values), abs=1e-12)
+    # Every field of both files is documented in docs/outputs.md.
+    documented = (Path(__file__).resolve().parents[1] / "docs" / "outputs.md").read_text()
+    for key in [*results, *(f"summary.{k}" for k in summary if k != "seconds"), *rows[0]]:
+        assert f"`{key}`" in documented or f"`{key}," in documented or f", `{key}`" in documented, key
 
 
 def test_average_encoder_leave_one_out_fast_path_is_exact():

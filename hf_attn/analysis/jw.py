@@ -652,6 +652,9 @@ class JWInstances:
     adversary_tvd: np.ndarray | None = None  # (N, k)
     adversary_jsd: np.ndarray | None = None  # (N, k)
     eps_max_jsd: np.ndarray | None = None  # (N,)
+    # Per-instance Kendall τ and its p-value, set by battery_summary: {"attention_gradient":
+    # (tau (N,), pvalue (N,)), "attention_loo": …, "gradient_loo": …}; NaN where τ is undefined.
+    kendall: dict = field(default_factory=dict)
 
     @property
     def max_attention(self) -> np.ndarray:
@@ -833,6 +836,11 @@ def battery_summary(instances, lengths: np.ndarray, settings, total: float,
                                        max_attention, predictions, settings.eps, num_classes),
         "seconds": {"total": total, **timings},
     }
+    for name, key in (("attention_gradient", "tau_gradient"), ("attention_loo", "tau_loo"),
+                      ("gradient_loo", "tau_gradient_loo")):
+        block = summary[key]
+        valid = np.asarray(block["valid"], dtype=bool)
+        instances.kendall[name] = (np.where(valid, block["tau"], np.nan), np.where(valid, block["pvalue"], np.nan))
     # the batched ε-max JSD and the summary's recomputation from (TVD, JSD) must agree
     if not np.allclose(summary["adversary"]["eps_max_jsd"], instances.eps_max_jsd, atol=1e-6):
         raise RuntimeError("inconsistent ε-max JSD between the optimiser and the summary")
@@ -873,7 +881,15 @@ def _instance_analysis_row(instances: JWInstances, i: int) -> dict:
             "adversary_tvd": instances.adversary_tvd[i].tolist(),
             "adversary_jsd": instances.adversary_jsd[i].tolist(),
             "eps_max_jsd": float(instances.eps_max_jsd[i]),
-            "adversary_attention": instances.adversary_attention[i].tolist()}
+            "adversary_attention": instances.adversary_attention[i].tolist(),
+            # J&W Table 2's per-instance statistic (null: fewer than 2 tokens or a constant ranking)
+            "kendall_tau": {name: _finite_or_none(tau[i]) for name, (tau, _) in instances.kendall.items()},
+            "kendall_pvalue": {name: _finite_or_none(p[i]) for name, (_, p) in instances.kendall.items()}}
+
+
+def _finite_or_none(value) -> float | None:
+    value = float(value)
+    return value if np.isfinite(value) else None
 
 
 def _instance_rows(instances: JWInstances, tokenizer):

@@ -19,11 +19,21 @@ import numpy as np  # noqa: E402
 from ..files import save_figure_atomic  # noqa: E402
 from .jw_summary import MAX_ATTENTION_BINS  # noqa: E402
 
+# One colour per class id in every battery's figures (J&W's: purple = negative, orange = positive).
 CLASS_COLOURS = ["#8e44ad", "#f39c12", "#27ae60", "#2980b9", "#c0392b"]  # purple, orange, …
 
 
-def _class_label(names, c):
-    return names[c] if names and c < len(names) else f"class {c}"
+def class_colour(c: int) -> str:
+    return CLASS_COLOURS[int(c) % len(CLASS_COLOURS)]
+
+
+def class_label(names, c, kind: str = "predicted class") -> str:
+    """Legend text, e.g. ``"predicted class: negative"`` (``kind="gold label"`` for W&P's figures)."""
+    name = names[c] if names and c < len(names) else f"class {c}"
+    return f"{kind}: {name}"
+
+
+_class_label = class_label
 
 
 def _save(fig, path: str) -> str:
@@ -44,7 +54,7 @@ def class_histograms(values, predictions, path: str, xlabel: str, title: str, cl
     for c in np.unique(predictions):
         v = values[(predictions == c) & np.isfinite(values)]
         if len(v):
-            ax.hist(v, bins=edges, density=True, alpha=0.55, color=CLASS_COLOURS[c % len(CLASS_COLOURS)],
+            ax.hist(v, bins=edges, density=True, alpha=0.55, color=class_colour(c),
                     edgecolor="white", linewidth=0.4, label=f"{_class_label(class_names, c)} (n={len(v)})")
     ax.set_xlim(*value_range)
     ax.set_xlabel(xlabel)
@@ -76,17 +86,17 @@ def violins_by_max_attention(values, max_attention, predictions, path: str, xlab
                 positions.append(b - 0.4 + height * (ci + 0.5))
             elif len(v):
                 ax.scatter(v, [b - 0.4 + height * (ci + 0.5)] * len(v), s=6,
-                           color=CLASS_COLOURS[c % len(CLASS_COLOURS)])
+                           color=class_colour(c))
         if data:
             parts = ax.violinplot(data, positions=positions, orientation="horizontal", widths=height * 0.95,
                                   showmedians=True, showextrema=False)
             for body in parts["bodies"]:
-                body.set_facecolor(CLASS_COLOURS[c % len(CLASS_COLOURS)])
+                body.set_facecolor(class_colour(c))
                 body.set_edgecolor("black")
                 body.set_linewidth(0.4)
                 body.set_alpha(0.7)
             parts["cmedians"].set_color("black")
-        ax.plot([], [], color=CLASS_COLOURS[c % len(CLASS_COLOURS)], lw=6, alpha=0.7,
+        ax.plot([], [], color=class_colour(c), lw=6, alpha=0.7,
                 label=_class_label(class_names, c))
     ax.set_yticks(range(len(edges) - 1))
     ax.set_yticklabels([f"[{edges[b]:.2f}, {edges[b + 1]:.2f})" for b in range(len(edges) - 1)],
@@ -103,15 +113,16 @@ def violins_by_max_attention(values, max_attention, predictions, path: str, xlab
 
 
 def attention_heatmap(tokens, original, adversarial, path: str, original_output: float,
-                      adversarial_output: float, note: str = "") -> str:
+                      adversarial_output: float, note: str = "", output_name: str = "ŷ") -> str:
     """J&W Fig. 1: the sentence twice, each word's background shaded by its attention weight:
-    observed attention (left) and an adversarial attention (right), with their outputs ŷ."""
+    observed attention (left) and an adversarial attention (right), with their outputs ŷ
+    (``output_name`` says which probability, e.g. ``"P(positive)"``)."""
     tokens = list(tokens)
     lines = 1
     for _ in range(3):  # lay out, then redo with the height the wrapped text needs
         fig, axes = plt.subplots(1, 2, figsize=(10.0, 0.32 * lines + 0.35))
         used = _heatmap_panels(fig, axes, tokens, original, adversarial, original_output,
-                               adversarial_output, note)
+                               adversarial_output, note, output_name)
         if used == lines:
             break
         plt.close(fig)
@@ -120,13 +131,13 @@ def attention_heatmap(tokens, original, adversarial, path: str, original_output:
 
 
 def _heatmap_panels(fig, axes, tokens, original, adversarial, original_output, adversarial_output,
-                    note) -> int:
+                    note, output_name="ŷ") -> int:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     cmap = plt.get_cmap("Reds")
     lines_used = 1
-    panels = ((axes[0], original, f"Original attention  (ŷ = {original_output:.3f})"),
-              (axes[1], adversarial, f"Adversarial attention  (ŷ = {adversarial_output:.3f}){note}"))
+    panels = ((axes[0], original, f"Original attention  (ŷ = {output_name} = {original_output:.3f})"),
+              (axes[1], adversarial, f"Adversarial attention  (ŷ = {output_name} = {adversarial_output:.3f}){note}"))
     for ax, weights, title in panels:
         ax.set_axis_off()
         weights = np.asarray(weights, dtype=np.float64)
@@ -189,7 +200,8 @@ def write_jw_figures(instances, summary: dict, output_dir: str, tokenizer, class
             tokens, instances.attention[i], instances.adversary_attention[i][a],
             os.path.join(output_dir, "fig1_adversarial_heatmap.png"),
             float(instances.probabilities[i, -1]), float(instances.adversary_probabilities[i, a, -1]),
-            note=f", JSD = {instances.adversary_jsd[i, a]:.2f}")
+            note=f", JSD = {instances.adversary_jsd[i, a]:.2f}",
+            output_name=f"P({class_names[-1] if class_names else 'class ' + str(len(instances.probabilities[i]) - 1)})")
     return paths
 
 

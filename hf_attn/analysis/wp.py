@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from .. import wp_training as wpt
 from ..files import save_figure_atomic
+from .jw_figures import class_colour, class_label
 from ..data import TaskData
 from ..measures import jsd, tvd
 from ..training import (classification_metrics, environment_versions, settings_from_run, task_of,
@@ -167,7 +168,6 @@ def consistent_adversary_summary(adversary_attention, base_attention, adversary_
 # ---------------------------------------------------------------------------------------------
 # figures
 def _violin_panel(ax, values, max_attention, labels, label_names, bins, title, xlabel):
-    colors = ("tab:blue", "tab:red")
     edges = np.asarray(bins)
     which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
     width = (edges[1] - edges[0]) * 0.4
@@ -182,19 +182,18 @@ def _violin_panel(ax, values, max_attention, labels, label_names, bins, title, x
                 parts = ax.violinplot([v], positions=[centre], orientation="horizontal", widths=width * 0.55,
                                       showmedians=True, showextrema=False)
                 for body in parts["bodies"]:
-                    body.set_facecolor(colors[ci % 2] if len(classes) == 2 else f"C{ci}")
+                    body.set_facecolor(class_colour(c))
                     body.set_alpha(0.55)
                 parts["cmedians"].set_color("black")
             elif v.size:
-                ax.plot(v, np.full(v.shape, centre), "|", color=colors[ci % 2] if len(classes) == 2 else f"C{ci}")
+                ax.plot(v, np.full(v.shape, centre), "|", color=class_colour(c))
     ax.set_xlim(0, np.log(2) * 1.02)
     ax.set_ylim(edges[0], edges[-1])
     ax.set_yticks(edges)
     ax.set_xlabel(xlabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    return [plt_patch(colors[i % 2] if len(classes) == 2 else f"C{i}", label_names[c])
-            for i, c in enumerate(classes)]
+    return [plt_patch(class_colour(c), class_label(label_names, c, kind="gold label")) for c in classes]
 
 
 def plt_patch(color, label):
