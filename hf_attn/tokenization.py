@@ -1,8 +1,16 @@
 """Word-level tokenizer as in J&W appendix A: lower-case words, every word containing a digit → ``qqq``,
 vocabulary from the training split (min count), specials ``[PAD]`` ``[UNK]`` ``[MASK]``.
 
+Raw English is first rewritten into the Penn-Treebank spelling of SST (:data:`PTB_RULES`):
+contractions and clitics split off (``don't`` → ``do n't``, ``it's`` → ``it 's``), double quotes →
+two backquotes / two apostrophes, single quotes → one backquote / one apostrophe, dashes → ``--``,
+escaped brackets ``-lrb-`` → ``(``. "I don't like it, it isn't good." and its SST form "I do n't like
+it , it is n't good ." then give the same tokens; already-tokenized SST text is left unchanged.
+
 Built with the ``tokenizers`` library (WordLevel model) and wrapped as a
-``PreTrainedTokenizerFast`` so it saves and loads with the model folder.
+``PreTrainedTokenizerFast`` so it saves and loads with the model folder. Every rule is a
+``tokenizers`` normalizer or pre-tokenizer, so it is serialized into ``tokenizer.json`` and
+``AutoTokenizer`` / ``PreTrainedTokenizerFast.from_pretrained`` apply it without ``hf_attn``.
 """
 
 from __future__ import annotations
@@ -22,11 +30,37 @@ _NUMBER_WORD = r"[\w'\-]*\d(?:[\w'\-]|[.,:/]\d)*"
 # text such as "great!" becomes "great" "!"; already-tokenized SST text is left unchanged.
 _PUNCTUATION = r"[^\w\s'\-]"
 
+# Raw text → the (lower-cased) PTB spelling of SST, applied in order after NFKC + lower-casing and
+# before the number rule (so "1999's" → "qqq 's" as SST's "1999 's"). Each rule is a regex Replace
+# (Oniguruma, as in tokenizers; lookarounds keep the context unconsumed). None of them changes SST
+# as hf_attn.data loads it (brackets unescaped): every rule needs a word character before a quote
+# or a spelling SST never contains. tests/test_tokenization.py checks this on all of SST.
+_KEPT_APOSTROPHE = r"(?:s|re|ve|ll|d|m|em|n|til|tis|twas|cause|bout)\b"  # 's 'em 'til ... stay words
+PTB_RULES: tuple[tuple[str, str], ...] = (
+    ("\u2019", "'"),                                  # ’ → ' (apostrophe or closing single quote)
+    ("\u2018", "'"),                                  # ‘ → ' (opening single quote, decided below)
+    ("[\u201c\u201e]", " `` "),                       # “ „ → ``
+    ("\u201d", " '' "),                               # ” → ''
+    (r'(?:^|(?<=[\s(\[{<]))"', " `` "),               # " opening a phrase → ``
+    (r'"', " '' "),                                   # every other " closes one → ''
+    (r"(?<=[^\s'])''", " ''"),                        # word'' → word ''
+    ("[\u2013\u2014\u2015]|-{2,}", " -- "),           # en/em dash, word--word → --
+    (r"-lrb-", "("), (r"-rrb-", ")"),                 # PTB bracket escapes → the bundled SST form
+    (r"-lsb-", "["), (r"-rsb-", "]"),                 # (hf_attn.data unescapes them on loading)
+    (r"-lcb-", "{"), (r"-rcb-", "}"),
+    (r"\bcannot\b", "can not"),
+    (r"(?<=\w)n't\b", " n't"),                        # don't → do n't, can't → ca n't, won't → wo n't
+    (r"(?<=\w)'(?=(?:s|re|ve|ll|d|m)\b)", " '"),      # it's → it 's, i'm, we're, they've, we'll, i'd
+    (r"(?<!\bol)(?<!'n)(?<=\w)'(?=$|[^\w'])", " '"),  # closing a word: actors' → actors ' (not ol' 'n')
+    (r"(?:^|(?<=[\s(\[{<`]))'(?=[^\W\d_])(?!" + _KEPT_APOSTROPHE + ")", " ` "),  # 'great → ` great
+)
+
 
 def _normalizer() -> normalizers.Normalizer:
     return normalizers.Sequence([
         normalizers.NFKC(),
         normalizers.Lowercase(),
+        *(normalizers.Replace(Regex(pattern), content) for pattern, content in PTB_RULES),
         normalizers.Replace(Regex(_NUMBER_WORD), NUMBER_TOKEN),
     ])
 
