@@ -118,7 +118,9 @@ def test_second_writer_in_process_api_fails_at_once(held_folder):
         train(TrainSettings(**SMALL), folder, progress=False)
 
 
-@pytest.mark.parametrize("command", ["train", "analyze", "eraser", "reproduce"])
+@pytest.mark.parametrize("command", [pytest.param("train", marks=pytest.mark.slow), "analyze",
+                                     pytest.param("eraser", marks=pytest.mark.slow),
+                                     pytest.param("reproduce", marks=pytest.mark.slow)])
 def test_second_writer_cli_exits_2_naming_folder_and_holder(held_folder, trained_model_dir, data_folder, command):
     folder, holder = held_folder
     argv = {"train": ["train", "--dataset", data_folder, "--output-dir", folder, "--quiet"],
@@ -191,6 +193,7 @@ def test_unfinished_run_with_other_settings_is_refused(finished_run, small_sst, 
         train(settings, str(folder), task=small_sst, progress=False)
 
 
+@pytest.mark.slow
 def test_cli_refuses_changed_learning_rate(finished_run, data_folder, tmp_path):
     out = str(tmp_path / "cli")
     common = ["--dataset", data_folder, "--embeddings", "random", "--embedding-dim", "16", "--hidden-size", "8",

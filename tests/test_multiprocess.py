@@ -18,7 +18,8 @@ import sys
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate CLI not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate CLI not installed"),
+              pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
 # 600 training sentences = 25 batches of 24, each split 12 + 12 between the two processes
 TRAIN_FLAGS = ["--embeddings", "random", "--embedding-dim", "16", "--hidden-size", "8", "--epochs", "2",
@@ -40,8 +41,6 @@ def _single(*args) -> None:
     done = subprocess.run([sys.executable, "-m", "hf_attn.cli", *args], env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

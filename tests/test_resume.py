@@ -82,6 +82,7 @@ def trained_twice(tmp_path_factory, data_folder):
     return reference, resumed
 
 
+@pytest.mark.slow
 def test_killed_training_resumes_to_bit_identical_results(trained_twice):
     reference, resumed = trained_twice
     with open(os.path.join(resumed, "metrics.json"), encoding="utf-8") as f:
@@ -118,6 +119,7 @@ def _results(out: str) -> tuple[dict, list]:
     return results, rows
 
 
+@pytest.mark.slow
 def test_killed_analysis_resumes_to_bit_identical_results(trained_twice, tmp_path):
     model = trained_twice[0]
     reference, resumed = str(tmp_path / "reference"), str(tmp_path / "resumed")
@@ -136,6 +138,7 @@ def test_killed_analysis_resumes_to_bit_identical_results(trained_twice, tmp_pat
     assert res_results["parameters"]["seed"] == 0 and res_results["parameters"]["steps"] == 40
 
 
+@pytest.mark.slow
 def test_same_seed_gives_bit_identical_training_and_analysis(trained_twice, small_sst, tmp_path):
     """Determinism: two trainings with the same seed are bit-identical (the resume test above
     compares the weights of two CLI runs); here the battery runs twice on freshly loaded models and
