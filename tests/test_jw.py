@@ -13,7 +13,7 @@ import torch
 from hf_attn.analysis import jw
 from hf_attn.analysis.jw_summary import (adversary_summary, correlation_summary, jsonable,
                                          permutation_summary)
-from hf_attn.measures import tvd
+from hf_attn.measures import merge_near_ties, tvd
 
 METRICS = os.path.join(os.path.dirname(jw.__file__), "..", "metrics")
 
@@ -212,7 +212,9 @@ def test_cli_writes_results_and_figures(trained_model_dir, tmp_path):
         if len(row["attention"]) < 2:
             assert tau is None
             continue
-        expected = kendalltau(row["attention"], row["gradient"]).statistic
+        tied = [merge_near_ties(row[k], tolerance=results["parameters"]["tie_tolerance"])
+                for k in ("attention", "gradient")]
+        expected = kendalltau(*tied).statistic
         assert tau == pytest.approx(expected, abs=1e-9)
         assert 0 <= row["kendall_pvalue"]["attention_gradient"] <= 1
         checked += 1
@@ -334,3 +336,95 @@ def test_amsgrad_ascent_equals_torch_adam(dtype):
         theirs.grad = g.clone()
         reference.step()
     torch.testing.assert_close(ours, theirs.detach(), rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-10)
+
+
+def _with_repeated_token(tokens: list[str], position: int) -> list[str]:
+    return tokens[:position + 1] + [tokens[position]] + tokens[position + 1:]
+
+
+def test_repeated_tokens_are_tied_before_kendall_tau(model_and_batch, small_sst):
+    """Issue 15 item 6, through the real model: deleting either of two adjacent identical tokens
+    gives the same sentence, so their leave-one-out values are one value; the float32 shortcut
+    can return them a few 1e-8 apart. After merging near-ties (tie_tolerance) they are equal and
+    the battery's τ is scipy's τ-b of the merged values; without it τ ranks the tie as ordered."""
+    from scipy.stats import kendalltau
+
+    model, tokenizer, _, _ = model_and_batch
+    sentences = [" ".join(_with_repeated_token(text.split(), p))  # "a a b …", "… b c c d …"
+                 for text in list(small_sst.splits["test"]["text"])[:60] if len(text.split()) >= 4
+                 for p in (0, 2)]
+    encoded = tokenizer(sentences)["input_ids"]
+    ids, mask = jw.pad_batch(encoded)
+    probabilities, attention, _ = jw.predict(model, ids, mask)
+    loo = jw.leave_one_out(model, ids, mask, probabilities=probabilities)
+    tolerance = jw.JWSettings().tie_tolerance
+    assert tolerance == 1e-6
+    att = [attention[b, :len(e)].double().numpy() for b, e in enumerate(encoded)]
+    lo = [loo[b, :len(e)].double().numpy() for b, e in enumerate(encoded)]
+    predictions = probabilities.argmax(-1).numpy()
+    merged = correlation_summary(att, lo, predictions, 2, tie_tolerance=tolerance)
+    raw = correlation_summary(att, lo, predictions, 2, tie_tolerance=0.0)
+    broken = 0
+    for b, e in enumerate(encoded):
+        pairs = [t for t in range(len(e) - 1) if e[t] == e[t + 1]]
+        assert pairs, sentences[b]
+        m_att, m_loo = merge_near_ties(att[b], tolerance=tolerance), merge_near_ties(lo[b], tolerance=tolerance)
+        for t in pairs:
+            assert abs(lo[b][t] - lo[b][t + 1]) < tolerance  # one sentence, float32 noise only
+            assert m_loo[t] == m_loo[t + 1]
+        expected = kendalltau(m_att, m_loo)
+        assert merged["tau"][b] == pytest.approx(expected.statistic, abs=1e-12)
+        assert merged["pvalue"][b] == pytest.approx(expected.pvalue, rel=1e-9, abs=1e-15)
+        assert raw["tau"][b] == pytest.approx(kendalltau(att[b], lo[b]).statistic, abs=1e-12)
+        if any(lo[b][t] != lo[b][t + 1] for t in pairs):
+            broken += 1
+            assert raw["tau"][b] != merged["tau"][b]  # the counter-example: the tie ranked as ordered
+    assert broken >= 1, "no repeated-token pair whose float32 leave-one-out values differ"
+
+
+def test_tie_tolerance_is_a_validated_setting_and_cli_option():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    jw.add_options(parser)
+    assert jw.settings_from_options(parser.parse_args([])).tie_tolerance == 1e-6
+    assert jw.settings_from_options(parser.parse_args(["--jw-tie-tolerance", "0"])).tie_tolerance == 0.0
+    for bad in (-1e-6, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="tie_tolerance"):
+            jw.JWSettings(tie_tolerance=bad).validate()
+
+
+def test_single_token_instances_are_skipped_by_every_summary(model_and_batch, small_sst):
+    """Issue 15 item 7: instances with fewer than 2 tokens have no τ, and their permutation Δŷ and
+    ε-max JSD (0 by construction) are skipped alike, counted in ``skipped``."""
+    model, tokenizer, _, _ = model_and_batch
+    texts = list(small_sst.splits["test"]["text"])[:10] + ["good", "bad", "dull", "fun"]
+    settings = jw.JWSettings(num_permutations=5, k=2, steps=5)
+    instances, summary = jw.run_jw_battery(model, tokenizer, texts, settings=settings, progress=False)
+    lengths = np.array([len(a) for a in instances.attention])
+    single = lengths < 2
+    assert single.sum() == 4 == summary["length"]["single_token"]
+    predictions = instances.predictions
+    medians = np.median(instances.permutation_tvd, axis=1)
+    assert (medians[single] == 0).all() and (instances.eps_max_jsd[single] == 0).all()
+    for key in ("tau_gradient", "tau_loo", "tau_gradient_loo", "permutation", "adversary"):
+        block = summary[key]
+        assert block["overall"]["skipped"] == 4, key
+        assert block["overall"]["count"] == int((~single).sum()), key
+        for c, stats in block["per_class"].items():
+            assert stats["skipped"] == int((single & (predictions == int(c))).sum()), (key, c)
+            assert stats["count"] == int((~single & (predictions == int(c))).sum()), (key, c)
+    assert summary["permutation"]["overall"]["median"] == pytest.approx(float(np.median(medians[~single])))
+    assert summary["adversary"]["overall"]["mean"] == pytest.approx(float(instances.eps_max_jsd[~single].mean()))
+    feasible = (instances.adversary_tvd <= settings.eps).any(1)
+    assert summary["adversary"]["overall"]["fraction_feasible"] == pytest.approx(float(feasible[~single].mean()))
+    for key in ("permutation", "adversary"):  # Figs 3 and 5 bin only the counted instances
+        assert sum(row["count"] for row in summary[key]["by_max_attention"]) == int((~single).sum())
+    assert np.isnan(summary["permutation"]["median_tvd"][single]).all()
+    assert np.isnan(summary["adversary"]["eps_max_jsd"][single]).all()
+    # the plain functions without lengths (the evaluate modules' call) count every instance
+    every = permutation_summary(instances.permutation_tvd, instances.max_attention, predictions, 2)
+    assert every["overall"]["count"] == len(texts) and "skipped" not in every["overall"]
+    every = adversary_summary(instances.adversary_tvd, instances.adversary_jsd, instances.max_attention,
+                              predictions, settings.eps, 2)
+    assert every["overall"]["count"] == len(texts) and "skipped" not in every["overall"]

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import kendalltau
 
-from hf_attn.measures import LN2, jsd, kendall_tau, kl_divergence, tvd
+from hf_attn.measures import LN2, jsd, kendall_tau, kl_divergence, merge_near_ties, tvd
 
 
 def test_tvd_hand_computed():
@@ -86,3 +86,53 @@ def test_kendall_skips_length_one_and_constant_rows():
 def test_kendall_rejects_nan():
     with pytest.raises(ValueError, match="NaN"):
         kendall_tau(np.array([[0.1, np.nan]]), np.array([[0.1, 0.2]]))
+
+
+def test_merge_near_ties_chains_within_tolerance_and_keeps_order():
+    x = np.array([0.3, 0.1, 0.1 + 4e-7, 0.2, 0.3 + 9e-7, 0.1 + 8e-7, 0.5])
+    got = merge_near_ties(x, tolerance=1e-6)
+    # 0.1, 0.1+4e-7, 0.1+8e-7 form one chain (neighbours within 1e-6) even though 0.1 and
+    # 0.1+8e-7 would fall on different sides of a 1e-6 rounding grid's boundary at 0.1000005
+    assert got.tolist() == [0.3, 0.1, 0.1, 0.2, 0.3, 0.1, 0.5]
+    assert np.array_equal(np.argsort(got, kind="stable"), np.argsort(x, kind="stable"))
+    assert np.round(0.1 + 4e-7, 6) != np.round(0.1 + 8e-7, 6)  # what plain rounding would split
+    assert merge_near_ties(x, tolerance=0.0).tolist() == x.tolist()  # 0: unchanged
+    # rows are independent; masked positions never join a group and are returned unchanged
+    X = np.array([[0.2, 0.2 + 1e-7, 9.0], [0.2 + 1e-7, 0.5, 0.2]])
+    M = np.array([[1, 1, 0], [1, 1, 1]], dtype=bool)
+    assert merge_near_ties(X, M, 1e-6).tolist() == [[0.2, 0.2, 9.0], [0.2, 0.5, 0.2]]
+    with pytest.raises(ValueError, match="tolerance"):
+        merge_near_ties(x, tolerance=-1.0)
+
+
+def test_kendall_with_tie_tolerance_is_scipy_on_merged_values():
+    """Issue 15 item 6: a pair of values 1e-7 apart (an exact tie up to float32 noise) is a tie
+    after merging; τ then equals scipy's τ-b of the merged values, while the raw values give a
+    different τ (the tie counted as ordered)."""
+    attention = np.array([0.10, 0.35, 0.20, 0.05, 0.30])
+    loo = np.array([0.40, 0.40 + 6e-8, 0.10, 0.02, 0.25])  # tokens 0 and 1: the same deletion
+    raw = kendall_tau(attention[None], loo[None])
+    merged = kendall_tau(attention[None], loo[None], tie_tolerance=1e-6)
+    ref = kendalltau(merge_near_ties(attention, tolerance=1e-6), merge_near_ties(loo, tolerance=1e-6))
+    assert merged.tau[0] == pytest.approx(ref.statistic, abs=1e-12)
+    assert merged.pvalue[0] == pytest.approx(ref.pvalue, rel=1e-9)
+    assert raw.tau[0] == pytest.approx(kendalltau(attention, loo).statistic, abs=1e-12)
+    assert abs(raw.tau[0] - merged.tau[0]) > 0.05
+    # batched, random lengths with planted near-ties: every row equals scipy on the merged row
+    rng = np.random.default_rng(1)
+    X, Y, M = np.zeros((30, 12)), np.zeros((30, 12)), np.zeros((30, 12), dtype=bool)
+    for i in range(30):
+        n = int(rng.integers(2, 13))
+        x, y = rng.normal(size=n), rng.normal(size=n)
+        if n >= 3:
+            y[1] = y[0] + rng.uniform(-5e-7, 5e-7)
+        X[i, :n], Y[i, :n], M[i, :n] = x, y, True
+    result = kendall_tau(X, Y, M, tie_tolerance=1e-6)
+    for i in range(30):
+        n = int(M[i].sum())
+        ref = kendalltau(merge_near_ties(X[i, :n], tolerance=1e-6), merge_near_ties(Y[i, :n], tolerance=1e-6))
+        if np.isnan(ref.statistic):
+            assert not result.valid[i]
+            continue
+        assert result.tau[i] == pytest.approx(ref.statistic, abs=1e-12)
+        assert result.pvalue[i] == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-15)

@@ -621,6 +621,11 @@ class JWSettings:
     init_scale: float = 3.0
     seed: int = 0
     alpha: float = 0.05  # significance level of the Kendall τ tests
+    # Importances of one instance within this (absolute) distance are tied before Kendall τ:
+    # attention, gradient and leave-one-out carry float32 noise of up to ~5e-7, enough to order
+    # exact ties (two adjacent identical tokens give the same sentence when either is deleted).
+    # 0 ranks the raw values. Why 1e-6: hf_attn.analysis.jw_summary.TIE_TOLERANCE.
+    tie_tolerance: float = 1e-6
     token_budget: int = 16384  # padded tokens per batch (forward, permutations, adversaries)
     gradient_token_budget: int = 4096  # per forward + backward (cache-sized: faster on CPU)
     loo_token_budget: int = 32768  # padded tokens per chunk of leave-one-out deletions
@@ -633,6 +638,8 @@ class JWSettings:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.steps < 0 or not self.lr > 0 or self.eps < 0 or self.lam < 0:
             raise ValueError("need steps >= 0, lr > 0, eps >= 0, lam >= 0")
+        if not (0 <= self.tie_tolerance < float("inf")):
+            raise ValueError(f"tie_tolerance must be a finite number >= 0, got {self.tie_tolerance}")
 
 
 @dataclass
@@ -812,28 +819,34 @@ def battery_summary(instances, lengths: np.ndarray, settings, total: float,
                     timings: dict[str, float]) -> dict:
     """Summary of a finished battery from its per-instance results (sets
     ``instances.predictions``): Table 2 per predicted class (τ of attention vs gradient / LOO and
-    gradient vs LOO), permutation and adversary summaries, timings. Shared by the single-sequence
-    and the sentence-pair batteries."""
-    from .jw_summary import adversary_summary, correlation_summary, permutation_summary
+    gradient vs LOO, values within ``settings.tie_tolerance`` tied first), permutation and
+    adversary summaries, timings. Shared by the single-sequence and the sentence-pair batteries.
+
+    Instances with fewer than 2 tokens are skipped alike by all five statistics (no τ; a single
+    token's permutations and adversaries cannot move its attention, Δŷ = JSD = 0): each block
+    counts them in ``skipped``, ``length.single_token`` gives the total."""
+    from .jw_summary import TIE_TOLERANCE, adversary_summary, correlation_summary, permutation_summary
 
     instances.predictions = instances.probabilities.argmax(-1)
     num_classes = instances.probabilities.shape[1]
     predictions, max_attention = instances.predictions, instances.max_attention
+    ties = getattr(settings, "tie_tolerance", TIE_TOLERANCE)
     summary = {
         "num_instances": len(lengths), "num_classes": num_classes,
         "length": {"mean": float(lengths.mean()), "max": int(lengths.max()),
                    "single_token": int((lengths < 2).sum())},
         "predicted_class_counts": np.bincount(predictions, minlength=num_classes).tolist(),
         "tau_gradient": correlation_summary(instances.attention, instances.gradient, predictions,
-                                            num_classes, settings.alpha),
+                                            num_classes, settings.alpha, tie_tolerance=ties),
         "tau_loo": correlation_summary(instances.attention, instances.loo, predictions, num_classes,
-                                       settings.alpha),
+                                       settings.alpha, tie_tolerance=ties),
         "tau_gradient_loo": correlation_summary(instances.gradient, instances.loo, predictions,
-                                                num_classes, settings.alpha),
+                                                num_classes, settings.alpha, tie_tolerance=ties),
         "permutation": permutation_summary(instances.permutation_tvd, max_attention, predictions,
-                                           num_classes),
+                                           num_classes, lengths=lengths),
         "adversary": adversary_summary(instances.adversary_tvd, instances.adversary_jsd,
-                                       max_attention, predictions, settings.eps, num_classes),
+                                       max_attention, predictions, settings.eps, num_classes,
+                                       lengths=lengths),
         "seconds": {"total": total, **timings},
     }
     for name, key in (("attention_gradient", "tau_gradient"), ("attention_loo", "tau_loo"),
@@ -842,7 +855,8 @@ def battery_summary(instances, lengths: np.ndarray, settings, total: float,
         valid = np.asarray(block["valid"], dtype=bool)
         instances.kendall[name] = (np.where(valid, block["tau"], np.nan), np.where(valid, block["pvalue"], np.nan))
     # the batched ε-max JSD and the summary's recomputation from (TVD, JSD) must agree
-    if not np.allclose(summary["adversary"]["eps_max_jsd"], instances.eps_max_jsd, atol=1e-6):
+    counted = summary["adversary"]["valid"]
+    if not np.allclose(summary["adversary"]["eps_max_jsd"][counted], instances.eps_max_jsd[counted], atol=1e-6):
         raise RuntimeError("inconsistent ε-max JSD between the optimiser and the summary")
     if instances.labels is not None:
         summary["accuracy"] = float((predictions == instances.labels).mean())
@@ -908,7 +922,8 @@ def settings_from_options(options) -> JWSettings:
         token_budget=getattr(options, "jw_token_budget", defaults.token_budget),
         gradient_token_budget=getattr(options, "jw_gradient_token_budget", defaults.gradient_token_budget),
         loo_token_budget=getattr(options, "jw_loo_token_budget", defaults.loo_token_budget),
-        num_threads=getattr(options, "jw_threads", defaults.num_threads))
+        num_threads=getattr(options, "jw_threads", defaults.num_threads),
+        tie_tolerance=getattr(options, "jw_tie_tolerance", defaults.tie_tolerance))
 
 
 def jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
@@ -1000,6 +1015,9 @@ def add_options(parser) -> None:
                    help="padded tokens per gradient forward + backward")
     g.add_argument("--jw-loo-token-budget", type=int, default=32768,
                    help="padded tokens per chunk of leave-one-out deletions")
+    g.add_argument("--jw-tie-tolerance", type=float, default=1e-6,
+                   help="importances within this absolute distance count as tied in Kendall τ "
+                        "(float32 noise; 0: rank the raw values)")
     g.add_argument("--jw-threads", type=int, default=None,
                    help="torch threads (1 is much faster on an oversubscribed CPU)")
     g.add_argument("--jw-max-instances", type=int, default=None, help="only the first N instances")

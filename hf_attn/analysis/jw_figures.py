@@ -68,10 +68,12 @@ def class_histograms(values, predictions, path: str, xlabel: str, title: str, cl
 def violins_by_max_attention(values, max_attention, predictions, path: str, xlabel: str, title: str,
                              class_names=None, value_range=(0.0, None), bins=MAX_ATTENTION_BINS) -> str:
     """J&W Figs 3 and 5: horizontal violins of ``values`` (x) per max-attention bin (y), one per
-    predicted class side by side."""
+    predicted class side by side. NaN values (instances a summary skipped) are left out."""
     values = np.asarray(values, dtype=np.float64)
     max_attention = np.asarray(max_attention, dtype=np.float64)
     predictions = np.asarray(predictions)
+    finite = np.isfinite(values)
+    values, max_attention, predictions = values[finite], max_attention[finite], predictions[finite]
     classes = list(np.unique(predictions))
     edges = np.asarray(bins)
     which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
@@ -105,7 +107,7 @@ def violins_by_max_attention(values, max_attention, predictions, path: str, xlab
     ax.set_ylabel("max attention")
     ax.set_xlabel(xlabel)
     lo, hi = value_range
-    ax.set_xlim(lo, hi if hi is not None else max(float(np.nanmax(values)) * 1.05, 1e-3))
+    ax.set_xlim(lo, hi if hi is not None else max(float(np.nanmax(values, initial=0.0)) * 1.05, 1e-3))
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.spines[["top", "right"]].set_visible(False)

@@ -22,6 +22,19 @@ PUBLISHED_SST = {
 
 MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
+# Importances closer than this (absolute) are tied before Kendall τ (issue 15 item 6; see
+# :func:`hf_attn.measures.merge_near_ties`). Attention weights, leave-one-out TVDs and gradient ×
+# input are all computed in float32 from probabilities of order 1, so their rounding error is
+# absolute, a few ulp(1) = 1.2e-7. Measured 2026-11-22 on the 2-core machine, against a float64
+# copy of an SST BiLSTM (GloVe-50d, 8 epochs, seed 0), the largest error over the 1821 test
+# sentences was 2.2e-7 (attention), 3.4e-7 (gradient) and 5.5e-7 (leave-one-out), and 143 of the
+# 432 pairs of adjacent identical tokens got leave-one-out values differing by up to 6.7e-8
+# although both deletions give the same sentence. 1e-6 sits above that noise and far below the
+# values' own scale (the smallest per-sentence maximum was 1.6e-3). A tolerance relative to each
+# sentence's largest value would not fit: the noise does not shrink with the values. Models whose
+# importances are all of order 1e-6 (saturated outputs) need a smaller tolerance.
+TIE_TOLERANCE = 1e-6
+
 
 def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """List of 1-D arrays → ``(N, T)`` float64 values (``fill`` beyond each length) and bool mask."""
@@ -35,11 +48,14 @@ def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]
     return values, mask
 
 
-def kendall_per_instance(x, y, pair_budget: int = 500_000) -> dict[str, np.ndarray]:
+def kendall_per_instance(x, y, pair_budget: int = 500_000, tie_tolerance: float = 0.0
+                         ) -> dict[str, np.ndarray]:
     """Kendall τ-b and p-value of each instance's ``x`` vs ``y`` (ragged 1-D arrays of equal
     length per instance), computed with :func:`hf_attn.measures.kendall_tau` in length buckets of
-    at most ``pair_budget`` (instances × T²) entries. Instances with fewer than 2 tokens, a constant
-    ranking or a non-finite value are not valid (τ = p = NaN; reported as skipped)."""
+    at most ``pair_budget`` (instances × T²) entries, after merging values within
+    ``tie_tolerance`` of each other (:func:`hf_attn.measures.merge_near_ties`; 0: exact values).
+    Instances with fewer than 2 tokens, a constant ranking (also after merging) or a non-finite
+    value are not valid (τ = p = NaN; reported as skipped)."""
     if len(x) != len(y):
         raise ValueError(f"x has {len(x)} instances, y {len(y)}")
     n = len(x)
@@ -61,7 +77,7 @@ def kendall_per_instance(x, y, pair_budget: int = 500_000) -> dict[str, np.ndarr
         chunk = order[start:stop]
         xs, mask = ragged_to_padded([x[i] for i in chunk])
         ys, _ = ragged_to_padded([y[i] for i in chunk])
-        result = kendall_tau(xs, ys, mask)
+        result = kendall_tau(xs, ys, mask, tie_tolerance)
         tau[chunk], pvalue[chunk], valid[chunk] = result.tau, result.pvalue, result.valid
         start = stop
     return {"tau": tau, "pvalue": pvalue, "valid": valid, "length": lengths}
@@ -76,6 +92,16 @@ def _class_ids(predictions, num_classes: int | None) -> tuple[np.ndarray, int]:
     return predictions, num_classes
 
 
+def _ranked(lengths, n: int) -> np.ndarray:
+    """Instances with at least 2 tokens (all of them when ``lengths`` is None)."""
+    if lengths is None:
+        return np.ones(n, dtype=bool)
+    lengths = np.asarray(lengths).reshape(-1)
+    if len(lengths) != n:
+        raise ValueError(f"{n} instances but {len(lengths)} lengths")
+    return lengths >= 2
+
+
 def _describe(values: np.ndarray) -> dict[str, float | int | None]:
     if len(values) == 0:
         return {"count": 0, "mean": None, "std": None, "median": None}
@@ -84,14 +110,19 @@ def _describe(values: np.ndarray) -> dict[str, float | int | None]:
 
 
 def correlation_summary(x, y, predictions, num_classes: int | None = None, alpha: float = 0.05,
-                        pair_budget: int = 4_000_000) -> dict:
+                        pair_budget: int = 4_000_000, tie_tolerance: float = TIE_TOLERANCE) -> dict:
     """J&W Table 2 for one pair of rankings (e.g. attention vs gradient): per predicted class and
     overall, mean ± std of τ over valid instances, fraction with p < ``alpha``, and the number of
-    skipped instances (fewer than 2 tokens or a constant ranking: no τ, never counted as 0)."""
+    skipped instances (fewer than 2 tokens or a constant ranking: no τ, never counted as 0).
+
+    Values of one instance within ``tie_tolerance`` (absolute; default :data:`TIE_TOLERANCE` =
+    1e-6, whose comment says why) are tied before ranking, so float32 noise does not order exact
+    ties; the per-instance ``tau`` equals ``scipy.stats.kendalltau`` of the merged values
+    (:func:`hf_attn.measures.merge_near_ties`). ``tie_tolerance=0`` ranks the raw values."""
     predictions, num_classes = _class_ids(predictions, num_classes)
     if len(predictions) != len(x):
         raise ValueError(f"{len(x)} instances but {len(predictions)} predictions")
-    result = kendall_per_instance(x, y, pair_budget)
+    result = kendall_per_instance(x, y, pair_budget, tie_tolerance)
     tau, pvalue, valid = result["tau"], result["pvalue"], result["valid"]
 
     def block(select: np.ndarray) -> dict:
@@ -123,10 +154,16 @@ def binned_by_max_attention(values: np.ndarray, max_attention: np.ndarray, predi
     return rows
 
 
-def permutation_summary(permutation_tvd, max_attention, predictions, num_classes: int | None = None
-                        ) -> dict:
+def permutation_summary(permutation_tvd, max_attention, predictions, num_classes: int | None = None,
+                        lengths=None) -> dict:
     """J&W §4.2.1: Δŷ_med = median over permutations of TVD(ŷ_p, ŷ) per instance (``permutation_tvd``
-    ragged or ``(N, P)``); its distribution per predicted class and by max attention (Fig. 3)."""
+    ragged or ``(N, P)``); its distribution per predicted class and by max attention (Fig. 3).
+
+    Given ``lengths`` (tokens per instance), instances with fewer than 2 tokens are skipped as for
+    Kendall τ: a single token has one permutation, itself, so its Δŷ = 0 says nothing about
+    attention. They are left out of ``per_class``, ``overall`` and ``by_max_attention``, counted in
+    ``skipped``, and their ``median_tvd`` is NaN (``valid`` False). Without ``lengths`` every
+    instance counts and the result has no ``skipped`` / ``valid`` (the evaluate module's output)."""
     predictions, num_classes = _class_ids(predictions, num_classes)
     if isinstance(permutation_tvd, np.ndarray) and permutation_tvd.ndim == 2:
         medians = np.median(permutation_tvd.astype(np.float64), axis=1)
@@ -135,17 +172,35 @@ def permutation_summary(permutation_tvd, max_attention, predictions, num_classes
     max_attention = np.asarray(max_attention, dtype=np.float64).reshape(-1)
     if not (len(medians) == len(max_attention) == len(predictions)):
         raise ValueError("permutation_tvd, max_attention and predictions differ in length")
-    return {"per_class": {str(c): _describe(medians[predictions == c]) for c in range(num_classes)},
-            "overall": _describe(medians),
-            "by_max_attention": binned_by_max_attention(medians, max_attention, predictions, num_classes),
-            "median_tvd": medians}
+    valid = _ranked(lengths, len(medians))
+    medians = np.where(valid, medians, np.nan)
+
+    def block(select):
+        stats = _describe(medians[select & valid])
+        if lengths is not None:
+            stats["skipped"] = int((select & ~valid).sum())
+        return stats
+
+    result = {"per_class": {str(c): block(predictions == c) for c in range(num_classes)},
+              "overall": block(np.ones(len(predictions), dtype=bool)),
+              "by_max_attention": binned_by_max_attention(medians[valid], max_attention[valid],
+                                                          predictions[valid], num_classes),
+              "median_tvd": medians}
+    return result if lengths is None else result | {"valid": valid}
 
 
 def adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions, eps: float = 0.01,
-                      num_classes: int | None = None) -> dict:
+                      num_classes: int | None = None, lengths=None) -> dict:
     """J&W Alg. 3 / Figs 4–5: ε-max JSD = max JSD(α(i), α̂) over adversaries with TVD ≤ ε (0 if none)
     per instance, its distribution per predicted class, the fraction of instances with a feasible
-    adversary, and ε-max JSD by max attention."""
+    adversary, and ε-max JSD by max attention.
+
+    Given ``lengths`` (tokens per instance), instances with fewer than 2 tokens are skipped as for
+    Kendall τ: their only attention is α = [1], so every adversary equals it (JSD 0, always
+    "feasible"). They are left out of ``per_class``, ``overall`` (also ``fraction_feasible``) and
+    ``by_max_attention``, counted in ``skipped``, and their ``eps_max_jsd`` is NaN (``valid``
+    False). Without ``lengths`` every instance counts and the result has no ``skipped`` /
+    ``valid`` (the evaluate module's output)."""
     predictions, num_classes = _class_ids(predictions, num_classes)
     eps_max, feasible_any = [], []
     for t, j in zip(adversary_tvd, adversary_jsd):
@@ -159,16 +214,24 @@ def adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions, 
     if not (len(eps_max) == len(max_attention) == len(predictions)):
         raise ValueError("adversary arrays, max_attention and predictions differ in length")
 
+    valid = _ranked(lengths, len(eps_max))
+    eps_max = np.where(valid, eps_max, np.nan)
+
     def block(select):
-        stats = _describe(eps_max[select])
-        stats["fraction_feasible"] = float(feasible_any[select].mean()) if select.any() else None
+        ok = select & valid
+        stats = _describe(eps_max[ok])
+        stats["fraction_feasible"] = float(feasible_any[ok].mean()) if ok.any() else None
+        if lengths is not None:
+            stats["skipped"] = int((select & ~valid).sum())
         return stats
 
-    return {"eps": eps,
-            "per_class": {str(c): block(predictions == c) for c in range(num_classes)},
-            "overall": block(np.ones(len(predictions), dtype=bool)),
-            "by_max_attention": binned_by_max_attention(eps_max, max_attention, predictions, num_classes),
-            "eps_max_jsd": eps_max}
+    result = {"eps": eps,
+              "per_class": {str(c): block(predictions == c) for c in range(num_classes)},
+              "overall": block(np.ones(len(predictions), dtype=bool)),
+              "by_max_attention": binned_by_max_attention(eps_max[valid], max_attention[valid],
+                                                          predictions[valid], num_classes),
+              "eps_max_jsd": eps_max}
+    return result if lengths is None else result | {"valid": valid}
 
 
 def strip_arrays(summary: dict) -> dict:

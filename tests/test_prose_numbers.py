@@ -1,0 +1,184 @@
+"""Numbers in prose come from results (issue 15 item 5).
+
+Every result number quoted in ``README.md`` and ``docs/**/*.md`` (the generated ``REPORT.md``
+files excepted) is tied to the committed record it comes from by an HTML comment right after it,
+invisible on a rendered page:
+
+    τ_g 0.49<!-- report: results.sst.jw.lstm.summary.tau_gradient.per_class.0.mean -->
+
+``SOURCE: PATH [×100 | /60]`` names a committed JSON file (:data:`SOURCES`) and a path in it: keys
+and list indices separated by dots, ``[key=value]`` picks the list item whose ``key`` is ``value``;
+``×100`` turns a fraction into a percentage, ``/60`` seconds into minutes. The quoted number must
+equal the value printed at the quoted number of decimals, so the test fails when the prose or the
+JSON drifts.
+
+A number measured once and kept in no record (a speed, a one-off experiment) is instead covered by
+
+    <!-- measured: YYYY-MM-DD, MACHINE, HOW -->
+
+after it; it covers every number since the previous marker in its paragraph, and the paragraph
+must say the date in words (e.g. "21 Nov 2026") so that a reader sees it is a dated measurement.
+
+Coverage: in those files, outside code, every decimal number and every percentage must carry one of
+the two markers, unless it is a setting or threshold (right after ``=``, ``<``, ``>``, ``≤``,
+``≥``, ``∈``, ``§``, ``^`` or inside ``{…}``) or listed in :data:`NOT_RESULTS` with the reason. Integers are checked where they carry a marker (counts such as "79 models").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = {
+    "report": "docs/reproduction/report.json",  # hf-attn reproduce --datasets sst (REPORT.md)
+    "agnews": "docs/reproduction/agnews/report.json",  # hf-attn reproduce --datasets agnews
+    "benchmark": "docs/reproduction/benchmark_reproduce.json",  # scripts/benchmark_reproduce.py
+}
+TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
+
+# (file, exact text containing the number, why it is not a result number)
+NOT_RESULTS = [
+    ("README.md", "accuracy within 0.02, ROC-AUC within 0.01",
+     "tolerances of a test (tests/test_multiprocess.py), not measured values"),
+    ("README.md", "10 % of those", "the share of the SNLI train pairs carved out as dev, a setting"),
+    ("README.md", "(ε vs 0.05)", "the J&W code's accepted TVD, a setting"),
+    ("docs/reproduction/README.md", "~5 % of the data J&W trained on",
+     "a ratio to the size of J&W's AG News training set, which no record holds"),
+]
+
+NUMBER = r"[−-]?\d[\d,]*(?:\.\d+)?"
+MARKER = re.compile(r"<!--\s*(?P<kind>" + "|".join([*SOURCES, "measured"]) + r"):\s*(?P<body>.*?)\s*-->", re.S)
+MARKED = re.compile(r"(?P<number>" + NUMBER + r")(?P<unit>\s?%)?(?:\*\*)?\s*<!--\s*(?P<source>"
+                    + "|".join(SOURCES) + r"):\s*(?P<path>[^\s>]+)(?:\s+(?P<transform>×100|/60))?\s*-->")
+CANDIDATE = re.compile(r"(?<![\w./])(?<!\w-)(?P<number>\d+\.\d+|\d+(?:\.\d+)?\s?%)(?![\w.]\d)")
+SETTING_BEFORE = re.compile(r"(?:[=<>≤≥∈§^]|\{[^}]*)\s*$")
+MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+
+def prose_files() -> list[Path]:
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [f for f in files if f.name != "REPORT.md"]
+
+
+def _load(source: str):
+    return json.loads((ROOT / SOURCES[source]).read_text())
+
+
+def lookup(data, path: str):
+    """``a.b.0.c`` / ``findings[id=JW-1].measured`` → the value in ``data``."""
+    value = data
+    for part in re.findall(r"\[[^\]]+\]|[^.\[\]]+", path):
+        if part.startswith("["):
+            key, wanted = part[1:-1].split("=", 1)
+            matches = [item for item in value if str(item.get(key)) == wanted]
+            assert len(matches) == 1, f"{path}: {len(matches)} items with {key}={wanted}"
+            value = matches[0]
+        elif isinstance(value, list):
+            value = value[int(part)]
+        else:
+            assert part in value, f"{path}: no key {part!r} (keys: {sorted(value)[:20]})"
+            value = value[part]
+    return value
+
+
+def _without_code(text: str) -> str:
+    """Fenced blocks and inline code blanked out (same length, so offsets still match)."""
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # noqa: E731
+    text = re.sub(r"```.*?```", blank, text, flags=re.S)
+    return re.sub(r"`[^`\n]*`", blank, text)
+
+
+def _paragraphs(text: str):
+    start = 0
+    for m in re.finditer(r"\n\s*\n", text):
+        yield start, text[start:m.start()]
+        start = m.end()
+    yield start, text[start:]
+
+
+def marked_numbers():
+    for path in prose_files():
+        text = _without_code(path.read_text())
+        for m in MARKED.finditer(text):
+            yield path.relative_to(ROOT).as_posix(), m
+
+
+MARKED_NUMBERS = list(marked_numbers())
+
+
+def test_markers_are_found():
+    files = {name for name, _ in MARKED_NUMBERS}
+    assert {"README.md", "docs/reproduction/README.md"} <= files
+    assert len(MARKED_NUMBERS) >= 60
+
+
+@pytest.mark.parametrize("name,match", MARKED_NUMBERS,
+                         ids=[f"{n}:{m.group('path')}" for n, m in MARKED_NUMBERS])
+def test_quoted_number_equals_the_record_at_its_rounding(name, match):
+    value = lookup(_load(match.group("source")), match.group("path"))
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), (match.group("path"), value)
+    value = TRANSFORMS[match.group("transform")](value)
+    number = match.group("number")
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    printed = f"{value:,.{decimals}f}" if "," in number else f"{value:.{decimals}f}"
+    assert printed == number.replace("−", "-"), (
+        f"{name}: the prose says {number} but {match.group('source')}:{match.group('path')} is {value!r} "
+        f"(printed {printed})")
+
+
+def test_every_marker_is_well_formed():
+    for path in prose_files():
+        text = _without_code(path.read_text())
+        record_ends = {m.end() for m in MARKED.finditer(text)}
+        for m in MARKER.finditer(text):
+            kind, body = m.group("kind"), m.group("body")
+            where = f"{path.relative_to(ROOT)}: <!-- {kind}: {body} -->"
+            if kind == "measured":
+                day, machine, *how = [p.strip() for p in body.split(",")]
+                date.fromisoformat(day)
+                assert machine and how, where
+                continue
+            assert kind in SOURCES, where
+            assert m.end() in record_ends, f"{where}: no number right before it, or a malformed path"
+
+
+def test_every_result_number_in_prose_is_marked():
+    """Decimals and percentages outside code carry a record marker, a dated measured marker, or are
+    settings / thresholds / listed exceptions."""
+    unmarked = []
+    for path in prose_files():
+        name = path.relative_to(ROOT).as_posix()
+        text = _without_code(path.read_text())
+        allowed = [(m.start(), m.end()) for f, phrase, _ in NOT_RESULTS if f == name
+                   for m in re.finditer(re.escape(phrase), text)]
+        record_marked = {i for m in MARKED.finditer(text) for i in range(*m.span("number"))}
+        for offset, paragraph in _paragraphs(text):
+            measured = [m for m in MARKER.finditer(paragraph) if m.group("kind") == "measured"]
+            for m in measured:  # a dated measurement says its date in words too
+                day = date.fromisoformat(m.group("body").split(",")[0].strip())
+                words = f"{day.day} {MONTHS[day.month - 1]} {day.year}"
+                assert words in re.sub(r"<!--.*?-->", "", paragraph, flags=re.S), (
+                    f"{name}: a paragraph measured on {day} does not say '{words}'")
+            for c in CANDIDATE.finditer(paragraph):
+                at = offset + c.start("number")
+                if at in record_marked or SETTING_BEFORE.search(paragraph[:c.start()][-30:]):
+                    continue
+                if any(lo <= at < hi for lo, hi in allowed):
+                    continue
+                # covered when the next marker in its paragraph is a measured one
+                following = [m for m in MARKER.finditer(paragraph) if m.start() > c.end()]
+                if following and following[0].group("kind") == "measured":
+                    continue
+                line = text.count("\n", 0, at) + 1
+                unmarked.append(f"{name}:{line}: {paragraph[max(0, c.start() - 50):c.end() + 10]!r}")
+    assert not unmarked, "result numbers without a marker:\n" + "\n".join(unmarked)
+
+
+def test_not_results_exceptions_still_exist():
+    for name, phrase, _ in NOT_RESULTS:
+        assert phrase in (ROOT / name).read_text(), (name, phrase)
