@@ -1,12 +1,16 @@
-"""Gradio widget for the eraser_faithfulness metric (JSON in, JSON out)."""
+"""Gradio widget for the eraser_faithfulness metric (JSON in, JSON out).
+
+It loads the evaluate script beside it by file path, so it runs from any folder (a Space runs it
+from ``app/``) and without hf_attn (the script needs only ``_hf_attn_measures.py`` beside it)."""
 
 import json
-import os
+from pathlib import Path
 
 import evaluate
 import gradio as gr
 
-metric = evaluate.load(os.path.dirname(os.path.abspath(__file__)))
+# `hf-attn push-metric` renames the quoted file when the Space's name differs from the module's
+metric = evaluate.load(str(Path(__file__).resolve().with_name("eraser_faithfulness.py")))
 EXAMPLE = json.dumps({"comprehensiveness": [[0.2, 0.2, 0.3, 0.4, 0.5], [0.0, 0.1, 0.1, 0.3, 0.6]],
                       "sufficiency": [[0.3, 0.3, 0.2, 0.1, 0.0], [0.4, 0.2, 0.2, 0.1, 0.05]],
                       "fractions": [0.01, 0.05, 0.1, 0.2, 0.5]})

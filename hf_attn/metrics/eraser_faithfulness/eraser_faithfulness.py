@@ -1,11 +1,15 @@
 """ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020, §4) summarised over a
 dataset. Model-free: takes per-instance, per-bin scores computed by
-``hf_attn.faithfulness.eraser_scores``. Thin wrapper over ``hf_attn.faithfulness.summarize_eraser``."""
+``hf_attn.faithfulness.eraser_scores``. Thin wrapper over ``summarize_eraser`` of
+``_hf_attn_measures.py``, shipped beside this script: the copy of
+``hf_attn.faithfulness.summarize_eraser``, so the module runs without hf_attn."""
 
 import datasets
 import evaluate
-from hf_attn.faithfulness import DEFAULT_FRACTIONS
-from hf_attn.faithfulness import summarize_eraser
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+
+from ._hf_attn_measures import DEFAULT_FRACTIONS, summarize_eraser
 
 _DESCRIPTION = """ERASER faithfulness of a per-token importance ranking (attention, gradient,
 leave-one-out, integrated gradients, ...). Per instance and bin k (a fraction of its tokens):

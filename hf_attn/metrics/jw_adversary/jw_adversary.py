@@ -1,11 +1,15 @@
 """Jain & Wallace 2019 §4.2.2 / Figs 4–5: ε-max JSD of adversarial attention, per predicted class
-and by max attention. Thin wrapper over ``hf_attn.analysis.jw_summary.adversary_summary``."""
+and by max attention. Thin wrapper over ``adversary_summary`` of ``_hf_attn_measures.py``, shipped
+beside this script: the NumPy copy of ``hf_attn.analysis.jw_summary.adversary_summary``, so the
+module runs without hf_attn."""
 
 import datasets
 import evaluate
-from hf_attn import validation
-from hf_attn.analysis.jw_summary import adversary_summary
-from hf_attn.analysis.jw_summary import jsonable
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+
+from ._hf_attn_measures import (adversary_summary, check_class_ids, check_range, check_same_count,
+                                check_same_shapes, jsonable)
 
 _DESCRIPTION = """J&W Alg. 3: k adversarial attention distributions per instance are searched to be as far
 (JSD) from the original attention and from each other as possible while the output changes by at
@@ -48,12 +52,12 @@ class JwAdversary(evaluate.Metric):
 
     def _compute(self, adversary_tvd, adversary_jsd, max_attention, predictions, eps=0.01,
                  num_classes=None):
-        validation.check_same_count(adversary_tvd=adversary_tvd, adversary_jsd=adversary_jsd,
+        check_same_count(adversary_tvd=adversary_tvd, adversary_jsd=adversary_jsd,
                                     max_attention=max_attention, predictions=predictions)
-        validation.check_range("adversary_tvd", adversary_tvd, 0.0, 1.0 + 1e-6)
-        validation.check_range("adversary_jsd", adversary_jsd, 0.0, 0.6931471805599453 + 1e-6)
-        validation.check_same_shapes("adversary_tvd", adversary_tvd, "adversary_jsd", adversary_jsd, axis=None)
-        validation.check_range("max_attention", [[v] for v in max_attention], 0.0, 1.0 + 1e-6)
-        validation.check_class_ids("predictions", predictions, num_classes)
+        check_range("adversary_tvd", adversary_tvd, 0.0, 1.0 + 1e-6)
+        check_range("adversary_jsd", adversary_jsd, 0.0, 0.6931471805599453 + 1e-6)
+        check_same_shapes("adversary_tvd", adversary_tvd, "adversary_jsd", adversary_jsd, axis=None)
+        check_range("max_attention", [[v] for v in max_attention], 0.0, 1.0 + 1e-6)
+        check_class_ids("predictions", predictions, num_classes)
         return jsonable(adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions,
                                           eps, num_classes))

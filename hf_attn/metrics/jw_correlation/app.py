@@ -1,12 +1,16 @@
-"""Gradio widget for the jw_correlation metric (JSON in, JSON out)."""
+"""Gradio widget for the jw_correlation metric (JSON in, JSON out).
+
+It loads the evaluate script beside it by file path, so it runs from any folder (a Space runs it
+from ``app/``) and without hf_attn (the script needs only ``_hf_attn_measures.py`` beside it)."""
 
 import json
-import os
+from pathlib import Path
 
 import evaluate
 import gradio as gr
 
-metric = evaluate.load(os.path.dirname(os.path.abspath(__file__)))
+# `hf-attn push-metric` renames the quoted file when the Space's name differs from the module's
+metric = evaluate.load(str(Path(__file__).resolve().with_name("jw_correlation.py")))
 EXAMPLE = json.dumps({"attention": [[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.5, 0.5]], "importance": [[0.9, 0.05, 0.3], [0.2, 0.1, 0.8], [0.4, 0.1]], "predictions": [1, 0, 1]})
 
 

@@ -1,12 +1,17 @@
 """Jain & Wallace 2019 Table 2 / Fig. 2: Kendall τ between attention and a feature-importance
 measure (gradient or leave-one-out), per predicted class. Thin wrapper over
-``hf_attn.analysis.jw_summary.correlation_summary``."""
+``correlation_summary`` of ``_hf_attn_measures.py``, shipped beside this script: the NumPy copy of
+``hf_attn.analysis.jw_summary.correlation_summary``, so the module runs without hf_attn."""
 
 import datasets
 import evaluate
-from hf_attn import validation
-from hf_attn.analysis.jw_summary import correlation_summary
-from hf_attn.analysis.jw_summary import jsonable
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+# Kendall p-values (scipy.special.ndtr)
+import scipy
+
+from ._hf_attn_measures import (check_class_ids, check_distributions, check_finite, check_same_count,
+                                check_same_shapes, correlation_summary, jsonable)
 
 _DESCRIPTION = """Per instance, Kendall τ-b (with scipy's p-value) between two rankings of its tokens,
 usually the attention weights and a feature-importance score (gradient × input with attention
@@ -46,10 +51,10 @@ class JwCorrelation(evaluate.Metric):
             reference_urls=["https://aclanthology.org/N19-1357/"])
 
     def _compute(self, attention, importance, predictions, alpha=0.05, num_classes=None):
-        validation.check_same_count(attention=attention, importance=importance, predictions=predictions)
-        validation.check_distributions("attention", attention)
-        validation.check_finite("importance", importance, allow_nan=True)  # None/NaN: undefined (skipped)
-        validation.check_same_shapes("attention", attention, "importance", importance)
-        validation.check_class_ids("predictions", predictions, num_classes)
+        check_same_count(attention=attention, importance=importance, predictions=predictions)
+        check_distributions("attention", attention)
+        check_finite("importance", importance, allow_nan=True)  # None/NaN: undefined (skipped)
+        check_same_shapes("attention", attention, "importance", importance)
+        check_class_ids("predictions", predictions, num_classes)
         importance = [[float("nan") if v is None else v for v in row] for row in importance]
         return jsonable(correlation_summary(attention, importance, predictions, num_classes, alpha))

@@ -1,12 +1,14 @@
 """Jain & Wallace 2019 §4.2.1 / Fig. 3: median output change under random permutations of the
 attention weights, per predicted class and by max attention. Thin wrapper over
-``hf_attn.analysis.jw_summary.permutation_summary``."""
+``permutation_summary`` of ``_hf_attn_measures.py``, shipped beside this script: the NumPy copy of
+``hf_attn.analysis.jw_summary.permutation_summary``, so the module runs without hf_attn."""
 
 import datasets
 import evaluate
-from hf_attn import validation
-from hf_attn.analysis.jw_summary import jsonable
-from hf_attn.analysis.jw_summary import permutation_summary
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+
+from ._hf_attn_measures import check_class_ids, check_range, check_same_count, jsonable, permutation_summary
 
 _DESCRIPTION = """J&W Alg. 2: the attention weights of an instance are permuted at random among its
 tokens (encoder states unchanged) and the decoder re-run; Δŷ_p = TVD(ŷ_p, ŷ). The metric takes each
@@ -44,9 +46,9 @@ class JwPermutation(evaluate.Metric):
             reference_urls=["https://aclanthology.org/N19-1357/"])
 
     def _compute(self, permutation_tvd, max_attention, predictions, num_classes=None):
-        validation.check_same_count(permutation_tvd=permutation_tvd, max_attention=max_attention,
+        check_same_count(permutation_tvd=permutation_tvd, max_attention=max_attention,
                                     predictions=predictions)
-        validation.check_range("permutation_tvd", permutation_tvd, 0.0, 1.0 + 1e-6)
-        validation.check_range("max_attention", [[v] for v in max_attention], 0.0, 1.0 + 1e-6)
-        validation.check_class_ids("predictions", predictions, num_classes)
+        check_range("permutation_tvd", permutation_tvd, 0.0, 1.0 + 1e-6)
+        check_range("max_attention", [[v] for v in max_attention], 0.0, 1.0 + 1e-6)
+        check_class_ids("predictions", predictions, num_classes)
         return jsonable(permutation_summary(permutation_tvd, max_attention, predictions, num_classes))

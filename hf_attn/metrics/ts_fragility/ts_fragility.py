@@ -1,11 +1,16 @@
 """Tutek & Šnajder 2020 Table 1 (fragility of attention): F1 with trained, uniform and randomly
 permuted attention, from per-instance decoder outputs. Thin wrapper over
-``hf_attn.analysis.ts.fragility_from_token_logits``."""
+``fragility_from_token_logits`` of ``_hf_attn_measures.py``, shipped beside this script: the NumPy
+port of ``hf_attn.analysis.ts.fragility_from_token_logits`` (the same random permutations for a
+seed), so the module runs without hf_attn or torch."""
 
 import datasets
 import evaluate
-from hf_attn import validation
-from hf_attn.analysis.ts import fragility_from_token_logits
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+
+from ._hf_attn_measures import (check_class_ids, check_distributions, check_finite, check_same_count,
+                                check_same_shapes, fragility_from_token_logits)
 
 _DESCRIPTION = """F1 (percent) with the trained attention and the signed change in F1 when the attention
 is replaced by the uniform distribution over the real tokens or by a random permutation of itself
@@ -16,9 +21,10 @@ Args:
     token_logits: per instance, a (tokens, K) list: the raw decoder units on each h_t alone
         (``model.token_logits(hidden)``; K = 1 for binary models).
     attentions: per instance, the trained attention (tokens,) (sums to 1).
-    references: gold class ids.
-    seed: seed of the random permutations.
-    permutation_draws: permutations per instance (F1 averaged over draws).
+    references: gold class ids, in [0, C) (C = 2 when K = 1, else K); others are a ValueError.
+    seed: seed of the random permutations (the permutations hf_attn draws with
+        ``torch.Generator().manual_seed(seed)``, reproduced without torch).
+    permutation_draws: permutations per instance (F1 averaged over draws), a positive integer.
 Returns:
     f1_trained, f1_uniform, f1_permuted, delta_uniform, delta_permuted (percent), instances.
 """
@@ -42,9 +48,18 @@ class TsFragility(evaluate.Metric):
             reference_urls=["https://aclanthology.org/2020.repl4nlp-1.17/"])
 
     def _compute(self, token_logits, attentions, references, seed=0, permutation_draws=10):
-        validation.check_same_count(token_logits=token_logits, attentions=attentions, references=references)
-        validation.check_finite("token_logits", token_logits)
-        validation.check_distributions("attentions", attentions)
-        validation.check_same_shapes("token_logits", token_logits, "attentions", attentions, axis=0)
+        check_same_count(token_logits=token_logits, attentions=attentions, references=references)
+        rows = check_finite("token_logits", token_logits)
+        check_distributions("attentions", attentions)
+        check_same_shapes("token_logits", token_logits, "attentions", attentions, axis=0)
+        units = {r.shape[-1] if r.ndim == 2 else None for r in rows}
+        if len(units) != 1 or None in units:
+            raise ValueError(f"token_logits must be (tokens, K) per instance with one K for all "
+                             f"instances, got K in {sorted(str(u) for u in units)}")
+        units = units.pop()
+        # K = 1: one sigmoid logit, classes {0, 1}; K > 1: classes 0 … K-1
+        check_class_ids("references", references, 2 if units == 1 else units)
+        if int(permutation_draws) != permutation_draws or permutation_draws < 1:
+            raise ValueError(f"permutation_draws must be a positive integer, got {permutation_draws!r}")
         return fragility_from_token_logits(token_logits, attentions, references, seed=seed,
                                            permutation_draws=permutation_draws)

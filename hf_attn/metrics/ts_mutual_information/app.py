@@ -1,12 +1,16 @@
-"""Gradio widget for the ts_mutual_information metric (JSON in, JSON out)."""
+"""Gradio widget for the ts_mutual_information metric (JSON in, JSON out).
+
+It loads the evaluate script beside it by file path, so it runs from any folder (a Space runs it
+from ``app/``) and without hf_attn (the script needs only ``_hf_attn_measures.py`` beside it)."""
 
 import json
-import os
+from pathlib import Path
 
 import evaluate
 import gradio as gr
 
-metric = evaluate.load(os.path.dirname(os.path.abspath(__file__)))
+# `hf-attn push-metric` renames the quoted file when the Space's name differs from the module's
+metric = evaluate.load(str(Path(__file__).resolve().with_name("ts_mutual_information.py")))
 EXAMPLE = json.dumps({"input_vectors": [[0, 0], [0, 0.1], [5, 5], [5, 5.1]],
                       "hidden_vectors": [[1, 1], [1, 1.1], [-4, 2], [-4, 2.1]]})
 

@@ -1,9 +1,17 @@
 """Tutek & Šnajder 2020 Table 2 (mutual information between input embeddings and hidden states,
-after Voita et al. 2019). Thin wrapper over ``hf_attn.analysis.ts.clustered_mutual_information``."""
+after Voita et al. 2019). Thin wrapper over ``clustered_mutual_information`` of
+``_hf_attn_measures.py``, shipped beside this script: the copy of
+``hf_attn.analysis.ts.clustered_mutual_information`` (scikit-learn), so the module runs without
+hf_attn."""
 
 import datasets
 import evaluate
-from hf_attn.analysis.ts import clustered_mutual_information
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+# MiniBatchKMeans and mutual_info_score
+import sklearn
+
+from ._hf_attn_measures import clustered_mutual_information
 
 _DESCRIPTION = """Clusters the input embeddings e_t and the hidden states h_t of the same token
 occurrences separately with MiniBatchKMeans (T&Š §3.4: k = 1000, batch size 100) and returns the
@@ -38,10 +46,8 @@ class TsMutualInformation(evaluate.Metric):
                             "https://aclanthology.org/D19-1448/"])
 
     def _compute(self, input_vectors, hidden_vectors, n_clusters=1000, batch_size=100, seed=0):
-        import numpy as np
-
-        inputs = np.asarray(input_vectors, dtype=np.float32)
-        hidden = np.asarray(hidden_vectors, dtype=np.float32)
+        inputs = numpy.asarray(input_vectors, dtype=numpy.float32)
+        hidden = numpy.asarray(hidden_vectors, dtype=numpy.float32)
         return {"mutual_information": clustered_mutual_information(inputs, hidden, n_clusters,
                                                                    batch_size, seed),
                 "occurrences": int(len(inputs))}

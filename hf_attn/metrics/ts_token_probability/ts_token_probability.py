@@ -1,10 +1,15 @@
 """Tutek & Šnajder 2020 Table 3 (average per-token prediction probability). Thin wrapper over
-``hf_attn.analysis.ts.token_probability_from_token_logits``."""
+``token_probability_from_token_logits`` of ``_hf_attn_measures.py``, shipped beside this script: the
+NumPy port of ``hf_attn.analysis.ts.token_probability_from_token_logits``, so the module runs
+without hf_attn or torch."""
 
 import datasets
 import evaluate
-from hf_attn import validation
-from hf_attn.analysis.ts import token_probability_from_token_logits
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+
+from ._hf_attn_measures import (check_class_ids, check_distributions, check_finite, check_same_count,
+                                check_same_shapes, token_probability_from_token_logits)
 
 _DESCRIPTION = """For every correctly classified instance, the mean over its tokens of the probability of
 the predicted class when the decoder sees h_t alone (all attention on t; T&Š §5, Eq. 9), averaged
@@ -39,15 +44,15 @@ class TsTokenProbability(evaluate.Metric):
             reference_urls=["https://aclanthology.org/2020.repl4nlp-1.17/"])
 
     def _compute(self, token_logits, attentions, references):
-        validation.check_same_count(token_logits=token_logits, attentions=attentions, references=references)
-        rows = validation.check_finite("token_logits", token_logits)
-        validation.check_distributions("attentions", attentions)
-        validation.check_same_shapes("token_logits", token_logits, "attentions", attentions, axis=0)
+        check_same_count(token_logits=token_logits, attentions=attentions, references=references)
+        rows = check_finite("token_logits", token_logits)
+        check_distributions("attentions", attentions)
+        check_same_shapes("token_logits", token_logits, "attentions", attentions, axis=0)
         units = {r.shape[-1] if r.ndim == 2 else None for r in rows}
         if len(units) != 1 or None in units:
             raise ValueError(f"token_logits must be (tokens, K) per instance with one K for all "
                              f"instances, got K in {sorted(str(u) for u in units)}")
         units = units.pop()
         # K = 1: one sigmoid logit, classes {0, 1}; K > 1: classes 0 … K-1
-        references = validation.check_class_ids("references", references, 2 if units == 1 else units)
+        references = check_class_ids("references", references, 2 if units == 1 else units)
         return token_probability_from_token_logits(token_logits, attentions, references)

@@ -1,12 +1,16 @@
-"""Gradio widget for the wp_consistent_adversary metric (JSON in, JSON out)."""
+"""Gradio widget for the wp_consistent_adversary metric (JSON in, JSON out).
+
+It loads the evaluate script beside it by file path, so it runs from any folder (a Space runs it
+from ``app/``) and without hf_attn (the script needs only ``_hf_attn_measures.py`` beside it)."""
 
 import json
-import os
+from pathlib import Path
 
 import evaluate
 import gradio as gr
 
-metric = evaluate.load(os.path.dirname(os.path.abspath(__file__)))
+# `hf-attn push-metric` renames the quoted file when the Space's name differs from the module's
+metric = evaluate.load(str(Path(__file__).resolve().with_name("wp_consistent_adversary.py")))
 EXAMPLE = json.dumps({"adversary_attention": [[0.1, 0.1, 0.8], [0.5, 0.5]],
                       "base_attention": [[0.7, 0.2, 0.1], [0.9, 0.1]],
                       "adversary_probabilities": [[0.2, 0.8], [0.75, 0.25]],

@@ -1,10 +1,14 @@
 """Wiegreffe & Pinter 2019 §4: divergence of a model-consistent adversary from its base model.
-Thin wrapper over ``hf_attn.analysis.wp.consistent_adversary_summary``."""
+Thin wrapper over ``consistent_adversary_summary`` of ``_hf_attn_measures.py``, shipped beside
+this script: the NumPy port of ``hf_attn.analysis.wp.consistent_adversary_summary``, so the module
+runs without hf_attn (and without the Trainer stack ``hf_attn.analysis.wp`` imports)."""
 
 import datasets
 import evaluate
-from hf_attn import validation
-from hf_attn.analysis.wp import consistent_adversary_summary
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+
+from ._hf_attn_measures import check_distributions, check_same_count, consistent_adversary_summary
 
 _DESCRIPTION = """W&P §4 train ONE adversarial model M_a against a fixed base M_b with
 L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b): the adversary must keep the predictions while moving all of its
@@ -44,12 +48,12 @@ class WpConsistentAdversary(evaluate.Metric):
 
     def _compute(self, adversary_attention, base_attention, adversary_probabilities, base_probabilities,
                  lam=0.001):
-        validation.check_same_count(adversary_attention=adversary_attention, base_attention=base_attention,
+        check_same_count(adversary_attention=adversary_attention, base_attention=base_attention,
                                     adversary_probabilities=adversary_probabilities,
                                     base_probabilities=base_probabilities)
-        validation.check_distributions("adversary_attention", adversary_attention)
-        validation.check_distributions("base_attention", base_attention)
-        validation.check_distributions("adversary_probabilities", adversary_probabilities)
-        validation.check_distributions("base_probabilities", base_probabilities)
+        check_distributions("adversary_attention", adversary_attention)
+        check_distributions("base_attention", base_attention)
+        check_distributions("adversary_probabilities", adversary_probabilities)
+        check_distributions("base_probabilities", base_probabilities)
         return consistent_adversary_summary(adversary_attention, base_attention, adversary_probabilities,
                                             base_probabilities, lam)

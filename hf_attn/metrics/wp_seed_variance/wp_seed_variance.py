@@ -1,10 +1,14 @@
 """Wiegreffe & Pinter 2019 §3.3 / Fig. 3: variance of attention across random seeds.
-Thin wrapper over ``hf_attn.analysis.wp.seed_variance_summary``."""
+Thin wrapper over ``seed_variance_summary`` of ``_hf_attn_measures.py``, shipped beside this
+script: the NumPy port of ``hf_attn.analysis.wp.seed_variance_summary``, so the module runs without
+hf_attn (and without the Trainer stack ``hf_attn.analysis.wp`` imports)."""
 
 import datasets
 import evaluate
-from hf_attn import validation
-from hf_attn.analysis.wp import seed_variance_summary
+# (every top-level import is listed so that evaluate checks it is installed)
+import numpy
+
+from ._hf_attn_measures import check_distributions, check_same_count, seed_variance_summary
 
 _DESCRIPTION = """W&P §3.3: models that differ from a base model only in the random seed give the
 baseline amount of attention variance that is "normal". Per instance, the metric takes the JSD of
@@ -47,12 +51,12 @@ class WpSeedVariance(evaluate.Metric):
 
     def _compute(self, base_attention, seed_attentions, base_probabilities, seed_probabilities, labels,
                  statistic="max"):
-        validation.check_same_count(base_attention=base_attention, seed_attentions=seed_attentions,
+        check_same_count(base_attention=base_attention, seed_attentions=seed_attentions,
                                     base_probabilities=base_probabilities, seed_probabilities=seed_probabilities,
                                     labels=labels)
-        validation.check_distributions("base_attention", base_attention)
-        validation.check_distributions("seed_attentions", seed_attentions)
-        validation.check_distributions("base_probabilities", base_probabilities)
-        validation.check_distributions("seed_probabilities", seed_probabilities)
+        check_distributions("base_attention", base_attention)
+        check_distributions("seed_attentions", seed_attentions)
+        check_distributions("base_probabilities", base_probabilities)
+        check_distributions("seed_probabilities", seed_probabilities)
         return seed_variance_summary(base_attention, seed_attentions, base_probabilities,
                                      seed_probabilities, labels, statistic)
