@@ -1065,15 +1065,15 @@ def _metric_requirements(library_imports: list[str]) -> str:
 
 
 def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.PathLike, repo_id: str,
-                              vendor_package: bool = True) -> Path:
+                              vendor_package: bool = False) -> Path:
     """The folder of an ``evaluate`` module published as the metric Space ``repo_id`` = USER/NAME:
     the script as ``NAME.py`` (``evaluate.load("USER/NAME")`` downloads ``NAME.py``, whatever the
     module folder is called; ``app.py``'s quoted ``"<module>.py"`` is renamed with it), the files it
     imports relatively (hf_attn's modules: ``_hf_attn_measures.py``), ``app.py`` (its own
     ``gr.Interface``), the metric card README.md with the Space/metric YAML merged in (``USER/<module>``
     in it becomes ``repo_id``), requirements.txt (the module folder's, else the distributions the
-    script imports) and, by default, a vendored copy of hf_attn. hf_attn's modules do not need it:
-    they run where hf_attn is not installed.
+    script imports) and, only with ``vendor_package=True``, a copy of hf_attn: hf_attn's modules do
+    not need it (they run where hf_attn is not installed), so by default none is uploaded.
 
     HubError, before anything is written, when evaluate could not load the result without hf_attn:
     the script imports hf_attn, a relative import is missing, a copy of ``_hf_attn_measures.py``
@@ -1166,7 +1166,7 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
 
 
 def push_metric(module_dir, repo_id: str, private: bool = False, token=None, endpoint=None,
-                commit_message: str = "Upload hf_attn evaluate module", vendor_package: bool = True):
+                commit_message: str = "Upload hf_attn evaluate module", vendor_package: bool = False):
     """Create (or reuse) the metric Space ``repo_id`` and upload the folder of
     ``build_metric_space_folder``; then ``evaluate.load(repo_id)`` works without hf_attn.
     Returns the ``CommitInfo``."""

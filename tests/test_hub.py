@@ -302,7 +302,8 @@ def test_metric_modules_from_hub(hub, published):
     hf_attn/metrics loads from its Space with the same features as from its local folder."""
     space = hub.state.repos[("space", "tester/tiny_accuracy")]
     files = space.resolve("main").files
-    assert {"tiny_accuracy.py", "app.py", "README.md", "requirements.txt", "hf_attn/__init__.py"} <= set(files)
+    assert {"tiny_accuracy.py", "app.py", "README.md", "requirements.txt"} <= set(files)
+    assert not any(f.startswith("hf_attn/") for f in files)  # self-contained: no copy of the package
     readme = files["README.md"].content.decode()
     assert "sdk: gradio" in readme and "app_file: app.py" in readme and "- metric" in readme
     real = published["real_metrics"]
@@ -673,5 +674,6 @@ def test_space_repos_keep_their_sdk_metadata(hub, published):
     for repo_id in ("tester/attention-explorer", "tester/tiny_accuracy"):  # what push_space / push_metric wrote
         files = hub.state.repos[("space", repo_id)].resolve("main").files
         assert card_errors(files["README.md"].content.decode(), "space") == []
-        archives = [stored for path, stored in files.items() if path.endswith(".gz")]  # the vendored SST trees
-        assert archives and all(stored.lfs_sha256 for stored in archives), repo_id
+    explorer = hub.state.repos[("space", "tester/attention-explorer")].resolve("main").files
+    archives = [stored for path, stored in explorer.items() if path.endswith(".gz")]  # the vendored SST trees
+    assert archives and all(stored.lfs_sha256 for stored in archives)
