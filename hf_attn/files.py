@@ -137,6 +137,7 @@ def exclusive_output_folder(folder: str | os.PathLike, command: str | None = Non
 
     Raises :class:`OutputFolderBusy` at once if another process holds it."""
     folder = os.path.abspath(os.fspath(folder))
+    created = not os.path.isdir(folder)
     os.makedirs(folder, exist_ok=True)
     key = os.path.realpath(folder)
     with _held_guard:
@@ -169,6 +170,12 @@ def exclusive_output_folder(folder: str | os.PathLike, command: str | None = Non
         with _held_guard:
             _held[key] = [fd, 1]
         yield folder
+    except BaseException:
+        if created and os.listdir(folder) == [LOCK_NAME]:  # a command that failed at once leaves no folder
+            with contextlib.suppress(OSError):
+                os.unlink(lock_path)
+                os.rmdir(folder)
+        raise
     finally:
         with _held_guard:
             _held.pop(key, None)

@@ -11,7 +11,8 @@
 * §4 model-consistent adversary: a new model M_a trained against a fixed base M_b with
   L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b) (:class:`ConsistentAdversaryTrainer`,
   :func:`train_consistent_adversary`). The base's predictions and attention are precomputed once per
-  split and fed as dataset columns.
+  split and fed as dataset columns. ``divergence="jsd"`` selects Tutek & Šnajder's Eq. 6 instead,
+  L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b) (their Fig. 1); W&P's KL stays the default.
 
 All models are saved like ``hf_attn.training.train`` saves them (model + tokenizer + ``metrics.json``
 + ``run.json``); a folder with ``metrics.json`` is a finished run and is returned as is.
@@ -53,11 +54,38 @@ BASE_ATTENTION_FLOOR = 1e-12
 
 
 # ---------------------------------------------------------------------------------------------
-# the W&P §4 objective
+# the W&P §4 objective (and T&Š's Eq. 6 variant)
+# divergence of the attention term: W&P §4 use KL(α_a‖α_b); T&Š §3.3 Eq. 6 (their Fig. 1) use
+# JSD(α_a, α_b) in the same objective ("L = TVD(ŷa, ŷb) − λJSD(αa, αb)").
+ADVERSARY_DIVERGENCES = {"kl": "W&P §4: L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b)",
+                         "jsd": "T&Š Eq. 6: L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b)"}
+
+
+def _check_divergence(divergence: str) -> str:
+    if divergence not in ADVERSARY_DIVERGENCES:
+        raise ValueError(f"divergence must be one of {sorted(ADVERSARY_DIVERGENCES)}, got {divergence!r}")
+    return divergence
+
+
+def attention_divergence(adversary_attention: torch.Tensor, base_attention: torch.Tensor,
+                         mask: torch.Tensor, divergence: str = "kl") -> torch.Tensor:
+    """Per-instance ``(B,)`` KL(α_a‖α_b) (base floored at ``BASE_ATTENTION_FLOOR`` where it
+    underflowed to 0 on a real token) or JSD(α_a, α_b) (natural log, ≤ ln 2; finite without a
+    floor), over the real tokens of ``mask`` only."""
+    mask = mask.bool()
+    if _check_divergence(divergence) == "jsd":
+        return jsd(adversary_attention, base_attention, mask)
+    floored = torch.where(mask & (base_attention <= 0),
+                          torch.full_like(base_attention, BASE_ATTENTION_FLOOR), base_attention)
+    return kl_divergence(adversary_attention, floored, mask)
+
+
 def consistent_adversary_loss(adversary_probs: torch.Tensor, base_probs: torch.Tensor,
                               adversary_attention: torch.Tensor, base_attention: torch.Tensor,
-                              mask: torch.Tensor, lam: float, reduction: str = "mean"):
-    """W&P §4 Eq. (3): L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b) per instance.
+                              mask: torch.Tensor, lam: float, reduction: str = "mean",
+                              divergence: str = "kl"):
+    """W&P §4 Eq. (3): L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b) per instance; with
+    ``divergence="jsd"`` T&Š Eq. 6: L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b).
 
     Args:
         adversary_probs, base_probs: ``(B, C)`` class probabilities.
@@ -65,23 +93,22 @@ def consistent_adversary_loss(adversary_probs: torch.Tensor, base_probs: torch.T
         mask: ``(B, T)`` True on real tokens: pads are dropped before the log (0·log 0 = 0).
         lam: λ ≥ 0.
         reduction: ``"mean"`` → ``()``, ``"none"`` → ``(B,)``.
+        divergence: ``"kl"`` (W&P, the default) or ``"jsd"`` (T&Š).
 
-    Returns ``(loss, tvd (B,), kl (B,))``. Never NaN: where the base attention is exactly 0 on a
-    real token it is floored at ``BASE_ATTENTION_FLOOR`` (KL stays finite).
+    Returns ``(loss, tvd (B,), divergence (B,))`` (the KL or the JSD). Never NaN: for KL, where the
+    base attention is exactly 0 on a real token it is floored at ``BASE_ATTENTION_FLOOR`` (KL stays
+    finite); JSD is finite as it is.
     """
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
-    mask = mask.bool()
-    floored = torch.where(mask & (base_attention <= 0),
-                          torch.full_like(base_attention, BASE_ATTENTION_FLOOR), base_attention)
-    kl = kl_divergence(adversary_attention, floored, mask)
+    div = attention_divergence(adversary_attention, base_attention, mask, divergence)
     distance = tvd(adversary_probs, base_probs)
-    loss = distance - lam * kl
+    loss = distance - lam * div
     if reduction == "mean":
         loss = loss.mean()
     elif reduction != "none":
         raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
-    return loss, distance, kl
+    return loss, distance, div
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,18 +288,20 @@ def train_seeds(base_dir: str, runs_dir: str, num_seeds: int = 8, task: TaskData
 # ---------------------------------------------------------------------------------------------
 # §4 model-consistent adversary
 class ConsistentAdversaryTrainer(AttnTrainer):
-    """W&P §4: trains M_a against a fixed base M_b with L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b).
+    """W&P §4: trains M_a against a fixed base M_b with L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b)
+    (``divergence="jsd"``: T&Š Eq. 6, L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b)).
 
     The batch carries the base's class probabilities ``base_probs (B, C)`` and attention
     ``base_attention (B, T)`` (precomputed once, padded by :class:`ColumnPaddingCollator`). Gold
     labels are not used by the loss. On evaluation the same objective is the ``eval_loss`` (the
     dev objective selects the checkpoint)."""
 
-    def __init__(self, *args, lam: float = 0.001, **kwargs):
+    def __init__(self, *args, lam: float = 0.001, divergence: str = "kl", **kwargs):
         super().__init__(*args, **kwargs)
         if lam < 0:
             raise ValueError(f"lambda must be >= 0, got {lam}")
         self.lam = float(lam)
+        self.divergence = _check_divergence(divergence)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         inputs = dict(inputs)
@@ -280,13 +309,14 @@ class ConsistentAdversaryTrainer(AttnTrainer):
         base_attention = inputs.pop("base_attention")
         inputs.pop("labels", None)
         outputs = model(**inputs)
-        loss, distance, kl = consistent_adversary_loss(
+        divergence = getattr(self, "divergence", "kl")
+        loss, distance, div = consistent_adversary_loss(
             outputs.logits.softmax(-1), base_probs, outputs.attentions, base_attention,
-            inputs["attention_mask"], self.lam)
+            inputs["attention_mask"], self.lam, divergence=divergence)
         if model.training:
-            sums = getattr(self, "_adv_parts", None) or {"tvd": 0.0, "kl": 0.0, "n": 0}
+            sums = getattr(self, "_adv_parts", None) or {"tvd": 0.0, "div": 0.0, "n": 0}
             sums["tvd"] += float(distance.detach().mean())
-            sums["kl"] += float(kl.detach().mean())
+            sums["div"] += float(div.detach().mean())
             sums["n"] += 1
             self._adv_parts = sums
         return (loss, outputs) if return_outputs else loss
@@ -295,7 +325,7 @@ class ConsistentAdversaryTrainer(AttnTrainer):
         parts = getattr(self, "_adv_parts", None)
         if parts and parts["n"] and "loss" in logs:
             logs["tvd_to_base"] = round(parts["tvd"] / parts["n"], 4)
-            logs["kl_to_base"] = round(parts["kl"] / parts["n"], 4)
+            logs[f"{getattr(self, 'divergence', 'kl')}_to_base"] = round(parts["div"] / parts["n"], 4)
             self._adv_parts = None
         super().log(logs, *args, **kwargs)
 
@@ -339,13 +369,20 @@ def base_columns(base_dir: str, task: TaskData, progress: bool = True):
 
 def train_consistent_adversary(base_dir: str, output_dir: str, lam: float, task: TaskData | None = None,
                                epochs: int | None = None, seed: int | None = None,
-                               progress: bool = True, _base=None) -> dict:
+                               progress: bool = True, _base=None, divergence: str = "kl") -> dict:
     """W&P §4: train M_a (the base's architecture and settings, fresh initialisation) against the
     fixed base in ``base_dir``. The checkpoint with the lowest dev objective is kept. ``metrics.json``
-    adds test ``mean_jsd_to_base``, ``mean_tvd_to_base``, ``mean_kl_to_base`` and the objective."""
+    adds test ``mean_jsd_to_base``, ``mean_tvd_to_base``, ``mean_kl_to_base``, the objective and
+    ``divergence``. ``divergence="jsd"`` trains with T&Š's Eq. 6 (TVD − λ·JSD) instead of W&P's
+    TVD − λ·KL (the default); give it its own ``output_dir``: a finished folder is returned as is."""
+    _check_divergence(divergence)
     if os.path.exists(os.path.join(output_dir, "metrics.json")):
         with open(os.path.join(output_dir, "metrics.json"), encoding="utf-8") as f:
-            return json.load(f)
+            metrics = json.load(f)
+        if metrics.get("divergence", "kl") != divergence:
+            raise ValueError(f"{output_dir} holds an adversary trained with divergence "
+                             f"{metrics.get('divergence', 'kl')!r}, not {divergence!r}: use another folder")
+        return metrics
     base_settings = settings_from_run(base_dir)
     task = _task_for(base_settings, task)
     tokenizer, base_settings, outputs = _base or base_columns(base_dir, task, progress)
@@ -358,13 +395,14 @@ def train_consistent_adversary(base_dir: str, output_dir: str, lam: float, task:
         d = divergence_to_base(model, outputs["test"][0], outputs["test"][1], encoded_test)
         return {"mean_jsd_to_base": float(d["jsd"].mean()), "mean_tvd_to_base": float(d["tvd"].mean()),
                 "mean_kl_to_base": float(d["kl"].mean()),
-                "test_objective": float((d["tvd"] - lam * d["kl"]).mean()), "lambda": lam}
+                "test_objective": float((d["tvd"] - lam * d[divergence]).mean()), "lambda": lam,
+                "divergence": divergence, "objective": ADVERSARY_DIVERGENCES[divergence]}
 
     return _train_with_columns(
         settings, output_dir, task, tokenizer, columns, token_columns=("base_attention",),
         vector_columns=("base_probs",), trainer_class=ConsistentAdversaryTrainer,
-        trainer_kwargs={"lam": lam}, selection=("loss", False), test_hook=test_hook,
-        extra_run={"wp": {"kind": "consistent_adversary", "lambda": lam,
+        trainer_kwargs={"lam": lam, "divergence": divergence}, selection=("loss", False), test_hook=test_hook,
+        extra_run={"wp": {"kind": "consistent_adversary", "lambda": lam, "divergence": divergence,
                           "base_dir": os.path.abspath(base_dir)}}, progress=progress)
 
 
@@ -452,7 +490,7 @@ def _run_train_seeds(args) -> int:
     return 0
 
 
-__all__ = ["consistent_adversary_loss", "ConsistentAdversaryTrainer", "ColumnPaddingCollator",
-           "train_seeds", "train_consistent_adversary", "train_guided_mlp", "uniform_settings",
+__all__ = ["consistent_adversary_loss", "attention_divergence", "ADVERSARY_DIVERGENCES",
+           "ConsistentAdversaryTrainer", "ColumnPaddingCollator", "train_seeds", "train_consistent_adversary", "train_guided_mlp", "uniform_settings",
            "mlp_settings", "model_outputs", "pad_ragged", "divergence_to_base", "base_columns",
            "load_model", "classification_metrics", "DEFAULT_LAMBDAS", "WP_TABLE3_SST", "GUIDES"]

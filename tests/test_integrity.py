@@ -136,6 +136,14 @@ def test_second_writer_cli_exits_2_naming_folder_and_holder(held_folder, trained
     assert sorted(os.listdir(folder)) == [LOCK_NAME]  # the loser wrote nothing
 
 
+def test_a_command_that_fails_at_once_leaves_no_folder(tmp_path):
+    from hf_attn.cli import main
+
+    out = tmp_path / "never"
+    assert main(["train", "--dataset", str(tmp_path / "nowhere.csv"), "--output-dir", str(out), "--quiet"]) == 2
+    assert not out.exists()
+
+
 def test_lock_is_released_when_the_holder_is_killed(held_folder):
     folder, holder = held_folder
     holder.send_signal(signal.SIGKILL)

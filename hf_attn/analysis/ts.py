@@ -616,47 +616,60 @@ def analyze_grid(grid_dir: str, output_dir: str, seed: int = 0, mi_attentions=("
     return summarize_grid(grid_dir, output_dir)
 
 
+# where the model-consistent adversaries of each objective live under the T&Š output folder
+ADVERSARY_ROOTS = {"kl": "wp-adversary", "jsd": "ts-adversary"}
+
+
 def train_consistent_adversaries(grid_dir: str, output_dir: str,
                                  cells=("base-additive", "mlm-additive", "tying-additive"),
-                                 lambdas=(0.001, 0.01), seed: int = 0, progress: bool = True) -> list[dict]:
-    """W&P §4 model-consistent adversary (``hf_attn.wp_training.train_consistent_adversary``,
-    L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b)) against the seed-``seed`` model of each cell, for each λ,
-    into ``output_dir/wp-adversary/<cell>-seed<k>/adversary-lambda-<λ>`` (finished runs are
-    skipped). T&Š §4.3 / Fig. 1: a more fragile (regularised) model should need a larger TVD for
-    the same JSD. Returns ``[{"cell", "lambda", "mean_jsd", "mean_tvd", "test_f1"}]``."""
+                                 lambdas=(0.001, 0.01), seed: int = 0, progress: bool = True,
+                                 divergence: str = "kl") -> list[dict]:
+    """Model-consistent adversary (``hf_attn.wp_training.train_consistent_adversary``) against the
+    seed-``seed`` model of each cell, for each λ. ``divergence="kl"`` (default): W&P §4,
+    L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b), into ``output_dir/wp-adversary/<cell>-seed<k>/adversary-lambda-<λ>``;
+    ``divergence="jsd"``: T&Š Eq. 6 (the objective of their Fig. 1), L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b),
+    into ``output_dir/ts-adversary/…``. Finished runs are skipped. T&Š §4.3 / Fig. 1: the MLM model's
+    adversary should pay a larger TVD for the same JSD than the base model's. Returns
+    ``[{"cell", "seed", "lambda", "divergence", "mean_jsd", "mean_tvd", "test_f1"}]``."""
     from .. import wp_training as wpt
 
+    if divergence not in ADVERSARY_ROOTS:
+        raise ValueError(f"divergence must be one of {sorted(ADVERSARY_ROOTS)}, got {divergence!r}")
     rows = []
     for cell in cells:
         base_dir = os.path.join(grid_dir, cell, f"seed{seed}")
         if not os.path.exists(os.path.join(base_dir, "metrics.json")):
-            logger.warning("no finished %s seed %d: skipping its W&P adversary", cell, seed)
+            logger.warning("no finished %s seed %d: skipping its model-consistent adversary", cell, seed)
             continue
-        runs_dir = os.path.join(output_dir, "wp-adversary", f"{cell}-seed{seed}")
+        runs_dir = os.path.join(output_dir, ADVERSARY_ROOTS[divergence], f"{cell}-seed{seed}")
         for lam in lambdas:
             metrics = wpt.train_consistent_adversary(base_dir, wpt.adversary_run_dir(runs_dir, lam),
-                                                     lam, progress=progress)
-            rows.append({"cell": cell, "seed": seed, "lambda": lam,
+                                                     lam, progress=progress, divergence=divergence)
+            rows.append({"cell": cell, "seed": seed, "lambda": lam, "divergence": divergence,
                          "mean_jsd": metrics["mean_jsd_to_base"], "mean_tvd": metrics["mean_tvd_to_base"],
                          "test_f1": metrics["test_f1"]})
     return rows
 
 
 def _collect_consistent_adversaries(output_dir: str) -> list[dict]:
+    """Every finished model-consistent adversary under ``output_dir`` (both objectives), each row
+    with its ``divergence`` ("kl": W&P, "jsd": T&Š Eq. 6)."""
     rows = []
-    root = os.path.join(output_dir, "wp-adversary")
-    if not os.path.isdir(root):
-        return rows
-    for name in sorted(os.listdir(root)):
-        cell, _, seed = name.rpartition("-seed")
-        for sub in sorted(os.listdir(os.path.join(root, name))):
-            path = os.path.join(root, name, sub, "metrics.json")
-            if os.path.exists(path):
-                with open(path, encoding="utf-8") as f:
-                    m = json.load(f)
-                rows.append({"cell": cell, "seed": int(seed), "lambda": m["lambda"],
-                             "mean_jsd": m["mean_jsd_to_base"], "mean_tvd": m["mean_tvd_to_base"],
-                             "test_f1": m["test_f1"]})
+    for divergence, folder in ADVERSARY_ROOTS.items():
+        root = os.path.join(output_dir, folder)
+        if not os.path.isdir(root):
+            continue
+        for name in sorted(os.listdir(root)):
+            cell, _, seed = name.rpartition("-seed")
+            for sub in sorted(os.listdir(os.path.join(root, name))):
+                path = os.path.join(root, name, sub, "metrics.json")
+                if os.path.exists(path):
+                    with open(path, encoding="utf-8") as f:
+                        m = json.load(f)
+                    rows.append({"cell": cell, "seed": int(seed), "lambda": m["lambda"],
+                                 "divergence": m.get("divergence", divergence),
+                                 "mean_jsd": m["mean_jsd_to_base"], "mean_tvd": m["mean_tvd_to_base"],
+                                 "test_f1": m["test_f1"]})
     return rows
 
 
@@ -786,11 +799,13 @@ def format_tables(summary: dict) -> str:
         lines.append(f"| {variant} | {attention} | {_fmt(c['jw_mean_jsd'], 3)} | "
                      f"{_fmt(c['jw_mean_tvd'], 4)} | {_fmt(c['jw_mean_eps_max_jsd'], 3)} |")
     if summary.get("wp_consistent_adversary"):
-        lines += ["", "### W&P model-consistent adversary (test; L = TVD − λ·KL; T&Š Fig. 1)", "",
-                  "| base model | λ | mean JSD(α_a, α_b) | mean TVD(ŷ_a, ŷ_b) | adversary F1 |",
-                  "|---|---|---|---|---|"]
+        lines += ["", "### Model-consistent adversary (test; T&Š Fig. 1: L = TVD − λ·JSD, T&Š Eq. 6; "
+                      "W&P: L = TVD − λ·KL)", "",
+                  "| base model | objective | λ | mean JSD(α_a, α_b) | mean TVD(ŷ_a, ŷ_b) | adversary F1 |",
+                  "|---|---|---|---|---|---|"]
         for r in summary["wp_consistent_adversary"]:
-            lines.append(f"| {r['cell']} seed {r['seed']} | {r['lambda']:g} | {r['mean_jsd']:.3f} | "
+            objective = "TVD − λ·JSD" if r.get("divergence", "kl") == "jsd" else "TVD − λ·KL"
+            lines.append(f"| {r['cell']} seed {r['seed']} | {objective} | {r['lambda']:g} | {r['mean_jsd']:.3f} | "
                          f"{r['mean_tvd']:.4f} | {100 * r['test_f1']:.1f} |")
     if summary.get("grid"):
         g = summary["grid"]
@@ -861,16 +876,19 @@ def _plot_consistent(rows: list[dict], path: str) -> None:
 
     colours = dict(zip(VARIANT_ORDER, ["tab:red", "tab:grey", "tab:blue", "tab:green", "tab:purple"]))
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    for cell in dict.fromkeys(r["cell"] for r in rows):
-        points = sorted((r for r in rows if r["cell"] == cell), key=lambda r: r["lambda"])
+    objective = {"jsd": "TVD − λ·JSD (T&Š Eq. 6)", "kl": "TVD − λ·KL (W&P)"}
+    for cell, divergence in dict.fromkeys((r["cell"], r.get("divergence", "kl")) for r in rows):
+        points = sorted((r for r in rows if r["cell"] == cell and r.get("divergence", "kl") == divergence),
+                        key=lambda r: r["lambda"])
         variant = cell.split("-")[0]
-        ax.plot([p["mean_jsd"] for p in points], [p["mean_tvd"] for p in points], "o--",
-                color=colours.get(variant, "black"), label=cell)
+        ax.plot([p["mean_jsd"] for p in points], [p["mean_tvd"] for p in points],
+                "o--" if divergence == "jsd" else "s:", color=colours.get(variant, "black"),
+                label=f"{cell}, {objective[divergence]}")
         for p in points:
             ax.annotate(f"λ={p['lambda']:g}", (p["mean_jsd"], p["mean_tvd"]), fontsize=7)
     ax.set_xlabel("mean JSD(α_adversary, α_model)")
     ax.set_ylabel("mean TVD(ŷ_adversary, ŷ_model)")
-    ax.set_title("W&P model-consistent adversary — T&Š Fig. 1", fontsize=9)
+    ax.set_title("Model-consistent adversary — T&Š Fig. 1", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure_atomic(fig, path, dpi=120)
