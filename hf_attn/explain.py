@@ -14,14 +14,28 @@ functions of :mod:`hf_attn.analysis.jw` (nothing re-implemented here):
 
 :func:`heatmap_html` and :func:`permutation_figure` render it; :func:`load_model`,
 :func:`find_local_model` and :func:`default_model` pick the model the app opens.
+
+The explorer runs as a public Space, so everything a visitor sends is untrusted:
+
+- models: a :class:`ModelPolicy` (the operator's allow-list, :func:`model_policy`) decides which names
+  may be opened at all, with one message for every refused name (so the app does not reveal which
+  server paths exist); models are loaded only through hf_attn's own classes (never remote code), after
+  their ``config.json`` says ``model_type == "hf_attn"``; :class:`ModelCache` keeps at most a few;
+- numbers: :func:`check_settings` bounds every numeric setting (steps, k, permutations, ε, …) on the
+  server, whatever the widget allowed, so one request cannot keep a worker busy for hours.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import logging
+import math
 import os
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -29,13 +43,67 @@ import numpy as np
 import torch
 
 from .analysis.jw import adversarial_attention, gradient_importance, leave_one_out, permutation_tvd
+from .loading import SINGLE_MODEL_TYPE, ModelFolderError, load_model_folder, model_type_of
+
+LOGGER = logging.getLogger(__name__)
 
 REGULARISED_VARIANTS = ("residual", "tying", "mlm", "concat")
 DEFAULT_MAX_TOKENS = 100
 
+# Server-side bounds of every numeric setting of explain_sentence (name: (lowest, highest)). A visitor
+# can call the API with any number, and the cost grows with k · steps and the permutations: these keep
+# the worst request to seconds. The app's widgets show the same bounds.
+INT_LIMITS = {"steps": (0, 2000), "k": (1, 20), "num_permutations": (1, 1000), "seed": (0, 2**31 - 1),
+              "max_tokens": (1, 512)}
+FLOAT_LIMITS = {"eps": (0.0, 1.0), "lam": (0.0, 1e5), "lr": (1e-6, 10.0)}
+MAX_TEXT_CHARS = 5000  # checked before tokenising: the token limit alone would tokenise any text first
+
 
 class ExplainError(ValueError):
     """Input the explorer cannot explain (empty, too long, ...): the message is shown to the user."""
+
+
+class ModelNotAllowed(ExplainError):
+    """A model name outside the explorer's allow-list (always :data:`NOT_ALLOWED_MESSAGE`)."""
+
+
+def _number_text(number: float) -> str:
+    """A short rendering for messages: whole numbers in full (2000, 10000000), others with %g."""
+    return str(int(number)) if number.is_integer() and abs(number) < 1e15 else f"{number:g}"
+
+
+def _bounded(name: str, value, low: float, high: float, integer: bool) -> int | float:
+    """``value`` as an int/float within [low, high]; :class:`ExplainError` naming ``name`` otherwise."""
+    kind = "a whole number" if integer else "a number"
+    span = f"from {_number_text(float(low))} to {_number_text(float(high))}"
+    if value is None:
+        raise ExplainError(f"{name} is missing: it must be {kind} {span}.")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ExplainError(f"{name} must be {kind} {span} (got a {type(value).__name__}).")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ExplainError(f"{name} must be a finite number {span} (got {number}).")
+    if integer and not number.is_integer():
+        raise ExplainError(f"{name} must be a whole number {span} (got {number:g}).")
+    if not low <= number <= high:
+        raise ExplainError(f"{name} must be {span} (got {_number_text(number)}).")
+    return int(value) if integer else number
+
+
+def check_settings(*, num_permutations=100, k=5, lam=500.0, eps=0.01, steps=500, lr=0.01, seed=0,
+                   max_tokens=DEFAULT_MAX_TOKENS) -> dict:
+    """The numeric settings of :func:`explain_sentence`, checked against :data:`INT_LIMITS` and
+    :data:`FLOAT_LIMITS` and returned as plain ints/floats. Raises :class:`ExplainError` (a message for
+    the visitor naming the setting and its range) for a missing, non-numeric, non-finite, fractional
+    (integer settings) or out-of-range value."""
+    given = dict(num_permutations=num_permutations, k=k, lam=lam, eps=eps, steps=steps, lr=lr, seed=seed,
+                 max_tokens=max_tokens)
+    checked = {}
+    for name, value in given.items():
+        integer = name in INT_LIMITS
+        low, high = INT_LIMITS[name] if integer else FLOAT_LIMITS[name]
+        checked[name] = _bounded(name, value, low, high, integer)
+    return checked
 
 
 @dataclass
@@ -105,9 +173,18 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int = DEFAULT_MAX_
                      steps: int = 500, lr: float = 0.01, seed: int = 0) -> SentenceExplanation:
     """Explain one sentence (see the module docstring). Raises :class:`ExplainError` with a message
     meant for the user for empty text, text with more than ``max_tokens`` tokens or no known word.
-    Seeded: the same call gives the same permutations and adversaries."""
+    Seeded: the same call gives the same permutations and adversaries. The numeric settings must lie
+    within :data:`INT_LIMITS` / :data:`FLOAT_LIMITS` (:func:`check_settings`), the text within
+    :data:`MAX_TEXT_CHARS` characters."""
+    settings = check_settings(num_permutations=num_permutations, k=k, lam=lam, eps=eps, steps=steps, lr=lr,
+                              seed=seed, max_tokens=max_tokens)
+    num_permutations, k, lam, eps = settings["num_permutations"], settings["k"], settings["lam"], settings["eps"]
+    steps, lr, seed, max_tokens = settings["steps"], settings["lr"], settings["seed"], settings["max_tokens"]
     if not isinstance(text, str) or not text.strip():
         raise ExplainError("Please type a sentence: the text is empty.")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ExplainError(f"The text is too long: {len(text)} characters, the limit is {MAX_TEXT_CHARS}. "
+                           "Please shorten it.")
     encoded = tokenizer(text, add_special_tokens=True, truncation=False)
     ids = encoded["input_ids"]
     if len(ids) == 0:
@@ -116,8 +193,6 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int = DEFAULT_MAX_
     if len(ids) > limit:
         raise ExplainError(f"The sentence is too long: {len(ids)} tokens, the limit is {limit}. "
                            "Please shorten it.")
-    if max(num_permutations, k, steps) < 0 or num_permutations < 1 or k < 1:
-        raise ExplainError("num_permutations and k must be >= 1 and steps >= 0")
     model.eval()
     seconds: dict[str, float] = {}
     input_ids = torch.tensor([ids])
@@ -260,25 +335,194 @@ def permutation_figure(explanation: SentenceExplanation):
 
 
 # --------------------------------------------------------------------------------------- models
-def load_model(name_or_path: str):
-    """An hf_attn classifier + tokenizer from a local folder or a Hub id (eval mode)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+ALLOW_ANY_MODEL_ENV = "HF_ATTN_ALLOW_ANY_MODEL"
+CACHE_SIZE_ENV = "HF_ATTN_MODEL_CACHE_SIZE"
+DEFAULT_CACHE_SIZE = 4
+# One message for every refused name: whether the name is a path that exists on the server, a Hub id
+# or nonsense must not show through.
+NOT_ALLOWED_MESSAGE = "This model is not offered by this explorer. Please pick one of the models in the list."
+# What a Hub snapshot may bring onto the server: weights, config and tokenizer. Never *.py (remote
+# code) nor pickles (pytorch_model.bin can run code when unpickled).
+HUB_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+             "special_tokens_map.json")
 
-    name_or_path = (name_or_path or "").strip()
-    if not name_or_path:
-        raise ExplainError("Please give a model: a local folder or a Hub id (USER/NAME).")
-    if os.path.sep in name_or_path or name_or_path.startswith("."):
-        if not (Path(name_or_path) / "config.json").is_file():
-            raise ExplainError(f"{name_or_path} is not a model folder (no config.json).")
+
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` is spelled like a Hub repo id (``NAME`` or ``USER/NAME``) rather than a local
+    path (absolute, ``./``, ``../``, ``~``, two or more ``/``). A Hub id is always loaded from the Hub,
+    even when a folder of that name exists in the working directory; write ``./runs/x`` to mean the
+    folder."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if name.startswith((".", "~")) or os.path.isabs(name) or name.count("/") > 1 or "\\" in name:
+        return False
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, trust_remote_code=True)
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=True)
-    except (OSError, ValueError) as err:
-        raise ExplainError(f"Cannot load model {name_or_path!r}: {err}") from err
-    if not str(getattr(model.config, "model_type", "")) == "hf_attn":
-        raise ExplainError(f"{name_or_path!r} is a {model.config.model_type!r} model; the explorer needs a "
-                           "single-sentence hf_attn classifier.")
-    return model.eval(), tokenizer
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ModelPolicy:
+    """Which models visitors of the explorer may open.
+
+    ``models`` is the operator's allow-list (Hub ids and local folders, offered in the app's dropdown);
+    names are compared exactly. With ``allow_any_hub_id`` (``HF_ATTN_ALLOW_ANY_MODEL=1``) any other
+    Hub id may be typed too, but never a local path that is not on the list. Whatever the policy, a
+    model runs only through hf_attn's own classes (no remote code). ``cache_size`` bounds
+    :class:`ModelCache`."""
+
+    models: tuple[str, ...] = ()
+    allow_any_hub_id: bool = False
+    cache_size: int = DEFAULT_CACHE_SIZE
+
+    def resolve(self, name) -> tuple[str, bool]:
+        """``(name stripped, whether it is a Hub id)`` if the policy allows ``name``; otherwise
+        :class:`ModelNotAllowed` with :data:`NOT_ALLOWED_MESSAGE`. Reads nothing from disk or network,
+        so a refusal says nothing about what exists."""
+        name = name.strip() if isinstance(name, str) else ""
+        if not name:
+            raise ExplainError("Please choose a model.")
+        if name in self.models:
+            return name, is_hub_id(name)
+        if self.allow_any_hub_id and is_hub_id(name):
+            return name, True
+        raise ModelNotAllowed(NOT_ALLOWED_MESSAGE)
+
+
+def _split_names(value: str | None) -> list[str]:
+    """``HF_ATTN_MODELS``-style lists: separated by os.pathsep or commas, blanks dropped."""
+    return [part.strip() for chunk in (value or "").split(os.pathsep) for part in chunk.split(",") if part.strip()]
+
+
+def _space_config(app_dir) -> dict:
+    """``space_config.json`` next to the app (``{}`` when there is none)."""
+    if app_dir is None or not (Path(app_dir) / "space_config.json").is_file():
+        return {}
+    path = Path(app_dir) / "space_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    models = config.get("models", []) if isinstance(config, dict) else None
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise ValueError(f"{path}: expected an object whose \"models\" is a list of model names")
+    return config
+
+
+def configured_models(app_dir=None) -> list[str]:
+    """The operator's models in order, without repeats: ``HF_ATTN_MODEL``, ``HF_ATTN_MODELS``
+    (os.pathsep- or comma-separated), then ``space_config.json``'s ``"default_model"`` and
+    ``"models"``."""
+    config = _space_config(app_dir)
+    names = [*_split_names(os.environ.get("HF_ATTN_MODEL")), *_split_names(os.environ.get("HF_ATTN_MODELS")),
+             *([config["default_model"]] if isinstance(config.get("default_model"), str) else []),
+             *config.get("models", [])]
+    return list(dict.fromkeys(name.strip() for name in names if name.strip()))
+
+
+def model_policy(app_dir=None, extra: Iterable[str] = ()) -> ModelPolicy:
+    """The explorer's :class:`ModelPolicy`: :func:`configured_models` plus ``extra`` (e.g. the local
+    model the app found or trained); ``HF_ATTN_ALLOW_ANY_MODEL=1`` also allows any Hub id;
+    ``HF_ATTN_MODEL_CACHE_SIZE`` (default 4) bounds the loaded models."""
+    models = list(dict.fromkeys([*configured_models(app_dir), *(e for e in extra if e)]))
+    allow_any = os.environ.get(ALLOW_ANY_MODEL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    try:
+        cache_size = int(os.environ.get(CACHE_SIZE_ENV, DEFAULT_CACHE_SIZE))
+    except ValueError:
+        raise ValueError(f"{CACHE_SIZE_ENV} must be a whole number") from None
+    if cache_size < 1:
+        raise ValueError(f"{CACHE_SIZE_ENV} must be at least 1")
+    return ModelPolicy(tuple(models), allow_any, cache_size)
+
+
+def _check_model_type(folder: str, name: str) -> None:
+    """Refuse anything but a single-sentence hf_attn model, from ``config.json`` alone (before any
+    weights or tokenizer are read)."""
+    try:
+        model_type = model_type_of(folder)
+    except ModelFolderError as err:
+        raise ExplainError(f"Cannot load model {name!r}: {str(err).replace(folder, name)}") from err
+    if model_type != SINGLE_MODEL_TYPE:
+        raise ExplainError(f"{name!r} is a {model_type!r} model; the explorer needs a single-sentence "
+                           f"{SINGLE_MODEL_TYPE} classifier.")
+
+
+def _download_hub_model(repo_id: str) -> str:
+    """A local snapshot of the Hub repo ``repo_id`` (through huggingface_hub, so ``HF_ENDPOINT`` /
+    ``HF_HUB_OFFLINE`` apply): config.json first, checked, then only :data:`HUB_FILES`."""
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    try:
+        config_path = hf_hub_download(repo_id, "config.json")
+    except Exception as err:  # network, missing or private repo, offline cache miss: all "cannot download"
+        LOGGER.warning("cannot download config.json of %r", repo_id, exc_info=True)
+        raise ExplainError(f"Cannot download {repo_id!r} from the Hugging Face Hub (is it a public hf_attn "
+                           "model repository?).") from err
+    _check_model_type(os.path.dirname(config_path), repo_id)
+    try:
+        return snapshot_download(repo_id, allow_patterns=list(HUB_FILES))
+    except Exception as err:
+        LOGGER.warning("cannot download %r", repo_id, exc_info=True)
+        raise ExplainError(f"Cannot download {repo_id!r} from the Hugging Face Hub.") from err
+
+
+def load_model(name_or_path: str, policy: ModelPolicy | None = None):
+    """An hf_attn classifier + tokenizer (eval mode) from a local folder or a Hub id.
+
+    With a ``policy`` (the app), a name it does not allow raises :class:`ModelNotAllowed` before
+    anything is read; ``policy=None`` means the caller (a script, the operator) trusts the name. In
+    both cases no code from the model is ever run: ``config.json`` must say ``model_type ==
+    "hf_attn"`` before anything else is loaded, and loading goes through
+    :func:`hf_attn.loading.load_model_folder` (our concrete classes, safetensors only, so ``auto_map``
+    and bundled Python files are ignored, as with ``trust_remote_code=False``). Hub ids
+    (:func:`is_hub_id`) are downloaded from the Hub, anything else is a local folder."""
+    if policy is None:
+        name = (name_or_path or "").strip() if isinstance(name_or_path, str) else ""
+        if not name:
+            raise ExplainError("Please give a model: a local folder or a Hub id (USER/NAME).")
+        hub = is_hub_id(name)
+    else:
+        name, hub = policy.resolve(name_or_path)
+    folder = _download_hub_model(name) if hub else os.path.expanduser(name)
+    _check_model_type(folder, name)
+    try:
+        model, tokenizer = load_model_folder(folder, expected_type=SINGLE_MODEL_TYPE)
+    except (ModelFolderError, OSError) as err:  # a folder that is not a complete model; corrupt weights
+        LOGGER.warning("cannot load model %r", name, exc_info=True)
+        raise ExplainError(f"Cannot load model {name!r}: {str(err).replace(folder, name)}") from err
+    return model, tokenizer
+
+
+class ModelCache:
+    """The models a running explorer holds: at most ``policy.cache_size``, the least recently used
+    dropped first, so visitors cannot fill the memory by opening model after model. Every name is
+    checked against the policy before the cache or the disk is looked at. Thread-safe (loads are
+    serialised)."""
+
+    def __init__(self, policy: ModelPolicy, loader: Callable[[str, ModelPolicy], tuple] | None = None):
+        self.policy = policy
+        self._loader = loader or load_model
+        self._models: OrderedDict[str, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> tuple:
+        """``(model, tokenizer)`` of ``name`` (loaded if needed); :class:`ExplainError` if it is not
+        allowed or cannot be loaded."""
+        name, _ = self.policy.resolve(name)
+        with self._lock:
+            if name in self._models:
+                self._models.move_to_end(name)
+                return self._models[name]
+            loaded = self._loader(name, self.policy)
+            self._models[name] = loaded
+            while len(self._models) > self.policy.cache_size:
+                self._models.popitem(last=False)
+            return loaded
+
+    def names(self) -> list[str]:
+        """The cached names, least recently used first."""
+        with self._lock:
+            return list(self._models)
 
 
 def _search_roots() -> list[Path]:
@@ -338,20 +582,20 @@ def train_quick_model(epochs: int = 3) -> str:
 
 
 def default_model(app_dir: str | os.PathLike | None = None, train_if_missing: bool = True) -> str | None:
-    """The model the app opens first: ``HF_ATTN_MODEL`` (folder or Hub id), else ``space_config.json``
-    next to the app (written by ``hf-attn push-space --model``), else a local SST model
-    (:func:`find_local_model`), else a quickly trained one."""
-    if os.environ.get("HF_ATTN_MODEL"):
-        return os.environ["HF_ATTN_MODEL"]
-    if app_dir is not None and (Path(app_dir) / "space_config.json").is_file():
-        configured = json.loads((Path(app_dir) / "space_config.json").read_text()).get("default_model")
-        if configured:
-            return configured
+    """The model the app opens first: the first of :func:`configured_models` (``HF_ATTN_MODEL``,
+    ``HF_ATTN_MODELS``, ``space_config.json`` next to the app, written by ``hf-attn push-space
+    --model``), else a local SST model (:func:`find_local_model`), else a quickly trained one."""
+    configured = configured_models(app_dir)
+    if configured:
+        return configured[0]
     found = find_local_model()
     if found or not train_if_missing:
         return found
     return train_quick_model()
 
 
-__all__ = ["explain_sentence", "SentenceExplanation", "ExplainError", "heatmap_html", "summary_markdown",
-           "permutation_figure", "load_model", "find_local_model", "default_model", "train_quick_model"]
+__all__ = ["explain_sentence", "SentenceExplanation", "ExplainError", "ModelNotAllowed", "check_settings",
+           "INT_LIMITS", "FLOAT_LIMITS", "MAX_TEXT_CHARS", "NOT_ALLOWED_MESSAGE", "heatmap_html",
+           "summary_markdown", "permutation_figure", "is_hub_id", "ModelPolicy", "model_policy",
+           "configured_models", "load_model", "ModelCache", "find_local_model", "default_model",
+           "train_quick_model"]

@@ -5,13 +5,18 @@ and leave-one-out importance, an adversarial attention (with its Δŷ and JSD), 
 distribution and the per-token prediction probabilities. All computation lives in
 ``hf_attn.explain``; this file only lays it out.
 
-Environment: ``HF_ATTN_MODEL`` (folder or Hub id) picks the first model; ``GRADIO_SERVER_NAME`` /
-``GRADIO_SERVER_PORT`` pick host and port (Gradio reads them); analytics are off.
+Models: visitors pick from the operator's allow-list (``HF_ATTN_MODEL``, ``HF_ATTN_MODELS``,
+``space_config.json`` next to this file: ``"default_model"`` and ``"models"``); the first one opens.
+``HF_ATTN_ALLOW_ANY_MODEL=1`` lets them type any other Hub id as well (still never a server path, and
+never remote code). ``HF_ATTN_MODEL_CACHE_SIZE`` (default 4) bounds the models held in memory.
+``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` pick host and port (Gradio reads them); analytics
+are off.
 """
 
+import functools
+import logging
 import os
 import sys
-import threading
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -23,12 +28,16 @@ if (APP_DIR / "hf_attn").is_dir():  # the Space carries its own copy of the pack
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from hf_attn.explain import (DEFAULT_MAX_TOKENS, ExplainError, default_model, explain_sentence,  # noqa: E402
-                             heatmap_html, load_model, permutation_figure, summary_markdown)
+from hf_attn.explain import (DEFAULT_MAX_TOKENS, FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS,  # noqa: E402
+                             ExplainError, ModelCache, ModelPolicy, check_settings, default_model,
+                             explain_sentence, heatmap_html, model_policy, permutation_figure,
+                             summary_markdown)
 
-# One sentence means tiny tensors: a single intra-op thread is much faster than a contended pool
-# (measured: 0.46 s vs 8 s for the 500-step adversary on 2 busy cores).
-torch.set_num_threads(int(os.environ.get("HF_ATTN_TORCH_THREADS", "1")))
+LOGGER = logging.getLogger("hf_attn.app")
+# What a visitor sees for an error we did not foresee; the traceback goes to the server log only
+# (it may name server paths).
+UNEXPECTED_MESSAGE = ("Something went wrong on the server while handling this request (the details were "
+                      "logged). Please try again, or try another sentence or model.")
 
 EXAMPLES = [
     "a gorgeous , witty , seductive movie .",
@@ -37,58 +46,78 @@ EXAMPLES = [
     "it 's not a great monster movie , but it 's a good one .",
 ]
 
-_models: dict[str, tuple] = {}
-_lock = threading.Lock()
+
+def visitor_errors(handler):
+    """Every error of ``handler`` reaches the visitor as a clear :class:`gr.Error`: our
+    :class:`ExplainError` messages as they are, anything else as :data:`UNEXPECTED_MESSAGE` with the
+    traceback logged here (never Gradio's bare "upstream exception")."""
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except gr.Error:
+            raise
+        except ExplainError as err:
+            raise gr.Error(str(err)) from None
+        except Exception:
+            LOGGER.exception("unexpected error in %s", handler.__name__)
+            raise gr.Error(UNEXPECTED_MESSAGE) from None
+    return wrapper
 
 
-def get_model(name: str):
-    """Load (once) and cache models by name."""
-    name = (name or "").strip()
-    with _lock:
-        if name not in _models:
-            _models[name] = load_model(name)
-        return _models[name]
+def make_handlers(cache: ModelCache):
+    """``(describe_model, explain)``: the app's event handlers on the models of ``cache``."""
+    @visitor_errors
+    def describe_model(name: str) -> str:
+        model, _ = cache.get(name)
+        c = model.config
+        labels = ", ".join(str(v) for v in c.id2label.values())
+        return (f"Loaded **{name.strip()}**: encoder `{c.encoder}`, attention `{c.attention}`, "
+                f"variant `{c.variant}`, labels: {labels}.")
+
+    @visitor_errors
+    def explain(model_name: str, text: str, eps: float, steps: float, seed: float):
+        # Bounds first: a request with absurd settings is refused before any model is loaded.
+        settings = check_settings(eps=eps, steps=steps, seed=seed, max_tokens=DEFAULT_MAX_TOKENS)
+        model, tokenizer = cache.get(model_name)
+        explanation = explain_sentence(model, tokenizer, text, **settings)
+        label = {name: float(p) for name, p in zip(explanation.label_names, explanation.probabilities)}
+        return (label, summary_markdown(explanation), heatmap_html(explanation), permutation_figure(explanation),
+                explanation.to_dict())
+
+    return describe_model, explain
 
 
-def describe_model(name: str) -> str:
-    try:
-        model, _ = get_model(name)
-    except ExplainError as err:
-        raise gr.Error(str(err))
-    c = model.config
-    labels = ", ".join(str(v) for v in c.id2label.values())
-    return (f"Loaded **{name}**: encoder `{c.encoder}`, attention `{c.attention}`, variant `{c.variant}`, "
-            f"labels: {labels}.")
-
-
-def explain(model_name: str, text: str, eps: float, steps: float, seed: float):
-    try:
-        model, tokenizer = get_model(model_name)
-        explanation = explain_sentence(model, tokenizer, text, max_tokens=DEFAULT_MAX_TOKENS, eps=float(eps),
-                                       steps=int(steps), seed=int(seed))
-    except ExplainError as err:
-        raise gr.Error(str(err))
-    label = {name: float(p) for name, p in zip(explanation.label_names, explanation.probabilities)}
-    return (label, summary_markdown(explanation), heatmap_html(explanation), permutation_figure(explanation),
-            explanation.to_dict())
-
-
-def build_demo(initial_model: str | None) -> gr.Blocks:
+def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: ModelCache | None = None) -> gr.Blocks:
+    """The explorer page: models from ``policy`` (``initial_model`` selected), loaded through
+    ``cache`` (a new :class:`ModelCache` by default)."""
+    describe_model, explain = make_handlers(cache or ModelCache(policy))
+    initial_model = initial_model or (policy.models[0] if policy.models else None)
+    steps_low, steps_high = INT_LIMITS["steps"]
+    eps_low, eps_high = FLOAT_LIMITS["eps"]
     with gr.Blocks(title="Is attention explanation?") as demo:
         gr.Markdown("# Is attention explanation?\nAttention of an hf_attn classifier next to gradient and "
                     "leave-one-out importance, an adversarial attention (Jain & Wallace 2019) and per-token "
                     "predictions (Tutek & Šnajder 2020).")
         with gr.Row():
-            model_name = gr.Textbox(value=initial_model, label="Model (local folder or Hub id USER/NAME)",
-                                    scale=4)
+            # allow_custom_value=True only switches off Gradio's own choice check, whose message
+            # differs from ours (it echoes the name): ModelPolicy in the handlers refuses every name
+            # off the list with the same NOT_ALLOWED_MESSAGE.
+            info = ("one of the listed models, or any Hub id USER/NAME" if policy.allow_any_hub_id
+                    else "one of the models offered by this explorer")
+            model_name = gr.Dropdown(choices=list(policy.models), value=initial_model, label="Model", info=info,
+                                     allow_custom_value=True, scale=4, elem_id="model")
             load_button = gr.Button("Load model", scale=1)
         model_status = gr.Markdown(elem_id="model-status")
         text = gr.Textbox(label=f"Sentence (at most {DEFAULT_MAX_TOKENS} tokens)", lines=2,
-                          placeholder="type a sentence …", elem_id="sentence")
+                          placeholder="type a sentence …", elem_id="sentence", max_length=MAX_TEXT_CHARS)
         with gr.Accordion("Adversary settings (J&W Alg. 3)", open=False):
             with gr.Row():
-                eps = gr.Number(value=0.01, label="ε (max TVD of the adversary's prediction)", minimum=0)
-                steps = gr.Number(value=500, label="optimisation steps", minimum=0, precision=0)
+                # The ranges are enforced by the handler (check_settings), not by Gradio's
+                # minimum/maximum: its message would not say which field is out of range.
+                eps = gr.Number(value=0.01, label=f"ε, {eps_low:g}–{eps_high:g} (max TVD of the adversary's "
+                                "prediction)")
+                steps = gr.Number(value=500, label=f"optimisation steps, {steps_low}–{steps_high}", precision=0)
                 seed = gr.Number(value=0, label="seed", precision=0)
         explain_button = gr.Button("Explain", variant="primary", elem_id="explain")
         with gr.Row():
@@ -110,11 +139,23 @@ def build_demo(initial_model: str | None) -> gr.Blocks:
     return demo
 
 
+def launch(demo: gr.Blocks, **kwargs) -> None:
+    """Serve ``demo``: a bounded queue (one explanation at a time, at most ``HF_ATTN_QUEUE_SIZE``
+    waiting, default 32) and errors shown to the visitor. Host/port: Gradio reads
+    ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` itself; never share=True."""
+    demo.queue(max_size=int(os.environ.get("HF_ATTN_QUEUE_SIZE", "32")), default_concurrency_limit=1)
+    demo.launch(share=False, show_error=True, **kwargs)
+
+
 def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One sentence means tiny tensors: a single intra-op thread is much faster than a contended pool
+    # (measured: 0.46 s vs 8 s for the 500-step adversary on 2 busy cores).
+    torch.set_num_threads(int(os.environ.get("HF_ATTN_TORCH_THREADS", "1")))
     initial = default_model(APP_DIR)
-    demo = build_demo(initial)
-    # host/port: Gradio reads GRADIO_SERVER_NAME / GRADIO_SERVER_PORT itself; never share=True.
-    demo.launch(share=False)
+    # The model opened first is allowed even when it was found or trained locally rather than configured.
+    policy = model_policy(APP_DIR, extra=[initial] if initial else [])
+    launch(build_demo(policy, initial))
 
 
 if __name__ == "__main__":

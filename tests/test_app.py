@@ -3,6 +3,7 @@ output of the explain endpoint, error messages) and in a headless Chromium (the 
 heatmaps after typing a sentence and clicking Explain; screenshot in test-artifacts/)."""
 
 import base64
+import contextlib
 import os
 import shutil
 import signal
@@ -30,15 +31,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url(trained_model_dir, tmp_path_factory):
+@contextlib.contextmanager
+def running_app(env: dict, log: Path, cwd: Path | None = None):
+    """``spaces_app/app.py`` in a subprocess on a free 127.0.0.1 port, with ``env`` added to the
+    (offline) environment; yields its URL once the page answers, stops it afterwards."""
     port = free_port()
-    log = tmp_path_factory.mktemp("app") / "app.log"
-    env = dict(os.environ, HF_ATTN_MODEL=trained_model_dir, GRADIO_SERVER_NAME="127.0.0.1",
-               GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **env}
     with open(log, "w") as out:
         process = subprocess.Popen([sys.executable, str(REPO_ROOT / "spaces_app" / "app.py")], env=env,
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 180
     while True:
@@ -52,9 +54,22 @@ def app_url(trained_model_dir, tmp_path_factory):
             process.kill()
             pytest.fail(f"the app did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.5)
-    yield url
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=30)
+    try:
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def default_app_env(model_dir: str) -> dict:
+    """The app as a Space operator starts it: one allowed model (``HF_ATTN_MODEL``), nothing else."""
+    return {"HF_ATTN_MODEL": model_dir, "HF_ATTN_MODELS": "", "HF_ATTN_ALLOW_ANY_MODEL": ""}
+
+
+@pytest.fixture(scope="module")
+def app_url(trained_model_dir, tmp_path_factory):
+    with running_app(default_app_env(trained_model_dir), tmp_path_factory.mktemp("app") / "app.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +125,10 @@ def test_errors_are_clear(client, trained_model_dir):
         client.predict(trained_model_dir, "  ", 0.01, 500, 0, api_name="/explain")
     with pytest.raises(AppError, match="too long: 150 tokens, the limit is 100"):
         client.predict(trained_model_dir, "good " * 150, 0.01, 500, 0, api_name="/explain")
-    with pytest.raises(AppError, match="not a model folder"):
+    with pytest.raises(AppError, match="not offered by this explorer"):  # not on the allow-list
         client.predict("/nonexistent/model", SENTENCE, 0.01, 500, 0, api_name="/explain")
+    with pytest.raises(AppError, match=r"eps must be from 0 to 1 \(got 2\)"):
+        client.predict(trained_model_dir, SENTENCE, 2, 500, 0, api_name="/explain")
     assert "encoder `lstm`" in client.predict(trained_model_dir, api_name="/load_model")
 
 
@@ -136,7 +153,8 @@ def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
         driver.get(app_url)
         wait = WebDriverWait(driver, 120)
         box = wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#sentence textarea")))
-        assert driver.find_element(By.CSS_SELECTOR, "input[type=text], textarea").get_attribute("value")
+        model = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#model input")))
+        assert model.get_attribute("value") == trained_model_dir  # the allowed model, preselected
         box.send_keys(SENTENCE)
         driver.find_element(By.CSS_SELECTOR, "#explain").click()
         table = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#heatmaps table#hfa-heatmap")))

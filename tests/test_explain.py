@@ -1,6 +1,7 @@
 """hf_attn.explain (the explorer's logic) against slow, explicit per-token computations."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,7 @@ def test_bad_input(model_and_tokenizer):
 
 def test_default_model_choice(tmp_path, monkeypatch):
     monkeypatch.delenv("HF_ATTN_MODEL", raising=False)
+    monkeypatch.delenv("HF_ATTN_MODELS", raising=False)
     root = tmp_path / "runs"
     for name, accuracy, encoder in (("a", 0.90, "lstm"), ("b", 0.99, "lstm"), ("c", 0.999, "cnn")):
         folder = root / name
@@ -142,7 +144,12 @@ def test_default_model_choice(tmp_path, monkeypatch):
     assert find_local_model() == str((root / "b").resolve())  # BiLSTM+additive preferred, then accuracy
     app_dir = tmp_path / "app"
     app_dir.mkdir()
-    (app_dir / "space_config.json").write_text(json.dumps({"default_model": "user/model"}))
+    (app_dir / "space_config.json").write_text(json.dumps({"models": ["user/first", "user/second"]}))
+    assert default_model(app_dir) == "user/first"  # no default_model: the first allowed one
+    (app_dir / "space_config.json").write_text(json.dumps({"default_model": "user/model",
+                                                           "models": ["user/first"]}))
     assert default_model(app_dir) == "user/model"
+    monkeypatch.setenv("HF_ATTN_MODELS", f"list/one{os.pathsep}list/two")
+    assert default_model(app_dir) == "list/one"
     monkeypatch.setenv("HF_ATTN_MODEL", "other/model")
     assert default_model(app_dir) == "other/model"
