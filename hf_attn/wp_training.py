@@ -12,7 +12,10 @@
   L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b) (:class:`ConsistentAdversaryTrainer`,
   :func:`train_consistent_adversary`). The base's predictions and attention are precomputed once per
   split and fed as dataset columns. ``divergence="jsd"`` selects Tutek & Šnajder's Eq. 6 instead,
-  L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b) (their Fig. 1); W&P's KL stays the default.
+  L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b) (their Fig. 1); W&P's KL stays the default. ``protocol="wp"``
+  trains it as W&P's code does (≤ 80 epochs, early stopping on the training objective, ½·TVD,
+  class-weighted; see ``ADVERSARY_PROTOCOLS``); ``protocol="fast"`` (this function's default; the
+  reproduce report uses "wp") is the base's epochs, dev-objective selection, full TVD, unweighted.
 
 All models are saved like ``hf_attn.training.train`` saves them (model + tokenizer + ``metrics.json``
 + ``run.json``); a folder with ``metrics.json`` is a finished run and is returned as is.
@@ -30,14 +33,15 @@ from dataclasses import asdict, replace
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import (DataCollatorWithPadding,
+from transformers import (DataCollatorWithPadding, EarlyStoppingCallback,
                           PreTrainedTokenizerFast, TrainingArguments)
 from transformers.trainer_utils import get_last_checkpoint
 
 from .data import TaskData
 from .loading import load_model_folder
 from .measures import jsd, kl_divergence, tvd
-from .training import (AttnTrainer, TrainSettings, _compute_metrics, build_model, classification_metrics,
+from .training import (AttnTrainer, TrainSettings, _compute_metrics, build_model, class_weights_for,
+                       classification_metrics,
                        environment_versions, settings_from_run, task_of, tokenize_splits, train,
                        write_json_atomic)
 
@@ -80,10 +84,60 @@ def attention_divergence(adversary_attention: torch.Tensor, base_attention: torc
     return kl_divergence(adversary_attention, floored, mask)
 
 
+# Training protocols of the consistent adversary (issue 15). "wp" is W&P's own code
+# (github.com/sarahwie/attention @ d867a2b):
+# * schedule: run_adversarial.sh passes ``--n_iters 80`` (80 epochs); Trainers/TrainerBC.py
+#   ``train_adversarial`` (l. 63–124) keeps the epoch with the lowest TRAINING loss (``loss_tr <
+#   best_loss``, l. 89) and stops after 10 epochs without a decrease (``n_fail >= 10``, l. 99–100;
+#   ``break``, l. 123–124); no dev set is used for selection.
+# * TVD scale: common_code/metrics.py l. 12–13 ``batch_tvd = (0.5 * |σ(z_a) − ŷ_b|).sum()`` on the
+#   positive-class probability only, i.e. half the binary TVD ½Σ_c|p_c − q_c| = |p − q| that
+#   :func:`hf_attn.measures.tvd` computes. Their L = ½·TVD − λ·KL is ½·(TVD − 2λ·KL): W&P's λ is our
+#   "fast" λ/2 (model/Binary_Classification.py l. 125–127; both terms are batch sums, KLDivLoss
+#   with reduction="sum", so the λ ratio equals the per-instance-mean one).
+# * class weighting: model/Binary_Classification.py l. 132–133 ``weight = y·pos_weight + (1 − y)``,
+#   ``loss = (loss_orig * weight).mean(1).sum()`` with the scalar batch objective ``loss_orig``: the
+#   whole batch objective is multiplied by Σ_i w_i (gold labels y, pos_weight = #neg/#pos of the
+#   training split, Trainers/DatasetBC.py l. 23–25). Here: mean_i(w_i) · mean_i(ℓ_i) (their value
+#   divided by B², a constant that Adam ignores).
+# "fast" is this package's earlier protocol: the base's epochs (8 on SST), full TVD, no class
+# weights, the checkpoint with the lowest dev objective.
+ADVERSARY_PROTOCOLS = {
+    "wp": {"max_epochs": 80, "patience": 10, "tvd_scale": 0.5, "class_weighted": True,
+           "selection": "train_objective"},
+    "fast": {"max_epochs": None, "patience": None, "tvd_scale": 1.0, "class_weighted": False,
+             "selection": "dev_objective"},
+}
+
+
+def adversary_protocol(protocol: str = "fast", **overrides) -> dict:
+    """The settings of ``protocol`` ("wp" or "fast", see ``ADVERSARY_PROTOCOLS``) with explicit
+    ``overrides`` (``max_epochs``, ``patience``, ``tvd_scale``, ``class_weighted``, ``selection``;
+    None leaves the protocol's value). ``max_epochs`` None = the base's epochs."""
+    if protocol not in ADVERSARY_PROTOCOLS:
+        raise ValueError(f"protocol must be one of {sorted(ADVERSARY_PROTOCOLS)}, got {protocol!r}")
+    out = dict(ADVERSARY_PROTOCOLS[protocol], name=protocol)
+    for key, value in overrides.items():
+        if key not in out or key == "name":
+            raise ValueError(f"unknown adversary protocol field {key!r}")
+        if value is not None:
+            out[key] = value
+    if out["selection"] not in ("train_objective", "dev_objective"):
+        raise ValueError(f"selection must be 'train_objective' or 'dev_objective', got {out['selection']!r}")
+    if out["tvd_scale"] <= 0:
+        raise ValueError(f"tvd_scale must be > 0, got {out['tvd_scale']}")
+    if out["max_epochs"] is not None and out["max_epochs"] < 1:
+        raise ValueError(f"max_epochs must be >= 1, got {out['max_epochs']}")
+    if out["patience"] is not None and out["patience"] < 1:
+        raise ValueError(f"patience must be >= 1, got {out['patience']}")
+    return out
+
+
 def consistent_adversary_loss(adversary_probs: torch.Tensor, base_probs: torch.Tensor,
                               adversary_attention: torch.Tensor, base_attention: torch.Tensor,
                               mask: torch.Tensor, lam: float, reduction: str = "mean",
-                              divergence: str = "kl"):
+                              divergence: str = "kl", tvd_scale: float = 1.0,
+                              weights: torch.Tensor | None = None):
     """W&P §4 Eq. (3): L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b) per instance; with
     ``divergence="jsd"`` T&Š Eq. 6: L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b).
 
@@ -94,6 +148,11 @@ def consistent_adversary_loss(adversary_probs: torch.Tensor, base_probs: torch.T
         lam: λ ≥ 0.
         reduction: ``"mean"`` → ``()``, ``"none"`` → ``(B,)``.
         divergence: ``"kl"`` (W&P, the default) or ``"jsd"`` (T&Š).
+        tvd_scale: factor on the TVD term: 1 (full TVD ½Σ_c|p_c − q_c|) or 0.5 (W&P's code:
+            ½|p_1 − q_1| = half the binary TVD), so L = tvd_scale·TVD − λ·div.
+        weights: optional ``(B,)`` class weights (W&P: 1 for negatives, #neg/#pos for positives);
+            with ``reduction="mean"`` the loss is mean(weights)·mean(L), W&P's batch-level
+            weighting (their code multiplies the scalar batch objective by Σ_i w_i).
 
     Returns ``(loss, tvd (B,), divergence (B,))`` (the KL or the JSD). Never NaN: for KL, where the
     base attention is exactly 0 on a real token it is floored at ``BASE_ATTENTION_FLOOR`` (KL stays
@@ -101,13 +160,19 @@ def consistent_adversary_loss(adversary_probs: torch.Tensor, base_probs: torch.T
     """
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
+    if tvd_scale <= 0:
+        raise ValueError(f"tvd_scale must be > 0, got {tvd_scale}")
     div = attention_divergence(adversary_attention, base_attention, mask, divergence)
     distance = tvd(adversary_probs, base_probs)
-    loss = distance - lam * div
+    loss = tvd_scale * distance - lam * div
     if reduction == "mean":
         loss = loss.mean()
+        if weights is not None:
+            loss = loss * weights.to(loss.dtype).mean()
     elif reduction != "none":
         raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+    elif weights is not None:
+        raise ValueError("weights (W&P's batch-level class weighting) need reduction='mean'")
     return loss, distance, div
 
 
@@ -181,7 +246,7 @@ def _train_with_columns(settings: TrainSettings, output_dir: str, task: TaskData
                         tokenizer: PreTrainedTokenizerFast, columns: dict[str, dict[str, list]],
                         token_columns=(), vector_columns=(), trainer_class=AttnTrainer,
                         trainer_kwargs=None, selection=("roc_auc", True), extra_run=None,
-                        test_hook=None, progress: bool = True) -> dict:
+                        test_hook=None, progress: bool = True, callbacks=()) -> dict:
     """Like :func:`hf_attn.training.train` (same optimiser, defaults, checkpoints, resume, output
     files) but with the tokenizer given (so that columns line up with the tokens) and per-split
     extra ``columns`` ({split: {name: values}}) handed to the model/trainer by the collator."""
@@ -215,7 +280,8 @@ def _train_with_columns(settings: TrainSettings, output_dir: str, task: TaskData
     trainer = trainer_class(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["validation"],
         data_collator=ColumnPaddingCollator(tokenizer, token_columns, vector_columns),
-        processing_class=tokenizer, compute_metrics=_compute_metrics, **(trainer_kwargs or {}))
+        processing_class=tokenizer, compute_metrics=_compute_metrics, callbacks=list(callbacks) or None,
+        **(trainer_kwargs or {}))
     last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=last)
@@ -234,6 +300,7 @@ def _train_with_columns(settings: TrainSettings, output_dir: str, task: TaskData
         metrics.update(test_hook(trainer.model, encoded["test"]))
     metrics.update({"best_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
                     "train_seconds": round(train_seconds, 2),
+                    "epochs_trained": round(float(trainer.state.epoch or 0), 2),
                     "resumed_from": os.path.basename(last) if last else None})
     run = {"settings": asdict(settings), "task": task.name, "label_names": task.label_names,
            "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
@@ -296,30 +363,57 @@ class ConsistentAdversaryTrainer(AttnTrainer):
     labels are not used by the loss. On evaluation the same objective is the ``eval_loss`` (the
     dev objective selects the checkpoint)."""
 
-    def __init__(self, *args, lam: float = 0.001, divergence: str = "kl", **kwargs):
+    def __init__(self, *args, lam: float = 0.001, divergence: str = "kl", tvd_scale: float = 1.0,
+                 class_weights=None, **kwargs):
         super().__init__(*args, **kwargs)
         if lam < 0:
             raise ValueError(f"lambda must be >= 0, got {lam}")
         self.lam = float(lam)
         self.divergence = _check_divergence(divergence)
+        self.tvd_scale = float(tvd_scale)
+        # W&P's class weights per gold label (None: unweighted); see ADVERSARY_PROTOCOLS
+        self.adv_class_weights = None if class_weights is None else torch.as_tensor(class_weights, dtype=torch.float32)
+        self._epoch_objective = [0.0, 0]  # running training objective since the last evaluation
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         inputs = dict(inputs)
         base_probs = inputs.pop("base_probs")
         base_attention = inputs.pop("base_attention")
-        inputs.pop("labels", None)
+        labels = inputs.pop("labels", None)
         outputs = model(**inputs)
         divergence = getattr(self, "divergence", "kl")
+        class_weights = getattr(self, "adv_class_weights", None)
+        weights = None
+        if class_weights is not None and labels is not None:
+            weights = class_weights.to(labels.device)[labels.long()]
         loss, distance, div = consistent_adversary_loss(
             outputs.logits.softmax(-1), base_probs, outputs.attentions, base_attention,
-            inputs["attention_mask"], self.lam, divergence=divergence)
+            inputs["attention_mask"], self.lam, divergence=divergence,
+            tvd_scale=getattr(self, "tvd_scale", 1.0), weights=weights)
         if model.training:
             sums = getattr(self, "_adv_parts", None) or {"tvd": 0.0, "div": 0.0, "n": 0}
             sums["tvd"] += float(distance.detach().mean())
             sums["div"] += float(div.detach().mean())
             sums["n"] += 1
             self._adv_parts = sums
+            running = getattr(self, "_epoch_objective", None) or [0.0, 0]
+            running[0] += float(loss.detach())
+            running[1] += 1
+            self._epoch_objective = running
         return (loss, outputs) if return_outputs else loss
+
+    def evaluation_loop(self, *args, **kwargs):
+        """Adds ``{prefix}_train_objective`` to the evaluation metrics (before the callbacks see
+        them): the mean (class-weighted) training objective over the batches since the previous
+        evaluation, i.e. over the epoch just finished. W&P keep the epoch with the lowest training
+        loss and stop after 10 epochs without a decrease (Trainers/TrainerBC.py l. 89–100, 123–124)."""
+        output = super().evaluation_loop(*args, **kwargs)
+        total, count = getattr(self, "_epoch_objective", None) or [0.0, 0]
+        if count:
+            prefix = kwargs.get("metric_key_prefix", args[4] if len(args) > 4 else "eval")
+            output.metrics[f"{prefix}_train_objective"] = total / count
+            self._epoch_objective = [0.0, 0]
+        return output
 
     def log(self, logs, *args, **kwargs):
         parts = getattr(self, "_adv_parts", None)
@@ -330,9 +424,21 @@ class ConsistentAdversaryTrainer(AttnTrainer):
         super().log(logs, *args, **kwargs)
 
 
-def adversary_run_dir(runs_dir: str, lam: float, seed: int | None = None) -> str:
-    """``adversary-lambda-λ`` (the base's seed), ``…-seedS`` for another seed."""
-    return os.path.join(runs_dir, f"adversary-lambda-{lam:g}" + ("" if seed is None else f"-seed{seed}"))
+def protocol_tag(protocol: str = "fast", max_epochs: int | None = None) -> str:
+    """Folder-name tag of an adversary protocol: "" for "fast" (the folders of earlier versions),
+    "wp" for W&P's, "wp-e30" for W&P's with another epoch cap."""
+    proto = adversary_protocol(protocol, max_epochs=max_epochs)
+    if proto["name"] == "fast":
+        return ""
+    default = ADVERSARY_PROTOCOLS[proto["name"]]["max_epochs"]
+    return proto["name"] + ("" if proto["max_epochs"] == default else f"-e{proto['max_epochs']}")
+
+
+def adversary_run_dir(runs_dir: str, lam: float, seed: int | None = None, tag: str = "") -> str:
+    """``adversary-lambda-λ`` (the base's seed), ``…-seedS`` for another seed; a protocol
+    :func:`protocol_tag` ``tag`` is inserted after λ (``adversary-lambda-0.001-wp-seed1``)."""
+    return os.path.join(runs_dir, f"adversary-lambda-{lam:g}" + (f"-{tag}" if tag else "")
+                        + ("" if seed is None else f"-seed{seed}"))
 
 
 def divergence_to_base(model, base_attention, base_probs, encoded_split) -> dict[str, np.ndarray]:
@@ -369,41 +475,73 @@ def base_columns(base_dir: str, task: TaskData, progress: bool = True):
 
 def train_consistent_adversary(base_dir: str, output_dir: str, lam: float, task: TaskData | None = None,
                                epochs: int | None = None, seed: int | None = None,
-                               progress: bool = True, _base=None, divergence: str = "kl") -> dict:
+                               progress: bool = True, _base=None, divergence: str = "kl",
+                               protocol: str = "fast", max_epochs: int | None = None,
+                               patience: int | None = None, tvd_scale: float | None = None,
+                               class_weighted: bool | None = None, selection: str | None = None) -> dict:
     """W&P §4: train M_a (the base's architecture and settings, fresh initialisation) against the
-    fixed base in ``base_dir``. The checkpoint with the lowest dev objective is kept. ``metrics.json``
-    adds test ``mean_jsd_to_base``, ``mean_tvd_to_base``, ``mean_kl_to_base``, the objective and
-    ``divergence``. ``divergence="jsd"`` trains with T&Š's Eq. 6 (TVD − λ·JSD) instead of W&P's
-    TVD − λ·KL (the default); give it its own ``output_dir``: a finished folder is returned as is."""
+    fixed base in ``base_dir``. ``metrics.json`` adds test ``mean_jsd_to_base``,
+    ``mean_tvd_to_base``, ``mean_kl_to_base``, the objective, ``divergence`` and ``protocol``.
+    ``divergence="jsd"`` trains with T&Š's Eq. 6 (TVD − λ·JSD) instead of W&P's TVD − λ·KL (the
+    default); give it its own ``output_dir``: a finished folder is returned as is.
+
+    ``protocol`` (see ``ADVERSARY_PROTOCOLS``): ``"fast"`` (default here) trains the base's epochs
+    (``epochs`` overrides) with L = TVD − λ·KL and keeps the checkpoint with the lowest dev
+    objective; ``"wp"`` is W&P's code: up to 80 epochs, the epoch with the lowest training objective
+    kept, stopped after 10 epochs without a decrease, L = ½·TVD − λ·KL (W&P's λ = fast λ / 2),
+    class-weighted (W&P's batch-level weights). ``max_epochs``, ``patience``, ``tvd_scale``,
+    ``class_weighted`` and ``selection`` override single fields (``max_epochs`` wins over ``epochs``)."""
     _check_divergence(divergence)
+    proto = adversary_protocol(protocol, max_epochs=max_epochs, patience=patience, tvd_scale=tvd_scale,
+                               class_weighted=class_weighted, selection=selection)
     if os.path.exists(os.path.join(output_dir, "metrics.json")):
         with open(os.path.join(output_dir, "metrics.json"), encoding="utf-8") as f:
             metrics = json.load(f)
         if metrics.get("divergence", "kl") != divergence:
             raise ValueError(f"{output_dir} holds an adversary trained with divergence "
                              f"{metrics.get('divergence', 'kl')!r}, not {divergence!r}: use another folder")
+        found = metrics.get("protocol", {"name": "fast"})
+        if found.get("name") != proto["name"] or (proto["max_epochs"] and found.get("max_epochs") != proto["max_epochs"]):
+            raise ValueError(f"{output_dir} holds an adversary trained with protocol {found.get('name')!r} "
+                             f"(max_epochs {found.get('max_epochs')}), not {proto['name']!r} (max_epochs "
+                             f"{proto['max_epochs']}): use another folder (see protocol_tag)")
         return metrics
     base_settings = settings_from_run(base_dir)
     task = _task_for(base_settings, task)
     tokenizer, base_settings, outputs = _base or base_columns(base_dir, task, progress)
-    settings = replace(base_settings, epochs=epochs or base_settings.epochs,
+    run_epochs = proto["max_epochs"] or epochs or base_settings.epochs
+    settings = replace(base_settings, epochs=run_epochs,
                        seed=base_settings.seed if seed is None else seed, model_selection="roc_auc")
+    proto["epochs"] = run_epochs
     columns = {split: {"base_attention": outputs[split][0], "base_probs": list(outputs[split][1])}
                for split in SPLITS}
+    class_weights = None
+    if proto["class_weighted"]:
+        class_weights = class_weights_for(np.asarray(task.splits["train"]["label"]), task.num_labels)
+        proto["class_weights"] = [float(w) for w in class_weights]
+    scale = proto["tvd_scale"]
+    callbacks = []
+    if proto["patience"]:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=int(proto["patience"])))
+    objective = ADVERSARY_DIVERGENCES[divergence]
+    if scale != 1.0:
+        objective = objective.replace("L = TVD", f"L = {scale:g}·TVD")
 
     def test_hook(model, encoded_test):
         d = divergence_to_base(model, outputs["test"][0], outputs["test"][1], encoded_test)
         return {"mean_jsd_to_base": float(d["jsd"].mean()), "mean_tvd_to_base": float(d["tvd"].mean()),
                 "mean_kl_to_base": float(d["kl"].mean()),
-                "test_objective": float((d["tvd"] - lam * d[divergence]).mean()), "lambda": lam,
-                "divergence": divergence, "objective": ADVERSARY_DIVERGENCES[divergence]}
+                "test_objective": float((scale * d["tvd"] - lam * d[divergence]).mean()), "lambda": lam,
+                "divergence": divergence, "objective": objective, "protocol": proto}
 
+    metric = "train_objective" if proto["selection"] == "train_objective" else "loss"
     return _train_with_columns(
         settings, output_dir, task, tokenizer, columns, token_columns=("base_attention",),
         vector_columns=("base_probs",), trainer_class=ConsistentAdversaryTrainer,
-        trainer_kwargs={"lam": lam, "divergence": divergence}, selection=("loss", False), test_hook=test_hook,
+        trainer_kwargs={"lam": lam, "divergence": divergence, "tvd_scale": scale, "class_weights": class_weights},
+        selection=(metric, False), test_hook=test_hook, callbacks=callbacks,
         extra_run={"wp": {"kind": "consistent_adversary", "lambda": lam, "divergence": divergence,
-                          "base_dir": os.path.abspath(base_dir)}}, progress=progress)
+                          "protocol": proto, "base_dir": os.path.abspath(base_dir)}}, progress=progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,9 +554,11 @@ def mlp_settings(base: TrainSettings, hidden_size: int | None = None) -> TrainSe
                    variant="base", hidden_size=hidden_size)
 
 
-def guide_run_dir(runs_dir: str, guide: str, seed: int | None = None) -> str:
-    """``mlp-guide-G``; ``…-seedS`` for the MLP guided by the adversary trained with seed S."""
-    return os.path.join(runs_dir, f"mlp-guide-{guide}" + ("" if seed is None else f"-seed{seed}"))
+def guide_run_dir(runs_dir: str, guide: str, seed: int | None = None, tag: str = "") -> str:
+    """``mlp-guide-G``; ``…-seedS`` for the MLP guided by the adversary trained with seed S; the
+    adversary protocol's ``tag`` (:func:`protocol_tag`) after G for the ADVERSARY guide."""
+    return os.path.join(runs_dir, f"mlp-guide-{guide}" + (f"-{tag}" if tag and guide == "adversary" else "")
+                        + ("" if seed is None else f"-seed{seed}"))
 
 
 def uniform_guide(lengths) -> list[np.ndarray]:
@@ -490,7 +630,8 @@ def _run_train_seeds(args) -> int:
     return 0
 
 
-__all__ = ["consistent_adversary_loss", "attention_divergence", "ADVERSARY_DIVERGENCES",
+__all__ = ["consistent_adversary_loss", "attention_divergence", "ADVERSARY_DIVERGENCES", "ADVERSARY_PROTOCOLS",
+           "adversary_protocol", "protocol_tag",
            "ConsistentAdversaryTrainer", "ColumnPaddingCollator", "train_seeds", "train_consistent_adversary", "train_guided_mlp", "uniform_settings",
            "mlp_settings", "model_outputs", "pad_ragged", "divergence_to_base", "base_columns",
            "load_model", "classification_metrics", "DEFAULT_LAMBDAS", "WP_TABLE3_SST", "GUIDES"]

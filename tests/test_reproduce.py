@@ -69,7 +69,7 @@ def test_quick_report_has_every_table_and_published_value(quick):
     for figure in saved["figures"]:
         assert os.path.getsize(os.path.join(out, figure)) > 1000
         assert f"({figure})" in text
-    assert {"sst/models", "sst/jw", "sst/wp", "sst/jw_seeds", "sst/ts_grid", "sst/ts", "sst/eraser"} <= set(
+    assert {"sst/models", "sst/jw", "sst/jw_more", "sst/wp", "sst/jw_seeds", "sst/ts_grid", "sst/ts", "sst/eraser"} <= set(
         saved["stages"])
     # T&Š Fig. 1 is run with T&Š's Eq. 6 objective (TVD − λ·JSD) and graded on it
     rows = saved["results"]["sst"]["ts"]["wp_consistent_adversary"]
@@ -77,6 +77,27 @@ def test_quick_report_has_every_table_and_published_value(quick):
     assert "TVD − λ·JSD (T&Š)" in text
     ts5 = next(f for f in saved["findings"] if f["id"] == "TS-5")
     assert ts5["checks"] and "W&P's L = TVD − λ·KL" not in ts5["sentence"]  # graded on T&Š-objective rows
+    # J&W battery on the CNN and the dot-attention BiLSTM, beside J&W's committed SST outputs; Figs. 1 and 5
+    assert "sst/jw_more" in saved["stages"]
+    extra = saved["results"]["sst"]["jw"]["extra"]
+    assert set(extra) == {"cnn-additive", "lstm-dot"} and all(e["results"] for e in extra.values())
+    assert extra["cnn-additive"]["model"]["encoder"] == "cnn" and extra["lstm-dot"]["model"]["attention"] == "dot"
+    assert "0.48±0.17 (0.75) / 0.48±0.17 (0.75)ᶜ" in text  # CNN τ_g, GradientPval_kendalltau
+    assert "0.61±0.16 (0.87) / 0.64±0.15 (0.89)ᶜ" in text  # Average τ_loo, pyxc-pyc_pval_kendalltau
+    assert "| τ(attention, gradient), BiLSTM + dot |" in text
+    assert any(f.endswith("fig1_adversarial_heatmap.png") for f in saved["figures"])
+    assert any(f.endswith("fig5_eps_max_jsd_vs_max_attention.png") for f in saved["figures"])
+    # the W&P consistent adversaries use W&P's protocol (½·TVD, class weights, early stopping on the
+    # training objective; capped at 2 epochs in --quick)
+    wp_ca = saved["results"]["sst"]["wp"]["consistent_adversary"]
+    assert wp_ca["protocol"]["name"] == "wp" and wp_ca["protocol"]["tvd_scale"] == 0.5
+    assert all(1 <= r["epochs_trained"] <= 2 for r in wp_ca["rows"])
+    assert "run_adversarial.sh" in text and "epochs trained" in text
+    # T&Š Table 6 (2-layer BiLSTM) beside the published SST rows; the SNLI section says what it measured or why not
+    assert "sst/ts_layers" in saved["stages"] and "T&Š Table 6 (appendix B): 2-layer BiLSTM" in text
+    layered = saved["results"]["sst"]["ts_layers"]["cells"]
+    assert {"base-additive", "mlm-additive"} <= set(layered) and "| base | 84.2 / -2.8 / -5.0 | 84.2 / -1.0 / -1.2 |" in text
+    assert "J&W SNLI (sentence pairs" in text
     # the J&W battery ran on the W&P seed models: the J&W tolerances come from their seed spread
     assert len(saved["results"]["sst"]["jw"]["seeds"]) == 2
     jw2 = next(f for f in saved["findings"] if f["id"] == "JW-2")
@@ -95,3 +116,33 @@ def test_rerun_reuses_every_run(quick):
         stages = json.load(f)["stages"]
     # the recorded wall time stays the one of the invocation that did the work
     assert all(s["seconds"] >= s["seconds_this_invocation"] for s in stages.values())
+
+
+def test_plan_estimates_cover_the_new_stages():
+    from hf_attn.reproduce import ReproducePlan, stage_estimates
+
+    plan = ReproducePlan()
+    est = stage_estimates(plan)
+    assert {"jw_more", "ts_layers"} <= set(est)
+    # W&P's protocol, capped: every adversary costs its epoch cap × the calibrated epoch time
+    assert plan.wp_adversary_protocol == "wp" and plan.wp_adversary_max_epochs == 40
+    fast = stage_estimates(ReproducePlan(wp_adversary_protocol="fast"))
+    adversaries = len(set(plan.wp_lambdas) | {plan.wp_guide_lambda}) + plan.wp_guide_seeds - 1
+    assert est["wp"] - fast["wp"] == 40 * 2.5 * adversaries - 20 * adversaries
+    assert sum(est.values()) < 55 * 60  # the SST plan stays within the hour on 2 idle cores
+
+
+def test_snli_quick_stage_on_the_fixture(tmp_path, monkeypatch):
+    """The SNLI stage end to end on the tiny committed SNLI fixture (tests/data/snli)."""
+    from hf_attn.reproduce import ReproducePlan, snli_folder, stage_estimates, train_and_analyse_snli
+
+    fixture = os.path.join(os.path.dirname(__file__), "data", "snli")
+    monkeypatch.delenv("HF_ATTN_SNLI_DIR", raising=False)
+    plan = ReproducePlan.for_mode(quick=True)
+    assert snli_folder(plan) is None and stage_estimates(ReproducePlan())["snli"] == 0
+    monkeypatch.setenv("HF_ATTN_SNLI_DIR", fixture)
+    assert snli_folder(plan) == fixture and stage_estimates(ReproducePlan())["snli"] > 0
+    results = train_and_analyse_snli(fixture, str(tmp_path / "model"), str(tmp_path / "jw"),
+                                     plan, progress=False)
+    assert results["pair"] and results["dataset"] == "snli" and results["published"]
+    assert set(results["summary"]["tau_gradient"]["per_class"]) <= {"0", "1", "2"}

@@ -2,6 +2,7 @@
 
 import json
 import os
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from hf_attn.cli import main as cli_main
-from hf_attn.training import TrainSettings, class_weights_for, classification_metrics, train
+from hf_attn.training import RunSettingsMismatch, TrainSettings, class_weights_for, classification_metrics, train
 
 
 def test_run_folder_has_model_tokenizer_and_metrics(trained_model_dir):
@@ -51,7 +52,14 @@ def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path, small_s
     first = train(TrainSettings(epochs=1, seed=1, encoder="average"), str(tmp_path / "resumed"),
                   task=small_sst, progress=False, keep_checkpoints=True)
     assert first["resumed_from"] is None
+    # What a 2-epoch run killed after its first epoch leaves: its checkpoint (the constant schedule
+    # makes epoch 1 of both runs the same) and its request; a rerun with other settings is refused.
     os.remove(tmp_path / "resumed" / "metrics.json")
+    os.remove(tmp_path / "resumed" / "run.json")
+    request = tmp_path / "resumed" / "checkpoints" / "train_request.json"
+    with pytest.raises(RunSettingsMismatch, match="epochs: 1 → 2"):
+        train(settings, str(tmp_path / "resumed"), task=small_sst, progress=False)
+    request.write_text(json.dumps({"settings": asdict(settings), "task": small_sst.name}))
     resumed = train(settings, str(tmp_path / "resumed"), task=small_sst, progress=False)
     assert resumed["resumed_from"] == "checkpoint-19"
     for key in ("test_accuracy", "test_roc_auc", "dev_roc_auc"):

@@ -3,6 +3,7 @@ and sklearn, word-set selection, evaluate modules == library functions, grid, ba
 
 import argparse
 import json
+from dataclasses import asdict
 import math
 import os
 from collections import Counter
@@ -209,8 +210,9 @@ def test_grid_runs_order_equal_footing_and_resume(tmp_path):
     with pytest.raises(ValueError):
         grid_runs(TrainSettings(hidden_size=30), ["tying"], ["dot"], 1)
     # finished runs are skipped (train returns metrics.json as is)
-    for relative, _ in runs[:2]:
+    for relative, settings in runs[:2]:
         os.makedirs(tmp_path / relative)
+        (tmp_path / relative / "run.json").write_text(json.dumps({"settings": asdict(settings)}))
         (tmp_path / relative / "metrics.json").write_text(json.dumps({"test_f1": 0.5}))
     summary = train_grid(runs[:2], str(tmp_path), task=object(), progress=False)
     assert [r["status"] for r in summary["runs"]] == ["finished before"] * 2

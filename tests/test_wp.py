@@ -283,3 +283,84 @@ def test_battery_smoke(tmp_path, tiny_task, frozen_gc):
         assert json.load(f)["settings"]["seed"] == 1
     with pytest.raises(ValueError, match="guide_seeds"):
         wp.run_wp(base_dir, out, guide_seeds=0, task=tiny_task, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# W&P's adversary protocol (github.com/sarahwie/attention: ½-TVD, batch-level class weights,
+# ≤ 80 epochs with early stopping on the training objective)
+def test_wp_protocol_loss_scale_and_class_weights_by_hand():
+    # binary, 1 token each so KL = 0 for row 0; row 1: KL([0.5, 0.5] ‖ [0.25, 0.75])
+    pa = torch.tensor([[0.3, 0.7], [0.9, 0.1]], dtype=torch.float64)
+    pb = torch.tensor([[0.2, 0.8], [0.6, 0.4]], dtype=torch.float64)
+    a = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
+    b = torch.tensor([[1.0, 0.0], [0.25, 0.75]], dtype=torch.float64)
+    mask = torch.tensor([[1, 0], [1, 1]], dtype=torch.bool)
+    lam = 0.2
+    kl1 = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+    # W&P: batch_tvd = Σ_i ½|σ(z_a) − ŷ_b| (positive class only): ½·0.1, ½·0.3
+    wp_tvd = [0.05, 0.15]
+    # their loss_orig = Σ_i ½|p−q| − λ Σ_i KL_i; loss = loss_orig · Σ_i w_i, w = y·pos_weight + (1 − y)
+    y, pos_weight = [1, 0], 3.0
+    w = [yi * pos_weight + (1 - yi) for yi in y]
+    wp_batch = (sum(wp_tvd) - lam * (0 + kl1)) * sum(w)
+    loss, distance, kl = wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0.5,
+                                                       weights=torch.tensor(w, dtype=torch.float64))
+    np.testing.assert_allclose(distance.numpy(), [0.1, 0.3], rtol=1e-12)  # full binary TVD
+    np.testing.assert_allclose(kl.numpy(), [0.0, kl1], atol=1e-12)
+    # ours = mean(w)·mean(ℓ) = W&P's / B²
+    assert loss.item() == pytest.approx(wp_batch / 4, rel=1e-12)
+    assert loss.item() == pytest.approx(np.mean(w) * np.mean([0.05 - 0, 0.15 - lam * kl1]), rel=1e-12)
+    # scale: ½·TVD − λ·KL = ½·(TVD − 2λ·KL): W&P's λ is the fast protocol's λ/2 (up to the factor ½)
+    fast, _, _ = wpt.consistent_adversary_loss(pa, pb, a, b, mask, 2 * lam)
+    unweighted, _, _ = wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0.5)
+    assert unweighted.item() == pytest.approx(0.5 * fast.item(), rel=1e-12)
+    with pytest.raises(ValueError, match="reduction='mean'"):
+        wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, reduction="none", weights=torch.ones(2))
+    with pytest.raises(ValueError, match="tvd_scale"):
+        wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0)
+
+
+def test_wp_protocol_settings_and_trainer_weights():
+    proto = wpt.adversary_protocol("wp")
+    assert (proto["max_epochs"], proto["patience"], proto["tvd_scale"], proto["class_weighted"],
+            proto["selection"]) == (80, 10, 0.5, True, "train_objective")
+    assert wpt.adversary_protocol("wp", max_epochs=30)["max_epochs"] == 30
+    assert wpt.protocol_tag("fast") == "" and wpt.protocol_tag("wp") == "wp" and wpt.protocol_tag("wp", 30) == "wp-e30"
+    assert wpt.adversary_run_dir("r", 0.001, 1, "wp") == os.path.join("r", "adversary-lambda-0.001-wp-seed1")
+    assert wpt.guide_run_dir("r", "adversary", None, "wp") == os.path.join("r", "mlp-guide-adversary-wp")
+    assert wpt.guide_run_dir("r", "base", None, "wp") == os.path.join("r", "mlp-guide-base")
+    with pytest.raises(ValueError):
+        wpt.adversary_protocol("slow")
+    with pytest.raises(ValueError):
+        wpt.adversary_protocol("wp", tvd_scale=-1)
+    # the trainer weights each batch by its gold labels' class weights
+    model = _tiny_model().eval()
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
+    mask = (ids != 0).long()
+    base_att = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.5, 0.5, 0.0, 0.0]])
+    base_probs = torch.tensor([[0.3, 0.7], [0.6, 0.4]])
+    inputs = {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([1, 0]),
+              "base_attention": base_att, "base_probs": base_probs}
+    plain = SimpleNamespace(lam=0.25, tvd_scale=0.5)
+    weighted = SimpleNamespace(lam=0.25, tvd_scale=0.5, adv_class_weights=torch.tensor([1.0, 3.0]))
+    l0 = wpt.ConsistentAdversaryTrainer.compute_loss(plain, model, dict(inputs))
+    l1 = wpt.ConsistentAdversaryTrainer.compute_loss(weighted, model, dict(inputs))
+    assert l1.item() == pytest.approx(l0.item() * (3.0 + 1.0) / 2, rel=1e-6)
+
+
+def test_wp_protocol_training_early_stops_on_training_objective(tmp_path, tiny_task, frozen_gc):
+    settings = TrainSettings(embeddings="random", embedding_dim=12, hidden_size=8, epochs=1, batch_size=32)
+    base_dir = str(tmp_path / "base")
+    train(settings, base_dir, task=tiny_task, progress=False)
+    out = str(tmp_path / "adv")
+    m = wpt.train_consistent_adversary(base_dir, out, 0.01, task=tiny_task, protocol="wp", max_epochs=4,
+                                       patience=1, progress=False)
+    assert m["protocol"]["name"] == "wp" and m["protocol"]["max_epochs"] == 4
+    assert m["protocol"]["class_weights"][0] == 1.0 and m["protocol"]["class_weights"][1] > 0
+    assert 1 <= m["epochs_trained"] <= 4
+    assert m["test_objective"] == pytest.approx(0.5 * m["mean_tvd_to_base"] - 0.01 * m["mean_kl_to_base"], rel=1e-6)
+    with open(os.path.join(out, "run.json"), encoding="utf-8") as f:
+        run = json.load(f)
+    assert run["selection"]["metric"] == "train_objective" and run["wp"]["protocol"]["tvd_scale"] == 0.5
+    with pytest.raises(ValueError, match="protocol"):
+        wpt.train_consistent_adversary(base_dir, out, 0.01, task=tiny_task, protocol="fast", progress=False)

@@ -339,7 +339,8 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
            adversary_k: int = 5, adversary_steps: int = 500, adversary_eps: float = 0.01,
            adversary_lambda: float = 500.0, per_instance_adversary: bool = True,
            task: TaskData | None = None, seed: int = 0, guide_seeds: int = 1,
-           progress: bool = True) -> dict:
+           progress: bool = True, adversary_protocol: str = "fast",
+           adversary_max_epochs: int | None = None) -> dict:
     """The whole W&P battery on the base model in ``model_dir`` (see the module docstring).
     Helper models live in ``runs_dir`` (default ``output_dir/models``); missing ones are trained
     (``train_missing``) one after another, finished ones reused. ``epochs`` overrides the base's
@@ -349,7 +350,13 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     guided by each: the ADVERSARY guide's F1 is then their mean (± std, per seed in
     ``diagnostic_mlp.guides.adversary.seed_runs``). W&P report one run; with λ = 0.001 the KL
     term barely constrains the adversary's attention, so runs that differ only in seed (or in
-    floating-point rounding) end at different attention and the guided F1 varies widely."""
+    floating-point rounding) end at different attention and the guided F1 varies widely.
+
+    ``adversary_protocol`` trains the consistent adversaries with ``"fast"`` (the base's epochs,
+    L = TVD − λ·KL, dev-objective selection) or ``"wp"`` (W&P's code: up to 80 epochs, or
+    ``adversary_max_epochs``, early stopping on the training objective with patience 10,
+    L = ½·TVD − λ·KL class-weighted; see ``hf_attn.wp_training.ADVERSARY_PROTOCOLS``). Their
+    folders (and the ADVERSARY-guided MLPs) carry the protocol's tag, so both can coexist."""
     if seed_statistic not in ("max", "median"):
         raise ValueError(f"seed_statistic must be 'max' or 'median', got {seed_statistic!r}")
     if num_seeds < 1 or guide_seeds < 1:
@@ -368,6 +375,8 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     if task.num_labels != 2:
         raise ValueError("the wp battery reports positive-class F1 (W&P): binary tasks only")
     helper = base_settings if epochs is None else replace(base_settings, epochs=epochs)
+    tag = wpt.protocol_tag(adversary_protocol, adversary_max_epochs)
+    protocol = wpt.adversary_protocol(adversary_protocol, max_epochs=adversary_max_epochs)
 
     def need(path):
         if os.path.exists(os.path.join(path, "metrics.json")):
@@ -388,11 +397,12 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
             if not base_cache:
                 base_cache.append(wpt.base_columns(model_dir, task, progress=False))
             wpt.train_consistent_adversary(model_dir, path, lam, task=task, epochs=helper.epochs,
-                                           seed=adversary_seed, progress=False, _base=base_cache[0])
+                                           seed=adversary_seed, progress=False, _base=base_cache[0],
+                                           protocol=adversary_protocol, max_epochs=adversary_max_epochs)
         return run
 
     def guided_mlp(guide, guide_seed=None):
-        source = {"base": model_dir, "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda, guide_seed)}.get(guide)
+        source = {"base": model_dir, "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda, guide_seed, tag)}.get(guide)
         return lambda path: wpt.train_guided_mlp(model_dir, path, guide, source, task=task,
                                                  epochs=helper.epochs, progress=False)
 
@@ -401,14 +411,14 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     extra_guide_seeds = range(base_settings.seed + 1, base_settings.seed + guide_seeds)
     guide_seed_list = [None, *extra_guide_seeds]
     plan = ([("uniform", os.path.join(runs_dir, "uniform"), trained(wpt.uniform_settings(helper))),
-             (f"adversary λ={guide_lambda:g}", wpt.adversary_run_dir(runs_dir, guide_lambda), adversary(guide_lambda))]
-            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g), guided_mlp(g)) for g in wpt.GUIDES]
+             (f"adversary λ={guide_lambda:g}", wpt.adversary_run_dir(runs_dir, guide_lambda, tag=tag), adversary(guide_lambda))]
+            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g, tag=tag), guided_mlp(g)) for g in wpt.GUIDES]
             + [item for s in extra_guide_seeds for item in (
-                (f"adversary λ={guide_lambda:g} seed {s}", wpt.adversary_run_dir(runs_dir, guide_lambda, s),
+                (f"adversary λ={guide_lambda:g} seed {s}", wpt.adversary_run_dir(runs_dir, guide_lambda, s, tag),
                  adversary(guide_lambda, s)),
-                (f"MLP guide adversary seed {s}", wpt.guide_run_dir(runs_dir, "adversary", s),
+                (f"MLP guide adversary seed {s}", wpt.guide_run_dir(runs_dir, "adversary", s, tag),
                  guided_mlp("adversary", s)))]
-            + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam), adversary(lam))
+            + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam, tag=tag), adversary(lam))
                for lam in lambdas if lam != guide_lambda]
             + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s), trained(replace(helper, seed=s)))
                for s in range(base_settings.seed + 1, base_settings.seed + 1 + num_seeds)])
@@ -490,8 +500,10 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     # 4. model-consistent adversary sweep
     lambda_rows = []
     for lam in sorted(set(lambdas) | {guide_lambda}):
-        path = wpt.adversary_run_dir(runs_dir, lam)
+        path = wpt.adversary_run_dir(runs_dir, lam, tag=tag)
         att, probs = outputs_of(path)
+        with open(os.path.join(path, "metrics.json"), encoding="utf-8") as f:
+            trained_as = json.load(f)
         j = jsd(torch.from_numpy(att), torch.from_numpy(base_att), torch.from_numpy(mask)).numpy()
         t = tvd(torch.from_numpy(probs), torch.from_numpy(base_probs)).numpy()
         _, _, kl = wpt.consistent_adversary_loss(torch.from_numpy(probs), torch.from_numpy(base_probs),
@@ -499,12 +511,14 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
                                                  torch.from_numpy(mask), lam)
         lambda_rows.append({"lambda": lam, "in_sweep": lam in lambdas,
                             **_f1s(classification_metrics(probs, labels)),
-                            **divergence_summary(j, t), "mean_kl": float(kl.mean())})
+                            **divergence_summary(j, t), "mean_kl": float(kl.mean()),
+                            "epochs_trained": trained_as.get("epochs_trained"),
+                            "train_seconds": trained_as.get("train_seconds")})
 
     # 3. diagnostic MLP (test F1 as trained: the guide is needed at test time)
     mlp = {}
     for guide in wpt.GUIDES:
-        with open(os.path.join(wpt.guide_run_dir(runs_dir, guide), "metrics.json"), encoding="utf-8") as f:
+        with open(os.path.join(wpt.guide_run_dir(runs_dir, guide, tag=tag), "metrics.json"), encoding="utf-8") as f:
             m = json.load(f)
         mlp[guide] = {"test_f1": m["test_f1"], "test_macro_f1": m["test_macro_f1"],
                       "test_accuracy": m["test_accuracy"],
@@ -512,9 +526,9 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     if guide_seeds > 1:  # ADVERSARY guide: mean over the guide adversary's seeds
         runs = []
         for s in guide_seed_list:
-            with open(os.path.join(wpt.guide_run_dir(runs_dir, "adversary", s), "metrics.json"), encoding="utf-8") as f:
+            with open(os.path.join(wpt.guide_run_dir(runs_dir, "adversary", s, tag), "metrics.json"), encoding="utf-8") as f:
                 m = json.load(f)
-            with open(os.path.join(wpt.adversary_run_dir(runs_dir, guide_lambda, s), "metrics.json"),
+            with open(os.path.join(wpt.adversary_run_dir(runs_dir, guide_lambda, s, tag), "metrics.json"),
                       encoding="utf-8") as f:
                 a = json.load(f)
             runs.append({"seed": base_settings.seed if s is None else s, "test_f1": m["test_f1"],
@@ -557,7 +571,16 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
         "base": _f1s(base_metrics) | {"roc_auc": base_metrics["roc_auc"]},
         "uniform_baseline": uniform, "seed_variance": seed_section, "per_instance_adversary": jw_section,
         "consistent_adversary": {"lambdas": lambdas, "guide_lambda": guide_lambda, "rows": lambda_rows,
-                                 "selection": "checkpoint with the lowest dev objective"},
+                                 "protocol": protocol,
+                                 "objective": ("L = TVD − λ·KL" if protocol["tvd_scale"] == 1.0 else
+                                               f"L = {protocol['tvd_scale']:g}·TVD − λ·KL")
+                                              + (", class-weighted (W&P's batch-level weights)"
+                                                 if protocol["class_weighted"] else ""),
+                                 "selection": ("epoch with the lowest training objective, early stopping after "
+                                               f"{protocol['patience']} epochs without a decrease, at most "
+                                               f"{protocol['max_epochs']} epochs (W&P's code)"
+                                               if protocol["selection"] == "train_objective"
+                                               else "checkpoint with the lowest dev objective")},
         "diagnostic_mlp": mlp_section,
         "tradeoff_points": {"uniform": uniform_point, "seeds": seed_points, "jw_per_instance": jw_point,
                             "consistent_adversary": lambda_rows},
@@ -570,7 +593,8 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
                    "wall_seconds": round(time.perf_counter() - wall_start, 1)},
         "options": {"num_seeds": num_seeds, "guide_seeds": guide_seeds, "seed_statistic": seed_statistic,
                     "epochs": helper.epochs,
-                    "adversary_k": adversary_k, "adversary_steps": adversary_steps, "seed": seed},
+                    "adversary_k": adversary_k, "adversary_steps": adversary_steps, "seed": seed,
+                    "adversary_protocol": adversary_protocol, "adversary_max_epochs": adversary_max_epochs},
         "versions": environment_versions()}
     write_json_atomic(os.path.join(output_dir, "results.json"), results)
     return results
@@ -617,6 +641,11 @@ def add_options(parser) -> None:
     add(["--wp-no-train"], dest="wp_no_train", action="store_true", help="fail instead of training missing models")
     add(["--wp-adversary-steps"], dest="wp_adversary_steps", type=int, default=500)
     add(["--wp-skip-per-instance-adversary"], dest="wp_skip_per_instance_adversary", action="store_true")
+    add(["--wp-adversary-protocol"], dest="wp_adversary_protocol", choices=sorted(wpt.ADVERSARY_PROTOCOLS),
+        default="fast", help="consistent adversary: 'wp' = W&P's code (≤ 80 epochs, early stopping on the "
+                             "training objective, ½·TVD, class-weighted) or 'fast' (base's epochs, dev selection)")
+    add(["--wp-adversary-max-epochs"], dest="wp_adversary_max_epochs", type=int, default=None,
+        help="epoch cap of the 'wp' protocol (default 80)")
 
 
 def runner(model_dir: str, output_dir: str, options) -> dict:
@@ -628,7 +657,9 @@ def runner(model_dir: str, output_dir: str, options) -> dict:
                      epochs=get("wp_epochs", None), adversary_steps=get("wp_adversary_steps", 500),
                      per_instance_adversary=not get("wp_skip_per_instance_adversary", False),
                      seed=get("seed", 0), guide_seeds=get("wp_guide_seeds", 1),
-                     progress=not get("quiet", False))
+                     progress=not get("quiet", False),
+                     adversary_protocol=get("wp_adversary_protocol", "fast"),
+                     adversary_max_epochs=get("wp_adversary_max_epochs", None))
     print(json.dumps({"uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
                       "diagnostic_mlp_f1": {g: round(v["test_f1"], 4)
                                             for g, v in results["diagnostic_mlp"]["guides"].items()},
