@@ -10,8 +10,14 @@ functions of :mod:`hf_attn.analysis.jw` (nothing re-implemented here):
 - k adversarial attentions (J&W Alg. 3) and the one shown: the largest-JSD adversary with
   TVD ≤ ε (if none is feasible, the smallest-TVD one, flagged);
 - per-token prediction probabilities p̂_t = decoder(h_t) alone, i.e. all attention on t
-  (Tutek & Šnajder 2020, §5 / Fig. 2), for the predicted class.
+  (Tutek & Šnajder 2020, §5 / Fig. 2), for the predicted class;
+- the sentence's Kendall τ of attention vs gradient, attention vs leave-one-out and gradient vs
+  leave-one-out (J&W Table 2's statistic, :func:`hf_attn.measures.kendall_tau` with the battery's
+  tie tolerance :attr:`hf_attn.analysis.jw.JWSettings.tie_tolerance`);
+- the words as typed: each token's substring of the text (from the tokenizer's offsets), so the
+  page shows "Don't" and an unknown word as typed, marked, instead of ``[UNK]``.
 
+The input limit is the model's ``config.max_tokens`` (at most :data:`MAX_TOKENS_LIMIT`).
 :func:`heatmap_html` and :func:`permutation_figure` render it; :func:`load_model`,
 :func:`find_local_model` and :func:`default_model` pick the model the app opens.
 
@@ -42,13 +48,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .analysis.jw import adversarial_attention, gradient_importance, leave_one_out, permutation_tvd
+from .analysis.jw import JWSettings, adversarial_attention, gradient_importance, leave_one_out, permutation_tvd
 from .loading import SINGLE_MODEL_TYPE, ModelFolderError, load_model_folder, model_type_of
+from .measures import kendall_tau
 
 LOGGER = logging.getLogger(__name__)
 
 REGULARISED_VARIANTS = ("residual", "tying", "mlm", "concat")
-DEFAULT_MAX_TOKENS = 100
 
 # Server-side bounds of every numeric setting of explain_sentence (name: (lowest, highest)). A visitor
 # can call the API with any number, and the cost grows with k · steps and the permutations: these keep
@@ -56,7 +62,14 @@ DEFAULT_MAX_TOKENS = 100
 INT_LIMITS = {"steps": (0, 2000), "k": (1, 20), "num_permutations": (1, 1000), "seed": (0, 2**31 - 1),
               "max_tokens": (1, 512)}
 FLOAT_LIMITS = {"eps": (0.0, 1.0), "lam": (0.0, 1e5), "lr": (1e-6, 10.0)}
-MAX_TEXT_CHARS = 5000  # checked before tokenising: the token limit alone would tokenise any text first
+# The longest sentence explained: the model's config.max_tokens (hf_attn's default is 512), never more
+# than this bound of the server's work.
+MAX_TOKENS_LIMIT = INT_LIMITS["max_tokens"][1]
+# Checked before tokenising (the token limit alone would tokenise any text first); generous enough
+# that the token limit, not this one, stops any real sentence (512 tokens of English take ~2,500).
+MAX_TEXT_CHARS = 20000
+# Importances within this (absolute) distance are tied before Kendall τ, as in the J&W battery.
+TIE_TOLERANCE = JWSettings.tie_tolerance
 
 
 class ExplainError(ValueError):
@@ -91,15 +104,18 @@ def _bounded(name: str, value, low: float, high: float, integer: bool) -> int | 
 
 
 def check_settings(*, num_permutations=100, k=5, lam=500.0, eps=0.01, steps=500, lr=0.01, seed=0,
-                   max_tokens=DEFAULT_MAX_TOKENS) -> dict:
+                   max_tokens=None) -> dict:
     """The numeric settings of :func:`explain_sentence`, checked against :data:`INT_LIMITS` and
     :data:`FLOAT_LIMITS` and returned as plain ints/floats. Raises :class:`ExplainError` (a message for
     the visitor naming the setting and its range) for a missing, non-numeric, non-finite, fractional
-    (integer settings) or out-of-range value."""
+    (integer settings) or out-of-range value. ``max_tokens=None`` (the model's own limit) stays None."""
     given = dict(num_permutations=num_permutations, k=k, lam=lam, eps=eps, steps=steps, lr=lr, seed=seed,
                  max_tokens=max_tokens)
     checked = {}
     for name, value in given.items():
+        if name == "max_tokens" and value is None:
+            checked[name] = None
+            continue
         integer = name in INT_LIMITS
         low, high = INT_LIMITS[name] if integer else FLOAT_LIMITS[name]
         checked[name] = _bounded(name, value, low, high, integer)
@@ -112,7 +128,7 @@ class SentenceExplanation:
     P permutations). Arrays are numpy float64."""
 
     text: str
-    tokens: list[str]  # (T,)
+    tokens: list[str]  # (T,) the model's tokens
     label_names: list[str]  # (C,)
     probabilities: np.ndarray  # (C,) ŷ
     predicted: int
@@ -132,6 +148,18 @@ class SentenceExplanation:
     token_probability: np.ndarray  # (T,) p̂_t of the predicted class
     variant: str
     seconds: dict[str, float] = field(default_factory=dict)
+    # (T,) the text each token came from, as typed (tokens made from one typed word, e.g. "cannot" →
+    # "can" "not", share it); tokens the tokenizer adds (<SOS>) keep their own text.
+    words: list[str] = field(default_factory=list)
+    # (T,) [start, end) of ``words[t]`` in ``text``; None for added tokens.
+    spans: list[list[int] | None] = field(default_factory=list)
+    unknown: list[bool] = field(default_factory=list)  # (T,) read as [UNK] (not in the vocabulary)
+    special: list[bool] = field(default_factory=list)  # (T,) added by the tokenizer (<SOS>, <EOS>)
+    # Kendall τ-b and p of this sentence (J&W Table 2): "attention_gradient", "attention_loo",
+    # "gradient_loo" → {"tau", "pvalue"} (NaN when undefined: < 2 tokens or a constant ranking).
+    kendall: dict[str, dict[str, float]] = field(default_factory=dict)
+    tie_tolerance: float = TIE_TOLERANCE
+    max_tokens: int | None = None  # the input limit applied (the model's)
 
     @property
     def regularised(self) -> bool:
@@ -141,13 +169,25 @@ class SentenceExplanation:
     def permutation_median(self) -> float:
         return float(np.median(self.permutation_tvd))
 
+    @property
+    def gradient_share(self) -> np.ndarray:
+        """g_t / Σ g: the gradient importance as a distribution over the tokens, comparable with α."""
+        return _share(self.gradient)
+
+    @property
+    def loo_share(self) -> np.ndarray:
+        """Δŷ_t / Σ Δŷ: leave-one-out as a distribution over the tokens (NaN if undefined)."""
+        return _share(self.loo)
+
     def to_dict(self) -> dict:
         """JSON-ready (lists, no NaN: NaN → None)."""
         def clean(value):
             if isinstance(value, np.ndarray):
                 return [clean(v) for v in value.tolist()]
-            if isinstance(value, list):
+            if isinstance(value, (list, tuple)):
                 return [clean(v) for v in value]
+            if isinstance(value, dict):
+                return {k: clean(v) for k, v in value.items()}
             if isinstance(value, float) and not np.isfinite(value):
                 return None
             return value
@@ -155,7 +195,88 @@ class SentenceExplanation:
         payload = {k: clean(v) for k, v in asdict(self).items()}
         payload["prediction"] = self.label_names[self.predicted]
         payload["permutation_median"] = self.permutation_median
+        payload["gradient_share"] = clean(self.gradient_share)
+        payload["loo_share"] = clean(self.loo_share)
         return payload
+
+
+def _share(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    total = values.sum()
+    if not np.isfinite(total) or total <= 0:
+        return np.full(values.shape, np.nan)
+    return values / total
+
+
+def typed_spans(text: str, tokens: list[str], offsets, special: list[bool], unknown: list[bool]
+                ) -> list[list[int] | None]:
+    """Each token's ``[start, end)`` in ``text`` as typed, from the tokenizer's ``offsets``; None for
+    the tokens the tokenizer adds. The offsets of hf_attn's tokenizer are exact except where a
+    normaliser rule rewrote the text (``don't`` → ``do n't``, ``1999`` → ``qqq``, ``cannot`` → ``can
+    not``): there ``tokenizers`` maps the rewritten characters to the last original one, so a token
+    whose offsets do not spell it is widened back to where the previous token ended (whitespace
+    skipped). Tokens that end where the previous one ends came from the same typed word and share its
+    span. Characters no token covers (punctuation a tokenizer drops) belong to no span."""
+    spans: list[list[int] | None] = []
+    previous_end, previous_span = 0, None
+    for token, (start, end), added, unk in zip(tokens, offsets, special, unknown):
+        start, end = int(start), int(end)
+        if added or end <= start:
+            spans.append(None)
+            continue
+        if previous_span is not None and end <= previous_span[1]:  # more tokens from the same typed word
+            spans.append(previous_span)
+            continue
+        start = max(start, previous_end)
+        if not unk and text[start:end].lower() != token.lower():  # rewritten: widen back
+            first = previous_end
+            while first < start and text[first].isspace():
+                first += 1
+            start = first
+        previous_span = [start, end]
+        previous_end = end
+        spans.append(previous_span)
+    return spans
+
+
+def _encode(tokenizer, text: str):
+    """``(ids, offsets or None, special-token flags)`` of ``text``."""
+    try:
+        encoded = tokenizer(text, add_special_tokens=True, truncation=False, return_offsets_mapping=True,
+                            return_special_tokens_mask=True)
+        offsets = encoded["offset_mapping"]
+    except (NotImplementedError, ValueError, TypeError, KeyError):  # a tokenizer without offsets
+        encoded = tokenizer(text, add_special_tokens=True, truncation=False, return_special_tokens_mask=True)
+        offsets = None
+    ids = list(encoded["input_ids"])
+    special = [bool(f) for f in encoded.get("special_tokens_mask", [0] * len(ids))]
+    return ids, offsets, special
+
+
+def sentence_kendall(attention, gradient, loo, tie_tolerance: float = TIE_TOLERANCE) -> dict:
+    """This sentence's Kendall τ-b and p-value (J&W Table 2's per-instance statistic) of attention vs
+    gradient, attention vs leave-one-out and gradient vs leave-one-out, by
+    :func:`hf_attn.measures.kendall_tau` after tying values within ``tie_tolerance`` (as the J&W
+    battery does). NaN where τ is undefined (fewer than 2 tokens, a constant ranking, NaN values)."""
+    pairs = {"attention_gradient": (attention, gradient), "attention_loo": (attention, loo),
+             "gradient_loo": (gradient, loo)}
+    result = {}
+    for name, (x, y) in pairs.items():
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        tau = pvalue = float("nan")
+        if x.size >= 2 and np.isfinite(x).all() and np.isfinite(y).all():
+            kendall = kendall_tau(x[None], y[None], tie_tolerance=tie_tolerance)
+            if bool(kendall.valid[0]):
+                tau, pvalue = float(kendall.tau[0]), float(kendall.pvalue[0])
+        result[name] = {"tau": tau, "pvalue": pvalue}
+    return result
+
+
+def model_max_tokens(model) -> int:
+    """The longest sentence the explorer takes for ``model``: its ``config.max_tokens`` (the forward
+    refuses more), at most :data:`MAX_TOKENS_LIMIT`."""
+    limit = getattr(getattr(model, "config", None), "max_tokens", None)
+    return min(int(limit), MAX_TOKENS_LIMIT) if limit else MAX_TOKENS_LIMIT
 
 
 @torch.no_grad()
@@ -168,11 +289,12 @@ def _token_probability(model, hidden_states: torch.Tensor, predicted: int) -> to
     return logits.softmax(-1)[0, :, predicted]
 
 
-def explain_sentence(model, tokenizer, text: str, max_tokens: int = DEFAULT_MAX_TOKENS,
+def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
                      num_permutations: int = 100, k: int = 5, lam: float = 500.0, eps: float = 0.01,
                      steps: int = 500, lr: float = 0.01, seed: int = 0) -> SentenceExplanation:
     """Explain one sentence (see the module docstring). Raises :class:`ExplainError` with a message
-    meant for the user for empty text, text with more than ``max_tokens`` tokens or no known word.
+    meant for the user for empty text, text with more tokens than the limit (``max_tokens``, default
+    and at most the model's ``config.max_tokens``, :func:`model_max_tokens`) or no known word.
     Seeded: the same call gives the same permutations and adversaries. The numeric settings must lie
     within :data:`INT_LIMITS` / :data:`FLOAT_LIMITS` (:func:`check_settings`), the text within
     :data:`MAX_TEXT_CHARS` characters."""
@@ -185,11 +307,10 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int = DEFAULT_MAX_
     if len(text) > MAX_TEXT_CHARS:
         raise ExplainError(f"The text is too long: {len(text)} characters, the limit is {MAX_TEXT_CHARS}. "
                            "Please shorten it.")
-    encoded = tokenizer(text, add_special_tokens=True, truncation=False)
-    ids = encoded["input_ids"]
+    ids, offsets, special = _encode(tokenizer, text)
     if len(ids) == 0:
         raise ExplainError("The sentence has no tokens after tokenisation (only punctuation or spaces?).")
-    limit = min(max_tokens, getattr(model.config, "max_tokens", None) or max_tokens)
+    limit = model_max_tokens(model) if max_tokens is None else min(max_tokens, model_max_tokens(model))
     if len(ids) > limit:
         raise ExplainError(f"The sentence is too long: {len(ids)} tokens, the limit is {limit}. "
                            "Please shorten it.")
@@ -238,68 +359,225 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int = DEFAULT_MAX_
         return t.detach().to(torch.float64).cpu().numpy()
 
     tokens = tokenizer.convert_ids_to_tokens(ids)
+    unk_id = getattr(tokenizer, "unk_token_id", None)
+    unknown = [unk_id is not None and i == unk_id and not added for i, added in zip(ids, special)]
+    if offsets is None:
+        spans: list[list[int] | None] = [None] * len(ids)
+        words = list(tokens)
+    else:
+        spans = typed_spans(text, tokens, offsets, special, unknown)
+        words = [token if span is None else text[span[0]:span[1]] for token, span in zip(tokens, spans)]
+    attention_np, gradient_np, loo_np = numpy(attention[0]), numpy(gradient), numpy(loo)
     label_names = [str(model.config.id2label.get(i, i)) for i in range(len(probabilities))]
     return SentenceExplanation(
         text=text, tokens=tokens, label_names=label_names, probabilities=numpy(probabilities),
-        predicted=predicted, attention=numpy(attention[0]), gradient=numpy(gradient), loo=numpy(loo),
+        predicted=predicted, attention=attention_np, gradient=gradient_np, loo=loo_np,
         permutation_tvd=numpy(permutation), adversary_attention=numpy(adversaries.attention[0, chosen]),
         adversary_tvd=float(tvds[chosen]), adversary_jsd=float(jsds[chosen]),
         adversary_probabilities=numpy(adversaries.probabilities[0, chosen]),
         adversary_feasible=bool(feasible[chosen]), adversaries_tvd=numpy(tvds), adversaries_jsd=numpy(jsds),
         eps=eps, eps_max_jsd=float(adversaries.eps_max_jsd[0]), token_probability=numpy(token_probability),
-        variant=str(getattr(model.config, "variant", "base")), seconds=seconds)
+        variant=str(getattr(model.config, "variant", "base")), seconds=seconds, words=words, spans=spans,
+        unknown=unknown, special=list(special), kendall=sentence_kendall(attention_np, gradient_np, loo_np),
+        tie_tolerance=TIE_TOLERANCE, max_tokens=limit)
 
 
 # --------------------------------------------------------------------------------------- rendering
-ROWS = (  # (attribute, title, colour (r, g, b), how the colour is scaled)
-    ("attention", "attention α", (31, 119, 180), "max"),
-    ("gradient", "gradient |∂ŷ/∂e·e|", (214, 39, 40), "max"),
-    ("loo", "leave-one-out Δŷ", (44, 160, 44), "max"),
-    ("adversary_attention", "adversarial α", (148, 103, 189), "max"),
-    ("token_probability", "per-token p̂_t", (255, 127, 14), "unit"),
+WEIGHT_COLOUR = (31, 119, 180)  # the shared scale of α, adversarial α and the normalised g and Δŷ
+PROBABILITY_COLOUR = (230, 115, 0)  # p̂_t, 0 … 1
+ROWS = (  # (data-row, title, values, scale): one colour scale per kind of row
+    ("attention", "attention α", lambda e: e.attention, "weight"),
+    ("gradient", "gradient g / Σg", lambda e: e.gradient_share, "weight"),
+    ("loo", "leave-one-out Δŷ / ΣΔŷ", lambda e: e.loo_share, "weight"),
+    ("adversary_attention", "adversarial α", lambda e: e.adversary_attention, "weight"),
+    ("token_probability", "per-token p̂_t", lambda e: e.token_probability, "probability"),
 )
+RAW_VALUES = {"gradient": ("|∂ŷ/∂e·e|", lambda e: e.gradient), "loo": ("Δŷ", lambda e: e.loo)}
+KENDALL_ROWS = (("attention_gradient", "attention vs gradient"), ("attention_loo", "attention vs leave-one-out"),
+                ("gradient_loo", "gradient vs leave-one-out"))
+# Estimated width of the token columns of one line of the heatmap, after which it wraps: with the row
+# labels (~190 px) a line fits a page ~900 px wide (a 1050 px window); narrower pages scroll the line.
+LINE_WIDTH_PX = 700
+LONG_WORD = 28  # characters: a longer word may break inside its header cell
+UNKNOWN_TITLE = "not in the model's vocabulary: the model reads it as [UNK]"
+HEATMAP_STYLE = (
+    "<style>"
+    ".hfa-heatmaps{font-family:sans-serif;font-size:13px;color:#111;background:#fff;padding:6px;"
+    "border-radius:6px;max-width:100%}"
+    ".hfa-line{max-width:100%;overflow-x:auto;margin:0 0 10px 0}"
+    ".hfa-heatmap{border-collapse:collapse;margin:0}"
+    ".hfa-heatmap th,.hfa-heatmap td{border:1px solid #ccc;padding:3px 5px;text-align:center;color:#111;"
+    "background:#fff;font-variant-numeric:tabular-nums;min-width:40px;white-space:nowrap}"
+    ".hfa-heatmap th.hfa-row{text-align:right;white-space:nowrap;background:#f4f4f4;font-weight:600;"
+    "min-width:0}"
+    ".hfa-heatmap th.hfa-row small{font-weight:400;color:#444}"
+    ".hfa-heatmaps .hfa-heatmap th.hfa-tok{font-weight:600;text-align:center}"
+    ".hfa-heatmaps .hfa-heatmap th.hfa-long{white-space:normal;overflow-wrap:anywhere;max-width:240px}"
+    ".hfa-heatmaps .hfa-heatmap td.hfa-cell{text-align:center}"
+    ".hfa-unk{text-decoration:underline dotted #c00 2px;text-underline-offset:3px;cursor:help}"
+    ".hfa-added{color:#777;font-weight:400}"
+    ".hfa-legend{display:flex;flex-wrap:wrap;gap:6px 22px;align-items:center;margin:2px 0 10px 0}"
+    ".hfa-legend span{display:inline-flex;align-items:center;gap:6px}"
+    ".hfa-bar{display:inline-block;width:110px;height:12px;border:1px solid #bbb}"
+    "</style>")
+
+
+def _blend(colour: tuple[int, int, int], strength: float) -> tuple[int, int, int]:
+    """``colour`` at ``strength`` in [0, 1] over white, as an opaque RGB (readable in dark mode too)."""
+    return tuple(round(255 - strength * (255 - c)) for c in colour)
+
+
+def _number(value: float, digits: int = 2) -> str:
+    return "–" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _p_value(p: float) -> str:
+    if p is None or not np.isfinite(p):
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _kendall_text(e: SentenceExplanation, name: str) -> str:
+    result = e.kendall.get(name, {})
+    tau, p = result.get("tau", float("nan")), result.get("pvalue", float("nan"))
+    if not np.isfinite(tau):
+        return "τ undefined"
+    return f"τ = {tau:.2f} (p {'= ' if p >= 0.001 else ''}{_p_value(p)})"
+
+
+def token_groups(explanation: SentenceExplanation) -> list[tuple[int, int]]:
+    """``[start, stop)`` token ranges that came from one typed word (one range per token unless a word
+    gave several tokens, e.g. "cannot" → "can" "not")."""
+    spans = explanation.spans or [None] * len(explanation.tokens)
+    groups: list[tuple[int, int]] = []
+    for t, span in enumerate(spans):
+        if groups and span is not None and spans[groups[-1][0]] == span:
+            groups[-1] = (groups[-1][0], t + 1)
+        else:
+            groups.append((t, t + 1))
+    return groups
+
+
+def _word_header(e: SentenceExplanation, start: int, stop: int) -> str:
+    words = e.words or e.tokens
+    tokens = " · ".join(e.tokens[start:stop])
+    word = html.escape(words[start])
+    special = e.special[start] if e.special else False
+    if special:
+        return (f'<th class="hfa-tok" colspan="{stop - start}" title="added by the tokenizer">'
+                f'<span class="hfa-added">{word}</span></th>')
+    unknown = e.unknown[start:stop] if e.unknown else []
+    title = f"model token{'s' if stop - start > 1 else ''}: {tokens}"
+    long = " hfa-long" if len(words[start]) > LONG_WORD else ""
+    if any(unknown):
+        title = f"{UNKNOWN_TITLE} ({title})"
+        word = f'<span class="hfa-unk">{word}</span>'
+    return f'<th class="hfa-tok{long}" colspan="{stop - start}" title="{html.escape(title)}">{word}</th>'
+
+
+def _lines(e: SentenceExplanation, groups: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """The word groups split into lines of at most about :data:`LINE_WIDTH_PX` (estimated from the
+    words' lengths) and of similar widths, so that a long sentence wraps instead of overflowing."""
+    words = e.words or e.tokens
+    widths = [max(8 * min(len(words[start]), LONG_WORD) + 16, 56 * (stop - start)) for start, stop in groups]
+    count = max(1, math.ceil(sum(widths) / LINE_WIDTH_PX))
+    target = min(LINE_WIDTH_PX, sum(widths) / count + 28)  # balanced lines (a little slack for the last)
+    lines: list[list[tuple[int, int]]] = [[]]
+    used = 0
+    for group, width in zip(groups, widths):
+        if lines[-1] and used + width > target:
+            lines.append([])
+            used = 0
+        lines[-1].append(group)
+        used += width
+    return lines
 
 
 def heatmap_html(explanation: SentenceExplanation) -> str:
-    """Aligned token heatmaps: one table, a column per token, a row per importance measure. Colour
-    intensity is the value divided by the row's maximum (probabilities: the value itself); the number
-    is printed in each cell."""
+    """Aligned token heatmaps under the words as typed (unknown words dotted-underlined), one row per
+    measure: attention α, gradient and leave-one-out normalised to sum 1 (so all three are
+    distributions over the tokens), the adversarial α, and p̂_t. Rows of one kind share one colour
+    scale (a legend gives it): α, g/Σg, Δŷ/ΣΔŷ and the adversarial α from 0 to the largest of α, g/Σg
+    and Δŷ/ΣΔŷ (an adversarial weight above it is drawn at full strength), p̂_t from 0 to 1. Each cell
+    prints its value (raw values in the tooltip); the gradient and leave-one-out labels give the
+    sentence's Kendall τ with α. Long sentences wrap onto several lines, each with the row labels."""
     e = explanation
-    head = "".join(f'<th class="hfa-tok">{html.escape(t)}</th>' for t in e.tokens)
-    rows = []
-    for attribute, title, (r, g, b), scale in ROWS:
-        values = np.asarray(getattr(e, attribute), dtype=float)
-        finite = values[np.isfinite(values)]
-        top = 1.0 if scale == "unit" else (float(finite.max()) if finite.size and finite.max() > 0 else 1.0)
-        cells = []
-        for value in values:
-            if not np.isfinite(value):
-                cells.append('<td class="hfa-cell">–</td>')
-                continue
-            alpha = min(max(value / top, 0.0), 1.0)
-            text_colour = "#fff" if alpha > 0.6 else "#111"
-            cells.append(f'<td class="hfa-cell" style="background: rgba({r},{g},{b},{alpha:.3f}); '
-                         f'color: {text_colour}" title="{value:.4g}">{value:.3f}</td>')
-        label = title
-        if attribute == "adversary_attention":
-            label += f"<br><small>Δŷ {e.adversary_tvd:.4f} · JSD {e.adversary_jsd:.3f}</small>"
-        if attribute == "token_probability":
-            label += f"<br><small>P({html.escape(e.label_names[e.predicted])})</small>"
-        rows.append(f'<tr data-row="{attribute}"><th class="hfa-row">{label}</th>{"".join(cells)}</tr>')
-    style = ("<style>.hfa-heatmap{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
-             ".hfa-heatmap th,.hfa-heatmap td{border:1px solid #ddd;padding:4px 6px;text-align:center}"
-             ".hfa-row{text-align:right!important;white-space:nowrap}.hfa-tok{font-weight:600}"
-             ".hfa-wrap{overflow-x:auto}</style>")
-    return (f'{style}<div class="hfa-wrap"><table class="hfa-heatmap" id="hfa-heatmap">'
-            f'<tr><th class="hfa-row">token</th>{head}</tr>{"".join(rows)}</table></div>')
+    values = {row: np.asarray(get(e), dtype=np.float64) for row, _, get, _ in ROWS}
+    compared = np.concatenate([values["attention"], values["gradient"], values["loo"]])
+    compared = compared[np.isfinite(compared)]
+    weight_top = float(compared.max()) if compared.size and compared.max() > 0 else 1.0
+    tops = {"weight": weight_top, "probability": 1.0}
+    colours = {"weight": WEIGHT_COLOUR, "probability": PROBABILITY_COLOUR}
+    label_name = html.escape(e.label_names[e.predicted])
+    labels = {"attention": "attention α",
+              "gradient": f"gradient g/Σg<br><small>vs α: {_kendall_text(e, 'attention_gradient')}</small>",
+              "loo": f"leave-one-out Δŷ/ΣΔŷ<br><small>vs α: {_kendall_text(e, 'attention_loo')}</small>",
+              "adversary_attention": f"adversarial α<br><small>Δŷ {e.adversary_tvd:.4f} · JSD "
+                                     f"{e.adversary_jsd:.3f}</small>",
+              "token_probability": f"per-token p̂_t<br><small>P({label_name})</small>"}
+    words = e.words or e.tokens
+    tables = []
+    for number, line in enumerate(_lines(e, token_groups(e))):
+        head = "".join(_word_header(e, start, stop) for start, stop in line)
+        columns = [t for start, stop in line for t in range(start, stop)]
+        rows = []
+        for row, _, _, scale in ROWS:
+            cells = []
+            for t in columns:
+                value = values[row][t]
+                title = f"{words[t]} ({e.tokens[t]})" if words[t] != e.tokens[t] else words[t]
+                if not np.isfinite(value):
+                    cells.append(f'<td class="hfa-cell" title="{html.escape(title)}: undefined">–</td>')
+                    continue
+                strength = min(max(value / tops[scale], 0.0), 1.0)
+                r, g, b = _blend(colours[scale], strength)
+                text_colour = "#fff" if strength > 0.6 else "#111"
+                title += f": {value:.4g}"
+                if row in RAW_VALUES:
+                    raw_name, raw = RAW_VALUES[row]
+                    title += f" (raw {raw_name} = {raw(e)[t]:.4g})"
+                cells.append(f'<td class="hfa-cell" style="background:rgb({r},{g},{b});color:{text_colour}" '
+                             f'title="{html.escape(title)}">{value:.3f}</td>')
+            rows.append(f'<tr data-row="{row}"><th class="hfa-row">{labels[row]}</th>{"".join(cells)}</tr>')
+        tables.append(f'<div class="hfa-line"><table class="hfa-heatmap" data-line="{number}"><tr>'
+                      f'<th class="hfa-row">word</th>{head}</tr>{"".join(rows)}</table></div>')
+    weight_bar = f"linear-gradient(to right, rgb{_blend(WEIGHT_COLOUR, 0)}, rgb{_blend(WEIGHT_COLOUR, 1)})"
+    probability_bar = (f"linear-gradient(to right, rgb{_blend(PROBABILITY_COLOUR, 0)}, "
+                       f"rgb{_blend(PROBABILITY_COLOUR, 1)})")
+    saturated = (" (adversarial weights above it at full colour)"
+                 if values["adversary_attention"].max() > weight_top else "")
+    legend = [f'<span>α, g/Σg, Δŷ/ΣΔŷ and adversarial α: 0 <span class="hfa-bar" '
+              f'style="background:{weight_bar}"></span> {weight_top:.3f}{saturated}</span>',
+              f'<span>p̂_t: 0 <span class="hfa-bar" style="background:{probability_bar}"></span> 1</span>']
+    if any(e.unknown):
+        legend.append(f'<span><span class="hfa-unk" title="{UNKNOWN_TITLE}">word</span> not in the vocabulary '
+                      "(read as [UNK])</span>")
+    return (f'{HEATMAP_STYLE}<div class="hfa-heatmaps" id="hfa-heatmap">'
+            f'<div class="hfa-legend" id="hfa-legend">{"".join(legend)}</div>{"".join(tables)}</div>')
 
 
 def summary_markdown(explanation: SentenceExplanation) -> str:
+    """The prediction, the sentence's Kendall τ table and one line each on the adversary, the
+    permutations, p̂_t and the unknown words."""
     e = explanation
     feasible = "" if e.adversary_feasible else " (no adversary reached TVD ≤ ε; the closest is shown)"
+    limit = f" (limit {e.max_tokens})" if e.max_tokens else ""
+    kendall_rows = []
+    for name, title in KENDALL_ROWS:
+        result = e.kendall.get(name, {})
+        tau, p = result.get("tau", float("nan")), result.get("pvalue", float("nan"))
+        kendall_rows.append(f"| {title} | {_number(tau)} | {_p_value(p)} |")
+    unknown = [w for w, u in zip(e.words or e.tokens, e.unknown) if u]
     lines = [
         f"**Prediction: {e.label_names[e.predicted]}** (p = {e.probabilities[e.predicted]:.3f}), "
-        f"{len(e.tokens)} tokens, model variant `{e.variant}`.",
+        f"{len(e.tokens)} token{'s' if len(e.tokens) != 1 else ''}{limit}, model variant `{e.variant}`.",
+        "",
+        "| Kendall τ of this sentence | τ | p |",
+        "|---|---|---|",
+        *kendall_rows,
+        "",
+        f"τ-b and its p-value as in J&W Table 2 (importances within {e.tie_tolerance:g} of each other tied).",
+        "",
         f"- Adversarial attention: Δŷ = TVD = {e.adversary_tvd:.4f}, JSD to α = {e.adversary_jsd:.3f} "
         f"(of ln 2 ≈ 0.693); ε = {e.eps}, ε-max JSD = {e.eps_max_jsd:.3f}{feasible}.",
         f"- Permutations: median Δŷ = {e.permutation_median:.4f} over {len(e.permutation_tvd)} "
@@ -307,8 +585,10 @@ def summary_markdown(explanation: SentenceExplanation) -> str:
         f"- Per-token p̂_t of the predicted class: mean {e.token_probability.mean():.3f}"
         + (" (regularised model: T&Š Fig. 2)" if e.regularised else
            " (base model; T&Š regularisers lower it)") + ".",
-        "- Seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in e.seconds.items()) + ".",
     ]
+    if unknown:
+        shown = ", ".join(f"“{w}”" for w in dict.fromkeys(unknown))
+        lines.append(f"- Not in the vocabulary (read as [UNK]): {shown}.")
     return "\n".join(lines)
 
 
@@ -595,7 +875,8 @@ def default_model(app_dir: str | os.PathLike | None = None, train_if_missing: bo
 
 
 __all__ = ["explain_sentence", "SentenceExplanation", "ExplainError", "ModelNotAllowed", "check_settings",
-           "INT_LIMITS", "FLOAT_LIMITS", "MAX_TEXT_CHARS", "NOT_ALLOWED_MESSAGE", "heatmap_html",
+           "INT_LIMITS", "FLOAT_LIMITS", "MAX_TEXT_CHARS", "MAX_TOKENS_LIMIT", "TIE_TOLERANCE", "model_max_tokens",
+           "sentence_kendall", "typed_spans", "token_groups", "NOT_ALLOWED_MESSAGE", "heatmap_html",
            "summary_markdown", "permutation_figure", "is_hub_id", "ModelPolicy", "model_policy",
            "configured_models", "load_model", "ModelCache", "find_local_model", "default_model",
            "train_quick_model"]

@@ -1175,50 +1175,70 @@ def push_metric(module_dir, repo_id: str, private: bool = False, token=None, end
         return _upload(folder, repo_id, "space", private, commit_message, token, endpoint, space_sdk="gradio")
 
 
-def render_space_card(default_model: str | None = None, title: str = "Is attention explanation?") -> str:
-    """README.md of the explorer Space (``hub_cards/space_card.md``)."""
+def _space_models(default_model: str | None = None, models=()) -> list[str]:
+    """The Space's allow-list in order, without repeats or blanks: ``default_model`` first (the model
+    it opens), then ``models`` (one name or several)."""
+    if isinstance(models, str):
+        models = [models]
+    names = [default_model, *(models or ())]
+    return list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
+
+
+def render_space_card(default_model: str | None = None, title: str = "Is attention explanation?",
+                      models=()) -> str:
+    """README.md of the explorer Space (``hub_cards/space_card.md``): the models visitors pick from
+    (``default_model`` first, then ``models``), also in the ``models`` metadata that links the Space to
+    their Hub pages."""
     from huggingface_hub import CardData, RepoCard
 
+    models = _space_models(default_model, models)
+    hub_models = [m for m in models if not Path(m).exists()]
     meta = _space_metadata(title, "🔍", "Attention vs gradient, leave-one-out and adversaries",
                            ["hf_attn", "attention", "interpretability", "explainability"],
-                           {"models": [default_model] if default_model and not Path(default_model).exists()
-                            else None})
+                           {"models": hub_models or None})
     meta = {k: v for k, v in meta.items() if v is not None}
     card = RepoCard.from_template(CardData(**meta), template_path=str(CARDS_DIR / "space_card.md"),
-                                  title=title, default_model=default_model)
+                                  title=title, default_model=models[0] if models else None, models=models)
     return str(card)
 
 
 def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = None,
-                       app_dir: str | os.PathLike = SPACE_APP_DIR, vendor_package: bool = True) -> Path:
+                       app_dir: str | os.PathLike = SPACE_APP_DIR, vendor_package: bool = True,
+                       models=()) -> Path:
     """The explorer Space: ``spaces_app/`` (app.py, requirements.txt) + README.md rendered from
-    ``hub_cards/space_card.md`` + a vendored hf_attn + ``space_config.json`` naming the model the
-    Space opens first (a Hub id; the Space's ``HF_ATTN_MODEL`` variable overrides it)."""
+    ``hub_cards/space_card.md`` + a vendored hf_attn + ``space_config.json`` with the models visitors
+    may pick (``"models"``: ``default_model`` then ``models``) and the one it opens first
+    (``"default_model"``, the first of them; the Space's ``HF_ATTN_MODEL`` variable overrides it)."""
     app_dir, out_dir = Path(app_dir), Path(out_dir)
     if not (app_dir / "app.py").is_file():
         raise HubError(f"{app_dir} has no app.py")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
+    models = _space_models(default_model, models)
     copies = _allowed_files(app_dir, SPACE_FILES, app_dir.resolve())
     out_dir.mkdir(parents=True, exist_ok=True)
     for item, real in copies:
         shutil.copy2(real, out_dir / item.name)
-    (out_dir / "README.md").write_text(render_space_card(default_model), encoding="utf-8")
-    if default_model:
-        (out_dir / "space_config.json").write_text(json.dumps({"default_model": default_model}, indent=2) + "\n",
-                                                   encoding="utf-8")
+    (out_dir / "README.md").write_text(render_space_card(models=models), encoding="utf-8")
+    if models:
+        config = {"default_model": models[0], "models": models}
+        (out_dir / "space_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if vendor_package:
         _vendor_package(out_dir)
     return out_dir
 
 
 def push_space(repo_id: str, default_model: str | None = None, private: bool = False, token=None,
-               endpoint=None, app_dir=SPACE_APP_DIR, commit_message: str = "Upload hf_attn explorer"):
-    if default_model and (os.path.isabs(default_model) or default_model.startswith(("~", "./", "../"))):
-        raise HubError("the Space's default model must be a Hub model id (USER/NAME), not a local path; "
-                       "push the model first (hf-attn push) and pass its id")
+               endpoint=None, app_dir=SPACE_APP_DIR, commit_message: str = "Upload hf_attn explorer",
+               models=()):
+    """Create (or reuse) the Space ``repo_id`` and upload the folder of :func:`build_space_folder`
+    offering ``default_model`` and ``models`` (Hub ids; the first opens). Returns the ``CommitInfo``."""
+    for name in _space_models(default_model, models):
+        if os.path.isabs(name) or name.startswith(("~", ".")) or name.count("/") > 1 or "\\" in name:
+            raise HubError(f"the Space's models must be Hub model ids (USER/NAME), not local paths ({name!r}); "
+                           "push the model first (hf-attn push) and pass its id")
     with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as tmp:
-        folder = build_space_folder(Path(tmp) / "repo", default_model, app_dir)
+        folder = build_space_folder(Path(tmp) / "repo", default_model, app_dir, models=models)
         return _upload(folder, repo_id, "space", private, commit_message, token, endpoint, space_sdk="gradio")
 
 
@@ -1259,8 +1279,8 @@ def _run_push_metric(args) -> int:
 
 
 def _run_push_space(args) -> int:
-    return _finish(args, lambda out: build_space_folder(out, args.model),
-                   lambda: push_space(args.repo_id, args.model, args.private))
+    return _finish(args, lambda out: build_space_folder(out, models=args.model),
+                   lambda: push_space(args.repo_id, private=args.private, models=args.model))
 
 
 def _common(p) -> None:
@@ -1288,7 +1308,9 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=_run_push_metric)
 
     p = subparsers.add_parser("push-space", help="publish the Gradio attention explorer as a Space")
-    p.add_argument("--model", help="Hub id of the model the Space opens first")
+    p.add_argument("--model", action="append", default=[], metavar="USER/NAME",
+                   help="a Hub model id visitors may pick (repeat for several; the first opens first); "
+                        "written to space_config.json")
     _common(p)
     p.set_defaults(func=_run_push_space)
 

@@ -1,9 +1,11 @@
 """Is attention explanation? — a Gradio explorer for hf_attn models.
 
-Type a sentence; see the prediction and, aligned over its tokens, the model's attention, gradient
-and leave-one-out importance, an adversarial attention (with its Δŷ and JSD), the permutation Δŷ
-distribution and the per-token prediction probabilities. All computation lives in
-``hf_attn.explain``; this file only lays it out.
+Type a sentence; see the prediction and, aligned under the words as typed, the model's attention,
+gradient and leave-one-out importance (normalised, on one colour scale with the attention), an
+adversarial attention (with its Δŷ and JSD), the per-token prediction probabilities, the sentence's
+Kendall τ of attention vs gradient and vs leave-one-out, and the permutation Δŷ distribution. All
+computation lives in ``hf_attn.explain``; this file only lays it out. The input limit is the model's
+(``config.max_tokens``).
 
 Models: visitors pick from the operator's allow-list (``HF_ATTN_MODEL``, ``HF_ATTN_MODELS``,
 ``space_config.json`` next to this file: ``"default_model"`` and ``"models"``); the first one opens.
@@ -28,10 +30,9 @@ if (APP_DIR / "hf_attn").is_dir():  # the Space carries its own copy of the pack
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from hf_attn.explain import (DEFAULT_MAX_TOKENS, FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS,  # noqa: E402
-                             ExplainError, ModelCache, ModelPolicy, check_settings, default_model,
-                             explain_sentence, heatmap_html, model_policy, permutation_figure,
-                             summary_markdown)
+from hf_attn.explain import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
+                             ModelPolicy, check_settings, default_model, explain_sentence, heatmap_html,
+                             model_max_tokens, model_policy, permutation_figure, summary_markdown)
 
 LOGGER = logging.getLogger("hf_attn.app")
 # What a visitor sees for an error we did not foresee; the traceback goes to the server log only
@@ -40,11 +41,12 @@ UNEXPECTED_MESSAGE = ("Something went wrong on the server while handling this re
                       "logged). Please try again, or try another sentence or model.")
 
 EXAMPLES = [
-    "a gorgeous , witty , seductive movie .",
-    "the plot is nothing but boilerplate clichés from start to finish , and the script assumes that not "
-    "only would subtlety be lost on the target audience , but that it 's also too stupid to realize",
-    "it 's not a great monster movie , but it 's a good one .",
+    "I don't like it, it isn't good.",
+    "A gorgeous, witty, seductive movie.",
+    "It's not a great monster movie, but it's a good one.",
+    "The plot is nothing but boilerplate clichés from start to finish.",
 ]
+SENTENCE_LABEL = "Sentence"
 
 
 def visitor_errors(handler):
@@ -65,40 +67,60 @@ def visitor_errors(handler):
     return wrapper
 
 
+def sentence_info(limit: int | None) -> str:
+    return (f"at most {limit} tokens (the model's limit)" if limit
+            else "the limit is the model's (shown once it is loaded)")
+
+
+def clear_outputs():
+    """Empty prediction, summary, heatmaps, plot and values: what a failed request leaves, so that the
+    previous sentence's results are never shown under the new one."""
+    return None, "", "", None, None
+
+
 def make_handlers(cache: ModelCache):
-    """``(describe_model, explain)``: the app's event handlers on the models of ``cache``."""
+    """``(describe_model, explain, sentence_box)``: the app's event handlers on the models of ``cache``
+    (``sentence_box`` relabels the sentence box with the model's input limit)."""
     @visitor_errors
     def describe_model(name: str) -> str:
         model, _ = cache.get(name)
         c = model.config
         labels = ", ".join(str(v) for v in c.id2label.values())
         return (f"Loaded **{name.strip()}**: encoder `{c.encoder}`, attention `{c.attention}`, "
-                f"variant `{c.variant}`, labels: {labels}.")
+                f"variant `{c.variant}`, labels: {labels}; sentences of at most {model_max_tokens(model)} tokens.")
+
+    def sentence_box(name: str):
+        try:
+            model, _ = cache.get(name)
+            limit = model_max_tokens(model)
+        except Exception:  # the error itself is shown by describe_model / explain
+            limit = None
+        return gr.update(info=sentence_info(limit))
 
     @visitor_errors
     def explain(model_name: str, text: str, eps: float, steps: float, seed: float):
         # Bounds first: a request with absurd settings is refused before any model is loaded.
-        settings = check_settings(eps=eps, steps=steps, seed=seed, max_tokens=DEFAULT_MAX_TOKENS)
+        settings = check_settings(eps=eps, steps=steps, seed=seed)  # max_tokens: the model's own limit
         model, tokenizer = cache.get(model_name)
         explanation = explain_sentence(model, tokenizer, text, **settings)
         label = {name: float(p) for name, p in zip(explanation.label_names, explanation.probabilities)}
         return (label, summary_markdown(explanation), heatmap_html(explanation), permutation_figure(explanation),
                 explanation.to_dict())
 
-    return describe_model, explain
+    return describe_model, explain, sentence_box
 
 
 def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: ModelCache | None = None) -> gr.Blocks:
     """The explorer page: models from ``policy`` (``initial_model`` selected), loaded through
     ``cache`` (a new :class:`ModelCache` by default)."""
-    describe_model, explain = make_handlers(cache or ModelCache(policy))
+    describe_model, explain, sentence_box = make_handlers(cache or ModelCache(policy))
     initial_model = initial_model or (policy.models[0] if policy.models else None)
     steps_low, steps_high = INT_LIMITS["steps"]
     eps_low, eps_high = FLOAT_LIMITS["eps"]
     with gr.Blocks(title="Is attention explanation?") as demo:
         gr.Markdown("# Is attention explanation?\nAttention of an hf_attn classifier next to gradient and "
-                    "leave-one-out importance, an adversarial attention (Jain & Wallace 2019) and per-token "
-                    "predictions (Tutek & Šnajder 2020).")
+                    "leave-one-out importance with the sentence's Kendall τ, an adversarial attention and the "
+                    "permutation Δŷ (Jain & Wallace 2019), and per-token predictions (Tutek & Šnajder 2020).")
         with gr.Row():
             # allow_custom_value=True only switches off Gradio's own choice check, whose message
             # differs from ours (it echoes the name): ModelPolicy in the handlers refuses every name
@@ -109,8 +131,9 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
                                      allow_custom_value=True, scale=4, elem_id="model")
             load_button = gr.Button("Load model", scale=1)
         model_status = gr.Markdown(elem_id="model-status")
-        text = gr.Textbox(label=f"Sentence (at most {DEFAULT_MAX_TOKENS} tokens)", lines=2,
-                          placeholder="type a sentence …", elem_id="sentence", max_length=MAX_TEXT_CHARS)
+        text = gr.Textbox(label=SENTENCE_LABEL, info=sentence_info(None), lines=2,
+                          placeholder="type a sentence, e.g. I don't like it, it isn't good.", elem_id="sentence",
+                          max_length=MAX_TEXT_CHARS)
         with gr.Accordion("Adversary settings (J&W Alg. 3)", open=False):
             with gr.Row():
                 # The ranges are enforced by the handler (check_settings), not by Gradio's
@@ -130,12 +153,20 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
         gr.Examples(EXAMPLES, inputs=[text])
 
         outputs = [prediction, summary, heatmaps, permutations, values]
-        load_button.click(describe_model, inputs=[model_name], outputs=[model_status], api_name="load_model")
-        explain_button.click(explain, inputs=[model_name, text, eps, steps, seed], outputs=outputs,
-                             api_name="explain")
-        text.submit(explain, inputs=[model_name, text, eps, steps, seed], outputs=outputs, api_visibility="private")
+        # A failed request clears the previous results (they would otherwise stay under the new
+        # sentence or model), and a failed load clears the "Loaded …" line.
+        loaded = load_button.click(describe_model, inputs=[model_name], outputs=[model_status], api_name="load_model")
+        loaded.failure(lambda: "", outputs=[model_status], api_visibility="private", queue=False)
+        loaded.success(sentence_box, inputs=[model_name], outputs=[text], api_visibility="private")
+        explained = explain_button.click(explain, inputs=[model_name, text, eps, steps, seed], outputs=outputs,
+                                         api_name="explain")
+        submitted = text.submit(explain, inputs=[model_name, text, eps, steps, seed], outputs=outputs,
+                                api_visibility="private")
+        for event in (explained, submitted):
+            event.failure(clear_outputs, outputs=outputs, api_visibility="private", queue=False)
         if initial_model:
-            demo.load(describe_model, inputs=[model_name], outputs=[model_status], api_visibility="private")
+            opened = demo.load(describe_model, inputs=[model_name], outputs=[model_status], api_visibility="private")
+            opened.success(sentence_box, inputs=[model_name], outputs=[text], api_visibility="private")
     return demo
 
 

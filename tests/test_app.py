@@ -4,6 +4,7 @@ heatmaps after typing a sentence and clicking Explain; screenshot in test-artifa
 
 import base64
 import contextlib
+import html
 import os
 import shutil
 import signal
@@ -102,15 +103,19 @@ def test_explain_endpoint_every_output(client, trained_model_dir):
         assert confidences[name] == pytest.approx(p, abs=1e-6)
     # summary and heatmaps
     assert f"Prediction: {label['label']}" in summary and "JSD" in summary and "median Δŷ" in summary
+    assert "Kendall τ" in summary and "Seconds" not in summary
     assert heatmaps.count('class="hfa-cell"') == 5 * len(expected.tokens)
-    for token in expected.tokens:
-        assert f">{token}</th>" in heatmaps.replace("&#x27;", "'")
+    for word, unknown in zip(expected.words, expected.unknown):  # the words as typed, unknown ones marked
+        assert (f'<span class="hfa-unk">{html.escape(word)}</span></th>' if unknown
+                else f">{html.escape(word)}</th>") in heatmaps
     # permutation plot: a real rendered matplotlib image
     assert plot["type"] == "matplotlib"
     image = base64.b64decode(plot["plot"].split(",", 1)[1])
     assert image[:4] == b"RIFF" and len(image) > 2000
     # all values
-    assert values["tokens"] == expected.tokens
+    assert values["tokens"] == expected.tokens and values["words"] == expected.words
+    for pair, result in expected.kendall.items():
+        assert values["kendall"][pair]["tau"] == pytest.approx(result["tau"], abs=1e-9)
     for key in ("attention", "gradient", "token_probability", "permutation_tvd", "adversary_attention"):
         np.testing.assert_allclose(values[key], getattr(expected, key), atol=1e-6, err_msg=key)
     np.testing.assert_allclose(values["loo"], expected.loo, atol=1e-6)
@@ -121,10 +126,13 @@ def test_explain_endpoint_every_output(client, trained_model_dir):
 def test_errors_are_clear(client, trained_model_dir):
     from gradio_client.exceptions import AppError
 
+    from hf_attn import AttnClassifierConfig
+
+    limit = AttnClassifierConfig.from_pretrained(trained_model_dir).max_tokens  # the model's limit, the app's
     with pytest.raises(AppError, match="empty"):
         client.predict(trained_model_dir, "  ", 0.01, 500, 0, api_name="/explain")
-    with pytest.raises(AppError, match="too long: 150 tokens, the limit is 100"):
-        client.predict(trained_model_dir, "good " * 150, 0.01, 500, 0, api_name="/explain")
+    with pytest.raises(AppError, match=f"too long: {limit + 1} tokens, the limit is {limit}"):
+        client.predict(trained_model_dir, "good " * (limit + 1), 0.01, 500, 0, api_name="/explain")
     with pytest.raises(AppError, match="not offered by this explorer"):  # not on the allow-list
         client.predict("/nonexistent/model", SENTENCE, 0.01, 500, 0, api_name="/explain")
     with pytest.raises(AppError, match=r"eps must be from 0 to 1 \(got 2\)"):
@@ -157,17 +165,21 @@ def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
         assert model.get_attribute("value") == trained_model_dir  # the allowed model, preselected
         box.send_keys(SENTENCE)
         driver.find_element(By.CSS_SELECTOR, "#explain").click()
-        table = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#heatmaps table#hfa-heatmap")))
-        rows = table.find_elements(By.CSS_SELECTOR, "tr[data-row]")
-        assert [r.get_attribute("data-row") for r in rows] == [
-            "attention", "gradient", "loo", "adversary_attention", "token_probability"]
-        tokens = [th.text for th in table.find_elements(By.CSS_SELECTOR, "th.hfa-tok")]
+        heatmap = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#heatmaps #hfa-heatmap")))
+        tables = heatmap.find_elements(By.CSS_SELECTOR, "table.hfa-heatmap")  # the sentence may wrap
+        tokens = [th.text for th in heatmap.find_elements(By.CSS_SELECTOR, "th.hfa-tok")]
         assert len(tokens) == len(SENTENCE.split())
-        for row in rows:
-            cells = row.find_elements(By.CSS_SELECTOR, "td.hfa-cell")
-            assert len(cells) == len(tokens) and all(c.is_displayed() for c in cells)
-        coloured = [c.value_of_css_property("background-color") for c in rows[0].find_elements(By.TAG_NAME, "td")]
-        assert any(c.startswith("rgba(31, 119, 180") for c in coloured)  # the attention colour is painted
+        for table in tables:
+            rows = table.find_elements(By.CSS_SELECTOR, "tr[data-row]")
+            assert [r.get_attribute("data-row") for r in rows] == [
+                "attention", "gradient", "loo", "adversary_attention", "token_probability"]
+            columns = len(table.find_elements(By.CSS_SELECTOR, "th.hfa-tok"))
+            for row in rows:
+                cells = row.find_elements(By.CSS_SELECTOR, "td.hfa-cell")
+                assert len(cells) == columns and all(c.is_displayed() for c in cells)
+        rows = tables[0].find_elements(By.CSS_SELECTOR, "tr[data-row]")
+        coloured = {c.value_of_css_property("background-color") for c in rows[0].find_elements(By.TAG_NAME, "td")}
+        assert coloured - {"rgba(255, 255, 255, 1)", "rgb(255, 255, 255)"}  # the attention colour is painted
         wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#permutations img, #permutations svg")))
         assert "Prediction:" in driver.find_element(By.CSS_SELECTOR, "#summary").text
         ARTIFACTS.mkdir(exist_ok=True)

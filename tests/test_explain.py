@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from hf_attn import AttnClassifierForSequenceClassification
-from hf_attn.explain import (ExplainError, default_model, explain_sentence, find_local_model, heatmap_html,
-                             permutation_figure, summary_markdown)
-from hf_attn.measures import jsd, tvd
+from hf_attn.explain import (TIE_TOLERANCE, ExplainError, default_model, explain_sentence, find_local_model,
+                             heatmap_html, permutation_figure, summary_markdown, token_groups, typed_spans)
+from hf_attn.measures import jsd, kendall_tau, merge_near_ties, tvd
 
 TEXT = "a gorgeous , witty , seductive movie that never quite works ."
 
@@ -106,13 +106,18 @@ def test_adversary_and_permutations(model_and_tokenizer, explanation):
 
 def test_rendering(explanation):
     page = heatmap_html(explanation)
+    lines = page.count('<table class="hfa-heatmap"')  # a long sentence wraps: each line has every row
+    assert lines >= 1 and page.count('class="hfa-line"') == lines
     for row in ("attention", "gradient", "loo", "adversary_attention", "token_probability"):
-        assert page.count(f'data-row="{row}"') == 1
+        assert page.count(f'data-row="{row}"') == lines
     assert page.count('class="hfa-cell"') == 5 * len(explanation.tokens)
     assert "&lt;" not in page or "<" in TEXT
-    escaped = heatmap_html(type(explanation)(**{**explanation.__dict__, "tokens": ["<b>"] * len(explanation.tokens)}))
-    assert "<th class=\"hfa-tok\"><b></th>" not in escaped and "&lt;b&gt;" in escaped
-    assert "Prediction:" in summary_markdown(explanation)
+    n = len(explanation.tokens)
+    escaped = heatmap_html(type(explanation)(**{**explanation.__dict__, "tokens": ["<b>"] * n, "words": ["<b>"] * n}))
+    assert "<b></th>" not in escaped and "&lt;b&gt;</th>" in escaped
+    summary = summary_markdown(explanation)
+    assert "Prediction:" in summary and "Kendall τ" in summary and "Seconds" not in summary
+    assert "vs α: τ = " in page and "p̂_t: 0 <span" in page and "Seconds" not in page
     figure = permutation_figure(explanation)
     assert sum(p.get_height() for p in figure.axes[0].patches) == len(explanation.permutation_tvd)
     payload = explanation.to_dict()
@@ -153,3 +158,136 @@ def test_default_model_choice(tmp_path, monkeypatch):
     assert default_model(app_dir) == "list/one"
     monkeypatch.setenv("HF_ATTN_MODEL", "other/model")
     assert default_model(app_dir) == "other/model"
+
+
+def test_one_colour_scale_per_row_kind(explanation):
+    """α, the normalised gradient and leave-one-out (each sums to 1) and the adversarial α share one
+    scale, from 0 to the largest of the first three; p̂_t has its own, 0 to 1. A cell's colour is a
+    function of its value and its row kind only."""
+    import re
+
+    e = explanation
+    assert e.gradient_share.sum() == pytest.approx(1.0) and e.loo_share.sum() == pytest.approx(1.0)
+    page = heatmap_html(e)
+    top = max(e.attention.max(), e.gradient_share.max(), e.loo_share.max())
+    assert "adversarial α: 0 <span" in page and f"</span> {top:.3f}" in page
+    cells: dict[str, list[tuple[float, int]]] = {"weight": [], "probability": []}
+    for row, content in re.findall(r'<tr data-row="(\w+)">(.*?)</tr>', page):
+        kind = "probability" if row == "token_probability" else "weight"
+        for red, value in re.findall(r'background:rgb\((\d+),\d+,\d+\);[^"]*" title="[^"]*: ([-0-9.e+]+)', content):
+            cells[kind].append((float(value), int(red)))
+    assert len(cells["weight"]) == 4 * len(e.tokens) and len(cells["probability"]) == len(e.tokens)
+    for kind, pairs in cells.items():  # across the rows of one kind, a larger value is never paler
+        pairs.sort()
+        assert all(later <= earlier + 1 for (_, earlier), (_, later) in zip(pairs, pairs[1:])), kind
+    assert {red for value, red in cells["weight"] if value >= top * (1 - 1e-3)} == {31}  # full colour at the top
+    assert {red for value, red in cells["probability"] if value == 0} <= {255}
+
+
+def test_kendall_tau_of_the_sentence(explanation):
+    """J&W Table 2's per-instance statistic, as the battery computes it: measures.kendall_tau after
+    tying values within the battery's tolerance; equal to scipy's τ-b of the merged values."""
+    from scipy.stats import kendalltau
+
+    from hf_attn.analysis.jw import JWSettings
+
+    e = explanation
+    assert TIE_TOLERANCE == JWSettings().tie_tolerance == e.tie_tolerance
+    for name, (x, y) in {"attention_gradient": (e.attention, e.gradient), "attention_loo": (e.attention, e.loo),
+                         "gradient_loo": (e.gradient, e.loo)}.items():
+        ours = kendall_tau(x[None], y[None], tie_tolerance=TIE_TOLERANCE)
+        assert e.kendall[name]["tau"] == pytest.approx(float(ours.tau[0]))
+        assert e.kendall[name]["pvalue"] == pytest.approx(float(ours.pvalue[0]))
+        scipy = kendalltau(merge_near_ties(x, tolerance=TIE_TOLERANCE), merge_near_ties(y, tolerance=TIE_TOLERANCE))
+        assert e.kendall[name]["tau"] == pytest.approx(scipy.statistic) and -1 <= e.kendall[name]["tau"] <= 1
+    # normalising does not change a ranking
+    share = kendall_tau(e.attention[None], e.gradient_share[None], tie_tolerance=TIE_TOLERANCE)
+    assert float(share.tau[0]) == pytest.approx(e.kendall["attention_gradient"]["tau"])
+    assert f"{e.kendall['attention_loo']['tau']:.2f}" in summary_markdown(e)
+
+
+def test_kendall_tau_undefined_for_one_token(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    e = explain_sentence(model, tokenizer, "good", steps=2, num_permutations=2)
+    assert all(np.isnan(v["tau"]) for v in e.kendall.values())
+    assert json.dumps(e.to_dict(), allow_nan=False)
+    assert "τ undefined" in heatmap_html(e) and "| attention vs gradient | – | – |" in summary_markdown(e)
+
+
+RAW_WORDS = [
+    ("I don't like it, it isn't good.", ["I", "do", "n't", "like", "it", ",", "it", "is", "n't", "good", "."]),
+    ("It's not a great monster movie, but it's a good one.",
+     ["It", "'s", "not", "a", "great", "monster", "movie", ",", "but", "it", "'s", "a", "good", "one", "."]),
+    ("I cannot wait for 1999's best -- or \u201cworst\u201d.",
+     # “ is PTB's ``, which the tokenizer splits into ` ` (as in the SST it was built from): both show “
+     ["I", "cannot", "cannot", "wait", "for", "1999", "'s", "best", "--", "or", "\u201c", "\u201c", "worst", "\u201d",
+      "."]),
+]
+
+
+@pytest.mark.parametrize("text, words", RAW_WORDS)
+def test_words_as_typed(model_and_tokenizer, text, words):
+    """Each token is shown as the text it came from (the tokenizer's offsets, widened where a
+    normaliser rule rewrote the text): case kept, "1999" rather than qqq, one typed word for the
+    tokens it became (cannot → can + not)."""
+    model, tokenizer = model_and_tokenizer
+    e = explain_sentence(model, tokenizer, text, steps=2, num_permutations=2)
+    assert e.words == words
+    assert len(e.tokens) == len(e.words) == len(e.spans) == len(e.unknown)
+    groups = token_groups(e)
+    assert "".join(e.words[start] for start, _ in groups) == "".join(text.split())  # every character, once
+    assert all(text[a:b] == w for (a, b), w in zip(e.spans, e.words))
+
+
+def test_unknown_words_are_marked_not_hidden(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    e = explain_sentence(model, tokenizer, "A Zorblaxian movie.", steps=2, num_permutations=2)
+    assert e.tokens[1] == "[UNK]" and e.words[1] == "Zorblaxian" and e.unknown == [False, True, False, False]
+    page = heatmap_html(e)
+    assert '<span class="hfa-unk">Zorblaxian</span>' in page and "[UNK]</th>" not in page
+    assert "not in the vocabulary" in page and "“Zorblaxian”" in summary_markdown(e)
+
+
+def test_typed_spans_of_added_and_rewritten_tokens():
+    """Tokens the tokenizer adds (offsets (0, 0), e.g. J&W's <SOS> <EOS>) have no span; tokens whose
+    offsets do not spell them are widened back to the previous token; characters no token covers
+    (punctuation a tokenizer drops) stay out."""
+    text = "Don't, film!"
+    tokens = ["<SOS>", "do", "n't", "film", "<EOS>"]
+    offsets = [(0, 0), (0, 2), (4, 5), (7, 11), (0, 0)]  # tokenizers maps "n't" to the last typed character
+    spans = typed_spans(text, tokens, offsets, [True, False, False, False, True], [False] * 5)
+    assert spans == [None, [0, 2], [2, 5], [7, 11], None]
+
+
+def test_input_limit_is_the_models(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    saved = model.config.max_tokens
+    try:
+        model.config.max_tokens = 8
+        with pytest.raises(ExplainError, match="too long: 9 tokens, the limit is 8"):
+            explain_sentence(model, tokenizer, "good " * 9)
+        assert explain_sentence(model, tokenizer, "good " * 8, steps=2, num_permutations=2).max_tokens == 8
+        with pytest.raises(ExplainError, match="too long: 5 tokens, the limit is 4"):
+            explain_sentence(model, tokenizer, "good " * 5, max_tokens=4)  # a caller may ask for less
+        model.config.max_tokens = 4096
+        assert explain_sentence(model, tokenizer, "good", steps=2, num_permutations=2).max_tokens == 512
+    finally:
+        model.config.max_tokens = saved
+
+
+def test_long_sentences_wrap_in_balanced_lines(explanation):
+    """Lines of similar width, at most LINE_WIDTH_PX (estimated), every token exactly once."""
+    import re
+
+    from hf_attn.explain import LINE_WIDTH_PX
+
+    n = 60
+    long = type(explanation)(**{**explanation.__dict__, **{name: np.resize(getattr(explanation, name), n) for name in (
+        "attention", "gradient", "loo", "adversary_attention", "token_probability")},
+        "tokens": ["movie"] * n, "words": ["movie"] * n, "spans": [[6 * t, 6 * t + 5] for t in range(n)],
+        "unknown": [False] * n, "special": [False] * n})
+    page = heatmap_html(long)
+    per_line = [table.count('class="hfa-tok') for table in page.split('<table class="hfa-heatmap"')[1:]]
+    assert sum(per_line) == n and len(per_line) == 5 and max(per_line) - min(per_line) <= 1
+    assert max(per_line) * 56 <= LINE_WIDTH_PX
+    assert all(len(re.findall(r'<tr data-row="attention">', t)) == 1 for t in page.split('<table')[1:])

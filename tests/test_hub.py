@@ -344,7 +344,7 @@ def test_space_repo(hub, published):
     assert expected <= set(result["files"])
     assert "hf_attn/modeling_hf_attn.py" in result["files"]
     assert result["sdk"] == "gradio"
-    assert result["config"] == {"default_model": "tester/lstm-sst"}
+    assert result["config"] == {"default_model": "tester/lstm-sst", "models": ["tester/lstm-sst"]}
     assert "app_file: app.py" in result["readme"] and "sdk: gradio" in result["readme"]
     assert "`tester/lstm-sst`" in result["readme"]
 

@@ -157,7 +157,7 @@ def test_explain_sentence_enforces_the_bounds(trained_model_dir):
     for settings in ({"steps": 10**7}, {"k": 10**4}, {"num_permutations": 10**8}, {"eps": math.nan}):
         with pytest.raises(ExplainError, match=next(iter(settings))):
             explain_sentence(model, tokenizer, SENTENCE, **settings)
-    with pytest.raises(ExplainError, match="too long: 1000000 characters, the limit is 5000"):
+    with pytest.raises(ExplainError, match="too long: 1000000 characters, the limit is 20000"):
         explain_sentence(model, tokenizer, "a" * 10**6)
     assert time.perf_counter() - start < 2
 
