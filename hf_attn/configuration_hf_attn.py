@@ -44,6 +44,11 @@ class AttnClassifierConfig(PretrainedConfig):
         max_tokens: longest input the model accepts (tokens); longer inputs are truncated by the
             tokenizer with a warning.
         pad_token_id, mask_token_id, unk_token_id: special ids (the tokenizer's).
+        attention_exclude_first_last: the first and last real token of every row are sentence
+            markers (``<SOS>``/``<EOS>`` of J&W's preprocessing, which the ``preprocessing="jw"``
+            tokenizer adds): the encoder reads them, attention gives them exactly 0 (J&W code,
+            ``model/modelUtils.py`` ``BatchHolder.masks``). Rows with fewer than 3 real tokens
+            (no word between the markers) attend over all their tokens instead. Default False.
     """
 
     model_type = "hf_attn"
@@ -69,6 +74,7 @@ class AttnClassifierConfig(PretrainedConfig):
         pad_token_id: int = 0,
         unk_token_id: int = 1,
         mask_token_id: int = 2,
+        attention_exclude_first_last: bool = False,
         **kwargs,
     ):
         if encoder not in ENCODERS:
@@ -110,6 +116,7 @@ class AttnClassifierConfig(PretrainedConfig):
         self.max_tokens = int(max_tokens)
         self.mask_token_id = int(mask_token_id)
         self.unk_token_id = int(unk_token_id)
+        self.attention_exclude_first_last = bool(attention_exclude_first_last)
         if variant in VARIANTS_NEEDING_2H_EQ_D and self.encoder_output_size != self.embedding_dim:
             raise ValueError(
                 f"variant {variant!r} compares or adds h_t and e_t, so the encoder output "

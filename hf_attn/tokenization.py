@@ -11,17 +11,27 @@ Built with the ``tokenizers`` library (WordLevel model) and wrapped as a
 ``PreTrainedTokenizerFast`` so it saves and loads with the model folder. Every rule is a
 ``tokenizers`` normalizer or pre-tokenizer, so it is serialized into ``tokenizer.json`` and
 ``AutoTokenizer`` / ``PreTrainedTokenizerFast.from_pretrained`` apply it without ``hf_attn``.
+
+``preprocessing="jw"`` builds Jain & Wallace's SST tokenizer instead (their
+``preprocess/SST/SST.ipynb``, cell 0, ``tokenize``): punctuation stripped (every non-word character
+→ space), lower-cased, numbers kept as they are (their SST notebook does not call the ``qqq``
+cleaner), and every text wrapped in ``<SOS>`` … ``<EOS>`` (their ``preprocess/vectorizer.py``
+``convert_to_sequence``), added by the tokenizer's post-processor. See :data:`JW_RULES`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+import re
+
+from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
 PAD, UNK, MASK = "[PAD]", "[UNK]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, MASK)  # ids 0, 1, 2
+SOS, EOS = "<SOS>", "<EOS>"  # J&W's sentence markers (preprocessing="jw"): ids 3, 4
+PREPROCESSINGS = ("default", "jw")
 NUMBER_TOKEN = "qqq"
 # A "word" containing a digit (letters, digits, hyphens, apostrophes, dots and commas inside
 # numbers) becomes qqq; surrounding punctuation is left for the pre-tokenizer to split off.
@@ -56,7 +66,44 @@ PTB_RULES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _normalizer() -> normalizers.Normalizer:
+# J&W's SST preprocessing (successar/AttentionExplanation, preprocess/SST/SST.ipynb cell 0,
+# ``tokenize``): " ".join(leaves); "-LRB-" → ""; "-RRB-" → " "; re.sub(r"\W", " "); whitespace
+# collapsed; spaCy ("en", parser/tagger/ner disabled) tokenization; every token lower-cased. After
+# the \W substitution the text holds only word characters and spaces, so spaCy changes it only
+# through its tokenizer exceptions and its number+unit suffix rule, both applied before
+# lower-casing (case-sensitive). The ones that occur in binary SST are "gonna" → "gon na" and
+# "28K" → "28 k"; J&W's committed output (preprocess/SST/sst_dataset.csv, 9613 sentences) is
+# reproduced exactly (tests/test_jw_preprocessing.py). spaCy itself is not needed.
+_SPACY_UNITS = ("mbar", "kmh", "mph", "hPa", "km", "dm", "cm", "mm", "ha", "nm", "yd", "in", "ft", "kg",
+                "mg", "lb", "oz", "Pa", "mb", "MB", "kb", "KB", "gb", "GB", "tb", "TB", "m", "g", "t",
+                "T", "G", "M", "K")  # spaCy's ASCII units (lang/char_classes.py), longest first
+JW_RULES: tuple[tuple[str, str], ...] = (
+    (r"-LRB-", ""), (r"-RRB-", " "),                  # their bracket escapes (SST has no others)
+    (r"\W", " "),                                     # punctuation (every non-word character) → space
+    # spaCy's tokenizer on what is left (only word characters and spaces), case-sensitive; each
+    # rule inserts a space (an empty match, so Python ``re`` and ``tokenizers`` agree):
+    (r"(?<=\b[Gg]on)(?=na\b)", " "),                 # exception gonna → gon na
+    (r"(?<=\b[Gg]ot)(?=ta\b)", " "),                 # exception gotta → got ta
+    (r"(?<=\b[Cc]an)(?=not\b)", " "),                # exception cannot → can not
+    (r"(?<=\d)(?=(?:" + "|".join(_SPACY_UNITS) + r")\b)", " "),  # suffix rule: 28K → 28 K
+)
+
+
+def jw_clean(text: str) -> str:
+    """J&W's SST preprocessing of one text (:data:`JW_RULES`, then lower-case, whitespace
+    collapsed): the string their ``sst_dataset.csv`` holds, e.g. "It 's a -LRB- good -RRB- film ."
+    → "it s a good film". The ``preprocessing="jw"`` tokenizer applies the same rules."""
+    for pattern, content in JW_RULES:
+        text = re.sub(pattern, content, text)
+    return " ".join(text.lower().split())
+
+
+def _normalizer(preprocessing: str = "default") -> normalizers.Normalizer:
+    if preprocessing == "jw":
+        return normalizers.Sequence([
+            *(normalizers.Replace(Regex(pattern), content) for pattern, content in JW_RULES),
+            normalizers.Lowercase(),
+        ])
     return normalizers.Sequence([
         normalizers.NFKC(),
         normalizers.Lowercase(),
@@ -65,16 +112,18 @@ def _normalizer() -> normalizers.Normalizer:
     ])
 
 
-def _pre_tokenizer() -> pre_tokenizers.PreTokenizer:
+def _pre_tokenizer(preprocessing: str = "default") -> pre_tokenizers.PreTokenizer:
+    if preprocessing == "jw":
+        return pre_tokenizers.WhitespaceSplit()
     return pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(),
         pre_tokenizers.Split(Regex(_PUNCTUATION), behavior="isolated"),
     ])
 
 
-def word_counts(texts: Iterable[str]) -> dict[str, int]:
+def word_counts(texts: Iterable[str], preprocessing: str = "default") -> dict[str, int]:
     """Counts of the normalised words the tokenizer would see in ``texts``."""
-    normalizer, pre_tokenizer = _normalizer(), _pre_tokenizer()
+    normalizer, pre_tokenizer = _normalizer(preprocessing), _pre_tokenizer(preprocessing)
     counts: dict[str, int] = {}
     for text in texts:
         for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)):
@@ -83,27 +132,38 @@ def word_counts(texts: Iterable[str]) -> dict[str, int]:
 
 
 def build_tokenizer(texts: Iterable[str], min_count: int = 1,
-                    max_length: int = 512) -> PreTrainedTokenizerFast:
+                    max_length: int = 512, preprocessing: str = "default") -> PreTrainedTokenizerFast:
     """Build the word-level tokenizer from training texts.
 
     Args:
         texts: the training split only (never dev/test: unseen words must map to ``[UNK]``).
         min_count: words seen fewer times become ``[UNK]``.
         max_length: ``model_max_length`` of the tokenizer (truncation limit).
+        preprocessing: ``"default"`` (PTB spelling, punctuation kept, numbers → ``qqq``) or
+            ``"jw"`` (:data:`JW_RULES`: punctuation stripped, numbers kept, and every encoding
+            wrapped in ``<SOS>`` … ``<EOS>``, ids 3 and 4, which truncation keeps).
     """
     if min_count < 1:
         raise ValueError(f"min_count must be >= 1, got {min_count}")
-    counts = word_counts(texts)
-    words = sorted((w for w, c in counts.items() if c >= min_count and w not in SPECIAL_TOKENS),
+    if preprocessing not in PREPROCESSINGS:
+        raise ValueError(f"preprocessing must be one of {PREPROCESSINGS}, got {preprocessing!r}")
+    specials = SPECIAL_TOKENS + ((SOS, EOS) if preprocessing == "jw" else ())
+    counts = word_counts(texts, preprocessing)
+    words = sorted((w for w, c in counts.items() if c >= min_count and w not in specials),
                    key=lambda w: (-counts[w], w))
     if not words:
         raise ValueError("no word reaches min_count in the training texts: cannot build a vocabulary")
-    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
-    vocab.update({w: i + len(SPECIAL_TOKENS) for i, w in enumerate(words)})
+    vocab = {token: i for i, token in enumerate(specials)}
+    vocab.update({w: i + len(specials) for i, w in enumerate(words)})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
-    tok.normalizer = _normalizer()
-    tok.pre_tokenizer = _pre_tokenizer()
+    tok.normalizer = _normalizer(preprocessing)
+    tok.pre_tokenizer = _pre_tokenizer(preprocessing)
+    markers = {}
+    if preprocessing == "jw":
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{SOS} $A {EOS}", special_tokens=[(SOS, vocab[SOS]), (EOS, vocab[EOS])])
+        markers = {"bos_token": SOS, "eos_token": EOS}
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token=PAD, unk_token=UNK, mask_token=MASK,
+        tokenizer_object=tok, pad_token=PAD, unk_token=UNK, mask_token=MASK, **markers,
         model_max_length=max_length, padding_side="right", truncation_side="right",
         model_input_names=["input_ids", "attention_mask"])

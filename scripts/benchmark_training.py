@@ -1,10 +1,17 @@
-"""Training benchmark (issue 2): wall time and throughput of one SST training through
-``transformers.Trainer`` next to a plain PyTorch loop over the same model, batches and optimiser.
+"""Training benchmark (issue 2, issue 17): wall time and throughput of one SST training through
+``transformers.Trainer`` next to a plain PyTorch loop over the same model, batches and optimiser;
+or (``--compare-sparse``) the papers' exact optimiser against ``--sparse-embedding-updates``.
 
     python scripts/benchmark_training.py [--encoder lstm] [--epochs 8] [--skip-plain]
+                                         [--embeddings random --embedding-dim 300]
+    python scripts/benchmark_training.py --compare-sparse --embeddings random --embedding-dim 300 \
+                                         --seeds 0 1 2 [--output docs/benchmarks/issue17_sparse.json]
 
 Prints seconds, real (non-pad) tokens per second and the Trainer's overhead over the plain loop,
-plus the test metrics of the Trainer run. Run it on an otherwise idle machine.
+plus the test metrics of the Trainer run; with ``--compare-sparse``, per seed the test accuracy /
+ROC-AUC and training seconds of both optimisers, and their means ± standard deviations. Run it on an
+otherwise idle machine (or with ``--threads 1`` on a shared one; timings are then only comparable
+within one run).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 import torch
 
 from hf_attn.data import load_sst
-from hf_attn.training import TrainSettings, build_model, classification_metrics, train
+from hf_attn.training import TrainSettings, build_model, classification_metrics, jw_adam, train
 from hf_attn.tokenization import build_tokenizer
 
 
@@ -29,8 +36,7 @@ def plain_loop(settings: TrainSettings) -> dict:
     task = load_sst()
     tokenizer = build_tokenizer(list(task.splits["train"]["text"]))
     model, _ = build_model(settings, tokenizer, task)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.learning_rate,
-                                 weight_decay=settings.weight_decay, amsgrad=True)
+    optimizer = jw_adam(model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
     ids = tokenizer(list(task.splits["train"]["text"]))["input_ids"]
     labels = torch.tensor(task.splits["train"]["label"])
     rng = np.random.default_rng(settings.seed)
@@ -65,16 +71,65 @@ def plain_loop(settings: TrainSettings) -> dict:
             "test_roc_auc": test["roc_auc"]}
 
 
+def compare_sparse(args) -> None:
+    """The papers' dense Adam + L2 against ``sparse_embedding_updates`` (lazy rows), seed by seed."""
+    import statistics
+
+    rows = []
+    for seed in args.seeds:
+        for sparse in (False, True):
+            settings = TrainSettings(encoder=args.encoder, epochs=args.epochs, seed=seed,
+                                     embeddings=args.embeddings, embedding_dim=args.embedding_dim,
+                                     sparse_embedding_updates=sparse)
+            with tempfile.TemporaryDirectory() as out:
+                start = time.perf_counter()
+                metrics = train(settings, out, progress=False)
+                job = time.perf_counter() - start
+            row = {"seed": seed, "optimizer": "sparse" if sparse else "exact", "job_seconds": round(job, 2),
+                   **{k: metrics[k] for k in ("train_seconds", "test_accuracy", "test_roc_auc",
+                                              "dev_roc_auc", "best_checkpoint")}}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    summary = {}
+    for name in ("exact", "sparse"):
+        part = [r for r in rows if r["optimizer"] == name]
+        summary[name] = {key: {"mean": statistics.mean(r[key] for r in part),
+                               "std": statistics.stdev(r[key] for r in part) if len(part) > 1 else 0.0}
+                         for key in ("test_accuracy", "test_roc_auc", "train_seconds")}
+        print(f"{name:6s} " + "  ".join(f"{key} {v['mean']:.4f} ± {v['std']:.4f}" for key, v in summary[name].items()))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump({"settings": {"encoder": args.encoder, "epochs": args.epochs, "embeddings": args.embeddings,
+                                    "embedding_dim": args.embedding_dim, "seeds": args.seeds,
+                                    "threads": torch.get_num_threads(), "torch": torch.__version__},
+                       "runs": rows, "summary": summary}, f, indent=1)
+        print(f"written: {args.output}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encoder", default="lstm", choices=["lstm", "cnn", "average"])
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="--compare-sparse seeds")
+    parser.add_argument("--embeddings", default="glove-6b-50d", choices=["glove-6b-50d", "random"])
+    parser.add_argument("--embedding-dim", type=int, default=300, help="d for --embeddings random")
+    parser.add_argument("--compare-sparse", action="store_true",
+                        help="exact optimiser vs --sparse-embedding-updates over --seeds")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--output", help="--compare-sparse: write the runs and summary as JSON here")
     parser.add_argument("--skip-plain", action="store_true")
     args = parser.parse_args()
-    settings = TrainSettings(encoder=args.encoder, epochs=args.epochs, seed=args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.compare_sparse:
+        compare_sparse(args)
+        return
+    settings = TrainSettings(encoder=args.encoder, epochs=args.epochs, seed=args.seed,
+                             embeddings=args.embeddings, embedding_dim=args.embedding_dim)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; SST binary, "
-          f"{args.encoder}+additive, GloVe-50d, {args.epochs} epochs, seed {args.seed}")
+          f"{args.encoder}+additive, {args.embeddings} (d = {settings.embedding_dim if args.embeddings == 'random' else 50}), "
+          f"{args.epochs} epochs, seed {args.seed}")
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         metrics = train(settings, out, progress=False)

@@ -85,3 +85,48 @@ def test_cli_rejects_out_of_range_arguments(capsys):
     code = cli_main(["train", "--dataset", "nowhere.csv", "--output-dir", "x"])
     assert code == 2
     assert "unknown dataset" in capsys.readouterr().err
+
+
+def test_recorded_dev_metrics_are_those_of_the_saved_model(trained_model_dir, small_sst):
+    """metrics.json's dev_* are taken from the Trainer's evaluation of the kept checkpoint (not
+    recomputed): they must be the saved model's own dev metrics."""
+    model = AutoModelForSequenceClassification.from_pretrained(trained_model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(trained_model_dir)
+    dev = small_sst.splits["validation"]
+    enc = tokenizer(list(dev["text"]), padding=True, return_tensors="pt")
+    with torch.no_grad():
+        probs = model(**enc).logits.softmax(-1).numpy()
+    measured = classification_metrics(probs, np.asarray(dev["label"]))
+    recorded = json.load(open(os.path.join(trained_model_dir, "metrics.json")))
+    for key in ("accuracy", "f1", "macro_f1"):
+        assert measured[key] == pytest.approx(recorded[f"dev_{key}"], abs=1e-9), key
+    assert measured["roc_auc"] == pytest.approx(recorded["dev_roc_auc"], abs=1e-6)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sparse_embedding_updates_leave_unseen_rows_alone(tmp_path, small_sst, sparse):
+    """--sparse-embedding-updates: a row no training batch holds ([MASK]) keeps its initial vector;
+    the papers' dense Adam + L2 moves every row. Either way the run is recorded and reloads."""
+    from hf_attn.training import build_model
+
+    settings = TrainSettings(epochs=1, seed=2, encoder="average", sparse_embedding_updates=sparse)
+    out = tmp_path / "run"
+    metrics = train(settings, str(out), task=small_sst, progress=False)
+    assert metrics["test_accuracy"] > 0
+    run = json.load(open(out / "run.json"))
+    assert run["settings"]["sparse_embedding_updates"] is sparse
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
+    initial, _ = build_model(settings, tokenizer, small_sst)
+    trained = AutoModelForSequenceClassification.from_pretrained(str(out))
+    mask_id, word_id = tokenizer.mask_token_id, tokenizer.convert_tokens_to_ids("film")
+    unseen_moved = not torch.equal(trained.embedding.weight[mask_id], initial.embedding.weight[mask_id])
+    assert unseen_moved is not sparse
+    assert not torch.equal(trained.embedding.weight[word_id], initial.embedding.weight[word_id])
+
+
+def test_cli_takes_sparse_embedding_updates():
+    from hf_attn.cli import build_parser
+
+    parser = build_parser("train")
+    assert build_parser("train").parse_args(["train", "--output-dir", "x"]).sparse_embedding_updates is False
+    assert parser.parse_args(["train", "--output-dir", "x", "--sparse-embedding-updates"]).sparse_embedding_updates

@@ -23,9 +23,12 @@ def register_battery(name: str, runner: Callable, add_options: Callable | None =
         _OPTION_ADDERS[name] = add_options
 
 
-def available_batteries() -> dict[str, Callable]:
-    """Import every battery module that exists and return the registered runners."""
-    for module in BATTERY_MODULES.values():
+def available_batteries(names=None) -> dict[str, Callable]:
+    """Import every battery module that exists (or only those of ``names``) and return the
+    registered runners."""
+    for name, module in BATTERY_MODULES.items():
+        if names is not None and name not in names:
+            continue
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as err:
@@ -34,6 +37,6 @@ def available_batteries() -> dict[str, Callable]:
     return dict(_RUNNERS)
 
 
-def option_adders() -> dict[str, Callable]:
-    available_batteries()
-    return dict(_OPTION_ADDERS)
+def option_adders(names=None) -> dict[str, Callable]:
+    available_batteries(names)
+    return {name: add for name, add in _OPTION_ADDERS.items() if names is None or name in names}

@@ -5,7 +5,20 @@ from __future__ import annotations
 from . import available_batteries, option_adders
 
 
-def add_parser(subparsers) -> None:
+def _named_battery(argv) -> list[str] | None:
+    """``[NAME]`` when ``argv`` runs one battery (``--battery NAME``, no --help): only that battery's
+    module (and options) is then imported; None: all of them."""
+    if argv is None or "-h" in argv or "--help" in argv:
+        return None
+    for i, word in enumerate(argv):
+        name = argv[i + 1] if word == "--battery" and i + 1 < len(argv) else (
+            word.split("=", 1)[1] if word.startswith("--battery=") else None)
+        if name is not None:
+            return [name] if name in BATTERY_CHOICES else None
+    return None
+
+
+def add_parser(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("analyze", help="run a diagnostic battery on a trained model",
                               description="Run the Jain & Wallace (jw), Wiegreffe & Pinter (wp) or "
                                           "Tutek & Šnajder (ts) battery; writes results.json + figures.")
@@ -15,7 +28,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output-dir", required=True)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    for add_options in option_adders().values():
+    for add_options in option_adders(_named_battery(argv)).values():
         add_options(p)
     p.set_defaults(func=_run)
 
@@ -25,7 +38,7 @@ def _run(args) -> int:
 
     from ..files import exclusive_output_folder
 
-    runner = available_batteries()[args.battery]
+    runner = available_batteries([args.battery])[args.battery]
     if os.environ.get("RANK", "0") != "0":  # `accelerate launch` workers: the main process holds the folder
         runner(args.model_dir, args.output_dir, args)
         return 0

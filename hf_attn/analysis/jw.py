@@ -70,6 +70,16 @@ def _mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch
     return attention_mask.bool()
 
 
+def attended_mask(model, mask: torch.Tensor) -> torch.Tensor:
+    """The positions the model attends over: ``mask`` without J&W's ``<SOS>``/``<EOS>`` markers
+    for a model with ``config.attention_exclude_first_last`` (``model.attended_mask``), else
+    ``mask`` itself. Every analysis works on these positions: J&W's code computes τ, permutations,
+    leave-one-out deletions and adversaries on tokens 1…L−2 only (``Trainers/PlottingBC.py``
+    ``[1:L-1]``, ``modelUtils.BatchHolder.generate_permutation``, ``remove_and_run``)."""
+    select = getattr(model, "attended_mask", None)
+    return mask if select is None else select(mask)
+
+
 # ----------------------------------------------------------------------------------------------
 # 1. gradient importance (Alg. 1)
 
@@ -110,13 +120,16 @@ def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
 # 2. leave-one-out
 
 
-def deletion_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor
+def deletion_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   deletable: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """All single-token deletions of a padded batch as one padded batch.
 
     Returns ``ids (N, T−1)``, ``mask (N, T−1)``, ``instance (N,)`` and ``position (N,)``: row n is
     instance ``instance[n]`` with its token ``position[n]`` removed (sequence shortened, J&W x₋t);
     N = Σ_b (L_b) over instances with L_b ≥ 2 (deleting the only token leaves nothing).
+    ``deletable`` (B, T) restricts the deleted positions (default: every real token), e.g. to the
+    attended ones (:func:`attended_mask`: J&W never delete their markers); rows need ≥ 2 of them.
     """
     mask = _mask(attention_mask, input_ids)
     batch, steps = mask.shape
@@ -124,7 +137,11 @@ def deletion_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor
     t = torch.arange(max(steps - 1, 0), device=input_ids.device)
     j = torch.arange(steps, device=input_ids.device)
     source = t.unsqueeze(0) + (t.unsqueeze(0) >= j.unsqueeze(1)).long()  # (T, T−1): skip position j
-    keep = (j.unsqueeze(0) < lengths.unsqueeze(1)) & (lengths.unsqueeze(1) >= 2)  # (B, T)
+    if deletable is None:
+        keep = (j.unsqueeze(0) < lengths.unsqueeze(1)) & (lengths.unsqueeze(1) >= 2)  # (B, T)
+    else:
+        deletable = deletable.bool() & mask
+        keep = deletable & (deletable.sum(1, keepdim=True) >= 2)
     instance, position = keep.nonzero(as_tuple=True)
     ids = input_ids[instance.unsqueeze(1), source[position]]
     new_mask = t.unsqueeze(0) < (lengths[instance] - 1).unsqueeze(1)
@@ -140,7 +157,9 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     x₋t is x with token t removed (the sequence gets shorter, attention renormalises over the rest).
     All deletions of the batch run as padded forwards of at most ``token_budget`` tokens each.
     Pads are 0. An instance with a single token has no x₋t: its value is NaN (reported as skipped
-    downstream). ``probabilities`` (B, C) = ŷ(x) if already computed.
+    downstream). ``probabilities`` (B, C) = ŷ(x) if already computed. Only attended tokens are
+    deleted (:func:`attended_mask`): a model reading J&W's ``<SOS>``/``<EOS>`` keeps them in every
+    x₋t and gets 0 there, as J&W's ``remove_and_run`` (it deletes positions 1…L−2).
 
     ``method="auto"`` takes an exact shortcut where the encoder allows one (``"generic"`` always
     runs every deletion through the whole model; tests compare the two):
@@ -160,10 +179,12 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
         return _token_local_leave_one_out(model, input_ids, mask)
     if probabilities is None:
         probabilities = model(input_ids=input_ids, attention_mask=mask).logits.softmax(-1)
-    ids, new_mask, instance, position = deletion_batch(input_ids, mask)
+    attended = attended_mask(model, mask)
+    ids, new_mask, instance, position = deletion_batch(
+        input_ids, mask, None if attended is mask else attended)
     result = torch.zeros(mask.shape, dtype=probabilities.dtype, device=input_ids.device)
-    result[(mask.sum(1) == 1)] = float("nan")
-    result[~mask] = 0.0
+    result[(attended.sum(1) == 1)] = float("nan")
+    result[~attended] = 0.0
     if len(instance) == 0:
         return result
     if method == "auto" and _single_layer_lstm(model):
@@ -339,7 +360,8 @@ def _lstm_leave_one_out(model, input_ids, mask, new_mask, instance, position, pr
         bwd_index = bwd_slot.unsqueeze(1) * bwd_width + (i.unsqueeze(1) - 1 - q).clamp(0, bwd_width - 1)
         projected += torch.where(before.unsqueeze(-1), _take(bwd, bwd_index), _take(fwd, fwd_index))
         decoder_units = projected[..., num_attention:].clone()  # before the scores overwrite it
-        attention = masked_softmax(_scores_from_readout(model, projected, num_attention), chunk_mask)
+        attention = masked_softmax(_scores_from_readout(model, projected, num_attention),
+                                   attended_mask(model, chunk_mask))
         units = torch.einsum("nt,ntk->nk", attention, decoder_units)
         deleted = model.expand_logits(units).softmax(-1)
         result[b, i] = tvd(deleted, probabilities[b])
@@ -358,6 +380,7 @@ def _token_local_leave_one_out(model, input_ids: torch.Tensor, mask: torch.Tenso
     scores = model.attention(hidden)  # (B, T) φ(h'_t)
     token_logits = model.token_logits(hidden)  # (B, T, K)
     original = model.logits_from_token_logits(token_logits, model.attend(hidden, mask)).softmax(-1)
+    mask = attended_mask(model, mask)  # deletions and the renormalised α: attended tokens only
     steps = mask.shape[1]
     keep = mask.unsqueeze(1) & ~torch.eye(steps, dtype=torch.bool, device=mask.device)  # (B, T, T)
     lengths = mask.sum(1)
@@ -367,7 +390,7 @@ def _token_local_leave_one_out(model, input_ids: torch.Tensor, mask: torch.Tenso
     alpha = alpha * keep
     deleted = model.logits_from_token_logits(token_logits, alpha).softmax(-1)  # (B, T, C)
     result = tvd(deleted, original.unsqueeze(1)) * mask
-    result[lengths == 1, 0] = float("nan")
+    result[(lengths == 1).unsqueeze(1) & mask] = float("nan")  # the only (attended) token
     return result
 
 
@@ -378,14 +401,21 @@ def _token_local_leave_one_out(model, input_ids: torch.Tensor, mask: torch.Tenso
 def random_permutations(attention_mask: torch.Tensor, num_permutations: int,
                         generator: torch.Generator | None = None) -> torch.Tensor:
     """``(B, P, T)`` index tensors: row (b, p) permutes the real positions of instance b among
-    themselves and maps every pad position to itself."""
+    themselves and maps every pad position to itself. The real positions need not be a prefix:
+    with J&W's markers excluded (:func:`attended_mask`) the markers stay in place too."""
     mask = attention_mask.bool()
     batch, steps = mask.shape
     keys = torch.rand((batch, num_permutations, steps), generator=generator, device=mask.device)
     # pads get keys > 1 in increasing order, so they sort after the real tokens and stay in place
-    pad_keys = 2.0 + torch.arange(steps, device=mask.device, dtype=keys.dtype)
+    positions = torch.arange(steps, device=mask.device)
+    pad_keys = 2.0 + positions.to(keys.dtype)
     keys = torch.where(mask.unsqueeze(1), keys, pad_keys)
-    return keys.argsort(dim=-1)
+    order = keys.argsort(dim=-1)  # the real positions shuffled, then the others in order
+    if bool(mask[:, :1].all()) and bool((mask[:, 1:] <= mask[:, :-1]).all()):
+        return order  # real positions first (right padding): order is the permutation itself
+    # slot j of order belongs at the j-th real position (then the others, in order)
+    slots = torch.where(mask, positions, steps + positions).argsort(dim=-1)  # (B, T)
+    return torch.empty_like(order).scatter_(-1, slots.unsqueeze(1).expand_as(order), order)
 
 
 @torch.no_grad()
@@ -708,12 +738,16 @@ def _adversary_options(settings: JWSettings, batch_seed: int) -> dict:
 
 
 def _batch_rows(mask: torch.Tensor, probabilities, attention, gradient, loo, permutation,
-                adversary: AdversaryResult) -> dict:
+                adversary: AdversaryResult, attended: torch.Tensor | None = None) -> dict:
     """One batch's results → numpy, per-token arrays cut to each row's length (shared by the
-    single-sequence and the sentence-pair batteries)."""
+    single-sequence and the sentence-pair batteries); with ``attended`` (B, T), to each row's
+    attended positions (J&W's markers dropped, as their ``[1:L-1]``)."""
     lengths = mask.sum(1).tolist()
 
     def cut(values):
+        if attended is not None:
+            keep = attended.numpy()
+            return [v[..., k] for v, k in zip(values.double().numpy(), keep)]
         return [v[..., :n] for v, n in zip(values.double().numpy(), lengths)]
 
     return {"probabilities": probabilities.double().numpy(), "attention": cut(attention),
@@ -729,16 +763,18 @@ def _run_batch(model, ids: torch.Tensor, mask: torch.Tensor, settings: JWSetting
     """Every analysis on one padded batch → per-row numpy results."""
     timed = _timer(timings)
     probabilities, attention, hidden = timed("forward", lambda: predict(model, ids, mask))
+    attended = attended_mask(model, mask)  # J&W's markers (if any) out of every analysis
     gradient = timed("gradient", lambda: _in_row_chunks(
         lambda i, m: gradient_importance(model, i, m), ids, mask, settings.gradient_token_budget))
     loo = timed("leave_one_out", lambda: leave_one_out(model, ids, mask, settings.loo_token_budget,
                                                        probabilities))
     generator = torch.Generator().manual_seed(batch_seed)
-    perm = timed("permutation", lambda: permutation_tvd(model, hidden, attention, mask,
+    perm = timed("permutation", lambda: permutation_tvd(model, hidden, attention, attended,
                                                          settings.num_permutations, generator))
     adv = timed("adversary", lambda: adversarial_attention(
-        model, hidden, attention, mask, **_adversary_options(settings, batch_seed)))
-    return _batch_rows(mask, probabilities, attention, gradient, loo, perm, adv)
+        model, hidden, attention, attended, **_adversary_options(settings, batch_seed)))
+    return _batch_rows(mask, probabilities, attention, gradient, loo, perm, adv,
+                       None if attended is mask else attended)
 
 
 def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | None = None,
@@ -797,12 +833,26 @@ def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, enc
     per_row = scatter_rows(batches, results, len(texts))
     total = time.perf_counter() - started
 
+    keep = _attended_positions(model, lengths)  # J&W's markers dropped from ids and lengths
     instances = JWInstances(
-        input_ids=[np.asarray(e) for e in encoded],
+        input_ids=[np.asarray(e) if k is None else np.asarray(e)[k] for e, k in zip(encoded, keep)],
         labels=None if labels is None else np.asarray(list(labels), dtype=np.int64),
         **_instance_fields(per_row))
+    if keep[0] is not None:
+        lengths = np.array([int(k.sum()) for k in keep], dtype=np.int64)
     summary = battery_summary(instances, lengths, settings, total, timings)
     return instances, summary
+
+
+def _attended_positions(model, lengths: np.ndarray) -> list:
+    """Per instance, the boolean positions of its tokens that the model attends over (None for
+    all of them: a model without J&W's markers)."""
+    width = int(lengths.max())
+    mask = torch.arange(width).unsqueeze(0) < torch.as_tensor(lengths).unsqueeze(1)
+    attended = attended_mask(model, mask)
+    if attended is mask:
+        return [None] * len(lengths)
+    return [row[:n] for row, n in zip(attended.numpy(), lengths.tolist())]
 
 
 def _instance_fields(per_row: list[dict]) -> dict:
