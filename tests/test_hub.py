@@ -297,6 +297,28 @@ def test_model_from_hub_registered_and_remote_code(hub, published, small_sst):
         assert torch.equal(got["attentions"], expected.attentions)
 
 
+def test_pipeline_from_the_hub_without_hf_attn_reads_raw_english_like_sst(hub, published):
+    """A user's path (issue 14): ``pipeline`` on the pushed repo where hf_attn is not installed.
+    Raw English gets the tokens and the prediction of its SST spelling (the PTB rules live in
+    tokenizer.json)."""
+    pairs = [("I don't like it, it isn't good.", "i do n't like it , it is n't good ."),
+             ("It's not a great monster movie, but it's a good one.",
+              "it 's not a great monster movie , but it 's a good one .")]
+    result = run_client(f"""
+        import json, sys
+        from transformers import pipeline
+        clf = pipeline("text-classification", model="tester/lstm-sst", trust_remote_code=True, top_k=None)
+        pairs = {pairs!r}
+        print(json.dumps({{"hf_attn": "hf_attn" in sys.modules,
+                          "tokens": [[clf.tokenizer.tokenize(t) for t in pair] for pair in pairs],
+                          "scores": [[clf(t)[0] for t in pair] for pair in pairs]}}))
+    """, hub, published["work"], block_hf_attn=True)
+    assert result["hf_attn"] is False
+    assert result["tokens"][0][0] == ["i", "do", "n't", "like", "it", ",", "it", "is", "n't", "good", "."]
+    for (raw_tokens, sst_tokens), (raw, sst) in zip(result["tokens"], result["scores"]):
+        assert raw_tokens == sst_tokens and raw == sst
+
+
 def test_metric_modules_from_hub(hub, published):
     """The tiny module computes after evaluate.load(repo_id); every real module under
     hf_attn/metrics loads from its Space with the same features as from its local folder."""
