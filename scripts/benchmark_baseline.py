@@ -189,8 +189,9 @@ def main() -> None:
         f"hf-attn benchmark, baseline vs new (scripts/benchmark_baseline.py), {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"machine: {os.cpu_count()} cores, {cpu_name()}, Python {platform.python_version()}; "
         f"{args.threads} torch thread(s) per job (OMP_NUM_THREADS; new code also --threads)",
-        f"baseline: {args.baseline} (commit {args.baseline_commit}); new: {REPO} at {head}"
-        + (" + uncommitted changes" if dirty else ""),
+        # no machine paths in the record: what was compared, not where it lay
+        f"baseline: <baseline: git archive of {args.baseline_commit}> (commit {args.baseline_commit}); "
+        f"new: <checkout> at {head}" + (" + uncommitted changes" if dirty else ""),
         f"training: SST, {args.epochs} epochs, seed 0, BiLSTM (H = 128) + additive; runs alternate baseline/new "
         f"(the first side swaps every repeat); seconds = wall time of the whole command",
     ]
