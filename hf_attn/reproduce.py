@@ -57,7 +57,8 @@ from .files import exclusive_output_folder, write_jsonl_atomic, write_text_atomi
 logger = logging.getLogger(__name__)
 
 DATASETS = ("sst", "agnews", "imdb")
-DEFAULT_AGNEWS_PATH = "/work/shared/data/ag_news/test.csv"
+# The AG News CSV is not bundled: --agnews-path, else this environment variable (no machine path as a default).
+AGNEWS_PATH_ENV = "HF_ATTN_AGNEWS_PATH"
 
 # ------------------------------------------------------------------------------------------------
 # published values (SPEC §4–6; the papers' tables). SST values of W&P / T&Š / J&W are the batteries'
@@ -366,7 +367,10 @@ def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,
 
     data_path = None
     if dataset == "agnews":
-        data_path = agnews_path or DEFAULT_AGNEWS_PATH
+        data_path = agnews_path or os.environ.get(AGNEWS_PATH_ENV)
+        if not data_path:
+            raise FileNotFoundError(f"AG News needs its CSV (class,title,description rows): pass --agnews-path "
+                                    f"or set {AGNEWS_PATH_ENV}")
         if not os.path.exists(data_path):
             raise FileNotFoundError(f"AG News CSV not found at {data_path!r}: pass --agnews-path")
     if dataset not in DATASETS:
@@ -738,7 +742,7 @@ def collect(paths: dict) -> dict:
 # A finding is a small table of checks: (id, paper, the quoted sentence(s) of the paper, the rule
 # derived from them, the tolerance from the seed spread measured in this report, the measured and
 # published values, the verdict). Every quote is verbatim from the paper texts in
-# /work/shared/papers (tests/test_verdicts.py checks it). Where a paper states nothing to grade
+# shared/papers beside the checkout (tests/test_verdicts.py checks it). Where a paper states nothing to grade
 # against, the verdict is "new measurement".
 #
 # Tolerances: a difference is real when it exceeds Z = 2 standard errors of the difference, the
@@ -768,7 +772,7 @@ JW_RELEASED_SST = {
 # J&W's released SST evaluation outputs (SPEC §10): the BiLSTM's τ(g, LOO), τ(α, g), τ(α, LOO)
 JW_RELEASED_SST_TAU = {"tau_gradient_loo": 0.656, "tau_gradient": 0.351, "tau_loo": 0.291}
 
-# Verbatim sentences of the papers (tests/test_verdicts.py finds each in /work/shared/papers).
+# Verbatim sentences of the papers (tests/test_verdicts.py finds each in shared/papers).
 QUOTES = {
     "JW-1": [("J&W Table 1 caption", "Test metrics are F1 score, accuracy, and micro-F1 for classification, QA, "
               "and NLI, respectively; all correspond to performance using a BiLSTM encoder.")],
@@ -2171,7 +2175,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--quick", action="store_true", help="small subsets, 1 epoch, short searches (smoke test)")
     p.add_argument("--seeds", type=int, default=None, help="T&Š grid seeds (default 5, as the paper)")
     p.add_argument("--wp-seeds", type=int, default=None, help="W&P seed models (default 8)")
-    p.add_argument("--agnews-path", default=None, help=f"AG News CSV (default {DEFAULT_AGNEWS_PATH})")
+    p.add_argument("--agnews-path", default=None, help=f"AG News CSV (default: ${AGNEWS_PATH_ENV})")
     p.add_argument("--threads", type=threads_argument, default="auto",
                    help="torch threads: a number, or auto (default): the cores the load average says "
                         "are free, at least 1")

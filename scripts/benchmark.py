@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark of the batched analyses against straightforward per-instance loops (same numbers).
 
-    python scripts/benchmark.py [--model-dir /work/runs/sst-lstm-additive] [--sections jw_gradient ...]
+    python scripts/benchmark.py [--model-dir runs/sst-lstm-additive] [--sections jw_gradient ...]
                                 [--loop-instances 300] [--threads N]
 
 Each section is a function ``section(context) -> dict`` registered in ``SECTIONS``; it times the
@@ -276,7 +276,7 @@ SECTIONS.update(_FAITHFULNESS_SECTIONS)
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", default="/work/runs/sst-lstm-additive")
+    parser.add_argument("--model-dir", default="runs/sst-lstm-additive")
     parser.add_argument("--sections", nargs="*", default=list(SECTIONS), choices=list(SECTIONS))
     parser.add_argument("--loop-instances", type=int, default=200,
                         help="instances the per-instance loops run on (random, seeded)")

@@ -3,7 +3,7 @@
 permutations, the 5-adversary J&W search with 500 steps, per-token probabilities and the rendered
 heatmap + plot), as the app runs it (one torch thread). Goal: < 2 s for a 20-token sentence.
 
-    python scripts/benchmark_app.py --model /work/runs/sst-lstm-additive [--repeats 5] [--threads 1]
+    python scripts/benchmark_app.py --model runs/sst-lstm-additive [--repeats 5] [--threads 1]
 """
 import argparse
 import json
@@ -20,7 +20,7 @@ SENTENCE_20 = ("the film is a charming , funny and often touching portrait of a 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="/work/runs/sst-lstm-additive")
+    parser.add_argument("--model", default="runs/sst-lstm-additive")
     parser.add_argument("--text", default=SENTENCE_20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark sections for ERASER and integrated gradients (hf_attn.faithfulness).
 
-    python scripts/benchmark_faithfulness.py [--model-dir /work/runs/sst-lstm-additive]
+    python scripts/benchmark_faithfulness.py [--model-dir runs/sst-lstm-additive]
         [--sections eraser integrated_gradients] [--loop-instances 200] [--threads N]
 
 Same protocol as ``scripts/benchmark.py`` (whose ``SECTIONS`` picks these up): the batched

@@ -1,7 +1,7 @@
 """Peak memory and wall time of the Jain & Wallace battery on IMDB-length inputs (issue 8).
 
-    python scripts/benchmark_memory.py --model-dir /work/runs/imdb/imdb-lstm-additive \
-        --instances 2000 --output /work/runs/imdb/benchmark_memory.json
+    python scripts/benchmark_memory.py --model-dir runs/imdb/imdb-lstm-additive \
+        --instances 2000 --output runs/imdb/benchmark_memory.json
 
 Runs ``run_jw_battery`` (gradient, leave-one-out, 100 permutations, k = 5 adversaries × 500 steps:
 the J&W defaults) on N reviews sampled (seeded) from the IMDB test split (``load_task("imdb")``, seeded

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark of the whole reproduction: wall time of ``hf-attn reproduce --datasets sst`` from scratch.
 
-    python scripts/benchmark_reproduce.py [--output-dir /work/runs/reproduce-bench] [--quick]
+    python scripts/benchmark_reproduce.py [--output-dir runs/reproduce-bench] [--quick]
                                           [--seeds 3] [--output result.json]
 
 Goal (issue 7): the default ``--datasets sst`` finishes in under 60 minutes on 2 idle cores. It is
@@ -31,7 +31,7 @@ def _count_runs(root: str) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output-dir", default="/work/runs/reproduce-bench")
+    parser.add_argument("--output-dir", default="runs/reproduce-bench")
     parser.add_argument("--quick", action="store_true", help="time the --quick smoke test instead")
     parser.add_argument("--seeds", type=int, default=None, help="T&Š grid seeds (default: reproduce's)")
     parser.add_argument("--wp-seeds", type=int, default=None, help="W&P seed models (default: reproduce's 8)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Publish to the Hugging Face Hub: a trained run, an evaluate module or the explorer Space.
 
-    python scripts/push_to_hub.py model /work/runs/sst-lstm-additive --repo-id USER/sst-lstm-additive
+    python scripts/push_to_hub.py model runs/sst-lstm-additive --repo-id USER/sst-lstm-additive
     python scripts/push_to_hub.py metric hf_attn/metrics/jw_correlation --repo-id USER/jw_correlation
     python scripts/push_to_hub.py space --repo-id USER/attention-explorer --model USER/sst-lstm-additive
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The whole reproduction in one command (same as ``hf-attn reproduce``):
 
-    python scripts/reproduce.py --datasets sst --output-dir /work/runs/reproduce [--quick] [--seeds 5]
+    python scripts/reproduce.py --datasets sst --output-dir runs/reproduce [--quick] [--seeds 5]
 
 Trains what is missing (finished runs are reused), runs the J&W, W&P and T&Š batteries and the
 ERASER table, and writes OUT/REPORT.md, OUT/report.json and OUT/figures/.
