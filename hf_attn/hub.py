@@ -1090,7 +1090,10 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
         raise HubError(f"{module_dir} has no app.py (a metric Space needs its gr.Interface app)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
-    copies = _allowed_files(module_dir, METRIC_FILES, module_dir.resolve())
+    # hf_attn's own modules link their measures file to the single copy in hf_attn/metrics/: a link
+    # may reach that folder (the package's own files), never beyond it.
+    own_module = module_dir.resolve().parent == METRICS_DIR.resolve()
+    copies = _allowed_files(module_dir, METRIC_FILES, METRICS_DIR.resolve() if own_module else module_dir.resolve())
     files = {item.name: real for item, real in copies}
     imports = _evaluate_imports(files[f"{name}.py"])
     if any(kind == "library" and module == "hf_attn" for kind, module, _ in imports):
