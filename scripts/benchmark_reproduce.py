@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -36,6 +37,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="T&Š grid seeds (default: reproduce's)")
     parser.add_argument("--wp-seeds", type=int, default=None, help="W&P seed models (default: reproduce's 8)")
     parser.add_argument("--resume", action="store_true", help="allow an output folder with finished runs")
+    parser.add_argument("--threads", default="1",
+                        help="torch threads: a number or auto (default 1: the machine is shared)")
     parser.add_argument("--output", help="write the result as JSON here")
     args = parser.parse_args(argv)
 
@@ -51,7 +54,7 @@ def main(argv=None) -> int:
           flush=True)
     start = time.perf_counter()
     report = reproduce(["sst"], args.output_dir, quick=args.quick, seeds=args.seeds, wp_seeds=args.wp_seeds,
-                       progress=True)
+                       progress=True, threads=args.threads if args.threads == "auto" else int(args.threads))
     wall = time.perf_counter() - start
     load_after = os.getloadavg()
     plan = ReproducePlan.for_mode(args.quick, args.seeds, args.wp_seeds)
@@ -65,7 +68,9 @@ def main(argv=None) -> int:
                              "estimate_seconds": estimates.get(k.split("/", 1)[1])}
                          for k, v in report["stages"].items()},
               "load_average_before": load_before, "load_average_after": load_after,
-              "cpu_count": os.cpu_count(), "plan": report["plan"]}
+              "cpu_count": os.cpu_count(), "threads": args.threads,
+              "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+              "plan": report["plan"]}
     print(f"{'stage':14s} {'minutes':>8s} {'estimate':>9s}")
     for key, row in result["stages"].items():
         print(f"{key:14s} {row['seconds'] / 60:8.1f} {(row['estimate_seconds'] or 0) / 60:9.1f}")
