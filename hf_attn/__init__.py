@@ -8,13 +8,13 @@ __version__ = "0.1.0"
 
 # name → submodule, imported on first access (PEP 562) when not imported eagerly below
 _LAZY = {
-    "AttnClassifierConfig": "configuration_hf_attn",
-    "AttnClassifierForSequenceClassification": "modeling_hf_attn",
-    "AttnClassifierOutput": "modeling_hf_attn",
-    "AttnClassifierPreTrainedModel": "modeling_hf_attn",
-    "AttnPairClassifierConfig": "configuration_hf_attn_pair",
-    "AttnPairClassifierForSequenceClassification": "modeling_hf_attn_pair",
-    "AttnPairClassifierOutput": "modeling_hf_attn_pair",
+    "AttnClassifierConfig": "models.configuration_hf_attn",
+    "AttnClassifierForSequenceClassification": "models.modeling_hf_attn",
+    "AttnClassifierOutput": "models.modeling_hf_attn",
+    "AttnClassifierPreTrainedModel": "models.modeling_hf_attn",
+    "AttnPairClassifierConfig": "models.configuration_hf_attn_pair",
+    "AttnPairClassifierForSequenceClassification": "models.modeling_hf_attn_pair",
+    "AttnPairClassifierOutput": "models.modeling_hf_attn_pair",
 }
 _registered = False
 
@@ -30,10 +30,10 @@ def register_auto_classes() -> None:
         return
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from .configuration_hf_attn import AttnClassifierConfig
-    from .configuration_hf_attn_pair import AttnPairClassifierConfig
-    from .modeling_hf_attn import AttnClassifierForSequenceClassification
-    from .modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+    from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+    from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
+    from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+    from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
 
     # `from_pretrained(dir)` without trust_remote_code when hf_attn is installed ...
     AutoConfig.register(AttnClassifierConfig.model_type, AttnClassifierConfig, exist_ok=True)
@@ -75,11 +75,11 @@ def __getattr__(name: str):
 
 if not _running_the_command_line():
     register_auto_classes()
-    from .configuration_hf_attn import AttnClassifierConfig  # noqa: E402
-    from .configuration_hf_attn_pair import AttnPairClassifierConfig  # noqa: E402
-    from .modeling_hf_attn import (AttnClassifierForSequenceClassification,  # noqa: E402
+    from hf_attn.models.configuration_hf_attn import AttnClassifierConfig  # noqa: E402
+    from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig  # noqa: E402
+    from hf_attn.models.modeling_hf_attn import (AttnClassifierForSequenceClassification,  # noqa: E402
                                    AttnClassifierOutput, AttnClassifierPreTrainedModel)
-    from .modeling_hf_attn_pair import (AttnPairClassifierForSequenceClassification,  # noqa: E402
+    from hf_attn.models.modeling_hf_attn_pair import (AttnPairClassifierForSequenceClassification,  # noqa: E402
                                         AttnPairClassifierOutput)
 
 __all__ = ["AttnClassifierConfig", "AttnClassifierForSequenceClassification",

@@ -8,7 +8,7 @@ import inspect
 import logging
 import sys
 
-from .threads import apply_threads, threads_argument
+from hf_attn.core.threads import apply_threads, threads_argument
 
 # This module imports neither torch nor any subcommand's module: ``hf-attn --help`` lists the
 # subcommands from the table below, and ``hf-attn CMD …`` imports only CMD's module (the test suite
@@ -76,7 +76,7 @@ def add_train_parser(subparsers) -> None:
 def _run_train(args) -> int:
     import json
 
-    from .training import TrainSettings, train
+    from hf_attn.training.engine import TrainSettings, train
 
     settings = TrainSettings(
         dataset=args.dataset, data_path=args.data_path, text_column=args.text_column,
@@ -100,14 +100,14 @@ def _run_train(args) -> int:
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("hf_attn.cli", "train one attentive classifier"),
     "analyze": ("hf_attn.analysis.cli", "run a diagnostic battery on a trained model"),
-    "train-grid": ("hf_attn.grid", "train the T&Š variant × attention × seed grid (resumable)"),
-    "ts-report": ("hf_attn.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
-    "push": ("hf_attn.hub", "publish a trained run as a Hub model repo"),
-    "push-metric": ("hf_attn.hub", "publish an evaluate module as a metric Space"),
-    "push-space": ("hf_attn.hub", "publish the Gradio attention explorer as a Space"),
-    "train-seeds": ("hf_attn.wp_training", "train N copies of a model that differ only in seed (W&P §3.3)"),
-    "eraser": ("hf_attn.faithfulness", "ERASER faithfulness of attention / gradient / LOO / IG rankings"),
-    "reproduce": ("hf_attn.reproduce", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
+    "train-grid": ("hf_attn.training.grid", "train the T&Š variant × attention × seed grid (resumable)"),
+    "ts-report": ("hf_attn.training.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
+    "push": ("hf_attn.hub.push", "publish a trained run as a Hub model repo"),
+    "push-metric": ("hf_attn.hub.push", "publish an evaluate module as a metric Space"),
+    "push-space": ("hf_attn.hub.push", "publish the Gradio attention explorer as a Space"),
+    "train-seeds": ("hf_attn.training.wp", "train N copies of a model that differ only in seed (W&P §3.3)"),
+    "eraser": ("hf_attn.analysis.eraser.battery", "ERASER faithfulness of attention / gradient / LOO / IG rankings"),
+    "reproduce": ("hf_attn.reproduce.pipeline", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
 }
 # Modules that contribute subcommands (each defines `add_parser(subparsers)`).
 _SUBCOMMAND_MODULES: list[str] = ["analysis.cli", "grid", "hub", "wp_training", "faithfulness", "reproduce"]

@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from datasets import DatasetDict  # noqa: E402
 
-from hf_attn.data import TaskData, load_sst  # noqa: E402
+from hf_attn.data.datasets import TaskData, load_sst  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +33,7 @@ def small_sst(sst) -> TaskData:
 @pytest.fixture(scope="session")
 def trained_model_dir(tmp_path_factory, small_sst) -> str:
     """A BiLSTM + additive model trained 2 epochs on small SST through the real Trainer path."""
-    from hf_attn.training import TrainSettings, train
+    from hf_attn.training.engine import TrainSettings, train
 
     out = str(tmp_path_factory.mktemp("run") / "lstm")
     train(TrainSettings(epochs=2, seed=0), out, task=small_sst, progress=False)

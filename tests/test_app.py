@@ -84,7 +84,7 @@ def test_explain_endpoint_every_output(client, trained_model_dir):
     from transformers import AutoTokenizer
 
     from hf_attn import AttnClassifierForSequenceClassification
-    from hf_attn.explain import explain_sentence
+    from hf_attn.explorer import explain_sentence
 
     label, summary, heatmaps, plot, values = client.predict(
         trained_model_dir, SENTENCE, 0.01, 500, 0, api_name="/explain")

@@ -21,13 +21,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hf_attn.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data import DataError, load_local, load_task
-from hf_attn.measures import LN2, jsd, kendall_tau, kl_divergence, tvd
-from hf_attn.modeling_hf_attn import AttnClassifierForSequenceClassification
-from hf_attn.tokenization import build_tokenizer
-from hf_attn.training import write_json_atomic
-from hf_attn.validation import check_class_ids, check_distributions, check_finite, check_same_count
+from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+from hf_attn.data.datasets import DataError, load_local, load_task
+from hf_attn.core.measures import LN2, jsd, kendall_tau, kl_divergence, tvd
+from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+from hf_attn.data.tokenization import build_tokenizer
+from hf_attn.training.engine import write_json_atomic
+from hf_attn.core.validation import check_class_ids, check_distributions, check_finite, check_same_count
 
 METRICS = os.path.join(os.path.dirname(__file__), os.pardir, "hf_attn", "metrics")
 RECORDED: list[dict] = []
@@ -162,8 +162,8 @@ def test_unknown_or_punctuation_texts_become_unk_tokens(model, tokenizer, text, 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t "])
 def test_empty_or_whitespace_text_is_rejected_everywhere(model, tokenizer, text):
-    from hf_attn.analysis.jw import JWSettings, run_jw_battery
-    from hf_attn.explain import ExplainError, explain_sentence
+    from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
+    from hf_attn.explorer import ExplainError, explain_sentence
 
     expect_error(f"explain_sentence({text!r})", ExplainError, "empty", explain_sentence, model, tokenizer,
                  text)
@@ -181,10 +181,10 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     than ``config.max_tokens`` real tokens (issue 13 item 8)."""
     from datasets import Dataset, DatasetDict
 
-    from hf_attn.analysis.jw import JWSettings, run_jw_battery
-    from hf_attn.data import TaskData
-    from hf_attn.explain import ExplainError, explain_sentence
-    from hf_attn.training import tokenize_splits
+    from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
+    from hf_attn.data.datasets import TaskData
+    from hf_attn.explorer import ExplainError, explain_sentence
+    from hf_attn.training.engine import tokenize_splits
 
     long_text = "good fun " * 200  # 400 tokens, limit 24
     expect_error("explain_sentence(400-token text, limit 24)", ExplainError, "too long: 400 tokens",
@@ -195,12 +195,12 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     record("jw battery on a 400-token text (limit 24)", "truncated to 24 tokens (max_tokens)")
     splits = DatasetDict({s: Dataset.from_dict({"text": [long_text, "good"], "label": [1, 0]})
                           for s in ("train", "validation", "test")})
-    with caplog.at_level(logging.WARNING, logger="hf_attn.training"):
+    with caplog.at_level(logging.WARNING, logger="hf_attn.training.engine"):
         encoded = tokenize_splits(TaskData(splits, ["negative", "positive"], "long"), tokenizer, 24)
     assert len(encoded["train"][0]["input_ids"]) == 24
     assert "truncated to max_length=24" in caplog.text
     RECORDED.append({"case": "training on a 400-token text (max_length 24)", "error": "warning",
-                     "message": [r.getMessage() for r in caplog.records if r.name == "hf_attn.training"][0]})
+                     "message": [r.getMessage() for r in caplog.records if r.name == "hf_attn.training.engine"][0]})
     expect_error("model forward on 400 token ids (max_tokens 24)", ValueError,
                  "input_ids has 400 tokens, more than the model's max_tokens=24", model,
                  input_ids=torch.tensor([tokenizer(long_text)["input_ids"]]))
@@ -213,9 +213,9 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
 
 
 def test_single_token_through_every_analysis(model, tokenizer):
-    from hf_attn import faithfulness
-    from hf_attn.analysis import jw
-    from hf_attn.explain import explain_sentence
+    from hf_attn.analysis.eraser import battery
+    from hf_attn.analysis.jw import battery as jw
+    from hf_attn.explorer import explain_sentence
 
     ids = torch.tensor([tokenizer("good")["input_ids"]])
     mask = torch.ones_like(ids, dtype=torch.bool)
@@ -396,7 +396,7 @@ def test_model_rejects_bad_tensors(model):
 
 
 def test_analysis_functions_reject_bad_arrays(model, tokenizer):
-    from hf_attn import faithfulness
+    from hf_attn.analysis.eraser import battery
 
     ids = torch.tensor([tokenizer("good fun film")["input_ids"]])
     mask = torch.ones_like(ids)
@@ -578,7 +578,7 @@ def test_cli_arguments_out_of_range(argv, pattern, tmp_path, model_dir, capsys):
 
 
 def test_atomic_writes_leave_nothing_behind_on_failure(tmp_path):
-    from hf_attn.sharding import load_shard, save_shard_atomic
+    from hf_attn.analysis.sharding import load_shard, save_shard_atomic
 
     path = tmp_path / "results.json"
     with pytest.raises(TypeError):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from hf_attn.data import (DataError, load_agnews, load_local, load_sst, load_task, parse_ptb_tree,
+from hf_attn.data.datasets import (DataError, load_agnews, load_local, load_sst, load_task, parse_ptb_tree,
                           seeded_split)
-from hf_attn.tokenization import build_tokenizer
+from hf_attn.data.tokenization import build_tokenizer
 
 AG_NEWS = "/work/shared/data/ag_news/test.csv"
 
@@ -219,7 +219,7 @@ def test_na_like_strings_are_text_and_labels(tmp_path, value):
 @pytest.mark.parametrize("name", ["./x.csv", "data/x.csv", "./mydata", "../elsewhere", "a/b/c", "x.tsv",
                                   "data.jsonl", "my data", "-bad-", "dir\\x"])
 def test_missing_path_like_names_say_no_such_file(tmp_path, monkeypatch, name):
-    import hf_attn.data as data
+    import hf_attn.data.datasets as data
 
     def no_hub(*args, **kwargs):
         raise AssertionError(f"{name!r} was looked up on the Hub")
@@ -231,7 +231,7 @@ def test_missing_path_like_names_say_no_such_file(tmp_path, monkeypatch, name):
 
 
 def test_hub_shaped_name_that_fails_says_no_local_file_either(tmp_path, monkeypatch):
-    import hf_attn.data as data
+    import hf_attn.data.datasets as data
 
     def offline(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'someone/reviews' on the Hub (OfflineModeIsEnabled)")
@@ -250,18 +250,18 @@ def test_local_folder_named_like_a_bundled_dataset_wins(tmp_path, monkeypatch, c
     (tmp_path / "sst").mkdir()
     for split in ("train", "dev", "test"):
         _csv(tmp_path / "sst" / f"{split}.csv", "".join(f"local text {i},{'ab'[i % 2]}\n" for i in range(6)))
-    with caplog.at_level(logging.WARNING, logger="hf_attn.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_attn.data.datasets"):
         task = load_task("sst")
     assert task.label_names == ["a", "b"] and len(task.splits["train"]) == 6
     assert "loading the local data" in caplog.text and str(tmp_path / "sst") in caplog.text
     # a folder of that name without data files does not shadow the bundled dataset
     (tmp_path / "imdb").mkdir()
     (tmp_path / "imdb" / "notes.txt").write_text("model outputs")
-    import hf_attn.data as data
+    import hf_attn.data.datasets as data
 
     monkeypatch.setattr(data, "load_imdb", lambda **kwargs: "bundled imdb")
     monkeypatch.setattr(data, "validate_task", lambda task: None)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="hf_attn.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_attn.data.datasets"):
         assert load_task("imdb") == "bundled imdb"
     assert "holds no train/dev/test data files" in caplog.text

@@ -1,4 +1,4 @@
-"""hf_attn.explain (the explorer's logic) against slow, explicit per-token computations."""
+"""hf_attn.explorer (the explorer's logic) against slow, explicit per-token computations."""
 
 import json
 import os
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from hf_attn import AttnClassifierForSequenceClassification
-from hf_attn.explain import (TIE_TOLERANCE, ExplainError, default_model, explain_sentence, find_local_model,
+from hf_attn.explorer import (TIE_TOLERANCE, ExplainError, default_model, explain_sentence, find_local_model,
                              heatmap_html, permutation_figure, summary_markdown, token_groups, typed_spans)
-from hf_attn.measures import jsd, kendall_tau, merge_near_ties, tvd
+from hf_attn.core.measures import jsd, kendall_tau, merge_near_ties, tvd
 
 TEXT = "a gorgeous , witty , seductive movie that never quite works ."
 
@@ -189,7 +189,7 @@ def test_kendall_tau_of_the_sentence(explanation):
     tying values within the battery's tolerance; equal to scipy's τ-b of the merged values."""
     from scipy.stats import kendalltau
 
-    from hf_attn.analysis.jw import JWSettings
+    from hf_attn.analysis.jw.battery import JWSettings
 
     e = explanation
     assert TIE_TOLERANCE == JWSettings().tie_tolerance == e.tie_tolerance
@@ -279,7 +279,7 @@ def test_long_sentences_wrap_in_balanced_lines(explanation):
     """Lines of similar width, at most LINE_WIDTH_PX (estimated), every token exactly once."""
     import re
 
-    from hf_attn.explain import LINE_WIDTH_PX
+    from hf_attn.explorer import LINE_WIDTH_PX
 
     n = 60
     long = type(explanation)(**{**explanation.__dict__, **{name: np.resize(getattr(explanation, name), n) for name in (

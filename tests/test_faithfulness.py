@@ -1,4 +1,4 @@
-"""ERASER comprehensiveness/sufficiency and integrated gradients (hf_attn.faithfulness)."""
+"""ERASER comprehensiveness/sufficiency and integrated gradients (hf_attn.analysis.eraser.battery)."""
 
 import os
 
@@ -8,7 +8,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from hf_attn import AttnClassifierForSequenceClassification
-from hf_attn.faithfulness import (aopc, eraser_scores, eraser_scores_slow, erasure_variants,
+from hf_attn.analysis.eraser.battery import (aopc, eraser_scores, eraser_scores_slow, erasure_variants,
                                   integrated_gradients, integrated_gradients_importance,
                                   rank_tokens, summarize_eraser, tokens_per_fraction)
 
@@ -255,7 +255,7 @@ def test_run_eraser_writes_results_and_resumes(trained_model_dir, tmp_path):
     import json
 
     from hf_attn.cli import main
-    from hf_attn.faithfulness import IMPORTANCE_MEASURES
+    from hf_attn.analysis.eraser.battery import IMPORTANCE_MEASURES
 
     out = tmp_path / "eraser"
     code = main(["eraser", trained_model_dir, "--output-dir", str(out), "--max-instances", "16",

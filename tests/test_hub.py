@@ -30,7 +30,7 @@ import torch
 from hub_server import HubServer, card_errors, lfs_pointer
 from remote_code import BLOCK_HF_ATTN
 
-from hf_attn.hub import build_model_folder, build_space_folder, HubError
+from hf_attn.hub.push import build_model_folder, build_space_folder, HubError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def run_client(script: str, hub: HubServer, workdir: Path, block_hf_attn: bool =
 def run_jw_battery(model_dir: Path, output_dir: Path) -> dict:
     """The real ``hf-attn analyze --battery jw`` on 40 test sentences (few permutations and adversary
     steps): the results.json and figures a user publishes."""
-    from hf_attn.analysis.jw import jw_battery_runner
+    from hf_attn.analysis.jw.battery import jw_battery_runner
 
     options = Namespace(split="test", seed=0, quiet=True, jw_max_instances=40, jw_permutations=20, jw_steps=40,
                         jw_no_cache=True, jw_threads=1)
@@ -157,7 +157,7 @@ def published(hub, trained_model_dir, tmp_path_factory):
     real_metrics = [str(p) for p in metric_modules()]
     out = run_client(f"""
         import json
-        from hf_attn.hub import push_model, push_metric, push_space
+        from hf_attn.hub.push import push_model, push_metric, push_space
         info = push_model({str(run_dir)!r}, "tester/lstm-sst")
         push_model({str(run_dir)!r}, "tester/lstm-sst")  # a second push is a no-op commit, not an error
         push_metric({str(tiny)!r}, "tester/tiny_accuracy")
@@ -220,7 +220,7 @@ def test_pushed_model_card(hub, published):
     no None and no local path anywhere; the server's own validation accepts it."""
     from huggingface_hub import ModelCard
 
-    from hf_attn.analysis.jw_summary import PUBLISHED_SST
+    from hf_attn.analysis.jw.summary import PUBLISHED_SST
 
     files = hub.state.repos[("model", "tester/lstm-sst")].resolve("main").files
     readme = files["README.md"].content.decode()
@@ -288,7 +288,7 @@ def test_model_from_hub_registered_and_remote_code(hub, published, small_sst):
                             hub, work)
     remote = run_client(script.format(imports="", kwargs="trust_remote_code=True", target=str(work / "rc.pt")),
                         hub, work, block_hf_attn=True)
-    assert registered["module"] == "hf_attn.modeling_hf_attn"
+    assert registered["module"] == "hf_attn.models.modeling_hf_attn"
     assert remote["module"].startswith("transformers_modules")
     for name in ("reg.pt", "rc.pt"):
         got = torch.load(work / name)
@@ -364,7 +364,7 @@ def test_space_repo(hub, published):
     """, hub, published["work"])
     expected = {p.name for p in (REPO_ROOT / "spaces_app").iterdir() if p.is_file()}
     assert expected <= set(result["files"])
-    assert "hf_attn/modeling_hf_attn.py" in result["files"]
+    assert "hf_attn/models/modeling_hf_attn.py" in result["files"]
     assert result["sdk"] == "gradio"
     assert result["config"] == {"default_model": "tester/lstm-sst", "models": ["tester/lstm-sst"]}
     assert "app_file: app.py" in result["readme"] and "sdk: gradio" in result["readme"]
@@ -409,7 +409,7 @@ def test_push_refuses_leaks_and_broken_models_before_uploading(hub, trained_mode
     paths = {case: str(path) for case, path in runs.items()}
     result = run_client(f"""
         import json
-        from hf_attn.hub import HubError, push_model
+        from hf_attn.hub.push import HubError, push_model
         out = {{}}
         for case, path in {paths!r}.items():
             try:

@@ -16,9 +16,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from hf_attn.files import (LOCK_NAME, OutputFolderBusy, atomic_write, exclusive_output_folder,
+from hf_attn.core.io import (LOCK_NAME, OutputFolderBusy, atomic_write, exclusive_output_folder,
                            write_json_atomic, write_jsonl_atomic)
-from hf_attn.training import RunSettingsMismatch, TrainSettings, last_complete_checkpoint, train
+from hf_attn.training.engine import RunSettingsMismatch, TrainSettings, last_complete_checkpoint, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SMALL = dict(embeddings="random", embedding_dim=16, hidden_size=8, epochs=1, batch_size=32)
@@ -60,7 +60,7 @@ def test_temporary_names_are_unique_and_not_derived_from_the_target(tmp_path):
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_results_files_respect_the_umask(tmp_path, umask, mode):
-    from hf_attn.sharding import save_shard_atomic
+    from hf_attn.analysis.sharding import save_shard_atomic
 
     old = os.umask(umask)
     try:
@@ -86,7 +86,7 @@ def test_json_is_strict_nan_becomes_null(tmp_path):
 
 HOLDER = """
 import sys, time
-from hf_attn.files import exclusive_output_folder
+from hf_attn.core.io import exclusive_output_folder
 with exclusive_output_folder(sys.argv[1], command="holder"):
     print("locked", flush=True)
     time.sleep(600)
@@ -311,7 +311,7 @@ def test_missing_tokenizer_names_the_file(trained_model_dir, tmp_path, capsys):
 
 def test_a_real_bug_keeps_its_traceback(monkeypatch, trained_model_dir, tmp_path):
     from hf_attn import cli
-    from hf_attn.analysis import jw
+    from hf_attn.analysis.jw import battery as jw
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")

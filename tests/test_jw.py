@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from hf_attn.analysis import jw
-from hf_attn.analysis.jw_summary import (adversary_summary, correlation_summary, jsonable,
+from hf_attn.analysis.jw import battery as jw
+from hf_attn.analysis.jw.summary import (adversary_summary, correlation_summary, jsonable,
                                          permutation_summary)
-from hf_attn.measures import merge_near_ties, tvd
+from hf_attn.core.measures import merge_near_ties, tvd
 
 METRICS = os.path.join(os.path.dirname(jw.__file__), "..", "metrics")
 
@@ -183,7 +183,7 @@ def test_evaluate_modules_equal_plain_functions():
 def test_cli_writes_results_and_figures(trained_model_dir, tmp_path):
     from hf_attn.analysis import available_batteries
 
-    runner = available_batteries()["jw"]
+    runner = available_batteries()["jw"].run
     options = types.SimpleNamespace(split="test", seed=0, quiet=True, jw_max_instances=30,
                                     jw_steps=20, jw_permutations=10, jw_adversaries=3)
     out = tmp_path / "jw"

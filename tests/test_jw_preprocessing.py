@@ -15,13 +15,13 @@ import torch
 from datasets import DatasetDict
 from scipy.stats import kendalltau
 
-from hf_attn.analysis import jw
-from hf_attn.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data import (DataError, TaskData, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw,
+from hf_attn.analysis.jw import battery as jw
+from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+from hf_attn.data.datasets import (DataError, TaskData, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw,
                           load_task)
-from hf_attn.measures import merge_near_ties
-from hf_attn.modeling_hf_attn import AttnClassifierForSequenceClassification, exclude_first_last
-from hf_attn.tokenization import EOS, SOS, build_tokenizer, jw_clean
+from hf_attn.core.measures import merge_near_ties
+from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification, exclude_first_last
+from hf_attn.data.tokenization import EOS, SOS, build_tokenizer, jw_clean
 
 # sha256 of "\n".join(text) per split of J&W's committed preprocess/SST/sst_dataset.csv
 # (successar/AttentionExplanation @ 425a89a), rows of one exp_split in file order; labels likewise
@@ -131,7 +131,7 @@ def test_jw_preprocessing_only_for_sst():
         load_task("sst5", preprocessing="jw")
     with pytest.raises(DataError, match="preprocessing"):
         load_task("sst", preprocessing="spacy")
-    from hf_attn.training import TrainSettings
+    from hf_attn.training.engine import TrainSettings
 
     with pytest.raises(ValueError, match="preprocessing"):
         TrainSettings(preprocessing="nope").validate()
@@ -289,7 +289,7 @@ def test_train_and_analyze_with_jw_preprocessing(jw_task, tmp_path):
     """hf-attn train --preprocessing jw → the config flag, the marker tokenizer, run.json; the
     battery CLI reloads the jw task from run.json (1725 test sentences)."""
     from hf_attn.cli import main
-    from hf_attn.training import TrainSettings, train
+    from hf_attn.training.engine import TrainSettings, train
 
     small = TaskData(DatasetDict({s: jw_task.splits[s].select(range(0, len(jw_task.splits[s]), n))
                                   for s, n in (("train", 20), ("validation", 4), ("test", 4))}),

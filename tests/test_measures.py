@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import kendalltau
 
-from hf_attn.measures import LN2, jsd, kendall_tau, kl_divergence, merge_near_ties, tvd
+from hf_attn.core.measures import LN2, jsd, kendall_tau, kl_divergence, merge_near_ties, tvd
 
 
 def test_tvd_hand_computed():

@@ -36,8 +36,8 @@ import numpy as np
 import pytest
 import torch
 
-import hf_attn.hub as hub
-from hf_attn.hub import HubError, build_metric_space_folder
+import hf_attn.hub.push as hub
+from hf_attn.hub.push import HubError, build_metric_space_folder
 from hub_server import HubServer
 from remote_code import BLOCK_HF_ATTN
 
@@ -162,9 +162,10 @@ TOLERANCE = {"ts_token_probability": 1e-6}
 
 def library_value(module: str, kw: dict):
     """What hf_attn's own function returns for the arguments of ``metric.compute(**kw)``."""
-    from hf_attn.analysis import ts, wp
-    from hf_attn.analysis.jw_summary import adversary_summary, correlation_summary, jsonable, permutation_summary
-    from hf_attn.faithfulness import DEFAULT_FRACTIONS, summarize_eraser
+    from hf_attn.analysis.ts import battery as ts
+    from hf_attn.analysis.wp import battery as wp
+    from hf_attn.analysis.jw.summary import adversary_summary, correlation_summary, jsonable, permutation_summary
+    from hf_attn.analysis.eraser.battery import DEFAULT_FRACTIONS, summarize_eraser
 
     if module == "jw_correlation":
         importance = [[float("nan") if v is None else v for v in row] for row in kw["importance"]]
@@ -282,7 +283,7 @@ def test_evaluate_imports_parse_like_evaluate(tmp_path):
 
 
 def test_validation_copies_give_the_library_messages(measures):
-    from hf_attn import validation
+    from hf_attn.core import validation
 
     good = [[0.2, 0.8], [0.1, 0.3, 0.6]]
     for name in ("check_finite", "check_distributions"):
@@ -321,7 +322,7 @@ def test_validation_copies_give_the_library_messages(measures):
 
 
 def test_distances_and_kendall_equal_the_library(measures):
-    from hf_attn import measures as library
+    from hf_attn.core import measures as library
 
     rng = np.random.default_rng(3)
     p = rng.dirichlet(np.ones(7), size=(4, 5))
@@ -382,7 +383,7 @@ def test_jw_wp_eraser_summaries_equal_the_library(measures):
 def test_ts_ports_equal_the_library(measures):
     """The T&Š functions are NumPy ports: the same permutations as torch's generator for a seed,
     the same F1 as scikit-learn, the same fragility; token probability within float32 rounding."""
-    from hf_attn.analysis import ts
+    from hf_attn.analysis.ts import battery as ts
 
     for seed in (0, 1, 2, 12345, 2 ** 31 + 7, 2 ** 32 - 1):
         for shape in ((1,), (3, 4, 17), (2, 40)):
@@ -467,7 +468,7 @@ def _module(tmp_path: Path, name: str, script: str, app: str | None = None, file
 def test_build_refuses_what_evaluate_could_not_load(tmp_path, monkeypatch):
     plain = "import evaluate\nfrom ._helpers import f\n"
     refusals = [
-        (_module(tmp_path / "a", "uses_lib", "import evaluate\nfrom hf_attn.measures import jsd\n"), "me/uses_lib",
+        (_module(tmp_path / "a", "uses_lib", "import evaluate\nfrom hf_attn.core.measures import jsd\n"), "me/uses_lib",
          r"imports hf_attn, which is on no package index.*pip install hf_attn"),
         (_module(tmp_path / "b", "needs_helper", plain), "me/needs_helper", r"imports \._helpers, but .* has no _helpers\.py"),
         (_module(tmp_path / "c", "dotted", "import evaluate\n"), "me/dotted.metric", r"without dots"),
@@ -534,7 +535,7 @@ def published(hub_server, tmp_path_factory):
     run_client(f"""
         import json
         from hf_attn.cli import main
-        from hf_attn.hub import push_metric
+        from hf_attn.hub.push import push_metric
         for name in {MODULES!r}:
             push_metric({str(METRICS)!r} + "/" + name, "tester/" + name, vendor_package=False)
         for repo, name in {RENAMED!r}.items():
@@ -623,7 +624,7 @@ def test_renamed_space_starts_like_a_space(hub_server, published, from_hub):
     127.0.0.1; a gradio_client query returns the library's value."""
     from gradio_client import Client
 
-    from hf_attn.analysis.jw_summary import correlation_summary, jsonable
+    from hf_attn.analysis.jw.summary import correlation_summary, jsonable
 
     repo = "attention-tau"
     app_dir = published / "spaces" / repo / "app"

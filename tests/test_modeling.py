@@ -10,7 +10,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
-from hf_attn.modeling_hf_attn import LSTMEncoder
+from hf_attn.models.modeling_hf_attn import LSTMEncoder
 from remote_code import remote_code_logits
 
 VOCAB = 30
@@ -270,8 +270,8 @@ def test_forward_rejects_nonfinite_embeds_fractional_mask_and_too_long_input():
 
 
 def test_pair_forward_rejects_nonfinite_embeds_fractional_mask_and_too_long_input():
-    from hf_attn.configuration_hf_attn_pair import AttnPairClassifierConfig
-    from hf_attn.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+    from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
+    from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
 
     config = AttnPairClassifierConfig(vocab_size=VOCAB, embedding_dim=16, hidden_size=8, num_labels=3,
                                       max_tokens=9)

@@ -13,10 +13,10 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from transformers import AutoModelForSequenceClassification
 
 from hf_attn import AttnPairClassifierConfig, AttnPairClassifierForSequenceClassification
-from hf_attn.analysis import jw
-from hf_attn.analysis import jw_pair
-from hf_attn.data import DataError, SNLI_ENV, load_snli, load_task
-from hf_attn.measures import tvd
+from hf_attn.analysis.jw import battery as jw
+from hf_attn.analysis.jw import pair as jw_pair
+from hf_attn.data.datasets import DataError, SNLI_ENV, load_snli, load_task
+from hf_attn.core.measures import tvd
 from remote_code import remote_code_logits
 
 VOCAB = 30
@@ -321,7 +321,7 @@ def test_pair_adversary_equals_the_single_sequence_one_for_a_linear_decoder():
 
 def test_train_on_snli_fixture_and_analyze_with_the_jw_battery(tmp_path, monkeypatch):
     from hf_attn.analysis.cli import _run
-    from hf_attn.training import TrainSettings, train
+    from hf_attn.training.engine import TrainSettings, train
 
     monkeypatch.delenv(SNLI_ENV, raising=False)
     out = str(tmp_path / "pair")

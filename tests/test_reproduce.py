@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from hf_attn.analysis.ts import PUBLISHED_SST as TS_SST
-from hf_attn.reproduce import TABLE_HEADERS, VERDICTS, main, reproduce
-from hf_attn.wp_training import WP_TABLE3_SST
+from hf_attn.analysis.ts.battery import PUBLISHED_SST as TS_SST
+from hf_attn.reproduce.pipeline import TABLE_HEADERS, VERDICTS, main, reproduce
+from hf_attn.training.wp import WP_TABLE3_SST
 
 
 def _metrics_files(root):
@@ -119,7 +119,7 @@ def test_rerun_reuses_every_run(quick):
 
 
 def test_plan_estimates_cover_the_new_stages():
-    from hf_attn.reproduce import ReproducePlan, stage_estimates
+    from hf_attn.reproduce.pipeline import ReproducePlan, stage_estimates
 
     plan = ReproducePlan()
     est = stage_estimates(plan)
@@ -134,7 +134,7 @@ def test_plan_estimates_cover_the_new_stages():
 
 def test_snli_quick_stage_on_the_fixture(tmp_path, monkeypatch):
     """The SNLI stage end to end on the tiny committed SNLI fixture (tests/data/snli)."""
-    from hf_attn.reproduce import ReproducePlan, snli_folder, stage_estimates, train_and_analyse_snli
+    from hf_attn.reproduce.pipeline import ReproducePlan, snli_folder, stage_estimates, train_and_analyse_snli
 
     fixture = os.path.join(os.path.dirname(__file__), "data", "snli")
     monkeypatch.delenv("HF_ATTN_SNLI_DIR", raising=False)

@@ -98,7 +98,7 @@ def test_killed_training_resumes_to_bit_identical_results(trained_twice):
 
 
 def test_interrupted_checkpoint_save_is_skipped(tmp_path):
-    from hf_attn.training import last_complete_checkpoint
+    from hf_attn.training.engine import last_complete_checkpoint
 
     for step, complete in ((10, True), (20, True), (30, False)):
         folder = tmp_path / f"checkpoint-{step}"
@@ -145,8 +145,8 @@ def test_same_seed_gives_bit_identical_training_and_analysis(trained_twice, smal
     gives the same arrays bit for bit."""
     from transformers import PreTrainedTokenizerFast
 
-    from hf_attn.analysis.jw import JWSettings, run_jw_battery
-    from hf_attn.modeling_hf_attn import AttnClassifierForSequenceClassification
+    from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
+    from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 
     reference = trained_twice[0]
     settings = JWSettings(steps=30, num_permutations=10, token_budget=150, seed=3)

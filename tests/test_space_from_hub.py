@@ -331,8 +331,8 @@ def expected(trained_model_dir):
     """The explanation computed here, from the folder that was pushed (one torch thread, as the app)."""
     import torch
 
-    from hf_attn.explain import explain_sentence
-    from hf_attn.loading import load_model_folder
+    from hf_attn.explorer import explain_sentence
+    from hf_attn.models.loading import load_model_folder
 
     model, tokenizer = load_model_folder(trained_model_dir)
     threads = torch.get_num_threads()

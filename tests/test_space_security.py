@@ -2,7 +2,7 @@
 
 1. A typed model name never runs code: a folder (or Hub repo) with ``auto_map`` and a Python module
    that writes a marker file when imported is refused, through the app and through
-   ``hf_attn.explain.load_model``, with the operator's free-Hub-id flag on or off; names off the
+   ``hf_attn.explorer.load_model``, with the operator's free-Hub-id flag on or off; names off the
    allow-list all get one message, so the app does not reveal which server paths exist; a Hub id is
    loaded from the Hub even when a folder of that name exists; the model cache is bounded.
 2. Numeric settings are bounded on the server, and unexpected errors reach the visitor as a clear
@@ -28,7 +28,7 @@ import pytest
 from hub_server import HubServer, StoredFile
 from test_app import REPO_ROOT, SENTENCE, default_app_env, free_port, running_app
 
-from hf_attn.explain import (NOT_ALLOWED_MESSAGE, ExplainError, ModelCache, ModelNotAllowed, ModelPolicy,
+from hf_attn.explorer import (NOT_ALLOWED_MESSAGE, ExplainError, ModelCache, ModelNotAllowed, ModelPolicy,
                              check_settings, explain_sentence, load_model, model_policy)
 
 EVIL_MODULE = """import pathlib

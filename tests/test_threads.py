@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from hf_attn.cli import build_parser
-from hf_attn.threads import auto_threads, resolve_threads
+from hf_attn.core.threads import auto_threads, resolve_threads
 
 
 @pytest.mark.parametrize("cores, load, expected", [(2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.2, 1),

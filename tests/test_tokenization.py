@@ -10,8 +10,8 @@ import textwrap
 import pytest
 from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
 
-from hf_attn.data import load_sst
-from hf_attn.tokenization import (NUMBER_TOKEN, UNK, _normalizer, _pre_tokenizer, build_tokenizer,
+from hf_attn.data.datasets import load_sst
+from hf_attn.data.tokenization import (NUMBER_TOKEN, UNK, _normalizer, _pre_tokenizer, build_tokenizer,
                                   word_counts)
 from remote_code import BLOCK_HF_ATTN
 
@@ -139,7 +139,7 @@ def test_number_words_still_become_qqq(text, expected):
 @pytest.mark.parametrize("ptb,bundled", [("-LRB- a -RRB-", "( a )"), ("-LSB- a -RSB-", "[ a ]"),
                                          ("-LCB- a -RCB-", "{ a }")])
 def test_ptb_bracket_escapes_read_as_the_bundled_brackets(ptb, bundled):
-    """hf_attn.data unescapes SST's -LRB- etc.: text still escaped (e.g. GLUE SST-2) now matches."""
+    """hf_attn.data.datasets unescapes SST's -LRB- etc.: text still escaped (e.g. GLUE SST-2) now matches."""
     assert new_words(ptb) == new_words(bundled) == old_words(bundled)
 
 
@@ -295,8 +295,8 @@ def test_readme_plain_auto_tokenizer_without_hf_attn_asks(model_dir, tmp_path):
 def test_space_explains_raw_text_like_sst(model_dir):
     """The Space loads the tokenizer from tokenizer.json and explain_sentence calls it on the raw
     text: the raw sentence and its SST spelling get the same tokens and the same prediction."""
-    from hf_attn.explain import explain_sentence
-    from hf_attn.loading import load_model_folder
+    from hf_attn.explorer import explain_sentence
+    from hf_attn.models.loading import load_model_folder
 
     model, tokenizer = load_model_folder(model_dir)
     raw, sst_form = RAW_VS_SST[0]

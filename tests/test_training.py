@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from hf_attn.cli import main as cli_main
-from hf_attn.training import RunSettingsMismatch, TrainSettings, class_weights_for, classification_metrics, train
+from hf_attn.training.engine import RunSettingsMismatch, TrainSettings, class_weights_for, classification_metrics, train
 
 
 def test_run_folder_has_model_tokenizer_and_metrics(trained_model_dir):
@@ -107,7 +107,7 @@ def test_recorded_dev_metrics_are_those_of_the_saved_model(trained_model_dir, sm
 def test_sparse_embedding_updates_leave_unseen_rows_alone(tmp_path, small_sst, sparse):
     """--sparse-embedding-updates: a row no training batch holds ([MASK]) keeps its initial vector;
     the papers' dense Adam + L2 moves every row. Either way the run is recorded and reloads."""
-    from hf_attn.training import build_model
+    from hf_attn.training.engine import build_model
 
     settings = TrainSettings(epochs=1, seed=2, encoder="average", sparse_embedding_updates=sparse)
     out = tmp_path / "run"

@@ -16,9 +16,9 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.metrics import mutual_info_score
 
 from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
-from hf_attn.analysis import ts
-from hf_attn.grid import grid_runs, train_grid
-from hf_attn.training import TrainSettings
+from hf_attn.analysis.ts import battery as ts
+from hf_attn.training.grid import grid_runs, train_grid
+from hf_attn.training.engine import TrainSettings
 
 METRICS = os.path.join(os.path.dirname(__file__), "..", "hf_attn", "metrics")
 VOCAB = 40

@@ -1,5 +1,5 @@
 """T&Š Eq. 6 model-consistent adversary objective, L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b) (the objective
-of their Fig. 1), as the ``divergence="jsd"`` option of ``hf_attn.wp_training``: hand-computed values
+of their Fig. 1), as the ``divergence="jsd"`` option of ``hf_attn.training.wp``: hand-computed values
 with pads and zeros, finite-difference gradients, the trainer using it, and W&P's KL staying the
 default."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from hf_attn import wp_training as wpt
-from hf_attn.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.modeling_hf_attn import AttnClassifierForSequenceClassification
+from hf_attn.training import wp as wpt
+from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 
 
 def _kl(p, q):

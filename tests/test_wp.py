@@ -12,12 +12,12 @@ import pytest
 import torch
 from datasets import DatasetDict
 
-from hf_attn.analysis import wp
-from hf_attn.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data import TaskData
-from hf_attn.modeling_hf_attn import AttnClassifierForSequenceClassification
-from hf_attn.training import TrainSettings, classification_metrics, tokenize_splits, train
-from hf_attn import wp_training as wpt
+from hf_attn.analysis.wp import battery as wp
+from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+from hf_attn.data.datasets import TaskData
+from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+from hf_attn.training.engine import TrainSettings, classification_metrics, tokenize_splits, train
+from hf_attn.training import wp as wpt
 
 METRICS = os.path.join(os.path.dirname(wpt.__file__), "metrics")
 
@@ -100,7 +100,7 @@ def test_adversary_trainer_compute_loss_is_the_objective():
 def test_collator_pads_guides_and_guide_is_used_without_gradient():
     from transformers import PreTrainedTokenizerFast
 
-    from hf_attn.tokenization import build_tokenizer
+    from hf_attn.data.tokenization import build_tokenizer
 
     tokenizer = build_tokenizer(["a b c", "b c d e"], min_count=1, max_length=16)
     assert isinstance(tokenizer, PreTrainedTokenizerFast)

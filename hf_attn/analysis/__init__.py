@@ -1,42 +1,73 @@
-"""Analysis batteries: Jain & Wallace (``jw``), Wiegreffe & Pinter (``wp``), Tutek & Šnajder (``ts``).
+"""Analysis batteries: Jain & Wallace (``jw``), Wiegreffe & Pinter (``wp``), Tutek & Šnajder (``ts``),
+and the ERASER/IG table (``eraser``, its own command).
 
-Each battery module registers a runner with :func:`register_battery`; ``hf-attn analyze DIR
---battery NAME`` finds it here. A runner takes ``(model_dir, output_dir, options)`` where
-``options`` is the parsed ``argparse.Namespace`` and writes ``output_dir/results.json`` + figures.
+Each battery package (``analysis/jw``, ``analysis/wp``, ``analysis/ts``) registers one
+:class:`Battery`: a typed settings dataclass, the ``hf-attn analyze`` flags derived from it, and
+``run(model_dir, output_dir, settings) -> results`` that writes ``output_dir/results.json`` and the
+figures. ``hf-attn analyze DIR --battery NAME`` and :func:`run_battery` are the only ways in.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-BATTERY_MODULES = {"jw": "hf_attn.analysis.jw", "wp": "hf_attn.analysis.wp", "ts": "hf_attn.analysis.ts"}
-_RUNNERS: dict[str, Callable] = {}
-_OPTION_ADDERS: dict[str, Callable] = {}
-
-
-def register_battery(name: str, runner: Callable, add_options: Callable | None = None) -> None:
-    """Register ``runner(model_dir, output_dir, options) -> dict`` and, optionally,
-    ``add_options(parser)`` adding the battery's own ``--flags`` to ``hf-attn analyze``."""
-    _RUNNERS[name] = runner
-    if add_options is not None:
-        _OPTION_ADDERS[name] = add_options
+BATTERY_MODULES = {"jw": "hf_attn.analysis.jw.battery", "wp": "hf_attn.analysis.wp.battery",
+                   "ts": "hf_attn.analysis.ts.battery"}
 
 
-def available_batteries(names=None) -> dict[str, Callable]:
-    """Import every battery module that exists (or only those of ``names``) and return the
-    registered runners."""
+@dataclass(frozen=True)
+class Battery:
+    """One diagnostic battery.
+
+    ``settings_class``: a dataclass whose field defaults are the paper's defaults;
+    ``add_options(parser)``: adds the battery's own ``--flags`` (defaults taken from ``settings_class``);
+    ``settings_from_args(args)``: the parsed ``hf-attn analyze`` namespace → a ``settings_class`` instance;
+    ``run(model_dir, output_dir, settings)``: runs the battery and returns its results dict.
+    """
+
+    name: str
+    settings_class: type
+    add_options: Callable[[argparse.ArgumentParser], None]
+    settings_from_args: Callable[[argparse.Namespace], Any]
+    run: Callable[[str, str, Any], dict]
+
+
+_BATTERIES: dict[str, Battery] = {}
+
+
+def register_battery(battery: Battery) -> None:
+    """Called once by each battery module at import."""
+    _BATTERIES[battery.name] = battery
+
+
+def available_batteries(names=None) -> dict[str, Battery]:
+    """Import the battery modules (all, or only those of ``names``) and return their :class:`Battery`."""
     for name, module in BATTERY_MODULES.items():
-        if names is not None and name not in names:
-            continue
-        try:
+        if names is None or name in names:
             importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name != module:
-                raise
-    return dict(_RUNNERS)
+    return {name: b for name, b in _BATTERIES.items() if names is None or name in names}
 
 
-def option_adders(names=None) -> dict[str, Callable]:
-    available_batteries(names)
-    return {name: add for name, add in _OPTION_ADDERS.items() if names is None or name in names}
+def get_battery(name: str) -> Battery:
+    if name not in BATTERY_MODULES:
+        raise ValueError(f"unknown battery {name!r}; choose from {', '.join(sorted(BATTERY_MODULES))}")
+    return available_batteries([name])[name]
+
+
+def run_battery(name: str, model_dir: str, output_dir: str, settings=None) -> dict:
+    """Run battery ``name`` on ``model_dir`` into ``output_dir`` with ``settings`` (an instance of the
+    battery's ``settings_class``; None: its defaults)."""
+    battery = get_battery(name)
+    if settings is None:
+        settings = battery.settings_class()
+    if not isinstance(settings, battery.settings_class):
+        raise TypeError(f"settings of the {name} battery must be {battery.settings_class.__name__}, "
+                        f"got {type(settings).__name__}")
+    return battery.run(model_dir, output_dir, settings)
+
+
+__all__ = ["Battery", "BATTERY_MODULES", "available_batteries", "get_battery", "register_battery", "run_battery"]

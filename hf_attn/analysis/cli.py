@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import available_batteries, option_adders
+from hf_attn.analysis import BATTERY_MODULES, available_batteries
 
 
 def _named_battery(argv) -> list[str] | None:
@@ -28,23 +28,24 @@ def add_parser(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--output-dir", required=True)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    for add_options in option_adders(_named_battery(argv)).values():
-        add_options(p)
+    for battery in available_batteries(_named_battery(argv)).values():
+        battery.add_options(p)
     p.set_defaults(func=_run)
 
 
 def _run(args) -> int:
     import os
 
-    from ..files import exclusive_output_folder
+    from hf_attn.core.io import exclusive_output_folder
 
-    runner = available_batteries([args.battery])[args.battery]
+    battery = available_batteries([args.battery])[args.battery]
+    settings = battery.settings_from_args(args)  # built once, typed; the run sees nothing else
     if os.environ.get("RANK", "0") != "0":  # `accelerate launch` workers: the main process holds the folder
-        runner(args.model_dir, args.output_dir, args)
+        battery.run(args.model_dir, args.output_dir, settings)
         return 0
     with exclusive_output_folder(args.output_dir):  # one writer per output folder
-        runner(args.model_dir, args.output_dir, args)
+        battery.run(args.model_dir, args.output_dir, settings)
     return 0
 
 
-BATTERY_CHOICES = ("jw", "wp", "ts")
+BATTERY_CHOICES = tuple(BATTERY_MODULES)

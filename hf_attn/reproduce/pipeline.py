@@ -1,10 +1,10 @@
 """One-command reproduction report: ``hf-attn reproduce --datasets sst --output-dir OUT``.
 
 Trains every model the three batteries need (resumable: a finished run is reused as is, a killed
-one resumes from its checkpoint), runs the Jain & Wallace 2019 (``hf_attn.analysis.jw``),
-Wiegreffe & Pinter 2019 (``hf_attn.analysis.wp``) and Tutek & Šnajder 2020 (``hf_attn.analysis.ts``
-over an ``hf_attn.grid`` variant grid) batteries and the ERASER / integrated-gradients table
-(``hf_attn.faithfulness``), and writes
+one resumes from its checkpoint), runs the Jain & Wallace 2019 (``hf_attn.analysis.jw.battery``),
+Wiegreffe & Pinter 2019 (``hf_attn.analysis.wp.battery``) and Tutek & Šnajder 2020 (``hf_attn.analysis.ts.battery``
+over an ``hf_attn.training.grid`` variant grid) batteries and the ERASER / integrated-gradients table
+(``hf_attn.analysis.eraser.battery``), and writes
 
 * ``OUT/REPORT.md``: for every published table of SPEC.md the published value beside the measured
   one (mean ± std over seeds where the paper averaged runs), and per finding the paper's sentence
@@ -51,8 +51,8 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .threads import threads_argument
-from .files import exclusive_output_folder, write_jsonl_atomic, write_text_atomic
+from hf_attn.core.threads import threads_argument
+from hf_attn.core.io import exclusive_output_folder, write_jsonl_atomic, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ TS_TABLE6_SST = {1: {"base": (84.2, -2.8, -5.0), "concat": (83.7, -1.9, -4.7), "
 JW_GRADIENT_LOO_GAP = (0.20, 0.25)  # J&W §4.1 / appendix C: τ(g, LOO) above τ(α, either)
 JW_AVERAGE_LOO_GAIN = 0.375  # J&W §4.1: Average attention vs LOO, above the BiLSTM's
 
-TS_PUBLISHED_EXTRA = {  # T&Š Tables 1–3 (AG = AG News, IM = IMDB); SST is hf_attn.analysis.ts.PUBLISHED_SST
+TS_PUBLISHED_EXTRA = {  # T&Š Tables 1–3 (AG = AG News, IM = IMDB); SST is hf_attn.analysis.ts.battery.PUBLISHED_SST
     "agnews": {"fragility": {"base": (95.9, -2.3, -3.9), "concat": (95.9, -1.5, -2.6),
                              "tying": (95.0, -3.3, -14.6), "mlm": (95.2, -1.5, -6.6)},
                "fragility_dot": {"base": (95.9, -2.3, -3.8), "concat": (96.1, -1.9, -3.0),
@@ -200,7 +200,7 @@ class ReproducePlan:
     ts_multilayer_seeds: int = 2
     # SNLI pair battery (J&W §3–4), a quick version: the first snli_train_pairs of the offline train subset,
     # snli_epochs epochs, the J&W battery on the first snli_jw_instances test pairs. Runs only when the
-    # offline copy is found ($HF_ATTN_SNLI_DIR or snli_path; see hf_attn.data.load_snli).
+    # offline copy is found ($HF_ATTN_SNLI_DIR or snli_path; see hf_attn.data.datasets.load_snli).
     snli_path: str | None = None
     snli_train_pairs: int = 20000
     snli_dev_pairs: int = 2000
@@ -261,7 +261,7 @@ _SECONDS = {"train_lstm": 30, "train_small_lstm": 16, "train_mlm": 25, "train_av
 
 def snli_folder(plan: ReproducePlan) -> str | None:
     """The offline SNLI copy (``plan.snli_path`` or ``$HF_ATTN_SNLI_DIR``) if its files are there, else None."""
-    from .data import SNLI_ENV, _snli_files
+    from hf_attn.data.datasets import SNLI_ENV, _snli_files
 
     root = plan.snli_path or os.environ.get(SNLI_ENV)
     if not root:
@@ -280,9 +280,9 @@ def train_and_analyse_snli(snli_dir: str, model_dir: str, out: str, plan: Reprod
     split) and the J&W pair battery on the first ``plan.snli_jw_instances`` test pairs. Resumable."""
     from datasets import DatasetDict
 
-    from .analysis.jw import jw_battery_runner
-    from .data import TaskData, load_snli
-    from .training import TrainSettings, train
+    from hf_attn.analysis.jw.battery import jw_battery_runner
+    from hf_attn.data.datasets import TaskData, load_snli
+    from hf_attn.training.engine import TrainSettings, train
 
     if not os.path.exists(os.path.join(model_dir, "metrics.json")):
         full = load_snli(snli_dir)
@@ -316,7 +316,7 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
     wp_lambdas = len(set(plan.wp_lambdas) | {plan.wp_guide_lambda})
     adversary = s["train_adversary"]
     if plan.wp_adversary_protocol != "fast":  # every epoch up to the cap (the early stop rarely fires)
-        from .wp_training import adversary_protocol
+        from hf_attn.training.wp import adversary_protocol
         adversary = s["adversary_epoch"] * adversary_protocol(plan.wp_adversary_protocol,
                                                               max_epochs=plan.wp_adversary_max_epochs)["max_epochs"]
     wp_train = (s["train_lstm"] * (1 + plan.wp_seeds)
@@ -363,7 +363,7 @@ def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,
     """``(TrainSettings.dataset, data_path)`` for one dataset. ``--quick`` writes seeded random
     subsets of the real splits to ``OUT/data/<dataset>-quick/{train,validation,test}.jsonl`` (the
     batteries reload the data from run.json, so the subset has to exist on disk)."""
-    from .data import load_task
+    from hf_attn.data.datasets import load_task
 
     data_path = None
     if dataset == "agnews":
@@ -407,7 +407,7 @@ def _done(path: str, request: dict) -> bool:
 
 
 def _mark(path: str, request: dict) -> None:
-    from .training import write_json_atomic
+    from hf_attn.training.engine import write_json_atomic
 
     write_json_atomic(os.path.join(path, "reproduce-request.json"), request)
 
@@ -416,7 +416,7 @@ def machine_info() -> dict:
     """CPU model and count, load average, torch threads, versions."""
     import torch
 
-    from .training import environment_versions
+    from hf_attn.training.engine import environment_versions
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -438,7 +438,7 @@ class StageClock:
     times of the invocation that did the work, with an estimate printed before each stage."""
 
     def __init__(self, output_dir: str, progress: bool = True):
-        from .training import write_json_atomic
+        from hf_attn.training.engine import write_json_atomic
 
         self._write = write_json_atomic
         self.path = os.path.join(output_dir, "stages.json")
@@ -476,10 +476,10 @@ def _namespace(**kwargs):
 def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: StageClock,
                 agnews_path: str | None = None, progress: bool = True) -> dict:
     """Train and analyse everything for one dataset; returns the paths of every result."""
-    from . import wp_training as wpt
-    from .data import load_task
-    from .grid import DEFAULT_MLM_WEIGHT, DEFAULT_TYING_DELTA, grid_runs, train_grid
-    from .training import TrainSettings, train
+    from hf_attn.training import wp as wpt
+    from hf_attn.data.datasets import load_task
+    from hf_attn.training.grid import DEFAULT_MLM_WEIGHT, DEFAULT_TYING_DELTA, grid_runs, train_grid
+    from hf_attn.training.engine import TrainSettings, train
 
     plan = plan.for_dataset(dataset)
     name, data_path = dataset_source(dataset, output_dir, plan, agnews_path)
@@ -508,7 +508,7 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
         return task_cache["task"]
 
     base_settings = TrainSettings(dataset=name, data_path=data_path, epochs=plan.epochs, seed=0)
-    # T&Š grid: the grid's own regulariser defaults (δ = 10, η = 1; hf_attn.grid docstring)
+    # T&Š grid: the grid's own regulariser defaults (δ = 10, η = 1; hf_attn.training.grid docstring)
     grid_settings = replace(base_settings, tying_delta=DEFAULT_TYING_DELTA, mlm_weight=DEFAULT_MLM_WEIGHT)
 
     def models():
@@ -520,7 +520,7 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
     clock.run(f"{dataset}/models", STAGE_TITLES["models"], estimates["models"], models)
 
     def run_jw(model_dir, out):
-        from .analysis.jw import jw_battery_runner
+        from hf_attn.analysis.jw.battery import jw_battery_runner
 
         options = _namespace(split="test", seed=0, quiet=not progress, jw_permutations=plan.jw_permutations,
                              jw_adversaries=5, jw_lambda=500.0, jw_eps=0.01, jw_steps=plan.jw_steps,
@@ -555,7 +555,7 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
                   lambda: train_and_analyse_snli(snli_dir, paths["snli_model"], paths["jw_snli"], plan, progress))
 
     def wp():
-        from .analysis.wp import run_wp
+        from hf_attn.analysis.wp.battery import run_wp
 
         request = {"model": base_dir, "runs": wp_runs, "seeds": plan.wp_seeds, "lambdas": list(plan.wp_lambdas),
                    "guide_lambda": plan.wp_guide_lambda, "steps": plan.wp_adversary_steps,
@@ -593,7 +593,7 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
     def ts():
         from tqdm.auto import tqdm
 
-        from .analysis.ts import run_battery, summarize_grid, train_consistent_adversaries
+        from hf_attn.analysis.ts.battery import run_battery, summarize_grid, train_consistent_adversaries
 
         for relative, settings in tqdm(grid, desc="T&Š battery", unit="run", disable=not progress):
             out = os.path.join(paths["ts"], relative)
@@ -615,7 +615,7 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
         summarize_grid(grid_dir, paths["ts"])
 
     def eraser():
-        from .faithfulness import run_eraser
+        from hf_attn.analysis.eraser.battery import run_eraser
 
         for cell, out in paths["eraser"].items():
             model_dir = os.path.join(grid_dir, cell, "seed0")
@@ -631,7 +631,7 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
         # T&Š appendix B, Table 6: the same grid with ts_multilayer_layers LSTM layers; fragility only
         from tqdm.auto import tqdm
 
-        from .analysis.ts import run_battery, summarize_grid
+        from hf_attn.analysis.ts.battery import run_battery, summarize_grid
 
         layered = grid_runs(replace(grid_settings, num_layers=plan.ts_multilayer_layers),
                             plan.ts_multilayer_variants, ("additive",), plan.ts_multilayer_seeds)
@@ -936,7 +936,7 @@ def _published_key(dataset: str) -> str:
 
 
 def ts_published(dataset: str) -> dict:
-    from .analysis.ts import PUBLISHED_SST
+    from hf_attn.analysis.ts.battery import PUBLISHED_SST
 
     return TS_PUBLISHED_EXTRA.get(dataset, PUBLISHED_SST) if dataset != "sst" else PUBLISHED_SST
 
@@ -1203,7 +1203,7 @@ def _jw_findings(data: dict) -> list[dict]:
 
 # ---- W&P
 def _wp_findings(data: dict) -> list[dict]:
-    from .wp_training import WP_TABLE3_SST
+    from hf_attn.training.wp import WP_TABLE3_SST
 
     ds = data["dataset"]
     wp = data["wp"]
@@ -1791,7 +1791,7 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
         snli = (data["jw"].get("snli") or {})
         res, facts = snli.get("results"), snli.get("model")
         if res:
-            from .analysis.jw_pair import PUBLISHED_SNLI
+            from hf_attn.analysis.jw.pair import PUBLISHED_SNLI
 
             split_sizes = (facts or {}).get("split_sizes") or {}
             P.append(f"BiLSTM + additive pair model trained {facts['epochs'] if facts else '–'} epoch(s) on the first "
@@ -1841,7 +1841,7 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
         P.append(_fig(figures, ds, paths_of(data)["wp"], "seed_variance.png", out_dir,
                       "W&P Fig. 3: JSD of seed models (left) and of J&W's adversary (right) vs max base attention"))
         P.append(f"\n### {TABLE_HEADERS[4]}\n")
-        from .wp_training import WP_TABLE3_SST
+        from hf_attn.training.wp import WP_TABLE3_SST
         P.append("Positive-class test F1 of the per-token MLP (affine + tanh) whose token scores are weighted by a "
                  f"fixed guide in training and testing; ADVERSARY = consistent adversary with λ = "
                  f"{wp['diagnostic_mlp']['adversary_lambda']:g}. Published: SST column of W&P Table 3 (single runs; "
@@ -1996,7 +1996,7 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
         if not res:
             continue
         any_eraser = True
-        from .faithfulness import format_eraser_table
+        from hf_attn.analysis.eraser.battery import format_eraser_table
 
         gap = res.get("ig_completeness", {})
         P.append(f"\n**{cell_name}** ({res['num_instances']} test instances; IG {res['parameters']['ig_steps']} steps, "
@@ -2013,7 +2013,7 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
 def _ts_rows(cells: dict, tpub: dict, key: str, attentions=("additive", "dot")):
     """(variant, attention, measured cell or an empty one) for every measured cell and every cell
     with a published value, in T&Š's order: unmeasured published cells show as "–"."""
-    from .analysis.ts import VARIANT_ORDER
+    from hf_attn.analysis.ts.battery import VARIANT_ORDER
 
     empty = {"mean": None, "std": None, "n": 0}
     for attention in attentions:
@@ -2034,7 +2034,7 @@ def paths_of(data: dict) -> dict:
 def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_paths: dict,
                  started: float | None = None, machine_start: dict | None = None) -> dict:
     """Collect, check and write ``OUT/report.json`` + ``OUT/REPORT.md`` + ``OUT/figures``."""
-    from .training import write_json_atomic
+    from hf_attn.training.engine import write_json_atomic
 
     figures: list[str] = []
     shutil.rmtree(os.path.join(output_dir, "figures"), ignore_errors=True)  # generated: copied afresh
@@ -2059,7 +2059,7 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
     head = ["# hf_attn reproduction report", "",
             "Generated by `hf-attn reproduce --datasets " + " ".join(datasets) + f" --output-dir {output_dir}"
             + (" --quick" if plan.quick else "") + "`. Every published number is from the papers as distilled in "
-            "SPEC.md; every verdict is computed from the measured numbers by `hf_attn.reproduce.findings_for`: each "
+            "SPEC.md; every verdict is computed from the measured numbers by `hf_attn.reproduce.pipeline.findings_for`: each "
             "finding quotes the sentence(s) of the paper it tests (verbatim), the rule derived from them and the "
             "tolerance, and lists its checks (✓ holds, ✗ fails). Tolerances: " + TOLERANCE["policy"] + ". Verdicts: "
             "reproduced = every check holds; qualitatively reproduced = every stated claim holds, a published number "
@@ -2112,8 +2112,8 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
     """Train (resumably), analyse and report; returns the report dict (also OUT/report.json).
     ``threads``: torch intra-op threads (1 is much faster on a CPU shared with other busy
     processes: two spinning OpenMP threads on two busy cores slowed training 4-10× here)."""
-    if threads:  # an int or "auto" (hf_attn.threads); None leaves torch's setting
-        from .threads import apply_threads
+    if threads:  # an int or "auto" (hf_attn.core.threads); None leaves torch's setting
+        from hf_attn.core.threads import apply_threads
 
         apply_threads(threads)
     datasets = list(dict.fromkeys(datasets))
@@ -2144,7 +2144,7 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
 
 
 def _paths_only(dataset: str, output_dir: str, plan: ReproducePlan) -> dict:
-    from . import wp_training as wpt
+    from hf_attn.training import wp as wpt
 
     plan = plan.for_dataset(dataset)
     runs = os.path.join(output_dir, "runs", dataset)
@@ -2192,7 +2192,7 @@ def add_parser(subparsers) -> None:
 def regrade_file(report_path: str, output_dir: str | None = None) -> tuple[list[dict], str]:
     """:func:`regrade` a report.json file; returns the findings and their Markdown verdict table
     (also written to ``output_dir/findings.md`` + ``findings.json`` when given)."""
-    from .training import write_json_atomic
+    from hf_attn.training.engine import write_json_atomic
 
     findings = regrade(_read_json(report_path))
     counts = {v: sum(f["verdict"] == v for f in findings) for v in VERDICTS}

@@ -11,6 +11,8 @@ and :func:`jw_battery_runner` is the ``hf-attn analyze DIR --battery jw`` entry 
 
 from __future__ import annotations
 
+import argparse
+
 import hashlib
 import json
 import os
@@ -20,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from ..files import write_jsonl_atomic
-from ..measures import jsd, tvd
-from ..modeling_hf_attn import AdditiveAttention, masked_softmax, reverse_within_length
-from . import register_battery
+from hf_attn.core.io import write_jsonl_atomic
+from hf_attn.core.measures import jsd, tvd
+from hf_attn.models.modeling_hf_attn import AdditiveAttention, masked_softmax, reverse_within_length
+from hf_attn.analysis import Battery, register_battery
 
 # ----------------------------------------------------------------------------------------------
 # batching
@@ -205,7 +207,7 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
 
 def _single_layer_lstm(model) -> bool:
     """True when :func:`_lstm_leave_one_out` applies: one-layer BiLSTM, a known attention module."""
-    from ..modeling_hf_attn import AdditiveAttention, DotAttention, UniformAttention
+    from hf_attn.models.modeling_hf_attn import AdditiveAttention, DotAttention, UniformAttention
 
     return (getattr(model.config, "encoder", None) == "lstm" and getattr(model.config, "num_layers", 1) == 1
             and isinstance(getattr(model, "attention", None), (AdditiveAttention, DotAttention, UniformAttention)))
@@ -233,7 +235,7 @@ def _readout(model) -> tuple[torch.Tensor, torch.Tensor, int]:
     bias; the first ``A`` rows feed the attention (additive: W of vᵀtanh(W h + b); dot: q/√D;
     uniform: none), the last K are the decoder. Attention and logits of any sequence follow from
     M h'_t alone (the decoder is linear and Σα = 1)."""
-    from ..modeling_hf_attn import AdditiveAttention, DotAttention
+    from hf_attn.models.modeling_hf_attn import AdditiveAttention, DotAttention
 
     attention, decoder = model.attention, model.decoder
     if isinstance(attention, AdditiveAttention):
@@ -654,7 +656,7 @@ class JWSettings:
     # Importances of one instance within this (absolute) distance are tied before Kendall τ:
     # attention, gradient and leave-one-out carry float32 noise of up to ~5e-7, enough to order
     # exact ties (two adjacent identical tokens give the same sentence when either is deleted).
-    # 0 ranks the raw values. Why 1e-6: hf_attn.analysis.jw_summary.TIE_TOLERANCE.
+    # 0 ranks the raw values. Why 1e-6: hf_attn.analysis.jw.summary.TIE_TOLERANCE.
     tie_tolerance: float = 1e-6
     token_budget: int = 16384  # padded tokens per batch (forward, permutations, adversaries)
     gradient_token_budget: int = 4096  # per forward + backward (cache-sized: faster on CPU)
@@ -815,7 +817,7 @@ def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | 
 
 
 def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, encoded, lengths):
-    from ..sharding import run_sharded, scatter_rows
+    from hf_attn.analysis.sharding import run_sharded, scatter_rows
 
     batches = length_batches(lengths, settings.token_budget)
     key = _settings_key(settings, model, lengths) if cache_dir else None
@@ -827,7 +829,7 @@ def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, enc
         return _run_batch(model, ids, mask, settings, settings.seed * 1_000_003 + 2 * number, timings)
 
     # Batches are cached atomically in cache_dir (a killed run resumes) and, under
-    # `accelerate launch`, split between the processes and gathered on every one (hf_attn.sharding).
+    # `accelerate launch`, split between the processes and gathered on every one (hf_attn.analysis.sharding).
     results = run_sharded(batches, compute, cache_dir=cache_dir, key=key, progress=progress,
                           desc="J&W battery")
     per_row = scatter_rows(batches, results, len(texts))
@@ -875,7 +877,7 @@ def battery_summary(instances, lengths: np.ndarray, settings, total: float,
     Instances with fewer than 2 tokens are skipped alike by all five statistics (no τ; a single
     token's permutations and adversaries cannot move its attention, Δŷ = JSD = 0): each block
     counts them in ``skipped``, ``length.single_token`` gives the total."""
-    from .jw_summary import TIE_TOLERANCE, adversary_summary, correlation_summary, permutation_summary
+    from hf_attn.analysis.jw.summary import TIE_TOLERANCE, adversary_summary, correlation_summary, permutation_summary
 
     instances.predictions = instances.probabilities.argmax(-1)
     num_classes = instances.probabilities.shape[1]
@@ -920,8 +922,8 @@ def battery_summary(instances, lengths: np.ndarray, settings, total: float,
 def load_model_and_split(model_dir: str, split: str = "test"):
     """``(model, tokenizer, texts, labels, label_names, dataset name)`` for a folder written by
     ``hf-attn train`` (its run.json names the dataset)."""
-    from ..loading import load_model_folder
-    from ..training import settings_from_run, task_of
+    from hf_attn.models.loading import load_model_folder
+    from hf_attn.training.engine import settings_from_run, task_of
 
     run = settings_from_run(model_dir, needed_by="the jw battery")
     model, tokenizer = load_model_folder(model_dir, "hf_attn")
@@ -981,13 +983,13 @@ def jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
     ``OUT/results.json`` (every summary number, parameters, versions; atomic), ``OUT/instances.jsonl``
     (per-instance arrays) and the figures ``OUT/fig*.png``. Batches are cached in ``OUT/cache`` so
     a killed run resumes. Sentence-pair (NLI) models go to :mod:`.jw_pair` (premise attention)."""
-    from .jw_pair import is_pair_model_dir, pair_jw_battery_runner
+    from hf_attn.analysis.jw.pair import is_pair_model_dir, pair_jw_battery_runner
 
     if is_pair_model_dir(model_dir):
         return pair_jw_battery_runner(model_dir, output_dir, options)
-    from ..training import environment_versions, write_json_atomic
-    from .jw_figures import write_jw_figures
-    from .jw_summary import PUBLISHED_SST, strip_arrays
+    from hf_attn.training.engine import environment_versions, write_json_atomic
+    from hf_attn.analysis.jw.figures import write_jw_figures
+    from hf_attn.analysis.jw.summary import PUBLISHED_SST, strip_arrays
 
     split = getattr(options, "split", "test")
     settings = settings_from_options(options)
@@ -1000,7 +1002,7 @@ def jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
     cache_dir = None if getattr(options, "jw_no_cache", False) else os.path.join(output_dir, "cache")
     instances, summary = run_jw_battery(model, tokenizer, texts, labels, settings, progress=progress,
                                         cache_dir=cache_dir)
-    from ..sharding import distributed_world_size, is_main_process
+    from hf_attn.analysis.sharding import distributed_world_size, is_main_process
 
     if not is_main_process():  # `accelerate launch`: every process has all results; one writes
         return {"battery": "jw", "main_process": False}
@@ -1074,4 +1076,5 @@ def add_options(parser) -> None:
     g.add_argument("--jw-no-cache", action="store_true", help="do not cache batches for resuming")
 
 
-register_battery("jw", jw_battery_runner, add_options)
+register_battery(Battery("jw", settings_class=argparse.Namespace, add_options=add_options,
+                         settings_from_args=lambda args: args, run=jw_battery_runner))  # TODO(typed settings)

@@ -34,14 +34,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .. import wp_training as wpt
-from ..files import save_figure_atomic
-from .jw_figures import class_colour, class_label
-from ..data import TaskData
-from ..measures import jsd, tvd
-from ..training import (classification_metrics, environment_versions, settings_from_run, task_of,
+from hf_attn.training import wp as wpt
+from hf_attn.core.io import save_figure_atomic
+from hf_attn.analysis.jw.figures import class_colour, class_label
+from hf_attn.data.datasets import TaskData
+from hf_attn.core.measures import jsd, tvd
+from hf_attn.training.engine import (classification_metrics, environment_versions, settings_from_run, task_of,
                         tokenize_splits, train, write_json_atomic)
-from . import register_battery
+from hf_attn.analysis import Battery, register_battery
 
 logger = logging.getLogger(__name__)
 
@@ -292,10 +292,10 @@ def plot_diagnostic_mlp(path, measured: dict[str, float], published: dict[str, f
 # ---------------------------------------------------------------------------------------------
 # the battery
 def _per_instance_adversary(model, encoded, k, steps, eps, lam, seed, batch_size, progress):
-    """J&W Alg. 3 on every instance (batched by length) via ``hf_attn.analysis.jw``; returns the
+    """J&W Alg. 3 on every instance (batched by length) via ``hf_attn.analysis.jw.battery``; returns the
     per-instance ε-max JSD and the TVD of the adversary attaining it (0, 0 when no adversary is
     within ε: the base attention is kept)."""
-    from .jw import adversarial_attention
+    from hf_attn.analysis.jw.battery import adversarial_attention
 
     ids = encoded["input_ids"]
     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
@@ -355,7 +355,7 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     ``adversary_protocol`` trains the consistent adversaries with ``"fast"`` (the base's epochs,
     L = TVD − λ·KL, dev-objective selection) or ``"wp"`` (W&P's code: up to 80 epochs, or
     ``adversary_max_epochs``, early stopping on the training objective with patience 10,
-    L = ½·TVD − λ·KL class-weighted; see ``hf_attn.wp_training.ADVERSARY_PROTOCOLS``). Their
+    L = ½·TVD − λ·KL class-weighted; see ``hf_attn.training.wp.ADVERSARY_PROTOCOLS``). Their
     folders (and the ADVERSARY-guided MLPs) carry the protocol's tag, so both can coexist."""
     if seed_statistic not in ("max", "median"):
         raise ValueError(f"seed_statistic must be 'max' or 'median', got {seed_statistic!r}")
@@ -668,7 +668,8 @@ def runner(model_dir: str, output_dir: str, options) -> dict:
     return results
 
 
-register_battery("wp", runner, add_options)
+register_battery(Battery("wp", settings_class=argparse.Namespace, add_options=add_options,
+                         settings_from_args=lambda args: args, run=runner))  # TODO(typed settings)
 
 __all__ = ["run_wp", "seed_variance_statistics", "seed_variance_summary", "consistent_adversary_summary", "binned_summary", "divergence_summary", "ordering_holds",
            "plot_seed_variance", "plot_tradeoff", "plot_diagnostic_mlp"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..measures import kendall_tau
+from hf_attn.core.measures import kendall_tau
 
 # J&W Table 2 (SST test, BiLSTM / Average encoders, additive attention), SPEC §4
 PUBLISHED_SST = {
@@ -23,7 +23,7 @@ PUBLISHED_SST = {
 MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 # Importances closer than this (absolute) are tied before Kendall τ (issue 15 item 6; see
-# :func:`hf_attn.measures.merge_near_ties`). Attention weights, leave-one-out TVDs and gradient ×
+# :func:`hf_attn.core.measures.merge_near_ties`). Attention weights, leave-one-out TVDs and gradient ×
 # input are all computed in float32 from probabilities of order 1, so their rounding error is
 # absolute, a few ulp(1) = 1.2e-7. Measured 2026-11-22 on the 2-core machine, against a float64
 # copy of an SST BiLSTM (GloVe-50d, 8 epochs, seed 0), the largest error over the 1821 test
@@ -51,9 +51,9 @@ def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]
 def kendall_per_instance(x, y, pair_budget: int = 500_000, tie_tolerance: float = 0.0
                          ) -> dict[str, np.ndarray]:
     """Kendall τ-b and p-value of each instance's ``x`` vs ``y`` (ragged 1-D arrays of equal
-    length per instance), computed with :func:`hf_attn.measures.kendall_tau` in length buckets of
+    length per instance), computed with :func:`hf_attn.core.measures.kendall_tau` in length buckets of
     at most ``pair_budget`` (instances × T²) entries, after merging values within
-    ``tie_tolerance`` of each other (:func:`hf_attn.measures.merge_near_ties`; 0: exact values).
+    ``tie_tolerance`` of each other (:func:`hf_attn.core.measures.merge_near_ties`; 0: exact values).
     Instances with fewer than 2 tokens, a constant ranking (also after merging) or a non-finite
     value are not valid (τ = p = NaN; reported as skipped)."""
     if len(x) != len(y):
@@ -118,7 +118,7 @@ def correlation_summary(x, y, predictions, num_classes: int | None = None, alpha
     Values of one instance within ``tie_tolerance`` (absolute; default :data:`TIE_TOLERANCE` =
     1e-6, whose comment says why) are tied before ranking, so float32 noise does not order exact
     ties; the per-instance ``tau`` equals ``scipy.stats.kendalltau`` of the merged values
-    (:func:`hf_attn.measures.merge_near_ties`). ``tie_tolerance=0`` ranks the raw values."""
+    (:func:`hf_attn.core.measures.merge_near_ties`). ``tie_tolerance=0`` ranks the raw values."""
     predictions, num_classes = _class_ids(predictions, num_classes)
     if len(predictions) != len(x):
         raise ValueError(f"{len(x)} instances but {len(predictions)} predictions")

@@ -17,7 +17,7 @@
   class-weighted; see ``ADVERSARY_PROTOCOLS``); ``protocol="fast"`` (this function's default; the
   reproduce report uses "wp") is the base's epochs, dev-objective selection, full TVD, unweighted.
 
-All models are saved like ``hf_attn.training.train`` saves them (model + tokenizer + ``metrics.json``
+All models are saved like ``hf_attn.training.engine.train`` saves them (model + tokenizer + ``metrics.json``
 + ``run.json``); a folder with ``metrics.json`` is a finished run and is returned as is.
 """
 
@@ -37,10 +37,10 @@ from transformers import (DataCollatorWithPadding, EarlyStoppingCallback,
                           PreTrainedTokenizerFast, TrainingArguments)
 from transformers.trainer_utils import get_last_checkpoint
 
-from .data import TaskData
-from .loading import load_model_folder
-from .measures import jsd, kl_divergence, tvd
-from .training import (AttnTrainer, TrainSettings, _compute_metrics, build_model, class_weights_for,
+from hf_attn.data.datasets import TaskData
+from hf_attn.models.loading import load_model_folder
+from hf_attn.core.measures import jsd, kl_divergence, tvd
+from hf_attn.training.engine import (AttnTrainer, TrainSettings, _compute_metrics, build_model, class_weights_for,
                        classification_metrics,
                        environment_versions, settings_from_run, task_of, tokenize_splits, train,
                        write_json_atomic)
@@ -92,7 +92,7 @@ def attention_divergence(adversary_attention: torch.Tensor, base_attention: torc
 #   ``break``, l. 123–124); no dev set is used for selection.
 # * TVD scale: common_code/metrics.py l. 12–13 ``batch_tvd = (0.5 * |σ(z_a) − ŷ_b|).sum()`` on the
 #   positive-class probability only, i.e. half the binary TVD ½Σ_c|p_c − q_c| = |p − q| that
-#   :func:`hf_attn.measures.tvd` computes. Their L = ½·TVD − λ·KL is ½·(TVD − 2λ·KL): W&P's λ is our
+#   :func:`hf_attn.core.measures.tvd` computes. Their L = ½·TVD − λ·KL is ½·(TVD − 2λ·KL): W&P's λ is our
 #   "fast" λ/2 (model/Binary_Classification.py l. 125–127; both terms are batch sums, KLDivLoss
 #   with reduction="sum", so the λ ratio equals the per-instance-mean one).
 # * class weighting: model/Binary_Classification.py l. 132–133 ``weight = y·pos_weight + (1 − y)``,
@@ -247,7 +247,7 @@ def _train_with_columns(settings: TrainSettings, output_dir: str, task: TaskData
                         token_columns=(), vector_columns=(), trainer_class=AttnTrainer,
                         trainer_kwargs=None, selection=("roc_auc", True), extra_run=None,
                         test_hook=None, progress: bool = True, callbacks=()) -> dict:
-    """Like :func:`hf_attn.training.train` (same optimiser, defaults, checkpoints, resume, output
+    """Like :func:`hf_attn.training.engine.train` (same optimiser, defaults, checkpoints, resume, output
     files) but with the tokenizer given (so that columns line up with the tokens) and per-split
     extra ``columns`` ({split: {name: values}}) handed to the model/trainer by the collator."""
     settings.validate()

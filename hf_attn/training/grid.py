@@ -25,7 +25,7 @@ import os
 import time
 from dataclasses import asdict, replace
 
-from .training import TrainSettings, environment_versions, task_of, train, write_json_atomic
+from hf_attn.training.engine import TrainSettings, environment_versions, task_of, train, write_json_atomic
 
 DEFAULT_VARIANTS = ("base", "concat", "residual", "tying", "mlm")
 DEFAULT_ATTENTIONS = ("additive", "dot")
@@ -43,7 +43,7 @@ def grid_runs(base: TrainSettings, variants=DEFAULT_VARIANTS, attentions=DEFAULT
 
     ``seeds`` is a count (seeds 0…n−1) or an explicit list. ``base.hidden_size`` is used for every
     variant (``None`` → d/2, see the module docstring)."""
-    from .embeddings import embedding_dim_of
+    from hf_attn.data.embeddings import embedding_dim_of
 
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     if not seed_list:
@@ -184,7 +184,7 @@ def add_parser(subparsers) -> None:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from .analysis.ts import analyze_grid, summarize_grid, train_consistent_adversaries
+    from hf_attn.analysis.ts.battery import analyze_grid, summarize_grid, train_consistent_adversaries
 
     if args.wp_lambdas:
         train_consistent_adversaries(args.grid_dir, args.output_dir, args.wp_cells, args.wp_lambdas,

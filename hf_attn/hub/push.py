@@ -18,10 +18,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CARDS_DIR = REPO_ROOT / "hub_cards"
 SPACE_APP_DIR = REPO_ROOT / "spaces_app"
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 # The only top-level files of a run folder that are uploaded (an allow-list: notes, keys, dotfiles, Trainer
 # state such as the pickled training_args.bin, and anything else stay local): what save_pretrained writes
@@ -40,7 +40,7 @@ ANALYSIS_FILES = ("results.json", "*.png", "*.svg", "*.md", "*.csv")
 METRIC_FILES = ("*.py", "requirements.txt")
 SPACE_FILES = ("*.py", "requirements.txt", "packages.txt", "*.css")
 # What the vendored copy of hf_attn carries: its source and its package data (pyproject.toml).
-VENDOR_DATA = {"data_files": ("*.gz", "*.txt", "*.csv", "*.tsv", "*.json", "*.jsonl"), "metrics": ("README.md",)}
+VENDOR_DATA = {"data": ("*.gz", "*.txt", "*.csv", "*.tsv", "*.json", "*.jsonl"), "metrics": ("README.md",)}
 # The sentence the packaged model is run on before anything is uploaded.
 VERIFY_SENTENCE = "a gorgeous , witty , seductive movie ."
 LOCAL_PATH = "<local path>"
@@ -245,7 +245,7 @@ class DatasetInfo:
 def _dataset_info(run: dict, split_sizes: dict) -> DatasetInfo:
     """The data a run was trained on, named honestly: the Hub dataset it derives from (if any), how
     hf_attn's copy differs from it, and no Hub id for local data."""
-    from .data import BUILTIN_DATASETS, _looks_like_path
+    from hf_attn.data.datasets import BUILTIN_DATASETS, _looks_like_path
 
     settings = run.get("settings") or {}
     task = str(run.get("task") or settings.get("dataset") or "custom")
@@ -291,11 +291,11 @@ def _dataset_info(run: dict, split_sizes: dict) -> DatasetInfo:
             and not _looks_like_path(requested)):
         return DatasetInfo(requested, requested, None,
                            f"The Hugging Face dataset [`{requested}`](https://huggingface.co/datasets/{requested}), "
-                           "loaded with `hf_attn.data.load_task` (missing dev/test splits carved from train "
+                           "loaded with `hf_attn.data.datasets.load_task` (missing dev/test splits carved from train "
                            f"with data seed {seed}).")
     return DatasetInfo(task, None, None,
                        f"A local dataset (`{task}`), not published on the Hub, loaded with "
-                       f"`hf_attn.data.load_task` (a single file is split 70 / 10 / 20 % with data seed {seed}).")
+                       f"`hf_attn.data.datasets.load_task` (a single file is split 70 / 10 / 20 % with data seed {seed}).")
 
 
 @dataclass
@@ -326,7 +326,7 @@ def _class_names(results: dict, per_class: dict) -> list[str]:
 
 def _jw_published(results: dict) -> tuple[dict | None, str]:
     """J&W's Table 2 values for this model's setup (encoder, additive attention, base model, dataset):
-    the ``published`` block of results.json, else hf_attn.reproduce's table for IMDB / AG News."""
+    the ``published`` block of results.json, else hf_attn.reproduce.pipeline's table for IMDB / AG News."""
     model = results.get("model") or {}
     encoder = model.get("encoder", "lstm")
     if model.get("attention", "additive") != "additive" or model.get("variant", "base") != "base":
@@ -336,7 +336,7 @@ def _jw_published(results: dict) -> tuple[dict | None, str]:
     if not isinstance(published, dict) or encoder not in published:
         published = None
         try:
-            from .reproduce import JW_PUBLISHED
+            from hf_attn.reproduce.pipeline import JW_PUBLISHED
         except ImportError:  # pragma: no cover
             JW_PUBLISHED = {}
         table = JW_PUBLISHED.get(dataset)
@@ -354,7 +354,7 @@ def _jw_published(results: dict) -> tuple[dict | None, str]:
 
 def _jw_gradient_loo_gap() -> tuple | None:
     try:
-        from .reproduce import JW_GRADIENT_LOO_GAP
+        from hf_attn.reproduce.pipeline import JW_GRADIENT_LOO_GAP
     except ImportError:  # pragma: no cover
         return None
     return JW_GRADIENT_LOO_GAP
@@ -514,9 +514,9 @@ def _ts_published(results: dict) -> dict:
     dataset = str(results.get("dataset") or "")
     try:
         if dataset == "sst":
-            from .analysis.ts import PUBLISHED_SST as table
+            from hf_attn.analysis.ts.battery import PUBLISHED_SST as table
         else:
-            from .reproduce import TS_PUBLISHED_EXTRA
+            from hf_attn.reproduce.pipeline import TS_PUBLISHED_EXTRA
 
             table = TS_PUBLISHED_EXTRA.get(dataset) or {}
     except ImportError:  # pragma: no cover
@@ -784,10 +784,10 @@ def verify_model_folder(folder: str | os.PathLike) -> None:
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from .configuration_hf_attn import AttnClassifierConfig
-    from .configuration_hf_attn_pair import AttnPairClassifierConfig
-    from .modeling_hf_attn import AttnClassifierForSequenceClassification
-    from .modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+    from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+    from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
+    from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+    from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
 
     folder = Path(folder)
     model_type = _read_json(folder / "config.json").get("model_type")

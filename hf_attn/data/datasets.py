@@ -87,7 +87,7 @@ def parse_ptb_tree(line: str) -> tuple[int, list[str]]:
 
 def _sst_lines(split: str) -> list[str]:
     name = {"validation": "dev"}.get(split, split)
-    ref = importlib.resources.files("hf_attn") / "data_files" / "sst" / f"{name}.txt.gz"
+    ref = importlib.resources.files("hf_attn.data") / "sst" / f"{name}.txt.gz"
     with ref.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as f:
         return [line for line in f if line.strip()]
 
@@ -132,7 +132,7 @@ def jw_length_filter(lengths, min_length: int | None = JW_SST_MIN_LENGTH,
 def jw_sst_rows(split: str) -> tuple[list[str], list[int]]:
     """One binary SST split preprocessed as J&W's ``preprocess/SST/SST.ipynb`` (before their
     length filter): the ``text`` and ``label`` columns of their ``sst_dataset.csv`` rows."""
-    from .tokenization import jw_clean
+    from hf_attn.data.tokenization import jw_clean
 
     texts, labels = [], []
     for line in _sst_lines(split):
@@ -154,7 +154,7 @@ def load_sst_jw() -> TaskData:
       dropped, label ≥ 3 → positive; ``-LRB-`` → "", ``-RRB-`` → " ", every non-word character
       (``re.sub(r"\\W", " ")``: all punctuation) → space, spaCy tokenization, lower-cased. No
       ``qqq`` for numbers and no other cleaning (their ``vectorizer.cleaner`` is not called for
-      SST). :func:`hf_attn.tokenization.jw_clean` reproduces their committed
+      SST). :func:`hf_attn.data.tokenization.jw_clean` reproduces their committed
       ``preprocess/SST/sst_dataset.csv`` exactly (9613 texts).
     * ``preprocess/vectorizer.py`` (``Vectorizer.fit``, ``convert_to_sequence``): vocabulary = every
       word of the 6920 training sentences (``--min_df 1``), before any filtering; each sentence

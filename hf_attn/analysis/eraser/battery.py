@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .files import save_figure_atomic, write_text_atomic
+from hf_attn.core.io import save_figure_atomic, write_text_atomic
 
 DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 DEFAULT_TOKEN_BUDGET = 65536  # padded tokens per forward pass
@@ -330,7 +330,7 @@ def summarize_eraser(comprehensiveness, sufficiency, fractions: Sequence[float] 
         AOPC), their standard errors, per-bin means ``comprehensiveness`` / ``sufficiency``
         (lists of K), ``fractions`` and ``num_instances``.
     """
-    from .validation import check_range
+    from hf_attn.core.validation import check_range
 
     fractions = _check_fractions(fractions)
     out: dict = {"fractions": fractions}
@@ -521,12 +521,12 @@ def importance_scores(model, input_ids, attention_mask, measures: Sequence[str] 
     """``{measure: (N, T) float64}`` per-token importances for ERASER, plus ``{measure: seconds}``.
 
     Gradient and leave-one-out are the J&W battery's own functions
-    (:func:`hf_attn.analysis.jw.gradient_importance`, :func:`~hf_attn.analysis.jw.leave_one_out`),
+    (:func:`hf_attn.analysis.jw.battery.gradient_importance`, :func:`~hf_attn.analysis.jw.battery.leave_one_out`),
     run over length-sorted batches. Single-token instances have no leave-one-out value (NaN):
     their one token gets 0 (any ranking of one token is the same). IG scores both ``ig`` and
     ``ig_abs`` from one run; ``random`` is seeded.
     """
-    from .analysis.jw import JWSettings, _in_row_chunks, gradient_importance, leave_one_out
+    from hf_attn.analysis.jw.battery import JWSettings, _in_row_chunks, gradient_importance, leave_one_out
 
     unknown = sorted(set(measures) - set(IMPORTANCE_MEASURES))
     if unknown:
@@ -575,7 +575,7 @@ def importance_scores(model, input_ids, attention_mask, measures: Sequence[str] 
 def _importance_correlations(scores: dict, attention_mask, predicted, num_classes: int) -> dict:
     """J&W Table 2-style Kendall τ (per predicted class) between every pair of the importance
     measures, IG included: how the rankings ERASER scores relate to one another."""
-    from .analysis.jw_summary import correlation_summary, jsonable, strip_arrays
+    from hf_attn.analysis.jw.summary import correlation_summary, jsonable, strip_arrays
 
     mask = _as_long(attention_mask, "attention_mask").bool()
     lengths = mask.sum(1).tolist()
@@ -682,8 +682,8 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     A finished ``OUT/results.json`` with the same parameters is returned as is."""
     import json
 
-    from .analysis.jw import load_model_and_split
-    from .training import environment_versions, write_json_atomic
+    from hf_attn.analysis.jw.battery import load_model_and_split
+    from hf_attn.training.engine import environment_versions, write_json_atomic
 
     path = os.path.join(output_dir, "results.json")
     params = {"split": split, "measures": list(measures), "fractions": list(fractions), "ig_steps": ig_steps,
@@ -741,7 +741,7 @@ def add_parser(subparsers) -> None:
 
 
 def _run_cli(args) -> int:
-    from .files import exclusive_output_folder
+    from hf_attn.core.io import exclusive_output_folder
 
     with exclusive_output_folder(args.output_dir):  # one writer per output folder
         run_eraser(args.model_dir, args.output_dir, args.split, args.measures, args.fractions,

@@ -2,7 +2,7 @@
 attention, gradient importance and leave-one-out over the PREMISE tokens, the hypothesis query Q
 held fixed; permutations and adversaries of the premise attention; TVD over the three classes.
 
-The single-sequence functions of :mod:`hf_attn.analysis.jw` are reused wherever the pair model
+The single-sequence functions of :mod:`hf_attn.analysis.jw.battery` are reused wherever the pair model
 fits their contract (batching, deletion batches, permutation draws, summaries, figures). What
 differs:
 
@@ -12,7 +12,7 @@ differs:
 * the J&W decoder for NLI is nonlinear in the context (W_o tanh(W_c c + W_q Q + b), the J&W code),
   so :func:`pair_adversarial_attention` back-propagates the TVD penalty through it (autograd on
   the tiny decoder only; the divergence part is the closed form of ``jw._divergence_gradient``).
-  With ``pair_decoder="linear"`` it equals :func:`hf_attn.analysis.jw.adversarial_attention`.
+  With ``pair_decoder="linear"`` it equals :func:`hf_attn.analysis.jw.battery.adversarial_attention`.
 
 ``hf-attn analyze DIR --battery jw`` dispatches here for a folder holding an ``hf_attn_pair`` model.
 """
@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from ..measures import tvd
-from .jw import (AdversaryResult, JWInstances, JWSettings, _adversary_options, _AmsgradAscent, _batch_rows,
+from hf_attn.core.measures import tvd
+from hf_attn.analysis.jw.battery import (AdversaryResult, JWInstances, JWSettings, _adversary_options, _AmsgradAscent, _batch_rows,
                  _divergence_gradient, _initial_adversary_logits, _instance_analysis_row, _instance_fields,
                  _settings_key, _timer, adversary_result, battery_summary, deletion_batch, length_batches,
                  pad_batch, permutation_tvd, settings_from_options, write_jsonl_atomic)
@@ -171,7 +171,7 @@ def pair_adversarial_attention(model, hidden_states, attention, attention_mask, 
                                generator: torch.Generator | None = None,
                                noise: torch.Tensor | None = None) -> AdversaryResult:
     """J&W Alg. 3 / Eq. 1–2 over the premise attention with h and Q fixed; the same objective,
-    initialisation and optimiser as :func:`hf_attn.analysis.jw.adversarial_attention`. The TVD
+    initialisation and optimiser as :func:`hf_attn.analysis.jw.battery.adversarial_attention`. The TVD
     penalty's gradient goes through the (possibly nonlinear) pair decoder: per step, one autograd
     pass through decoder.finish on the mixed pre-activations ``(B, k, K′)`` (exact), then the chain
     rule to α via the per-token pre-activations u ``(B, T, K′)``."""
@@ -222,11 +222,11 @@ def _run_pair_batch(model, ids, mask, hyp_ids, hyp_mask, settings: JWSettings, b
 def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
                         settings: JWSettings | None = None, progress: bool = True,
                         cache_dir: str | None = None) -> tuple[PairJWInstances, dict]:
-    """:func:`hf_attn.analysis.jw.run_jw_battery` for pairs: the battery over the premise tokens of
+    """:func:`hf_attn.analysis.jw.battery.run_jw_battery` for pairs: the battery over the premise tokens of
     every (premise, hypothesis) pair, in premise-length-sorted batches bounded by
     ``settings.token_budget`` padded premise tokens; resumable through ``cache_dir``. Same summary
     keys as the single-sequence battery (per predicted class, here 3 classes for NLI)."""
-    from ..sharding import run_sharded, scatter_rows
+    from hf_attn.analysis.sharding import run_sharded, scatter_rows
 
     settings = settings or JWSettings()
     settings.validate()
@@ -289,8 +289,8 @@ def is_pair_model_dir(model_dir: str) -> bool:
 def load_pair_model_and_split(model_dir: str, split: str = "test"):
     """``(model, tokenizer, premises, hypotheses, labels, label_names, dataset)`` for a folder
     written by ``hf-attn train`` on a pair task."""
-    from ..loading import load_model_folder
-    from ..training import settings_from_run, task_of
+    from hf_attn.models.loading import load_model_folder
+    from hf_attn.training.engine import settings_from_run, task_of
 
     run = settings_from_run(model_dir, needed_by="the jw battery")
     model, tokenizer = load_model_folder(model_dir, "hf_attn_pair")
@@ -316,10 +316,10 @@ def _pair_instance_rows(instances: PairJWInstances, tokenizer):
 def pair_jw_battery_runner(model_dir: str, output_dir: str, options) -> dict:
     """The ``jw`` battery runner for pair models: ``OUT/results.json`` (summary with the published
     SNLI values beside it), ``OUT/instances.jsonl`` and the J&W figures (over premise tokens)."""
-    from ..training import environment_versions, write_json_atomic
-    from .jw import format_summary
-    from .jw_figures import write_jw_figures
-    from .jw_summary import strip_arrays
+    from hf_attn.training.engine import environment_versions, write_json_atomic
+    from hf_attn.analysis.jw.battery import format_summary
+    from hf_attn.analysis.jw.figures import write_jw_figures
+    from hf_attn.analysis.jw.summary import strip_arrays
 
     split = getattr(options, "split", "test")
     settings = settings_from_options(options)

@@ -22,12 +22,12 @@ from accelerate.utils import DistributedType
 from transformers import PreTrainedTokenizerFast, Trainer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from .configuration_hf_attn import AttnClassifierConfig
-from .data import TaskData, load_task
-from .embeddings import embedding_dim_of, pretrained_matrix
-from .files import exclusive_output_folder, write_json_atomic
-from .modeling_hf_attn import AttnClassifierForSequenceClassification
-from .tokenization import build_tokenizer
+from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+from hf_attn.data.datasets import TaskData, load_task
+from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
+from hf_attn.core.io import exclusive_output_folder, write_json_atomic
+from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+from hf_attn.data.tokenization import build_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class TrainSettings:
     # Lazy Adam on the embedding rows of each batch's words (LazyEmbeddingAdam): faster, NOT the
     # papers' dense Adam + L2 update; off by default (README, Training: measured accuracy).
     sparse_embedding_updates: bool = False
-    # "jw": Jain & Wallace's SST preprocessing (hf_attn.data.load_sst_jw: punctuation stripped,
+    # "jw": Jain & Wallace's SST preprocessing (hf_attn.data.datasets.load_sst_jw: punctuation stripped,
     # their length filter, <SOS>/<EOS> read by the encoder and excluded from attention).
     preprocessing: str = "default"
     extra_config: dict = field(default_factory=dict)
@@ -335,7 +335,7 @@ def environment_versions() -> dict[str, str]:
     import datasets
     import transformers
 
-    from . import __version__
+    from hf_attn import __version__
 
     return {"hf_attn": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "datasets": datasets.__version__, "numpy": np.__version__, "python": platform.python_version()}
@@ -538,7 +538,7 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     Trainer checkpoint; a finished run is returned as is. A folder holding a run with other
     settings is refused (:class:`RunSettingsMismatch`, naming the differing keys) unless
     ``overwrite``. One writer per folder: a second process training into ``output_dir`` at the
-    same time fails at once (:class:`hf_attn.files.OutputFolderBusy`).
+    same time fails at once (:class:`hf_attn.core.io.OutputFolderBusy`).
     """
     settings.validate()
     processes, main_process = _launch_processes()
@@ -563,7 +563,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     if settings.batch_size % processes:
         raise ValueError(f"batch_size {settings.batch_size} must be divisible by the {processes} processes "
                          "(each process gets batch_size / processes examples of every batch)")
-    from . import training_pair as pair  # sentence pairs (NLI); imported here: it imports us
+    from hf_attn.training import pair  # sentence pairs (NLI); imported here: it imports us
     tokenizer_dir = os.path.join(output_dir, "checkpoints", "tokenizer")
     if os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
         tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)  # resume: same vocabulary

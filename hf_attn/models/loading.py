@@ -52,8 +52,8 @@ def load_model_folder(model_dir: str | os.PathLike, expected_type: str | None = 
     """
     from transformers import PreTrainedTokenizerFast
 
-    from .modeling_hf_attn import AttnClassifierForSequenceClassification
-    from .modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+    from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+    from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
 
     model_dir = os.fspath(model_dir)
     model_type = model_type_of(model_dir)

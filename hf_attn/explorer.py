@@ -1,7 +1,7 @@
 """One sentence, every explanation: the logic behind the Gradio explorer (``spaces_app/app.py``).
 
 For a sentence x, :func:`explain_sentence` computes with one model forward plus the J&W battery
-functions of :mod:`hf_attn.analysis.jw` (nothing re-implemented here):
+functions of :mod:`hf_attn.analysis.jw.battery` (nothing re-implemented here):
 
 - the prediction ŷ and the attention α (J&W §2);
 - gradient importance g_t = |∂ŷ/∂e_t · e_t| with α detached (J&W Alg. 1);
@@ -12,8 +12,8 @@ functions of :mod:`hf_attn.analysis.jw` (nothing re-implemented here):
 - per-token prediction probabilities p̂_t = decoder(h_t) alone, i.e. all attention on t
   (Tutek & Šnajder 2020, §5 / Fig. 2), for the predicted class;
 - the sentence's Kendall τ of attention vs gradient, attention vs leave-one-out and gradient vs
-  leave-one-out (J&W Table 2's statistic, :func:`hf_attn.measures.kendall_tau` with the battery's
-  tie tolerance :attr:`hf_attn.analysis.jw.JWSettings.tie_tolerance`);
+  leave-one-out (J&W Table 2's statistic, :func:`hf_attn.core.measures.kendall_tau` with the battery's
+  tie tolerance :attr:`hf_attn.analysis.jw.battery.JWSettings.tie_tolerance`);
 - the words as typed: each token's substring of the text (from the tokenizer's offsets), so the
   page shows "Don't" and an unknown word as typed, marked, instead of ``[UNK]``.
 
@@ -48,9 +48,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .analysis.jw import JWSettings, adversarial_attention, gradient_importance, leave_one_out, permutation_tvd
-from .loading import SINGLE_MODEL_TYPE, ModelFolderError, load_model_folder, model_type_of
-from .measures import kendall_tau
+from hf_attn.analysis.jw.battery import JWSettings, adversarial_attention, gradient_importance, leave_one_out, permutation_tvd
+from hf_attn.models.loading import SINGLE_MODEL_TYPE, ModelFolderError, load_model_folder, model_type_of
+from hf_attn.core.measures import kendall_tau
 
 LOGGER = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ def _encode(tokenizer, text: str):
 def sentence_kendall(attention, gradient, loo, tie_tolerance: float = TIE_TOLERANCE) -> dict:
     """This sentence's Kendall τ-b and p-value (J&W Table 2's per-instance statistic) of attention vs
     gradient, attention vs leave-one-out and gradient vs leave-one-out, by
-    :func:`hf_attn.measures.kendall_tau` after tying values within ``tie_tolerance`` (as the J&W
+    :func:`hf_attn.core.measures.kendall_tau` after tying values within ``tie_tolerance`` (as the J&W
     battery does). NaN where τ is undefined (fewer than 2 tokens, a constant ranking, NaN values)."""
     pairs = {"attention_gradient": (attention, gradient), "attention_loo": (attention, loo),
              "gradient_loo": (gradient, loo)}
@@ -753,7 +753,7 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
     anything is read; ``policy=None`` means the caller (a script, the operator) trusts the name. In
     both cases no code from the model is ever run: ``config.json`` must say ``model_type ==
     "hf_attn"`` before anything else is loaded, and loading goes through
-    :func:`hf_attn.loading.load_model_folder` (our concrete classes, safetensors only, so ``auto_map``
+    :func:`hf_attn.models.loading.load_model_folder` (our concrete classes, safetensors only, so ``auto_map``
     and bundled Python files are ignored, as with ``trust_remote_code=False``). Hub ids
     (:func:`is_hub_id`) are downloaded from the Hub, anything else is a local folder."""
     if policy is None:
@@ -852,8 +852,8 @@ def quick_model_dir() -> Path:
 def train_quick_model(epochs: int = 3) -> str:
     """Train a small SST BiLSTM + additive model (GloVe-50d, ``epochs`` epochs, ~15 s on 2 CPU cores)
     into the cache, for an app started where no trained model exists. Resumable/finished runs are
-    reused by :func:`hf_attn.training.train`."""
-    from .training import TrainSettings, train
+    reused by :func:`hf_attn.training.engine.train`."""
+    from hf_attn.training.engine import TrainSettings, train
 
     out = quick_model_dir()
     train(TrainSettings(dataset="sst", encoder="lstm", attention="additive", epochs=epochs, seed=0), str(out),

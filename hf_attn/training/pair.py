@@ -1,4 +1,4 @@
-"""Sentence-pair (NLI) pieces of the ``Trainer`` path: ``hf_attn.training.train`` calls these when
+"""Sentence-pair (NLI) pieces of the ``Trainer`` path: ``hf_attn.training.engine.train`` calls these when
 the task has ``premise``/``hypothesis`` columns (e.g. ``hf-attn train --dataset snli``).
 
 * one word-level vocabulary built from the training premises AND hypotheses;
@@ -20,10 +20,10 @@ import logging
 import numpy as np
 import torch
 
-from .configuration_hf_attn_pair import AttnPairClassifierConfig
-from .data import PAIR_COLUMNS, TaskData
-from .embeddings import embedding_dim_of, pretrained_matrix
-from .modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
+from hf_attn.data.datasets import PAIR_COLUMNS, TaskData
+from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
+from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class PairDataCollator:
 def build_pair_model(settings, tokenizer, task: TaskData
                      ) -> tuple[AttnPairClassifierForSequenceClassification, dict]:
     """Config + pair model for ``settings``; both embedding matrices get the pretrained vectors."""
-    from .training import class_weights_for
+    from hf_attn.training.engine import class_weights_for
 
     vocab = tokenizer.get_vocab()
     d = embedding_dim_of(settings.embeddings, settings.embedding_dim)

@@ -22,14 +22,16 @@ Measures (SPEC §6; shapes: B instances, T tokens, K decoder units, C classes, d
    decoder on h_t alone (all attention on t); for the correctly classified instances, the mean over
    real tokens of p̂_t[ŷ] (ŷ the model's prediction), averaged over instances.
 4. **Adversaries on the regularised models** (T&Š §3.3, §4.3, Fig. 1): the J&W per-instance
-   adversary (``hf_attn.analysis.jw.adversarial_attention``) — mean JSD(α_adv, α) and mean
-   TVD(ŷ_adv, ŷ) per model; the model-consistent W&P adversary lives in ``hf_attn.analysis.wp``.
+   adversary (``hf_attn.analysis.jw.battery.adversarial_attention``) — mean JSD(α_adv, α) and mean
+   TVD(ŷ_adv, ŷ) per model; the model-consistent W&P adversary lives in ``hf_attn.analysis.wp.battery``.
 
 ``hf-attn analyze DIR --battery ts --output-dir OUT`` writes ``OUT/results.json`` and figures;
 ``hf-attn ts-report GRID`` aggregates a trained grid (mean ± std over seeds) into tables + figures.
 """
 
 from __future__ import annotations
+
+import argparse
 
 import json
 import logging
@@ -42,8 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..files import save_figure_atomic, write_text_atomic
-from . import register_battery
+from hf_attn.core.io import save_figure_atomic, write_text_atomic
+from hf_attn.analysis import Battery, register_battery
 
 logger = logging.getLogger(__name__)
 
@@ -341,7 +343,7 @@ class _Decoder:
         self.num_outputs = num_outputs
 
     def expand_logits(self, raw):
-        from ..modeling_hf_attn import expand_binary_logits
+        from hf_attn.models.modeling_hf_attn import expand_binary_logits
 
         return expand_binary_logits(raw) if self.num_outputs == 1 else raw
 
@@ -374,14 +376,14 @@ def token_probability_from_token_logits(token_logits, attentions, references) ->
 # ------------------------------------------------------------------------------------------
 # 4. adversary (J&W's code, on this model)
 def jw_adversary_summary(model, batches: list[StateBatch], seed: int = 0, **kwargs) -> dict:
-    """J&W's per-instance adversary (``hf_attn.analysis.jw.adversarial_attention``, J&W Alg. 3) on
+    """J&W's per-instance adversary (``hf_attn.analysis.jw.battery.adversarial_attention``, J&W Alg. 3) on
     this model, summarised as T&Š Fig. 1 plots it: per instance the chosen adversary is the one with
     the largest JSD(α_adv, α) among those with TVD(ŷ_adv, ŷ) ≤ ε (the one with the smallest TVD
     when none is within ε); ``mean_jsd``/``mean_tvd`` average over instances. Also J&W's own
     summary, the mean ε-max JSD, and the fraction of instances with an adversary within ε.
     ``{"status": "unavailable"}`` when the J&W module is not there."""
     try:
-        from .jw import adversarial_attention
+        from hf_attn.analysis.jw.battery import adversarial_attention
     except ImportError as err:
         return {"status": "unavailable", "reason": str(err)}
     jsd, tvd, eps_max, feasible = [], [], [], []
@@ -404,8 +406,8 @@ def jw_adversary_summary(model, batches: list[StateBatch], seed: int = 0, **kwar
 # loading and the battery runner
 def load_run(model_dir: str, split: str = "test"):
     """``(model, tokenizer, TaskData)`` of a folder written by ``hf-attn train``."""
-    from ..loading import load_model_folder
-    from ..training import settings_from_run, task_of
+    from hf_attn.models.loading import load_model_folder
+    from hf_attn.training.engine import settings_from_run, task_of
 
     settings = settings_from_run(model_dir, needed_by="the ts battery")
     model, tokenizer = load_model_folder(model_dir, "hf_attn")
@@ -531,7 +533,7 @@ def pick_example(task, split: str = "validation", min_tokens: int = 8, max_token
 def run_battery(model_dir: str, output_dir: str, options) -> dict:
     """``hf-attn analyze DIR --battery ts``: writes ``results.json``, ``per_instance.json`` and
     ``token_probability.png`` into ``output_dir``."""
-    from ..training import environment_versions, write_json_atomic
+    from hf_attn.training.engine import environment_versions, write_json_atomic
 
     split = getattr(options, "split", "test")
     seed = int(getattr(options, "seed", 0))
@@ -624,14 +626,14 @@ def train_consistent_adversaries(grid_dir: str, output_dir: str,
                                  cells=("base-additive", "mlm-additive", "tying-additive"),
                                  lambdas=(0.001, 0.01), seed: int = 0, progress: bool = True,
                                  divergence: str = "kl") -> list[dict]:
-    """Model-consistent adversary (``hf_attn.wp_training.train_consistent_adversary``) against the
+    """Model-consistent adversary (``hf_attn.training.wp.train_consistent_adversary``) against the
     seed-``seed`` model of each cell, for each λ. ``divergence="kl"`` (default): W&P §4,
     L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b), into ``output_dir/wp-adversary/<cell>-seed<k>/adversary-lambda-<λ>``;
     ``divergence="jsd"``: T&Š Eq. 6 (the objective of their Fig. 1), L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b),
     into ``output_dir/ts-adversary/…``. Finished runs are skipped. T&Š §4.3 / Fig. 1: the MLM model's
     adversary should pay a larger TVD for the same JSD than the base model's. Returns
     ``[{"cell", "seed", "lambda", "divergence", "mean_jsd", "mean_tvd", "test_f1"}]``."""
-    from .. import wp_training as wpt
+    from hf_attn.training import wp as wpt
 
     if divergence not in ADVERSARY_ROOTS:
         raise ValueError(f"divergence must be one of {sorted(ADVERSARY_ROOTS)}, got {divergence!r}")
@@ -693,7 +695,7 @@ def _collect(output_dir: str) -> list[dict]:
 
 def summarize_grid(grid_dir: str, output_dir: str) -> dict:
     """Mean ± std over seeds per (variant, attention) of every T&Š measure; tables + figures."""
-    from ..training import write_json_atomic
+    from hf_attn.training.engine import write_json_atomic
 
     rows = _collect(output_dir)
     if not rows:
@@ -897,7 +899,7 @@ def _plot_consistent(rows: list[dict], path: str) -> None:
 
 def _plot_example(grid_dir: str, rows: list[dict], path: str, attention: str = "additive") -> None:
     """T&Š Fig. 2: one validation sentence, base vs the regularised variants (lowest seed)."""
-    from ..loading import load_model_folder
+    from hf_attn.models.loading import load_model_folder
 
     chosen = {}
     for r in sorted(rows, key=lambda r: r["seed"]):
@@ -932,7 +934,8 @@ def add_options(parser) -> None:
                    help="run the J&W adversary on the first N instances of the split")
 
 
-register_battery("ts", run_battery, add_options)
+register_battery(Battery("ts", settings_class=argparse.Namespace, add_options=add_options,
+                         settings_from_args=lambda args: args, run=run_battery))  # TODO(typed settings)
 
 
 __all__ = ["uniform_attention", "permute_attention", "fragility_predictions", "fragility_scores",

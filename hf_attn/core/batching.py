@@ -1,0 +1,68 @@
+"""Batching shared by every battery and method: length-sorted batches under a padded-token budget,
+right-padding of id sequences (torch) and of ragged float arrays (NumPy).
+
+Sorting by length before cutting batches keeps padding small: a batch of n instances whose longest
+has T tokens costs n·T padded positions (n·T·(T−1) for the T leave-one-out copies of each).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+COSTS = ("tokens", "deletions")
+
+
+def length_batches(lengths, token_budget: int, cost: str = "tokens", rows_per_item: int = 1) -> list[np.ndarray]:
+    """Instance indices sorted by length (stable) and cut into consecutive batches whose padded cost
+    stays within ``token_budget``; a batch always holds at least one instance.
+
+    ``cost="tokens"``: an instance of length T costs ``rows_per_item · T`` (one forward per row);
+    ``cost="deletions"``: ``rows_per_item · T·(T−1)`` (its T leave-one-out copies of length T−1).
+    A batch's cost is its size times the cost of its last (longest) instance.
+    """
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+    if token_budget < 1:
+        raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+    if rows_per_item < 1:
+        raise ValueError(f"rows_per_item must be >= 1, got {rows_per_item}")
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    sorted_lengths = lengths[order]
+    per = sorted_lengths if cost == "tokens" else sorted_lengths * np.maximum(sorted_lengths - 1, 1)
+    per = per * rows_per_item
+    batches, start = [], 0
+    # ascending, so the padded cost of order[start:i+1] is (i+1−start)·per[i]: monotone in i
+    while start < len(order):
+        count = np.arange(1, len(order) - start + 1) * per[start:]
+        stop = start + max(1, int(np.searchsorted(count, token_budget, side="right")))
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
+def pad_batch(sequences, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """List of 1-D id sequences → right-padded ``input_ids (B, T)`` (long) and bool ``attention_mask (B, T)``."""
+    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
+    width = int(lengths.max()) if len(sequences) else 0
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
+    if width:
+        ids[mask] = torch.as_tensor(np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]))
+    return ids, mask
+
+
+def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """List of 1-D arrays → ``(N, T_max)`` float64 values (``fill`` beyond each length) and bool mask ``(N, T_max)``."""
+    arrays = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
+    lengths = np.array([len(a) for a in arrays], dtype=np.int64)
+    width = int(lengths.max()) if len(arrays) else 0
+    values = np.full((len(arrays), width), fill, dtype=np.float64)
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    if len(arrays) and width:
+        values[mask] = np.concatenate(arrays)
+    return values, mask
+
+
+__all__ = ["length_batches", "pad_batch", "ragged_to_padded", "COSTS"]
