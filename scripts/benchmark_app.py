@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from hf_attn.explain import explain_sentence, heatmap_html, load_model, permutation_figure
+from hf_attn.explorer import explain_sentence, heatmap_html, load_model, permutation_figure
 
 SENTENCE_20 = ("the film is a charming , funny and often touching portrait of a family that never quite "
                "works out .")

@@ -68,10 +68,10 @@ def main(argv=None) -> int:
     import torch
     from transformers import PreTrainedTokenizerFast
 
-    from hf_attn.analysis.jw import JWSettings, length_batches, run_jw_battery
-    from hf_attn.data import load_task
-    from hf_attn.modeling_hf_attn import AttnClassifierForSequenceClassification
-    from hf_attn.training import environment_versions, write_json_atomic
+    from hf_attn.analysis.jw.battery import JWSettings, length_batches, run_jw_battery
+    from hf_attn.data.datasets import load_task
+    from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+    from hf_attn.training.engine import environment_versions, write_json_atomic
 
     if args.threads:
         torch.set_num_threads(args.threads)

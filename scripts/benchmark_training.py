@@ -25,9 +25,9 @@ import time
 import numpy as np
 import torch
 
-from hf_attn.data import load_sst
-from hf_attn.training import TrainSettings, build_model, classification_metrics, jw_adam, train
-from hf_attn.tokenization import build_tokenizer
+from hf_attn.data.datasets import load_sst
+from hf_attn.training.engine import TrainSettings, build_model, classification_metrics, jw_adam, train
+from hf_attn.data.tokenization import build_tokenizer
 
 
 def plain_loop(settings: TrainSettings) -> dict:

@@ -67,8 +67,8 @@ def _tau_block(summary: dict) -> dict:
 
 def data_facts() -> dict:
     """Split sizes and the punctuation share of the SST test split, from the bundled data."""
-    from hf_attn.data import _LEAF, SPLITS, _sst_lines, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw
-    from hf_attn.tokenization import build_tokenizer
+    from hf_attn.data.datasets import _LEAF, SPLITS, _sst_lines, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw
+    from hf_attn.data.tokenization import build_tokenizer
 
     default, jw = load_sst(), load_sst_jw()
     leaves = [leaf for line in _sst_lines("test") if line.strip()[1] != "2" for _, leaf in _LEAF.findall(line)]
@@ -104,8 +104,8 @@ def post_hoc(battery_dir: str, tie_tolerance: float, alpha: float) -> dict:
     evaluation choices do to τ, not what training on J&W's text does."""
     import numpy as np
 
-    from hf_attn.analysis.jw_summary import correlation_summary
-    from hf_attn.data import jw_length_filter, jw_sst_rows
+    from hf_attn.analysis.jw.summary import correlation_summary
+    from hf_attn.data.datasets import jw_length_filter, jw_sst_rows
 
     rows = [json.loads(line) for line in open(os.path.join(battery_dir, "instances.jsonl"), encoding="utf-8")]
     rows.sort(key=lambda r: r["index"])
@@ -261,7 +261,7 @@ def readme(summary: dict) -> str:
         "* `preprocess/SST/SST.ipynb`, cell 0: the PTB leaves of each tree, neutral dropped; `-LRB-` → "
         "nothing, `-RRB-` → space, `re.sub(r'\\W', ' ')` (every punctuation character), spaCy "
         "tokenization, lower-cased. Numbers are kept (`qqq` is only in `vectorizer.cleaner`, which the "
-        "SST notebook does not call). `hf_attn.tokenization.jw_clean` reproduces their committed "
+        "SST notebook does not call). `hf_attn.data.tokenization.jw_clean` reproduces their committed "
         "`sst_dataset.csv` exactly, text and label of all 9613 sentences (tested by digest).",
         "* `preprocess/vectorizer.py`: vocabulary = every word of the training sentences (`--min_df 1`, "
         f"{n(d + '.jw.vocabulary_words')} words, before any filtering); each sentence becomes `<SOS>` "

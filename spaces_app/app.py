@@ -4,7 +4,7 @@ Type a sentence; see the prediction and, aligned under the words as typed, the m
 gradient and leave-one-out importance (normalised, on one colour scale with the attention), an
 adversarial attention (with its Δŷ and JSD), the per-token prediction probabilities, the sentence's
 Kendall τ of attention vs gradient and vs leave-one-out, and the permutation Δŷ distribution. All
-computation lives in ``hf_attn.explain``; this file only lays it out. The input limit is the model's
+computation lives in ``hf_attn.explorer``; this file only lays it out. The input limit is the model's
 (``config.max_tokens``).
 
 Models: visitors pick from the operator's allow-list (``HF_ATTN_MODEL``, ``HF_ATTN_MODELS``,
@@ -30,7 +30,7 @@ if (APP_DIR / "hf_attn").is_dir():  # the Space carries its own copy of the pack
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from hf_attn.explain import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
+from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
                              ModelPolicy, check_settings, default_model, explain_sentence, heatmap_html,
                              model_max_tokens, model_policy, permutation_figure, summary_markdown)
 
