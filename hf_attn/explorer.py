@@ -1,19 +1,20 @@
 """One sentence, every explanation: the logic behind the Gradio explorer (``spaces_app/app.py``).
 
-For a sentence x, :func:`explain_sentence` computes with one model forward plus the J&W battery
-functions of :mod:`hf_attn.analysis.jw.battery` (nothing re-implemented here):
+For a sentence x, :func:`explain_sentence` computes with one model forward plus the J&W methods
+of :mod:`hf_attn.methods` (nothing re-implemented here):
 
 - the prediction ŷ and the attention α (J&W §2);
 - gradient importance g_t = |∂ŷ/∂e_t · e_t| with α detached (J&W Alg. 1);
 - leave-one-out Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W §4.1);
 - Δŷ for random permutations of α (J&W Alg. 2);
 - k adversarial attentions (J&W Alg. 3) and the one shown: the largest-JSD adversary with
-  TVD ≤ ε (if none is feasible, the smallest-TVD one, flagged);
+  TVD ≤ ε (if none is feasible, the smallest-TVD one, flagged;
+  :func:`hf_attn.methods.adversary.best_feasible_adversary`);
 - per-token prediction probabilities p̂_t = decoder(h_t) alone, i.e. all attention on t
   (Tutek & Šnajder 2020, §5 / Fig. 2), for the predicted class;
 - the sentence's Kendall τ of attention vs gradient, attention vs leave-one-out and gradient vs
   leave-one-out (J&W Table 2's statistic, :func:`hf_attn.core.measures.kendall_tau` with the battery's
-  tie tolerance :attr:`hf_attn.analysis.jw.battery.JWSettings.tie_tolerance`);
+  tie tolerance :attr:`hf_attn.analysis.jw.common.JWSettings.tie_tolerance`);
 - the words as typed: each token's substring of the text (from the tokenizer's offsets), so the
   page shows "Don't" and an unknown word as typed, marked, instead of ``[UNK]``.
 
@@ -48,7 +49,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hf_attn.analysis.jw.battery import JWSettings, adversarial_attention, gradient_importance, leave_one_out, permutation_tvd
+from hf_attn.analysis.jw.common import JWSettings
+from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary
+from hf_attn.methods.gradient import gradient_importance
+from hf_attn.methods.leave_one_out import leave_one_out
+from hf_attn.methods.permutation import permutation_tvd
 from hf_attn.models.loading import SINGLE_MODEL_TYPE, ModelFolderError, load_model_folder, model_type_of
 from hf_attn.core.measures import kendall_tau
 
@@ -350,10 +355,7 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
     seconds["adversary"] = time.perf_counter() - start
     tvds, jsds = adversaries.tvd[0], adversaries.jsd[0]
     feasible = adversaries.feasible[0]
-    if bool(feasible.any()):
-        chosen = int(torch.where(feasible, jsds, torch.full_like(jsds, -1.0)).argmax())
-    else:
-        chosen = int(tvds.argmin())
+    chosen = int(best_feasible_adversary(adversaries.tvd, adversaries.jsd, eps).index[0])
 
     def numpy(t: torch.Tensor) -> np.ndarray:
         return t.detach().to(torch.float64).cpu().numpy()

@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output", help="write the result as JSON here")
     args = parser.parse_args(argv)
 
-    from hf_attn.reproduce.pipeline import reproduce, stage_estimates, ReproducePlan
+    from hf_attn.reproduce import ReproducePlan, reproduce, stage_estimates
 
     runs_before = _count_runs(os.path.join(args.output_dir, "runs"))
     if runs_before and not args.resume:

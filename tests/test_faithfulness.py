@@ -1,4 +1,5 @@
-"""ERASER comprehensiveness/sufficiency and integrated gradients (hf_attn.analysis.eraser.battery)."""
+"""ERASER comprehensiveness/sufficiency and integrated gradients (hf_attn.methods.eraser,
+hf_attn.methods.integrated_gradients) and the ERASER table (hf_attn.analysis.eraser.battery)."""
 
 import os
 
@@ -8,9 +9,9 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from hf_attn import AttnClassifierForSequenceClassification
-from hf_attn.analysis.eraser.battery import (aopc, eraser_scores, eraser_scores_slow, erasure_variants,
-                                  integrated_gradients, integrated_gradients_importance,
-                                  rank_tokens, summarize_eraser, tokens_per_fraction)
+from hf_attn.methods.eraser import (aopc, eraser_scores, eraser_scores_slow, erasure_variants, rank_tokens,
+                                    summarize_eraser, tokens_per_fraction)
+from hf_attn.methods.integrated_gradients import integrated_gradients, integrated_gradients_importance
 
 METRIC_DIR = os.path.join(os.path.dirname(__file__), "..", "hf_attn", "metrics", "eraser_faithfulness")
 

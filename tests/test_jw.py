@@ -3,7 +3,6 @@ removal, per-instance loops, autograd of the objective, the evaluate modules, th
 
 import json
 import os
-import types
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +12,12 @@ import torch
 from hf_attn.analysis.jw import battery as jw
 from hf_attn.analysis.jw.summary import (adversary_summary, correlation_summary, jsonable,
                                          permutation_summary)
+from hf_attn.core.batching import in_row_chunks
 from hf_attn.core.measures import merge_near_ties, tvd
+from hf_attn.methods import adversary
+from hf_attn.methods import leave_one_out as leave_one_out_method
 
-METRICS = os.path.join(os.path.dirname(jw.__file__), "..", "metrics")
+METRICS = os.path.join(os.path.dirname(__file__), "..", "hf_attn", "metrics")
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +116,7 @@ def test_adversary_closed_form_gradient_matches_autograd(model_and_batch):
     objective = jw.adversary_objective(adv, a, tvd(probs, original.unsqueeze(1)), lam, eps).sum()
     (expected,) = torch.autograd.grad(objective, z)
     with torch.no_grad():
-        got = jw._adversary_logit_gradient(model, z.masked_fill(~mask.unsqueeze(1), -1e4), tok, a.clamp_min(1e-30).unsqueeze(1),
+        got = adversary._adversary_logit_gradient(model, z.masked_fill(~mask.unsqueeze(1), -1e4), tok, a.clamp_min(1e-30).unsqueeze(1),
                                            original, lam, eps)
     assert torch.allclose(got, expected, atol=1e-8)
 
@@ -181,13 +183,12 @@ def test_evaluate_modules_equal_plain_functions():
 
 
 def test_cli_writes_results_and_figures(trained_model_dir, tmp_path):
-    from hf_attn.analysis import available_batteries
+    from hf_attn.analysis import run_battery
 
-    runner = available_batteries()["jw"].run
-    options = types.SimpleNamespace(split="test", seed=0, quiet=True, jw_max_instances=30,
-                                    jw_steps=20, jw_permutations=10, jw_adversaries=3)
+    settings = jw.JWRunSettings(progress=False, max_instances=30,
+                                algorithm=jw.JWSettings(steps=20, num_permutations=10, k=3))
     out = tmp_path / "jw"
-    runner(trained_model_dir, str(out), options)
+    run_battery("jw", trained_model_dir, str(out), settings)
     results = json.loads((out / "results.json").read_text())
     summary = results["summary"]
     assert summary["num_instances"] == 30
@@ -266,7 +267,7 @@ def test_bilstm_leave_one_out_shortcut_equals_rerunning_every_deletion(variant, 
                                   attention_hidden_size=5)
     model = AttnClassifierForSequenceClassification(config).eval()
     ids, mask = jw.pad_batch([[5, 9, 3, 22, 7], [4], [11, 12], [30, 31, 32, 33, 34, 35, 36], [8, 8, 8]])
-    assert jw._single_layer_lstm(model)
+    assert leave_one_out_method._single_layer_lstm(model)
     generic = jw.leave_one_out(model, ids, mask, method="generic")
     for budgets in [dict(), dict(token_budget=7, rnn_token_budget=3), dict(token_budget=1, rnn_token_budget=1)]:
         shortcut = jw.leave_one_out(model, ids, mask, **budgets)
@@ -288,7 +289,7 @@ def test_two_layer_bilstm_uses_the_generic_leave_one_out():
 
     model = AttnClassifierForSequenceClassification(AttnClassifierConfig(
         vocab_size=40, embedding_dim=8, encoder="lstm", hidden_size=4, num_layers=2)).eval()
-    assert not jw._single_layer_lstm(model)
+    assert not leave_one_out_method._single_layer_lstm(model)
     ids, mask = jw.pad_batch([[5, 9, 3], [11, 12]])
     torch.testing.assert_close(jw.leave_one_out(model, ids, mask), jw.leave_one_out(model, ids, mask, method="generic"))
 
@@ -309,7 +310,7 @@ def test_multiclass_adversary_gradient_matches_autograd():
     for lam, eps in [(500.0, 0.01), (3.0, 0.0)]:
         objective = jw.adversary_objective(adv, attention, tvd(probs, original.unsqueeze(1)), lam, eps).sum()
         (expected,) = torch.autograd.grad(objective, z, retain_graph=True)
-        got = jw._adversary_logit_gradient(model, z.detach().masked_fill(~mask.unsqueeze(1), -1e4), tok,
+        got = adversary._adversary_logit_gradient(model, z.detach().masked_fill(~mask.unsqueeze(1), -1e4), tok,
                                            attention.clamp_min(1e-30).unsqueeze(1), original, lam, eps)
         torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-9)
 
@@ -318,7 +319,7 @@ def test_gradient_in_row_chunks_equals_one_batch(model_and_batch):
     model, _, ids, mask = model_and_batch
     whole = jw.gradient_importance(model, ids, mask)
     for budget in (1, 20, 10_000):
-        chunked = jw._in_row_chunks(lambda i, m: jw.gradient_importance(model, i, m), ids, mask, budget)
+        chunked = in_row_chunks(lambda i, m: jw.gradient_importance(model, i, m), ids, mask, budget)
         torch.testing.assert_close(chunked, whole, rtol=1e-5, atol=1e-7)
 
 
@@ -328,7 +329,7 @@ def test_amsgrad_ascent_equals_torch_adam(dtype):
     torch.manual_seed(0)
     ours = torch.randn(7, 5, 11, dtype=dtype)
     theirs = ours.clone().requires_grad_(True)
-    stepper = jw._AmsgradAscent(ours, 0.01)
+    stepper = adversary._AmsgradAscent(ours, 0.01)
     reference = torch.optim.Adam([theirs], lr=0.01, amsgrad=True, maximize=True)
     for i in range(300):
         g = torch.randn(7, 5, 11, dtype=dtype) * (1 + i % 7)
@@ -386,9 +387,12 @@ def test_tie_tolerance_is_a_validated_setting_and_cli_option():
     import argparse
 
     parser = argparse.ArgumentParser()
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
     jw.add_options(parser)
-    assert jw.settings_from_options(parser.parse_args([])).tie_tolerance == 1e-6
-    assert jw.settings_from_options(parser.parse_args(["--jw-tie-tolerance", "0"])).tie_tolerance == 0.0
+    assert jw.settings_from_args(parser.parse_args([])).algorithm.tie_tolerance == 1e-6
+    assert jw.settings_from_args(parser.parse_args(["--jw-tie-tolerance", "0"])).algorithm.tie_tolerance == 0.0
     for bad in (-1e-6, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="tie_tolerance"):
             jw.JWSettings(tie_tolerance=bad).validate()
@@ -428,3 +432,42 @@ def test_single_token_instances_are_skipped_by_every_summary(model_and_batch, sm
     every = adversary_summary(instances.adversary_tvd, instances.adversary_jsd, instances.max_attention,
                               predictions, settings.eps, 2)
     assert every["overall"]["count"] == len(texts) and "skipped" not in every["overall"]
+
+
+def _analyze_args(*flags):
+    """``hf-attn analyze`` as the command line parses it (the real parser, jw options included)."""
+    import argparse
+
+    from hf_attn.analysis.cli import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["analyze", "MODEL", "--battery", "jw", "--output-dir", "OUT", *flags])
+
+
+def test_jw_flag_defaults_are_the_settings_dataclass_defaults():
+    from hf_attn.analysis import get_battery
+
+    battery = get_battery("jw")
+    assert battery.settings_class is jw.JWRunSettings
+    assert battery.settings_from_args(_analyze_args()) == jw.JWRunSettings()
+    args = _analyze_args("--jw-permutations", "7", "--jw-adversaries", "2", "--jw-lambda", "3", "--jw-eps", "0.2",
+                         "--jw-steps", "9", "--jw-lr", "0.5", "--jw-token-budget", "11",
+                         "--jw-gradient-token-budget", "12", "--jw-loo-token-budget", "13",
+                         "--jw-tie-tolerance", "0", "--jw-threads", "1", "--jw-max-instances", "5",
+                         "--jw-no-cache", "--split", "validation", "--seed", "4", "--quiet")
+    expected = jw.JWRunSettings(split="validation", progress=False, max_instances=5, use_cache=False,
+                                algorithm=jw.JWSettings(num_permutations=7, k=2, lam=3.0, eps=0.2, steps=9, lr=0.5,
+                                                        seed=4, token_budget=11, gradient_token_budget=12,
+                                                        loo_token_budget=13, tie_tolerance=0.0, num_threads=1))
+    assert battery.settings_from_args(args) == expected
+
+
+def test_run_from_namespace_fills_missing_attributes_with_the_defaults(monkeypatch):
+    """The temporary adapter for hf_attn.reproduce: a partial namespace → the same typed settings."""
+    import argparse
+
+    seen = []
+    monkeypatch.setattr(jw, "run", lambda model_dir, output_dir, settings: seen.append(settings) or {})
+    jw.jw_battery_runner("MODEL", "OUT", argparse.Namespace(quiet=True, jw_steps=9, jw_max_instances=5))
+    assert seen == [jw.JWRunSettings(progress=False, max_instances=5, algorithm=jw.JWSettings(steps=9))]

@@ -13,8 +13,10 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from transformers import AutoModelForSequenceClassification
 
 from hf_attn import AttnPairClassifierConfig, AttnPairClassifierForSequenceClassification
-from hf_attn.analysis.jw import battery as jw
 from hf_attn.analysis.jw import pair as jw_pair
+from hf_attn.analysis.jw.common import JWSettings
+from hf_attn.methods import adversary, gradient, leave_one_out
+from hf_attn.methods.pair_query import bind_query
 from hf_attn.data.datasets import DataError, SNLI_ENV, load_snli, load_task
 from hf_attn.core.measures import tvd
 from remote_code import remote_code_logits
@@ -262,7 +264,7 @@ def test_local_pair_files_load_as_pairs(tmp_path):
 def test_pair_gradient_detaches_attention_and_loo_deletes_premise_tokens():
     model = make_model("lstm", "additive")
     ids, mask, hids, hmask = pairs()
-    grad = jw_pair.pair_gradient_importance(model, ids, mask, hids, hmask)
+    grad = gradient.pair_gradient_importance(model, ids, mask, hids, hmask)
     assert torch.all(grad[mask == 0] == 0)
     # reference: the same gradient with α given as a constant override
     with torch.no_grad():
@@ -273,7 +275,7 @@ def test_pair_gradient_detaches_attention_and_loo_deletes_premise_tokens():
     (g,) = torch.autograd.grad(out.logits.softmax(-1).max(-1).values.sum(), emb)
     torch.testing.assert_close(grad, ((g * emb).sum(-1).abs() * mask).detach())
 
-    loo = jw_pair.pair_leave_one_out(model, ids, mask, hids, hmask, token_budget=7)
+    loo = leave_one_out.pair_leave_one_out(model, ids, mask, hids, hmask, token_budget=7)
     assert torch.isnan(loo[2, 0])  # single-token premise: no deletion
     with torch.no_grad():
         p = run(model, ids, mask, hids, hmask).logits.softmax(-1)
@@ -295,12 +297,12 @@ def test_pair_adversary_gradient_is_the_objective_gradient_through_the_tanh_deco
         original = model.logits_from_token_logits(units, out.attentions).softmax(-1)
     logits = torch.randn(2, 4, 6) * 3
     mask3 = mask.bool()[:, None]
-    got = jw_pair._pair_adversary_logit_gradient(model, logits, mask3, out.attentions, units, original,
+    got = adversary._pair_adversary_logit_gradient(model, logits, mask3, out.attentions, units, original,
                                                  lam=2.0, eps=0.0)
     z = logits.clone().requires_grad_(True)
     adv = z.softmax(-1)
     probs = model.logits_from_token_logits(units, adv).softmax(-1)
-    objective = jw.adversary_objective(adv, out.attentions, tvd(probs, original[:, None]), lam=2.0, eps=0.0)
+    objective = adversary.adversary_objective(adv, out.attentions, tvd(probs, original[:, None]), lam=2.0, eps=0.0)
     (expected,) = torch.autograd.grad(objective.sum(), z)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
 
@@ -312,8 +314,8 @@ def test_pair_adversary_equals_the_single_sequence_one_for_a_linear_decoder():
         out = run(model, ids, mask, hids, hmask, output_hidden_states=True)
     noise = torch.randn(4, 3, 9, generator=torch.Generator().manual_seed(1))
     kw = dict(k=3, steps=25, noise=noise)
-    ours = jw_pair.pair_adversarial_attention(model, out.hidden_states, out.attentions, mask, out.query, **kw)
-    theirs = jw.adversarial_attention(jw_pair.bind_query(model, out.query), out.hidden_states,
+    ours = adversary.pair_adversarial_attention(model, out.hidden_states, out.attentions, mask, out.query, **kw)
+    theirs = adversary.adversarial_attention(bind_query(model, out.query), out.hidden_states,
                                       out.attentions, mask, **kw)
     torch.testing.assert_close(ours.attention, theirs.attention, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(ours.eps_max_jsd, theirs.eps_max_jsd, rtol=1e-4, atol=1e-6)
@@ -333,12 +335,16 @@ def test_train_on_snli_fixture_and_analyze_with_the_jw_battery(tmp_path, monkeyp
     assert run_info["model_selection"] == "accuracy" and run_info["split_sizes"]["test"] == 29
     assert json.load(open(os.path.join(out, "config.json")))["model_type"] == "hf_attn_pair"
 
-    class Options:
-        battery, split, seed, quiet = "jw", "test", 0, True
-        jw_permutations, jw_adversaries, jw_steps, jw_max_instances, jw_no_cache = 10, 2, 5, 12, False
+    import argparse
+
+    from hf_attn.analysis.cli import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="command"))
     analysis = str(tmp_path / "jw")
-    Options.model_dir, Options.output_dir = out, analysis
-    _run(Options)
+    _run(parser.parse_args(["analyze", out, "--battery", "jw", "--output-dir", analysis, "--quiet",
+                            "--jw-permutations", "10", "--jw-adversaries", "2", "--jw-steps", "5",
+                            "--jw-max-instances", "12"]))
     results = json.load(open(os.path.join(analysis, "results.json")))
     assert results["pair"] and results["dataset"] == "snli"
     assert results["published"]["lstm"]["tau_loo"]["mean"] == [0.16, 0.36, 0.34]
@@ -355,7 +361,7 @@ def test_train_on_snli_fixture_and_analyze_with_the_jw_battery(tmp_path, monkeyp
     # The cache is the single-sequence battery's: .npz shards (np.load without pickles, never a
     # torch.load of a file in a possibly shared folder); a rerun reads them back unchanged.
     model, tokenizer, premises, hypotheses, labels, _, _ = jw_pair.load_pair_model_and_split(out, "test")
-    settings = jw.JWSettings(num_permutations=10, k=2, steps=5, token_budget=60)
+    settings = JWSettings(num_permutations=10, k=2, steps=5, token_budget=60)
     cache = str(tmp_path / "cache")
     first, _ = jw_pair.run_pair_jw_battery(model, tokenizer, premises[:12], hypotheses[:12], labels[:12],
                                            settings, progress=False, cache_dir=cache)

@@ -1,16 +1,27 @@
 """hf-attn reproduce: the --quick pipeline end to end (every table, published values, one verdict
-sentence per finding with the paper's quoted sentence beside its rule, report.json), resumability (a
-rerun trains nothing). The verdicts following the numbers (per finding, the committed report's
-numbers and a counter-example that flips each verdict) are in tests/test_verdicts.py."""
+sentence per finding with the paper's quoted sentence beside its rule, report.json), the same numbers
+as the golden file made before the package was restructured, no machine path in what is shipped,
+resumability (a rerun trains nothing). The verdicts following the numbers (per finding, the committed
+report's numbers and a counter-example that flips each verdict) are in tests/test_verdicts.py."""
 
+import importlib.util
 import json
 import os
+import re
 
 import pytest
+import torch
 
 from hf_attn.analysis.ts.battery import PUBLISHED_SST as TS_SST
-from hf_attn.reproduce.pipeline import TABLE_HEADERS, VERDICTS, main, reproduce
+from hf_attn.reproduce import TABLE_HEADERS, VERDICTS, main, reproduce
 from hf_attn.training.wp import WP_TABLE3_SST
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the golden file and the flattening that made it (scripts/make_golden_reproduce.py)
+_spec = importlib.util.spec_from_file_location("make_golden_reproduce",
+                                               os.path.join(ROOT, "scripts", "make_golden_reproduce.py"))
+golden = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(golden)
 
 
 def _metrics_files(root):
@@ -24,9 +35,56 @@ def _metrics_files(root):
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
+    """A quick SST reproduction, on one torch thread as the golden file was made (restored after)."""
+    threads = torch.get_num_threads()
     out = str(tmp_path_factory.mktemp("reproduce"))
-    report = reproduce(["sst"], out, quick=True, progress=False)
-    return out, report
+    report = reproduce(["sst"], out, quick=True, progress=False, threads=1)
+    yield out, report
+    torch.set_num_threads(threads)
+
+
+def _read(out, name):
+    with open(os.path.join(out, name), encoding="utf-8") as f:
+        return f.read()
+
+
+@pytest.mark.slow
+def test_quick_report_matches_golden(quick):
+    """Every deterministic number, string and verdict of report.json as in the golden file made with the
+    code before the restructure (timings, machine, versions and paths left out). Regenerate the golden
+    file only deliberately: scripts/make_golden_reproduce.py."""
+    out, _ = quick
+    with open(golden.GOLDEN, encoding="utf-8") as f:
+        expected = json.load(f)["values"]
+    measured = golden.flatten_report(json.loads(_read(out, "report.json")))
+    diffs = golden.compare_flat(expected, measured, rel=1e-4, abs_=1e-6)
+    assert not diffs, f"{len(diffs)} values differ from the golden file; the first:\n" + "\n".join(diffs[:20])
+
+
+@pytest.mark.slow
+def test_quick_report_has_no_machine_path(quick):
+    """report.json and REPORT.md: paths relative to the output folder, no absolute path (neither the
+    folder's nor the current directory's); --report-only rebuilds them the same way."""
+    out, _ = quick
+    roots = {out, os.path.realpath(out), os.getcwd(), os.path.expanduser("~")}
+    for name in ("report.json", "REPORT.md"):
+        text = _read(out, name)
+        for root in roots:
+            assert root not in text, (name, root)
+        assert not re.search(r"(?<![\w.~:/-])/(?:tmp|home|work|root|usr|var)/", text), name
+    report = json.loads(_read(out, "report.json"))
+    models = report["results"]["sst"]["models"]
+    assert models["jw_wp_base"]["dir"] == "runs/sst/lstm-additive"
+    assert report["results"]["sst"]["data"] == "data/sst-quick"
+    assert report["results"]["sst"]["wp"]["runs_dir"] == "runs/sst/wp"
+    assert report["results"]["sst"]["jw"]["lstm"]["model_dir"] == "runs/sst/lstm-additive"
+    assert "--output-dir . --quick" in _read(out, "REPORT.md")
+    before = {name: _read(out, name) for name in ("report.json", "REPORT.md")}
+    assert main(["--datasets", "sst", "--output-dir", out, "--quick", "--quiet", "--report-only", "--threads", "1"]) == 0
+    rebuilt = json.loads(_read(out, "report.json"))
+    assert rebuilt["results"] == report["results"] and rebuilt["figures"] == report["figures"]
+    strip = re.compile(r"(?m)^- Machine:.*$|^\| .*\| [0-9.]+ \| [0-9.]+ \|$|^\| total \|.*$")
+    assert strip.sub("", _read(out, "REPORT.md")) == strip.sub("", before["REPORT.md"])
 
 
 @pytest.mark.slow
@@ -119,7 +177,7 @@ def test_rerun_reuses_every_run(quick):
 
 
 def test_plan_estimates_cover_the_new_stages():
-    from hf_attn.reproduce.pipeline import ReproducePlan, stage_estimates
+    from hf_attn.reproduce import ReproducePlan, stage_estimates
 
     plan = ReproducePlan()
     est = stage_estimates(plan)
@@ -134,7 +192,7 @@ def test_plan_estimates_cover_the_new_stages():
 
 def test_snli_quick_stage_on_the_fixture(tmp_path, monkeypatch):
     """The SNLI stage end to end on the tiny committed SNLI fixture (tests/data/snli)."""
-    from hf_attn.reproduce.pipeline import ReproducePlan, snli_folder, stage_estimates, train_and_analyse_snli
+    from hf_attn.reproduce import ReproducePlan, snli_folder, stage_estimates, train_and_analyse_snli
 
     fixture = os.path.join(os.path.dirname(__file__), "data", "snli")
     monkeypatch.delenv("HF_ATTN_SNLI_DIR", raising=False)
@@ -146,3 +204,19 @@ def test_snli_quick_stage_on_the_fixture(tmp_path, monkeypatch):
                                      plan, progress=False)
     assert results["pair"] and results["dataset"] == "snli" and results["published"]
     assert set(results["summary"]["tau_gradient"]["per_class"]) <= {"0", "1", "2"}
+
+
+def test_layout_public_paths(tmp_path, monkeypatch):
+    """What is shipped names paths relative to the output folder, given relative or absolute, and any
+    other absolute path as <local path>; text around a path is kept."""
+    from hf_attn.reproduce import ReproductionLayout
+
+    monkeypatch.chdir(tmp_path)
+    report = {"dir": "out/runs/sst/lstm-additive", "abs": str(tmp_path / "out" / "analysis" / "sst" / "wp"),
+              "elsewhere": "/srv/data/ag_news.csv", "note": "trained on /srv/data/x.csv today",
+              "list": [("figures/sst-fragility.png", 1.5)], "name": "sst"}
+    expected = {"dir": "runs/sst/lstm-additive", "abs": "analysis/sst/wp", "elsewhere": "<local path>",
+                "note": "trained on <local path> today", "list": [["figures/sst-fragility.png", 1.5]], "name": "sst"}
+    assert ReproductionLayout("out").public(report) == expected
+    assert ReproductionLayout(str(tmp_path / "out")).public({**report, "dir": str(tmp_path / "out/runs/x")}) == {
+        **expected, "dir": "runs/x"}

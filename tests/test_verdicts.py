@@ -1,4 +1,4 @@
-"""Verdicts of ``hf-attn reproduce`` (hf_attn.reproduce.pipeline.findings_for), re-graded from the committed
+"""Verdicts of ``hf-attn reproduce`` (hf_attn.reproduce.findings_for), re-graded from the committed
 docs/reproduction/report.json without its run folders:
 
 * every quoted sentence is verbatim in the paper texts (/work/shared/papers);
@@ -15,8 +15,8 @@ import re
 
 import pytest
 
-from hf_attn.reproduce.pipeline import (QUOTES, VERDICTS, Check, _verdict_lines, format_findings_table, main, regrade,
-                               verdict_of)
+from hf_attn.reproduce import QUOTES, VERDICTS, Check, format_findings_table, main, regrade, verdict_of
+from hf_attn.reproduce.report import _verdict_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORT = os.path.join(ROOT, "docs", "reproduction", "report.json")

@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from hf_attn.core.published import JW_GRADIENT_LOO_GAP, JW_PUBLISHED, TS_PUBLISHED_EXTRA, TS_SST
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CARDS_DIR = REPO_ROOT / "hub_cards"
 SPACE_APP_DIR = REPO_ROOT / "spaces_app"
@@ -335,10 +337,6 @@ def _jw_published(results: dict) -> tuple[dict | None, str]:
     published = results.get("published")
     if not isinstance(published, dict) or encoder not in published:
         published = None
-        try:
-            from hf_attn.reproduce.pipeline import JW_PUBLISHED
-        except ImportError:  # pragma: no cover
-            JW_PUBLISHED = {}
         table = JW_PUBLISHED.get(dataset)
         if table and encoder == "lstm":
             published = {"tau_gradient": {"mean": table.get("tau_gradient")}, "tau_loo": {"mean": table.get("tau_loo")}}
@@ -350,14 +348,6 @@ def _jw_published(results: dict) -> tuple[dict | None, str]:
         published = published[encoder]
     names = {"sst": "SST", "imdb": "IMDB", "agnews": "AG News", "snli": "SNLI"}
     return published, f"J&W 2019 Table 2 ({ENCODER_NAMES.get(encoder, encoder)}, {names.get(dataset, dataset)})"
-
-
-def _jw_gradient_loo_gap() -> tuple | None:
-    try:
-        from hf_attn.reproduce.pipeline import JW_GRADIENT_LOO_GAP
-    except ImportError:  # pragma: no cover
-        return None
-    return JW_GRADIENT_LOO_GAP
 
 
 def _tau_cell(block: dict | None) -> str:
@@ -434,7 +424,7 @@ def _jw_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
                      else f" (gradient: {rel_g} J&W's; leave-one-out: {rel_l})")
         if gl is not None:
             gap = gl - max(g, l)
-            lstm_gap = _jw_gradient_loo_gap() if published and (results.get("model") or {}).get(
+            lstm_gap = JW_GRADIENT_LOO_GAP if published and (results.get("model") or {}).get(
                 "encoder", "lstm") == "lstm" else None
             text += f"; gradient and leave-one-out agree with each other at τ = {gl:.2f}, "
             if gap > 0:
@@ -512,16 +502,7 @@ def _wp_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
 
 def _ts_published(results: dict) -> dict:
     dataset = str(results.get("dataset") or "")
-    try:
-        if dataset == "sst":
-            from hf_attn.analysis.ts.battery import PUBLISHED_SST as table
-        else:
-            from hf_attn.reproduce.pipeline import TS_PUBLISHED_EXTRA
-
-            table = TS_PUBLISHED_EXTRA.get(dataset) or {}
-    except ImportError:  # pragma: no cover
-        table = {}
-    return table
+    return TS_SST if dataset == "sst" else TS_PUBLISHED_EXTRA.get(dataset) or {}
 
 
 def _ts_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:

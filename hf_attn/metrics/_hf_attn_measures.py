@@ -33,7 +33,7 @@ DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)  # hf_attn.faithfulness.DEFAU
 
 
 # ------------------------------------------------------------------------------------------------
-# input checks: hf_attn.validation (copied verbatim)
+# input checks: the one source (hf_attn.core.validation re-exports them)
 def _rows(name: str, rows) -> list[np.ndarray]:
     if rows is None:
         raise ValueError(f"{name} is missing")

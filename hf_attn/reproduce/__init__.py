@@ -1,0 +1,63 @@
+"""One-command reproduction report: ``hf-attn reproduce --datasets sst --output-dir OUT``.
+
+Trains every model the three batteries need (resumable: a finished run is reused as is, a killed
+one resumes from its checkpoint), runs the Jain & Wallace 2019 (``hf_attn.analysis.jw.battery``),
+Wiegreffe & Pinter 2019 (``hf_attn.analysis.wp.battery``) and Tutek & Šnajder 2020 (``hf_attn.analysis.ts.battery``
+over an ``hf_attn.training.grid`` variant grid) batteries and the ERASER / integrated-gradients table
+(``hf_attn.analysis.eraser.battery``), and writes
+
+* ``OUT/REPORT.md``: for every published table of SPEC.md the published value beside the measured
+  one (mean ± std over seeds where the paper averaged runs), and per finding the paper's sentence
+  (verbatim) beside the rule derived from it, the tolerance (from the seed spread measured in the
+  same report) and the verdict — computed from the numbers by the checks in :func:`findings_for` —
+  the embeddings and model sizes beside each table, the machine, versions and wall time per stage;
+* ``OUT/report.json``: the same numbers, machine readable;
+* ``OUT/figures/``: the batteries' figures, copied.
+
+Neither file holds a machine path: paths inside OUT are written relative to it, any other as
+``<local path>``. :func:`regrade` (``hf-attn reproduce --regrade OUT/report.json``) re-grades a saved
+report.json with the current rules, without its run folders (``--report-only`` rebuilds everything but
+needs them). The J&W battery also runs on the W&P seed models (the seed spread of the J&W numbers), and
+the T&Š Fig. 1 adversaries use T&Š's own objective (Eq. 6, TVD − λ·JSD), not W&P's TVD − λ·KL.
+
+Budget (``--datasets sst``, 2 idle cores): ~50 trainings and all analyses in well under an hour with
+the defaults; the expensive T&Š mutual information (k = 1000 MiniBatchKMeans on up to 1M
+occurrences) runs on seeds 0–2 only (``ReproducePlan.mi_seeds``). ``--quick`` trains on small real-SST
+subsets for one epoch with short adversary searches: a smoke test of the whole pipeline (numbers are
+meaningless).
+
+Which file holds what:
+
+* ``plan.py``: :class:`ReproducePlan` (what is trained and analysed), :func:`stage_estimates`, the
+  stage titles, :data:`DATASETS`, :func:`dataset_source` and :func:`snli_folder`;
+* ``layout.py``: :class:`ReproductionLayout`, the folder layout of OUT (runs, analyses, data, figures,
+  stages.json, the report files) and the path scrubbing of what is shipped;
+* ``pipeline.py``: :func:`reproduce` and :func:`run_dataset` (one function per stage; which runs are
+  shared between batteries), :class:`StageClock`, :func:`machine_info`, :func:`train_and_analyse_snli`
+  and the battery settings;
+* ``collect.py``: :func:`collect`, the numbers of one dataset read back from its folders;
+* ``published.py``: the papers' published numbers and the verbatim sentences the findings quote;
+* ``findings.py``: :class:`Check`, :func:`verdict_of`, :data:`VERDICTS`, one function per finding
+  (the :data:`FINDINGS` table), :func:`findings_for` and :func:`regrade`;
+* ``report.py``: :func:`write_report`, :func:`dataset_section` (one function per table),
+  :func:`format_findings_table` and :data:`TABLE_HEADERS`;
+* ``cli.py``: ``hf-attn reproduce`` (:func:`add_parser`, :func:`main`) and :func:`regrade_file`.
+"""
+
+from .cli import add_parser, main, regrade_file
+from .collect import collect
+from .findings import FINDINGS, TOLERANCE, VERDICTS, Check, findings_for, regrade, verdict_of
+from .layout import ReproductionLayout
+from .pipeline import StageClock, machine_info, reproduce, run_dataset, train_and_analyse_snli
+from .plan import AGNEWS_PATH_ENV, DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, snli_folder, stage_estimates
+from .published import (JW_AVERAGE_LOO_GAIN, JW_COMMITTED_SST, JW_GRADIENT_LOO_GAP, JW_PUBLISHED, JW_RELEASED_SST,
+                        QUOTES, TS_PUBLISHED_EXTRA, TS_TABLE6_SST, ts_published)
+from .report import TABLE_HEADERS, dataset_section, format_findings_table, write_report
+
+__all__ = ["reproduce", "run_dataset", "ReproducePlan", "ReproductionLayout", "StageClock", "machine_info",
+           "train_and_analyse_snli", "stage_estimates", "snli_folder", "dataset_source", "DATASETS",
+           "AGNEWS_PATH_ENV", "STAGE_TITLES", "collect", "findings_for", "regrade", "regrade_file", "verdict_of",
+           "Check", "FINDINGS", "TOLERANCE", "VERDICTS", "format_findings_table", "write_report", "dataset_section",
+           "TABLE_HEADERS", "QUOTES", "JW_PUBLISHED", "JW_COMMITTED_SST", "JW_GRADIENT_LOO_GAP",
+           "JW_AVERAGE_LOO_GAIN", "JW_RELEASED_SST", "TS_PUBLISHED_EXTRA", "TS_TABLE6_SST", "ts_published",
+           "add_parser", "main"]

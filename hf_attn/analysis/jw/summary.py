@@ -1,14 +1,18 @@
 """Summary statistics of the Jain & Wallace battery from per-instance arrays (J&W Table 2, Figs 2–5).
 
 Plain NumPy functions on ragged per-instance arrays (one 1-D array per instance, lengths may
-differ); the ``evaluate`` modules in ``hf_attn/metrics/jw_*`` are thin wrappers over them.
+differ; the ε-max JSD selection is the battery's own, :func:`hf_attn.methods.adversary.best_feasible_adversary`);
+the ``evaluate`` modules in ``hf_attn/metrics/jw_*`` hold a NumPy copy of them.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.measures import kendall_tau
+from hf_attn.methods.adversary import best_feasible_adversary
 
 # J&W Table 2 (SST test, BiLSTM / Average encoders, additive attention), SPEC §4
 PUBLISHED_SST = {
@@ -34,18 +38,6 @@ MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 # sentence's largest value would not fit: the noise does not shrink with the values. Models whose
 # importances are all of order 1e-6 (saturated outputs) need a smaller tolerance.
 TIE_TOLERANCE = 1e-6
-
-
-def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """List of 1-D arrays → ``(N, T)`` float64 values (``fill`` beyond each length) and bool mask."""
-    arrays = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
-    lengths = np.array([len(a) for a in arrays], dtype=np.int64)
-    width = int(lengths.max()) if len(arrays) else 0
-    values = np.full((len(arrays), width), fill, dtype=np.float64)
-    mask = np.arange(width)[None, :] < lengths[:, None]
-    if len(arrays):
-        values[mask] = np.concatenate(arrays) if width else []
-    return values, mask
 
 
 def kendall_per_instance(x, y, pair_budget: int = 500_000, tie_tolerance: float = 0.0
@@ -191,8 +183,8 @@ def permutation_summary(permutation_tvd, max_attention, predictions, num_classes
 
 def adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions, eps: float = 0.01,
                       num_classes: int | None = None, lengths=None) -> dict:
-    """J&W Alg. 3 / Figs 4–5: ε-max JSD = max JSD(α(i), α̂) over adversaries with TVD ≤ ε (0 if none)
-    per instance, its distribution per predicted class, the fraction of instances with a feasible
+    """J&W Alg. 3 / Figs 4–5: ε-max JSD = max JSD(α(i), α̂) over adversaries with TVD ≤ ε (0 if none;
+    :func:`hf_attn.methods.adversary.best_feasible_adversary`, as the battery and the explorer) per instance, its distribution per predicted class, the fraction of instances with a feasible
     adversary, and ε-max JSD by max attention.
 
     Given ``lengths`` (tokens per instance), instances with fewer than 2 tokens are skipped as for
@@ -202,14 +194,15 @@ def adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions, 
     False). Without ``lengths`` every instance counts and the result has no ``skipped`` /
     ``valid`` (the evaluate module's output)."""
     predictions, num_classes = _class_ids(predictions, num_classes)
-    eps_max, feasible_any = [], []
-    for t, j in zip(adversary_tvd, adversary_jsd):
-        t, j = np.asarray(t, dtype=np.float64), np.asarray(j, dtype=np.float64)
-        ok = t <= eps
-        eps_max.append(float(j[ok].max()) if ok.any() else 0.0)
-        feasible_any.append(bool(ok.any()))
-    eps_max = np.array(eps_max)
-    feasible_any = np.array(feasible_any, dtype=bool)
+    if len(adversary_tvd) != len(adversary_jsd):
+        raise ValueError(f"adversary_tvd has {len(adversary_tvd)} instances, adversary_jsd {len(adversary_jsd)}")
+    # ragged rows (k may differ per instance) padded with never-feasible adversaries (TVD = inf)
+    tvds, tvd_mask = ragged_to_padded(adversary_tvd, fill=np.inf)
+    jsds, jsd_mask = ragged_to_padded(adversary_jsd)
+    if tvd_mask.shape != jsd_mask.shape or not np.array_equal(tvd_mask, jsd_mask):
+        raise ValueError("adversary_tvd and adversary_jsd differ in the number of adversaries of an instance")
+    best = best_feasible_adversary(torch.from_numpy(tvds), torch.from_numpy(jsds), eps)
+    eps_max, feasible_any = best.eps_max_jsd.numpy(), best.any_feasible.numpy()
     max_attention = np.asarray(max_attention, dtype=np.float64).reshape(-1)
     if not (len(eps_max) == len(max_attention) == len(predictions)):
         raise ValueError("adversary arrays, max_attention and predictions differ in length")

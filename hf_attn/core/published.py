@@ -1,0 +1,135 @@
+"""Published numbers of the three papers, in one place (SPEC.md §4–6; the papers' tables).
+
+Every report, card and verdict that shows a published value beside ours reads it from here.
+J&W = Jain & Wallace 2019, W&P = Wiegreffe & Pinter 2019, T&Š = Tutek & Šnajder 2020.
+"""
+
+from __future__ import annotations
+
+# ------------------------------------------------------------------------------------- Jain & Wallace
+JW_PUBLISHED = {  # J&W Table 1 (test performance, test set sizes per class) and Table 2 (mean ± std, sig. frac.)
+    "sst": {"test_f1": 0.81, "tau_gradient": [0.34, 0.36], "tau_gradient_std": [0.21, 0.21],
+            "tau_gradient_sig": [0.48, 0.49], "tau_gradient_average": [0.61, 0.60],
+            "tau_gradient_average_sig": [0.87, 0.83], "tau_loo": [0.27, 0.32], "tau_loo_std": [0.19, 0.19],
+            "tau_loo_sig": [0.33, 0.40], "test_counts": [863, 862]},
+    "imdb": {"test_f1": 0.88, "tau_gradient": [0.44, 0.43], "tau_gradient_std": [0.06, 0.06],
+             "tau_gradient_sig": [1.00, 1.00], "tau_gradient_average": [0.67, 0.68],
+             "tau_gradient_average_sig": [1.00, 1.00], "tau_loo": [0.34, 0.34], "tau_loo_std": [0.07, 0.07],
+             "tau_loo_sig": [1.00, 0.99], "test_counts": [2184, 2172]},
+    "agnews": {"test_f1": 0.96, "tau_gradient": [0.36, 0.42], "tau_gradient_std": [0.13, 0.13],
+               "tau_gradient_sig": [0.82, 0.90], "tau_gradient_average": [0.78, 0.76],
+               "tau_gradient_average_sig": [1.00, 1.00], "tau_loo": [0.30, 0.43], "tau_loo_std": [0.13, 0.14],
+               "tau_loo_sig": [0.69, 0.91], "test_counts": [1900, 1900]},
+}
+
+# J&W Table 2, SST, in the shape of the J&W battery's summary (results.json "published").
+_SST = JW_PUBLISHED["sst"]
+JW_SST_SUMMARY = {
+    "lstm": {"tau_gradient": {"mean": _SST["tau_gradient"], "std": _SST["tau_gradient_std"],
+                              "fraction_significant": _SST["tau_gradient_sig"]},
+             "tau_loo": {"mean": _SST["tau_loo"], "fraction_significant": _SST["tau_loo_sig"]},
+             "test_f1": _SST["test_f1"]},
+    "average": {"tau_gradient": {"mean": _SST["tau_gradient_average"],
+                                 "fraction_significant": _SST["tau_gradient_average_sig"]}},
+    "notes": "J&W 2019 Table 2 (class 0 / class 1 = negative / positive, by predicted class); "
+             "gradient–LOO τ is ~0.2–0.25 above attention–either for the BiLSTM (§4.1, appendix C).",
+}
+
+# J&W Table 2, SNLI test, BiLSTM + additive attention, classes 0 / 1 / 2 = neutral / contradiction /
+# entailment (Table 1's class sizes 3219 / 3237 / 3368 fix this order); Table 1: micro-F1 0.78.
+JW_SNLI_SUMMARY = {
+    "lstm": {"tau_gradient": {"mean": [0.31, 0.33, 0.31], "std": [0.23, 0.21, 0.21],
+                              "fraction_significant": [0.36, 0.38, 0.36]},
+             "tau_loo": {"mean": [0.16, 0.36, 0.34], "std": [0.26, 0.19, 0.20],
+                         "fraction_significant": [0.20, 0.44, 0.40]},
+             "test_micro_f1": 0.78},
+    "average": {"tau_gradient": {"mean": [0.59, 0.58, 0.57], "std": [0.18, 0.19, 0.19],
+                                 "fraction_significant": [0.80, 0.80, 0.80]}},
+    "notes": "J&W 2019 Tables 1-2 (full SNLI train, GloVe 840B 300-d); classes by predicted label "
+             "neutral / contradiction / entailment. Appendix C: SNLI is the one dataset where "
+             "gradient and LOO do not agree with each other more than with attention.",
+}
+
+# J&W's committed SST outputs (github.com/successar/AttentionExplanation @ 425a89a, graph_outputs/):
+# per predicted class 0 / 1, mean τ, std and fraction with p < 0.05; τ(attention, gradient) from
+# GradientPval_kendalltau/<run>.csv, τ(attention, LOO) from pyxc-pyc_pval_kendalltau/<run>.csv, test F1
+# (positive class) from evaluate/<run>.json ("1/f1-score"). They fill the cells J&W's Table 2 leaves
+# blank for SST (CNN, Average LOO, dot attention). "tanh" = additive attention in their run names.
+JW_COMMITTED_SST = {
+    "cnn-additive": {"run": "sst+cnn(1,3,5,7)+tanh", "test_f1": 0.825,
+                     "tau_gradient": [0.48, 0.48], "tau_gradient_std": [0.17, 0.17], "tau_gradient_sig": [0.75, 0.75],
+                     "tau_loo": [0.34, 0.37], "tau_loo_std": [0.18, 0.17], "tau_loo_sig": [0.48, 0.53]},
+    "lstm-dot": {"run": "sst+lstm+dot", "test_f1": 0.817,
+                 "tau_gradient": [0.09, 0.06], "tau_gradient_std": [0.19, 0.21], "tau_gradient_sig": [0.09, 0.08],
+                 "tau_loo": [0.05, 0.07], "tau_loo_std": [0.19, 0.21], "tau_loo_sig": [0.07, 0.08]},
+    "average-additive": {"run": "sst+average+tanh",
+                         "tau_loo": [0.61, 0.64], "tau_loo_std": [0.16, 0.15], "tau_loo_sig": [0.87, 0.89]},
+}
+JW_GRADIENT_LOO_GAP = (0.20, 0.25)  # J&W §4.1 / appendix C: τ(g, LOO) above τ(α, either)
+JW_AVERAGE_LOO_GAIN = 0.375  # J&W §4.1: Average attention vs LOO, above the BiLSTM's
+
+# ---------------------------------------------------------------------------------- Wiegreffe & Pinter
+WP_TABLE3_SST = {"uniform": 0.812, "trained": 0.817, "base": 0.824, "adversary": 0.592}  # W&P Table 3, SST F1
+
+# ----------------------------------------------------------------------------------- Tutek & Šnajder
+TS_SST = {  # T&Š Tables 1–3, SST, additive attention (300-d, H = 150, 5 runs)
+    "fragility": {"base": (84.2, -2.8, -5.0), "concat": (83.7, -1.9, -4.7), "tying": (83.5, -7.0, -18.0),
+                  "mlm": (82.8, -5.9, -15.6)},
+    "fragility_dot": {"base": (84.3, -2.6, -6.5), "concat": (84.1, -3.4, -7.4), "tying": (83.5, -9.9, -20.0),
+                      "mlm": (82.7, -3.0, -5.4)},
+    "mi_MF": {"base": 2.324, "residual": 5.062, "tying": 4.870, "mlm": 3.662},
+    "mi_RS": {"base": 2.435, "residual": 4.289, "tying": 4.216, "mlm": 3.808},
+    "token_probability": {"base": 0.712, "residual": 0.685, "tying": 0.586, "mlm": 0.630},
+    "token_probability_dot": {"base": 0.693, "residual": 0.701, "tying": 0.600, "mlm": 0.664},
+}
+
+TS_PUBLISHED_EXTRA = {  # T&Š Tables 1–3 (AG = AG News, IM = IMDB); SST is TS_SST
+    "agnews": {"fragility": {"base": (95.9, -2.3, -3.9), "concat": (95.9, -1.5, -2.6),
+                             "tying": (95.0, -3.3, -14.6), "mlm": (95.2, -1.5, -6.6)},
+               "fragility_dot": {"base": (95.9, -2.3, -3.8), "concat": (96.1, -1.9, -3.0),
+                                 "tying": (95.4, -3.0, -12.2), "mlm": (95.4, -2.0, -5.3)},
+               "mi_MF": {"base": 1.940, "residual": 5.467, "tying": 4.075, "mlm": 3.845},
+               "mi_RS": {"base": 2.078, "residual": 4.518, "tying": 4.177, "mlm": 3.980},
+               "token_probability": {"base": 0.887, "residual": 0.822, "tying": 0.615, "mlm": 0.695},
+               "token_probability_dot": {"base": 0.862, "residual": 0.876, "tying": 0.646, "mlm": 0.698}},
+    "imdb": {"fragility": {"base": (88.3, -10.0, -13.4), "concat": (88.3, -10.2, -14.0),
+                           "tying": (87.1, -56.2, -43.3), "mlm": (87.5, -22.8, -26.5)},
+             "fragility_dot": {"base": (88.2, -18.6, -22.9), "concat": (87.9, -17.2, -20.8),
+                               "tying": (87.2, -57.7, -45.3), "mlm": (87.8, -15.3, -18.5)},
+             "mi_MF": {"base": 2.455, "residual": 4.998, "tying": 5.186, "mlm": 3.728},
+             "mi_RS": {"base": 2.682, "residual": 4.366, "tying": 4.434, "mlm": 3.885},
+             "token_probability": {"base": 0.625, "residual": 0.609, "tying": 0.533, "mlm": 0.562},
+             "token_probability_dot": {"base": 0.590, "residual": 0.608, "tying": 0.539, "mlm": 0.553}},
+}
+
+# T&Š appendix B, Table 6, SST rows: #layers → {variant: (F1 % trained, ΔF1 uniform, ΔF1 permuted)}
+TS_TABLE6_SST = {1: {"base": (84.2, -2.8, -5.0), "concat": (83.7, -1.9, -4.7), "tying": (83.5, -7.0, -18.0),
+                     "mlm": (82.8, -5.9, -15.6)},
+                 2: {"base": (84.2, -1.0, -1.2), "concat": (84.5, -0.8, -4.6), "tying": (84.1, -3.7, -14.5),
+                     "mlm": (84.4, -3.8, -5.9)},
+                 3: {"base": (84.2, -0.7, -0.7), "concat": (83.3, -1.3, -1.3), "tying": (84.6, -2.7, -13.9),
+                     "mlm": (82.3, -7.3, -18.0)}}
+
+# ------------------------------------------------------------- J&W's released outputs (not in the paper)
+# the precision to which J&W's released SST figures (below) can be read
+JW_RELEASED_READING = 0.01
+
+# J&W's own released SST outputs (successar/AttentionExplanation, graph_outputs/*/sst+lstm+tanh.svg:
+# their BiLSTM + tanh SST model), read from the SVG geometry. Fig. 3 (Permutation_MAvDY): median of
+# Δŷ_med per max-attention bin and predicted class (kernel-density violins; purple = predicted
+# negative, orange = positive; the top bin has no positive instance); Fig. 4 (eMaxJDS_Hist): mean
+# ε-max JSD per predicted class from the histogram bars (40 bins). The paper itself shows these only
+# as figures.
+JW_RELEASED_SST = {
+    "source": "J&W's released SST BiLSTM+tanh figures (successar/AttentionExplanation graph_outputs/"
+              "Permutation_MAvDY and eMaxJDS_Hist, sst+lstm+tanh.svg), read from the SVG geometry",
+    "permutation_median_by_bin": {(0.0, 0.25): [0.030, 0.042], (0.25, 0.5): [0.053, 0.047],
+                                  (0.5, 0.75): [0.088, 0.091], (0.75, 1.0): [0.112, None]},
+    "eps_max_jsd_mean": [0.480, 0.493],
+}
+# J&W's released SST evaluation outputs (SPEC §10): the BiLSTM's τ(g, LOO), τ(α, g), τ(α, LOO)
+JW_RELEASED_SST_TAU = {"tau_gradient_loo": 0.656, "tau_gradient": 0.351, "tau_loo": 0.291}
+
+__all__ = ["JW_PUBLISHED", "JW_SST_SUMMARY", "JW_SNLI_SUMMARY", "JW_COMMITTED_SST", "TS_TABLE6_SST",
+           "JW_GRADIENT_LOO_GAP", "JW_AVERAGE_LOO_GAIN", "WP_TABLE3_SST", "TS_SST", "TS_PUBLISHED_EXTRA",
+           "JW_RELEASED_READING", "JW_RELEASED_SST", "JW_RELEASED_SST_TAU"]

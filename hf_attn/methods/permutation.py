@@ -1,0 +1,72 @@
+"""Attention permutation (Jain & Wallace 2019, §4.2.1 and Alg. 2).
+
+The attention weights α̂ are shuffled among the real tokens with the encoder states h held fixed;
+Δŷ = TVD(ŷ(h, α_p), ŷ(h, α̂)) per permutation, and Δŷ_med, its median over the permutations, says
+how much the output depends on which token gets which weight. Sentence pairs: the premise
+attention is permuted with the hypothesis query Q held fixed (J&W §3).
+
+Shapes: B instances, T tokens (right-padded), P permutations, D hidden size, C classes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hf_attn.core.measures import tvd
+from hf_attn.methods.pair_query import bind_query
+
+
+def random_permutations(attention_mask: torch.Tensor, num_permutations: int,
+                        generator: torch.Generator | None = None) -> torch.Tensor:
+    """``(B, P, T)`` index tensors: row (b, p) permutes the real positions of instance b among
+    themselves and maps every pad position to itself. The real positions need not be a prefix:
+    with J&W's markers excluded (:func:`attended_mask`) the markers stay in place too."""
+    mask = attention_mask.bool()
+    batch, steps = mask.shape
+    keys = torch.rand((batch, num_permutations, steps), generator=generator, device=mask.device)
+    # pads get keys > 1 in increasing order, so they sort after the real tokens and stay in place
+    positions = torch.arange(steps, device=mask.device)
+    pad_keys = 2.0 + positions.to(keys.dtype)
+    keys = torch.where(mask.unsqueeze(1), keys, pad_keys)
+    order = keys.argsort(dim=-1)  # the real positions shuffled, then the others in order
+    if bool(mask[:, :1].all()) and bool((mask[:, 1:] <= mask[:, :-1]).all()):
+        return order  # real positions first (right padding): order is the permutation itself
+    # slot j of order belongs at the j-th real position (then the others, in order)
+    slots = torch.where(mask, positions, steps + positions).argsort(dim=-1)  # (B, T)
+    return torch.empty_like(order).scatter_(-1, slots.unsqueeze(1).expand_as(order), order)
+
+
+@torch.no_grad()
+def permutation_tvd(model, hidden_states: torch.Tensor, attention: torch.Tensor,
+                    attention_mask: torch.Tensor, num_permutations: int = 100,
+                    generator: torch.Generator | None = None,
+                    permutations: torch.Tensor | None = None) -> torch.Tensor:
+    """J&W Alg. 2: TVD(ŷ(h, α_p), ŷ(h, α̂)) for ``num_permutations`` random permutations α_p of α̂
+    among the real tokens (h unchanged) → ``(B, P)``. Δŷ_med is its median over P. ``hidden_states``
+    ``(B, T, D)``, ``attention`` α̂ and ``attention_mask`` ``(B, T)`` (the positions permuted).
+
+    All permutations of the batch go through the decoder in one call of
+    ``model.logits_from_token_logits`` (exact: the decoder is linear and Σα = 1, SPEC §9).
+    ``permutations`` (B, P, T) overrides the random draw (tests, per-instance comparisons).
+    """
+    mask = attention_mask.bool()
+    if permutations is None:
+        permutations = random_permutations(mask, num_permutations, generator)
+    token_logits = model.token_logits(hidden_states)  # (B, T, K)
+    permuted = attention.gather(1, permutations.flatten(1)).view(permutations.shape)  # (B, P, T)
+    original = model.logits_from_token_logits(token_logits, attention).softmax(-1)  # (B, C)
+    counterfactual = model.logits_from_token_logits(token_logits, permuted).softmax(-1)  # (B, P, C)
+    return tvd(counterfactual, original.unsqueeze(1))
+
+
+def pair_permutation_tvd(model, hidden_states, attention, attention_mask, query,
+                         num_permutations: int = 100, generator: torch.Generator | None = None,
+                         permutations: torch.Tensor | None = None) -> torch.Tensor:
+    """J&W Alg. 2 on the premise attention with the hypothesis query ``query`` ``(B, D)`` fixed →
+    ``(B, P)`` TVDs: :func:`permutation_tvd` on the premise states ``(B, T, D)``, α̂ and mask
+    ``(B, T)`` of a pair model."""
+    return permutation_tvd(bind_query(model, query), hidden_states, attention, attention_mask,
+                           num_permutations, generator, permutations)
+
+
+__all__ = ["pair_permutation_tvd", "permutation_tvd", "random_permutations"]

@@ -1,0 +1,221 @@
+"""What a reproduction runs: :class:`ReproducePlan` (every knob that sets how much is trained and
+analysed, recorded in report.json), the per-stage time estimates, the stage titles, and where each
+dataset's data comes from (:func:`dataset_source`, :func:`snli_folder`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from hf_attn.core.io import write_jsonl_atomic
+
+from .layout import ReproductionLayout
+
+DATASETS = ("sst", "agnews", "imdb")
+# The AG News CSV is not bundled: --agnews-path, else this environment variable (no machine path as a default).
+AGNEWS_PATH_ENV = "HF_ATTN_AGNEWS_PATH"
+
+
+@dataclass
+class ReproducePlan:
+    """Everything that sets how much is trained and analysed (recorded in report.json)."""
+
+    quick: bool = False
+    epochs: int = 8
+    ts_seeds: int = 5  # T&Š averaged 5 runs (--datasets sst from scratch: ~30 min on 2 cores)
+    ts_variants: tuple = ("base", "concat", "residual", "tying", "mlm")
+    ts_attentions: tuple = ("additive", "dot")
+    ts_permutation_draws: int = 10
+    ts_adversary_limit: int = 500  # J&W adversary on the first N test instances of every grid run
+    ts_fig1_cells: tuple = ("base-additive", "tying-additive", "mlm-additive")
+    # T&Š Eq. 6 (TVD − λ·JSD, JSD ≤ ln 2): λ = 0.1 already drives both models' adversaries to JSD ≈ 0.68 on
+    # SST (measured), so the useful range ends there
+    ts_fig1_lambdas: tuple = (0.001, 0.01, 0.03, 0.1)
+    mi_seeds: tuple = (0, 1, 2)  # MI (k = 1000 k-means, twice per method) on 3 seeds: a seed spread to grade with
+    mi_variants: tuple = ("base", "residual", "tying", "mlm")
+    mi_words: int = 1000
+    mi_clusters: int = 1000
+    mi_max_occurrences: int = 1_000_000
+    wp_seeds: int = 8
+    wp_lambdas: tuple = (0.001, 0.01, 0.1, 1.0, 10.0)
+    wp_guide_lambda: float = 0.001
+    wp_guide_seeds: int = 3  # the λ = 0.001 adversary is seed-sensitive: mean guided-MLP F1 over 3
+    wp_adversary_steps: int = 500
+    # consistent adversary: W&P's protocol (sarahwie/attention: ½·TVD, class-weighted, early stopping on the
+    # training objective with patience 10) but capped at 40 epochs instead of W&P's 80 (run_adversarial.sh
+    # --n_iters 80): 7 adversaries × 80 epochs × ~2.5 s would add ~21 min and push `--datasets sst` past
+    # 60 min on 2 cores; 40 epochs add ~9 min. "fast" = the earlier protocol (base's 8 epochs, dev selection).
+    wp_adversary_protocol: str = "wp"
+    wp_adversary_max_epochs: int | None = 40
+    jw_permutations: int = 100
+    jw_steps: int = 500
+    jw_max_instances: int | None = None
+    eraser_cells: tuple = ("base-additive", "tying-additive", "mlm-additive")
+    eraser_ig_steps: int = 50
+    # J&W battery on more encoders / attentions (J&W Table 2's CNN column, appendix dot attention):
+    # (run name, encoder, attention), trained with the J&W BiLSTM's settings otherwise
+    jw_extra_models: tuple = (("cnn-additive", "cnn", "additive"), ("lstm-dot", "lstm", "dot"))
+    # T&Š appendix B Table 6 (multi-layer LSTMs): the fragility grid again with a 2-layer BiLSTM (additive,
+    # the variants of Table 6), on fewer seeds than the 1-layer grid to stay within the hour
+    ts_multilayer_layers: int = 2
+    ts_multilayer_variants: tuple = ("base", "concat", "tying", "mlm")
+    ts_multilayer_seeds: int = 2
+    # SNLI pair battery (J&W §3–4), a quick version: the first snli_train_pairs of the offline train subset,
+    # snli_epochs epochs, the J&W battery on the first snli_jw_instances test pairs. Runs only when the
+    # offline copy is found ($HF_ATTN_SNLI_DIR or snli_path; see hf_attn.data.datasets.load_snli).
+    snli_path: str | None = None
+    snli_train_pairs: int = 20000
+    snli_dev_pairs: int = 2000
+    snli_epochs: int = 3
+    snli_jw_instances: int = 500
+    eraser_max_instances: int | None = None
+    quick_sizes: tuple = (240, 60, 80)  # train / validation / test rows in --quick
+
+    @classmethod
+    def for_mode(cls, quick: bool, seeds: int | None = None, wp_seeds: int | None = None) -> "ReproducePlan":
+        plan = cls()
+        if quick:
+            plan = replace(plan, quick=True, epochs=1, ts_seeds=1, ts_attentions=("additive",),
+                           ts_adversary_limit=16, ts_fig1_cells=("base-additive", "mlm-additive"),
+                           ts_fig1_lambdas=(0.01,), ts_permutation_draws=3, mi_words=40, mi_clusters=8,
+                           mi_max_occurrences=2000, wp_seeds=2, wp_lambdas=(0.001, 1.0), wp_guide_seeds=1,
+                           wp_adversary_steps=20, wp_adversary_max_epochs=2, jw_permutations=10, jw_steps=20,
+                           ts_multilayer_seeds=1, snli_train_pairs=200, snli_dev_pairs=20, snli_epochs=1,
+                           snli_jw_instances=20,
+                           eraser_cells=("base-additive", "tying-additive"), eraser_ig_steps=4,
+                           eraser_max_instances=40)
+        if seeds is not None:
+            if seeds < 1:
+                raise ValueError(f"--seeds must be >= 1, got {seeds}")
+            plan = replace(plan, ts_seeds=seeds)
+        if wp_seeds is not None:
+            if wp_seeds < 1:
+                raise ValueError(f"--wp-seeds must be >= 1, got {wp_seeds}")
+            plan = replace(plan, wp_seeds=wp_seeds)
+        return plan
+
+    def for_dataset(self, dataset: str) -> "ReproducePlan":
+        """Long-document datasets get the T&Š cells with published AG/IMDB numbers only."""
+        if dataset == "sst" or self.quick:
+            return self
+        return replace(self, ts_variants=("base", "concat", "tying", "mlm"), ts_attentions=("additive",),
+                       eraser_max_instances=self.eraser_max_instances or 500,
+                       jw_max_instances=self.jw_max_instances or (500 if dataset == "imdb" else None))
+
+
+# Rough wall seconds on 2 idle cores for SST (for the per-stage estimate; scaled by what the
+# first trainings actually take).
+# per-item seconds, calibrated on the from-scratch run of 2026-11-21 (2 idle cores; 19.9 min with 3 seeds)
+_SECONDS = {"train_lstm": 30, "train_small_lstm": 16, "train_mlm": 25, "train_average": 10,
+            "train_adversary": 20, "jw_lstm": 5, "jw_average": 3, "wp_analysis": 40,
+            # one epoch of the consistent adversary incl. its dev evaluation and checkpoint (train_adversary / 8)
+            "adversary_epoch": 2.5,
+            # J&W CNN (kernels 1/3/5/7 × 64) 8 epochs; its J&W battery (like jw_lstm) — not yet calibrated
+            # on a from-scratch run: taken equal to the BiLSTM's (README: BiLSTM ~31 s, CNN of the same order)
+            "train_cnn": 30, "jw_cnn": 5,
+            # 2-layer T&Š grid run (H = 25): twice the 1-layer one (the LSTM dominates), not yet calibrated
+            "train_small_lstm_2layer": 32, "train_mlm_2layer": 50,
+            # SNLI pair model per 1000 train pairs and epoch (two BiLSTMs, ~22 tokens a pair: ~3.4× SST's tokens
+            # per row at SST's ~35k tokens/s) + dev, and the pair J&W battery per 100 test pairs — not calibrated
+            "snli_per_1000_pairs_epoch": 0.7, "snli_jw_per_100": 1.0,
+            "ts_run": 2, "ts_mi": 15, "eraser": 6}
+
+
+def snli_folder(plan: ReproducePlan) -> str | None:
+    """The offline SNLI copy (``plan.snli_path`` or ``$HF_ATTN_SNLI_DIR``) if its files are there, else None."""
+    from hf_attn.data.datasets import SNLI_ENV, _snli_files
+
+    root = plan.snli_path or os.environ.get(SNLI_ENV)
+    if not root:
+        return None
+    try:
+        _snli_files(root)
+    except FileNotFoundError:
+        return None
+    return root
+
+
+def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
+    """Estimated wall seconds per stage on 2 idle cores (SST-sized data)."""
+    if plan.quick:
+        return {"models": 20, "jw": 15, "jw_more": 20, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15}
+    s = _SECONDS
+    cells = len(plan.ts_variants) * len(plan.ts_attentions)
+    grid = plan.ts_seeds * sum(s["train_mlm"] if v == "mlm" else s["train_small_lstm"]
+                               for v in plan.ts_variants for _ in plan.ts_attentions)
+    wp_lambdas = len(set(plan.wp_lambdas) | {plan.wp_guide_lambda})
+    adversary = s["train_adversary"]
+    if plan.wp_adversary_protocol != "fast":  # every epoch up to the cap (the early stop rarely fires)
+        from hf_attn.training.wp import adversary_protocol
+        adversary = s["adversary_epoch"] * adversary_protocol(plan.wp_adversary_protocol,
+                                                              max_epochs=plan.wp_adversary_max_epochs)["max_epochs"]
+    wp_train = (s["train_lstm"] * (1 + plan.wp_seeds)
+                + adversary * (wp_lambdas + plan.wp_guide_seeds - 1)
+                + (2 + plan.wp_guide_seeds) * s["train_average"])
+    mi_runs = len(plan.mi_seeds) * len([v for v in plan.mi_variants if v in plan.ts_variants])
+    jw_more = sum((s["train_cnn"] + s["jw_cnn"]) if enc == "cnn" else (s["train_lstm"] + s["jw_lstm"])
+                  for _, enc, _ in plan.jw_extra_models)
+    layered = plan.ts_multilayer_seeds * sum(
+        (s["train_mlm_2layer"] if v == "mlm" else s["train_small_lstm_2layer"]) + s["ts_run"]
+        for v in plan.ts_multilayer_variants) if plan.ts_multilayer_seeds else 0
+    snli = (s["snli_per_1000_pairs_epoch"] * plan.snli_epochs * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000
+            + s["snli_jw_per_100"] * plan.snli_jw_instances / 100) if snli_folder(plan) else 0
+    return {"models": s["train_lstm"] + s["train_average"],
+            "jw": s["jw_lstm"] + s["jw_average"],
+            "jw_more": jw_more,
+            "snli": snli,
+            "ts_layers": layered,
+            "wp": wp_train + s["wp_analysis"],
+            "jw_seeds": plan.wp_seeds * s["jw_lstm"],
+            "ts_grid": grid,
+            "ts": cells * plan.ts_seeds * s["ts_run"] + mi_runs * s["ts_mi"]
+                  + len(plan.ts_fig1_cells) * len(plan.ts_fig1_lambdas) * s["train_adversary"],
+            "eraser": len(plan.eraser_cells) * s["eraser"]}
+
+
+STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P trained-MLP guide)",
+                "jw": "J&W battery on the BiLSTM and the Average model",
+                "jw_more": "J&W CNN + additive and BiLSTM + dot models and their J&W battery",
+                "snli": "J&W SNLI pair model (quick: a train subset) and its J&W pair battery",
+                "wp": "W&P battery (uniform, seeds, λ sweep of consistent adversaries, guided MLPs)",
+                "jw_seeds": "J&W battery on the W&P seed models (the seed spread of τ, permutation, adversary)",
+                "ts_grid": "T&Š variant grid training",
+                "ts": "T&Š battery on every grid run, MI on the MI seeds, Fig. 1 adversaries (T&Š Eq. 6)",
+                "eraser": "ERASER / integrated gradients on T&Š base / tying / MLM (seed 0)",
+                "ts_layers": "T&Š Table 6: the fragility grid with a 2-layer BiLSTM (training + T&Š battery)"}
+
+
+def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,
+                   agnews_path: str | None = None) -> tuple[str, str | None]:
+    """``(TrainSettings.dataset, data_path)`` for one dataset. ``--quick`` writes seeded random
+    subsets of the real splits to ``OUT/data/<dataset>-quick/{train,validation,test}.jsonl`` (the
+    batteries reload the data from run.json, so the subset has to exist on disk)."""
+    from hf_attn.data.datasets import load_task
+
+
+    data_path = None
+    if dataset == "agnews":
+        data_path = agnews_path or os.environ.get(AGNEWS_PATH_ENV)
+        if not data_path:
+            raise FileNotFoundError(f"AG News needs its CSV (class,title,description rows): pass --agnews-path "
+                                    f"or set {AGNEWS_PATH_ENV}")
+        if not os.path.exists(data_path):
+            raise FileNotFoundError(f"AG News CSV not found at {data_path!r}: pass --agnews-path")
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose from {DATASETS}")
+    if not plan.quick:
+        return dataset, data_path
+    folder = ReproductionLayout(output_dir).quick_data(dataset)
+    if not os.path.exists(os.path.join(folder, "test.jsonl")):
+        task = load_task(dataset, data_path=data_path)
+        rng = np.random.default_rng(0)
+        os.makedirs(folder, exist_ok=True)
+        for split, n in zip(("train", "validation", "test"), plan.quick_sizes):
+            data = task.splits[split]
+            rows = np.sort(rng.choice(len(data), min(n, len(data)), replace=False))
+            texts, labels = data["text"], data["label"]
+            write_jsonl_atomic(os.path.join(folder, f"{split}.jsonl"),
+                               ({"text": texts[i], "label": int(labels[i])} for i in rows.tolist()))
+    return folder, None
