@@ -107,10 +107,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "push-space": ("hf_attn.hub.push", "publish the Gradio attention explorer as a Space"),
     "train-seeds": ("hf_attn.training.wp", "train N copies of a model that differ only in seed (W&P §3.3)"),
     "eraser": ("hf_attn.analysis.eraser.battery", "ERASER faithfulness of attention / gradient / LOO / IG rankings"),
-    "reproduce": ("hf_attn.reproduce.pipeline", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
+    "reproduce": ("hf_attn.reproduce.cli", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
 }
-# Modules that contribute subcommands (each defines `add_parser(subparsers)`).
-_SUBCOMMAND_MODULES: list[str] = ["analysis.cli", "grid", "hub", "wp_training", "faithfulness", "reproduce"]
+# Modules that contribute subcommands (each defines `add_parser(subparsers)`), in --help order: the
+# table's, so that a moved module cannot drop out of the full parser unnoticed.
+_SUBCOMMAND_MODULES: list[str] = list(dict.fromkeys(module for module, _ in SUBCOMMANDS.values()
+                                                    if module != "hf_attn.cli"))
 
 
 def _new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
@@ -145,7 +147,7 @@ def build_parser(command: str | None = None, argv: list[str] | None = None) -> a
     parser, subparsers = _new_parser()
     add_train_parser(subparsers)
     if command is None:
-        modules = [f"hf_attn.{m}" for m in _SUBCOMMAND_MODULES]
+        modules = _SUBCOMMAND_MODULES
     else:
         modules = [m for m in (SUBCOMMANDS[command][0],) if m != "hf_attn.cli"]  # train: defined here
     for module in modules:

@@ -220,11 +220,9 @@ def test_grid_runs_order_equal_footing_and_resume(tmp_path):
 
 
 def test_battery_smoke_on_trained_model(trained_model_dir, tmp_path):
-    options = argparse.Namespace(split="test", seed=0, quiet=True, ts_permutation_draws=2,
-                                 ts_mi_split="test", ts_mi_max_occurrences=3000, ts_mi_words=30,
-                                 ts_mi_clusters=10, ts_skip_mi=False, ts_skip_adversary=False,
-                                 ts_adversary_limit=20)
-    results = ts.run_battery(trained_model_dir, str(tmp_path), options)
+    settings = ts.TSSettings(split="test", seed=0, progress=False, permutation_draws=2, mi_split="test",
+                             mi_max_occurrences=3000, mi_words=30, mi_clusters=10, adversary_limit=20)
+    results = ts.run_battery(trained_model_dir, str(tmp_path), settings)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["fragility"]["instances"] == 1821
     # (the fixture was trained on small SST; the battery reads the run's dataset, full SST)
@@ -245,3 +243,15 @@ def test_variant_states_follow_ts_equations_2_3(variant):
         rnn = model.encoder(e, mask) * mask.unsqueeze(-1)
         expected = {"concat": torch.cat([rnn, e], -1), "residual": rnn + e}.get(variant, rnn)
         assert torch.allclose(model.encode(model.embedding(ids), mask), expected, atol=1e-6)
+
+
+def test_reproduce_namespace_adapter_fills_the_dataclass_defaults():
+    """``settings_from_namespace`` (the temporary adapter for hf_attn.reproduce): the attributes given
+    are taken, every missing one is the TSSettings default."""
+    options = argparse.Namespace(split="test", seed=0, quiet=True, ts_permutation_draws=3, ts_skip_mi=True,
+                                 ts_skip_adversary=True, ts_adversary_limit=0)
+    assert ts.settings_from_namespace(options) == ts.TSSettings(progress=False, permutation_draws=3, mi=False,
+                                                                adversary=False, adversary_limit=0)
+    assert ts.settings_from_namespace(argparse.Namespace()) == ts.TSSettings()
+    with pytest.raises(ValueError, match="permutation_draws"):
+        ts.analyze_model(None, None, None, permutation_draws=0)

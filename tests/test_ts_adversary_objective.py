@@ -1,5 +1,5 @@
 """T&Š Eq. 6 model-consistent adversary objective, L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b) (the objective
-of their Fig. 1), as the ``divergence="jsd"`` option of ``hf_attn.training.wp``: hand-computed values
+of their Fig. 1), as the ``divergence="jsd"`` option of ``hf_attn.methods.consistent_adversary``: hand-computed values
 with pads and zeros, finite-difference gradients, the trainer using it, and W&P's KL staying the
 default."""
 
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from hf_attn.methods import consistent_adversary as ca
 from hf_attn.training import wp as wpt
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
@@ -37,7 +38,7 @@ def _batch():
 def test_jsd_objective_by_hand_with_pads_and_zeros():
     a, b, mask, pa, pb = _batch()
     lam = 0.7
-    loss, distance, div = wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, reduction="none",
+    loss, distance, div = ca.consistent_adversary_loss(pa, pb, a, b, mask, lam, reduction="none",
                                                         divergence="jsd")
     expected_jsd = [_jsd([0.2, 0.3, 0.5], [0.5, 0.25, 0.25]), math.log(2)]  # row 1: disjoint supports
     np.testing.assert_allclose(div.numpy(), expected_jsd, rtol=1e-12)
@@ -47,23 +48,23 @@ def test_jsd_objective_by_hand_with_pads_and_zeros():
     by_hand = 0.5 * (0.2 * math.log(0.2 / 0.35) + 0.3 * math.log(0.3 / 0.275) + 0.5 * math.log(0.5 / 0.375)) + \
         0.5 * (0.5 * math.log(0.5 / 0.35) + 0.25 * math.log(0.25 / 0.275) + 0.25 * math.log(0.25 / 0.375))
     assert div[0].item() == pytest.approx(by_hand, rel=1e-12)
-    mean, _, _ = wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, divergence="jsd")
+    mean, _, _ = ca.consistent_adversary_loss(pa, pb, a, b, mask, lam, divergence="jsd")
     assert mean.item() == pytest.approx(float(loss.mean()), rel=1e-12)
 
 
 def test_kl_stays_the_default_and_differs_from_jsd():
     a, b, mask, pa, pb = _batch()
-    default = wpt.consistent_adversary_loss(pa, pb, a, b, mask, 0.5, reduction="none")
-    kl = wpt.consistent_adversary_loss(pa, pb, a, b, mask, 0.5, reduction="none", divergence="kl")
-    jsd = wpt.consistent_adversary_loss(pa, pb, a, b, mask, 0.5, reduction="none", divergence="jsd")
+    default = ca.consistent_adversary_loss(pa, pb, a, b, mask, 0.5, reduction="none")
+    kl = ca.consistent_adversary_loss(pa, pb, a, b, mask, 0.5, reduction="none", divergence="kl")
+    jsd = ca.consistent_adversary_loss(pa, pb, a, b, mask, 0.5, reduction="none", divergence="jsd")
     for x, y in zip(default, kl):
         assert torch.equal(x, y)
     assert default[2][0].item() == pytest.approx(_kl([0.2, 0.3, 0.5], [0.5, 0.25, 0.25]), rel=1e-12)
     assert not torch.allclose(default[2], jsd[2])
     with pytest.raises(ValueError, match="divergence"):
-        wpt.consistent_adversary_loss(pa, pb, a, b, mask, 0.5, divergence="js")
+        ca.consistent_adversary_loss(pa, pb, a, b, mask, 0.5, divergence="js")
     with pytest.raises(ValueError, match="lambda"):
-        wpt.consistent_adversary_loss(pa, pb, a, b, mask, -0.5, divergence="jsd")
+        ca.consistent_adversary_loss(pa, pb, a, b, mask, -0.5, divergence="jsd")
 
 
 def test_jsd_objective_gradient_matches_finite_differences():
@@ -78,7 +79,7 @@ def test_jsd_objective_gradient_matches_finite_differences():
         att = logits.masked_fill(~mask, float("-inf")).softmax(-1)
         p = torch.sigmoid(score)
         probs = torch.stack([1 - p, p], -1)
-        return wpt.consistent_adversary_loss(probs, pb, att, base, mask, 0.9, divergence="jsd")[0]
+        return ca.consistent_adversary_loss(probs, pb, att, base, mask, 0.9, divergence="jsd")[0]
 
     logits = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
     score = torch.randn(2, dtype=torch.float64, requires_grad=True)
@@ -88,7 +89,7 @@ def test_jsd_objective_gradient_matches_finite_differences():
     b = torch.tensor([[0.5, 0.25, 0.25, 0.0]], dtype=torch.float64)
     m1 = torch.tensor([[1, 1, 1, 0]], dtype=torch.bool)
     p = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
-    wpt.consistent_adversary_loss(p, p, att, b, m1, 0.9, divergence="jsd")[0].backward()
+    ca.consistent_adversary_loss(p, p, att, b, m1, 0.9, divergence="jsd")[0].backward()
     assert att.grad[0, 0].item() == pytest.approx(-0.9 / 2 * math.log(0.2 / 0.35), rel=1e-10)
     assert att.grad[0, 3].item() == 0.0  # the pad gets nothing
 

@@ -13,13 +13,15 @@ import torch
 from datasets import DatasetDict
 
 from hf_attn.analysis.wp import battery as wp
+from hf_attn.core.batching import ragged_to_padded
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
 from hf_attn.data.datasets import TaskData
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.training.engine import TrainSettings, classification_metrics, tokenize_splits, train
+from hf_attn.methods import consistent_adversary as ca
 from hf_attn.training import wp as wpt
 
-METRICS = os.path.join(os.path.dirname(wpt.__file__), "metrics")
+METRICS = os.path.join(os.path.dirname(__file__), "..", "hf_attn", "metrics")
 
 
 def _kl(p, q):
@@ -41,14 +43,14 @@ def test_consistent_adversary_loss_by_hand_with_pads_and_zeros():
     pa = torch.tensor([[0.3, 0.7], [0.9, 0.1]], dtype=torch.float64)
     pb = torch.tensor([[0.2, 0.8], [0.6, 0.4]], dtype=torch.float64)
     lam = 0.7
-    loss, distance, kl = wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, reduction="none")
+    loss, distance, kl = ca.consistent_adversary_loss(pa, pb, a, b, mask, lam, reduction="none")
     expected_kl = [_kl([0.2, 0.3, 0.5], [0.5, 0.25, 0.25]), _kl([1.0, 0.0], [0.4, 0.6])]
     expected_tvd = [0.1, 0.3]
     np.testing.assert_allclose(kl.detach().numpy(), expected_kl, rtol=1e-12)
     np.testing.assert_allclose(distance.numpy(), expected_tvd, rtol=1e-12)
     np.testing.assert_allclose(loss.detach().numpy(),
                                [t - lam * k for t, k in zip(expected_tvd, expected_kl)], rtol=1e-12)
-    mean, _, _ = wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam)
+    mean, _, _ = ca.consistent_adversary_loss(pa, pb, a, b, mask, lam)
     mean.backward()
     assert torch.isfinite(a.grad).all()
     # d(−λ KL)/dα_a,t = −λ (log(α_a/α_b) + 1) / B on real tokens with α_a > 0
@@ -60,11 +62,11 @@ def test_consistent_adversary_loss_base_zero_on_real_token_is_finite():
     a = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
     b = torch.tensor([[1.0, 0.0]], dtype=torch.float64)  # underflowed base attention
     p = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
-    loss, _, kl = wpt.consistent_adversary_loss(p, p, a, b, torch.ones(1, 2, dtype=torch.bool), 1.0)
+    loss, _, kl = ca.consistent_adversary_loss(p, p, a, b, torch.ones(1, 2, dtype=torch.bool), 1.0)
     assert torch.isfinite(loss) and torch.isfinite(kl).all()
-    assert kl.item() == pytest.approx(0.5 * math.log(0.5) + 0.5 * math.log(0.5 / wpt.BASE_ATTENTION_FLOOR))
+    assert kl.item() == pytest.approx(0.5 * math.log(0.5) + 0.5 * math.log(0.5 / ca.BASE_ATTENTION_FLOOR))
     with pytest.raises(ValueError):
-        wpt.consistent_adversary_loss(p, p, a, b, torch.ones(1, 2, dtype=torch.bool), -1.0)
+        ca.consistent_adversary_loss(p, p, a, b, torch.ones(1, 2, dtype=torch.bool), -1.0)
 
 
 def _tiny_model(encoder="lstm", **kw):
@@ -248,7 +250,7 @@ def test_battery_smoke(tmp_path, tiny_task, frozen_gc):
     guide, _ = wpt.model_outputs(base_model, test)
     mlp, _ = wpt.load_model(wpt.guide_run_dir(runs, "base"))
     assert mlp.config.encoder == "average" and mlp.config.average_activation == "tanh"
-    padded, mask = wpt.pad_ragged(guide)
+    padded, mask = ragged_to_padded(guide)
     ids = torch.zeros(mask.shape, dtype=torch.long)
     for i, x in enumerate(test["input_ids"]):
         ids[i, :len(x)] = torch.tensor(x)
@@ -303,7 +305,7 @@ def test_wp_protocol_loss_scale_and_class_weights_by_hand():
     y, pos_weight = [1, 0], 3.0
     w = [yi * pos_weight + (1 - yi) for yi in y]
     wp_batch = (sum(wp_tvd) - lam * (0 + kl1)) * sum(w)
-    loss, distance, kl = wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0.5,
+    loss, distance, kl = ca.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0.5,
                                                        weights=torch.tensor(w, dtype=torch.float64))
     np.testing.assert_allclose(distance.numpy(), [0.1, 0.3], rtol=1e-12)  # full binary TVD
     np.testing.assert_allclose(kl.numpy(), [0.0, kl1], atol=1e-12)
@@ -311,28 +313,28 @@ def test_wp_protocol_loss_scale_and_class_weights_by_hand():
     assert loss.item() == pytest.approx(wp_batch / 4, rel=1e-12)
     assert loss.item() == pytest.approx(np.mean(w) * np.mean([0.05 - 0, 0.15 - lam * kl1]), rel=1e-12)
     # scale: ½·TVD − λ·KL = ½·(TVD − 2λ·KL): W&P's λ is the fast protocol's λ/2 (up to the factor ½)
-    fast, _, _ = wpt.consistent_adversary_loss(pa, pb, a, b, mask, 2 * lam)
-    unweighted, _, _ = wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0.5)
+    fast, _, _ = ca.consistent_adversary_loss(pa, pb, a, b, mask, 2 * lam)
+    unweighted, _, _ = ca.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0.5)
     assert unweighted.item() == pytest.approx(0.5 * fast.item(), rel=1e-12)
     with pytest.raises(ValueError, match="reduction='mean'"):
-        wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, reduction="none", weights=torch.ones(2))
+        ca.consistent_adversary_loss(pa, pb, a, b, mask, lam, reduction="none", weights=torch.ones(2))
     with pytest.raises(ValueError, match="tvd_scale"):
-        wpt.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0)
+        ca.consistent_adversary_loss(pa, pb, a, b, mask, lam, tvd_scale=0)
 
 
 def test_wp_protocol_settings_and_trainer_weights():
-    proto = wpt.adversary_protocol("wp")
+    proto = ca.adversary_protocol("wp")
     assert (proto["max_epochs"], proto["patience"], proto["tvd_scale"], proto["class_weighted"],
             proto["selection"]) == (80, 10, 0.5, True, "train_objective")
-    assert wpt.adversary_protocol("wp", max_epochs=30)["max_epochs"] == 30
-    assert wpt.protocol_tag("fast") == "" and wpt.protocol_tag("wp") == "wp" and wpt.protocol_tag("wp", 30) == "wp-e30"
+    assert ca.adversary_protocol("wp", max_epochs=30)["max_epochs"] == 30
+    assert ca.protocol_tag("fast") == "" and ca.protocol_tag("wp") == "wp" and ca.protocol_tag("wp", 30) == "wp-e30"
     assert wpt.adversary_run_dir("r", 0.001, 1, "wp") == os.path.join("r", "adversary-lambda-0.001-wp-seed1")
     assert wpt.guide_run_dir("r", "adversary", None, "wp") == os.path.join("r", "mlp-guide-adversary-wp")
     assert wpt.guide_run_dir("r", "base", None, "wp") == os.path.join("r", "mlp-guide-base")
     with pytest.raises(ValueError):
-        wpt.adversary_protocol("slow")
+        ca.adversary_protocol("slow")
     with pytest.raises(ValueError):
-        wpt.adversary_protocol("wp", tvd_scale=-1)
+        ca.adversary_protocol("wp", tvd_scale=-1)
     # the trainer weights each batch by its gold labels' class weights
     model = _tiny_model().eval()
     ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
@@ -364,3 +366,53 @@ def test_wp_protocol_training_early_stops_on_training_objective(tmp_path, tiny_t
     assert run["selection"]["metric"] == "train_objective" and run["wp"]["protocol"]["tvd_scale"] == 0.5
     with pytest.raises(ValueError, match="protocol"):
         wpt.train_consistent_adversary(base_dir, out, 0.01, task=tiny_task, protocol="fast", progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# the objective lives in hf_attn.methods.consistent_adversary; every W&P run goes through the engine
+def test_objective_names_stay_importable_from_training_wp():
+    from hf_attn.training import engine
+
+    for name in ("consistent_adversary_loss", "attention_divergence", "adversary_protocol", "protocol_tag",
+                 "ADVERSARY_PROTOCOLS", "ADVERSARY_DIVERGENCES", "BASE_ATTENTION_FLOOR"):
+        assert getattr(wpt, name) is getattr(ca, name), name
+    assert wpt.ColumnPaddingCollator is engine.ColumnPaddingCollator
+    assert not hasattr(wpt, "_train_with_columns") and not hasattr(wpt, "pad_ragged")
+
+
+def test_distances_to_base_by_explicit_loops():
+    attention = [np.array([0.2, 0.3, 0.5]), np.array([1.0, 0.0])]
+    base = [np.array([0.5, 0.25, 0.25]), np.array([0.0, 1.0])]  # an underflowed 0 on a real token
+    probs, base_probs = np.array([[0.3, 0.7], [0.9, 0.1]]), np.array([[0.2, 0.8], [0.6, 0.4]])
+    d = ca.distances_to_base(attention, probs, base, base_probs)
+    floored = [b.clip(min=ca.BASE_ATTENTION_FLOOR) for b in base]
+    np.testing.assert_allclose(d["kl"], [_kl(a, b) for a, b in zip(attention, floored)], rtol=1e-12)
+    np.testing.assert_allclose(d["jsd"], [_jsd(a, b) for a, b in zip(attention, base)], rtol=1e-12)
+    np.testing.assert_allclose(d["tvd"], [0.1, 0.3], rtol=1e-12)
+
+
+def test_adversary_resumes_from_the_last_complete_checkpoint(tmp_path, tiny_task, frozen_gc):
+    """A consistent adversary killed after its first epoch (and mid-save of a later checkpoint)
+    resumes through the engine's kill-safe ``last_complete_checkpoint`` to the uninterrupted result."""
+    settings = TrainSettings(embeddings="random", embedding_dim=12, hidden_size=8, epochs=2, batch_size=32)
+    base_dir = str(tmp_path / "base")
+    train(settings, base_dir, task=tiny_task, progress=False)
+    straight = wpt.train_consistent_adversary(base_dir, str(tmp_path / "straight"), 0.01, task=tiny_task,
+                                              progress=False)
+    out = tmp_path / "resumed"
+    first = wpt.train_consistent_adversary(base_dir, str(out), 0.01, task=tiny_task, epochs=1, progress=False,
+                                           keep_checkpoints=True)
+    assert first["resumed_from"] is None and (out / "checkpoints").is_dir()
+    # what a 2-epoch run killed during its second checkpoint's save leaves behind
+    os.remove(out / "metrics.json")
+    os.remove(out / "run.json")
+    request = json.loads((out / "checkpoints" / "train_request.json").read_text())
+    request["settings"]["epochs"] = 2
+    (out / "checkpoints" / "train_request.json").write_text(json.dumps(request))
+    (out / "checkpoints" / "checkpoint-999").mkdir()
+    (out / "checkpoints" / "checkpoint-999" / "trainer_state.json").write_text("")
+    resumed = wpt.train_consistent_adversary(base_dir, str(out), 0.01, task=tiny_task, progress=False)
+    assert resumed["resumed_from"] == first["best_checkpoint"] and resumed["epochs_trained"] == 2
+    for key in ("test_accuracy", "test_roc_auc", "dev_loss", "test_loss", "mean_jsd_to_base", "mean_kl_to_base"):
+        assert resumed[key] == straight[key], key
+    assert not (out / "checkpoints").exists()  # finished: cleaned up

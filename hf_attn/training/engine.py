@@ -3,6 +3,11 @@
 Adam (amsgrad, as in the J&W code) lr 1e-3 with L2 weight decay 1e-5, batch 32, gradient clipping 5,
 8 epochs, class-balanced loss (w = #neg/#pos for the positive class), the checkpoint with the best
 dev ROC-AUC is kept. Resumes from the last checkpoint in ``DIR/checkpoints`` when rerun.
+
+One engine for every run: what depends on the task (single texts or sentence pairs) comes from a
+:class:`TaskPieces`, what a run built on another model adds (the W&P helper models: a given
+vocabulary, extra per-instance columns, another Trainer, another checkpoint selection) from
+:class:`TrainingHooks`.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import os
 import platform
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from accelerate.utils import DistributedType
-from transformers import PreTrainedTokenizerFast, Trainer, TrainingArguments
+from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
@@ -28,6 +35,8 @@ from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
 from hf_attn.core.io import exclusive_output_folder, write_json_atomic
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
+from hf_attn.training import pair
+from hf_attn.training.weighting import class_weights_for
 
 logger = logging.getLogger(__name__)
 
@@ -408,16 +417,6 @@ def _best_checkpoint_dev_metrics(trainer: Trainer) -> dict[str, float] | None:
     return None
 
 
-def class_weights_for(labels: np.ndarray, num_labels: int) -> list[float]:
-    """Binary: [1, #neg/#pos] (J&W code's pos_weight); C > 2: N / (C · N_c)."""
-    counts = np.bincount(np.asarray(labels), minlength=num_labels).astype(np.float64)
-    if (counts == 0).any():
-        raise ValueError(f"class(es) {np.flatnonzero(counts == 0).tolist()} have no training examples")
-    if num_labels == 2:
-        return [1.0, float(counts[0] / counts[1])]
-    return (counts.sum() / (num_labels * counts)).tolist()
-
-
 def build_model(settings: TrainSettings, tokenizer: PreTrainedTokenizerFast, task: TaskData
                 ) -> tuple[AttnClassifierForSequenceClassification, dict]:
     """Config + model for ``settings``, with the embedding matrix initialised."""
@@ -448,6 +447,119 @@ def build_model(settings: TrainSettings, tokenizer: PreTrainedTokenizerFast, tas
             model.embedding.weight.copy_(matrix)
         info["pretrained_coverage"] = round(coverage, 4)
     return model, info
+
+
+# ---------------------------------------------------------------------------------------------
+# what differs between runs: the task's pieces and a helper run's hooks
+@dataclass(frozen=True)
+class TaskPieces:
+    """The task-specific parts of a run: the texts the vocabulary is built from, texts → encoded
+    splits (``datasets.DatasetDict``), the batch collator (built from the pad id), the model with
+    its ``run.json`` info, and the dev metric that keeps the best checkpoint. :func:`task_pieces`
+    chooses :data:`SINGLE_TEXT` or :data:`SENTENCE_PAIR` from the task."""
+
+    name: str
+    vocabulary_texts: Callable[[TaskData], Sequence[str]]
+    tokenize: Callable[[TaskData, PreTrainedTokenizerFast, int], Any]
+    collator: Callable[[int], Callable[[list[dict]], dict]]
+    build_model: Callable[[TrainSettings, PreTrainedTokenizerFast, TaskData], tuple[torch.nn.Module, dict]]
+    model_selection: Callable[[TrainSettings, TaskData], str]
+
+
+def _single_text_vocabulary(task: TaskData) -> Sequence[str]:
+    return task.vocabulary_texts or task.splits["train"]["text"]  # J&W: before their length filter
+
+
+def _settings_model_selection(settings: TrainSettings, task: TaskData) -> str:
+    return settings.model_selection
+
+
+SINGLE_TEXT = TaskPieces("single_text", _single_text_vocabulary, tokenize_splits, PaddingCollator,
+                         build_model, _settings_model_selection)
+SENTENCE_PAIR = TaskPieces("sentence_pair", pair.pair_training_texts, pair.tokenize_pair_splits,
+                           pair.PairDataCollator, pair.build_pair_model, pair.pair_model_selection)
+
+
+def task_pieces(task: TaskData) -> TaskPieces:
+    """:data:`SENTENCE_PAIR` for a task with premise/hypothesis columns, else :data:`SINGLE_TEXT`."""
+    return SENTENCE_PAIR if task.is_pair else SINGLE_TEXT
+
+
+class ColumnPaddingCollator:
+    """A task collator (default :class:`PaddingCollator`) plus float columns: per-token columns
+    (``token_columns``, lists of length T_i) are right-padded with 0 to the batch's T; per-instance
+    vectors (``vector_columns``) are stacked. Shapes: ``(B, T)`` and ``(B, C)``.
+
+    ``base``: a tokenizer (its pad id builds a :class:`PaddingCollator`) or a task collator."""
+
+    def __init__(self, base, token_columns=(), vector_columns=()):
+        self.base = PaddingCollator(base.pad_token_id) if isinstance(base, PreTrainedTokenizerBase) else base
+        self.token_columns = tuple(token_columns)
+        self.vector_columns = tuple(vector_columns)
+
+    def __call__(self, features):
+        features = [dict(f) for f in features]
+        extra = {name: [f.pop(name) for f in features] for name in self.token_columns + self.vector_columns}
+        batch = self.base(features)
+        steps = batch["input_ids"].shape[1]
+        for name in self.token_columns:
+            padded = torch.zeros(len(features), steps, dtype=torch.float32)
+            for row, values in enumerate(extra[name]):
+                values = torch.as_tensor(values, dtype=torch.float32)
+                if len(values) != int(batch["attention_mask"][row].sum()):
+                    raise ValueError(f"column {name!r} has {len(values)} values for an instance of "
+                                     f"{int(batch['attention_mask'][row].sum())} tokens")
+                padded[row, :len(values)] = values
+            batch[name] = padded
+        for name in self.vector_columns:
+            batch[name] = torch.as_tensor(np.asarray(extra[name], dtype=np.float32))
+        return batch
+
+
+@dataclass
+class TrainingHooks:
+    """What a run built on another model changes in :func:`train` (the W&P helper models of
+    ``hf_attn.training.wp``: seed-model runs need none).
+
+    tokenizer: the vocabulary to use (e.g. the base model's, so that columns line up with its
+        tokens) instead of building one from the training texts.
+    columns: extra per-instance float columns ``{split: {name: values}}`` (one entry per instance);
+        ``token_columns`` names the per-token ones (padded to ``(B, T)``), ``vector_columns`` the
+        per-instance vectors (stacked to ``(B, C)``); see :class:`ColumnPaddingCollator`.
+    trainer_class, trainer_kwargs: the Trainer (:class:`AttnTrainer` or a subclass, e.g. the
+        consistent adversary's) and its extra keyword arguments.
+    selection: ``(metric, greater_is_better)`` that keeps the best checkpoint (``"loss"`` is the
+        trainer's own objective on dev); None: the task's dev metric, higher is better.
+    callbacks: extra ``TrainerCallback``s (e.g. early stopping).
+    test_metrics: ``(model, encoded test split) -> dict`` merged into ``metrics.json``.
+    run_record: merged into ``run.json`` (what the run is).
+    sorted_evaluation: evaluate in length-sorted batches. Off: dataset order, as the W&P runs
+        always did — a class-weighted adversary objective (mean weight × mean loss per batch)
+        depends on which instances share a batch, so the order changes its dev value.
+
+    A run with hooks also reports ``test_loss``, ``dev_loss`` and ``epochs_trained``.
+    """
+
+    tokenizer: PreTrainedTokenizerFast | None = None
+    columns: dict[str, dict[str, list]] = field(default_factory=dict)
+    token_columns: tuple[str, ...] = ()
+    vector_columns: tuple[str, ...] = ()
+    trainer_class: type = AttnTrainer
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    selection: tuple[str, bool] | None = None
+    callbacks: tuple = ()
+    test_metrics: Callable[[torch.nn.Module, Any], dict] | None = None
+    run_record: dict[str, Any] = field(default_factory=dict)
+    sorted_evaluation: bool = False
+
+    def validate(self) -> None:
+        if not (isinstance(self.trainer_class, type) and issubclass(self.trainer_class, AttnTrainer)):
+            raise TypeError(f"trainer_class must be AttnTrainer or a subclass, got {self.trainer_class!r}")
+        declared = set(self.token_columns) | set(self.vector_columns)
+        for split, named in self.columns.items():
+            unknown = set(named) - declared
+            if unknown:
+                raise ValueError(f"{split}: columns {sorted(unknown)} are neither token_columns nor vector_columns")
 
 
 class RunSettingsMismatch(ValueError):
@@ -531,7 +643,8 @@ def _check_existing_run(settings: TrainSettings, output_dir: str, task: TaskData
 
 
 def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None,
-          progress: bool = True, keep_checkpoints: bool = False, overwrite: bool = False) -> dict:
+          progress: bool = True, keep_checkpoints: bool = False, overwrite: bool = False,
+          pieces: TaskPieces | None = None, hooks: TrainingHooks | None = None) -> dict:
     """Train one model into ``output_dir`` (model + tokenizer + ``metrics.json`` + ``run.json``).
 
     Rerunning with the same ``output_dir`` and the same settings resumes from the last complete
@@ -539,23 +652,86 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     settings is refused (:class:`RunSettingsMismatch`, naming the differing keys) unless
     ``overwrite``. One writer per folder: a second process training into ``output_dir`` at the
     same time fails at once (:class:`hf_attn.core.io.OutputFolderBusy`).
+
+    ``pieces``: the task's parts (default :func:`task_pieces` of the task); ``hooks``: what a run
+    built on another model changes (:class:`TrainingHooks`; None: a plain run).
     """
     settings.validate()
+    if hooks is not None:
+        hooks.validate()
     processes, main_process = _launch_processes()
+    run = (settings, output_dir, task, progress, keep_checkpoints, processes, main_process, pieces, hooks)
     if not main_process:  # accelerate/torchrun workers: the main process holds the folder
-        return _train(settings, output_dir, task, progress, keep_checkpoints, processes, main_process)
+        return _train(*run)
     with exclusive_output_folder(output_dir):
         finished = _check_existing_run(settings, output_dir, task, overwrite)
         if finished is not None:
             return finished
-        return _train(settings, output_dir, task, progress, keep_checkpoints, processes, main_process)
+        return _train(*run)
+
+
+def _run_tokenizer(settings: TrainSettings, task: TaskData, pieces: TaskPieces, output_dir: str,
+                   main_process: bool) -> PreTrainedTokenizerFast:
+    """The run's vocabulary: the one saved in ``DIR/checkpoints/tokenizer`` when resuming, else
+    built from the task's training texts (and saved there by the main process)."""
+    tokenizer_dir = os.path.join(output_dir, "checkpoints", "tokenizer")
+    if os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
+        return PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)  # resume: same vocabulary
+    if getattr(task, "preprocessing", "default") != settings.preprocessing:
+        raise ValueError(f"the task was loaded with preprocessing {task.preprocessing!r} but the "
+                         f"settings say {settings.preprocessing!r}")
+    tokenizer = build_tokenizer(pieces.vocabulary_texts(task), min_count=settings.min_count,
+                                max_length=settings.max_length, preprocessing=settings.preprocessing)
+    if main_process:  # the others build the same vocabulary; only one writes it
+        tokenizer.save_pretrained(tokenizer_dir)
+    return tokenizer
+
+
+def _training_arguments(settings: TrainSettings, output_dir: str, metric: str, greater: bool,
+                        progress: bool, processes: int, remove_unused_columns: bool) -> TrainingArguments:
+    return TrainingArguments(
+        output_dir=os.path.join(output_dir, "checkpoints"),
+        per_device_train_batch_size=settings.batch_size, per_device_eval_batch_size=256,
+        num_train_epochs=settings.epochs, learning_rate=settings.learning_rate,
+        weight_decay=settings.weight_decay, max_grad_norm=settings.max_grad_norm,
+        lr_scheduler_type="constant", warmup_steps=0,
+        eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
+        load_best_model_at_end=True, metric_for_best_model=metric,
+        greater_is_better=greater, seed=settings.seed, data_seed=settings.seed,
+        logging_strategy="steps", logging_steps=50, report_to="none",
+        disable_tqdm=not progress, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
+        save_only_model=False, include_num_input_tokens_seen="non_padding",
+        # extra columns (TrainingHooks.columns) must reach the collator
+        remove_unused_columns=remove_unused_columns,
+        # Batches of similar length, as the J&W code does: less padding, same estimator.
+        train_sampling_strategy="group_by_length",
+        # Several processes (accelerate launch / torchrun): each global batch of batch_size examples
+        # is drawn exactly as with one process and split between the processes, so data order and
+        # effective batch size are those of a one-process run (see _launch_processes).
+        accelerator_config={"split_batches": True} if processes > 1 else None)
+
+
+def _rows(encoded, columns: dict[str, dict[str, list]]) -> dict[str, list[dict]]:
+    """Encoded splits as in-memory rows (indexing a Python list costs ~1 µs, an Arrow row ~30 µs;
+    same rows, order, batches) with the extra ``columns`` added as float32-valued lists."""
+    rows = {split: data.to_list() for split, data in encoded.items()}
+    for split, named in columns.items():
+        for name, values in named.items():
+            if len(values) != len(rows[split]):
+                raise ValueError(f"{split}: column {name!r} has {len(values)} rows, split {len(rows[split])}")
+            for row, value in zip(rows[split], values):
+                row[name] = np.asarray(value, dtype=np.float32).tolist()
+    return rows
 
 
 def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, progress: bool,
-           keep_checkpoints: bool, processes: int, main_process: bool) -> dict:
+           keep_checkpoints: bool, processes: int, main_process: bool, pieces: TaskPieces | None,
+           hooks: TrainingHooks | None) -> dict:
     """The training itself (see :func:`train`), in a folder that is ours."""
     metrics_path = os.path.join(output_dir, "metrics.json")
     task = task or task_of(settings)
+    pieces = pieces or task_pieces(task)
+    plain, hooks = hooks is None, hooks or TrainingHooks()
     os.makedirs(os.path.join(output_dir, "checkpoints"), exist_ok=True)
     if main_process:
         write_json_atomic(os.path.join(output_dir, "checkpoints", REQUEST_FILE),
@@ -563,57 +739,27 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     if settings.batch_size % processes:
         raise ValueError(f"batch_size {settings.batch_size} must be divisible by the {processes} processes "
                          "(each process gets batch_size / processes examples of every batch)")
-    from hf_attn.training import pair  # sentence pairs (NLI); imported here: it imports us
-    tokenizer_dir = os.path.join(output_dir, "checkpoints", "tokenizer")
-    if os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)  # resume: same vocabulary
+    tokenizer = (hooks.tokenizer if hooks.tokenizer is not None
+                 else _run_tokenizer(settings, task, pieces, output_dir, main_process))
+    encoded = pieces.tokenize(task, tokenizer, settings.max_length)
+    model, info = pieces.build_model(settings, tokenizer, task)
+    selection_note = None
+    if hooks.selection is None:
+        metric, selection_note = _usable_model_selection(pieces.model_selection(settings, task), task)
+        greater = True
     else:
-        if getattr(task, "preprocessing", "default") != settings.preprocessing:
-            raise ValueError(f"the task was loaded with preprocessing {task.preprocessing!r} but the "
-                             f"settings say {settings.preprocessing!r}")
-        texts = pair.pair_training_texts(task) if task.is_pair else (
-            task.vocabulary_texts or task.splits["train"]["text"])  # J&W: before their length filter
-        tokenizer = build_tokenizer(texts, min_count=settings.min_count,
-                                    max_length=settings.max_length, preprocessing=settings.preprocessing)
-        if main_process:  # the others build the same vocabulary; only one writes it
-            tokenizer.save_pretrained(tokenizer_dir)
-    if task.is_pair:
-        encoded = pair.tokenize_pair_splits(task, tokenizer, settings.max_length)
-        model, info = pair.build_pair_model(settings, tokenizer, task)
-        model_selection = pair.pair_model_selection(settings, task)
-        collator = pair.PairDataCollator(tokenizer.pad_token_id)
-    else:
-        encoded = tokenize_splits(task, tokenizer, settings.max_length)
-        model, info = build_model(settings, tokenizer, task)
-        model_selection = settings.model_selection
-        collator = PaddingCollator(tokenizer.pad_token_id)
-    model_selection, selection_note = _usable_model_selection(model_selection, task)
-
-    args = TrainingArguments(
-        output_dir=os.path.join(output_dir, "checkpoints"),
-        per_device_train_batch_size=settings.batch_size, per_device_eval_batch_size=256,
-        num_train_epochs=settings.epochs, learning_rate=settings.learning_rate,
-        weight_decay=settings.weight_decay, max_grad_norm=settings.max_grad_norm,
-        lr_scheduler_type="constant", warmup_steps=0,
-        eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
-        load_best_model_at_end=True, metric_for_best_model=model_selection,
-        greater_is_better=True, seed=settings.seed, data_seed=settings.seed,
-        logging_strategy="steps", logging_steps=50, report_to="none",
-        disable_tqdm=not progress, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
-        save_only_model=False, include_num_input_tokens_seen="non_padding",
-        # Batches of similar length, as the J&W code does: less padding, same estimator.
-        train_sampling_strategy="group_by_length",
-        # Several processes (accelerate launch / torchrun): each global batch of batch_size examples
-        # is drawn exactly as with one process and split between the processes, so data order and
-        # effective batch size are those of a one-process run (see _launch_processes).
-        accelerator_config={"split_batches": True} if processes > 1 else None)
-    # In-memory rows: indexing a Python list costs ~1 µs, an Arrow row ~30 µs (same rows, order, batches).
-    encoded = {split: data.to_list() for split, data in encoded.items()}
-    trainer = AttnTrainer(
-        model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["validation"],
-        data_collator=collator, processing_class=tokenizer,
-        compute_metrics=_compute_metrics, sparse_embedding_updates=settings.sparse_embedding_updates,
-        sorted_evaluation=True)
+        metric, greater = hooks.selection
+    args = _training_arguments(settings, output_dir, metric, greater, progress, processes,
+                               remove_unused_columns=plain)
+    rows = _rows(encoded, hooks.columns)
+    collator = pieces.collator(tokenizer.pad_token_id)
+    if hooks.token_columns or hooks.vector_columns:
+        collator = ColumnPaddingCollator(collator, hooks.token_columns, hooks.vector_columns)
+    trainer = hooks.trainer_class(
+        model=model, args=args, train_dataset=rows["train"], eval_dataset=rows["validation"],
+        data_collator=collator, processing_class=tokenizer, compute_metrics=_compute_metrics,
+        callbacks=list(hooks.callbacks) or None, sparse_embedding_updates=settings.sparse_embedding_updates,
+        sorted_evaluation=plain or hooks.sorted_evaluation, **hooks.trainer_kwargs)
     last = last_complete_checkpoint(args.output_dir)
     importlib.import_module("sklearn.metrics")  # used by every evaluation: imported before the clock starts
 
@@ -621,37 +767,53 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     trainer.train(resume_from_checkpoint=last)
     train_seconds = time.perf_counter() - start
 
-    test = trainer.predict(encoded["test"], metric_key_prefix="test")
-    dev = _best_checkpoint_dev_metrics(trainer) or trainer.evaluate(encoded["validation"],
+    test = trainer.predict(rows["test"], metric_key_prefix="test")
+    dev = _best_checkpoint_dev_metrics(trainer) or trainer.evaluate(rows["validation"],
                                                                     metric_key_prefix="dev")
     trainer.save_model(output_dir)  # best-on-dev model (load_best_model_at_end)
     tokenizer.save_pretrained(output_dir)
-    tokens = int(trainer.state.num_input_tokens_seen or 0)
-    wanted = ("accuracy", "f1", "macro_f1", "roc_auc")
-    metrics = {f"{prefix}_{name}": float(values[f"{prefix}_{name}"])
-               for prefix, values in (("test", test.metrics), ("dev", dev)) for name in wanted}
-    metrics.update({
-        "best_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
-        "train_seconds": round(train_seconds, 2),
-        "train_tokens": tokens,
-        "train_tokens_per_second": round(tokens / train_seconds, 1) if train_seconds and tokens else None,
-        "resumed_from": os.path.basename(last) if last else None,
-    })
+    metrics = _run_metrics(trainer, test.metrics, dev, train_seconds, last, with_objective=not plain)
+    if hooks.test_metrics is not None:
+        metrics.update(hooks.test_metrics(trainer.model, encoded["test"]))
     run = {"settings": asdict(settings), "task": task.name, "label_names": task.label_names,
            "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
-           "model_selection": model_selection, "model_selection_note": selection_note,
+           "model_selection": metric, "model_selection_note": selection_note,
            "model": info | {"encoder": model.config.encoder, "attention": model.config.attention,
                             "variant": model.config.variant, "hidden_size": model.config.hidden_size,
                             "parameters": sum(p.numel() for p in model.parameters())},
-           "versions": environment_versions()}
-    run["processes"] = processes
-    run["torch_threads"] = torch.get_num_threads()
+           "versions": environment_versions(), "processes": processes,
+           "torch_threads": torch.get_num_threads()} | hooks.run_record
     if not main_process:
         return metrics
     write_json_atomic(os.path.join(output_dir, "run.json"), run)
     write_json_atomic(metrics_path, metrics)  # last: its presence marks a finished run
     if not keep_checkpoints:  # finished: the optimizer states are only needed to resume
         shutil.rmtree(args.output_dir, ignore_errors=True)
+    return metrics
+
+
+def _run_metrics(trainer: Trainer, test: dict, dev: dict, train_seconds: float, resumed_from: str | None,
+                 with_objective: bool) -> dict:
+    """``metrics.json``: test and dev accuracy / F1 / macro-F1 / ROC-AUC, the kept checkpoint and
+    the throughput; ``with_objective`` (runs with hooks): also the test/dev loss (the trainer's
+    objective) and the epochs trained (early stopping may end a run before its last epoch)."""
+    wanted = ("accuracy", "f1", "macro_f1", "roc_auc")
+    metrics = {f"{prefix}_{name}": float(values[f"{prefix}_{name}"])
+               for prefix, values in (("test", test), ("dev", dev)) for name in wanted}
+    if with_objective:
+        for prefix, values in (("test", test), ("dev", dev)):
+            if f"{prefix}_loss" in values:
+                metrics[f"{prefix}_loss"] = float(values[f"{prefix}_loss"])
+    tokens = int(trainer.state.num_input_tokens_seen or 0)
+    metrics.update({
+        "best_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
+        "train_seconds": round(train_seconds, 2),
+        "train_tokens": tokens,
+        "train_tokens_per_second": round(tokens / train_seconds, 1) if train_seconds and tokens else None,
+        "resumed_from": os.path.basename(resumed_from) if resumed_from else None,
+    })
+    if with_objective:
+        metrics["epochs_trained"] = round(float(trainer.state.epoch or 0), 2)
     return metrics
 
 
@@ -726,4 +888,5 @@ def task_of(settings: TrainSettings) -> TaskData:
 __all__ = ["TrainSettings", "AttnTrainer", "train", "classification_metrics", "build_model",
            "tokenize_splits", "write_json_atomic", "class_weights_for", "environment_versions",
            "settings_from_run", "task_of", "last_complete_checkpoint", "RunSettingsMismatch",
-           "settings_difference"]
+           "settings_difference", "TaskPieces", "SINGLE_TEXT", "SENTENCE_PAIR", "task_pieces",
+           "TrainingHooks", "ColumnPaddingCollator", "PaddingCollator"]

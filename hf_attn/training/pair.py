@@ -1,5 +1,7 @@
-"""Sentence-pair (NLI) pieces of the ``Trainer`` path: ``hf_attn.training.engine.train`` calls these when
-the task has ``premise``/``hypothesis`` columns (e.g. ``hf-attn train --dataset snli``).
+"""Sentence-pair (NLI) pieces of the ``Trainer`` path: ``hf_attn.training.engine`` bundles these into its
+``SENTENCE_PAIR`` :class:`~hf_attn.training.engine.TaskPieces`, used when the task has
+``premise``/``hypothesis`` columns (e.g. ``hf-attn train --dataset snli``). This module does not import
+the engine (the engine imports it).
 
 * one word-level vocabulary built from the training premises AND hypotheses;
 * premise → ``input_ids``/``attention_mask``, hypothesis → ``hypothesis_input_ids``/
@@ -24,6 +26,7 @@ from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
 from hf_attn.data.datasets import PAIR_COLUMNS, TaskData
 from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
 from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+from hf_attn.training.weighting import class_weights_for
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +98,6 @@ class PairDataCollator:
 def build_pair_model(settings, tokenizer, task: TaskData
                      ) -> tuple[AttnPairClassifierForSequenceClassification, dict]:
     """Config + pair model for ``settings``; both embedding matrices get the pretrained vectors."""
-    from hf_attn.training.engine import class_weights_for
-
     vocab = tokenizer.get_vocab()
     d = embedding_dim_of(settings.embeddings, settings.embedding_dim)
     labels = np.asarray(task.splits["train"]["label"])

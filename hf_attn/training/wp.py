@@ -1,4 +1,7 @@
-"""Training side of the Wiegreffe & Pinter (2019) battery.
+"""Training side of the Wiegreffe & Pinter (2019) battery: which helper models, with which settings,
+into which folders. Every one is trained by ``hf_attn.training.engine.train`` (same optimiser,
+checkpoints, kill-safe resume, output files); what a helper run adds goes in its
+:class:`~hf_attn.training.engine.TrainingHooks`.
 
 * §3.2 uniform baseline: the base settings with ``attention="uniform"`` (:func:`uniform_settings`).
 * §3.3 seed variance: N models that differ from the base only in ``seed`` (:func:`train_seeds`,
@@ -10,12 +13,14 @@
   learned additive attention (no override).
 * §4 model-consistent adversary: a new model M_a trained against a fixed base M_b with
   L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b) (:class:`ConsistentAdversaryTrainer`,
-  :func:`train_consistent_adversary`). The base's predictions and attention are precomputed once per
-  split and fed as dataset columns. ``divergence="jsd"`` selects Tutek & Šnajder's Eq. 6 instead,
-  L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b) (their Fig. 1); W&P's KL stays the default. ``protocol="wp"``
-  trains it as W&P's code does (≤ 80 epochs, early stopping on the training objective, ½·TVD,
-  class-weighted; see ``ADVERSARY_PROTOCOLS``); ``protocol="fast"`` (this function's default; the
-  reproduce report uses "wp") is the base's epochs, dev-objective selection, full TVD, unweighted.
+  :func:`train_consistent_adversary`; the objective itself is in
+  :mod:`hf_attn.methods.consistent_adversary`). The base's predictions and attention are
+  precomputed once per split and fed as dataset columns. ``divergence="jsd"`` selects Tutek &
+  Šnajder's Eq. 6 instead, L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b) (their Fig. 1); W&P's KL stays the
+  default. ``protocol="wp"`` trains it as W&P's code does (≤ 80 epochs, early stopping on the
+  training objective, ½·TVD, class-weighted; see ``ADVERSARY_PROTOCOLS``); ``protocol="fast"``
+  (this function's default; the reproduce report uses "wp") is the base's epochs, dev-objective
+  selection, full TVD, unweighted.
 
 All models are saved like ``hf_attn.training.engine.train`` saves them (model + tokenizer + ``metrics.json``
 + ``run.json``); a folder with ``metrics.json`` is a finished run and is returned as is.
@@ -26,24 +31,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import (DataCollatorWithPadding, EarlyStoppingCallback,
-                          PreTrainedTokenizerFast, TrainingArguments)
-from transformers.trainer_utils import get_last_checkpoint
+from transformers import EarlyStoppingCallback
 
 from hf_attn.data.datasets import TaskData
+from hf_attn.methods.consistent_adversary import (ADVERSARY_DIVERGENCES, ADVERSARY_PROTOCOLS,  # noqa: F401
+                                                  BASE_ATTENTION_FLOOR, adversary_protocol,
+                                                  attention_divergence, check_divergence,
+                                                  consistent_adversary_loss, distances_to_base,
+                                                  protocol_tag)
 from hf_attn.models.loading import load_model_folder
-from hf_attn.core.measures import jsd, kl_divergence, tvd
-from hf_attn.training.engine import (AttnTrainer, TrainSettings, _compute_metrics, build_model, class_weights_for,
-                       classification_metrics,
-                       environment_versions, settings_from_run, task_of, tokenize_splits, train,
-                       write_json_atomic)
+from hf_attn.training.engine import (AttnTrainer, ColumnPaddingCollator, TrainingHooks,  # noqa: F401
+                                     TrainSettings, class_weights_for, classification_metrics,
+                                     settings_from_run, task_of, tokenize_splits, train)
 
 logger = logging.getLogger(__name__)
 
@@ -52,161 +56,10 @@ GUIDES = ("uniform", "trained", "base", "adversary")
 DEFAULT_LAMBDAS = (0.001, 0.01, 0.1, 1.0, 10.0)
 # Published positive-class F1 of the diagnostic MLP on SST (W&P Table 3).
 WP_TABLE3_SST = {"uniform": 0.812, "trained": 0.817, "base": 0.824, "adversary": 0.592}
-# Where the base attention underflowed to exactly 0 on a real token, KL(α_a‖α_b) would be +inf:
-# floor the base there (float32 softmax underflow only; ordinary values are untouched).
-BASE_ATTENTION_FLOOR = 1e-12
 
 
 # ---------------------------------------------------------------------------------------------
-# the W&P §4 objective (and T&Š's Eq. 6 variant)
-# divergence of the attention term: W&P §4 use KL(α_a‖α_b); T&Š §3.3 Eq. 6 (their Fig. 1) use
-# JSD(α_a, α_b) in the same objective ("L = TVD(ŷa, ŷb) − λJSD(αa, αb)").
-ADVERSARY_DIVERGENCES = {"kl": "W&P §4: L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a‖α_b)",
-                         "jsd": "T&Š Eq. 6: L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b)"}
-
-
-def _check_divergence(divergence: str) -> str:
-    if divergence not in ADVERSARY_DIVERGENCES:
-        raise ValueError(f"divergence must be one of {sorted(ADVERSARY_DIVERGENCES)}, got {divergence!r}")
-    return divergence
-
-
-def attention_divergence(adversary_attention: torch.Tensor, base_attention: torch.Tensor,
-                         mask: torch.Tensor, divergence: str = "kl") -> torch.Tensor:
-    """Per-instance ``(B,)`` KL(α_a‖α_b) (base floored at ``BASE_ATTENTION_FLOOR`` where it
-    underflowed to 0 on a real token) or JSD(α_a, α_b) (natural log, ≤ ln 2; finite without a
-    floor), over the real tokens of ``mask`` only."""
-    mask = mask.bool()
-    if _check_divergence(divergence) == "jsd":
-        return jsd(adversary_attention, base_attention, mask)
-    floored = torch.where(mask & (base_attention <= 0),
-                          torch.full_like(base_attention, BASE_ATTENTION_FLOOR), base_attention)
-    return kl_divergence(adversary_attention, floored, mask)
-
-
-# Training protocols of the consistent adversary (issue 15). "wp" is W&P's own code
-# (github.com/sarahwie/attention @ d867a2b):
-# * schedule: run_adversarial.sh passes ``--n_iters 80`` (80 epochs); Trainers/TrainerBC.py
-#   ``train_adversarial`` (l. 63–124) keeps the epoch with the lowest TRAINING loss (``loss_tr <
-#   best_loss``, l. 89) and stops after 10 epochs without a decrease (``n_fail >= 10``, l. 99–100;
-#   ``break``, l. 123–124); no dev set is used for selection.
-# * TVD scale: common_code/metrics.py l. 12–13 ``batch_tvd = (0.5 * |σ(z_a) − ŷ_b|).sum()`` on the
-#   positive-class probability only, i.e. half the binary TVD ½Σ_c|p_c − q_c| = |p − q| that
-#   :func:`hf_attn.core.measures.tvd` computes. Their L = ½·TVD − λ·KL is ½·(TVD − 2λ·KL): W&P's λ is our
-#   "fast" λ/2 (model/Binary_Classification.py l. 125–127; both terms are batch sums, KLDivLoss
-#   with reduction="sum", so the λ ratio equals the per-instance-mean one).
-# * class weighting: model/Binary_Classification.py l. 132–133 ``weight = y·pos_weight + (1 − y)``,
-#   ``loss = (loss_orig * weight).mean(1).sum()`` with the scalar batch objective ``loss_orig``: the
-#   whole batch objective is multiplied by Σ_i w_i (gold labels y, pos_weight = #neg/#pos of the
-#   training split, Trainers/DatasetBC.py l. 23–25). Here: mean_i(w_i) · mean_i(ℓ_i) (their value
-#   divided by B², a constant that Adam ignores).
-# "fast" is this package's earlier protocol: the base's epochs (8 on SST), full TVD, no class
-# weights, the checkpoint with the lowest dev objective.
-ADVERSARY_PROTOCOLS = {
-    "wp": {"max_epochs": 80, "patience": 10, "tvd_scale": 0.5, "class_weighted": True,
-           "selection": "train_objective"},
-    "fast": {"max_epochs": None, "patience": None, "tvd_scale": 1.0, "class_weighted": False,
-             "selection": "dev_objective"},
-}
-
-
-def adversary_protocol(protocol: str = "fast", **overrides) -> dict:
-    """The settings of ``protocol`` ("wp" or "fast", see ``ADVERSARY_PROTOCOLS``) with explicit
-    ``overrides`` (``max_epochs``, ``patience``, ``tvd_scale``, ``class_weighted``, ``selection``;
-    None leaves the protocol's value). ``max_epochs`` None = the base's epochs."""
-    if protocol not in ADVERSARY_PROTOCOLS:
-        raise ValueError(f"protocol must be one of {sorted(ADVERSARY_PROTOCOLS)}, got {protocol!r}")
-    out = dict(ADVERSARY_PROTOCOLS[protocol], name=protocol)
-    for key, value in overrides.items():
-        if key not in out or key == "name":
-            raise ValueError(f"unknown adversary protocol field {key!r}")
-        if value is not None:
-            out[key] = value
-    if out["selection"] not in ("train_objective", "dev_objective"):
-        raise ValueError(f"selection must be 'train_objective' or 'dev_objective', got {out['selection']!r}")
-    if out["tvd_scale"] <= 0:
-        raise ValueError(f"tvd_scale must be > 0, got {out['tvd_scale']}")
-    if out["max_epochs"] is not None and out["max_epochs"] < 1:
-        raise ValueError(f"max_epochs must be >= 1, got {out['max_epochs']}")
-    if out["patience"] is not None and out["patience"] < 1:
-        raise ValueError(f"patience must be >= 1, got {out['patience']}")
-    return out
-
-
-def consistent_adversary_loss(adversary_probs: torch.Tensor, base_probs: torch.Tensor,
-                              adversary_attention: torch.Tensor, base_attention: torch.Tensor,
-                              mask: torch.Tensor, lam: float, reduction: str = "mean",
-                              divergence: str = "kl", tvd_scale: float = 1.0,
-                              weights: torch.Tensor | None = None):
-    """W&P §4 Eq. (3): L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b) per instance; with
-    ``divergence="jsd"`` T&Š Eq. 6: L = TVD(ŷ_a, ŷ_b) − λ·JSD(α_a, α_b).
-
-    Args:
-        adversary_probs, base_probs: ``(B, C)`` class probabilities.
-        adversary_attention, base_attention: ``(B, T)`` distributions over the real tokens.
-        mask: ``(B, T)`` True on real tokens: pads are dropped before the log (0·log 0 = 0).
-        lam: λ ≥ 0.
-        reduction: ``"mean"`` → ``()``, ``"none"`` → ``(B,)``.
-        divergence: ``"kl"`` (W&P, the default) or ``"jsd"`` (T&Š).
-        tvd_scale: factor on the TVD term: 1 (full TVD ½Σ_c|p_c − q_c|) or 0.5 (W&P's code:
-            ½|p_1 − q_1| = half the binary TVD), so L = tvd_scale·TVD − λ·div.
-        weights: optional ``(B,)`` class weights (W&P: 1 for negatives, #neg/#pos for positives);
-            with ``reduction="mean"`` the loss is mean(weights)·mean(L), W&P's batch-level
-            weighting (their code multiplies the scalar batch objective by Σ_i w_i).
-
-    Returns ``(loss, tvd (B,), divergence (B,))`` (the KL or the JSD). Never NaN: for KL, where the
-    base attention is exactly 0 on a real token it is floored at ``BASE_ATTENTION_FLOOR`` (KL stays
-    finite); JSD is finite as it is.
-    """
-    if lam < 0:
-        raise ValueError(f"lambda must be >= 0, got {lam}")
-    if tvd_scale <= 0:
-        raise ValueError(f"tvd_scale must be > 0, got {tvd_scale}")
-    div = attention_divergence(adversary_attention, base_attention, mask, divergence)
-    distance = tvd(adversary_probs, base_probs)
-    loss = tvd_scale * distance - lam * div
-    if reduction == "mean":
-        loss = loss.mean()
-        if weights is not None:
-            loss = loss * weights.to(loss.dtype).mean()
-    elif reduction != "none":
-        raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
-    elif weights is not None:
-        raise ValueError("weights (W&P's batch-level class weighting) need reduction='mean'")
-    return loss, distance, div
-
-
-# ---------------------------------------------------------------------------------------------
-# data plumbing: extra per-instance columns (guides, base outputs), padded per batch
-class ColumnPaddingCollator:
-    """``DataCollatorWithPadding`` plus float columns: per-token columns (``token_columns``, lists
-    of length T_i) are right-padded with 0 to the batch's T; per-instance vectors
-    (``vector_columns``) are stacked. Shapes: ``(B, T)`` and ``(B, C)``."""
-
-    def __init__(self, tokenizer, token_columns=(), vector_columns=()):
-        self.base = DataCollatorWithPadding(tokenizer)
-        self.token_columns = tuple(token_columns)
-        self.vector_columns = tuple(vector_columns)
-
-    def __call__(self, features):
-        features = [dict(f) for f in features]
-        extra = {name: [f.pop(name) for f in features] for name in self.token_columns + self.vector_columns}
-        batch = self.base(features)
-        steps = batch["input_ids"].shape[1]
-        for name in self.token_columns:
-            padded = torch.zeros(len(features), steps, dtype=torch.float32)
-            for row, values in enumerate(extra[name]):
-                values = torch.as_tensor(values, dtype=torch.float32)
-                if len(values) != int(batch["attention_mask"][row].sum()):
-                    raise ValueError(f"column {name!r} has {len(values)} values for an instance of "
-                                     f"{int(batch['attention_mask'][row].sum())} tokens")
-                padded[row, :len(values)] = values
-            batch[name] = padded
-        for name in self.vector_columns:
-            batch[name] = torch.as_tensor(np.asarray(extra[name], dtype=np.float32))
-        return batch
-
-
+# model outputs
 @torch.no_grad()
 def model_outputs(model, encoded_split, batch_size: int = 256, progress: bool = False,
                   desc: str = "model outputs") -> tuple[list[np.ndarray], np.ndarray]:
@@ -238,81 +91,6 @@ def model_outputs(model, encoded_split, batch_size: int = 256, progress: bool = 
 def load_model(model_dir: str):
     """An hf_attn model folder → (model in eval mode, its tokenizer)."""
     return load_model_folder(model_dir, expected_type=None)
-
-
-# ---------------------------------------------------------------------------------------------
-# a Trainer run with extra columns (shared by the guided MLP and the adversary)
-def _train_with_columns(settings: TrainSettings, output_dir: str, task: TaskData,
-                        tokenizer: PreTrainedTokenizerFast, columns: dict[str, dict[str, list]],
-                        token_columns=(), vector_columns=(), trainer_class=AttnTrainer,
-                        trainer_kwargs=None, selection=("roc_auc", True), extra_run=None,
-                        test_hook=None, progress: bool = True, callbacks=()) -> dict:
-    """Like :func:`hf_attn.training.engine.train` (same optimiser, defaults, checkpoints, resume, output
-    files) but with the tokenizer given (so that columns line up with the tokens) and per-split
-    extra ``columns`` ({split: {name: values}}) handed to the model/trainer by the collator."""
-    settings.validate()
-    metrics_path = os.path.join(output_dir, "metrics.json")
-    if os.path.exists(metrics_path):
-        with open(metrics_path, encoding="utf-8") as f:
-            return json.load(f)
-    os.makedirs(output_dir, exist_ok=True)
-    encoded = tokenize_splits(task, tokenizer, settings.max_length)
-    for split, named in columns.items():
-        for name, values in named.items():
-            if len(values) != len(encoded[split]):
-                raise ValueError(f"{split}: column {name!r} has {len(values)} rows, split {len(encoded[split])}")
-            encoded[split] = encoded[split].add_column(name, [np.asarray(v, dtype=np.float32).tolist()
-                                                              for v in values])
-    model, info = build_model(settings, tokenizer, task)
-    metric, greater = selection
-    args = TrainingArguments(
-        output_dir=os.path.join(output_dir, "checkpoints"),
-        per_device_train_batch_size=settings.batch_size, per_device_eval_batch_size=256,
-        num_train_epochs=settings.epochs, learning_rate=settings.learning_rate,
-        weight_decay=settings.weight_decay, max_grad_norm=settings.max_grad_norm,
-        lr_scheduler_type="constant", warmup_steps=0,
-        eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
-        load_best_model_at_end=True, metric_for_best_model=metric, greater_is_better=greater,
-        seed=settings.seed, data_seed=settings.seed, logging_strategy="steps", logging_steps=50,
-        report_to="none", disable_tqdm=not progress, dataloader_num_workers=0,
-        use_cpu=not torch.cuda.is_available(), remove_unused_columns=False,
-        train_sampling_strategy="group_by_length")
-    trainer = trainer_class(
-        model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["validation"],
-        data_collator=ColumnPaddingCollator(tokenizer, token_columns, vector_columns),
-        processing_class=tokenizer, compute_metrics=_compute_metrics, callbacks=list(callbacks) or None,
-        **(trainer_kwargs or {}))
-    last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
-    start = time.perf_counter()
-    trainer.train(resume_from_checkpoint=last)
-    train_seconds = time.perf_counter() - start
-    test = trainer.predict(encoded["test"], metric_key_prefix="test")
-    dev = trainer.evaluate(encoded["validation"], metric_key_prefix="dev")
-    trainer.save_model(output_dir)
-    tokenizer.save_pretrained(output_dir)
-    wanted = ("accuracy", "f1", "macro_f1", "roc_auc")
-    metrics = {f"{prefix}_{name}": float(values[f"{prefix}_{name}"])
-               for prefix, values in (("test", test.metrics), ("dev", dev)) for name in wanted}
-    for prefix, values in (("test", test.metrics), ("dev", dev)):
-        if f"{prefix}_loss" in values:
-            metrics[f"{prefix}_loss"] = float(values[f"{prefix}_loss"])
-    if test_hook is not None:
-        metrics.update(test_hook(trainer.model, encoded["test"]))
-    metrics.update({"best_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
-                    "train_seconds": round(train_seconds, 2),
-                    "epochs_trained": round(float(trainer.state.epoch or 0), 2),
-                    "resumed_from": os.path.basename(last) if last else None})
-    run = {"settings": asdict(settings), "task": task.name, "label_names": task.label_names,
-           "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
-           "model": info | {"encoder": model.config.encoder, "attention": model.config.attention,
-                            "variant": model.config.variant, "hidden_size": model.config.hidden_size,
-                            "parameters": sum(p.numel() for p in model.parameters())},
-           "selection": {"metric": metric, "greater_is_better": greater},
-           "versions": environment_versions()} | (extra_run or {})
-    write_json_atomic(os.path.join(output_dir, "run.json"), run)
-    write_json_atomic(metrics_path, metrics)
-    shutil.rmtree(args.output_dir, ignore_errors=True)
-    return metrics
 
 
 def _task_for(settings: TrainSettings, task: TaskData | None) -> TaskData:
@@ -369,7 +147,7 @@ class ConsistentAdversaryTrainer(AttnTrainer):
         if lam < 0:
             raise ValueError(f"lambda must be >= 0, got {lam}")
         self.lam = float(lam)
-        self.divergence = _check_divergence(divergence)
+        self.divergence = check_divergence(divergence)
         self.tvd_scale = float(tvd_scale)
         # W&P's class weights per gold label (None: unweighted); see ADVERSARY_PROTOCOLS
         self.adv_class_weights = None if class_weights is None else torch.as_tensor(class_weights, dtype=torch.float32)
@@ -424,16 +202,6 @@ class ConsistentAdversaryTrainer(AttnTrainer):
         super().log(logs, *args, **kwargs)
 
 
-def protocol_tag(protocol: str = "fast", max_epochs: int | None = None) -> str:
-    """Folder-name tag of an adversary protocol: "" for "fast" (the folders of earlier versions),
-    "wp" for W&P's, "wp-e30" for W&P's with another epoch cap."""
-    proto = adversary_protocol(protocol, max_epochs=max_epochs)
-    if proto["name"] == "fast":
-        return ""
-    default = ADVERSARY_PROTOCOLS[proto["name"]]["max_epochs"]
-    return proto["name"] + ("" if proto["max_epochs"] == default else f"-e{proto['max_epochs']}")
-
-
 def adversary_run_dir(runs_dir: str, lam: float, seed: int | None = None, tag: str = "") -> str:
     """``adversary-lambda-λ`` (the base's seed), ``…-seedS`` for another seed; a protocol
     :func:`protocol_tag` ``tag`` is inserted after λ (``adversary-lambda-0.001-wp-seed1``)."""
@@ -443,24 +211,11 @@ def adversary_run_dir(runs_dir: str, lam: float, seed: int | None = None, tag: s
 
 def divergence_to_base(model, base_attention, base_probs, encoded_split) -> dict[str, np.ndarray]:
     """Per-instance JSD(α_m, α_b), TVD(ŷ_m, ŷ_b) and KL(α_m‖α_b) of ``model`` to precomputed base
-    outputs (``base_attention`` a list of ``(T_i,)``, ``base_probs (N, C)``)."""
+    outputs (``base_attention`` a list of ``(T_i,)``, ``base_probs (N, C)``), with the model's own
+    ``probs`` and ``attention`` (:func:`hf_attn.methods.consistent_adversary.distances_to_base`)."""
     attention, probs = model_outputs(model, encoded_split)
-    a, mask = pad_ragged(attention)
-    b, _ = pad_ragged(base_attention)
-    floored = np.where(mask & (b <= 0), BASE_ATTENTION_FLOOR, b)
-    return {"jsd": jsd(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(mask)).numpy(),
-            "kl": kl_divergence(torch.from_numpy(a), torch.from_numpy(floored), torch.from_numpy(mask)).numpy(),
-            "tvd": tvd(torch.from_numpy(probs), torch.from_numpy(np.asarray(base_probs))).numpy(),
-            "probs": probs, "attention": attention}
-
-
-def pad_ragged(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """List of ``(T_i,)`` arrays → ``(N, T_max)`` float64 zero-padded array and its bool mask."""
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    out = np.zeros((len(rows), int(lengths.max()) if len(rows) else 0), dtype=np.float64)
-    mask = np.arange(out.shape[1])[None, :] < lengths[:, None]
-    out[mask] = np.concatenate(rows) if len(rows) else []
-    return out, mask
+    return distances_to_base(attention, probs, base_attention, base_probs) | {"probs": probs,
+                                                                              "attention": attention}
 
 
 def base_columns(base_dir: str, task: TaskData, progress: bool = True):
@@ -478,7 +233,8 @@ def train_consistent_adversary(base_dir: str, output_dir: str, lam: float, task:
                                progress: bool = True, _base=None, divergence: str = "kl",
                                protocol: str = "fast", max_epochs: int | None = None,
                                patience: int | None = None, tvd_scale: float | None = None,
-                               class_weighted: bool | None = None, selection: str | None = None) -> dict:
+                               class_weighted: bool | None = None, selection: str | None = None,
+                               keep_checkpoints: bool = False) -> dict:
     """W&P §4: train M_a (the base's architecture and settings, fresh initialisation) against the
     fixed base in ``base_dir``. ``metrics.json`` adds test ``mean_jsd_to_base``,
     ``mean_tvd_to_base``, ``mean_kl_to_base``, the objective, ``divergence`` and ``protocol``.
@@ -490,22 +246,14 @@ def train_consistent_adversary(base_dir: str, output_dir: str, lam: float, task:
     objective; ``"wp"`` is W&P's code: up to 80 epochs, the epoch with the lowest training objective
     kept, stopped after 10 epochs without a decrease, L = ½·TVD − λ·KL (W&P's λ = fast λ / 2),
     class-weighted (W&P's batch-level weights). ``max_epochs``, ``patience``, ``tvd_scale``,
-    ``class_weighted`` and ``selection`` override single fields (``max_epochs`` wins over ``epochs``)."""
-    _check_divergence(divergence)
+    ``class_weighted`` and ``selection`` override single fields (``max_epochs`` wins over ``epochs``).
+    ``keep_checkpoints``: keep ``output_dir/checkpoints`` after the run (as ``engine.train``)."""
+    check_divergence(divergence)
     proto = adversary_protocol(protocol, max_epochs=max_epochs, patience=patience, tvd_scale=tvd_scale,
                                class_weighted=class_weighted, selection=selection)
-    if os.path.exists(os.path.join(output_dir, "metrics.json")):
-        with open(os.path.join(output_dir, "metrics.json"), encoding="utf-8") as f:
-            metrics = json.load(f)
-        if metrics.get("divergence", "kl") != divergence:
-            raise ValueError(f"{output_dir} holds an adversary trained with divergence "
-                             f"{metrics.get('divergence', 'kl')!r}, not {divergence!r}: use another folder")
-        found = metrics.get("protocol", {"name": "fast"})
-        if found.get("name") != proto["name"] or (proto["max_epochs"] and found.get("max_epochs") != proto["max_epochs"]):
-            raise ValueError(f"{output_dir} holds an adversary trained with protocol {found.get('name')!r} "
-                             f"(max_epochs {found.get('max_epochs')}), not {proto['name']!r} (max_epochs "
-                             f"{proto['max_epochs']}): use another folder (see protocol_tag)")
-        return metrics
+    finished = _finished_adversary(output_dir, divergence, proto)
+    if finished is not None:
+        return finished
     base_settings = settings_from_run(base_dir)
     task = _task_for(base_settings, task)
     tokenizer, base_settings, outputs = _base or base_columns(base_dir, task, progress)
@@ -534,14 +282,36 @@ def train_consistent_adversary(base_dir: str, output_dir: str, lam: float, task:
                 "test_objective": float((scale * d["tvd"] - lam * d[divergence]).mean()), "lambda": lam,
                 "divergence": divergence, "objective": objective, "protocol": proto}
 
+    # "loss" on dev is the trainer's objective; lower is better for both
     metric = "train_objective" if proto["selection"] == "train_objective" else "loss"
-    return _train_with_columns(
-        settings, output_dir, task, tokenizer, columns, token_columns=("base_attention",),
+    hooks = TrainingHooks(
+        tokenizer=tokenizer, columns=columns, token_columns=("base_attention",),
         vector_columns=("base_probs",), trainer_class=ConsistentAdversaryTrainer,
         trainer_kwargs={"lam": lam, "divergence": divergence, "tvd_scale": scale, "class_weights": class_weights},
-        selection=(metric, False), test_hook=test_hook, callbacks=callbacks,
-        extra_run={"wp": {"kind": "consistent_adversary", "lambda": lam, "divergence": divergence,
-                          "protocol": proto, "base_dir": os.path.abspath(base_dir)}}, progress=progress)
+        selection=(metric, False), callbacks=tuple(callbacks), test_metrics=test_hook,
+        run_record={"selection": {"metric": metric, "greater_is_better": False},
+                    "wp": {"kind": "consistent_adversary", "lambda": lam, "divergence": divergence,
+                           "protocol": proto, "base_dir": os.path.abspath(base_dir)}})
+    return train(settings, output_dir, task=task, progress=progress, keep_checkpoints=keep_checkpoints,
+                 hooks=hooks)
+
+
+def _finished_adversary(output_dir: str, divergence: str, proto: dict) -> dict | None:
+    """The metrics of a finished adversary in ``output_dir``, or None if there is none; an adversary
+    trained with another divergence or protocol is refused (its folder is not this run's)."""
+    if not os.path.exists(os.path.join(output_dir, "metrics.json")):
+        return None
+    with open(os.path.join(output_dir, "metrics.json"), encoding="utf-8") as f:
+        metrics = json.load(f)
+    if metrics.get("divergence", "kl") != divergence:
+        raise ValueError(f"{output_dir} holds an adversary trained with divergence "
+                         f"{metrics.get('divergence', 'kl')!r}, not {divergence!r}: use another folder")
+    found = metrics.get("protocol", {"name": "fast"})
+    if found.get("name") != proto["name"] or (proto["max_epochs"] and found.get("max_epochs") != proto["max_epochs"]):
+        raise ValueError(f"{output_dir} holds an adversary trained with protocol {found.get('name')!r} "
+                         f"(max_epochs {found.get('max_epochs')}), not {proto['name']!r} (max_epochs "
+                         f"{proto['max_epochs']}): use another folder (see protocol_tag)")
+    return metrics
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,13 +337,14 @@ def uniform_guide(lengths) -> list[np.ndarray]:
 
 def train_guided_mlp(base_dir: str, output_dir: str, guide: str, guide_source_dir: str | None = None,
                      task: TaskData | None = None, epochs: int | None = None,
-                     hidden_size: int | None = None, progress: bool = True) -> dict:
+                     hidden_size: int | None = None, progress: bool = True,
+                     keep_checkpoints: bool = False) -> dict:
     """W&P §3.4: train the diagnostic MLP with ``guide`` ∈ uniform | trained | base | adversary.
 
     ``base``/``adversary`` take the attention of the model in ``guide_source_dir`` (the base
     BiLSTM, resp. the λ = 0.001 consistent adversary) on every split; ``uniform`` is 1/T; for
     ``trained`` the MLP learns its own attention. The guide is passed as ``attention_weights``
-    in training, model selection (dev) and testing."""
+    in training, model selection (dev ROC-AUC, whatever the base's ``model_selection``) and testing."""
     if guide not in GUIDES:
         raise ValueError(f"guide must be one of {GUIDES}, got {guide!r}")
     if os.path.exists(os.path.join(output_dir, "metrics.json")):
@@ -598,12 +369,15 @@ def train_guided_mlp(base_dir: str, output_dir: str, guide: str, guide_source_di
                                                           desc=f"{guide} guide on {s}")[0]}
                    for s in SPLITS}
     settings = replace(mlp_settings(base_settings, hidden_size), epochs=epochs or base_settings.epochs)
-    return _train_with_columns(
-        settings, output_dir, task, tokenizer, columns,
-        token_columns=("attention_weights",) if columns else (),
-        extra_run={"wp": {"kind": "diagnostic_mlp", "guide": guide,
-                          "guide_source_dir": os.path.abspath(guide_source_dir) if guide_source_dir else None,
-                          "base_dir": os.path.abspath(base_dir)}}, progress=progress)
+    hooks = TrainingHooks(
+        tokenizer=tokenizer, columns=columns, token_columns=("attention_weights",) if columns else (),
+        selection=("roc_auc", True),
+        run_record={"selection": {"metric": "roc_auc", "greater_is_better": True},
+                    "wp": {"kind": "diagnostic_mlp", "guide": guide,
+                           "guide_source_dir": os.path.abspath(guide_source_dir) if guide_source_dir else None,
+                           "base_dir": os.path.abspath(base_dir)}})
+    return train(settings, output_dir, task=task, progress=progress, keep_checkpoints=keep_checkpoints,
+                 hooks=hooks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -630,8 +404,11 @@ def _run_train_seeds(args) -> int:
     return 0
 
 
+# The objective's names (hf_attn.methods.consistent_adversary) and the collator (hf_attn.training.engine)
+# stay importable from here.
 __all__ = ["consistent_adversary_loss", "attention_divergence", "ADVERSARY_DIVERGENCES", "ADVERSARY_PROTOCOLS",
-           "adversary_protocol", "protocol_tag",
-           "ConsistentAdversaryTrainer", "ColumnPaddingCollator", "train_seeds", "train_consistent_adversary", "train_guided_mlp", "uniform_settings",
-           "mlp_settings", "model_outputs", "pad_ragged", "divergence_to_base", "base_columns",
-           "load_model", "classification_metrics", "DEFAULT_LAMBDAS", "WP_TABLE3_SST", "GUIDES"]
+           "BASE_ATTENTION_FLOOR", "adversary_protocol", "protocol_tag", "ConsistentAdversaryTrainer",
+           "ColumnPaddingCollator", "train_seeds", "train_consistent_adversary", "train_guided_mlp",
+           "uniform_settings", "mlp_settings", "model_outputs", "divergence_to_base", "base_columns",
+           "load_model", "classification_metrics", "seed_run_dir", "adversary_run_dir", "guide_run_dir",
+           "DEFAULT_LAMBDAS", "WP_TABLE3_SST", "GUIDES", "SPLITS"]

@@ -32,14 +32,13 @@ Measures (SPEC §6; shapes: B instances, T tokens, K decoder units, C classes, d
 from __future__ import annotations
 
 import argparse
-
 import json
 import logging
 import math
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -50,6 +49,46 @@ from hf_attn.analysis import Battery, register_battery
 logger = logging.getLogger(__name__)
 
 WORD_SET_METHODS = ("MF", "RS")
+SPLITS = ("train", "validation", "test")
+
+
+# ------------------------------------------------------------------------------------------
+# settings
+@dataclass
+class TSSettings:
+    """Settings of the T&Š battery (``hf-attn analyze DIR --battery ts``, :func:`run_battery`); the
+    field defaults are the battery's defaults (T&Š's where the paper states one).
+
+    split: the split analysed. seed: seed of the permutations, the word sampling, the k-means and
+    the adversary. progress: progress bars. permutation_draws: random permutations of α per
+    instance (F1 averaged over draws; T&Š draw one). mi: compute the (slow) mutual information;
+    mi_split: the split whose word counts and occurrences it uses; mi_words: word types per set
+    (T&Š: 1000); mi_clusters: k of the k-means (T&Š: 1000); mi_max_occurrences: occurrences kept
+    (a seeded subset above; T&Š: 1M). adversary: run the J&W per-instance adversary;
+    adversary_limit: on the first N instances of the split (None: all).
+    """
+
+    split: str = "test"
+    seed: int = 0
+    progress: bool = True
+    permutation_draws: int = 10
+    mi: bool = True
+    mi_split: str = "train"
+    mi_words: int = 1000
+    mi_clusters: int = 1000
+    mi_max_occurrences: int = 1_000_000
+    adversary: bool = True
+    adversary_limit: int | None = 500
+
+    def validate(self) -> None:
+        for name in ("split", "mi_split"):
+            if getattr(self, name) not in SPLITS:
+                raise ValueError(f"{name} must be one of {SPLITS}, got {getattr(self, name)!r}")
+        for name in ("permutation_draws", "mi_words", "mi_clusters", "mi_max_occurrences"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.adversary_limit is not None and self.adversary_limit < 0:
+            raise ValueError(f"adversary_limit must be >= 0 or None, got {self.adversary_limit}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -417,16 +456,18 @@ def load_run(model_dir: str, split: str = "test"):
     return model, tokenizer, task
 
 
-def analyze_model(model, tokenizer, task, split: str = "test", seed: int = 0,
-                  permutation_draws: int = 10, mi: bool = True, mi_split: str = "train",
-                  mi_methods=WORD_SET_METHODS, mi_words: int = 1000,
-                  mi_max_occurrences: int = 1_000_000, mi_clusters: int = 1000,
-                  adversary: bool = True, adversary_limit: int | None = 500,
-                  adversary_kwargs: dict | None = None, batch_size: int = 256,
-                  progress: bool = True) -> dict:
-    """Every T&Š measure for one model (see the module docstring); returns a JSON-able dict with
-    per-instance arrays under ``"per_instance"``."""
+def analyze_model(model, tokenizer, task, settings: TSSettings | None = None, mi_methods=WORD_SET_METHODS,
+                  adversary_kwargs: dict | None = None, batch_size: int = 256, **overrides) -> dict:
+    """Every T&Š measure for one model (see the module docstring) with ``settings`` (None:
+    :class:`TSSettings` defaults) and keyword ``overrides`` of single fields; returns a JSON-able
+    dict with per-instance arrays under ``"per_instance"``. Long: the three measures in sequence
+    over the same batches of states."""
     from tqdm.auto import tqdm
+
+    settings = replace(settings or TSSettings(), **overrides)
+    settings.validate()
+    split, seed, permutation_draws = settings.split, settings.seed, settings.permutation_draws
+    adversary, adversary_limit, progress = settings.adversary, settings.adversary_limit, settings.progress
 
     max_length = model.config.max_tokens
     texts = list(task.splits[split]["text"])
@@ -466,14 +507,15 @@ def analyze_model(model, tokenizer, task, split: str = "test", seed: int = 0,
         results["jw_adversary"] = jw_adversary_summary(model, chosen, seed=seed,
                                                        **(adversary_kwargs or {}))
         results["jw_adversary"]["seconds"] = round(time.perf_counter() - start, 2)
-    if mi:
+    if settings.mi:
+        mi_split = settings.mi_split
         specials = sorted({model.config.pad_token_id, model.config.unk_token_id,
                            model.config.mask_token_id})
         mi_ids = ids if mi_split == split else encode_texts(tokenizer, task.splits[mi_split]["text"],
                                                               max_length)
         results["mutual_information"] = mutual_information(
-            model, mi_ids, specials, mi_methods, mi_words, mi_max_occurrences, mi_clusters,
-            100, seed, progress)
+            model, mi_ids, specials, mi_methods, settings.mi_words, settings.mi_max_occurrences,
+            settings.mi_clusters, 100, seed, progress)
         results["mutual_information"]["split"] = mi_split
         results["mutual_information"]["hidden_state"] = (
             "h'_t after the variant (model.encode): e+rnn(e) for residual, [rnn(e); e] for concat")
@@ -530,26 +572,22 @@ def pick_example(task, split: str = "validation", min_tokens: int = 8, max_token
     return 0
 
 
-def run_battery(model_dir: str, output_dir: str, options) -> dict:
+def run_battery(model_dir: str, output_dir: str, settings: TSSettings | None = None) -> dict:
     """``hf-attn analyze DIR --battery ts``: writes ``results.json``, ``per_instance.json`` and
-    ``token_probability.png`` into ``output_dir``."""
+    ``token_probability.png`` into ``output_dir``. ``settings``: :class:`TSSettings` (None: its
+    defaults). TEMPORARY: an argparse-style namespace is still taken (converted by
+    :func:`settings_from_namespace`) until ``hf_attn.reproduce`` passes :class:`TSSettings`."""
     from hf_attn.training.engine import environment_versions, write_json_atomic
 
-    split = getattr(options, "split", "test")
-    seed = int(getattr(options, "seed", 0))
-    progress = not getattr(options, "quiet", False)
+    if settings is None:
+        settings = TSSettings()
+    elif not isinstance(settings, TSSettings):
+        settings = settings_from_namespace(settings)
+    settings.validate()
+    split = settings.split
     model, tokenizer, task = load_run(model_dir, split)
-    mi_split = getattr(options, "ts_mi_split", "train")
     start = time.perf_counter()
-    results = analyze_model(
-        model, tokenizer, task, split=split, seed=seed,
-        permutation_draws=getattr(options, "ts_permutation_draws", 10),
-        mi=not getattr(options, "ts_skip_mi", False), mi_split=mi_split,
-        mi_max_occurrences=getattr(options, "ts_mi_max_occurrences", 1_000_000),
-        mi_words=getattr(options, "ts_mi_words", 1000),
-        mi_clusters=getattr(options, "ts_mi_clusters", 1000),
-        adversary=not getattr(options, "ts_skip_adversary", False),
-        adversary_limit=getattr(options, "ts_adversary_limit", 500), progress=progress)
+    results = analyze_model(model, tokenizer, task, settings)
     per_instance = results.pop("per_instance")
     config = model.config
     results.update({
@@ -607,14 +645,12 @@ def analyze_grid(grid_dir: str, output_dir: str, seed: int = 0, mi_attentions=("
         if os.path.exists(os.path.join(out, "results.json")):
             continue
         with open(os.path.join(grid_dir, relative, "run.json"), encoding="utf-8") as f:
-            settings = json.load(f)["settings"]
-        want_mi = (settings["variant"] in mi_variants and settings["attention"] in mi_attentions
-                   and (mi_seeds is None or settings["seed"] in mi_seeds))
-        options = argparse_namespace(split="test", seed=seed, quiet=True,
-                                     ts_permutation_draws=permutation_draws, ts_skip_mi=not want_mi,
-                                     ts_skip_adversary=not adversary,
-                                     ts_adversary_limit=adversary_limit)
-        run_battery(os.path.join(grid_dir, relative), out, options)
+            trained_as = json.load(f)["settings"]
+        want_mi = (trained_as["variant"] in mi_variants and trained_as["attention"] in mi_attentions
+                   and (mi_seeds is None or trained_as["seed"] in mi_seeds))
+        settings = TSSettings(split="test", seed=seed, progress=False, permutation_draws=permutation_draws,
+                              mi=want_mi, adversary=adversary, adversary_limit=adversary_limit)
+        run_battery(os.path.join(grid_dir, relative), out, settings)
     return summarize_grid(grid_dir, output_dir)
 
 
@@ -673,12 +709,6 @@ def _collect_consistent_adversaries(output_dir: str) -> list[dict]:
                                  "mean_jsd": m["mean_jsd_to_base"], "mean_tvd": m["mean_tvd_to_base"],
                                  "test_f1": m["test_f1"]})
     return rows
-
-
-def argparse_namespace(**kwargs):
-    import argparse
-
-    return argparse.Namespace(**kwargs)
 
 
 def _collect(output_dir: str) -> list[dict]:
@@ -919,23 +949,58 @@ def _plot_example(grid_dir: str, rows: list[dict], path: str, attention: str = "
                              f"#{example['index']} ({attention}); dotted: model P — T&Š Fig. 2")
 
 
+def _option_defaults(defaults: TSSettings) -> dict:
+    """``hf-attn analyze`` destination → its default, from ``defaults`` (the only place they are
+    stated is :class:`TSSettings`); the ``--ts-skip-*`` flags default to False when the field is True."""
+    return {"split": defaults.split, "seed": defaults.seed, "quiet": not defaults.progress,
+            "ts_permutation_draws": defaults.permutation_draws, "ts_skip_mi": not defaults.mi,
+            "ts_mi_split": defaults.mi_split, "ts_mi_words": defaults.mi_words,
+            "ts_mi_clusters": defaults.mi_clusters, "ts_mi_max_occurrences": defaults.mi_max_occurrences,
+            "ts_skip_adversary": not defaults.adversary, "ts_adversary_limit": defaults.adversary_limit}
+
+
 def add_options(parser) -> None:
+    """The ``--ts-*`` flags of ``hf-attn analyze``; defaults from :class:`TSSettings`."""
     g = parser.add_argument_group("ts battery (Tutek & Šnajder)")
-    g.add_argument("--ts-permutation-draws", type=int, default=10,
-                   help="random permutations of α per instance (F1 averaged over draws)")
-    g.add_argument("--ts-mi-split", default="train", choices=["train", "validation", "test"],
-                   help="split whose word counts and occurrences the MI uses")
-    g.add_argument("--ts-mi-max-occurrences", type=int, default=1_000_000)
-    g.add_argument("--ts-mi-words", type=int, default=1000, help="word types per set (T&Š: 1000)")
-    g.add_argument("--ts-mi-clusters", type=int, default=1000, help="k of the k-means (T&Š: 1000)")
-    g.add_argument("--ts-skip-mi", action="store_true", help="skip the (slow) MI clustering")
-    g.add_argument("--ts-skip-adversary", action="store_true")
-    g.add_argument("--ts-adversary-limit", type=int, default=500,
-                   help="run the J&W adversary on the first N instances of the split")
+    default = _option_defaults(TSSettings())
+
+    def add(flag, dest, **kwargs):
+        g.add_argument(flag, dest=dest, default=default[dest], **kwargs)
+
+    add("--ts-permutation-draws", "ts_permutation_draws", type=int,
+        help="random permutations of α per instance (F1 averaged over draws); default %(default)s")
+    add("--ts-mi-split", "ts_mi_split", choices=list(SPLITS),
+        help="split whose word counts and occurrences the MI uses (default %(default)s)")
+    add("--ts-mi-max-occurrences", "ts_mi_max_occurrences", type=int,
+        help="occurrences the MI clusters (a seeded subset above; default %(default)s)")
+    add("--ts-mi-words", "ts_mi_words", type=int, help="word types per set (default %(default)s, as T&Š)")
+    add("--ts-mi-clusters", "ts_mi_clusters", type=int, help="k of the k-means (default %(default)s, as T&Š)")
+    add("--ts-skip-mi", "ts_skip_mi", action="store_true", help="skip the (slow) MI clustering")
+    add("--ts-skip-adversary", "ts_skip_adversary", action="store_true")
+    add("--ts-adversary-limit", "ts_adversary_limit", type=int,
+        help="run the J&W adversary on the first N instances of the split (default %(default)s)")
 
 
-register_battery(Battery("ts", settings_class=argparse.Namespace, add_options=add_options,
-                         settings_from_args=lambda args: args, run=run_battery))  # TODO(typed settings)
+def settings_from_args(args) -> TSSettings:
+    """The parsed ``hf-attn analyze`` namespace → :class:`TSSettings`."""
+    return TSSettings(split=args.split, seed=int(args.seed), progress=not args.quiet,
+                      permutation_draws=args.ts_permutation_draws, mi=not args.ts_skip_mi,
+                      mi_split=args.ts_mi_split, mi_words=args.ts_mi_words, mi_clusters=args.ts_mi_clusters,
+                      mi_max_occurrences=args.ts_mi_max_occurrences, adversary=not args.ts_skip_adversary,
+                      adversary_limit=args.ts_adversary_limit)
+
+
+def settings_from_namespace(options) -> TSSettings:
+    """TEMPORARY adapter for ``hf_attn.reproduce``, which still builds argparse-style namespaces
+    (``split``, ``seed``, ``quiet``, ``ts_*``) with only some attributes set: the missing ones take
+    the :class:`TSSettings` defaults. The only place with such fallbacks; remove it once reproduce
+    passes :class:`TSSettings` (``run_battery(DIR, OUT, TSSettings(...))``)."""
+    filled = {dest: getattr(options, dest, value) for dest, value in _option_defaults(TSSettings()).items()}
+    return settings_from_args(argparse.Namespace(**filled))
+
+
+register_battery(Battery("ts", settings_class=TSSettings, add_options=add_options,
+                         settings_from_args=settings_from_args, run=run_battery))
 
 
 __all__ = ["uniform_attention", "permute_attention", "fragility_predictions", "fragility_scores",
@@ -947,4 +1012,5 @@ __all__ = ["uniform_attention", "permute_attention", "fragility_predictions", "f
            "plot_token_probabilities", "f1_score_of", "pad_token_logits",
            "fragility_from_token_logits", "token_probability_from_token_logits",
            "analyze_grid", "summarize_grid", "format_tables", "PUBLISHED_SST",
-           "train_consistent_adversaries"]
+           "train_consistent_adversaries", "TSSettings", "settings_from_args", "settings_from_namespace",
+           "add_options"]

@@ -28,13 +28,14 @@ import json
 import logging
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from hf_attn.training import wp as wpt
+from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.io import save_figure_atomic
 from hf_attn.analysis.jw.figures import class_colour, class_label
 from hf_attn.data.datasets import TaskData
@@ -48,6 +49,58 @@ logger = logging.getLogger(__name__)
 MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 # W&P Table 2 (SST, LSTM): base vs uniform F1; §3.2 calls SST "borderline".
 ORDERING = ("base", "trained", "uniform", "adversary")  # W&P: base LSTM ≥ trained ≥ uniform > adversary
+
+
+# ---------------------------------------------------------------------------------------------
+# settings
+@dataclass
+class WPSettings:
+    """Settings of the W&P battery (``hf-attn analyze DIR --battery wp``, :func:`run_wp`); the field
+    defaults are the battery's defaults (W&P's where the paper states one).
+
+    split: the split analysed. seed: seed of the J&W per-instance adversary. progress: progress bars.
+    runs_dir: where the helper models live (None: ``OUT/models``). num_seeds: §3.3 seed models.
+    lambdas: λ sweep of the §4 consistent adversary. guide_lambda: λ of the adversary whose attention
+    guides the diagnostic MLP (W&P: 0.001). guide_seeds: seeds of that adversary (one guided MLP
+    each; W&P: 1). seed_statistic: "max" over seeds (W&P paper) or "median" (W&P code).
+    epochs: epochs of every helper model (None: the base's). train_missing: train missing helper
+    models (else fail). adversary_k / adversary_steps / adversary_eps / adversary_lambda: the J&W
+    per-instance adversary (k, optimisation steps, ε, λ); per_instance_adversary: run it at all.
+    adversary_protocol: "fast" or "wp" (``hf_attn.methods.consistent_adversary.ADVERSARY_PROTOCOLS``);
+    adversary_max_epochs: epoch cap of the "wp" protocol (None: 80).
+    """
+
+    split: str = "test"
+    seed: int = 0
+    progress: bool = True
+    runs_dir: str | None = None
+    num_seeds: int = 8
+    lambdas: tuple[float, ...] = wpt.DEFAULT_LAMBDAS
+    guide_lambda: float = 0.001
+    guide_seeds: int = 1
+    seed_statistic: str = "max"
+    epochs: int | None = None
+    train_missing: bool = True
+    adversary_k: int = 5
+    adversary_steps: int = 500
+    adversary_eps: float = 0.01
+    adversary_lambda: float = 500.0
+    per_instance_adversary: bool = True
+    adversary_protocol: str = "fast"
+    adversary_max_epochs: int | None = None
+
+    def validate(self) -> None:
+        if self.split not in ("train", "validation", "test"):
+            raise ValueError(f"split must be train, validation or test, got {self.split!r}")
+        if self.seed_statistic not in ("max", "median"):
+            raise ValueError(f"seed_statistic must be 'max' or 'median', got {self.seed_statistic!r}")
+        if self.num_seeds < 1 or self.guide_seeds < 1:
+            raise ValueError(f"num_seeds and guide_seeds must be >= 1, got {self.num_seeds}, {self.guide_seeds}")
+        if any(x < 0 for x in self.lambdas) or self.guide_lambda < 0:
+            raise ValueError("lambdas must be >= 0")
+        if self.epochs is not None and self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        wpt.adversary_protocol(self.adversary_protocol, max_epochs=self.adversary_max_epochs)  # raises if invalid
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +175,7 @@ def seed_variance_summary(base_attention, seed_attentions, base_probabilities, s
     ``labels`` (optional): class per instance for the per-class/bin table."""
     if statistic not in ("max", "median"):
         raise ValueError(f"statistic must be 'max' or 'median', got {statistic!r}")
-    base, mask = wpt.pad_ragged([np.asarray(a, dtype=np.float64) for a in base_attention])
+    base, mask = ragged_to_padded([np.asarray(a, dtype=np.float64) for a in base_attention])
     seeds = [np.asarray(s, dtype=np.float64) for s in seed_attentions]
     num_seeds = {s.shape[0] for s in seeds}
     if len(num_seeds) != 1:
@@ -151,8 +204,8 @@ def consistent_adversary_summary(adversary_attention, base_attention, adversary_
     """W&P §4 measures of an adversary M_a against the base M_b over a set of instances (the
     ``wp_consistent_adversary`` metric): mean JSD(α_a, α_b), TVD(ŷ_a, ŷ_b), KL(α_a‖α_b) and the
     objective TVD − λ·KL. Attention per instance as ``(T_i,)`` lists (the same T_i for a and b)."""
-    a, mask = wpt.pad_ragged([np.asarray(x, dtype=np.float64) for x in adversary_attention])
-    b, mask_b = wpt.pad_ragged([np.asarray(x, dtype=np.float64) for x in base_attention])
+    a, mask = ragged_to_padded([np.asarray(x, dtype=np.float64) for x in adversary_attention])
+    b, mask_b = ragged_to_padded([np.asarray(x, dtype=np.float64) for x in base_attention])
     if a.shape != b.shape or not (mask == mask_b).all():
         raise ValueError("adversary and base attention must have the same length per instance")
     loss, distance, kl = wpt.consistent_adversary_loss(
@@ -333,18 +386,79 @@ def _check_vocab(model_dir, tokenizer):
         raise ValueError(f"{model_dir} was trained with another vocabulary than the base model")
 
 
-def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: str = "test",
-           num_seeds: int = 8, lambdas=wpt.DEFAULT_LAMBDAS, guide_lambda: float = 0.001,
-           seed_statistic: str = "max", train_missing: bool = True, epochs: int | None = None,
-           adversary_k: int = 5, adversary_steps: int = 500, adversary_eps: float = 0.01,
-           adversary_lambda: float = 500.0, per_instance_adversary: bool = True,
-           task: TaskData | None = None, seed: int = 0, guide_seeds: int = 1,
-           progress: bool = True, adversary_protocol: str = "fast",
-           adversary_max_epochs: int | None = None) -> dict:
+def _helper_plan(model_dir: str, runs_dir: str, settings: WPSettings, base_settings, helper, task: TaskData,
+                 extra_guide_seeds, tag: str) -> list[tuple]:
+    """Every helper model of the battery as ``(name, folder, train(folder))``: cheapest and most
+    telling first (uniform, the guide adversary, the MLPs), seeds last."""
+    base_cache = []  # the base's attention/probabilities on every split, computed once if needed
+    guide_lambda = settings.guide_lambda
+
+    def trained(train_settings):
+        return lambda path: train(train_settings, path, task=task, progress=False)
+
+    def adversary(lam, adversary_seed=None):
+        def run(path):
+            if not base_cache:
+                base_cache.append(wpt.base_columns(model_dir, task, progress=False))
+            wpt.train_consistent_adversary(model_dir, path, lam, task=task, epochs=helper.epochs,
+                                           seed=adversary_seed, progress=False, _base=base_cache[0],
+                                           protocol=settings.adversary_protocol,
+                                           max_epochs=settings.adversary_max_epochs)
+        return run
+
+    def guided_mlp(guide, guide_seed=None):
+        source = {"base": model_dir, "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda, guide_seed, tag)}.get(guide)
+        return lambda path: wpt.train_guided_mlp(model_dir, path, guide, source, task=task,
+                                                 epochs=helper.epochs, progress=False)
+
+    lambdas = sorted({float(x) for x in settings.lambdas})
+    return ([("uniform", os.path.join(runs_dir, "uniform"), trained(wpt.uniform_settings(helper))),
+             (f"adversary λ={guide_lambda:g}", wpt.adversary_run_dir(runs_dir, guide_lambda, tag=tag), adversary(guide_lambda))]
+            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g, tag=tag), guided_mlp(g)) for g in wpt.GUIDES]
+            + [item for s in extra_guide_seeds for item in (
+                (f"adversary λ={guide_lambda:g} seed {s}", wpt.adversary_run_dir(runs_dir, guide_lambda, s, tag),
+                 adversary(guide_lambda, s)),
+                (f"MLP guide adversary seed {s}", wpt.guide_run_dir(runs_dir, "adversary", s, tag),
+                 guided_mlp("adversary", s)))]
+            + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam, tag=tag), adversary(lam))
+               for lam in lambdas if lam != guide_lambda]
+            + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s), trained(replace(helper, seed=s)))
+               for s in range(base_settings.seed + 1, base_settings.seed + 1 + settings.num_seeds)])
+
+
+def _train_missing(plan: list[tuple], train_missing: bool, progress: bool) -> tuple[list[tuple], float]:
+    """Train the helper models of ``plan`` without a ``metrics.json``, one after another; returns
+    them and the seconds it took. ``train_missing=False``: a missing one is an error."""
+    def need(path):
+        if os.path.exists(os.path.join(path, "metrics.json")):
+            return False
+        if not train_missing:
+            raise FileNotFoundError(f"{path} is not trained (run without --wp-no-train to train it)")
+        return True
+
+    start = time.perf_counter()
+    todo = [item for item in plan if need(item[1])]
+    bar = tqdm(todo, desc="wp: training helper models", disable=not progress)
+    for name, path, train_it in bar:
+        bar.set_postfix_str(name)
+        logger.info("wp: training %s into %s", name, path)
+        train_it(path)
+    return todo, time.perf_counter() - start
+
+
+
+def run_wp(model_dir: str, output_dir: str, settings: WPSettings | None = None,
+           task: TaskData | None = None, **overrides) -> dict:
     """The whole W&P battery on the base model in ``model_dir`` (see the module docstring).
-    Helper models live in ``runs_dir`` (default ``output_dir/models``); missing ones are trained
-    (``train_missing``) one after another, finished ones reused. ``epochs`` overrides the base's
-    epoch count for every helper model (default: the base's). Returns the results dict.
+    ``settings`` (:class:`WPSettings`; None: its defaults) with keyword ``overrides`` of single fields
+    (``run_wp(DIR, OUT, num_seeds=2)``). Helper models live in ``settings.runs_dir`` (default
+    ``output_dir/models``); missing ones are trained (``train_missing``) one after another, finished
+    ones reused. ``epochs`` overrides the base's epoch count for every helper model (default: the
+    base's). ``task``: the base's task when already loaded. Returns the results dict.
+
+    Long: the four W&P analyses (§3.2, §3.3, §4, §3.4) in sequence over the same base outputs, each
+    section marked; the training of the helper models is :func:`_helper_plan` /
+    :func:`_train_missing`.
 
     ``guide_seeds`` > 1 trains the λ = ``guide_lambda`` adversary with that many seeds and one MLP
     guided by each: the ADVERSARY guide's F1 is then their mean (± std, per seed in
@@ -357,78 +471,33 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     ``adversary_max_epochs``, early stopping on the training objective with patience 10,
     L = ½·TVD − λ·KL class-weighted; see ``hf_attn.training.wp.ADVERSARY_PROTOCOLS``). Their
     folders (and the ADVERSARY-guided MLPs) carry the protocol's tag, so both can coexist."""
-    if seed_statistic not in ("max", "median"):
-        raise ValueError(f"seed_statistic must be 'max' or 'median', got {seed_statistic!r}")
-    if num_seeds < 1 or guide_seeds < 1:
-        raise ValueError(f"num_seeds and guide_seeds must be >= 1, got {num_seeds}, {guide_seeds}")
-    lambdas = sorted({float(x) for x in lambdas})
-    if any(x < 0 for x in lambdas) or guide_lambda < 0:
-        raise ValueError("lambdas must be >= 0")
+    settings = replace(settings or WPSettings(), **overrides)
+    settings.validate()
+    split, seed, progress = settings.split, settings.seed, settings.progress
+    num_seeds, guide_lambda, guide_seeds = settings.num_seeds, settings.guide_lambda, settings.guide_seeds
+    seed_statistic, per_instance_adversary = settings.seed_statistic, settings.per_instance_adversary
+    adversary_k, adversary_steps = settings.adversary_k, settings.adversary_steps
+    adversary_eps, adversary_lambda = settings.adversary_eps, settings.adversary_lambda
+    adversary_protocol, adversary_max_epochs = settings.adversary_protocol, settings.adversary_max_epochs
+    lambdas = sorted({float(x) for x in settings.lambdas})
     if not os.path.exists(os.path.join(model_dir, "run.json")):
         raise FileNotFoundError(f"{model_dir} has no run.json: the wp battery needs a folder written by "
                                 "`hf-attn train` (it retrains the same setup with other seeds/attention)")
     wall_start = time.perf_counter()
-    runs_dir = runs_dir or os.path.join(output_dir, "models")
+    runs_dir = settings.runs_dir or os.path.join(output_dir, "models")
     os.makedirs(output_dir, exist_ok=True)
     base_settings = settings_from_run(model_dir)
     task = task or task_of(base_settings)
     if task.num_labels != 2:
         raise ValueError("the wp battery reports positive-class F1 (W&P): binary tasks only")
-    helper = base_settings if epochs is None else replace(base_settings, epochs=epochs)
+    helper = base_settings if settings.epochs is None else replace(base_settings, epochs=settings.epochs)
     tag = wpt.protocol_tag(adversary_protocol, adversary_max_epochs)
     protocol = wpt.adversary_protocol(adversary_protocol, max_epochs=adversary_max_epochs)
 
-    def need(path):
-        if os.path.exists(os.path.join(path, "metrics.json")):
-            return False
-        if not train_missing:
-            raise FileNotFoundError(f"{path} is not trained (run without --wp-no-train to train it)")
-        return True
-
     # ---- training (resumable, one at a time) ----
-    train_start = time.perf_counter()
-    base_cache = []  # the base's attention/probabilities on every split, computed once if needed
-
-    def trained(settings):
-        return lambda path: train(settings, path, task=task, progress=False)
-
-    def adversary(lam, adversary_seed=None):
-        def run(path):
-            if not base_cache:
-                base_cache.append(wpt.base_columns(model_dir, task, progress=False))
-            wpt.train_consistent_adversary(model_dir, path, lam, task=task, epochs=helper.epochs,
-                                           seed=adversary_seed, progress=False, _base=base_cache[0],
-                                           protocol=adversary_protocol, max_epochs=adversary_max_epochs)
-        return run
-
-    def guided_mlp(guide, guide_seed=None):
-        source = {"base": model_dir, "adversary": wpt.adversary_run_dir(runs_dir, guide_lambda, guide_seed, tag)}.get(guide)
-        return lambda path: wpt.train_guided_mlp(model_dir, path, guide, source, task=task,
-                                                 epochs=helper.epochs, progress=False)
-
-    # (name, folder, how to train it); cheapest and most telling first (uniform, the guide
-    # adversary, the MLPs), seeds last
-    extra_guide_seeds = range(base_settings.seed + 1, base_settings.seed + guide_seeds)
-    guide_seed_list = [None, *extra_guide_seeds]
-    plan = ([("uniform", os.path.join(runs_dir, "uniform"), trained(wpt.uniform_settings(helper))),
-             (f"adversary λ={guide_lambda:g}", wpt.adversary_run_dir(runs_dir, guide_lambda, tag=tag), adversary(guide_lambda))]
-            + [(f"MLP guide {g}", wpt.guide_run_dir(runs_dir, g, tag=tag), guided_mlp(g)) for g in wpt.GUIDES]
-            + [item for s in extra_guide_seeds for item in (
-                (f"adversary λ={guide_lambda:g} seed {s}", wpt.adversary_run_dir(runs_dir, guide_lambda, s, tag),
-                 adversary(guide_lambda, s)),
-                (f"MLP guide adversary seed {s}", wpt.guide_run_dir(runs_dir, "adversary", s, tag),
-                 guided_mlp("adversary", s)))]
-            + [(f"adversary λ={lam:g}", wpt.adversary_run_dir(runs_dir, lam, tag=tag), adversary(lam))
-               for lam in lambdas if lam != guide_lambda]
-            + [(f"seed {s}", wpt.seed_run_dir(runs_dir, s), trained(replace(helper, seed=s)))
-               for s in range(base_settings.seed + 1, base_settings.seed + 1 + num_seeds)])
-    todo = [item for item in plan if need(item[1])]
-    bar = tqdm(todo, desc="wp: training helper models", disable=not progress)
-    for name, path, train_it in bar:
-        bar.set_postfix_str(name)
-        logger.info("wp: training %s into %s", name, path)
-        train_it(path)
-    train_seconds = time.perf_counter() - train_start
+    guide_seed_list = [None, *range(base_settings.seed + 1, base_settings.seed + guide_seeds)]
+    plan = _helper_plan(model_dir, runs_dir, settings, base_settings, helper, task, guide_seed_list[1:], tag)
+    todo, train_seconds = _train_missing(plan, settings.train_missing, progress)
 
     # ---- analysis on the split ----
     analysis_start = time.perf_counter()
@@ -437,14 +506,14 @@ def run_wp(model_dir: str, output_dir: str, runs_dir: str | None = None, split: 
     labels = np.asarray(encoded["label"])
     label_names = list(task.label_names)
     base_att_list, base_probs = wpt.model_outputs(base_model, encoded)
-    base_att, mask = wpt.pad_ragged(base_att_list)
+    base_att, mask = ragged_to_padded(base_att_list)
     base_metrics = classification_metrics(base_probs, labels)
 
     def outputs_of(path):
         _check_vocab(path, tokenizer)
         model, _ = wpt.load_model(path)
         att, probs = wpt.model_outputs(model, encoded)
-        return wpt.pad_ragged(att)[0], probs
+        return ragged_to_padded(att)[0], probs
 
     # 1. uniform baseline
     uni_att, uni_probs = outputs_of(os.path.join(runs_dir, "uniform"))
@@ -616,50 +685,81 @@ def _float_list(text: str) -> list[float]:
     return values
 
 
-def add_options(parser) -> None:
-    g = parser.add_argument_group("wp battery (Wiegreffe & Pinter)")
+def _option_defaults(defaults: WPSettings) -> dict:
+    """``hf-attn analyze`` destination → its default, from ``defaults`` (the only place they are
+    stated is :class:`WPSettings`); negative flags (``--wp-no-train``) default to False when the
+    field is True."""
+    return {"split": defaults.split, "seed": defaults.seed, "quiet": not defaults.progress,
+            "wp_runs_dir": defaults.runs_dir, "wp_num_seeds": defaults.num_seeds,
+            "wp_lambdas": list(defaults.lambdas), "wp_guide_lambda": defaults.guide_lambda,
+            "wp_guide_seeds": defaults.guide_seeds, "wp_seed_statistic": defaults.seed_statistic,
+            "wp_epochs": defaults.epochs, "wp_no_train": not defaults.train_missing,
+            "wp_adversary_steps": defaults.adversary_steps,
+            "wp_skip_per_instance_adversary": not defaults.per_instance_adversary,
+            "wp_adversary_protocol": defaults.adversary_protocol,
+            "wp_adversary_max_epochs": defaults.adversary_max_epochs}
 
-    def add(names, **kwargs):
+
+def add_options(parser) -> None:
+    """The ``--wp-*`` flags of ``hf-attn analyze``; defaults from :class:`WPSettings`."""
+    g = parser.add_argument_group("wp battery (Wiegreffe & Pinter)")
+    default = _option_defaults(WPSettings())
+
+    def add(names, dest, **kwargs):
         # the short alias (e.g. --num-seeds) only if no other battery took it
+        kwargs = {"dest": dest, "default": default[dest], **kwargs}
         try:
             g.add_argument(*names, **kwargs)
         except argparse.ArgumentError:
             g.add_argument(names[0], **kwargs)
 
-    add(["--wp-runs-dir", "--runs-dir"], dest="wp_runs_dir", default=None,
+    add(["--wp-runs-dir", "--runs-dir"], "wp_runs_dir",
         help="where the helper models (uniform, seeds, adversaries, MLPs) live; default OUT/models")
-    add(["--wp-num-seeds", "--num-seeds"], dest="wp_num_seeds", type=int, default=8)
-    add(["--wp-lambdas", "--lambdas"], dest="wp_lambdas", type=_float_list,
-        default=list(wpt.DEFAULT_LAMBDAS), help="λ sweep of the consistent adversary (default 0.001,0.01,0.1,1,10)")
-    add(["--wp-guide-lambda"], dest="wp_guide_lambda", type=float, default=0.001,
-        help="λ of the adversary whose attention guides the diagnostic MLP (W&P: 0.001)")
-    add(["--wp-guide-seeds"], dest="wp_guide_seeds", type=int, default=1,
-        help="seeds of the guide adversary (one guided MLP each; F1 = their mean). W&P: 1 run")
-    add(["--wp-seed-statistic"], dest="wp_seed_statistic", choices=["max", "median"], default="max",
-        help="max over seeds (W&P paper) or median (W&P code)")
-    add(["--wp-epochs"], dest="wp_epochs", type=int, default=None, help="epochs of helper models (default: base's)")
-    add(["--wp-no-train"], dest="wp_no_train", action="store_true", help="fail instead of training missing models")
-    add(["--wp-adversary-steps"], dest="wp_adversary_steps", type=int, default=500)
-    add(["--wp-skip-per-instance-adversary"], dest="wp_skip_per_instance_adversary", action="store_true")
-    add(["--wp-adversary-protocol"], dest="wp_adversary_protocol", choices=sorted(wpt.ADVERSARY_PROTOCOLS),
-        default="fast", help="consistent adversary: 'wp' = W&P's code (≤ 80 epochs, early stopping on the "
-                             "training objective, ½·TVD, class-weighted) or 'fast' (base's epochs, dev selection)")
-    add(["--wp-adversary-max-epochs"], dest="wp_adversary_max_epochs", type=int, default=None,
-        help="epoch cap of the 'wp' protocol (default 80)")
+    add(["--wp-num-seeds", "--num-seeds"], "wp_num_seeds", type=int, help="seed models (default %(default)s)")
+    add(["--wp-lambdas", "--lambdas"], "wp_lambdas", type=_float_list,
+        help="λ sweep of the consistent adversary (default " + ",".join(f"{x:g}" for x in default["wp_lambdas"]) + ")")
+    add(["--wp-guide-lambda"], "wp_guide_lambda", type=float,
+        help="λ of the adversary whose attention guides the diagnostic MLP (default %(default)s, as W&P)")
+    add(["--wp-guide-seeds"], "wp_guide_seeds", type=int,
+        help="seeds of the guide adversary (one guided MLP each; F1 = their mean); default %(default)s, as W&P")
+    add(["--wp-seed-statistic"], "wp_seed_statistic", choices=["max", "median"],
+        help="max over seeds (W&P paper) or median (W&P code); default %(default)s")
+    add(["--wp-epochs"], "wp_epochs", type=int, help="epochs of helper models (default: base's)")
+    add(["--wp-no-train"], "wp_no_train", action="store_true", help="fail instead of training missing models")
+    add(["--wp-adversary-steps"], "wp_adversary_steps", type=int,
+        help="optimisation steps of the J&W per-instance adversary (default %(default)s)")
+    add(["--wp-skip-per-instance-adversary"], "wp_skip_per_instance_adversary", action="store_true")
+    add(["--wp-adversary-protocol"], "wp_adversary_protocol", choices=sorted(wpt.ADVERSARY_PROTOCOLS),
+        help="consistent adversary: 'wp' = W&P's code (≤ 80 epochs, early stopping on the training "
+             "objective, ½·TVD, class-weighted) or 'fast' (base's epochs, dev selection); default %(default)s")
+    add(["--wp-adversary-max-epochs"], "wp_adversary_max_epochs", type=int,
+        help=f"epoch cap of the 'wp' protocol (default {wpt.ADVERSARY_PROTOCOLS['wp']['max_epochs']})")
 
 
-def runner(model_dir: str, output_dir: str, options) -> dict:
-    get = lambda name, default: getattr(options, name, default)  # noqa: E731
-    results = run_wp(model_dir, output_dir, runs_dir=get("wp_runs_dir", None), split=get("split", "test"),
-                     num_seeds=get("wp_num_seeds", 8), lambdas=get("wp_lambdas", wpt.DEFAULT_LAMBDAS),
-                     guide_lambda=get("wp_guide_lambda", 0.001),
-                     seed_statistic=get("wp_seed_statistic", "max"), train_missing=not get("wp_no_train", False),
-                     epochs=get("wp_epochs", None), adversary_steps=get("wp_adversary_steps", 500),
-                     per_instance_adversary=not get("wp_skip_per_instance_adversary", False),
-                     seed=get("seed", 0), guide_seeds=get("wp_guide_seeds", 1),
-                     progress=not get("quiet", False),
-                     adversary_protocol=get("wp_adversary_protocol", "fast"),
-                     adversary_max_epochs=get("wp_adversary_max_epochs", None))
+def settings_from_args(args) -> WPSettings:
+    """The parsed ``hf-attn analyze`` namespace → :class:`WPSettings`."""
+    return WPSettings(split=args.split, seed=args.seed, progress=not args.quiet, runs_dir=args.wp_runs_dir,
+                      num_seeds=args.wp_num_seeds, lambdas=tuple(args.wp_lambdas),
+                      guide_lambda=args.wp_guide_lambda, guide_seeds=args.wp_guide_seeds,
+                      seed_statistic=args.wp_seed_statistic, epochs=args.wp_epochs,
+                      train_missing=not args.wp_no_train, adversary_steps=args.wp_adversary_steps,
+                      per_instance_adversary=not args.wp_skip_per_instance_adversary,
+                      adversary_protocol=args.wp_adversary_protocol,
+                      adversary_max_epochs=args.wp_adversary_max_epochs)
+
+
+def settings_from_namespace(options) -> WPSettings:
+    """TEMPORARY adapter for ``hf_attn.reproduce``, which still builds argparse-style namespaces
+    (``split``, ``seed``, ``quiet``, ``wp_*``) with only some attributes set: the missing ones take
+    the :class:`WPSettings` defaults. The only place with such fallbacks; remove it once reproduce
+    passes :class:`WPSettings` (``run_wp(DIR, OUT, WPSettings(...))``)."""
+    filled = {dest: getattr(options, dest, value) for dest, value in _option_defaults(WPSettings()).items()}
+    return settings_from_args(argparse.Namespace(**filled))
+
+
+def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
+    """The registered battery: :func:`run_wp` plus a short JSON summary on stdout."""
+    results = run_wp(model_dir, output_dir, settings)
     print(json.dumps({"uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
                       "diagnostic_mlp_f1": {g: round(v["test_f1"], 4)
                                             for g, v in results["diagnostic_mlp"]["guides"].items()},
@@ -668,8 +768,10 @@ def runner(model_dir: str, output_dir: str, options) -> dict:
     return results
 
 
-register_battery(Battery("wp", settings_class=argparse.Namespace, add_options=add_options,
-                         settings_from_args=lambda args: args, run=runner))  # TODO(typed settings)
+register_battery(Battery("wp", settings_class=WPSettings, add_options=add_options,
+                         settings_from_args=settings_from_args, run=run))
 
-__all__ = ["run_wp", "seed_variance_statistics", "seed_variance_summary", "consistent_adversary_summary", "binned_summary", "divergence_summary", "ordering_holds",
+__all__ = ["run_wp", "WPSettings", "settings_from_args", "settings_from_namespace", "add_options",
+           "seed_variance_statistics", "seed_variance_summary", "consistent_adversary_summary",
+           "binned_summary", "divergence_summary", "ordering_holds",
            "plot_seed_variance", "plot_tradeoff", "plot_diagnostic_mlp"]
