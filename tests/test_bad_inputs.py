@@ -27,6 +27,7 @@ from hf_attn.core.measures import LN2, jsd, kendall_tau, kl_divergence, tvd
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
 from hf_attn.training.engine import write_json_atomic
+from hf_attn.methods import eraser, integrated_gradients
 from hf_attn.core.validation import check_class_ids, check_distributions, check_finite, check_same_count
 
 METRICS = os.path.join(os.path.dirname(__file__), os.pardir, "hf_attn", "metrics")
@@ -213,7 +214,6 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
 
 
 def test_single_token_through_every_analysis(model, tokenizer):
-    from hf_attn.analysis.eraser import battery
     from hf_attn.analysis.jw import battery as jw
     from hf_attn.explorer import explain_sentence
 
@@ -231,9 +231,9 @@ def test_single_token_through_every_analysis(model, tokenizer):
                                    jw.JWSettings(steps=3, num_permutations=3), progress=False)
     assert summary["length"]["single_token"] == 1
     assert summary["tau_loo"]["overall"]["skipped"] >= 1
-    eraser = faithfulness.eraser_scores(model, ids, mask, torch.ones(1, 1))
-    assert np.isfinite(eraser.comprehensiveness).all() and np.isfinite(eraser.sufficiency).all()
-    ig = faithfulness.integrated_gradients_importance(model, ids, mask, steps=4)
+    erased = eraser.eraser_scores(model, ids, mask, torch.ones(1, 1))
+    assert np.isfinite(erased.comprehensiveness).all() and np.isfinite(erased.sufficiency).all()
+    ig = integrated_gradients.integrated_gradients_importance(model, ids, mask, steps=4)
     assert torch.isfinite(torch.as_tensor(ig)).all()
     explanation = explain_sentence(model, tokenizer, "good", steps=3, num_permutations=3)
     assert explanation.tokens == ["good"] and np.isnan(explanation.loo).all()
@@ -396,14 +396,12 @@ def test_model_rejects_bad_tensors(model):
 
 
 def test_analysis_functions_reject_bad_arrays(model, tokenizer):
-    from hf_attn.analysis.eraser import battery
-
     ids = torch.tensor([tokenizer("good fun film")["input_ids"]])
     mask = torch.ones_like(ids)
-    expect_error("ERASER importance with NaN", ValueError, "NaN/inf", faithfulness.eraser_scores, model,
+    expect_error("ERASER importance with NaN", ValueError, "NaN/inf", eraser.eraser_scores, model,
                  ids, mask, torch.tensor([[float("nan"), 1.0, 0.0]]))
     expect_error("ERASER importance of the wrong length", ValueError, "importance has shape",
-                 faithfulness.eraser_scores, model, ids, mask, torch.ones(1, 2))
+                 eraser.eraser_scores, model, ids, mask, torch.ones(1, 2))
 
 
 # ----------------------------------------------------------------------------------------------

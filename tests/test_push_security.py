@@ -242,21 +242,21 @@ def test_vendored_package_is_source_and_package_data_only(tmp_path, secret_file)
     package = tmp_path / "pkg" / "hf_attn"
     shutil.copytree(hub.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
     expected = {p.relative_to(package).as_posix() for p in package.rglob("*")
-                if p.is_file() and (p.suffix == ".py" or p.parent.parent.name == "data_files"
+                if p.is_file() and (p.suffix == ".py" or p.parent.parent.name == "data"
                                     or (p.parent.parent.name == "metrics" and p.name == "README.md"))}
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "hub.cpython-311.pyc").write_bytes(b"\0")
     (package / "analysis" / "__pycache__").mkdir()
     (package / "analysis" / "__pycache__" / "jw.cpython-311.pyc").write_bytes(b"\0")
     for name in ("notes.txt", "secret.key", ".env", "metrics/stray.log", "metrics/jw_correlation/secret.key",
-                 "data_files/.DS_Store", "data_files/sst/.~lock.train.txt#"):
+                 "data/.DS_Store", "data/sst/.~lock.train.txt#"):
         (package / name).write_text(SECRET)
     out = tmp_path / "out"
     hub._vendor_package(out, package)
     vendored = files_of(out / "hf_attn")
     assert set(vendored) == expected
-    assert "hub.py" in vendored and "data_files/sst/train.txt.gz" in vendored
+    assert "hub/push.py" in vendored and "data/sst/train.txt.gz" in vendored
     assert "metrics/jw_correlation/README.md" in vendored
-    (package / "data_files" / "extra.csv").symlink_to(secret_file)
+    (package / "data" / "extra.csv").symlink_to(secret_file)
     with pytest.raises(HubError, match="extra.csv is a symlink"):
         hub._vendor_package(tmp_path / "out2", package)

@@ -347,7 +347,7 @@ def expected(trained_model_dir):
 def test_snapshot_is_the_space_as_pushed(space):
     app = space["app"]
     assert json.loads((app / "space_config.json").read_text()) == {"default_model": MODEL_ID, "models": [MODEL_ID]}
-    assert (app / "hf_attn" / "explain.py").is_file() and (app / "app.py").is_file()
+    assert (app / "hf_attn" / "explorer.py").is_file() and (app / "app.py").is_file()
     readme = (app / "README.md").read_text()
     assert "Visitors pick the model from a list" in readme and f"`{MODEL_ID}` (opened first)" in readme
     assert f"- {MODEL_ID}" in readme.split("---")[1]  # the card's models metadata links the model
