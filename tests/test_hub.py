@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from argparse import Namespace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -85,11 +84,12 @@ def run_client(script: str, hub: HubServer, workdir: Path, block_hf_attn: bool =
 def run_jw_battery(model_dir: Path, output_dir: Path) -> dict:
     """The real ``hf-attn analyze --battery jw`` on 40 test sentences (few permutations and adversary
     steps): the results.json and figures a user publishes."""
-    from hf_attn.analysis.jw.battery import jw_battery_runner
+    from hf_attn.analysis import run_battery
+    from hf_attn.analysis.jw.battery import JWRunSettings, JWSettings
 
-    options = Namespace(split="test", seed=0, quiet=True, jw_max_instances=40, jw_permutations=20, jw_steps=40,
-                        jw_no_cache=True, jw_threads=1)
-    return jw_battery_runner(str(model_dir), str(output_dir), options)
+    settings = JWRunSettings(split="test", progress=False, max_instances=40, use_cache=False,
+                             algorithm=JWSettings(num_permutations=20, steps=40, num_threads=1))
+    return run_battery("jw", str(model_dir), str(output_dir), settings)
 
 
 def request(hub: HubServer, method: str, path: str, body=None, headers=None, host: str | None = None):

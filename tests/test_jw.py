@@ -461,13 +461,3 @@ def test_jw_flag_defaults_are_the_settings_dataclass_defaults():
                                                         seed=4, token_budget=11, gradient_token_budget=12,
                                                         loo_token_budget=13, tie_tolerance=0.0, num_threads=1))
     assert battery.settings_from_args(args) == expected
-
-
-def test_run_from_namespace_fills_missing_attributes_with_the_defaults(monkeypatch):
-    """The temporary adapter for hf_attn.reproduce: a partial namespace → the same typed settings."""
-    import argparse
-
-    seen = []
-    monkeypatch.setattr(jw, "run", lambda model_dir, output_dir, settings: seen.append(settings) or {})
-    jw.jw_battery_runner("MODEL", "OUT", argparse.Namespace(quiet=True, jw_steps=9, jw_max_instances=5))
-    assert seen == [jw.JWRunSettings(progress=False, max_instances=5, algorithm=jw.JWSettings(steps=9))]

@@ -93,14 +93,6 @@ def test_settings_validate_and_registry_takes_typed_settings_only(tmp_path):
         run_battery("wp", str(tmp_path), str(tmp_path / "out"), TSSettings())
 
 
-def test_wp_namespace_adapter_fills_the_dataclass_defaults():
-    from hf_attn.analysis.wp.battery import settings_from_namespace
-
-    assert settings_from_namespace(argparse.Namespace()) == WPSettings()
-    assert settings_from_namespace(argparse.Namespace(wp_num_seeds=2, quiet=True)) == WPSettings(
-        num_seeds=2, progress=False)
-
-
 def test_engine_task_pieces_without_an_import_loop():
     """training/pair.py imports nothing from training/engine.py (the engine imports it), and no
     function of the engine imports a training module at call time."""

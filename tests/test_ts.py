@@ -1,7 +1,6 @@
 """Tutek & Šnajder battery: fast paths against full forwards / explicit loops, MI against hand values
 and sklearn, word-set selection, evaluate modules == library functions, grid, battery smoke run."""
 
-import argparse
 import json
 from dataclasses import asdict
 import math
@@ -245,13 +244,6 @@ def test_variant_states_follow_ts_equations_2_3(variant):
         assert torch.allclose(model.encode(model.embedding(ids), mask), expected, atol=1e-6)
 
 
-def test_reproduce_namespace_adapter_fills_the_dataclass_defaults():
-    """``settings_from_namespace`` (the temporary adapter for hf_attn.reproduce): the attributes given
-    are taken, every missing one is the TSSettings default."""
-    options = argparse.Namespace(split="test", seed=0, quiet=True, ts_permutation_draws=3, ts_skip_mi=True,
-                                 ts_skip_adversary=True, ts_adversary_limit=0)
-    assert ts.settings_from_namespace(options) == ts.TSSettings(progress=False, permutation_draws=3, mi=False,
-                                                                adversary=False, adversary_limit=0)
-    assert ts.settings_from_namespace(argparse.Namespace()) == ts.TSSettings()
+def test_settings_are_validated():
     with pytest.raises(ValueError, match="permutation_draws"):
         ts.analyze_model(None, None, None, permutation_draws=0)

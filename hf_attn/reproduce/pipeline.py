@@ -18,12 +18,11 @@ see layout.py):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
 from .collect import read_json, seed_model_dirs
@@ -103,44 +102,50 @@ class StageClock:
 
 
 # ------------------------------------------------------------------------------------------------
-# battery settings: the options objects the batteries read (argparse-shaped today; kept together
-# here so that they can be swapped for the batteries' typed settings in one place)
+# battery settings: the batteries' typed settings, built from the plan (every other field keeps the
+# battery's default, which is the paper's)
 
-def _jw_battery_options(plan: ReproducePlan, progress: bool, max_instances: int | None) -> argparse.Namespace:
-    """J&W battery options (J&W's settings; only the permutations, steps and instances vary)."""
-    return argparse.Namespace(split="test", seed=0, quiet=not progress, jw_permutations=plan.jw_permutations,
-                              jw_adversaries=5, jw_lambda=500.0, jw_eps=0.01, jw_steps=plan.jw_steps,
-                              jw_lr=0.01, jw_token_budget=16384, jw_loo_token_budget=32768,
-                              jw_gradient_token_budget=4096, jw_max_instances=max_instances, jw_no_cache=False)
+def _jw_battery_settings(plan: ReproducePlan, progress: bool, max_instances: int | None):
+    """J&W battery settings (J&W's settings; only the permutations, steps and instances vary)."""
+    from hf_attn.analysis.jw.battery import JWRunSettings, JWSettings
+
+    return JWRunSettings(split="test", progress=progress, max_instances=max_instances,
+                         algorithm=JWSettings(num_permutations=plan.jw_permutations, steps=plan.jw_steps, seed=0))
 
 
-def _ts_battery_options(plan: ReproducePlan, want_mi: bool, adversary: bool = True) -> argparse.Namespace:
-    """T&Š battery options for one grid run: MI only where ``want_mi``; without ``adversary`` (the
+def _ts_battery_settings(plan: ReproducePlan, want_mi: bool, adversary: bool = True):
+    """T&Š battery settings for one grid run: MI only where ``want_mi``; without ``adversary`` (the
     multi-layer grid, fragility only) no J&W adversary either."""
-    return argparse.Namespace(split="test", seed=0, quiet=True, ts_permutation_draws=plan.ts_permutation_draws,
-                              ts_skip_mi=not want_mi, ts_mi_split="train", ts_mi_words=plan.mi_words,
-                              ts_mi_clusters=plan.mi_clusters, ts_mi_max_occurrences=plan.mi_max_occurrences,
-                              ts_skip_adversary=not adversary,
-                              ts_adversary_limit=plan.ts_adversary_limit if adversary else 0)
+    from hf_attn.analysis.ts.battery import TSSettings
+
+    return TSSettings(split="test", seed=0, progress=False, permutation_draws=plan.ts_permutation_draws,
+                      mi=want_mi, mi_split="train", mi_words=plan.mi_words, mi_clusters=plan.mi_clusters,
+                      mi_max_occurrences=plan.mi_max_occurrences, adversary=adversary,
+                      adversary_limit=plan.ts_adversary_limit if adversary else 0)
 
 
-def _run_jw_battery(model_dir: str, out: str, options: argparse.Namespace, **recorded) -> None:
+def _request_of(settings) -> dict:
+    """What a finished analysis was made with (progress bars excluded): its ``reproduce-request.json``."""
+    return {k: v for k, v in asdict(settings).items() if k != "progress"}
+
+
+def _run_jw_battery(model_dir: str, out: str, settings, **recorded) -> None:
     """The J&W battery on ``model_dir`` into ``out`` unless it is already there with these settings."""
-    from hf_attn.analysis.jw.battery import jw_battery_runner
+    from hf_attn.analysis import run_battery
 
-    request = {"model": model_dir, **recorded, **{k: v for k, v in vars(options).items() if k != "quiet"}}
+    request = {"model": model_dir, **recorded, **_request_of(settings)}
     if not _done(out, request):
-        jw_battery_runner(model_dir, out, options)
+        run_battery("jw", model_dir, out, settings)
         _mark(out, request)
 
 
-def _run_ts_battery(model_dir: str, out: str, options: argparse.Namespace) -> None:
+def _run_ts_battery(model_dir: str, out: str, settings) -> None:
     """The T&Š battery on one grid run unless it is already there with these settings."""
-    from hf_attn.analysis.ts.battery import run_battery
+    from hf_attn.analysis import run_battery
 
-    request = {"model": model_dir, **vars(options)}
+    request = {"model": model_dir, **_request_of(settings)}
     if not _done(out, request):
-        run_battery(model_dir, out, options)
+        run_battery("ts", model_dir, out, settings)
         _mark(out, request)
 
 
@@ -166,8 +171,8 @@ def train_and_analyse_snli(snli_dir: str, model_dir: str, out: str, plan: Reprod
             "test": sp["test"]}), full.label_names, full.name)
         settings = TrainSettings(dataset="snli", data_path=snli_dir, epochs=plan.snli_epochs, seed=0)
         train(settings, model_dir, task=subset, progress=False)
-    options = _jw_battery_options(plan, progress, plan.snli_jw_instances)
-    _run_jw_battery(model_dir, out, options, train_pairs=plan.snli_train_pairs, epochs=plan.snli_epochs)
+    settings = _jw_battery_settings(plan, progress, plan.snli_jw_instances)
+    _run_jw_battery(model_dir, out, settings, train_pairs=plan.snli_train_pairs, epochs=plan.snli_epochs)
     return read_json(os.path.join(out, "results.json"))
 
 
@@ -233,7 +238,7 @@ def _stage_models(run: DatasetRun) -> None:
 def _stage_jw(run: DatasetRun) -> None:
     """The J&W battery on the BiLSTM and on the Average model."""
     for model_dir, out in ((run.paths["base"], run.paths["jw_lstm"]), (run.paths["average"], run.paths["jw_average"])):
-        _run_jw_battery(model_dir, out, _jw_battery_options(run.plan, run.progress, run.plan.jw_max_instances))
+        _run_jw_battery(model_dir, out, _jw_battery_settings(run.plan, run.progress, run.plan.jw_max_instances))
 
 
 def _stage_jw_more(run: DatasetRun) -> None:
@@ -245,7 +250,7 @@ def _stage_jw_more(run: DatasetRun) -> None:
         enc, att = kinds[name]
         if not os.path.exists(os.path.join(model_dir, "metrics.json")):
             train(replace(run.base_settings, encoder=enc, attention=att), model_dir, task=run.task(), progress=False)
-        _run_jw_battery(model_dir, out, _jw_battery_options(run.plan, run.progress, run.plan.jw_max_instances))
+        _run_jw_battery(model_dir, out, _jw_battery_settings(run.plan, run.progress, run.plan.jw_max_instances))
 
 
 def _stage_snli(run: DatasetRun) -> None:
@@ -256,7 +261,7 @@ def _stage_snli(run: DatasetRun) -> None:
 
 def _stage_wp(run: DatasetRun) -> None:
     """The W&P battery: uniform, seed models, λ sweep of consistent adversaries, guided MLPs."""
-    from hf_attn.analysis.wp.battery import run_wp
+    from hf_attn.analysis.wp.battery import WPSettings, run_wp
 
     plan, base_dir, wp_runs, out = run.plan, run.paths["base"], run.paths["wp_runs"], run.paths["wp"]
     request = {"model": base_dir, "runs": wp_runs, "seeds": plan.wp_seeds, "lambdas": list(plan.wp_lambdas),
@@ -264,11 +269,11 @@ def _stage_wp(run: DatasetRun) -> None:
                "guide_seeds": plan.wp_guide_seeds, "adversary_protocol": plan.wp_adversary_protocol,
                "adversary_max_epochs": plan.wp_adversary_max_epochs}
     if not _done(out, request):
-        run_wp(base_dir, out, runs_dir=wp_runs, num_seeds=plan.wp_seeds,
-               lambdas=plan.wp_lambdas, guide_lambda=plan.wp_guide_lambda,
-               adversary_steps=plan.wp_adversary_steps, guide_seeds=plan.wp_guide_seeds,
-               progress=run.progress, adversary_protocol=plan.wp_adversary_protocol,
-               adversary_max_epochs=plan.wp_adversary_max_epochs)
+        run_wp(base_dir, out, WPSettings(runs_dir=wp_runs, num_seeds=plan.wp_seeds, lambdas=tuple(plan.wp_lambdas),
+                                         guide_lambda=plan.wp_guide_lambda, adversary_steps=plan.wp_adversary_steps,
+                                         guide_seeds=plan.wp_guide_seeds, progress=run.progress,
+                                         adversary_protocol=plan.wp_adversary_protocol,
+                                         adversary_max_epochs=plan.wp_adversary_max_epochs))
         _mark(out, request)
 
 
@@ -277,7 +282,7 @@ def _stage_jw_seeds(run: DatasetRun) -> None:
     spread of every J&W number, which the J&W verdicts take their tolerances from."""
     for name, model_dir in seed_model_dirs(run.paths["wp_runs"]):
         _run_jw_battery(model_dir, os.path.join(run.paths["jw_seeds"], name),
-                        _jw_battery_options(run.plan, run.progress, run.plan.jw_max_instances))
+                        _jw_battery_settings(run.plan, run.progress, run.plan.jw_max_instances))
 
 
 def _train_grid(runs: list, folder: str, run: DatasetRun, what: str) -> None:
@@ -318,7 +323,7 @@ def _stage_ts(run: DatasetRun) -> None:
         want_mi = (settings.variant in plan.mi_variants and settings.seed in plan.mi_seeds
                    and settings.attention == "additive")
         _run_ts_battery(os.path.join(grid_dir, relative), os.path.join(out_dir, relative),
-                        _ts_battery_options(plan, want_mi))
+                        _ts_battery_settings(plan, want_mi))
     summarize_grid(grid_dir, out_dir)  # the tables exist even if the adversaries below are cut short
     # T&Š Fig. 1 with T&Š's own objective (Eq. 6: L = TVD − λ·JSD), not W&P's TVD − λ·KL
     train_consistent_adversaries(grid_dir, out_dir, plan.ts_fig1_cells, plan.ts_fig1_lambdas,
@@ -339,7 +344,7 @@ def _stage_ts_layers(run: DatasetRun) -> None:
     _train_grid(layered, grid_dir, run, f"T&Š {plan.ts_multilayer_layers}-layer runs")
     for relative, _ in tqdm(layered, desc="T&Š battery (layers)", unit="run", disable=not run.progress):
         _run_ts_battery(os.path.join(grid_dir, relative), os.path.join(out_dir, relative),
-                        _ts_battery_options(plan, want_mi=False, adversary=False))
+                        _ts_battery_settings(plan, want_mi=False, adversary=False))
     summarize_grid(grid_dir, out_dir)
 
 

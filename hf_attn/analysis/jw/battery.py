@@ -261,24 +261,6 @@ def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
                          use_cache=not args.jw_no_cache, algorithm=algorithm)
 
 
-def run_from_namespace(model_dir: str, output_dir: str, options) -> dict:
-    """TEMPORARY adapter for :mod:`hf_attn.reproduce` until it builds :class:`JWRunSettings` and calls
-    ``run_battery("jw", …)``: an old-style namespace holding only some of the ``hf-attn analyze``
-    attributes → :func:`run`. A missing attribute takes its flag's default (itself the dataclass
-    default); this is the one place that reads attributes with fallbacks."""
-    run_defaults = JWRunSettings()
-    parser = argparse.ArgumentParser(add_help=False)
-    add_options(parser)
-    defaults = vars(parser.parse_args([])) | {"split": run_defaults.split, "seed": run_defaults.algorithm.seed,
-                                              "quiet": not run_defaults.progress}
-    args = argparse.Namespace(**{name: getattr(options, name, value) for name, value in defaults.items()})
-    return run(model_dir, output_dir, settings_from_args(args))
-
-
-# Old entry point (namespace in, results out): hf_attn/reproduce/pipeline.py and tests/test_hub.py call it.
-jw_battery_runner = run_from_namespace
-
-
 register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_options,
                          settings_from_args=settings_from_args, run=run))
 
@@ -286,5 +268,5 @@ register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_opt
 __all__ = ["JWInstances", "JWRunSettings", "JWSettings", "AdversaryResult", "adversarial_attention",
            "adversary_objective", "attended_mask", "battery_summary", "deletion_batch", "format_summary",
            "gradient_importance", "leave_one_out", "length_batches", "load_model_and_split", "pad_batch",
-           "permutation_tvd", "predict", "random_permutations", "run", "run_from_namespace", "run_jw_battery",
+           "permutation_tvd", "predict", "random_permutations", "run", "run_jw_battery",
            "settings_from_args", "add_options"]

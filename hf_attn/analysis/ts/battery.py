@@ -575,14 +575,13 @@ def pick_example(task, split: str = "validation", min_tokens: int = 8, max_token
 def run_battery(model_dir: str, output_dir: str, settings: TSSettings | None = None) -> dict:
     """``hf-attn analyze DIR --battery ts``: writes ``results.json``, ``per_instance.json`` and
     ``token_probability.png`` into ``output_dir``. ``settings``: :class:`TSSettings` (None: its
-    defaults). TEMPORARY: an argparse-style namespace is still taken (converted by
-    :func:`settings_from_namespace`) until ``hf_attn.reproduce`` passes :class:`TSSettings`."""
+    defaults)."""
     from hf_attn.training.engine import environment_versions, write_json_atomic
 
     if settings is None:
         settings = TSSettings()
     elif not isinstance(settings, TSSettings):
-        settings = settings_from_namespace(settings)
+        raise TypeError(f"settings must be TSSettings, got {type(settings).__name__}")
     settings.validate()
     split = settings.split
     model, tokenizer, task = load_run(model_dir, split)
@@ -990,15 +989,6 @@ def settings_from_args(args) -> TSSettings:
                       adversary_limit=args.ts_adversary_limit)
 
 
-def settings_from_namespace(options) -> TSSettings:
-    """TEMPORARY adapter for ``hf_attn.reproduce``, which still builds argparse-style namespaces
-    (``split``, ``seed``, ``quiet``, ``ts_*``) with only some attributes set: the missing ones take
-    the :class:`TSSettings` defaults. The only place with such fallbacks; remove it once reproduce
-    passes :class:`TSSettings` (``run_battery(DIR, OUT, TSSettings(...))``)."""
-    filled = {dest: getattr(options, dest, value) for dest, value in _option_defaults(TSSettings()).items()}
-    return settings_from_args(argparse.Namespace(**filled))
-
-
 register_battery(Battery("ts", settings_class=TSSettings, add_options=add_options,
                          settings_from_args=settings_from_args, run=run_battery))
 
@@ -1012,5 +1002,5 @@ __all__ = ["uniform_attention", "permute_attention", "fragility_predictions", "f
            "plot_token_probabilities", "f1_score_of", "pad_token_logits",
            "fragility_from_token_logits", "token_probability_from_token_logits",
            "analyze_grid", "summarize_grid", "format_tables", "PUBLISHED_SST",
-           "train_consistent_adversaries", "TSSettings", "settings_from_args", "settings_from_namespace",
+           "train_consistent_adversaries", "TSSettings", "settings_from_args",
            "add_options"]

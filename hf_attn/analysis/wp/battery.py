@@ -748,15 +748,6 @@ def settings_from_args(args) -> WPSettings:
                       adversary_max_epochs=args.wp_adversary_max_epochs)
 
 
-def settings_from_namespace(options) -> WPSettings:
-    """TEMPORARY adapter for ``hf_attn.reproduce``, which still builds argparse-style namespaces
-    (``split``, ``seed``, ``quiet``, ``wp_*``) with only some attributes set: the missing ones take
-    the :class:`WPSettings` defaults. The only place with such fallbacks; remove it once reproduce
-    passes :class:`WPSettings` (``run_wp(DIR, OUT, WPSettings(...))``)."""
-    filled = {dest: getattr(options, dest, value) for dest, value in _option_defaults(WPSettings()).items()}
-    return settings_from_args(argparse.Namespace(**filled))
-
-
 def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
     """The registered battery: :func:`run_wp` plus a short JSON summary on stdout."""
     results = run_wp(model_dir, output_dir, settings)
@@ -771,7 +762,7 @@ def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
 register_battery(Battery("wp", settings_class=WPSettings, add_options=add_options,
                          settings_from_args=settings_from_args, run=run))
 
-__all__ = ["run_wp", "WPSettings", "settings_from_args", "settings_from_namespace", "add_options",
+__all__ = ["run_wp", "WPSettings", "settings_from_args", "add_options",
            "seed_variance_statistics", "seed_variance_summary", "consistent_adversary_summary",
            "binned_summary", "divergence_summary", "ordering_holds",
            "plot_seed_variance", "plot_tradeoff", "plot_diagnostic_mlp"]
