@@ -121,12 +121,7 @@ def _new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
 
 
 def _add_module_parsers(subparsers, module: str, argv: list[str] | None = None) -> None:
-    try:
-        mod = __import__(module, fromlist=["add_parser"])
-    except ModuleNotFoundError as err:
-        if err.name and err.name.startswith("hf_attn"):
-            return  # subcommand not built yet
-        raise
+    mod = __import__(module, fromlist=["add_parser"])
     if "argv" in inspect.signature(mod.add_parser).parameters:
         mod.add_parser(subparsers, argv=argv)  # e.g. analyze: only the named battery's options
     else:

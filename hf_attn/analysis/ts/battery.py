@@ -420,21 +420,19 @@ def jw_adversary_summary(model, batches: list[StateBatch], seed: int = 0, **kwar
     the largest JSD(α_adv, α) among those with TVD(ŷ_adv, ŷ) ≤ ε (the one with the smallest TVD
     when none is within ε); ``mean_jsd``/``mean_tvd`` average over instances. Also J&W's own
     summary, the mean ε-max JSD, and the fraction of instances with an adversary within ε.
-    ``{"status": "unavailable"}`` when the J&W module is not there."""
-    try:
-        from hf_attn.analysis.jw.battery import adversarial_attention
-    except ImportError as err:
-        return {"status": "unavailable", "reason": str(err)}
+    """
+    from hf_attn.analysis.jw.common import JWSettings
+    from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary
+
     jsd, tvd, eps_max, feasible = [], [], [], []
     for b in batches:
         result = adversarial_attention(model, b.hidden, b.attention, b.mask, seed=seed, **kwargs)
-        ok = result.feasible
-        score = torch.where(ok, result.jsd, -result.tvd - 10.0)  # feasible ones always win
-        best = score.argmax(-1, keepdim=True)
+        chosen = best_feasible_adversary(result.tvd, result.jsd, kwargs.get("eps", JWSettings.eps))
+        best = chosen.index[:, None]
         jsd.append(result.jsd.gather(-1, best).squeeze(-1).numpy())
         tvd.append(result.tvd.gather(-1, best).squeeze(-1).numpy())
         eps_max.append(result.eps_max_jsd.numpy())
-        feasible.append(ok.any(-1).numpy())
+        feasible.append(chosen.any_feasible.numpy())
     jsd, tvd, eps_max, feasible = (np.concatenate(x) for x in (jsd, tvd, eps_max, feasible))
     return {"status": "ok", "mean_jsd": float(jsd.mean()), "mean_tvd": float(tvd.mean()),
             "mean_eps_max_jsd": float(eps_max.mean()), "fraction_feasible": float(feasible.mean()),

@@ -348,7 +348,8 @@ def _per_instance_adversary(model, encoded, k, steps, eps, lam, seed, batch_size
     """J&W Alg. 3 on every instance (batched by length) via ``hf_attn.analysis.jw.battery``; returns the
     per-instance ε-max JSD and the TVD of the adversary attaining it (0, 0 when no adversary is
     within ε: the base attention is kept)."""
-    from hf_attn.analysis.jw.battery import adversarial_attention
+    from hf_attn.core.batching import pad_batch
+    from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary
 
     ids = encoded["input_ids"]
     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
@@ -358,24 +359,16 @@ def _per_instance_adversary(model, encoded, k, steps, eps, lam, seed, batch_size
     for start in tqdm(range(0, len(order), batch_size), desc="J&W per-instance adversary",
                       disable=not progress, leave=False):
         rows = order[start:start + batch_size]
-        width = int(lengths[rows].max())
-        input_ids = torch.zeros(len(rows), width, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
-        for j, r in enumerate(rows):
-            input_ids[j, :lengths[r]] = torch.as_tensor(ids[int(r)])
-            mask[j, :lengths[r]] = 1
+        input_ids, attended = pad_batch([ids[int(r)] for r in rows])
+        mask = attended.long()
         with torch.no_grad():
             out = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
         result = adversarial_attention(model, out.hidden_states, out.attentions, mask, k=k, lam=lam,
                                        eps=eps, steps=steps, seed=seed + start)
-        feasible = result.tvd <= eps
-        masked = torch.where(feasible, result.jsd, torch.full_like(result.jsd, -1.0))
-        best = masked.argmax(-1)
-        has = feasible.any(-1)
-        chosen_jsd = result.jsd.gather(1, best[:, None]).squeeze(1)
-        chosen_tvd = result.tvd.gather(1, best[:, None]).squeeze(1)
-        eps_jsd[rows] = torch.where(has, chosen_jsd, torch.zeros_like(chosen_jsd)).double().numpy()
-        eps_tvd[rows] = torch.where(has, chosen_tvd, torch.zeros_like(chosen_tvd)).double().numpy()
+        best = best_feasible_adversary(result.tvd, result.jsd, eps)
+        chosen_tvd = result.tvd.gather(1, best.index[:, None]).squeeze(1)
+        eps_jsd[rows] = best.eps_max_jsd.double().numpy()
+        eps_tvd[rows] = torch.where(best.any_feasible, chosen_tvd, torch.zeros_like(chosen_tvd)).double().numpy()
     return eps_jsd, eps_tvd
 
 
@@ -550,21 +543,16 @@ def run_wp(model_dir: str, output_dir: str, settings: WPSettings | None = None,
     # J&W per-instance adversary on the same axes
     jw_section, jw_point, adversary_values = None, None, None
     if per_instance_adversary:
-        try:
-            eps_jsd, eps_tvd = _per_instance_adversary(base_model, encoded, adversary_k, adversary_steps,
-                                                       adversary_eps, adversary_lambda, seed, 256, progress)
-        except ImportError as err:  # the J&W battery is a sibling module
-            logger.warning("J&W per-instance adversary unavailable (%s): skipped", err)
-            jw_section = {"available": False, "reason": str(err)}
-        else:
-            adversary_values = eps_jsd
-            jw_point = divergence_summary(eps_jsd, eps_tvd)
-            jw_section = {"available": True, "k": adversary_k, "steps": adversary_steps,
-                          "eps": adversary_eps, "lambda": adversary_lambda,
-                          "fraction_with_feasible_adversary": float((eps_jsd > 0).mean()),
-                          **jw_point,
-                          "by_class_and_max_attention": binned_summary(eps_jsd, stats["max_attention"], labels,
-                                                                       label_names=label_names)}
+        eps_jsd, eps_tvd = _per_instance_adversary(base_model, encoded, adversary_k, adversary_steps,
+                                                   adversary_eps, adversary_lambda, seed, 256, progress)
+        adversary_values = eps_jsd
+        jw_point = divergence_summary(eps_jsd, eps_tvd)
+        jw_section = {"available": True, "k": adversary_k, "steps": adversary_steps,
+                      "eps": adversary_eps, "lambda": adversary_lambda,
+                      "fraction_with_feasible_adversary": float((eps_jsd > 0).mean()),
+                      **jw_point,
+                      "by_class_and_max_attention": binned_summary(eps_jsd, stats["max_attention"], labels,
+                                                                   label_names=label_names)}
 
     # 4. model-consistent adversary sweep
     lambda_rows = []
