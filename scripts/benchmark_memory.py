@@ -71,7 +71,8 @@ def main(argv=None) -> int:
     from hf_attn.analysis.jw.battery import JWSettings, length_batches, run_jw_battery
     from hf_attn.data.datasets import load_task
     from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
-    from hf_attn.training.engine import environment_versions, write_json_atomic
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.core.io import write_json_atomic
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -26,7 +26,7 @@ from hf_attn.data.datasets import DataError, load_local, load_task
 from hf_attn.core.measures import LN2, jsd, kendall_tau, kl_divergence, tvd
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
-from hf_attn.training.engine import write_json_atomic
+from hf_attn.core.io import write_json_atomic
 from hf_attn.methods import eraser, integrated_gradients
 from hf_attn.core.validation import check_class_ids, check_distributions, check_finite, check_same_count
 

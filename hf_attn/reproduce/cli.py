@@ -50,7 +50,7 @@ def add_parser(subparsers) -> None:
 def regrade_file(report_path: str, output_dir: str | None = None) -> tuple[list[dict], str]:
     """:func:`regrade` a report.json file; returns the findings and their Markdown verdict table
     (also written to ``output_dir/findings.md`` + ``findings.json`` when given)."""
-    from hf_attn.training.engine import write_json_atomic
+    from hf_attn.core.io import write_json_atomic
 
     findings = regrade(read_json(report_path))
     counts = {v: sum(f["verdict"] == v for f in findings) for v in VERDICTS}
@@ -85,9 +85,7 @@ def _run_cli(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hf_attn import reproduce as package
-
-    parser = argparse.ArgumentParser(prog="reproduce", description=package.__doc__,
+    parser = argparse.ArgumentParser(prog="reproduce", description="hf-attn reproduce: train, run every battery, write REPORT.md",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
     add_parser(sub)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
 from .collect import read_json, seed_model_dirs
 from .layout import ReproductionLayout
+from .machine import machine_info
 from .plan import DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, snli_folder, stage_estimates
 from .report import write_report
 
@@ -42,30 +42,9 @@ def _done(path: str, request: dict) -> bool:
 
 
 def _mark(path: str, request: dict) -> None:
-    from hf_attn.training.engine import write_json_atomic
+    from hf_attn.core.io import write_json_atomic
 
     write_json_atomic(os.path.join(path, "reproduce-request.json"), request)
-
-
-def machine_info() -> dict:
-    """CPU model and count, load average, torch threads, versions."""
-    import torch
-
-    from hf_attn.training.engine import environment_versions
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "platform": platform.platform(), "load_average_1_5_15": [round(x, 2) for x in load],
-            "versions": environment_versions()}
 
 
 class StageClock:
@@ -73,7 +52,7 @@ class StageClock:
     times of the invocation that did the work, with an estimate printed before each stage."""
 
     def __init__(self, output_dir: str, progress: bool = True):
-        from hf_attn.training.engine import write_json_atomic
+        from hf_attn.core.io import write_json_atomic
 
         self._write = write_json_atomic
         self.path = ReproductionLayout(output_dir).stages_json
@@ -419,14 +398,3 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
         print(f"[reproduce] wrote {layout.report_md} ({len(report['findings'])} findings) in "
               f"{(time.perf_counter() - started) / 60:.1f} min", flush=True)
     return report
-
-
-def __getattr__(name: str):
-    """``add_parser`` / ``main`` moved to :mod:`hf_attn.reproduce.cli`; still importable from here for
-    callers that registered this module (``hf_attn.cli``'s subcommand table), imported lazily since
-    cli.py imports this module."""
-    if name in ("add_parser", "main"):
-        from . import cli
-
-        return getattr(cli, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

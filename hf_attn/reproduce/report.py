@@ -613,9 +613,9 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
                  started: float | None = None, machine_start: dict | None = None) -> dict:
     """Collect, check and write ``OUT/report.json`` + ``OUT/REPORT.md`` + ``OUT/figures``; returns the
     report as written (machine paths replaced, see ``ReproductionLayout.public``)."""
-    from hf_attn.training.engine import write_json_atomic
+    from hf_attn.core.io import write_json_atomic
 
-    from .pipeline import machine_info  # pipeline.py imports this module
+    from .machine import machine_info
 
     layout = ReproductionLayout(output_dir)
     figures: list[str] = []

@@ -16,7 +16,6 @@ import importlib
 import json
 import logging
 import os
-import platform
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +31,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
 from hf_attn.data.datasets import TaskData, load_task
 from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
+from hf_attn.core.environment import environment_versions  # noqa: F401 (re-exported)
 from hf_attn.core.io import exclusive_output_folder, write_json_atomic
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
@@ -337,17 +337,6 @@ class AttnTrainer(Trainer):
             logs["regularization_loss"] = round(parts["regularization_loss"] / parts["n"], 4)
             self._loss_parts = None
         super().log(logs, *args, **kwargs)
-
-
-def environment_versions() -> dict[str, str]:
-    """Versions recorded in every results file."""
-    import datasets
-    import transformers
-
-    from hf_attn import __version__
-
-    return {"hf_attn": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "datasets": datasets.__version__, "numpy": np.__version__, "python": platform.python_version()}
 
 
 def _column_lengths(data, column: str) -> np.ndarray:

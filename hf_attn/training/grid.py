@@ -25,7 +25,9 @@ import os
 import time
 from dataclasses import asdict, replace
 
-from hf_attn.training.engine import TrainSettings, environment_versions, task_of, train, write_json_atomic
+from hf_attn.training.engine import TrainSettings, task_of, train
+from hf_attn.core.environment import environment_versions
+from hf_attn.core.io import write_json_atomic
 
 DEFAULT_VARIANTS = ("base", "concat", "residual", "tying", "mlm")
 DEFAULT_ATTENTIONS = ("additive", "dot")

@@ -212,7 +212,8 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     import json
 
     from hf_attn.analysis.jw.battery import load_model_and_split
-    from hf_attn.training.engine import environment_versions, write_json_atomic
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.core.io import write_json_atomic
 
     path = os.path.join(output_dir, "results.json")
     params = {"split": split, "measures": list(measures), "fractions": list(fractions), "ig_steps": ig_steps,

@@ -185,7 +185,8 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     from hf_attn.analysis.jw.figures import write_jw_figures
     from hf_attn.analysis.jw.summary import PUBLISHED_SST, strip_arrays
     from hf_attn.analysis.sharding import distributed_world_size, is_main_process
-    from hf_attn.training.engine import environment_versions, write_json_atomic
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.core.io import write_json_atomic
 
     model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, settings.split)
     if settings.max_instances:

@@ -191,7 +191,8 @@ def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     beside it), ``OUT/instances.jsonl`` and the J&W figures (over premise tokens)."""
     from hf_attn.analysis.jw.figures import write_jw_figures
     from hf_attn.analysis.jw.summary import strip_arrays
-    from hf_attn.training.engine import environment_versions, write_json_atomic
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.core.io import write_json_atomic
 
     model, tokenizer, premises, hypotheses, labels, label_names, dataset = \
         load_pair_model_and_split(model_dir, settings.split)

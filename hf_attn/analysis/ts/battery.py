@@ -31,7 +31,6 @@ Measures (SPEC §6; shapes: B instances, T tokens, K decoder units, C classes, d
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -574,7 +573,8 @@ def run_battery(model_dir: str, output_dir: str, settings: TSSettings | None = N
     """``hf-attn analyze DIR --battery ts``: writes ``results.json``, ``per_instance.json`` and
     ``token_probability.png`` into ``output_dir``. ``settings``: :class:`TSSettings` (None: its
     defaults)."""
-    from hf_attn.training.engine import environment_versions, write_json_atomic
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.core.io import write_json_atomic
 
     if settings is None:
         settings = TSSettings()
@@ -722,7 +722,7 @@ def _collect(output_dir: str) -> list[dict]:
 
 def summarize_grid(grid_dir: str, output_dir: str) -> dict:
     """Mean ± std over seeds per (variant, attention) of every T&Š measure; tables + figures."""
-    from hf_attn.training.engine import write_json_atomic
+    from hf_attn.core.io import write_json_atomic
 
     rows = _collect(output_dir)
     if not rows:

@@ -40,8 +40,9 @@ from hf_attn.core.io import save_figure_atomic
 from hf_attn.analysis.jw.figures import class_colour, class_label
 from hf_attn.data.datasets import TaskData
 from hf_attn.core.measures import jsd, tvd
-from hf_attn.training.engine import (classification_metrics, environment_versions, settings_from_run, task_of,
-                        tokenize_splits, train, write_json_atomic)
+from hf_attn.core.environment import environment_versions
+from hf_attn.core.io import write_json_atomic
+from hf_attn.training.engine import classification_metrics, settings_from_run, task_of, tokenize_splits, train
 from hf_attn.analysis import Battery, register_battery
 
 logger = logging.getLogger(__name__)
