@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     parser.add_argument("--resume", action="store_true", help="allow an output folder with finished runs")
     parser.add_argument("--threads", default="1",
                         help="torch threads: a number or auto (default 1: the machine is shared)")
+    parser.add_argument("--jobs", type=int, default=1, choices=(1, 2),
+                        help="2: the W&P chain in a second process (see hf-attn reproduce --jobs)")
     parser.add_argument("--output", help="write the result as JSON here")
     args = parser.parse_args(argv)
 
@@ -54,7 +56,8 @@ def main(argv=None) -> int:
           flush=True)
     start = time.perf_counter()
     report = reproduce(["sst"], args.output_dir, quick=args.quick, seeds=args.seeds, wp_seeds=args.wp_seeds,
-                       progress=True, threads=args.threads if args.threads == "auto" else int(args.threads))
+                       progress=True, threads=args.threads if args.threads == "auto" else int(args.threads),
+                       jobs=args.jobs)
     wall = time.perf_counter() - start
     load_after = os.getloadavg()
     plan = ReproducePlan.for_mode(args.quick, args.seeds, args.wp_seeds)
@@ -68,8 +71,9 @@ def main(argv=None) -> int:
                              "estimate_seconds": estimates.get(k.split("/", 1)[1])}
                          for k, v in report["stages"].items()},
               "load_average_before": load_before, "load_average_after": load_after,
-              "cpu_count": os.cpu_count(), "threads": args.threads,
+              "cpu_count": os.cpu_count(), "threads": args.threads, "jobs": args.jobs,
               "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+              "peak_rss_children_gb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20, 2),
               "plan": report["plan"]}
     print(f"{'stage':14s} {'minutes':>8s} {'estimate':>9s}")
     for key, row in result["stages"].items():

@@ -62,6 +62,27 @@ def test_quick_report_matches_golden(quick):
 
 
 @pytest.mark.slow
+def test_two_jobs_give_the_golden_numbers(tmp_path):
+    """--jobs 2 (the W&P chain in a second, spawned process) changes nothing but the wall time: the
+    same golden numbers, and both lanes' stage times in stages.json."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        report = reproduce(["sst"], str(tmp_path), quick=True, progress=False, threads=1, jobs=2)
+    finally:
+        torch.set_num_threads(threads)
+    with open(golden.GOLDEN, encoding="utf-8") as f:
+        expected = json.load(f)["values"]
+    diffs = golden.compare_flat(expected, golden.flatten_report(json.loads(_read(str(tmp_path), "report.json"))),
+                                rel=1e-4, abs_=1e-6)
+    assert not diffs, f"{len(diffs)} values differ from the golden file; the first:\n" + "\n".join(diffs[:20])
+    assert {"sst/wp", "sst/jw_seeds", "sst/ts_grid", "sst/ts"} <= set(report["stages"])
+    with pytest.raises(ValueError, match="jobs"):
+        reproduce(["sst"], str(tmp_path / "x"), quick=True, progress=False, jobs=3)
+
+
+@pytest.mark.slow
 def test_quick_report_has_no_machine_path(quick):
     """report.json and REPORT.md: paths relative to the output folder, no absolute path (neither the
     folder's nor the current directory's); --report-only rebuilds them the same way."""

@@ -37,6 +37,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--threads", type=threads_argument, default="auto",
                    help="torch threads: a number, or auto (default): the cores the load average says "
                         "are free, at least 1")
+    p.add_argument("--jobs", default="auto", type=_jobs_argument,
+                   help="1, 2 or auto (default): with 2, the W&P chain trains in a second process beside the "
+                        "T&Š chain (one torch thread each; about half the wall time on 2 idle cores); auto: 2 "
+                        "when the load average leaves 2 cores free")
     p.add_argument("--report-only", action="store_true", help="only rebuild REPORT.md from existing results "
                    "(needs the run folders under --output-dir)")
     p.add_argument("--regrade", metavar="REPORT_JSON", default=None,
@@ -76,12 +80,28 @@ def _run_cli(args) -> int:
     with exclusive_output_folder(args.output_dir):  # one writer per output folder
         report = reproduce(args.datasets, args.output_dir, quick=args.quick, seeds=args.seeds,
                            wp_seeds=args.wp_seeds, agnews_path=args.agnews_path, progress=not args.quiet,
-                           report_only=args.report_only, threads=args.threads)
+                           report_only=args.report_only, threads=args.threads,
+                           jobs=resolve_jobs(args.jobs))
     counts = {v: sum(f["verdict"] == v for f in report["findings"]) for v in VERDICTS}
     print(json.dumps({"report": ReproductionLayout(args.output_dir).report_md,
                       "verdicts": {k: v for k, v in counts.items() if v},
                       "total_stage_minutes": round(report["total_stage_seconds"] / 60, 1)}, indent=2))
     return 0
+
+
+def _jobs_argument(text: str) -> str | int:
+    if text.strip().lower() == "auto":
+        return "auto"
+    if text.strip() in ("1", "2"):
+        return int(text)
+    raise argparse.ArgumentTypeError(f"must be 1, 2 or auto, got {text!r}")
+
+
+def resolve_jobs(spec: str | int) -> int:
+    """``auto`` → 2 when the load average leaves at least 2 cores free, else 1."""
+    from hf_attn.core.threads import auto_threads
+
+    return (2 if auto_threads() >= 2 else 1) if spec == "auto" else int(spec)
 
 
 def main(argv: list[str] | None = None) -> int:

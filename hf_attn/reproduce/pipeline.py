@@ -51,14 +51,20 @@ class StageClock:
     """Wall time per stage, persisted in ``OUT/stages.json`` (atomic) so a resumed run keeps the
     times of the invocation that did the work, with an estimate printed before each stage."""
 
-    def __init__(self, output_dir: str, progress: bool = True):
+    def __init__(self, output_dir: str, progress: bool = True, path: str | None = None):
         from hf_attn.core.io import write_json_atomic
 
         self._write = write_json_atomic
-        self.path = ReproductionLayout(output_dir).stages_json
+        self.path = path or ReproductionLayout(output_dir).stages_json
         self.record = read_json(self.path) if os.path.exists(self.path) else {"stages": {}}
         self.progress = progress
         self.scale = 1.0  # measured / estimated, updated after each stage that did work
+
+    def merge(self, other_path: str) -> None:
+        """Take the stages another process recorded in ``other_path`` (the second lane of ``jobs=2``)."""
+        if os.path.exists(other_path):
+            self.record["stages"].update(read_json(other_path)["stages"])
+            self._write(self.path, self.record)
 
     def run(self, key: str, title: str, estimate: float, fn):
         if self.progress:
@@ -344,18 +350,65 @@ STAGES = (
 )
 
 
-def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: StageClock,
-                agnews_path: str | None = None, progress: bool = True) -> dict:
-    """Train and analyse everything for one dataset (the :data:`STAGES` in order, each timed by
-    ``clock``); returns the paths of every result (``ReproductionLayout.dataset_paths``)."""
+# With two jobs, the W&P chain (its helper trainings are the longest stage) runs in a second process
+# beside the T&Š chain: they share only the base models trained by the first stages.
+SECOND_LANE = ("wp", "jw_seeds")
+FIRST_STAGES = ("models",)
+
+
+def _dataset_run(dataset: str, output_dir: str, plan: ReproducePlan, agnews_path: str | None,
+                 progress: bool) -> DatasetRun:
     plan = plan.for_dataset(dataset)
     name, data_path = dataset_source(dataset, output_dir, plan, agnews_path)
-    run = DatasetRun(dataset, plan, ReproductionLayout(output_dir).dataset_paths(dataset, plan), name, data_path,
-                     progress)
-    estimates = stage_estimates(plan)
+    return DatasetRun(dataset, plan, ReproductionLayout(output_dir).dataset_paths(dataset, plan), name, data_path,
+                      progress)
+
+
+def _run_stages(run: DatasetRun, clock: StageClock, keys) -> None:
+    estimates = stage_estimates(run.plan)
     for key, stage, wanted in STAGES:
-        if wanted(run):
-            clock.run(f"{dataset}/{key}", STAGE_TITLES[key], estimates[key], lambda stage=stage: stage(run))
+        if key in keys and wanted(run):
+            clock.run(f"{run.dataset}/{key}", STAGE_TITLES[key], estimates[key], lambda stage=stage: stage(run))
+
+
+def _second_lane(dataset: str, output_dir: str, plan: ReproducePlan, agnews_path: str | None, progress: bool,
+                 clock_path: str) -> None:
+    """Entry point of the second process (``jobs=2``): the :data:`SECOND_LANE` stages, one torch thread."""
+    import torch
+
+    torch.set_num_threads(1)
+    run = _dataset_run(dataset, output_dir, plan, agnews_path, progress)
+    _run_stages(run, StageClock(output_dir, progress, path=clock_path), SECOND_LANE)
+
+
+def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: StageClock,
+                agnews_path: str | None = None, progress: bool = True, jobs: int = 1) -> dict:
+    """Train and analyse everything for one dataset (the :data:`STAGES` in order, each timed by
+    ``clock``); returns the paths of every result (``ReproductionLayout.dataset_paths``).
+
+    ``jobs=2``: after :data:`FIRST_STAGES`, the :data:`SECOND_LANE` stages run in a second process
+    (spawned, one torch thread) while this one runs the others; same results, about half the wall
+    time on two idle cores. Each lane records its stage times; they are merged afterwards."""
+    run = _dataset_run(dataset, output_dir, plan, agnews_path, progress)
+    keys = [key for key, _, _ in STAGES]
+    if jobs < 2:
+        _run_stages(run, clock, keys)
+        return run.paths
+    import multiprocessing
+
+    _run_stages(run, clock, FIRST_STAGES)
+    lane_clock = os.path.join(output_dir, f"stages-{dataset}-lane2.json")
+    process = multiprocessing.get_context("spawn").Process(
+        target=_second_lane, args=(dataset, output_dir, plan, agnews_path, progress, lane_clock),
+        name=f"reproduce-{dataset}-wp")
+    process.start()
+    try:
+        _run_stages(run, clock, [k for k in keys if k not in FIRST_STAGES and k not in SECOND_LANE])
+    finally:
+        process.join()
+    clock.merge(lane_clock)
+    if process.exitcode != 0:
+        raise RuntimeError(f"the W&P lane of {dataset} failed (exit code {process.exitcode}); rerun to resume it")
     return run.paths
 
 
@@ -364,10 +417,15 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
 
 def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None = None,
               wp_seeds: int | None = None, agnews_path: str | None = None, progress: bool = True,
-              report_only: bool = False, threads: int | None = None) -> dict:
+              report_only: bool = False, threads: int | None = None, jobs: int = 1) -> dict:
     """Train (resumably), analyse and report; returns the report dict (also OUT/report.json).
     ``threads``: torch intra-op threads (1 is much faster on a CPU shared with other busy
-    processes: two spinning OpenMP threads on two busy cores slowed training 4-10× here)."""
+    processes: two spinning OpenMP threads on two busy cores slowed training 4-10× here).
+    ``jobs``: 2 runs the W&P chain in a second process beside the rest (see :func:`run_dataset`)."""
+    if jobs not in (1, 2):
+        raise ValueError(f"jobs must be 1 or 2, got {jobs}")
+    if jobs == 2:
+        threads = 1  # two processes on two cores: one torch thread each (more would oversubscribe)
     if threads:  # an int or "auto" (hf_attn.core.threads); None leaves torch's setting
         from hf_attn.core.threads import apply_threads
 
@@ -392,7 +450,7 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
         if report_only:  # the same folders, without training
             all_paths[ds] = layout.dataset_paths(ds, plan.for_dataset(ds))
         else:
-            all_paths[ds] = run_dataset(ds, output_dir, plan, clock, agnews_path, progress)
+            all_paths[ds] = run_dataset(ds, output_dir, plan, clock, agnews_path, progress, jobs)
     report = write_report(output_dir, datasets, plan, all_paths, started, machine_start)
     if progress:
         print(f"[reproduce] wrote {layout.report_md} ({len(report['findings'])} findings) in "
