@@ -38,6 +38,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import EarlyStoppingCallback
 
+from hf_attn.core.published import WP_TABLE3_SST  # noqa: F401 (W&P Table 3: the diagnostic MLP's SST F1)
 from hf_attn.data.datasets import TaskData
 from hf_attn.methods.consistent_adversary import (ADVERSARY_DIVERGENCES, ADVERSARY_PROTOCOLS,  # noqa: F401
                                                   BASE_ATTENTION_FLOOR, adversary_protocol,
@@ -54,8 +55,6 @@ logger = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
 GUIDES = ("uniform", "trained", "base", "adversary")
 DEFAULT_LAMBDAS = (0.001, 0.01, 0.1, 1.0, 10.0)
-# Published positive-class F1 of the diagnostic MLP on SST (W&P Table 3).
-WP_TABLE3_SST = {"uniform": 0.812, "trained": 0.817, "base": 0.824, "adversary": 0.592}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import torch
 from hf_attn.analysis.jw.common import (JWInstances, JWRunSettings, JWSettings, adversary_options, batch_rows,
                                         battery_summary, format_summary, instance_analysis_row, instance_fields,
                                         settings_key, timer)
+from hf_attn.core.published import JW_SNLI_SUMMARY
 from hf_attn.core.batching import length_batches, pad_batch
 from hf_attn.core.io import write_jsonl_atomic
 from hf_attn.methods.adversary import pair_adversarial_attention
@@ -40,20 +41,7 @@ from hf_attn.methods.leave_one_out import pair_leave_one_out
 from hf_attn.methods.pair_query import bind_query
 from hf_attn.methods.permutation import pair_permutation_tvd
 
-# J&W Table 2, SNLI test, BiLSTM + additive attention, classes 0 / 1 / 2 = neutral / contradiction /
-# entailment (Table 1's class sizes 3219 / 3237 / 3368 fix this order); Table 1: micro-F1 0.78.
-PUBLISHED_SNLI = {
-    "lstm": {"tau_gradient": {"mean": [0.31, 0.33, 0.31], "std": [0.23, 0.21, 0.21],
-                              "fraction_significant": [0.36, 0.38, 0.36]},
-             "tau_loo": {"mean": [0.16, 0.36, 0.34], "std": [0.26, 0.19, 0.20],
-                         "fraction_significant": [0.20, 0.44, 0.40]},
-             "test_micro_f1": 0.78},
-    "average": {"tau_gradient": {"mean": [0.59, 0.58, 0.57], "std": [0.18, 0.19, 0.19],
-                                 "fraction_significant": [0.80, 0.80, 0.80]}},
-    "notes": "J&W 2019 Tables 1-2 (full SNLI train, GloVe 840B 300-d); classes by predicted label "
-             "neutral / contradiction / entailment. Appendix C: SNLI is the one dataset where "
-             "gradient and LOO do not agree with each other more than with attention.",
-}
+PUBLISHED_SNLI = JW_SNLI_SUMMARY  # J&W Tables 1–2, SNLI (hf_attn.core.published)
 
 
 @torch.no_grad()

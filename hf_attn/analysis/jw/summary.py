@@ -10,19 +10,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hf_attn.core.published import JW_SST_SUMMARY
 from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.measures import kendall_tau
 from hf_attn.methods.adversary import best_feasible_adversary
 
-# J&W Table 2 (SST test, BiLSTM / Average encoders, additive attention), SPEC §4
-PUBLISHED_SST = {
-    "lstm": {"tau_gradient": {"mean": [0.34, 0.36], "std": [0.21, 0.21], "fraction_significant": [0.48, 0.49]},
-             "tau_loo": {"mean": [0.27, 0.32], "fraction_significant": [0.33, 0.40]},
-             "test_f1": 0.81},
-    "average": {"tau_gradient": {"mean": [0.61, 0.60], "fraction_significant": [0.87, 0.83]}},
-    "notes": "J&W 2019 Table 2 (class 0 / class 1 = negative / positive, by predicted class); "
-             "gradient–LOO τ is ~0.2–0.25 above attention–either for the BiLSTM (§4.1, appendix C).",
-}
+PUBLISHED_SST = JW_SST_SUMMARY  # J&W Table 2, SST (hf_attn.core.published)
 
 MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from hf_attn.core.published import TS_SST
 from hf_attn.core.io import save_figure_atomic, write_text_atomic
 from hf_attn.analysis import Battery, register_battery
 
@@ -774,16 +775,7 @@ def summarize_grid(grid_dir: str, output_dir: str) -> dict:
     return summary
 
 
-PUBLISHED_SST = {  # T&Š Tables 1–3, SST, additive attention (300-d, H = 150, 5 runs)
-    "fragility": {"base": (84.2, -2.8, -5.0), "concat": (83.7, -1.9, -4.7), "tying": (83.5, -7.0, -18.0),
-                  "mlm": (82.8, -5.9, -15.6)},
-    "fragility_dot": {"base": (84.3, -2.6, -6.5), "concat": (84.1, -3.4, -7.4), "tying": (83.5, -9.9, -20.0),
-                      "mlm": (82.7, -3.0, -5.4)},
-    "mi_MF": {"base": 2.324, "residual": 5.062, "tying": 4.870, "mlm": 3.662},
-    "mi_RS": {"base": 2.435, "residual": 4.289, "tying": 4.216, "mlm": 3.808},
-    "token_probability": {"base": 0.712, "residual": 0.685, "tying": 0.586, "mlm": 0.630},
-    "token_probability_dot": {"base": 0.693, "residual": 0.701, "tying": 0.600, "mlm": 0.664},
-}
+PUBLISHED_SST = TS_SST  # T&Š Tables 1–3, SST (hf_attn.core.published)
 
 
 def _fmt(stat: dict, digits: int = 1) -> str:
