@@ -302,7 +302,10 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
     and at most the model's ``config.max_tokens``, :func:`model_max_tokens`) or no known word.
     Seeded: the same call gives the same permutations and adversaries. The numeric settings must lie
     within :data:`INT_LIMITS` / :data:`FLOAT_LIMITS` (:func:`check_settings`), the text within
-    :data:`MAX_TEXT_CHARS` characters."""
+    :data:`MAX_TEXT_CHARS` characters.
+
+    Long on purpose: the measures the Space shows, one short step each and in the order it shows them
+    (checks, forward, gradient, leave-one-out, τ, permutations, adversary), over the same tensors."""
     settings = check_settings(num_permutations=num_permutations, k=k, lam=lam, eps=eps, steps=steps, lr=lr,
                               seed=seed, max_tokens=max_tokens)
     num_permutations, k, lam, eps = settings["num_permutations"], settings["k"], settings["lam"], settings["eps"]

@@ -1045,37 +1045,10 @@ def _metric_requirements(library_imports: list[str]) -> str:
     return "".join(f"{line}\n" for line in lines.values())
 
 
-def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.PathLike, repo_id: str,
-                              vendor_package: bool = False) -> Path:
-    """The folder of an ``evaluate`` module published as the metric Space ``repo_id`` = USER/NAME:
-    the script as ``NAME.py`` (``evaluate.load("USER/NAME")`` downloads ``NAME.py``, whatever the
-    module folder is called; ``app.py``'s quoted ``"<module>.py"`` is renamed with it), the files it
-    imports relatively (hf_attn's modules: ``_hf_attn_measures.py``), ``app.py`` (its own
-    ``gr.Interface``), the metric card README.md with the Space/metric YAML merged in (``USER/<module>``
-    in it becomes ``repo_id``), requirements.txt (the module folder's, else the distributions the
-    script imports) and, only with ``vendor_package=True``, a copy of hf_attn: hf_attn's modules do
-    not need it (they run where hf_attn is not installed), so by default none is uploaded.
-
-    HubError, before anything is written, when evaluate could not load the result without hf_attn:
-    the script imports hf_attn, a relative import is missing, a copy of ``_hf_attn_measures.py``
-    differs from ``hf_attn/metrics/_hf_attn_measures.py``, the repo name cannot be a script name,
-    or requirements.txt names hf_attn."""
-    from huggingface_hub import CardData, RepoCard
-
-    module_dir, out_dir = Path(module_dir), Path(out_dir)
-    name = module_dir.name
-    if not (module_dir / f"{name}.py").is_file():
-        raise HubError(f"{module_dir} is not an evaluate module: {name}.py is missing "
-                       "(the folder name must equal the script name)")
-    if not (module_dir / "app.py").is_file():
-        raise HubError(f"{module_dir} has no app.py (a metric Space needs its gr.Interface app)")
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise HubError(f"{out_dir} exists and is not empty")
-    # hf_attn's own modules link their measures file to the single copy in hf_attn/metrics/: a link
-    # may reach that folder (the package's own files), never beyond it.
-    own_module = module_dir.resolve().parent == METRICS_DIR.resolve()
-    copies = _allowed_files(module_dir, METRIC_FILES, METRICS_DIR.resolve() if own_module else module_dir.resolve())
-    files = {item.name: real for item, real in copies}
+def _checked_metric_imports(name: str, files: dict, module_dir: Path, repo_id: str) -> list[tuple[str, str, str]]:
+    """The imports of ``name.py`` (see :func:`_evaluate_imports`); HubError when evaluate could not
+    load the script without hf_attn (it imports hf_attn, a relative import is missing, a misplaced
+    ``# From:`` comment, or a copy of the measures file differs from its single source)."""
     imports = _evaluate_imports(files[f"{name}.py"])
     if any(kind == "library" and module == "hf_attn" for kind, module, _ in imports):
         raise HubError(f"{name}.py imports hf_attn, which is on no package index: evaluate.load({repo_id!r}) "
@@ -1095,7 +1068,11 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
                 and files[f"{module}.py"].read_bytes() != canonical.read_bytes()):
             raise HubError(f"{module_dir / (module + '.py')} differs from {canonical}, its single source: "
                            f"copy it again (cp {canonical} {module_dir}/)")
-    script = _metric_script_name(repo_id, name, files)
+    return imports
+
+
+def _renamed_app(name: str, script: str, files: dict, repo_id: str) -> str:
+    """``app.py``'s text with its quoted ``"<name>.py"`` pointed at the uploaded script ``<script>.py``."""
     app_text = files["app.py"].read_text(encoding="utf-8")
     if script != name:
         quoted = (f'"{name}.py"', f"'{name}.py'")
@@ -1105,6 +1082,68 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
                            f"pointed at the renamed script; push it as USER/{name} instead")
         for q in quoted:
             app_text = app_text.replace(q, q.replace(f"{name}.py", f"{script}.py"))
+    return app_text
+
+
+def _write_metric_card(module_dir: Path, out_dir: Path, name: str, repo_id: str) -> None:
+    """The metric card README.md with the Space/metric YAML merged in (the module's own card wins;
+    ``USER/<module>`` in it becomes ``repo_id``), or the template card when the module has none."""
+    from huggingface_hub import CardData, RepoCard
+
+    title = name.replace("_", " ")
+    meta = _space_metadata(title, "📏", f"hf_attn evaluate module {name}", ["evaluate", "metric", "hf_attn"])
+    readme = module_dir / "README.md"
+    if readme.is_file():
+        card = RepoCard(readme.read_text(encoding="utf-8"), ignore_metadata_errors=True)
+        existing = card.data.to_dict()
+        for key, value in meta.items():  # the module's own card wins; Space keys fill the gaps
+            if key == "tags":
+                existing["tags"] = list(dict.fromkeys([*(existing.get("tags") or []), *value]))
+            elif key in ("sdk", "app_file", "sdk_version"):
+                existing[key] = value  # these must be right for the Space to start
+            else:
+                existing.setdefault(key, value)
+        card.data = CardData(**existing)
+        card.text = card.text.replace(f"USER/{name}", repo_id)
+        card.save(out_dir / "README.md")
+    else:
+        card = RepoCard.from_template(CardData(**meta), template_path=str(CARDS_DIR / "metric_card.md"),
+                                      title=title, repo_id=repo_id)
+        card.save(out_dir / "README.md")
+
+
+def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.PathLike, repo_id: str,
+                              vendor_package: bool = False) -> Path:
+    """The folder of an ``evaluate`` module published as the metric Space ``repo_id`` = USER/NAME:
+    the script as ``NAME.py`` (``evaluate.load("USER/NAME")`` downloads ``NAME.py``, whatever the
+    module folder is called; ``app.py``'s quoted ``"<module>.py"`` is renamed with it), the files it
+    imports relatively (hf_attn's modules: ``_hf_attn_measures.py``), ``app.py`` (its own
+    ``gr.Interface``), the metric card README.md with the Space/metric YAML merged in (``USER/<module>``
+    in it becomes ``repo_id``), requirements.txt (the module folder's, else the distributions the
+    script imports) and, only with ``vendor_package=True``, a copy of hf_attn: hf_attn's modules do
+    not need it (they run where hf_attn is not installed), so by default none is uploaded.
+
+    HubError, before anything is written, when evaluate could not load the result without hf_attn:
+    the script imports hf_attn, a relative import is missing, a copy of ``_hf_attn_measures.py``
+    differs from ``hf_attn/metrics/_hf_attn_measures.py``, the repo name cannot be a script name,
+    or requirements.txt names hf_attn."""
+    module_dir, out_dir = Path(module_dir), Path(out_dir)
+    name = module_dir.name
+    if not (module_dir / f"{name}.py").is_file():
+        raise HubError(f"{module_dir} is not an evaluate module: {name}.py is missing "
+                       "(the folder name must equal the script name)")
+    if not (module_dir / "app.py").is_file():
+        raise HubError(f"{module_dir} has no app.py (a metric Space needs its gr.Interface app)")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise HubError(f"{out_dir} exists and is not empty")
+    # hf_attn's own modules link their measures file to the single copy in hf_attn/metrics/: a link
+    # may reach that folder (the package's own files), never beyond it.
+    own_module = module_dir.resolve().parent == METRICS_DIR.resolve()
+    copies = _allowed_files(module_dir, METRIC_FILES, METRICS_DIR.resolve() if own_module else module_dir.resolve())
+    files = {item.name: real for item, real in copies}
+    imports = _checked_metric_imports(name, files, module_dir, repo_id)
+    script = _metric_script_name(repo_id, name, files)
+    app_text = _renamed_app(name, script, files, repo_id)
     if "requirements.txt" in files:
         _check_metric_requirements(files["requirements.txt"])
     created = not out_dir.exists()
@@ -1113,26 +1152,7 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
         for item, real in copies:
             shutil.copy2(real, out_dir / (f"{script}.py" if item.name == f"{name}.py" else item.name))
         (out_dir / "app.py").write_text(app_text, encoding="utf-8")
-        title = name.replace("_", " ")
-        meta = _space_metadata(title, "📏", f"hf_attn evaluate module {name}", ["evaluate", "metric", "hf_attn"])
-        readme = module_dir / "README.md"
-        if readme.is_file():
-            card = RepoCard(readme.read_text(encoding="utf-8"), ignore_metadata_errors=True)
-            existing = card.data.to_dict()
-            for key, value in meta.items():  # the module's own card wins; Space keys fill the gaps
-                if key == "tags":
-                    existing["tags"] = list(dict.fromkeys([*(existing.get("tags") or []), *value]))
-                elif key in ("sdk", "app_file", "sdk_version"):
-                    existing[key] = value  # these must be right for the Space to start
-                else:
-                    existing.setdefault(key, value)
-            card.data = CardData(**existing)
-            card.text = card.text.replace(f"USER/{name}", repo_id)
-            card.save(out_dir / "README.md")
-        else:
-            card = RepoCard.from_template(CardData(**meta), template_path=str(CARDS_DIR / "metric_card.md"),
-                                          title=title, repo_id=repo_id)
-            card.save(out_dir / "README.md")
+        _write_metric_card(module_dir, out_dir, name, repo_id)
         if not (out_dir / "requirements.txt").exists():
             (out_dir / "requirements.txt").write_text(
                 _metric_requirements([module for kind, module, _ in imports if kind == "library"]),
