@@ -890,13 +890,18 @@ def build_model_folder(run_dir: str | os.PathLike, out_dir: str | os.PathLike, r
         card.save(out_dir / "README.md")
         scrubber.file(out_dir / "README.md")
     except BaseException:  # no half-built folder is left behind (--to-dir)
-        if created:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        else:
-            for child in out_dir.iterdir():
-                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        _remove_partial(out_dir, created)
         raise
     return out_dir
+
+
+def _remove_partial(out_dir: Path, created: bool) -> None:
+    """Undo a failed build: the folder if this build created it, else everything put into it."""
+    if created:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    else:
+        for child in out_dir.iterdir():
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
 def _api(token=None, endpoint=None):
@@ -1160,11 +1165,7 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
         if vendor_package:
             _vendor_package(out_dir)
     except BaseException:  # no half-built folder is left behind (--to-dir)
-        if created:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        else:
-            for child in out_dir.iterdir():
-                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        _remove_partial(out_dir, created)
         raise
     return out_dir
 
