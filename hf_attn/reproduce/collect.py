@@ -26,6 +26,7 @@ def _run_facts(model_dir: str) -> dict | None:
             "encoder": model.get("encoder"), "attention": model.get("attention"), "variant": model.get("variant"),
             "hidden_size": model.get("hidden_size"), "parameters": model.get("parameters"),
             "epochs": run["settings"]["epochs"], "seed": run["settings"]["seed"],
+            "preprocessing": run["settings"].get("preprocessing", "default"),
             "split_sizes": run.get("split_sizes"), "test_f1": metrics.get("test_f1"),
             "test_accuracy": metrics.get("test_accuracy"), "test_roc_auc": metrics.get("test_roc_auc"),
             "train_seconds": metrics.get("train_seconds")}

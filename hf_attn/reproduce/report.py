@@ -175,6 +175,23 @@ def paths_of(data: dict) -> dict:
 # ------------------------------------------------------------------------------------------------
 # one dataset's section: one function per table, each returning its Markdown parts
 
+PREPROCESSING = {
+    "default": "hf_attn's default (SST as distributed: PTB tokens with punctuation, no <SOS>/<EOS>, no "
+               "length filter)",
+    "jw": "J&W's (`--preprocessing jw`, their SST notebook: punctuation stripped, <SOS>/<EOS> read by the "
+          "encoder but excluded from attention and τ, their length filter keeps 1725 of SST's 1821 test sentences)",
+}
+
+
+def _preprocessing_line(facts: dict | None) -> str:
+    """Which SST preprocessing the J&W table's models use (issue 15: say it in the report)."""
+    used = (facts or {}).get("preprocessing", "default")
+    other = "jw" if used == "default" else "default"
+    return (f"Preprocessing of these models: {PREPROCESSING.get(used, used)}. The other choice, "
+            f"{PREPROCESSING[other]}, is compared on the same BiLSTM in docs/reproduction/jw_preprocessing/ "
+            "(`scripts/jw_preprocessing_report.py`).\n\n")
+
+
 def _jw_correlations(data: dict, findings: list[dict], figs: _Figures) -> list[str]:
     """J&W Table 1–2: test F1 and per-class τ, published (and J&W's committed SST outputs) beside measured."""
     ds = data["dataset"]
@@ -185,6 +202,7 @@ def _jw_correlations(data: dict, findings: list[dict], figs: _Figures) -> list[s
          f"\n### {TABLE_HEADERS[0]}\n",
          "Papers: 300-d fastText, H = 128. Per predicted class (0 / 1): mean τ ± std, fraction with p < 0.05 "
          "in brackets. Single-run values in the paper (no seeds averaged).\n",
+         _preprocessing_line(data["models"]["jw_wp_base"]),
          "| quantity | published | measured |\n|---|---|---|"]
     jw, jwa = data["jw"]["lstm"], data["jw"]["average"]
     base = data["models"]["jw_wp_base"]
