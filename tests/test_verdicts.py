@@ -1,5 +1,6 @@
-"""Verdicts of ``hf-attn reproduce`` (hf_attn.reproduce.findings_for), re-graded from the committed
-docs/reproduction/report.json without its run folders:
+"""Verdicts of ``hf-attn reproduce`` (hf_attn.reproduce.findings_for), re-graded without run folders from
+the SST numbers committed on 21 Nov 2026 (tests/data/verdicts/, a fixed fixture) and from the current
+docs/reproduction/report.json (its verdicts are what the current rules give):
 
 * every quoted sentence is verbatim in the paper texts (/work/shared/papers);
 * every finding carries its quote(s), rule and tolerance, and the report prints the quote beside the rule;
@@ -19,7 +20,10 @@ from hf_attn.reproduce import QUOTES, VERDICTS, Check, format_findings_table, ma
 from hf_attn.reproduce.report import _verdict_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REPORT = os.path.join(ROOT, "docs", "reproduction", "report.json")
+# The numbers of the SST reproduction committed on 21 Nov 2026 (before issue 15's new protocols), kept
+# as a fixture: the verdict rules are tested on fixed numbers, whatever docs/reproduction holds now.
+REPORT = os.path.join(ROOT, "tests", "data", "verdicts", "report_sst_2026-11-21.json")
+CURRENT_REPORT = os.path.join(ROOT, "docs", "reproduction", "report.json")
 AGNEWS_REPORT = os.path.join(ROOT, "docs", "reproduction", "agnews", "report.json")
 # The paper texts live in shared/ beside the checkout (CI clones main with shared/ beside it).
 PAPERS = next((p for p in (os.path.join(os.path.dirname(ROOT), "shared", "papers"), "/work/shared/papers")
@@ -106,6 +110,19 @@ def test_every_finding_has_quote_rule_tolerance_and_the_report_prints_them(commi
 def test_committed_numbers_give_the_expected_verdicts(committed):
     got = {fid: f["verdict"] for fid, f in _verdicts(committed).items()}
     assert got == EXPECTED_SST
+
+
+def test_current_committed_report_is_graded_by_the_current_rules():
+    """docs/reproduction/REPORT.md's verdicts are those the current rules give its numbers, and every
+    verdict of the report is printed in REPORT.md."""
+    with open(CURRENT_REPORT, encoding="utf-8") as f:
+        report = json.load(f)
+    regraded = {f["id"]: f["verdict"] for f in regrade(report)}
+    assert regraded == {f["id"]: f["verdict"] for f in report["findings"]}
+    with open(os.path.join(os.path.dirname(CURRENT_REPORT), "REPORT.md"), encoding="utf-8") as f:
+        text = f.read()
+    for finding in report["findings"]:
+        assert finding["sentence"] in text
 
 
 def test_committed_agnews_report_regrades():

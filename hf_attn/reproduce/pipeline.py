@@ -51,11 +51,12 @@ class StageClock:
     """Wall time per stage, persisted in ``OUT/stages.json`` (atomic) so a resumed run keeps the
     times of the invocation that did the work, with an estimate printed before each stage."""
 
-    def __init__(self, output_dir: str, progress: bool = True, path: str | None = None):
+    def __init__(self, output_dir: str, progress: bool = True, path: str | None = None, lane: int = 1):
         from hf_attn.core.io import write_json_atomic
 
         self._write = write_json_atomic
         self.path = path or ReproductionLayout(output_dir).stages_json
+        self.lane = lane  # 2: the second process of jobs=2 (its stages overlap the others)
         self.record = read_json(self.path) if os.path.exists(self.path) else {"stages": {}}
         self.progress = progress
         self.scale = 1.0  # measured / estimated, updated after each stage that did work
@@ -75,6 +76,8 @@ class StageClock:
         seconds = time.perf_counter() - start
         entry = self.record["stages"].get(key, {})
         entry.update(title=title, seconds_this_invocation=round(seconds, 1), estimate_seconds=round(estimate))
+        if self.lane != 1:
+            entry["lane"] = self.lane
         # the invocation that did the work is the slowest one (reruns only reload finished runs)
         entry["seconds"] = round(max(seconds, entry.get("seconds", 0.0)), 1)
         self.record["stages"][key] = entry
@@ -378,7 +381,7 @@ def _second_lane(dataset: str, output_dir: str, plan: ReproducePlan, agnews_path
 
     torch.set_num_threads(1)
     run = _dataset_run(dataset, output_dir, plan, agnews_path, progress)
-    _run_stages(run, StageClock(output_dir, progress, path=clock_path), SECOND_LANE)
+    _run_stages(run, StageClock(output_dir, progress, path=clock_path, lane=2), SECOND_LANE)
 
 
 def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: StageClock,
