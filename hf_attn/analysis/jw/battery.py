@@ -182,6 +182,10 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
 
     if is_pair_model_dir(model_dir):
         return run_pair(model_dir, output_dir, settings)
+    from hf_attn.analysis.jw.transformer import is_transformer_model_dir, run_transformer
+
+    if is_transformer_model_dir(model_dir):  # a BERT-family classifier: the [CLS] attention (issue 18)
+        return run_transformer(model_dir, output_dir, settings)
     from hf_attn.analysis.jw.figures import write_jw_figures
     from hf_attn.analysis.jw.summary import PUBLISHED_SST, strip_arrays
     from hf_attn.analysis.sharding import distributed_world_size, is_main_process
@@ -248,6 +252,13 @@ def add_options(parser) -> None:
                    help="only the first N instances")
     g.add_argument("--jw-no-cache", action="store_true", default=not run_defaults.use_cache,
                    help="do not cache batches for resuming")
+    g.add_argument("--jw-layer", type=int, default=run_defaults.transformer_layer,
+                   help="BERT-family models: the layer whose [CLS] attention is explained (-1: the last)")
+    g.add_argument("--jw-heads", default=run_defaults.transformer_heads,
+                   help="BERT-family models: 'mean' (average the heads) or one head's index")
+    g.add_argument("--dataset", default=run_defaults.dataset,
+                   help="BERT-family models without a run.json (trained elsewhere, a Hub id): the dataset "
+                        "to analyse (sst, agnews, imdb or a path)")
 
 
 def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
@@ -258,8 +269,12 @@ def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
         steps=args.jw_steps, lr=args.jw_lr, seed=args.seed, token_budget=args.jw_token_budget,
         gradient_token_budget=args.jw_gradient_token_budget, loo_token_budget=args.jw_loo_token_budget,
         num_threads=args.jw_threads, tie_tolerance=args.jw_tie_tolerance)
+    heads = args.jw_heads.strip().lower()
+    if heads != "mean" and not heads.isdigit():
+        raise ValueError(f"--jw-heads must be 'mean' or a head index, got {args.jw_heads!r}")
     return JWRunSettings(split=args.split, progress=not args.quiet, max_instances=args.jw_max_instances,
-                         use_cache=not args.jw_no_cache, algorithm=algorithm)
+                         use_cache=not args.jw_no_cache, algorithm=algorithm,
+                         transformer_layer=args.jw_layer, transformer_heads=heads, dataset=args.dataset)
 
 
 register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_options,

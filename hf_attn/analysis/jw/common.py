@@ -72,6 +72,12 @@ class JWRunSettings:
     max_instances: int | None = None
     use_cache: bool = True
     algorithm: JWSettings = field(default_factory=JWSettings)
+    # BERT-family classifiers (hf_attn.analysis.jw.transformer): which attention is explained — the
+    # [CLS] row of ``transformer_layer`` (−1: the last), averaged over heads or one head — and the
+    # dataset to analyse when the folder has no run.json (a model not trained here, a Hub id).
+    transformer_layer: int = -1
+    transformer_heads: str = "mean"
+    dataset: str | None = None
 
 
 @dataclass

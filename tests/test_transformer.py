@@ -1,0 +1,390 @@
+"""BERT-family classifiers (issue 18): the attention-interface override, the cheap exact [CLS]
+path, rollout, word-piece merging and the J&W battery pieces, on a tiny random BertConfig with a
+WordPiece tokenizer built here (no download)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+
+from hf_attn.analysis.jw import transformer as jwt
+from hf_attn.core.measures import jsd, tvd
+from hf_attn.models import transformer_attention as ta
+from hf_attn.models.transformer_attention import (ClsAttentionOverride, TransformerAttentionSpec, attention_rollout,
+                                                  cache_cls_readout, cls_logits_from_attention, merge_word_pieces,
+                                                  model_forward)
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ["the", "a", "good", "bad", "movie", "film", "not", "very", "fun", "plot", "act", "dull",
+         "##s", "##ing", "##ly", "great", "boring", "and", "but", "story"]
+TEXTS = ["the good movies", "not very fun acting , but a great story", "dull",
+         "a boring film and a dull plot", "very good acting"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    vocab = {t: i for i, t in enumerate(SPECIALS + WORDS)}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")
+
+
+def tiny_model(tokenizer, layers=2, seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    # a large init makes the attention peaky and the output sensitive to it (a meaningful test)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32, num_labels=2, initializer_range=0.5,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    ta.register_override_attention()
+    model = BertForSequenceClassification(config).eval().to(dtype)
+    return ta.use_override_attention(model)
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    return tiny_model(tokenizer)
+
+
+@pytest.fixture(scope="module")
+def batch(tokenizer):
+    enc = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    return enc["input_ids"], enc["attention_mask"]
+
+
+def test_tokenizer_pads_and_splits_pieces(tokenizer, batch):
+    ids, mask = batch
+    assert (mask.sum(1) < ids.shape[1]).any()  # the batch is padded
+    assert tokenizer("the good movies").word_ids() == [None, 0, 1, 2, 2, None]
+
+
+def test_override_with_own_attention_reproduces_logits(model, batch):
+    """(a) the override fed with the model's own [CLS] rows reproduces the eager model's logits."""
+    ids, mask = batch
+    model.set_attn_implementation("eager")
+    try:
+        reference = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    finally:
+        ta.use_override_attention(model)
+    for layer in range(2):
+        own = reference.attentions[layer][:, :, 0, :]
+        per_head = model_forward(model, ids, mask, ClsAttentionOverride(layer=layer, weights=own)).logits
+        torch.testing.assert_close(per_head, reference.logits, atol=1e-5, rtol=0)
+        one_head = model_forward(model, ids, mask, ClsAttentionOverride(layer=layer, weights=own[:, 1], head=1)).logits
+        torch.testing.assert_close(one_head, reference.logits, atol=1e-5, rtol=0)
+    # and a different row does change the output (the override reaches the model)
+    uniform = mask / mask.sum(1, keepdim=True)
+    changed = model_forward(model, ids, mask, ClsAttentionOverride(layer=1, weights=uniform)).logits
+    assert (changed - reference.logits).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("mode", ["shared", "per_head", "head1"])
+def test_cheap_path_equals_full_forward(model, batch, mode):
+    """(b) cached V + residual and only [CLS] of the last layer == the full forward with the override."""
+    ids, mask = batch
+    readout, output = cache_cls_readout(model, ids, mask)
+    torch.testing.assert_close(cls_logits_from_attention(model, readout, readout.attention, per_head=True),
+                               output.logits, atol=1e-5, rtol=0)
+    generator = torch.Generator().manual_seed(1)
+    rows, heads = 3, model.config.num_attention_heads
+    shape = (len(ids), rows, heads, ids.shape[1]) if mode == "per_head" else (len(ids), rows, ids.shape[1])
+    real = mask.bool().view(len(ids), 1, 1, -1) if mode == "per_head" else mask.bool().view(len(ids), 1, -1)
+    weights = torch.randn(shape, generator=generator).mul(3).masked_fill(~real, float("-inf")).softmax(-1)
+    head = 1 if mode == "head1" else None
+    cheap = cls_logits_from_attention(model, readout, weights, per_head=mode == "per_head", head=head)
+    assert cheap.shape == (len(ids), rows, 2)
+    for r in range(rows):
+        full = model_forward(model, ids, mask, ClsAttentionOverride(layer=1, weights=weights[:, r], head=head)).logits
+        torch.testing.assert_close(cheap[:, r], full, atol=1e-5, rtol=0)
+    # and through the battery's callable, also on a non-last layer (full path, rows batched)
+    spec = TransformerAttentionSpec(layer=0, heads=1 if mode == "head1" else "mean")
+    got = jwt.logits_under_cls_attention(model, ids, mask, spec, weights, mode == "per_head", readout)
+    want = model_forward(model, ids, mask, ClsAttentionOverride(layer=0, weights=weights[:, 2], head=head)).logits
+    torch.testing.assert_close(got[:, 2], want, atol=1e-5, rtol=0)
+
+
+def test_rollout_hand_computed():
+    """Abnar & Zuidema 2020 on 2 layers, 2 tokens (+ a pad that must not matter)."""
+    # two heads whose mean is [[.5, .5], [.2, .8]]
+    layer1 = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [0.4, 0.6]]]).unsqueeze(0)
+    layer2 = torch.tensor([[[0.9, 0.1], [0.4, 0.6]]] * 2).unsqueeze(0)
+    # Ã1 = [[.75,.25],[.1,.9]], Ã2 = [[.95,.05],[.2,.8]], R = Ã2 Ã1
+    expected = torch.tensor([[0.7175, 0.2825], [0.23, 0.77]])
+    torch.testing.assert_close(attention_rollout((layer1, layer2))[0], expected, atol=1e-6, rtol=0)
+    padded = [torch.nn.functional.pad(a, (0, 1, 0, 1)) for a in (layer1, layer2)]
+    for a in padded:
+        a[..., 2, 2] = 1.0  # a pad row's own softmax output must be ignored
+    rolled = attention_rollout(padded, torch.tensor([[1, 1, 0]]))[0]
+    torch.testing.assert_close(rolled[:2, :2], expected, atol=1e-6, rtol=0)
+    assert rolled[0, 2] == 0
+
+
+def test_spec_selects_layer_and_head(model, batch):
+    ids, mask = batch
+    out = model_forward(model, ids, mask, output_attentions=True)
+    torch.testing.assert_close(TransformerAttentionSpec().select(out.attentions), out.attentions[-1][:, :, 0].mean(1))
+    torch.testing.assert_close(TransformerAttentionSpec(layer=0, heads=1).select(out.attentions),
+                               out.attentions[0][:, 1, 0])
+    with pytest.raises(ValueError):
+        TransformerAttentionSpec(heads=7).select(out.attentions)
+
+
+def test_merge_word_pieces(tokenizer):
+    enc = tokenizer("the good movies")
+    words = enc.word_ids()  # [None, 0, 1, 2, 2, None]
+    values = np.array([0.3, 0.1, 0.2, 0.15, 0.05, 0.2])
+    np.testing.assert_allclose(merge_word_pieces(values, words), [0.1, 0.2, 0.2])
+    stacked = np.stack([values, values[::-1]])
+    np.testing.assert_allclose(merge_word_pieces(stacked, words), [[0.1, 0.2, 0.2], [0.05, 0.15, 0.3]])
+    assert ta.words_of(enc["input_ids"], words, tokenizer) == ["the", "good", "movies"]
+
+
+@pytest.mark.parametrize("heads", ["mean", 1])
+def test_gradient_matches_finite_differences(tokenizer, heads):
+    """J&W Alg. 1: g_t = |Σ_d ∂ŷ/∂e_t,d e_t,d| is the derivative of ŷ along e_t (scaling e_t by 1 + h),
+    with the explained [CLS] row held fixed; float64 central differences."""
+    model = tiny_model(tokenizer, dtype=torch.float64)
+    enc = tokenizer([TEXTS[1]], return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    gradient = jwt.gradient_importance(model, ids, mask, TransformerAttentionSpec(heads=heads))
+    embeddings = model.bert.embeddings.word_embeddings(ids).detach()
+    with torch.no_grad():
+        out = model_forward(model, ids, mask, output_attentions=True)
+        own = out.attentions[-1][:, :, 0, :]  # held fixed: what "detached" means
+        predicted = int(out.logits.argmax(-1))
+        fixed = (ClsAttentionOverride(layer=1, weights=own) if heads == "mean"
+                 else ClsAttentionOverride(layer=1, weights=own[:, heads], head=heads))
+        h = 1e-6
+        for t in range(ids.shape[1]):
+            scale = torch.ones(1, ids.shape[1], 1, dtype=torch.float64)
+            scale[0, t] += h
+            up = model_forward(model, None, mask, fixed, inputs_embeds=embeddings * scale).logits.softmax(-1)
+            scale[0, t] -= 2 * h
+            down = model_forward(model, None, mask, fixed, inputs_embeds=embeddings * scale).logits.softmax(-1)
+            numeric = abs(float(up[0, predicted] - down[0, predicted]) / (2 * h))
+            assert gradient[0, t].item() == pytest.approx(numeric, rel=1e-5, abs=1e-9)
+    # without the detachment the gradient differs: the detachment is real
+    embeddings.requires_grad_(True)
+    p = model_forward(model, None, mask, inputs_embeds=embeddings).logits.softmax(-1)[0, predicted]
+    (free,) = torch.autograd.grad(p, embeddings)
+    assert not torch.allclose((free * embeddings).sum(-1).abs(), gradient, atol=1e-8)
+
+
+def test_leave_one_out_matches_slow_loop(model, tokenizer, batch):
+    ids, mask = batch
+    content = jwt.content_mask(ids, mask, tokenizer.all_special_ids)
+    with torch.no_grad():
+        probabilities = model_forward(model, ids, mask).logits.softmax(-1)
+    fast = jwt.leave_one_out(model, ids, mask, content, probabilities, token_budget=40)  # several chunks
+    for b in range(len(ids)):
+        n = int(mask[b].sum())
+        for t in range(ids.shape[1]):
+            if not content[b, t]:
+                assert fast[b, t] == 0
+                continue
+            kept = torch.cat([ids[b, :t], ids[b, t + 1:n]]).unsqueeze(0)
+            with torch.no_grad():
+                p = model_forward(model, kept, torch.ones_like(kept)).logits.softmax(-1)
+            assert fast[b, t].item() == pytest.approx(float(tvd(p[0], probabilities[b])), abs=1e-5)
+
+
+def test_permutations_and_permutation_tvd(model, tokenizer, batch):
+    ids, mask = batch
+    content = jwt.content_mask(ids, mask, tokenizer.all_special_ids)
+    perms = jwt.content_permutations(content, 7, torch.Generator().manual_seed(0))
+    assert perms.shape == (len(ids), 7, ids.shape[1])
+    positions = torch.arange(ids.shape[1])
+    for b in range(len(ids)):
+        for p in range(7):
+            row = perms[b, p]
+            assert sorted(row.tolist()) == positions.tolist()  # a permutation
+            assert torch.equal(row[~content[b]], positions[~content[b]])  # specials and pads fixed
+            assert content[b][row[content[b]]].all()  # content maps to content
+    forward = jwt.transformer_forward(model, ids, mask)
+    spec = TransformerAttentionSpec()
+    result = jwt.permutation_tvd(model, ids, mask, forward, content, spec, permutations=perms)
+    assert result.shape == (len(ids), 7)
+    identity = positions.expand(len(ids), 1, -1)
+    assert jwt.permutation_tvd(model, ids, mask, forward, content, spec, permutations=identity).abs().max() < 1e-6
+    # one permutation checked against the full forward with the override
+    rows = forward.head_rows.gather(-1, perms[:, 3].unsqueeze(1).expand_as(forward.head_rows))
+    full = model_forward(model, ids, mask, ClsAttentionOverride(layer=1, weights=rows)).logits.softmax(-1)
+    torch.testing.assert_close(result[:, 3], tvd(full, forward.probabilities), atol=1e-5, rtol=0)
+    assert result.max() > 1e-3  # permuting does something in this model
+
+
+@pytest.mark.parametrize("heads", ["mean", 0])
+def test_adversary_shapes_and_epsilon(model, tokenizer, batch, heads):
+    ids, mask = batch
+    content = jwt.content_mask(ids, mask, tokenizer.all_special_ids)
+    spec = TransformerAttentionSpec(heads=heads)
+    forward = jwt.transformer_forward(model, ids, mask, spec)
+    eps = 0.01
+    adv = jwt.adversarial_attention(model, ids, mask, forward, content, spec, k=3, eps=eps, steps=60, lr=0.05,
+                                    generator=torch.Generator().manual_seed(0))
+    b, t = ids.shape
+    heads_replaced = 2 if heads == "mean" else 1
+    assert adv.attention.shape == (b, 3, t) and adv.head_rows.shape == (b, 3, heads_replaced, t)
+    assert adv.tvd.shape == adv.jsd.shape == adv.feasible.shape == (b, 3) and adv.eps_max_jsd.shape == (b,)
+    torch.testing.assert_close(adv.head_rows.sum(-1), torch.ones(b, 3, heads_replaced), atol=1e-5, rtol=0)
+    special = (mask.bool() & ~content).view(b, 1, 1, t)
+    own = forward.head_rows if heads == "mean" else forward.head_rows[:, :1]
+    torch.testing.assert_close(adv.head_rows * special, (own.unsqueeze(1) * special).expand_as(adv.head_rows))
+    assert adv.feasible.any() and (adv.jsd[adv.feasible] > 0.01).any()
+    # attention / JSD compare the explained row over the content pieces, renormalised
+    torch.testing.assert_close(adv.attention.sum(-1), torch.ones(b, 3), atol=1e-5, rtol=0)
+    assert (adv.attention * (~content).unsqueeze(1)).abs().max() == 0
+    explained = jwt.restrict_to_content(forward.attention, content)
+    torch.testing.assert_close(adv.jsd, jsd(adv.attention, explained.unsqueeze(1)), atol=1e-6, rtol=0)
+    mean_rows = adv.head_rows.mean(2)
+    torch.testing.assert_close(adv.attention, jwt.restrict_to_content(mean_rows, content.unsqueeze(1)))
+    assert (adv.jsd_row <= adv.jsd + 1e-6).all()  # the fixed special mass can only shrink the divergence
+    # the reported outputs are the model's: recomputed through the full forward with the override
+    for i in range(3):
+        override = (ClsAttentionOverride(layer=1, weights=adv.head_rows[:, i]) if heads == "mean"
+                    else ClsAttentionOverride(layer=1, weights=adv.head_rows[:, i, 0], head=0))
+        p = model_forward(model, ids, mask, override).logits.softmax(-1)
+        torch.testing.assert_close(tvd(p, forward.probabilities), adv.tvd[:, i], atol=1e-5, rtol=0)
+        assert (tvd(p, forward.probabilities)[adv.feasible[:, i]] <= eps + 1e-5).all()
+    best = torch.where(adv.feasible, adv.jsd, torch.zeros_like(adv.jsd)).max(-1).values
+    torch.testing.assert_close(adv.eps_max_jsd, best)
+
+
+def test_battery_runner_writes_results(model, tokenizer, tmp_path):
+    folder = tmp_path / "tiny"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    settings = jwt.TransformerJWSettings(num_permutations=8, k=2, steps=10, batch_size=2, adversary_batch_size=3)
+    out = tmp_path / "out"
+    record = jwt.transformer_jw_battery_runner(str(folder), str(out), texts=TEXTS, labels=[1, 0, 0, 0, 1],
+                                               settings=settings, dataset="toy", label_names=["neg", "pos"],
+                                               progress=False)
+    on_disk = json.loads((out / "results.json").read_text())
+    for key in ("battery", "paper", "model_dir", "dataset", "split", "label_names", "model", "parameters",
+                "summary", "published", "figures", "instances_file", "processes", "versions"):
+        assert key in on_disk
+    s = on_disk["summary"]
+    for key in ("tau_gradient", "tau_loo", "tau_gradient_loo", "permutation", "adversary", "tau_rollout",
+                "per_layer", "accuracy", "seconds"):
+        assert key in s
+    assert len(s["per_layer"]) == 2 and s["num_instances"] == len(TEXTS)
+    assert (out / "fig_tau_per_layer.png").stat().st_size > 0
+    assert "error" not in record["figures"]
+    lines = (out / "instances.jsonl").read_text().splitlines()
+    assert len(lines) == len(TEXTS)
+    first = json.loads(lines[0])
+    assert first["tokens"] == ["the", "good", "movie", "##s"] and first["word_ids"] == [0, 1, 2, 2]
+    assert sum(first["word_attention"]) == pytest.approx(sum(first["attention"]))
+
+
+def test_resolve_base_model(tmp_path, monkeypatch):
+    folder = ta.resolve_base_model("minilm-l6")
+    assert os.path.isfile(os.path.join(folder, "config.json"))
+    assert os.path.isfile(os.path.join(folder, "tokenizer.json"))
+    (tmp_path / "m").mkdir()
+    with pytest.raises(ValueError, match="config.json"):
+        ta.resolve_base_model(str(tmp_path / "m"))
+    (tmp_path / "m" / "config.json").write_text("{}")
+    assert ta.resolve_base_model(str(tmp_path / "m")) == str(tmp_path / "m")
+    assert ta.resolve_base_model("someone/bert-sst2") == "someone/bert-sst2"
+    monkeypatch.setattr(ta.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ta.MissingExtraError, match=r"hf_attn\[bert\]"):
+        ta.resolve_base_model("minilm-l6")
+
+
+def test_freeze_layers(tokenizer):
+    from hf_attn.training.transformer import freeze_bottom
+
+    model = tiny_model(tokenizer)
+    counts = freeze_bottom(model, 1)
+    assert not any(p.requires_grad for p in model.bert.embeddings.parameters())
+    assert not any(p.requires_grad for p in model.bert.encoder.layer[0].parameters())
+    assert all(p.requires_grad for p in model.bert.encoder.layer[1].parameters())
+    assert all(p.requires_grad for p in model.classifier.parameters())
+    assert counts["frozen"] + counts["trainable"] == sum(p.numel() for p in model.parameters())
+    with pytest.raises(ValueError):
+        freeze_bottom(tiny_model(tokenizer), 3)
+
+
+def test_train_transformer_classifier_tiny(model, tokenizer, tmp_path):
+    """A real Trainer run on a toy task from a local folder: run.json, the saved folder loads with the
+    override attention, and --freeze-layers 1 leaves the embeddings and layer 0 untouched."""
+    from datasets import Dataset, DatasetDict
+
+    from hf_attn.data.datasets import TaskData
+    from hf_attn.training.transformer import read_transformer_run, train_transformer_classifier
+
+    base = tmp_path / "base"
+    model.save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    rows = {"text": TEXTS * 4, "label": [1, 0, 0, 0, 1] * 4}
+    task = TaskData(DatasetDict({s: Dataset.from_dict(rows) for s in ("train", "validation", "test")}),
+                    ["negative", "positive"], "toy")
+    out = tmp_path / "run"
+    record = train_transformer_classifier(str(base), task, str(out), epochs=1, freeze_layers=1, seed=0,
+                                          batch_size=8, learning_rate=1e-2, progress=False)
+    assert read_transformer_run(str(out))["test"]["accuracy"] == record["test"]["accuracy"]
+    assert set(record["seconds"]) == {"train", "total"} and not (out / "checkpoints").exists()
+    trained, _ = ta.load_transformer_classifier(str(out))
+    assert trained.config._attn_implementation == ta.ATTN_IMPLEMENTATION
+    before, after = model.state_dict(), trained.state_dict()
+    embeddings = "bert.embeddings.word_embeddings.weight"
+    assert torch.equal(before[embeddings], after[embeddings])
+    assert torch.equal(before["bert.encoder.layer.0.attention.self.query.weight"],
+                       after["bert.encoder.layer.0.attention.self.query.weight"])
+    assert not torch.equal(before["classifier.weight"], after["classifier.weight"])
+
+
+def test_cheap_path_roberta_head():
+    """RoBERTa-style heads (no pooler; the head reads features[:, 0]) take the same cheap path."""
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    torch.manual_seed(0)
+    config = RobertaConfig(vocab_size=20, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=40, pad_token_id=1, initializer_range=0.5)
+    roberta = ta.use_override_attention(RobertaForSequenceClassification(config).eval())
+    ids = torch.tensor([[0, 5, 6, 7, 2], [0, 8, 2, 1, 1]])
+    mask = (ids != 1).long()
+    readout, output = cache_cls_readout(roberta, ids, mask)
+    weights = torch.tensor([[0.1, 0.5, 0.2, 0.1, 0.1], [0.3, 0.3, 0.4, 0.0, 0.0]])
+    full = model_forward(roberta, ids, mask, ClsAttentionOverride(layer=1, weights=weights)).logits
+    torch.testing.assert_close(cls_logits_from_attention(roberta, readout, weights), full, atol=1e-5, rtol=0)
+    assert (full - output.logits).abs().max() > 1e-4
+
+
+def test_cli_train_and_analyze_a_bert_family_folder(model, tokenizer, tmp_path, capsys):
+    """`hf-attn analyze DIR --battery jw` on a BERT-family folder goes to the transformer battery with
+    the typed J&W settings (--jw-layer/--jw-heads pick the attention; --dataset the data of a folder
+    without run.json); `hf-attn train --freeze-layers` without --base-model is refused."""
+    from hf_attn.cli import main
+
+    folder = tmp_path / "tiny"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "validation", "test"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n"
+                                                     for i, t in enumerate(TEXTS)))
+    out = tmp_path / "out"
+    code = main(["analyze", str(folder), "--battery", "jw", "--dataset", str(data), "--output-dir", str(out),
+                 "--jw-layer", "0", "--jw-heads", "1", "--jw-permutations", "4", "--jw-adversaries", "2",
+                 "--jw-steps", "5", "--quiet", "--threads", "1"])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["parameters"]["layer"] == 0 and results["parameters"]["heads"] == 1
+    assert results["summary"]["num_instances"] == len(TEXTS)
+    assert main(["analyze", str(folder), "--battery", "jw", "--output-dir", str(tmp_path / "o2"),
+                 "--jw-heads", "all"]) == 2
+    assert "--jw-heads must be 'mean' or a head index" in capsys.readouterr().err
+    assert main(["train", "--freeze-layers", "2", "--output-dir", str(tmp_path / "t")]) == 2
+    assert "--freeze-layers goes with --base-model" in capsys.readouterr().err
