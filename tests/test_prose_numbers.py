@@ -39,6 +39,8 @@ SOURCES = {
     "agnews": "docs/reproduction/agnews/report.json",  # hf-attn reproduce --datasets agnews
     "benchmark": "docs/reproduction/benchmark_reproduce.json",  # scripts/benchmark_reproduce.py
     "jwpre": "docs/reproduction/jw_preprocessing/summary.json",  # scripts/jw_preprocessing_report.py
+    "bert": "docs/bert_family/jw_results.json",  # scripts/finetune_minilm.py: the J&W battery on MiniLM
+    "bertrun": "docs/bert_family/train_run.json",  # scripts/finetune_minilm.py: the fine-tuning run
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
 
