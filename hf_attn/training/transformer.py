@@ -123,7 +123,10 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
     ``freeze_layers`` N freezes the embeddings and the first N encoder layers (``--freeze-layers``).
     Other :class:`TransformerTrainSettings` fields come as keyword ``overrides`` (e.g.
     ``batch_size=32, learning_rate=5e-5, max_length=66``) or as ``settings``. Writes the model
-    folder to ``output_dir`` (model, tokenizer, ``run.json``) and returns the run record."""
+    folder to ``output_dir`` (model, tokenizer, ``run.json``) and returns the run record.
+
+    Long on purpose: one straight sequence (settings, data, model, freezing, Trainer, test, record)
+    whose steps share many local values; each step is a few lines."""
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
                               Trainer, TrainingArguments, set_seed)
 

@@ -392,7 +392,10 @@ def run_transformer_jw_battery(model, tokenizer, texts, labels=None, settings: T
                                progress: bool = True) -> tuple[dict, dict]:
     """The whole J&W battery on ``texts`` → ``(per-instance results, summary)``. Texts are
     tokenized (fast tokenizer; truncated to ``max_length`` pieces), sorted by length and batched;
-    every analysis is batched over instances (and permutations / adversaries as rows)."""
+    every analysis is batched over instances (and permutations / adversaries as rows).
+
+    Long on purpose, like the BiLSTM battery's batch loop: one pass per batch through the five
+    analyses in J&W's order, each a call into this module's batched functions, then the summaries."""
     settings = settings or TransformerJWSettings()
     spec = settings.spec
     spec.validate(model.config.num_attention_heads)
