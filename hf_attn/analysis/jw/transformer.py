@@ -238,11 +238,9 @@ def permutation_tvd(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
 
 
 def _adversary_objective():
-    """J&W Eq. 1–2's relaxed objective, from wherever the shared J&W code lives now."""
-    try:
-        from hf_attn.methods.adversary import adversary_objective
-    except ImportError:
-        from hf_attn.analysis.jw.battery import adversary_objective
+    """J&W Eq. 1–2's relaxed objective (the one the BiLSTM adversary is tested against)."""
+    from hf_attn.methods.adversary import adversary_objective
+
     return adversary_objective
 
 
@@ -581,10 +579,8 @@ def per_layer_figure(summary: dict, path: str, title: str = "") -> str:
 
 def _jw_instances(results: dict, summary: dict):
     """The per-instance results as the BiLSTM battery's ``JWInstances`` (for its figures)."""
-    try:
-        from hf_attn.analysis.jw.battery import JWInstances
-    except ImportError:
-        return None
+    from hf_attn.analysis.jw.common import JWInstances
+
     instances = JWInstances(
         input_ids=results["input_ids"], labels=results["labels"], probabilities=np.stack(results["probabilities"]),
         attention=results["attention"], gradient=results["gradient"], loo=results["loo"],
