@@ -64,6 +64,7 @@ def integrated_gradients(model, input_ids, attention_mask=None, *, steps: int = 
                          token_budget: int = DEFAULT_IG_TOKEN_BUDGET,
                          progress: bool = False) -> IntegratedGradientsResult:
     """Integrated gradients w.r.t. the input embeddings (Sundararajan et al. 2017, Eq. 1).
+    (Long mostly for this docstring: the computation itself is one batched loop over path chunks.)
 
     IG_t = Σ_dims (e_t − b_t) · Σ_j w_j ∂f(b + a_j (e − b))/∂e_t, a_j, w_j the ``rule``'s nodes and
     weights over ``steps`` intervals: "trapezoid" (default; a_j = j/m, j = 0…m, end weights
