@@ -294,6 +294,55 @@ def _token_probability(model, hidden_states: torch.Tensor, predicted: int) -> to
     return logits.softmax(-1)[0, :, predicted]
 
 
+def is_transformer_model(model) -> bool:
+    """A BERT-family classifier (explained through its [CLS] attention), not an hf_attn model."""
+    from hf_attn.analysis.jw.transformer import BERT_FAMILY_MODEL_TYPES
+
+    return getattr(getattr(model, "config", None), "model_type", None) in BERT_FAMILY_MODEL_TYPES
+
+
+def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offsets, special: list,
+                                  settings: dict, limit: int) -> "SentenceExplanation":
+    """:func:`explain_sentence` for a BERT-family classifier: J&W's measures on the word pieces between
+    [CLS] and [SEP], for the last layer's [CLS] attention averaged over heads (renormalised over those
+    pieces), by :mod:`hf_attn.analysis.jw.transformer` on this one sentence. The per-token p̂_t row is
+    T&Š's BiLSTM read-out and does not exist here (NaN)."""
+    from hf_attn.analysis.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
+    from hf_attn.methods.adversary import best_feasible_adversary
+
+    jw_settings = TransformerJWSettings(num_permutations=settings["num_permutations"], k=settings["k"],
+                                        lam=settings["lam"], eps=settings["eps"], steps=settings["steps"],
+                                        lr=settings["lr"], seed=settings["seed"])
+    start = time.perf_counter()
+    results, summary = run_transformer_jw_battery(model, tokenizer, [text], settings=jw_settings, progress=False)
+    seconds = {"total": time.perf_counter() - start}
+    content = [i for i, flag in enumerate(special) if not flag]
+    tokens = tokenizer.convert_ids_to_tokens([ids[i] for i in content])
+    unk_id = getattr(tokenizer, "unk_token_id", None)
+    unknown = [ids[i] == unk_id for i in content]
+    spans = [None if offsets is None else [int(offsets[i][0]), int(offsets[i][1])] for i in content]
+    words = [token if span is None else text[span[0]:span[1]] for token, span in zip(tokens, spans)]
+    f64 = lambda values: np.asarray(values, dtype=np.float64)  # noqa: E731
+    probabilities = f64(results["probabilities"][0])
+    attention, gradient, loo = f64(results["attention"][0]), f64(results["gradient"][0]), f64(results["loo"][0])
+    tvds, jsds = f64(results["adversary_tvd"][0]), f64(results["adversary_jsd"][0])
+    eps = settings["eps"]
+    chosen = int(best_feasible_adversary(torch.from_numpy(tvds)[None], torch.from_numpy(jsds)[None], eps).index[0])
+    label_names = [str(model.config.id2label.get(i, i)) for i in range(len(probabilities))]
+    return SentenceExplanation(
+        text=text, tokens=tokens, label_names=label_names, probabilities=probabilities,
+        predicted=int(probabilities.argmax()), attention=attention, gradient=gradient, loo=loo,
+        permutation_tvd=f64(results["permutation_tvd"][0]),
+        adversary_attention=f64(results["adversary_attention"][0])[chosen], adversary_tvd=float(tvds[chosen]),
+        adversary_jsd=float(jsds[chosen]),
+        adversary_probabilities=f64(results["adversary_probabilities"][0])[chosen],
+        adversary_feasible=bool(tvds[chosen] <= eps), adversaries_tvd=tvds, adversaries_jsd=jsds, eps=eps,
+        eps_max_jsd=float(results["eps_max_jsd"][0]), token_probability=np.full(len(tokens), np.nan),
+        variant=f"{model.config.model_type} (BERT family)", seconds=seconds, words=words, spans=spans, unknown=unknown,
+        special=[False] * len(tokens), kendall=sentence_kendall(attention, gradient, loo),
+        tie_tolerance=TIE_TOLERANCE, max_tokens=limit)
+
+
 def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
                      num_permutations: int = 100, k: int = 5, lam: float = 500.0, eps: float = 0.01,
                      steps: int = 500, lr: float = 0.01, seed: int = 0) -> SentenceExplanation:
@@ -319,6 +368,11 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
     if len(ids) == 0:
         raise ExplainError("The sentence has no tokens after tokenisation (only punctuation or spaces?).")
     limit = model_max_tokens(model) if max_tokens is None else min(max_tokens, model_max_tokens(model))
+    if is_transformer_model(model):  # a BERT-family classifier: its last-layer [CLS] attention (issue 18)
+        if len(ids) > limit + 2:  # [CLS] and [SEP] do not count
+            raise ExplainError(f"The sentence is too long: {len(ids) - 2} word pieces, the limit is {limit}. "
+                               "Please shorten it.")
+        return _explain_transformer_sentence(model, tokenizer, text, ids, offsets, special, settings, limit)
     if len(ids) > limit:
         raise ExplainError(f"The sentence is too long: {len(ids)} tokens, the limit is {limit}. "
                            "Please shorten it.")
@@ -527,6 +581,8 @@ def heatmap_html(explanation: SentenceExplanation) -> str:
         columns = [t for start, stop in line for t in range(start, stop)]
         rows = []
         for row, _, _, scale in ROWS:
+            if not np.isfinite(values[row]).any() and row == "token_probability":
+                continue  # T&Š's per-token read-out: BiLSTM models only
             cells = []
             for t in columns:
                 value = values[row][t]
@@ -587,9 +643,12 @@ def summary_markdown(explanation: SentenceExplanation) -> str:
         f"(of ln 2 ≈ 0.693); ε = {e.eps}, ε-max JSD = {e.eps_max_jsd:.3f}{feasible}.",
         f"- Permutations: median Δŷ = {e.permutation_median:.4f} over {len(e.permutation_tvd)} "
         f"random permutations of α (max {e.permutation_tvd.max():.4f}).",
-        f"- Per-token p̂_t of the predicted class: mean {e.token_probability.mean():.3f}"
-        + (" (regularised model: T&Š Fig. 2)" if e.regularised else
-           " (base model; T&Š regularisers lower it)") + ".",
+        (f"- Per-token p̂_t of the predicted class: mean {e.token_probability.mean():.3f}"
+         + (" (regularised model: T&Š Fig. 2)" if e.regularised else
+            " (base model; T&Š regularisers lower it)") + ".")
+        if np.isfinite(e.token_probability).any() else
+        "- Explained: the last layer's [CLS] attention over the word pieces, mean over heads (no per-token p̂_t: "
+        "that is T&Š's BiLSTM read-out).",
     ]
     if unknown:
         shown = ", ".join(f"“{w}”" for w in dict.fromkeys(unknown))
@@ -727,9 +786,11 @@ def _check_model_type(folder: str, name: str) -> None:
         model_type = model_type_of(folder)
     except ModelFolderError as err:
         raise ExplainError(f"Cannot load model {name!r}: {str(err).replace(folder, name)}") from err
-    if model_type != SINGLE_MODEL_TYPE:
+    from hf_attn.analysis.jw.transformer import BERT_FAMILY_MODEL_TYPES
+
+    if model_type != SINGLE_MODEL_TYPE and model_type not in BERT_FAMILY_MODEL_TYPES:
         raise ExplainError(f"{name!r} is a {model_type!r} model; the explorer needs a single-sentence "
-                           f"{SINGLE_MODEL_TYPE} classifier.")
+                           f"{SINGLE_MODEL_TYPE} classifier or a BERT-family one.")
 
 
 def _download_hub_model(repo_id: str) -> str:
@@ -771,6 +832,11 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
     folder = _download_hub_model(name) if hub else os.path.expanduser(name)
     _check_model_type(folder, name)
     try:
+        if model_type_of(folder) != SINGLE_MODEL_TYPE:  # BERT-family: transformers' own classes, no remote code
+            from hf_attn.models.transformer_attention import load_transformer_classifier
+
+            model, tokenizer = load_transformer_classifier(folder)
+            return model.eval(), tokenizer
         model, tokenizer = load_model_folder(folder, expected_type=SINGLE_MODEL_TYPE)
     except (ModelFolderError, OSError) as err:  # a folder that is not a complete model; corrupt weights
         LOGGER.warning("cannot load model %r", name, exc_info=True)

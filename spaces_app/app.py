@@ -32,6 +32,7 @@ import torch  # noqa: E402
 
 from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
                              ModelPolicy, check_settings, default_model, explain_sentence, heatmap_html,
+                             is_transformer_model,
                              model_max_tokens, model_policy, permutation_figure, summary_markdown)
 
 LOGGER = logging.getLogger("hf_attn.app")
@@ -86,6 +87,10 @@ def make_handlers(cache: ModelCache):
         model, _ = cache.get(name)
         c = model.config
         labels = ", ".join(str(v) for v in c.id2label.values())
+        if is_transformer_model(model):
+            return (f"Loaded **{name.strip()}**: BERT-family `{c.model_type}`, {c.num_hidden_layers} layers; "
+                    f"explained: the last layer's [CLS] attention, mean over {c.num_attention_heads} heads; "
+                    f"labels: {labels}; sentences of at most {model_max_tokens(model)} word pieces.")
         return (f"Loaded **{name.strip()}**: encoder `{c.encoder}`, attention `{c.attention}`, "
                 f"variant `{c.variant}`, labels: {labels}; sentences of at most {model_max_tokens(model)} tokens.")
 

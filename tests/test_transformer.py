@@ -388,3 +388,30 @@ def test_cli_train_and_analyze_a_bert_family_folder(model, tokenizer, tmp_path, 
     assert "--jw-heads must be 'mean' or a head index" in capsys.readouterr().err
     assert main(["train", "--freeze-layers", "2", "--output-dir", str(tmp_path / "t")]) == 2
     assert "--freeze-layers goes with --base-model" in capsys.readouterr().err
+
+
+def test_explorer_explains_a_bert_family_sentence(model, tokenizer, tmp_path):
+    """The Space's explain_sentence on a BERT-family folder: J&W's measures over the word pieces of the
+    last layer's [CLS] attention, the same SentenceExplanation as for hf_attn models (no per-token p̂_t
+    row), loaded without remote code; the attention shown is the model's own."""
+    from hf_attn.explorer import explain_sentence, heatmap_html, is_transformer_model, load_model, summary_markdown
+
+    folder = tmp_path / "tiny"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    loaded, tok = load_model(str(folder))
+    assert is_transformer_model(loaded)
+    e = explain_sentence(loaded, tok, "the good movies", num_permutations=6, k=2, steps=5)
+    assert e.tokens == ["the", "good", "movie", "##s"] and e.words == ["the", "good", "movie", "s"]
+    assert e.spans == [[0, 3], [4, 8], [9, 14], [14, 15]]
+    np.testing.assert_allclose(e.attention.sum(), 1.0, atol=1e-6)
+    ids = tok("the good movies", return_tensors="pt")
+    with torch.no_grad():
+        out = loaded(**ids, output_attentions=True)
+    own = out.attentions[-1][0, :, 0].mean(0)[1:-1]  # [CLS] row, mean over heads, content pieces
+    np.testing.assert_allclose(e.attention, (own / own.sum()).numpy(), atol=1e-5)
+    np.testing.assert_allclose(e.probabilities, out.logits.softmax(-1)[0].numpy(), atol=1e-5)
+    assert len(e.permutation_tvd) == 6 and len(e.adversaries_tvd) == 2 and np.isnan(e.token_probability).all()
+    html_text = heatmap_html(e)
+    assert 'data-row="attention"' in html_text and 'data-row="token_probability"' not in html_text
+    assert "[CLS] attention" in summary_markdown(e)
