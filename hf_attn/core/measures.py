@@ -8,12 +8,14 @@ All functions take batched tensors / arrays with the distribution over the last 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
 from scipy.special import ndtr
+
+# Same code as the NumPy measures every evaluate module ships (one source: that file, which must
+# stay self-contained to load from the Hub without hf_attn).
+from hf_attn.metrics._hf_attn_measures import KendallResult, _inversion_cdf  # noqa: F401
 
 LN2 = math.log(2.0)
 
@@ -59,17 +61,6 @@ def jsd(p, q, mask=None) -> torch.Tensor:
     return (0.5 * (kl_divergence(p, m, mask) + kl_divergence(q, m, mask))).clamp(0.0, LN2)
 
 
-@dataclass
-class KendallResult:
-    """Per-instance τ-b and two-sided p-values; ``valid`` is False where τ is undefined
-    (fewer than 2 tokens, or one of the rankings is constant): those are *skipped*, never 0."""
-
-    tau: np.ndarray
-    pvalue: np.ndarray
-    valid: np.ndarray
-    length: np.ndarray
-
-
 def merge_near_ties(x, mask=None, tolerance: float = 0.0) -> np.ndarray:
     """Each row of ``x`` with values closer than ``tolerance`` set equal, before ranking.
 
@@ -103,15 +94,6 @@ def merge_near_ties(x, mask=None, tolerance: float = 0.0) -> np.ndarray:
     np.put_along_axis(merged, order, np.take_along_axis(ordered, first, -1), -1)
     out = np.where(mask, merged, x2)
     return out.reshape(-1) if squeeze else out
-
-
-@lru_cache(maxsize=64)
-def _inversion_cdf(n: int) -> np.ndarray:
-    """P(#inversions ≤ k) of a uniform random permutation of n items (Mahonian numbers)."""
-    dist = np.array([1.0])
-    for m in range(2, n + 1):  # the m-th item adds 0 … m−1 inversions, each with probability 1/m
-        dist = np.convolve(dist, np.ones(m)) / m
-    return np.cumsum(dist)
 
 
 def kendall_tau(x, y, mask=None, tie_tolerance: float = 0.0) -> KendallResult:

@@ -40,6 +40,10 @@ import torch
 from hf_attn.core.batching import length_batches
 from hf_attn.methods.inputs import check_importance, check_token_inputs
 
+# Same code as the NumPy measures every evaluate module ships (one source: that file, which must
+# stay self-contained to load from the Hub without hf_attn).
+from hf_attn.metrics._hf_attn_measures import aopc  # noqa: F401
+
 DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 DEFAULT_TOKEN_BUDGET = 65536  # padded tokens per forward pass
 
@@ -238,16 +242,6 @@ def eraser_scores_slow(model, input_ids, attention_mask, importance,
         predicted.append(c), full_p.append(float(full[c])), lengths.append(n)
     return EraserResult(tuple(float(f) for f in fractions), np.array(comp), np.array(suff),
                         np.array(counts), np.array(predicted), np.array(full_p), np.array(lengths))
-
-
-def aopc(scores, include_zero_bin: bool = False) -> np.ndarray:
-    """Area over the perturbation curve per instance: ``(N, K)`` → ``(N,)`` mean over the bins
-    (ERASER code). ``include_zero_bin``: divide the sum by K+1 instead (ERASER §4's printed
-    1/(|B|+1) normaliser, counting a 0 % bin whose score is 0)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 2 or scores.shape[1] == 0:
-        raise ValueError(f"scores must be (instances, bins), got shape {scores.shape}")
-    return scores.sum(1) / (scores.shape[1] + (1 if include_zero_bin else 0))
 
 
 def summarize_eraser(comprehensiveness, sufficiency, fractions: Sequence[float] = DEFAULT_FRACTIONS,

@@ -3,15 +3,14 @@ only by the functions that need them): what a module computes when hf_attn is no
 
 ``evaluate.load("USER/<metric>")`` downloads ``<metric>.py`` and the files it imports *relatively*
 (``from ._hf_attn_measures import ...``), never a package from PyPI; hf_attn is not on any index,
-so each module script imports only this file, NumPy and the evaluate stack. One identical copy sits
-in every ``hf_attn/metrics/<name>/`` folder (so the folder loads locally too) and is uploaded with
-the script by ``hf-attn push-metric``.
+so each module script imports only this file, NumPy and the evaluate stack. Every
+``hf_attn/metrics/<name>/`` folder links to it (so the folder loads locally too), and
+``hf-attn push-metric`` uploads it beside the script.
 
-Single source: the library. Each function is a copy of (or, where the library uses torch, a NumPy
-port of) the function named in its docstring; ``tests/test_metric_spaces.py`` checks that they
-return the library's values and that every copy of this file equals
-``hf_attn/metrics/_hf_attn_measures.py``. Edit that file, never a copy, then copy it into each
-module folder (``for d in hf_attn/metrics/*/; do cp hf_attn/metrics/_hf_attn_measures.py $d; done``).
+One source for the NumPy code the library shares: where the library's function is the same code
+(the input checks, the J&W/W&P/T&Š summaries that are pure NumPy, Kendall's exact null), the library
+imports it from here; the others are NumPy ports of the library's torch functions, named in their
+docstrings, and ``tests/test_metric_spaces.py`` checks that they return the library's values.
 """
 
 from __future__ import annotations

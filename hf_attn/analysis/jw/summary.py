@@ -15,6 +15,11 @@ from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.measures import kendall_tau
 from hf_attn.methods.adversary import best_feasible_adversary
 
+# Same code as the NumPy measures every evaluate module ships (one source: that file, which must
+# stay self-contained to load from the Hub without hf_attn).
+from hf_attn.metrics._hf_attn_measures import (_class_ids, _describe, binned_by_max_attention,  # noqa: F401
+                                               jsonable)
+
 PUBLISHED_SST = JW_SST_SUMMARY  # J&W Table 2, SST (hf_attn.core.published)
 
 MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -68,15 +73,6 @@ def kendall_per_instance(x, y, pair_budget: int = 500_000, tie_tolerance: float 
     return {"tau": tau, "pvalue": pvalue, "valid": valid, "length": lengths}
 
 
-def _class_ids(predictions, num_classes: int | None) -> tuple[np.ndarray, int]:
-    predictions = np.asarray(predictions, dtype=np.int64).reshape(-1)
-    if num_classes is None:
-        num_classes = int(predictions.max()) + 1 if len(predictions) else 0
-    if len(predictions) and (predictions.min() < 0 or predictions.max() >= num_classes):
-        raise ValueError(f"predictions must be class ids in [0, {num_classes})")
-    return predictions, num_classes
-
-
 def _ranked(lengths, n: int) -> np.ndarray:
     """Instances with at least 2 tokens (all of them when ``lengths`` is None)."""
     if lengths is None:
@@ -85,13 +81,6 @@ def _ranked(lengths, n: int) -> np.ndarray:
     if len(lengths) != n:
         raise ValueError(f"{n} instances but {len(lengths)} lengths")
     return lengths >= 2
-
-
-def _describe(values: np.ndarray) -> dict[str, float | int | None]:
-    if len(values) == 0:
-        return {"count": 0, "mean": None, "std": None, "median": None}
-    return {"count": int(len(values)), "mean": float(values.mean()), "std": float(values.std()),
-            "median": float(np.median(values))}
 
 
 def correlation_summary(x, y, predictions, num_classes: int | None = None, alpha: float = 0.05,
@@ -120,23 +109,6 @@ def correlation_summary(x, y, predictions, num_classes: int | None = None, alpha
     return {"per_class": {str(c): block(predictions == c) for c in range(num_classes)},
             "overall": block(np.ones(len(predictions), dtype=bool)), "alpha": alpha,
             "tau": tau, "pvalue": pvalue, "valid": valid}
-
-
-def binned_by_max_attention(values: np.ndarray, max_attention: np.ndarray, predictions: np.ndarray,
-                            num_classes: int, bins=MAX_ATTENTION_BINS) -> list[dict]:
-    """Figure data (J&W Figs 3 and 5): per max-attention bin and predicted class, the count,
-    median and quartiles of ``values``."""
-    edges = np.asarray(bins, dtype=np.float64)
-    which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
-    rows = []
-    for b in range(len(edges) - 1):
-        for c in range(num_classes):
-            v = values[(which == b) & (predictions == c)]
-            rows.append({"bin": [float(edges[b]), float(edges[b + 1])], "class": c, "count": int(len(v)),
-                         "median": float(np.median(v)) if len(v) else None,
-                         "q25": float(np.quantile(v, 0.25)) if len(v) else None,
-                         "q75": float(np.quantile(v, 0.75)) if len(v) else None})
-    return rows
 
 
 def permutation_summary(permutation_tvd, max_attention, predictions, num_classes: int | None = None,
@@ -224,20 +196,3 @@ def strip_arrays(summary: dict) -> dict:
     """The summary without its per-instance arrays (for results.json)."""
     return {k: (strip_arrays(v) if isinstance(v, dict) else v) for k, v in summary.items()
             if not isinstance(v, np.ndarray)}
-
-
-def jsonable(value):
-    """Summary → plain JSON types (arrays → lists, NaN → None): what the evaluate modules return."""
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, (float, np.floating)):
-        return None if not np.isfinite(value) else float(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value

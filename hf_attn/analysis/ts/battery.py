@@ -36,7 +36,6 @@ import logging
 import math
 import os
 import time
-import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -45,6 +44,11 @@ import torch
 from hf_attn.core.published import TS_SST
 from hf_attn.core.io import save_figure_atomic, write_text_atomic
 from hf_attn.analysis import Battery, register_battery
+
+# Same code as the NumPy measures every evaluate module ships (one source: that file, which must
+# stay self-contained to load from the Hub without hf_attn).
+from hf_attn.metrics._hf_attn_measures import (cluster_labels, clustered_mutual_information,  # noqa: F401
+                                               token_probability_score)
 
 logger = logging.getLogger(__name__)
 
@@ -231,16 +235,6 @@ def per_token_prediction_probability(token_probabilities: torch.Tensor, predicte
     return chosen.sum(-1) / mask.sum(-1).to(chosen.dtype)
 
 
-def token_probability_score(per_instance: np.ndarray, correct: np.ndarray) -> dict[str, float]:
-    """T&Š Table 3: mean of the per-instance values over correctly classified instances."""
-    per_instance = np.asarray(per_instance, dtype=np.float64)
-    correct = np.asarray(correct, dtype=bool)
-    if not correct.any():
-        return {"token_probability": float("nan"), "correct_instances": 0}
-    return {"token_probability": float(per_instance[correct].mean()),
-            "correct_instances": int(correct.sum()), "instances": int(len(correct))}
-
-
 # ------------------------------------------------------------------------------------------
 # 2. mutual information
 def count_token_ids(id_lists: list[list[int]], vocab_size: int, exclude=()) -> np.ndarray:
@@ -295,33 +289,6 @@ def collect_occurrences(model, id_lists: list[list[int]], word_ids: np.ndarray,
         keep = np.sort(np.random.default_rng(seed).choice(len(t), max_occurrences, replace=False))
         e, h, t = e[keep], h[keep], t[keep]
     return e, h, t
-
-
-def cluster_labels(vectors: np.ndarray, n_clusters: int = 1000, batch_size: int = 100,
-                   seed: int = 0) -> np.ndarray:
-    """MiniBatchKMeans labels ``(N,)`` of ``vectors (N, dim)`` (T&Š §3.4: k = 1000, batch 100)."""
-    from sklearn.cluster import MiniBatchKMeans
-
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if len(vectors) < n_clusters:
-        raise ValueError(f"{len(vectors)} vectors cannot form {n_clusters} clusters")
-    with warnings.catch_warnings():
-        # e_t has at most one distinct vector per word type: k-means++ may find duplicate centres.
-        warnings.simplefilter("ignore")
-        km = MiniBatchKMeans(n_clusters=n_clusters, batch_size=batch_size, random_state=seed,
-                             n_init="auto")
-        return km.fit_predict(vectors)
-
-
-def clustered_mutual_information(inputs: np.ndarray, hidden: np.ndarray, n_clusters: int = 1000,
-                                 batch_size: int = 100, seed: int = 0) -> float:
-    """I(cluster(e); cluster(h)) in nats: ``inputs (N, d)`` and ``hidden (N, D)`` row-aligned."""
-    from sklearn.metrics import mutual_info_score
-
-    if len(inputs) != len(hidden):
-        raise ValueError(f"inputs ({len(inputs)}) and hidden ({len(hidden)}) must be row-aligned")
-    return float(mutual_info_score(cluster_labels(inputs, n_clusters, batch_size, seed),
-                                   cluster_labels(hidden, n_clusters, batch_size, seed)))
 
 
 def mutual_information(model, id_lists: list[list[int]], special_ids=(), methods=WORD_SET_METHODS,

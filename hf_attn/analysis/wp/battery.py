@@ -45,6 +45,10 @@ from hf_attn.core.io import write_json_atomic
 from hf_attn.training.engine import classification_metrics, settings_from_run, task_of, tokenize_splits, train
 from hf_attn.analysis import Battery, register_battery
 
+# Same code as the NumPy measures every evaluate module ships (one source: that file, which must
+# stay self-contained to load from the Hub without hf_attn).
+from hf_attn.metrics._hf_attn_measures import binned_summary, divergence_summary  # noqa: F401
+
 logger = logging.getLogger(__name__)
 
 MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -130,34 +134,6 @@ def seed_variance_statistics(base_attention, seed_attentions, base_probs, seed_p
             "max_jsd": divergences.max(0), "median_jsd": np.median(divergences, axis=0),
             "max_tvd": distances.max(0), "median_tvd": np.median(distances, axis=0),
             "max_attention": (base_attention * mask).max(-1).values.numpy()}
-
-
-def binned_summary(values, max_attention, labels, bins=MAX_ATTENTION_BINS, label_names=None) -> list[dict]:
-    """Per (class, bin of max attention): count, mean, median, quartiles of ``values`` (the rows of
-    W&P Fig. 3 / J&W Fig. 5). The last bin is closed on the right."""
-    values, max_attention, labels = (np.asarray(values, dtype=np.float64), np.asarray(max_attention),
-                                     np.asarray(labels))
-    edges = np.asarray(bins, dtype=np.float64)
-    which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
-    rows = []
-    for c in sorted(set(labels.tolist())):
-        for b in range(len(edges) - 1):
-            sel = (labels == c) & (which == b)
-            v = values[sel]
-            rows.append({"class": label_names[c] if label_names else int(c), "bin": [float(edges[b]), float(edges[b + 1])],
-                         "count": int(sel.sum()),
-                         "mean": float(v.mean()) if v.size else None,
-                         "median": float(np.median(v)) if v.size else None,
-                         "q25": float(np.quantile(v, 0.25)) if v.size else None,
-                         "q75": float(np.quantile(v, 0.75)) if v.size else None})
-    return rows
-
-
-def divergence_summary(jsd_values, tvd_values) -> dict:
-    """Mean/median/std of per-instance JSD and TVD (the points of W&P Fig. 5)."""
-    j, t = np.asarray(jsd_values, dtype=np.float64), np.asarray(tvd_values, dtype=np.float64)
-    return {"mean_jsd": float(j.mean()), "median_jsd": float(np.median(j)), "std_jsd": float(j.std()),
-            "mean_tvd": float(t.mean()), "median_tvd": float(np.median(t)), "std_tvd": float(t.std())}
 
 
 def ordering_holds(f1: dict[str, float]) -> dict:
@@ -438,7 +414,6 @@ def _train_missing(plan: list[tuple], train_missing: bool, progress: bool) -> tu
         logger.info("wp: training %s into %s", name, path)
         train_it(path)
     return todo, time.perf_counter() - start
-
 
 
 def run_wp(model_dir: str, output_dir: str, settings: WPSettings | None = None,
