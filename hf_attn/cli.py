@@ -55,7 +55,8 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--mlm-weight", type=_non_negative_float, default=1.0)
     p.add_argument("--average-activation", choices=["relu", "tanh"], default="relu")
     p.add_argument("--min-count", type=_positive_int, default=1)
-    p.add_argument("--max-length", type=_positive_int, default=512)
+    p.add_argument("--max-length", type=_positive_int, default=None,
+                   help="default 512 tokens (66 word pieces with --base-model, at most 512)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=0, help="seed of the train/dev/test split")
     p.add_argument("--epochs", type=_positive_int, default=None,
@@ -98,8 +99,10 @@ def _run_train(args) -> int:
         hidden_size=args.hidden_size, num_layers=args.num_layers, tying_delta=args.tying_delta,
         mlm_probability=args.mlm_probability, mlm_weight=args.mlm_weight,
         average_activation=args.average_activation, min_count=args.min_count,
-        max_length=args.max_length, seed=args.seed, data_seed=args.data_seed, epochs=args.epochs or 8,
-        batch_size=args.batch_size, learning_rate=args.learning_rate if args.learning_rate is not None else 1e-3,
+        # --epochs/--learning-rate/--max-length default per model kind: here the BiLSTM's (TrainSettings)
+        max_length=args.max_length or TrainSettings.max_length, seed=args.seed, data_seed=args.data_seed,
+        epochs=args.epochs or TrainSettings.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate if args.learning_rate is not None else TrainSettings.learning_rate,
         class_balanced=not args.no_class_balance,
         sparse_embedding_updates=args.sparse_embedding_updates)
     metrics = train(settings, args.output_dir, progress=not args.quiet, overwrite=args.overwrite)
@@ -140,7 +143,7 @@ def _run_train_transformer(args) -> int:
         text_column=args.text_column, label_column=args.label_column,
         epochs=args.epochs or defaults.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate if args.learning_rate is not None else defaults.learning_rate,
-        max_length=min(args.max_length, 512) if args.max_length != 512 else defaults.max_length,
+        max_length=min(args.max_length, 512) if args.max_length else defaults.max_length,
         freeze_layers=args.freeze_layers, seed=args.seed, data_seed=args.data_seed)
     record = train_transformer_classifier(output_dir=args.output_dir, settings=settings, progress=not args.quiet)
     print(json.dumps({"test": record.get("test"), "seconds": record.get("seconds")}, indent=2))

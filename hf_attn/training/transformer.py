@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from hf_attn.core.environment import environment_versions
+
 logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
@@ -97,17 +99,6 @@ def _metrics(eval_pred) -> dict[str, float]:
     logits = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
     probabilities = torch.from_numpy(np.asarray(logits, dtype=np.float32)).softmax(-1).numpy()
     return classification_metrics(probabilities, eval_pred.label_ids)
-
-
-def _versions() -> dict:
-    try:
-        from hf_attn.training.engine import environment_versions
-
-        return environment_versions()
-    except ImportError:  # the engine is being restructured: record the essentials ourselves
-        import transformers
-
-        return {"torch": torch.__version__, "transformers": transformers.__version__}
 
 
 def train_transformer_classifier(base_model: str = "minilm-l6", task=None, output_dir: str = "runs/minilm-sst",
@@ -201,7 +192,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
                   "dev": {k.removeprefix("dev_"): v for k, v in dev.items()},
                   "test": {k.removeprefix("test_"): v for k, v in test.items()},
                   "seconds": {"train": train_seconds, "total": time.perf_counter() - started},
-                  "threads": torch.get_num_threads(), "versions": _versions()}
+                  "threads": torch.get_num_threads(), "versions": environment_versions()}
         write_json_atomic(os.path.join(output_dir, RUN_FILE), record)
         write_json_atomic(os.path.join(output_dir, "eval_results.json"), {"dev": record["dev"], "test": record["test"]})
         return record
@@ -217,39 +208,3 @@ def read_transformer_run(model_dir: str) -> dict | None:
     with open(path, encoding="utf-8") as f:
         record = json.load(f)
     return record if isinstance(record, dict) and record.get("kind") == RUN_KIND else None
-
-
-def main(argv=None) -> int:
-    """``python -m hf_attn.training.transformer --base-model minilm-l6 --dataset sst --output-dir DIR``
-    (until ``hf-attn train --base-model`` calls :func:`train_transformer_classifier`)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--base-model", default="minilm-l6")
-    parser.add_argument("--dataset", default="sst")
-    parser.add_argument("--output-dir", required=True)
-    parser.add_argument("--epochs", type=float, default=2.0)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=5e-5)
-    parser.add_argument("--max-length", type=int, default=66)
-    parser.add_argument("--freeze-layers", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--max-train", type=int, default=None, help="only the first N training sentences (smoke runs)")
-    args = parser.parse_args(argv)
-    settings = TransformerTrainSettings(base_model=args.base_model, dataset=args.dataset, epochs=args.epochs,
-                                        batch_size=args.batch_size, learning_rate=args.learning_rate,
-                                        max_length=args.max_length, freeze_layers=args.freeze_layers,
-                                        seed=args.seed, num_threads=args.threads)
-    settings.validate()
-    task = _task(settings)
-    if args.max_train:
-        task.splits["train"] = task.splits["train"].select(range(min(args.max_train, len(task.splits["train"]))))
-        settings.extra["max_train"] = args.max_train
-    record = train_transformer_classifier(task=task, output_dir=args.output_dir, settings=settings)
-    print(json.dumps({"dev": record["dev"], "test": record["test"], "seconds": record["seconds"]}, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -628,7 +628,8 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
     from hf_attn.core.io import write_json_atomic, write_jsonl_atomic
     from hf_attn.analysis.jw.summary import PUBLISHED_SST, strip_arrays
     from hf_attn.models.transformer_attention import load_transformer_classifier
-    from hf_attn.training.transformer import _versions, read_transformer_run
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.training.transformer import read_transformer_run
 
     settings = settings or TransformerJWSettings()
     model, tokenizer = load_transformer_classifier(model_dir)
@@ -672,7 +673,7 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
         "summary": strip_arrays(summary),
         "published": PUBLISHED_SST if dataset == "sst" else None,
         "figures": {n: (os.path.basename(p) if n != "error" else p) for n, p in figures.items()},
-        "instances_file": "instances.jsonl", "processes": 1, "versions": _versions()}
+        "instances_file": "instances.jsonl", "processes": 1, "versions": environment_versions()}
     write_json_atomic(os.path.join(output_dir, "results.json"), record)
     return record
 
