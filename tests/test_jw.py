@@ -269,7 +269,7 @@ def test_bilstm_leave_one_out_shortcut_equals_rerunning_every_deletion(variant, 
     ids, mask = jw.pad_batch([[5, 9, 3, 22, 7], [4], [11, 12], [30, 31, 32, 33, 34, 35, 36], [8, 8, 8]])
     assert leave_one_out_method._single_layer_lstm(model)
     generic = jw.leave_one_out(model, ids, mask, method="generic")
-    for budgets in [dict(), dict(token_budget=7, rnn_token_budget=3), dict(token_budget=1, rnn_token_budget=1)]:
+    for budgets in [dict(), dict(token_budget=7), dict(token_budget=1)]:
         shortcut = jw.leave_one_out(model, ids, mask, **budgets)
         torch.testing.assert_close(shortcut, generic, rtol=0, atol=1e-6, equal_nan=True)
     assert torch.isnan(generic[1, 0]) and (generic[1, 1:] == 0).all()

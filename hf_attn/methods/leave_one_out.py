@@ -48,7 +48,7 @@ def deletion_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor,
 @torch.no_grad()
 def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                   token_budget: int = 32768, probabilities: torch.Tensor | None = None,
-                  method: str = "auto", rnn_token_budget: int = 4096) -> torch.Tensor:
+                  method: str = "auto") -> torch.Tensor:
     """Leave-one-out importance ``(B, T)``: Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W Alg. 1, §4.1).
 
     x₋t is x with token t removed (the sequence gets shorter, attention renormalises over the rest).
@@ -65,8 +65,9 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
       every other state and score; only the decoder runs (``_token_local_leave_one_out``).
     - One-layer BiLSTM: deleting token t leaves the forward states before t and the backward
       states after t unchanged, so only the forward run after t (from the original state at t−1)
-      and the backward run before t are recomputed (``_lstm_leave_one_out``): half the LSTM work,
-      in length-sorted chunks of ``rnn_token_budget`` tokens.
+      and the backward run before t are recomputed, every deletion of a chunk of sentences in one
+      batched recurrence (``_lstm_leave_one_out``): half the LSTM work, and the input half of the
+      gates computed once per token.
     """
     if method not in ("auto", "generic"):
         raise ValueError(f"method must be 'auto' or 'generic', got {method!r}")
@@ -85,8 +86,7 @@ def leave_one_out(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
     if len(instance) == 0:
         return result
     if method == "auto" and _single_layer_lstm(model):
-        _lstm_leave_one_out(model, input_ids, mask, new_mask, instance, position, probabilities,
-                            result, token_budget, rnn_token_budget)
+        _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilities, result, token_budget)
         return result
     # rows are grouped by instance (nonzero is row-major); cut them into chunks by padded tokens
     width = ids.shape[1]
@@ -108,13 +108,21 @@ def _single_layer_lstm(model) -> bool:
             and isinstance(getattr(model, "attention", None), (AdditiveAttention, DotAttention, UniformAttention)))
 
 
-def _lstm_cell_states(lstm: torch.nn.LSTM, inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+def _gate_inputs(lstm: torch.nn.LSTM, inputs: torch.Tensor) -> torch.Tensor:
+    """The input half of a one-layer ``nn.LSTM``'s gates, W_ih x_t + b_ih + b_hh ``(B, T, 4H)``:
+    one matmul over every token. Every rerun of a deletion reads the same tokens, so this part is
+    computed once and only the recurrent half runs per deletion (it is ~70 % of the LSTM's
+    multiply-adds at the papers' 300-d inputs and H = 128)."""
+    return torch.nn.functional.linear(inputs, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0)
+
+
+def _lstm_cell_states(lstm: torch.nn.LSTM, gate_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     """Cell states ``(B, T, H)`` of a one-layer ``nn.LSTM`` that produced outputs ``hidden``
-    ``(B, T, H)`` from ``inputs`` ``(B, T, d)`` (zero initial state). The gates at every step follow
-    from h_{t−1} in one matmul; only c_t = f_t ⊙ c_{t−1} + i_t ⊙ g_t is sequential (one op per step)."""
+    ``(B, T, H)`` (zero initial state) from gate inputs ``(B, T, 4H)`` (:func:`_gate_inputs`). The
+    gates at every step follow from h_{t−1} in one matmul; only c_t = f_t ⊙ c_{t−1} + i_t ⊙ g_t is
+    sequential (one op per step)."""
     previous = torch.nn.functional.pad(hidden[:, :-1], (0, 0, 1, 0))
-    gates = torch.nn.functional.linear(inputs, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0)
-    gates = gates + previous @ lstm.weight_hh_l0.t()
+    gates = gate_inputs + previous @ lstm.weight_hh_l0.t()
     i, f, g, _ = gates.chunk(4, dim=-1)
     forget = f.sigmoid()
     write = i.sigmoid() * g.tanh()
@@ -154,53 +162,72 @@ def _scores_from_readout(model, projected: torch.Tensor, num_attention: int) -> 
     return projected.new_zeros(projected.shape[:-1])  # uniform
 
 
-def _rerun(lstm: torch.nn.LSTM, inputs: torch.Tensor, source_rows: torch.Tensor, start: torch.Tensor,
-           run_length: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, step: int,
-           readout: torch.Tensor, budget: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each row n, run ``lstm`` over ``inputs[source_rows_n, start_n + step·s]`` for
-    s < ``run_length_n`` from state (``h0_n``, ``c0_n``), projected by ``readout`` (R, H).
-
-    Returns ``(outputs (N·S, R), slot (N,))``: output s of row n is ``outputs[slot_n·S + s]``
-    (S = max run length). Rows run sorted by run length, in chunks of at most ``budget`` padded
-    tokens (cache-sized chunks are fastest on CPU); outputs past a row's run are never read."""
-    order = torch.argsort(run_length, descending=True, stable=True)
-    lengths = run_length[order]
-    longest = max(int(lengths[0]) if len(lengths) else 0, 1)
-    outputs = inputs.new_zeros(len(order), longest, readout.shape[0])
-    slot = torch.empty_like(order)
-    slot[order] = torch.arange(len(order), device=order.device)
-    begin, count = 0, int((lengths > 0).sum())
-    while begin < count:
-        width = int(lengths[begin])
-        end = min(count, begin + max(1, budget // width))
-        chunk = order[begin:end]
-        source = (start[chunk].unsqueeze(1) + step * torch.arange(width, device=inputs.device))
-        x = inputs[source_rows[chunk].unsqueeze(1), source.clamp(0, inputs.shape[1] - 1)]
-        output, _ = lstm(x, (h0[chunk].unsqueeze(0), c0[chunk].unsqueeze(0)))  # causal: later
-        # batch-first outputs are a transposed view: project time-major (one matmul, no copy)
-        outputs[begin:end, :width] = torch.nn.functional.linear(output.transpose(0, 1), readout).transpose(0, 1)
-        begin = end
-    return outputs.view(-1, readout.shape[0]), slot
+def _lstm_step(gates: torch.Tensor, cell: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """One LSTM step from pre-activations ``gates`` ``(n, 4H)`` (PyTorch's order i, f, g, o; the
+    tensor is overwritten): updates ``cell`` ``(n, H)`` in place, writes h ``(n, H)`` to ``out``."""
+    i, f, g, o = gates.chunk(4, dim=1)
+    g = g.tanh()
+    gates.sigmoid_()  # i, f, o (the g slot was read above)
+    cell.mul_(f).addcmul_(i, g)
+    return torch.mul(o, cell.tanh(), out=out)
 
 
-def _take(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Rows of ``table`` viewed as ``(−1, R)`` at integer ``index`` (any shape) → ``(*index.shape, R)``
-    (index_select: faster than advanced indexing on CPU)."""
-    flat = table.reshape(-1, table.shape[-1])
-    return flat.index_select(0, index.reshape(-1)).view(*index.shape, flat.shape[1])
+def _deletion_runs(lstm: torch.nn.LSTM, gate_inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+                   readout: torch.Tensor, forward: bool) -> torch.Tensor:
+    """The LSTM reruns of every deletion column of a chunk of sentences at once, projected by
+    ``readout`` ``(R, H)``.
+
+    ``gate_inputs`` ``(T, n, 4H)``: W_ih x_t + b (time-major, :func:`_gate_inputs`); ``h0``, ``c0``
+    ``(T, n, H)``: the start state of deletion column i (forward: the state at i−1; backward: at
+    i+1). Forward: column i runs over tokens i+1, i+2, … and its step s lands on position i+s of
+    x₋i; backward: over tokens i−1, i−2, … and step s lands on position i−1−s. At step s the
+    running columns are a contiguous block (forward: i < T−1−s reading tokens s+1…T−1; backward:
+    i > s reading tokens 0…T−2−s), so each step is one matmul over block × sentences with the
+    input gates read as a slice, no gather. Columns past a short sentence's end run on padding
+    and are never read (the batch is length-sorted, so this is little work).
+
+    Returns ``(T, T−1, n, R)``: entry [i, q] = M h of deletion i at position q of x₋i, valid for
+    q ≥ i (forward) or q < i (backward); a strided view over the step-ordered outputs.
+    """
+    steps, count, _ = gate_inputs.shape
+    width = steps - 1
+    rows = readout.shape[0]
+    outputs = gate_inputs.new_empty(steps, width, count, rows)  # [column, step (backward: reversed)]
+    if width == 0:
+        return outputs
+    recurrent, readout_t = lstm.weight_hh_l0.t().contiguous(), readout.t().contiguous()
+    hidden, cell = h0.clone(), c0.clone()
+    for s in range(width):
+        n = width - s  # running columns
+        block = slice(0, n) if forward else slice(s + 1, steps)
+        read = slice(s + 1, steps) if forward else slice(0, n)
+        gates = torch.addmm(gate_inputs[read].reshape(n * count, -1),
+                            hidden[block].reshape(n * count, -1), recurrent)
+        h = _lstm_step(gates, cell[block].view(n * count, -1), out=hidden[block].view(n * count, -1))
+        outputs[block, s if forward else width - 1 - s] = (h @ readout_t).view(n, count, rows)
+    unit = count * rows
+    if forward:  # [i, q] = outputs[i, q − i]
+        return outputs.as_strided((steps, width, count, rows), ((width - 1) * unit, unit, rows, 1))
+    # [i, q] = outputs[i, width − 1 − (i − 1 − q)] = outputs[i, width − i + q]
+    return outputs.as_strided((steps, width, count, rows), ((width - 1) * unit, unit, rows, 1),
+                              outputs.storage_offset() + width * unit)
 
 
-def _lstm_leave_one_out(model, input_ids, mask, new_mask, instance, position, probabilities, result,
-                        token_budget: int, rnn_token_budget: int) -> None:
-    """Exact LOO for a one-layer BiLSTM (fills ``result``; J&W Alg. 1 leave-one-out, SPEC §9).
+def _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilities, result,
+                        token_budget: int) -> None:
+    """Exact LOO for a one-layer BiLSTM (fills ``result`` at (``instance``, ``position``); J&W
+    Alg. 1 leave-one-out, SPEC §9).
 
-    Deletion n removes token i of instance b (length L). Its forward states are h→_{b,<i}, then a
-    forward run over x_{i+1..L−1} from (h→, c→)_{b,i−1}; its backward states are a backward run
-    over x_{i−1..0} from (h←, c←)_{b,i+1}, then h←_{b,>i}. Only the runs are computed (half the
-    LSTM work of re-encoding every x₋t). Attention and decoder act on h' = [h→; h←] (+ e) through
-    linear maps M (:func:`_readout`), so M h' = M→h→ + M←h← (+ M_e e): the unchanged half of every
-    deletion position is gathered from the original sentence's projections and the rerun half is
-    projected once as it is computed; only φ's tanh and the softmax run per deletion position.
+    Deleting token i of a sentence of length L leaves its forward states before i and backward
+    states after i unchanged; x₋i's other forward states are a forward run over x_{i+1..L−1} from
+    (h→, c→)_{i−1}, its other backward states a backward run over x_{i−1..0} from (h←, c←)_{i+1}.
+    Only these runs are computed (:func:`_deletion_runs`: every deletion column of a chunk of
+    sentences in one batched recurrence; half the LSTM work of re-encoding every x₋i, and the
+    input half of the gates, W_ih x, is computed once per token). Attention and decoder act on
+    h' = [h→; h←] (+ e) through linear maps M (:func:`_readout`), so M h' = M→h→ + M←h← (+ M_e e):
+    unchanged halves come from the sentence's own projections, rerun halves are projected as they
+    are computed; only φ's tanh and the softmax run per deletion position. Chunks hold at most
+    ``token_budget`` deletion positions (sentences × T × (T−1)).
     """
     encoder = model.encoder
     forward_lstm, backward_lstm = encoder.forward_layers[0], encoder.backward_layers[0]
@@ -212,56 +239,68 @@ def _lstm_leave_one_out(model, input_ids, mask, new_mask, instance, position, pr
     embeddings = model.get_input_embeddings()(input_ids) * mask.unsqueeze(-1).to(dtype)
     lengths = mask.sum(1)
     batch, steps = mask.shape
-    reversed_embeddings = reverse_within_length(embeddings, mask)
     h_fwd, _ = forward_lstm(embeddings)
-    h_bwd_run, _ = backward_lstm(reversed_embeddings)  # run order: token L−1 first
-    c_fwd = _lstm_cell_states(forward_lstm, embeddings, h_fwd)
-    c_bwd = reverse_within_length(_lstm_cell_states(backward_lstm, reversed_embeddings, h_bwd_run), mask)
-    h_bwd = reverse_within_length(h_bwd_run, mask)  # back to token positions
+    h_bwd_run, _ = backward_lstm(reverse_within_length(embeddings, mask))  # run order: token L−1 first
+    gates_fwd, gates_bwd = _gate_inputs(forward_lstm, embeddings), _gate_inputs(backward_lstm, embeddings)
+    c_fwd = _lstm_cell_states(forward_lstm, gates_fwd, h_fwd)
+    c_bwd = reverse_within_length(_lstm_cell_states(
+        backward_lstm, reverse_within_length(gates_bwd, mask), h_bwd_run), mask)
+    keep = mask.unsqueeze(-1).to(dtype)
+    h_bwd = reverse_within_length(h_bwd_run, mask) * keep  # token positions; 0 past the end
+    c_bwd = c_bwd * keep
     zero = h_fwd.new_zeros(batch, 1, size)
-    # run start states: forward at i−1 (index i of *_fwd0), backward at i+1 (zero past the end)
-    h_fwd0, c_fwd0 = torch.cat([zero, h_fwd], 1), torch.cat([zero, c_fwd], 1)
-    h_bwd0, c_bwd0 = torch.cat([h_bwd, zero], 1), torch.cat([c_bwd, zero], 1)
-    # unchanged halves, projected (bias included once): [M→h→_t + bias (t < T) ; M←h←_t + bias]
-    table = torch.cat([h_fwd @ readout_fwd.t(), h_bwd @ readout_bwd.t()], 1) + bias  # (B, 2T, R)
-    if model.config.variant in ("concat", "residual"):  # h' also holds e_t: M_e e of the kept token
+    # start state of deletion column i: forward at i−1, backward at i+1 (zero at the ends)
+    h_fwd0, c_fwd0 = torch.cat([zero, h_fwd[:, :-1]], 1), torch.cat([zero, c_fwd[:, :-1]], 1)
+    h_bwd0, c_bwd0 = torch.cat([h_bwd[:, 1:], zero], 1), torch.cat([c_bwd[:, 1:], zero], 1)
+    # unchanged halves, projected (bias included once): M→h→_t + bias, M←h←_t + bias
+    table_fwd, table_bwd = h_fwd @ readout_fwd.t() + bias, h_bwd @ readout_bwd.t() + bias  # (B, T, R)
+    variant_embedding = model.config.variant in ("concat", "residual")  # h' also holds e_t
+    if variant_embedding:
         readout_emb = readout[:, 2 * size:] if model.config.variant == "concat" else readout
         embedding_table = embeddings @ readout_emb.t()  # (B, T, R)
-    at_end = position + 1 >= lengths[instance]
-    last = lengths[instance] - 1
-    q_all = torch.arange(max(steps - 1, 1), device=input_ids.device)
-    rows_per_chunk = max(1, token_budget // max(steps - 1, 1))
-    for begin in range(0, len(instance), rows_per_chunk):
-        sl = slice(begin, begin + rows_per_chunk)
-        b, i = instance[sl], position[sl]
-        width = int((lengths[b] - 1).max())
-        chunk_mask = new_mask[sl, :width]
-        q = q_all[:width].unsqueeze(0)
-        before = q < i.unsqueeze(1)
-        # deletion position q: forward half unchanged before i (table[t=q]), backward half after
-        # (table[T + q + 1]); the other half comes from the reruns below
-        unchanged = torch.where(before, q, steps + q + 1).clamp(max=2 * steps - 1)
-        projected = _take(table, b.unsqueeze(1) * table.shape[1] + unchanged)  # (n, width, R)
-        if model.config.variant in ("concat", "residual"):
-            kept = (q + (~before).long()).clamp(max=steps - 1)
-            projected += _take(embedding_table, b.unsqueeze(1) * steps + kept)
-        # forward half after the deletion: tokens i+1, …, L−1 → deletion positions i, …, L−2
-        fwd, fwd_slot = _rerun(forward_lstm, embeddings, b, i + 1, last[sl] - i, h_fwd0[b, i],
-                               c_fwd0[b, i], +1, readout_fwd, rnn_token_budget)
-        # backward half before the deletion: tokens i−1, …, 0 → deletion positions i−1, …, 0
-        start = torch.where(at_end[sl], steps, i + 1)  # zero state when i is the last token
-        bwd, bwd_slot = _rerun(backward_lstm, embeddings, b, i - 1, i, h_bwd0[b, start],
-                               c_bwd0[b, start], -1, readout_bwd, rnn_token_budget)
-        fwd_width, bwd_width = fwd.shape[0] // len(b), bwd.shape[0] // len(b)
-        fwd_index = fwd_slot.unsqueeze(1) * fwd_width + (q - i.unsqueeze(1)).clamp(0, fwd_width - 1)
-        bwd_index = bwd_slot.unsqueeze(1) * bwd_width + (i.unsqueeze(1) - 1 - q).clamp(0, bwd_width - 1)
-        projected += torch.where(before.unsqueeze(-1), _take(bwd, bwd_index), _take(fwd, fwd_index))
+    wanted = torch.zeros_like(mask)
+    wanted[instance, position] = True
+    # sentences in length order (the caller's batch may not be); chunks of ≤ token_budget positions
+    order = torch.argsort(lengths, descending=True, stable=True)
+    order = order[wanted[order].any(1)]
+    begin = 0
+    while begin < len(order):
+        width = int(lengths[order[begin]])
+        count = max(1, token_budget // max(width * (width - 1), 1))
+        rows = order[begin:begin + count]
+        begin += len(rows)
+        if width < 2:
+            continue
+        def time_major(x):  # (B, T, ·) rows of the chunk → (T, n, ·)
+            return x[rows, :width].transpose(0, 1).contiguous()
+        fwd = _deletion_runs(forward_lstm, time_major(gates_fwd), time_major(h_fwd0), time_major(c_fwd0),
+                             readout_fwd, forward=True)
+        bwd = _deletion_runs(backward_lstm, time_major(gates_bwd), time_major(h_bwd0), time_major(c_bwd0),
+                             readout_bwd, forward=False)
+        # (T, n, T−1, R): deletion column i, sentence, position q of x₋i. Position q < i keeps the
+        # forward half (token q) and takes the backward rerun; q ≥ i takes the forward rerun and
+        # keeps the backward half (token q + 1); a slice per column, no masked double work
+        tf, tb = time_major(table_fwd), time_major(table_bwd)  # (T, n, R)
+        projected = tf.new_empty(width, len(rows), width - 1, tf.shape[-1])
+        by_position = projected.permute(0, 2, 1, 3)  # (T, T−1, n, R) view
+        for i in range(width):
+            torch.add(tf[:i], bwd[i, :i], out=by_position[i, :i])
+            torch.add(fwd[i, i:], tb[i + 1:], out=by_position[i, i:])
+        if variant_embedding:  # the kept token's own M_e e: token q before i, q + 1 after
+            te = time_major(embedding_table)
+            for i in range(width):
+                by_position[i, :i] += te[:i]
+                by_position[i, i:] += te[i + 1:]
         decoder_units = projected[..., num_attention:].clone()  # before the scores overwrite it
+        new_mask = torch.arange(width - 1, device=mask.device) < (lengths[rows] - 1).unsqueeze(1)  # (n, T−1)
         attention = masked_softmax(_scores_from_readout(model, projected, num_attention),
-                                   attended_mask(model, chunk_mask))
-        units = torch.einsum("nt,ntk->nk", attention, decoder_units)
-        deleted = model.expand_logits(units).softmax(-1)
-        result[b, i] = tvd(deleted, probabilities[b])
+                                   attended_mask(model, new_mask).unsqueeze(0))
+        units = torch.einsum("int,intk->ink", attention, decoder_units)
+        deleted = model.expand_logits(units).softmax(-1)  # (T, n, C)
+        change = tvd(deleted, probabilities[rows].unsqueeze(0)).t()  # (n, T)
+        chunk_wanted = wanted[rows, :width]
+        target = result[rows, :width]
+        result[rows, :width] = torch.where(chunk_wanted, change.to(result.dtype), target)
 
 
 def _token_local(model) -> bool:
