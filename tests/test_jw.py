@@ -461,3 +461,28 @@ def test_jw_flag_defaults_are_the_settings_dataclass_defaults():
                                                         seed=4, token_budget=11, gradient_token_budget=12,
                                                         loo_token_budget=13, tie_tolerance=0.0, num_threads=1))
     assert battery.settings_from_args(args) == expected
+
+
+@pytest.mark.parametrize("variant,attention,num_labels,markers", [
+    ("base", "additive", 2, False), ("concat", "additive", 2, False), ("residual", "dot", 2, False),
+    ("tying", "uniform", 2, False), ("base", "additive", 3, False), ("base", "dot", 4, True)])
+def test_bilstm_gradient_shortcut_equals_autograd(variant, attention, num_labels, markers):
+    """The BiLSTM gradient shortcut (hand-written backpropagation through time to the input gates,
+    (∂ŷ/∂a_t)·W_ih e_t summed over directions, plus the direct path of e_t for concat/residual)
+    equals autograd through the whole model, on a padded batch, with and without J&W's markers."""
+    from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
+    from hf_attn.methods.gradient import gradient_importance
+
+    torch.manual_seed(0)
+    config = AttnClassifierConfig(vocab_size=40, embedding_dim=8, encoder="lstm", hidden_size=4,
+                                  variant=variant, attention=attention, num_labels=num_labels,
+                                  attention_hidden_size=5, attention_exclude_first_last=markers)
+    model = AttnClassifierForSequenceClassification(config).eval()
+    ids, mask = jw.pad_batch([[5, 9, 3, 22, 7], [4], [11, 12], [30, 31, 32, 33, 34, 35, 36], [8, 8, 8]])
+    generic = gradient_importance(model, ids, mask, method="generic")
+    shortcut = gradient_importance(model, ids, mask)
+    assert generic.abs().max() > 1e-3  # a real signal, not zeros on both sides
+    torch.testing.assert_close(shortcut, generic, rtol=1e-5, atol=1e-7)
+    assert (shortcut[~mask.bool()] == 0).all()
+    with pytest.raises(ValueError, match="method"):
+        gradient_importance(model, ids, mask, method="fast")
