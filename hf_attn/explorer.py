@@ -835,7 +835,8 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
         if model_type_of(folder) != SINGLE_MODEL_TYPE:  # BERT-family: transformers' own classes, no remote code
             from hf_attn.models.transformer_attention import load_transformer_classifier
 
-            model, tokenizer = load_transformer_classifier(folder)
+            # transformers' own class for the config's model_type; an auto_map (remote code) is never followed
+            model, tokenizer = load_transformer_classifier(folder, trust_remote_code=False)
             return model.eval(), tokenizer
         model, tokenizer = load_model_folder(folder, expected_type=SINGLE_MODEL_TYPE)
     except (ModelFolderError, OSError) as err:  # a folder that is not a complete model; corrupt weights

@@ -406,6 +406,10 @@ def _jw_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
     setup = (f"{n} {results.get('split', 'test')} instances, grouped by predicted class; Kendall τ between the "
              "attention weights and gradient / leave-one-out importance per instance (J&W §4.1), random "
              "permutations (§4.2.1) and adversarial attention (§4.2.2).")
+    model = results.get("model") or {}
+    if model.get("encoder") == "transformer" and model.get("attention"):
+        setup += (f" The attention explained: {model['attention']} (over word pieces; {model.get('num_layers')} "
+                  f"layers, {model.get('num_heads')} heads); no paper reports these numbers for a transformer.")
     if source:
         setup += (f" Published values: {source}, models with 300-d embeddings trained on the full data, so "
                   "expect differences of a few hundredths.")
@@ -823,27 +827,30 @@ def verify_model_folder(folder: str | os.PathLike) -> None:
             hf_logging.enable_progress_bar()
 
 
-def build_model_folder(run_dir: str | os.PathLike, out_dir: str | os.PathLike, repo_id: str,
-                       analysis_dirs=(), template_path=None, license: str = "apache-2.0",
-                       verify: bool = True) -> Path:
-    """Write exactly the folder ``push_model`` uploads: model weights + config + modelling code
-    (for ``trust_remote_code``) + tokenizer + metrics/run JSON + ``analysis/<name>/`` (results.json
-    and figures of every analysis found) + the generated README.md model card.
+def _analysis_copies(run_dir: Path, root: Path, analysis_dirs) -> list[tuple[str, Path, list]]:
+    """``(name in the repo, folder, allowed files)`` of every analysis folder to publish."""
+    copies = []
+    used_names: set[str] = set()
+    for folder in find_analyses(run_dir, analysis_dirs):
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", folder.name)
+        while name in used_names:
+            name += "_"
+        used_names.add(name)
+        allowed_root = root if _is_relative_to(folder, root) else folder  # --analysis folders: themselves
+        copies.append((name, folder, _allowed_files(folder, ANALYSIS_FILES, allowed_root)))
+    return copies
 
-    Only the files of ``MODEL_FILES`` (and ``ANALYSIS_FILES`` in analysis folders) are copied; a
-    symlink resolving outside the run folder (or outside an ``analysis_dirs`` folder) is refused, as
-    are pickled ``pytorch_model.bin`` weights; local absolute paths are scrubbed from every JSON /
-    text file; and (``verify``) the packaged folder must load with ``from_pretrained`` and run."""
-    run_dir, out_dir = Path(run_dir), Path(out_dir)
+
+def _checked_run_folder(run_dir: Path, out_dir: Path) -> tuple[Path, str]:
+    """``(resolved run folder, model_type)`` after the checks every model folder passes: a folder with
+    config.json (not a symlink out of it), no pickled weights, safetensors weights, an empty target."""
     if not run_dir.is_dir():
         raise HubError(f"{run_dir} is not a folder")
     root = run_dir.resolve()
     config_path = run_dir / "config.json"
     if not config_path.is_file():
         raise HubError(f"{run_dir} is not a trained model folder (no config.json)")
-    model_type = _read_json(_checked_source(config_path, root)).get("model_type", "")
-    if not model_type.startswith("hf_attn"):
-        raise HubError(f"{run_dir} holds a {model_type!r} model, not an hf_attn model")
+    model_type = str(_read_json(_checked_source(config_path, root)).get("model_type", ""))
     pickled = sorted(p.name for p in run_dir.iterdir() if _matches(p.name, PICKLED_WEIGHTS))
     if pickled:
         raise HubError(f"{run_dir} holds pickled weights ({', '.join(pickled)}), which can run arbitrary code "
@@ -853,21 +860,14 @@ def build_model_folder(run_dir: str | os.PathLike, out_dir: str | os.PathLike, r
         raise HubError(f"{run_dir} has no model weights (model.safetensors); is the training finished?")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
-    copies = _allowed_files(run_dir, MODEL_FILES, root)
-    required = {"hf_attn": ("modeling_hf_attn.py", "configuration_hf_attn.py", "tokenizer.json"),
-                "hf_attn_pair": ("modeling_hf_attn_pair.py", "configuration_hf_attn_pair.py", "tokenizer.json")}
-    for name in required.get(model_type, ()):
-        if not any(item.name == name for item, _ in copies):
-            raise HubError(f"{run_dir} lacks {name}; re-save it with save_pretrained")
-    analysis_copies = []
-    used_names: set[str] = set()
-    for folder in find_analyses(run_dir, analysis_dirs):
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", folder.name)
-        while name in used_names:
-            name += "_"
-        used_names.add(name)
-        allowed_root = root if _is_relative_to(folder, root) else folder  # --analysis folders: themselves
-        analysis_copies.append((name, folder, _allowed_files(folder, ANALYSIS_FILES, allowed_root)))
+    return root, model_type
+
+
+def _write_model_folder(run_dir: Path, out_dir: Path, copies, analysis_copies, verify, make_card,
+                        unscrubbed=UNSCRUBBED_FILES) -> Path:
+    """Copy the allowed files and analyses into ``out_dir``, scrub local paths (every text file but
+    ``unscrubbed``), ``verify(out_dir)`` (None: skip), then write ``make_card(out_dir, analyses)`` as
+    README.md (scrubbed too). Nothing is left behind on failure."""
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -880,19 +880,283 @@ def build_model_folder(run_dir: str | os.PathLike, out_dir: str | os.PathLike, r
                 shutil.copy2(real, target / item.name)
         scrubber = _PathScrubber(run_dir, [folder for _, folder, _ in analysis_copies])
         for path in sorted(out_dir.rglob("*")):
-            if path.is_file() and _matches(path.name, SCRUBBED_FILES) and not _matches(path.name, UNSCRUBBED_FILES):
+            if path.is_file() and _matches(path.name, SCRUBBED_FILES) and not _matches(path.name, unscrubbed):
                 scrubber.file(path)
-        if verify:
-            verify_model_folder(out_dir)
+        if verify is not None:
+            verify(out_dir)
         analyses = [summarise_analysis(out_dir / "analysis" / name, f"analysis/{name}")
                     for name, _, _ in analysis_copies]
-        card = build_model_card(out_dir, repo_id, analyses, template_path, license)
-        card.save(out_dir / "README.md")
+        make_card(out_dir, analyses).save(out_dir / "README.md")
         scrubber.file(out_dir / "README.md")
     except BaseException:  # no half-built folder is left behind (--to-dir)
         _remove_partial(out_dir, created)
         raise
     return out_dir
+
+
+def build_model_folder(run_dir: str | os.PathLike, out_dir: str | os.PathLike, repo_id: str,
+                       analysis_dirs=(), template_path=None, license: str = "apache-2.0",
+                       verify: bool = True) -> Path:
+    """Write exactly the folder ``push_model`` uploads: model weights + config + modelling code
+    (for ``trust_remote_code``) + tokenizer + metrics/run JSON + ``analysis/<name>/`` (results.json
+    and figures of every analysis found) + the generated README.md model card.
+
+    Only the files of ``MODEL_FILES`` (and ``ANALYSIS_FILES`` in analysis folders) are copied; a
+    symlink resolving outside the run folder (or outside an ``analysis_dirs`` folder) is refused, as
+    are pickled ``pytorch_model.bin`` weights; local absolute paths are scrubbed from every JSON /
+    text file; and (``verify``) the packaged folder must load with ``from_pretrained`` and run.
+
+    A BERT-family folder (``hf-attn train --base-model``: run.json kind "transformer") goes to
+    :func:`build_transformer_model_folder` instead: no modelling code, transformers' own classes."""
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    root, model_type = _checked_run_folder(run_dir, out_dir)
+    if model_type in _bert_family_types():
+        return build_transformer_model_folder(run_dir, out_dir, repo_id, analysis_dirs, template_path, license,
+                                              verify)
+    if not model_type.startswith("hf_attn"):
+        raise HubError(f"{run_dir} holds a {model_type!r} model, not an hf_attn model "
+                       f"(nor a BERT-family classifier: {', '.join(_bert_family_types())})")
+    copies = _allowed_files(run_dir, MODEL_FILES, root)
+    required = {"hf_attn": ("modeling_hf_attn.py", "configuration_hf_attn.py", "tokenizer.json"),
+                "hf_attn_pair": ("modeling_hf_attn_pair.py", "configuration_hf_attn_pair.py", "tokenizer.json")}
+    for name in required.get(model_type, ()):
+        if not any(item.name == name for item, _ in copies):
+            raise HubError(f"{run_dir} lacks {name}; re-save it with save_pretrained")
+    analysis_copies = _analysis_copies(run_dir, root, analysis_dirs)
+    return _write_model_folder(
+        run_dir, out_dir, copies, analysis_copies, verify_model_folder if verify else None,
+        lambda folder, analyses: build_model_card(folder, repo_id, analyses, template_path, license))
+
+
+# ------------------------------------------------------------------------ BERT-family model repos
+# The files of a BERT-family folder written by ``hf-attn train --base-model`` (hf_attn.training.transformer)
+# that are uploaded: the weights (safetensors only, possibly sharded), config.json, the tokenizer files
+# (fast tokenizer.json and the vocabulary files of the BERT / RoBERTa families), run.json and
+# eval_results.json. Never modelling code (*.py: the model loads with transformers' own classes), never
+# Trainer state (checkpoints/, optimizer.pt, scheduler.pt, rng_state.pth, trainer_state.json,
+# training_args.bin), never pickles.
+TRANSFORMER_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "model-*-of-*.safetensors",
+                     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                     "vocab.txt", "vocab.json", "merges.txt", "run.json", "eval_results.json")
+# Vocabularies are copied byte-identical (derived from the base model, not from this machine).
+TRANSFORMER_UNSCRUBBED = (*UNSCRUBBED_FILES, "vocab.txt", "vocab.json", "merges.txt")
+# ``hf-attn train --base-model`` aliases → the Hub model they are (the card's ``base_model``).
+BASE_MODEL_HUB_IDS = {"minilm-l6": "sentence-transformers/all-MiniLM-L6-v2",
+                      "all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+                      "sentence-transformers/all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
+# The full splits of the bundled SST datasets (train, validation, test).
+FULL_SST_SIZES = {"sst": (6920, 872, 1821), "sst5": (8544, 1101, 2210)}
+
+
+def _bert_family_types() -> tuple[str, ...]:
+    from hf_attn.analysis.jw.transformer import BERT_FAMILY_MODEL_TYPES
+
+    return tuple(BERT_FAMILY_MODEL_TYPES)
+
+
+def _base_model_hub_id(base_model) -> str | None:
+    """The Hub id of the model a BERT-family run was fine-tuned from (the card's ``base_model``), or
+    None when it was a local folder (a machine path is never published)."""
+    if not isinstance(base_model, str) or not base_model.strip():
+        return None
+    name = base_model.strip()
+    if name.lower() in BASE_MODEL_HUB_IDS:
+        return BASE_MODEL_HUB_IDS[name.lower()]
+    if (os.path.isabs(name) or name.startswith((".", "~")) or "\\" in name or name.count("/") != 1
+            or not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", name)):
+        return None
+    return name
+
+
+def _transformer_run(run_dir: Path, root: Path) -> dict:
+    """run.json of a BERT-family folder trained by ``hf-attn train --base-model`` (kind "transformer")."""
+    from hf_attn.training.transformer import RUN_FILE, RUN_KIND
+
+    path = run_dir / RUN_FILE
+    run = _read_json(_checked_source(path, root)) if path.is_file() else None
+    if not isinstance(run, dict) or run.get("kind") != RUN_KIND:
+        raise HubError(f"{run_dir} is a BERT-family folder without an hf_attn run.json (kind {RUN_KIND!r}): "
+                       "hf-attn push publishes the folders `hf-attn train --base-model` writes, whose run.json "
+                       "the model card is made from")
+    return run
+
+
+def _refuse_remote_code(run_dir: Path, copies) -> None:
+    """A BERT-family repo loads with transformers' own classes: an ``auto_map`` in config.json or
+    tokenizer_config.json (code in this or another repo, run with trust_remote_code) is refused."""
+    for item, real in copies:
+        if item.name in ("config.json", "tokenizer_config.json"):
+            try:
+                payload = _read_json(real)
+            except ValueError as err:
+                raise HubError(f"{item.name} of {run_dir} is not valid JSON: {_one_line(err)}") from err
+            if isinstance(payload, dict) and payload.get("auto_map"):
+                raise HubError(f"{item.name} of {run_dir} has an auto_map (custom code loaded with "
+                               "trust_remote_code): a BERT-family model is published to load with transformers' "
+                               "own classes only; remove auto_map (and re-save with save_pretrained)")
+
+
+def verify_transformer_folder(folder: str | os.PathLike) -> None:
+    """Load a packaged BERT-family folder as a Hub user would, with nothing but transformers:
+    ``AutoModelForSequenceClassification`` / ``AutoTokenizer.from_pretrained(folder,
+    trust_remote_code=False)``, a model class of transformers itself, weights matching config.json,
+    and finite logits of shape (1, num_labels) on a tokenized sentence. HubError (one line) otherwise."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    folder = Path(folder)
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        try:
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                folder, trust_remote_code=False, output_loading_info=True)
+        except Exception as err:
+            raise HubError(f"the packaged model does not load with AutoModelForSequenceClassification "
+                           f"(config.json and model.safetensors disagree?): {_one_line(err)}") from err
+        if not type(model).__module__.startswith("transformers.models."):
+            raise HubError(f"the packaged model loads as {type(model).__module__}.{type(model).__name__}, not "
+                           "as one of transformers' own classes")
+        problems = [f"{key}: weights {_shape(saved)} vs config {_shape(built)}"
+                    for key, saved, built in sorted(info.get("mismatched_keys") or ())]
+        problems += [f"{key} missing from the weights" for key in sorted(info.get("missing_keys") or ())]
+        problems += [f"{key} in the weights but not in the model the config builds"
+                     for key in sorted(info.get("unexpected_keys") or ())]
+        problems += [_one_line(msg) for msg in info.get("error_msgs") or ()]
+        if problems:
+            shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if len(problems) > 4 else "")
+            raise HubError(f"config.json and model.safetensors disagree: {shown}. Re-save the trained model "
+                           "with save_pretrained instead of editing config.json")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+            batch = tokenizer([VERIFY_SENTENCE], return_tensors="pt")
+            with torch.no_grad():
+                logits = model.eval()(**batch).logits
+        except Exception as err:
+            raise HubError(f"the packaged model does not run on a tokenized sentence "
+                           f"(tokenizer, config and weights disagree?): {_one_line(err)}") from err
+        expected = (1, model.config.num_labels)
+        if tuple(logits.shape) != expected or not torch.isfinite(logits).all():
+            raise HubError(f"the packaged model returns logits of shape {tuple(logits.shape)} "
+                           f"(expected {expected}, finite) on a tokenized sentence")
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _transformer_split_sizes(run: dict) -> dict:
+    """Split sizes of a BERT-family run: run.json's ``split_sizes`` when recorded; else the full
+    bundled SST splits when the run loaded them by name (no data_path, the task is the dataset asked
+    for); else unknown ({})."""
+    sizes = {k: v for k, v in (run.get("split_sizes") or {}).items() if isinstance(v, int)}
+    if sizes:
+        return sizes
+    settings = run.get("settings") or {}
+    requested, task = settings.get("dataset"), run.get("dataset")
+    if requested in FULL_SST_SIZES and task == requested and not settings.get("data_path"):
+        return dict(zip(("train", "validation", "test"), FULL_SST_SIZES[requested]))
+    return {}
+
+
+def _transformer_architecture_rows(config: dict, run: dict, base_model: str | None) -> list[tuple[str, str]]:
+    parameters = run.get("parameters") or {}
+    total = sum(v for v in parameters.values() if isinstance(v, int)) if parameters else None
+    rows = [("architecture", ", ".join(config.get("architectures") or []) or None),
+            ("model type", config.get("model_type")),
+            ("base model", f"`{base_model}`" if base_model else "a local BERT-family folder"),
+            ("layers × heads", f"{config.get('num_hidden_layers')} × {config.get('num_attention_heads')}"
+             if config.get("num_hidden_layers") else None),
+            ("hidden size", config.get("hidden_size")),
+            ("labels", ", ".join(str(v) for v in (config.get("id2label") or {}).values()) or None),
+            ("parameters", f"{total:,} ({parameters.get('frozen', 0):,} frozen)" if total else None)]
+    return [(k, str(v)) for k, v in rows if v is not None]
+
+
+def _transformer_training_rows(settings: dict, dataset: DatasetInfo, base_model: str | None) -> list[tuple[str, str]]:
+    rows = [("dataset", dataset.name), ("base model", base_model or "a local folder")]
+    for key in ("epochs", "batch_size", "learning_rate", "weight_decay", "warmup_ratio", "max_length",
+                "freeze_layers", "model_selection", "seed", "data_seed"):
+        value = settings.get(key)
+        if key == "freeze_layers" and value is None:
+            value = "none (every layer trained)"
+        if value is not None:
+            rows.append((key, f"{value:g}" if isinstance(value, float) else str(value)))
+    return rows
+
+
+def build_transformer_model_card(folder: Path, repo_id: str, analyses: list[AnalysisSummary],
+                                 template_path: str | os.PathLike | None = None, license: str = "apache-2.0"):
+    """The model card (``huggingface_hub.ModelCard``) of a packaged BERT-family folder: metadata
+    (license, base_model, datasets, metrics and model-index from run.json's test metrics, pipeline_tag
+    text-classification, library_name transformers) and a body from ``hub_cards/transformer_model_card.md``."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    config = _read_json(folder / "config.json")
+    run = _read_json(folder / "run.json")
+    settings = run.get("settings") or {}
+    split_sizes = _transformer_split_sizes(run)
+    dataset = _dataset_info({"task": run.get("dataset"), "settings": settings}, split_sizes)
+    base_model = _base_model_hub_id(settings.get("base_model"))
+    model_name = repo_id.split("/")[-1]
+    num_labels = len(config.get("id2label") or {}) or 2
+    metrics = {f"{split}_{k}": v for split in ("test", "dev") for k, v in (run.get(split) or {}).items()}
+    eval_results = _eval_results(metrics, num_labels, dataset)
+    card_data = ModelCardData(
+        model_name=model_name if eval_results else None, library_name="transformers", license=license,
+        language="en", pipeline_tag="text-classification", base_model=base_model,
+        datasets=[dataset.hub_id] if dataset.hub_id else None,
+        tags=["hf_attn", "attention", "interpretability", "text-classification", str(config.get("model_type")),
+              *PAPERS],
+        metrics=["accuracy", "f1", "roc_auc"], eval_results=eval_results or None)
+    evaluation = []
+    for name, label in (("accuracy", "accuracy"), ("f1", "F1 (positive class)"), ("macro_f1", "macro F1"),
+                        ("roc_auc", "ROC-AUC")):
+        if f"test_{name}" in metrics or f"dev_{name}" in metrics:
+            evaluation.append((label, _format_number(metrics.get(f"test_{name}")),
+                               _format_number(metrics.get(f"dev_{name}"))))
+    seconds = _num(_get(run, "seconds", "train"))
+    versions = ", ".join(f"{k} {v}" for k, v in (run.get("versions") or {}).items()) or "see run.json"
+    order = list(BATTERIES)
+    return ModelCard.from_template(
+        card_data, template_path=str(template_path or CARDS_DIR / "transformer_model_card.md"),
+        repo_id=repo_id, model_name=model_name, model_type=config.get("model_type"),
+        architecture=_transformer_architecture_rows(config, run, base_model), base_model=base_model,
+        dataset=dataset, split_sizes=[(s, f"{n:,}") for s, n in split_sizes.items()],
+        training_settings=_transformer_training_rows(settings, dataset, base_model),
+        train_seconds=None if seconds is None else f"{seconds:.0f}", threads=run.get("threads"),
+        versions=versions, evaluation=evaluation,
+        analyses=sorted(analyses, key=lambda a: order.index(a.name) if a.name in order else len(order)))
+
+
+def build_transformer_model_folder(run_dir: str | os.PathLike, out_dir: str | os.PathLike, repo_id: str,
+                                   analysis_dirs=(), template_path=None, license: str = "apache-2.0",
+                                   verify: bool = True) -> Path:
+    """The folder ``push_model`` uploads for a BERT-family classifier trained by ``hf-attn train
+    --base-model`` (run.json kind "transformer"): only :data:`TRANSFORMER_FILES` (weights as
+    safetensors, config.json, tokenizer files, run.json, eval_results.json), the analyses found (as for
+    hf_attn models) and a generated model card. No modelling code and no ``auto_map`` (refused): the
+    repo loads with plain ``AutoModelForSequenceClassification.from_pretrained(repo_id)``, which
+    (``verify``) is checked on the packaged folder. Pickles, Trainer state and checkpoints are never
+    uploaded; local paths are scrubbed from every JSON / text file but the vocabularies."""
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    root, model_type = _checked_run_folder(run_dir, out_dir)
+    if model_type not in _bert_family_types():
+        raise HubError(f"{run_dir} holds a {model_type!r} model, not a BERT-family classifier")
+    _transformer_run(run_dir, root)
+    copies = _allowed_files(run_dir, TRANSFORMER_FILES, root)
+    names = {item.name for item, _ in copies}
+    if "tokenizer.json" not in names:
+        raise HubError(f"{run_dir} lacks tokenizer.json (the fast tokenizer hf_attn's analyses need); re-save "
+                       "the tokenizer with save_pretrained")
+    _refuse_remote_code(run_dir, copies)
+    analysis_copies = _analysis_copies(run_dir, root, analysis_dirs)
+    return _write_model_folder(
+        run_dir, out_dir, copies, analysis_copies, verify_transformer_folder if verify else None,
+        lambda folder, analyses: build_transformer_model_card(folder, repo_id, analyses, template_path, license),
+        unscrubbed=TRANSFORMER_UNSCRUBBED)
 
 
 def _remove_partial(out_dir: Path, created: bool) -> None:
@@ -1299,7 +1563,9 @@ def _common(p) -> None:
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("push", help="publish a trained run as a Hub model repo",
                               description="Upload a trained run (weights, tokenizer, modelling code for "
-                                          "trust_remote_code, metrics, analyses) with a generated model card.")
+                                          "trust_remote_code, metrics, analyses) with a generated model card. "
+                                          "A BERT-family folder (hf-attn train --base-model) is uploaded "
+                                          "without code: it loads with AutoModelForSequenceClassification.")
     p.add_argument("run_dir")
     p.add_argument("--analysis", action="append", default=[],
                    help="an analysis output folder (with results.json) to include; folders inside "
@@ -1320,5 +1586,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=_run_push_space)
 
 
-__all__ = ["build_model_folder", "build_model_card", "verify_model_folder", "push_model", "build_metric_space_folder",
+__all__ = ["build_model_folder", "build_model_card", "verify_model_folder", "push_model",
+           "build_transformer_model_folder", "build_transformer_model_card", "verify_transformer_folder", "build_metric_space_folder",
            "push_metric", "build_space_folder", "push_space", "render_space_card", "find_analyses", "HubError"]

@@ -24,7 +24,9 @@ Budget (``--datasets sst``, 2 idle cores): ~50 trainings and all analyses in wel
 the defaults; the expensive T&Š mutual information (k = 1000 MiniBatchKMeans on up to 1M
 occurrences) runs on seeds 0–2 only (``ReproducePlan.mi_seeds``). ``--quick`` trains on small real-SST
 subsets for one epoch with short adversary searches: a smoke test of the whole pipeline (numbers are
-meaningless).
+meaningless). ``--bert-family`` (opt-in, SST) adds a BERT-family section: all-MiniLM-L6-v2 fine-tuned on
+SST (~7 min on one thread; or a folder given with ``--bert-model-dir``) and the J&W battery on its
+last-layer ``[CLS]`` attention over the first 500 test sentences, beside the BiLSTM's numbers.
 
 Which file holds what:
 
@@ -49,12 +51,13 @@ from .collect import collect
 from .findings import FINDINGS, TOLERANCE, VERDICTS, Check, findings_for, regrade, verdict_of
 from .layout import ReproductionLayout
 from .pipeline import StageClock, machine_info, reproduce, run_dataset, train_and_analyse_snli
-from .plan import AGNEWS_PATH_ENV, DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, snli_folder, stage_estimates
+from .plan import (AGNEWS_PATH_ENV, DATASETS, STAGE_TITLES, BertFamilyPlan, ReproducePlan, dataset_source, snli_folder,
+                   stage_estimates)
 from .published import (JW_AVERAGE_LOO_GAIN, JW_COMMITTED_SST, JW_GRADIENT_LOO_GAP, JW_PUBLISHED, JW_RELEASED_SST,
                         QUOTES, TS_PUBLISHED_EXTRA, TS_TABLE6_SST, ts_published)
-from .report import TABLE_HEADERS, dataset_section, format_findings_table, write_report
+from .report import BERT_FAMILY_HEADER, TABLE_HEADERS, dataset_section, format_findings_table, write_report
 
-__all__ = ["reproduce", "run_dataset", "ReproducePlan", "ReproductionLayout", "StageClock", "machine_info",
+__all__ = ["reproduce", "run_dataset", "ReproducePlan", "BertFamilyPlan", "BERT_FAMILY_HEADER", "ReproductionLayout", "StageClock", "machine_info",
            "train_and_analyse_snli", "stage_estimates", "snli_folder", "dataset_source", "DATASETS",
            "AGNEWS_PATH_ENV", "STAGE_TITLES", "collect", "findings_for", "regrade", "regrade_file", "verdict_of",
            "Check", "FINDINGS", "TOLERANCE", "VERDICTS", "format_findings_table", "write_report", "dataset_section",

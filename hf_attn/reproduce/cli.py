@@ -41,6 +41,18 @@ def add_parser(subparsers) -> None:
                    help="1, 2 or auto (default): with 2, the W&P chain trains in a second process beside the "
                         "T&Š chain (one torch thread each; about half the wall time on 2 idle cores); auto: 2 "
                         "when the load average leaves 2 cores free")
+    p.add_argument("--bert-family", action="store_true",
+                   help="also the BERT-family section (SST): fine-tune all-MiniLM-L6-v2 (~7 min on one thread; "
+                        "needs hf_attn[bert]) and run the J&W battery on its last-layer [CLS] attention beside the "
+                        "BiLSTM's (off by default)")
+    p.add_argument("--bert-model-dir", default=None, metavar="DIR",
+                   help="with the BERT-family section: reuse this fine-tuned BERT-family folder instead of "
+                        "training one (implies --bert-family)")
+    p.add_argument("--bert-base-model", default=None, metavar="NAME",
+                   help="the base model to fine-tune for the BERT-family section (default minilm-l6; a local "
+                        "folder or a Hub id also works)")
+    p.add_argument("--bert-instances", type=int, default=None, metavar="N",
+                   help="test sentences of the BERT-family J&W battery (default 500; --quick: 40)")
     p.add_argument("--report-only", action="store_true", help="only rebuild REPORT.md from existing results "
                    "(needs the run folders under --output-dir)")
     p.add_argument("--regrade", metavar="REPORT_JSON", default=None,
@@ -81,7 +93,9 @@ def _run_cli(args) -> int:
         report = reproduce(args.datasets, args.output_dir, quick=args.quick, seeds=args.seeds,
                            wp_seeds=args.wp_seeds, agnews_path=args.agnews_path, progress=not args.quiet,
                            report_only=args.report_only, threads=args.threads,
-                           jobs=resolve_jobs(args.jobs))
+                           jobs=resolve_jobs(args.jobs), bert_family=args.bert_family,
+                           bert_model_dir=args.bert_model_dir, bert_instances=args.bert_instances,
+                           bert_base_model=args.bert_base_model)
     counts = {v: sum(f["verdict"] == v for f in report["findings"]) for v in VERDICTS}
     print(json.dumps({"report": ReproductionLayout(args.output_dir).report_md,
                       "verdicts": {k: v for k, v in counts.items() if v},

@@ -57,8 +57,32 @@ def _jw_seed_summaries(folder: str | None) -> list[dict]:
     return out
 
 
+def transformer_facts(model_dir: str) -> dict | None:
+    """Base model, fine-tuning settings, dev/test metrics and training time of a BERT-family folder
+    written by ``hf-attn train --base-model`` (its run.json, kind "transformer"); None when missing."""
+    run = _maybe(os.path.join(model_dir, "run.json"))
+    if not isinstance(run, dict) or run.get("kind") != "transformer":
+        return None
+    settings, test, dev = run.get("settings") or {}, run.get("test") or {}, run.get("dev") or {}
+    return {"dir": model_dir, "base_model": settings.get("base_model"), "dataset": run.get("dataset"),
+            "epochs": settings.get("epochs"), "seed": settings.get("seed"),
+            "freeze_layers": settings.get("freeze_layers"), "max_length": settings.get("max_length"),
+            "parameters": run.get("parameters"), "test_accuracy": test.get("accuracy"), "test_f1": test.get("f1"),
+            "test_roc_auc": test.get("roc_auc"), "dev_accuracy": dev.get("accuracy"),
+            "train_seconds": (run.get("seconds") or {}).get("train"), "threads": run.get("threads")}
+
+
+def _bert_family(paths: dict) -> dict:
+    """The --bert-family section's numbers: the model's facts, its J&W results and (when the W&P
+    transformer battery ran) its W&P results."""
+    return {"model": transformer_facts(paths["bert_model"]),
+            "jw": _maybe(os.path.join(paths["jw_bert"], "results.json")),
+            "wp": _maybe(os.path.join(paths["wp_bert"], "results.json"))}
+
+
 def collect(paths: dict) -> dict:
-    """Every number the report shows for one dataset (from the batteries' results files)."""
+    """Every number the report shows for one dataset (from the batteries' results files); the
+    BERT-family section's only when the plan has it (``paths["bert_model"]``)."""
     jw_lstm = _maybe(os.path.join(paths["jw_lstm"], "results.json"))
     jw_avg = _maybe(os.path.join(paths["jw_average"], "results.json"))
     wp = _maybe(os.path.join(paths["wp"], "results.json"))
@@ -80,5 +104,5 @@ def collect(paths: dict) -> dict:
             "ts_layers": (_maybe(os.path.join(paths["ts_layers"], "summary.json")) if paths.get("ts_layers") else None),
             "ts_grid": {k: grid_json.get(k) for k in ("num_runs", "total_trained_runs", "total_trained_seconds",
                                                         "total_seconds_per_run")} if grid_json else None,
-            "eraser": eraser, "paths": paths}
+            "eraser": eraser, "paths": paths} | ({"bert_family": _bert_family(paths)} if paths.get("bert_model") else {})
 

@@ -12,9 +12,11 @@ Everything lives under one output folder OUT::
         cnn-additive/, lstm-dot/          J&W's other encoder / attention
         ts-grid/<variant>-<attention>/seed<S>/, ts-grid-<L>layer/...
         snli-lstm-additive/
+        bert-family/                      --bert-family: the fine-tuned BERT-family classifier
     OUT/analysis/<dataset>/               battery outputs (results.json, figures)
         jw-lstm/, jw-average/, jw-<extra>/, jw-seeds/seed-<S>/, jw-snli/
         wp/, ts/, ts-<L>layer/, eraser/<cell>/
+        jw-bert-family/, wp-bert-family/  --bert-family: J&W and (W&P uniform) on that classifier
 
 The training (pipeline.py) and the report (collect.py / report.py, also ``--report-only`` on an existing
 folder) both take their paths from here, so they cannot drift apart. :meth:`ReproductionLayout.public`
@@ -76,7 +78,11 @@ class ReproductionLayout:
         runs, analysis = self.runs(dataset), self.analysis(dataset)
         wp_runs = os.path.join(runs, "wp")
         layers = plan.ts_multilayer_layers
-        return {"dataset": dataset, "data": self.quick_data(dataset) if plan.quick else dataset,
+        section = getattr(plan, "bert_family", None)
+        bert = {} if section is None else {  # --bert-family: its model (trained here, or the given folder)
+            "bert_model": section.model_dir or os.path.join(runs, "bert-family"),
+            "jw_bert": os.path.join(analysis, "jw-bert-family"), "wp_bert": os.path.join(analysis, "wp-bert-family")}
+        return bert | {"dataset": dataset, "data": self.quick_data(dataset) if plan.quick else dataset,
                 "runs": runs, "analysis": analysis,
                 "base": os.path.join(runs, "lstm-additive"),  # J&W BiLSTM = W&P base
                 "average": wpt.guide_run_dir(wp_runs, "trained"),  # J&W Average = W&P TRAINED-MLP guide

@@ -336,6 +336,67 @@ def _stage_ts_layers(run: DatasetRun) -> None:
     summarize_grid(grid_dir, out_dir)
 
 
+def _bert_family_texts(run: DatasetRun, n: int):
+    """The first ``n`` test sentences, their labels and the label names (the BERT-family section's data)."""
+    task = run.task()
+    test = task.splits["test"]
+    n = min(n, len(test))
+    return list(test["text"][:n]), [int(x) for x in test["label"][:n]], list(task.label_names), task
+
+
+def _stage_bert_family(run: DatasetRun) -> None:
+    """--bert-family (issue 18): fine-tune the BERT-family classifier on the dataset (unless it is
+    already there, or ``plan.bert_family.model_dir`` names a folder to reuse), the J&W battery on its
+    ``[CLS]`` attention over the first ``jw_instances`` test sentences, and W&P's uniform attention on
+    the same sentences when hf_attn has the W&P transformer battery."""
+    from hf_attn.analysis.jw.transformer import TransformerJWSettings, transformer_jw_battery_runner
+    from hf_attn.training.transformer import read_transformer_run, train_transformer_classifier
+
+    plan, section = run.plan, run.plan.bert_family
+    model_dir = run.paths["bert_model"]
+    if section.model_dir:
+        if not os.path.isfile(os.path.join(model_dir, "config.json")):
+            raise FileNotFoundError(f"--bert-model-dir {model_dir!r} is not a model folder (no config.json)")
+    elif read_transformer_run(model_dir) is None:
+        train_transformer_classifier(section.base_model, run.task(), model_dir, epochs=section.epochs,
+                                     seed=section.seed, progress=run.progress)
+    settings = TransformerJWSettings(layer=section.layer, heads=section.heads, num_permutations=plan.jw_permutations,
+                                     steps=plan.jw_steps, seed=0)
+    request = {"model": model_dir, "instances": section.jw_instances, **asdict(settings)}
+    out = run.paths["jw_bert"]
+    if not _done(out, request):
+        texts, labels, names, _ = _bert_family_texts(run, section.jw_instances)
+        transformer_jw_battery_runner(model_dir, out, texts=texts, labels=labels, settings=settings,
+                                      dataset=run.dataset, split="test", max_instances=len(texts),
+                                      label_names=names, progress=run.progress)
+        _mark(out, request)
+    if section.wp_uniform:
+        _bert_family_wp_uniform(run, model_dir)
+
+
+def _bert_family_wp_uniform(run: DatasetRun, model_dir: str) -> None:
+    """W&P §3.2 on the BERT-family model (its explained [CLS] row made uniform at test time), when
+    ``hf_attn.analysis.wp.transformer`` provides it; without that battery (or with another interface)
+    the report says "not measured"."""
+    try:
+        from hf_attn.analysis.wp.transformer import TransformerWPSettings, run_transformer_wp
+    except ImportError:
+        return
+    section = run.plan.bert_family
+    out = run.paths["wp_bert"]
+    try:
+        settings = TransformerWPSettings(layer=section.layer, heads=section.heads, max_instances=section.jw_instances,
+                                         diagnostic_mlp=False, num_seeds=0, progress=run.progress,
+                                         runs_dir=os.path.join(run.paths["runs"], "bert-family-wp"))
+    except TypeError:  # another settings interface than this stage was written against
+        return
+    request = {"model": model_dir, **_request_of(settings)}
+    if not _done(out, request):
+        texts, labels, names, task = _bert_family_texts(run, section.jw_instances)
+        run_transformer_wp(model_dir, out, settings, texts=texts, labels=labels, task=task, label_names=names)
+        _mark(out, request)
+
+
 # (stage key, function, whether it runs for this dataset), in the order they run. ERASER comes before
 # the T&Š battery: it only needs the grid's seed-0 models.
 STAGES = (
@@ -350,6 +411,8 @@ STAGES = (
     ("eraser", _stage_eraser, lambda run: True),
     ("ts", _stage_ts, lambda run: True),
     ("ts_layers", _stage_ts_layers, lambda run: bool(run.plan.ts_multilayer_seeds) and run.dataset == "sst"),
+    # opt-in (--bert-family): MiniLM's fine-tuning alone takes ~7 min on one thread
+    ("bert_family", _stage_bert_family, lambda run: run.plan.bert_family is not None and run.dataset == "sst"),
 )
 
 
@@ -420,8 +483,13 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
 
 def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None = None,
               wp_seeds: int | None = None, agnews_path: str | None = None, progress: bool = True,
-              report_only: bool = False, threads: int | None = None, jobs: int = 1) -> dict:
+              report_only: bool = False, threads: int | None = None, jobs: int = 1,
+              bert_family: bool = False, bert_model_dir: str | None = None, bert_instances: int | None = None,
+              bert_base_model: str | None = None) -> dict:
     """Train (resumably), analyse and report; returns the report dict (also OUT/report.json).
+    ``bert_family``: also the opt-in BERT-family section on SST (:class:`BertFamilyPlan`: MiniLM, or
+    ``bert_base_model``, fine-tuned — or the folder ``bert_model_dir`` reused — and the J&W battery on
+    the first ``bert_instances`` test sentences).
     ``threads``: torch intra-op threads (1 is much faster on a CPU shared with other busy
     processes: two spinning OpenMP threads on two busy cores slowed training 4-10× here).
     ``jobs``: 2 runs the W&P chain in a second process beside the rest (see :func:`run_dataset`)."""
@@ -438,6 +506,8 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
     if bad:
         raise ValueError(f"unknown dataset(s) {bad}; choose from {DATASETS}")
     plan = ReproducePlan.for_mode(quick, seeds, wp_seeds)
+    if bert_family or bert_model_dir:
+        plan = plan.with_bert_family(bert_model_dir, bert_instances, bert_base_model)
     layout = ReproductionLayout(output_dir)
     os.makedirs(output_dir, exist_ok=True)
     started = time.perf_counter()

@@ -19,6 +19,35 @@ AGNEWS_PATH_ENV = "HF_ATTN_AGNEWS_PATH"
 
 
 @dataclass
+class BertFamilyPlan:
+    """The opt-in BERT-family section (``hf-attn reproduce --bert-family``, SST only; issue 18): a
+    BERT-family classifier fine-tuned on SST by :func:`hf_attn.training.transformer.train_transformer_classifier`
+    from ``base_model`` (``epochs``, ``seed``; the other settings its defaults) into
+    ``OUT/runs/sst/bert-family`` — or the existing folder ``model_dir`` (``--bert-model-dir``), reused
+    as it is — then the J&W battery on its ``layer``'s ``[CLS]`` attention (``heads``: "mean" or a
+    head index) over the first ``jw_instances`` test sentences (J&W's permutations and adversary
+    steps of the plan), and, when hf_attn has the W&P transformer battery, its uniform-attention
+    intervention (``wp_uniform``) on the same sentences. Fine-tuning MiniLM takes ~7 min on one
+    thread, hence opt-in."""
+
+    base_model: str = "minilm-l6"
+    model_dir: str | None = None
+    epochs: float = 2.0
+    seed: int = 0
+    jw_instances: int = 500
+    layer: int = -1
+    heads: str | int = "mean"
+    wp_uniform: bool = True
+
+    def validate(self) -> None:
+        if self.jw_instances < 1 or not self.epochs > 0:
+            raise ValueError(f"the BERT-family section needs jw_instances >= 1 and epochs > 0, got "
+                             f"{self.jw_instances}, {self.epochs}")
+        if self.heads != "mean" and not (isinstance(self.heads, int) and self.heads >= 0):
+            raise ValueError(f"heads must be 'mean' or a head index, got {self.heads!r}")
+
+
+@dataclass
 class ReproducePlan:
     """Everything that sets how much is trained and analysed (recorded in report.json)."""
 
@@ -72,6 +101,8 @@ class ReproducePlan:
     snli_jw_instances: int = 500
     eraser_max_instances: int | None = None
     quick_sizes: tuple = (240, 60, 80)  # train / validation / test rows in --quick
+    # the opt-in BERT-family section (None: not run, and absent from report.json's plan)
+    bert_family: BertFamilyPlan | None = None
 
     @classmethod
     def for_mode(cls, quick: bool, seeds: int | None = None, wp_seeds: int | None = None) -> "ReproducePlan":
@@ -95,6 +126,21 @@ class ReproducePlan:
                 raise ValueError(f"--wp-seeds must be >= 1, got {wp_seeds}")
             plan = replace(plan, wp_seeds=wp_seeds)
         return plan
+
+    def with_bert_family(self, model_dir: str | None = None, instances: int | None = None,
+                         base_model: str | None = None) -> "ReproducePlan":
+        """This plan with the BERT-family section (``--bert-family``): MiniLM fine-tuned on SST, or the
+        folder ``model_dir``; the J&W battery on the first ``instances`` test sentences (default 500;
+        ``--quick``: one epoch, 40 sentences)."""
+        section = BertFamilyPlan(epochs=1.0, jw_instances=40) if self.quick else BertFamilyPlan()
+        if model_dir is not None:
+            section = replace(section, model_dir=model_dir)
+        if instances is not None:
+            section = replace(section, jw_instances=instances)
+        if base_model is not None:
+            section = replace(section, base_model=base_model)
+        section.validate()
+        return replace(self, bert_family=section)
 
     def for_dataset(self, dataset: str) -> "ReproducePlan":
         """Long-document datasets get the T&Š cells with published AG/IMDB numbers only."""
@@ -120,7 +166,11 @@ _SECONDS = {"train_lstm": 30, "train_small_lstm": 16, "train_mlm": 25, "train_av
             # SNLI pair model per 1000 train pairs and epoch (two BiLSTMs, ~22 tokens a pair: ~3.4× SST's tokens
             # per row at SST's ~35k tokens/s) + dev, and the pair J&W battery per 100 test pairs — not calibrated
             "snli_per_1000_pairs_epoch": 0.7, "snli_jw_per_100": 1.0,
-            "ts_run": 2, "ts_mi": 15, "eraser": 6}
+            "ts_run": 2, "ts_mi": 15, "eraser": 6,
+            # BERT-family section, measured on 22 Nov 2026 with one torch thread (docs/bert_family): MiniLM
+            # fine-tuning 432 s for 2 epochs on SST + 40 s of dev/test evaluation; J&W battery 280 s for 500
+            # test sentences
+            "bert_epoch": 216, "bert_eval": 40, "bert_jw_per_instance": 0.56}
 
 
 def snli_folder(plan: ReproducePlan) -> str | None:
@@ -138,9 +188,11 @@ def snli_folder(plan: ReproducePlan) -> str | None:
 
 
 def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
-    """Estimated wall seconds per stage on 2 idle cores (SST-sized data)."""
+    """Estimated wall seconds per stage on 2 idle cores (SST-sized data); ``bert_family`` only when
+    the plan has the BERT-family section."""
+    extra = {"bert_family": _bert_family_estimate(plan)} if plan.bert_family is not None else {}
     if plan.quick:
-        return {"models": 20, "jw": 15, "jw_more": 20, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15}
+        return {"models": 20, "jw": 15, "jw_more": 20, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15} | extra
     s = _SECONDS
     cells = len(plan.ts_variants) * len(plan.ts_attentions)
     grid = plan.ts_seeds * sum(s["train_mlm"] if v == "mlm" else s["train_small_lstm"]
@@ -172,7 +224,17 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
             "ts_grid": grid,
             "ts": cells * plan.ts_seeds * s["ts_run"] + mi_runs * s["ts_mi"]
                   + len(plan.ts_fig1_cells) * len(plan.ts_fig1_lambdas) * s["train_adversary"],
-            "eraser": len(plan.eraser_cells) * s["eraser"]}
+            "eraser": len(plan.eraser_cells) * s["eraser"]} | extra
+
+
+def _bert_family_estimate(plan: ReproducePlan) -> float:
+    """Seconds of the BERT-family stage: fine-tuning (none when a folder is reused; --quick: a small
+    subset) and the J&W battery on the bounded test sentences."""
+    section, s = plan.bert_family, _SECONDS
+    train = 0.0 if section.model_dir else s["bert_epoch"] * section.epochs + s["bert_eval"]
+    if plan.quick and not section.model_dir:
+        train = train * plan.quick_sizes[0] / 6920 + 10
+    return train + s["bert_jw_per_instance"] * section.jw_instances
 
 
 STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P trained-MLP guide)",
@@ -184,7 +246,8 @@ STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P traine
                 "ts_grid": "T&Š variant grid training",
                 "ts": "T&Š battery on every grid run, MI on the MI seeds, Fig. 1 adversaries (T&Š Eq. 6)",
                 "eraser": "ERASER / integrated gradients on T&Š base / tying / MLM (seed 0)",
-                "ts_layers": "T&Š Table 6: the fragility grid with a 2-layer BiLSTM (training + T&Š battery)"}
+                "ts_layers": "T&Š Table 6: the fragility grid with a 2-layer BiLSTM (training + T&Š battery)",
+                "bert_family": "BERT-family (opt-in): MiniLM fine-tuned on SST and the J&W battery on its [CLS] attention"}
 
 
 def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,
