@@ -203,13 +203,34 @@ def write_eraser_figure(results: dict, path: str, title: str = "") -> str:
 
 
 def run_eraser(model_dir: str, output_dir: str, split: str = "test",
-               measures: Sequence[str] = IMPORTANCE_MEASURES, fractions: Sequence[float] = DEFAULT_FRACTIONS,
+               measures: Sequence[str] | None = None, fractions: Sequence[float] = DEFAULT_FRACTIONS,
                *, ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0, token_budget: int = 16384,
-               max_instances: int | None = None, progress: bool = True) -> dict:
+               max_instances: int | None = None, progress: bool = True, **transformer_options) -> dict:
     """ERASER table of a model folder written by ``hf-attn train`` on ``split``: writes
     ``OUT/results.json`` (atomic), ``OUT/eraser.md`` and ``OUT/eraser.png``; returns the results.
-    A finished ``OUT/results.json`` with the same parameters is returned as is."""
+    A finished ``OUT/results.json`` with the same parameters is returned as is. ``measures`` None:
+    every measure of the model kind.
+
+    A BERT-family classifier (a folder with a BERT-family ``config.json``, trained here or not, or a
+    Hub id) goes to :func:`hf_attn.analysis.eraser.transformer.run_transformer_eraser`, which also
+    takes ``transformer_options`` (``dataset``, ``text_column``, ``label_column``, ``layer``,
+    ``heads``)."""
     import json
+
+    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
+
+    if is_transformer_model_dir(model_dir):  # issue 18: word pieces, [CLS] attention, rollout
+        from hf_attn.analysis.eraser.transformer import run_transformer_eraser
+
+        return run_transformer_eraser(model_dir, output_dir, split, measures, fractions, ig_steps=ig_steps,
+                                      ig_baseline=ig_baseline, seed=seed, token_budget=token_budget,
+                                      max_instances=max_instances, progress=progress, **transformer_options)
+    given = {k: v for k, v in transformer_options.items() if v is not None and k in ("dataset", "text_column",
+                                                                                   "label_column")}
+    if given:
+        raise ValueError(f"{model_dir}: --{next(iter(given)).replace('_', '-')} is for BERT-family classifiers; "
+                         "an hf_attn model is analysed on the dataset of its run.json")
+    measures = IMPORTANCE_MEASURES if measures is None else measures
 
     from hf_attn.analysis.jw.battery import load_model_and_split
     from hf_attn.core.environment import environment_versions
@@ -256,10 +277,14 @@ def add_parser(subparsers) -> None:
         "eraser", help="ERASER faithfulness of attention / gradient / LOO / IG rankings",
         description="ERASER comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020 §4) of each "
                     "importance measure of a trained model; writes results.json, eraser.md, eraser.png.")
-    p.add_argument("model_dir")
+    from hf_attn.analysis.eraser.transformer import TRANSFORMER_MEASURES
+
+    p.add_argument("model_dir", help="an hf_attn model folder, or a BERT-family classifier (folder or Hub id)")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
-    p.add_argument("--measures", nargs="+", default=list(IMPORTANCE_MEASURES), choices=list(IMPORTANCE_MEASURES))
+    p.add_argument("--measures", nargs="+", default=None,
+                   choices=list(dict.fromkeys([*IMPORTANCE_MEASURES, *TRANSFORMER_MEASURES])),
+                   help="default: every measure of the model kind (BERT-family models add rollout)")
     p.add_argument("--fractions", nargs="+", type=float, default=list(DEFAULT_FRACTIONS))
     p.add_argument("--ig-steps", type=int, default=50)
     p.add_argument("--ig-baseline", choices=["zero", "pad"], default="zero")
@@ -267,16 +292,33 @@ def add_parser(subparsers) -> None:
     p.add_argument("--token-budget", type=int, default=16384)
     p.add_argument("--max-instances", type=int, default=None)
     p.add_argument("--quiet", action="store_true")
+    g = p.add_argument_group("BERT-family classifiers (issue 18)")
+    g.add_argument("--dataset", default=None,
+                   help="the data to analyse for a model without run.json (trained elsewhere, a Hub id): sst, "
+                        "a CSV/JSON(L) file (analysed whole) or folder, or a Hub dataset id")
+    g.add_argument("--text-column", default=None, help="the text column of --dataset (default: text)")
+    g.add_argument("--label-column", default=None, help="the label column of --dataset (default: label)")
+    g.add_argument("--layer", type=int, default=-1, help="the layer whose [CLS] attention is explained (-1: last)")
+    g.add_argument("--heads", default="mean", help="'mean' (average the heads) or one head's index")
     p.set_defaults(func=_run_cli)
 
 
 def _run_cli(args) -> int:
     from hf_attn.core.io import exclusive_output_folder
 
+    heads = args.heads.strip().lower()
+    if heads != "mean" and not heads.isdigit():
+        raise ValueError(f"--heads must be 'mean' or a head index, got {args.heads!r}")
+    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
+
+    options = {"dataset": args.dataset, "text_column": args.text_column, "label_column": args.label_column}
+    if is_transformer_model_dir(args.model_dir):
+        options |= {"layer": args.layer, "heads": heads}
     with exclusive_output_folder(args.output_dir):  # one writer per output folder
         run_eraser(args.model_dir, args.output_dir, args.split, args.measures, args.fractions,
                    ig_steps=args.ig_steps, ig_baseline=args.ig_baseline, seed=args.seed,
-                   token_budget=args.token_budget, max_instances=args.max_instances, progress=not args.quiet)
+                   token_budget=args.token_budget, max_instances=args.max_instances, progress=not args.quiet,
+                   **options)
     return 0
 
 

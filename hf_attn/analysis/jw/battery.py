@@ -258,7 +258,12 @@ def add_options(parser) -> None:
                    help="BERT-family models: 'mean' (average the heads) or one head's index")
     g.add_argument("--dataset", default=run_defaults.dataset,
                    help="BERT-family models without a run.json (trained elsewhere, a Hub id): the dataset "
-                        "to analyse (sst, agnews, imdb or a path)")
+                        "to analyse (sst, agnews, imdb, a CSV/JSON(L) file or folder, or a Hub dataset id; "
+                        "a single file is analysed whole)")
+    g.add_argument("--text-column", default=run_defaults.text_column,
+                   help="BERT-family models: the text column of --dataset (default: text)")
+    g.add_argument("--label-column", default=run_defaults.label_column,
+                   help="BERT-family models: the label column of --dataset (default: label)")
 
 
 def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
@@ -274,7 +279,8 @@ def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
         raise ValueError(f"--jw-heads must be 'mean' or a head index, got {args.jw_heads!r}")
     return JWRunSettings(split=args.split, progress=not args.quiet, max_instances=args.jw_max_instances,
                          use_cache=not args.jw_no_cache, algorithm=algorithm,
-                         transformer_layer=args.jw_layer, transformer_heads=heads, dataset=args.dataset)
+                         transformer_layer=args.jw_layer, transformer_heads=heads, dataset=args.dataset,
+                         text_column=args.text_column, label_column=args.label_column)
 
 
 register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_options,

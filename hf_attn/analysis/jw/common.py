@@ -78,6 +78,10 @@ class JWRunSettings:
     transformer_layer: int = -1
     transformer_heads: str = "mean"
     dataset: str | None = None
+    # the text and label columns of ``dataset`` (a CSV/JSON(L) file or folder, or a Hub dataset id);
+    # None: "text" / "label", or the ones recorded in the folder's run.json
+    text_column: str | None = None
+    label_column: str | None = None
 
 
 @dataclass

@@ -617,11 +617,13 @@ def _instance_rows(results: dict, summary: dict, tokenizer):
 
 
 def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None,
-                                  settings: TransformerJWSettings | None = None, dataset: str = "sst",
+                                  settings: TransformerJWSettings | None = None, dataset: str | None = None,
                                   split: str = "test", max_instances: int | None = None,
-                                  label_names=None, progress: bool = True) -> dict:
+                                  label_names=None, progress: bool = True, text_column: str | None = None,
+                                  label_column: str | None = None) -> dict:
     """``hf-attn analyze DIR --battery jw`` for a BERT-family classifier folder (or Hub id): run the
-    battery on ``texts`` (default: ``dataset``'s ``split``, first ``max_instances``) and write
+    battery on ``texts`` (default: the data :func:`load_analysis_data` finds for ``dataset`` /
+    ``split`` / ``text_column`` / ``label_column``, first ``max_instances``) and write
     ``OUT/results.json`` (the BiLSTM battery's top-level keys; atomic), ``OUT/instances.jsonl`` and
     the figures (J&W Figs 2–5 via :func:`hf_attn.analysis.jw.figures.write_jw_figures`, plus
     ``fig_tau_per_layer.png``)."""
@@ -632,15 +634,12 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
     from hf_attn.training.transformer import read_transformer_run
 
     settings = settings or TransformerJWSettings()
-    model, tokenizer = load_transformer_classifier(model_dir)
     run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
-    if texts is None:
-        from hf_attn.data.datasets import load_task
-
-        task = load_task(run["dataset"] if run else dataset)
-        data = task.splits[split]
-        texts, labels, label_names = list(data["text"]), list(data["label"]), task.label_names
-        dataset = task.name
+    if texts is None:  # the data first: a bad --dataset / column fails before the model loads
+        texts, labels, label_names, name = load_analysis_data(model_dir, dataset, split, text_column,
+                                                              label_column)
+        dataset, split = name, analysis_split(dataset, split)
+    model, tokenizer = load_transformer_classifier(model_dir)
     if max_instances:
         texts = texts[:max_instances]
         labels = None if labels is None else labels[:max_instances]
@@ -717,9 +716,75 @@ def settings_from_jw(run) -> TransformerJWSettings:
 
 def run_transformer(model_dir: str, output_dir: str, run) -> dict:
     """``hf-attn analyze DIR --battery jw`` for a BERT-family folder or Hub id (dispatched by
-    :func:`hf_attn.analysis.jw.battery.run` with its ``JWRunSettings``): the split ``run.split`` of the
-    folder's dataset (``run.dataset`` when it has no run.json; default SST), the first
-    ``run.max_instances``."""
+    :func:`hf_attn.analysis.jw.battery.run` with its ``JWRunSettings``): the data of
+    :func:`load_analysis_data` (``run.dataset`` with ``run.text_column`` / ``run.label_column``, or
+    the folder's own run.json; split ``run.split``), the first ``run.max_instances``."""
     return transformer_jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(run),
-                                         dataset=run.dataset or "sst", split=run.split,
-                                         max_instances=run.max_instances, progress=run.progress)
+                                         dataset=run.dataset, split=run.split,
+                                         max_instances=run.max_instances, progress=run.progress,
+                                         text_column=run.text_column, label_column=run.label_column)
+
+
+# ----------------------------------------------------------------------------------------------
+# the data a BERT-family classifier is analysed on (shared with `hf-attn eraser`)
+
+
+def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = "test",
+                       text_column: str | None = None, label_column: str | None = None):
+    """``(texts, labels, label_names, dataset name)`` to analyse a BERT-family classifier on.
+
+    - ``dataset`` given: loaded with :func:`hf_attn.data.datasets.load_task` (a bundled name, a
+      CSV/JSON(L) folder with train/validation/test files or a Hub dataset id: its ``split``), with
+      ``text_column`` / ``label_column`` (default ``text`` / ``label``). **A single CSV/JSON(L) file
+      is analysed whole, in file order** (it is the data to analyse, not a corpus to split;
+      ``split`` does not apply), read by the same row checks as ``load_task``.
+    - no ``dataset``: the folder's ``run.json`` (trained by ``hf-attn train --base-model``) names
+      the dataset, its data path, columns and split seed; without one (a model trained elsewhere,
+      a Hub id) this is a ``ValueError`` asking for ``--dataset``.
+
+    A missing column is a one-line :class:`hf_attn.data.datasets.DataError` naming the column and
+    the file (or Hub id). Labels are class ids as ``load_task`` numbers them (integer labels are
+    their own ids; strings in sorted order)."""
+    from hf_attn.data.datasets import load_task
+
+    if dataset is None:
+        from hf_attn.training.transformer import read_transformer_run
+
+        run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
+        if run is None:
+            raise ValueError(f"{model_dir}: not trained by hf-attn (no run.json of a transformer run): name "
+                             "the data to analyse with --dataset (sst, a CSV/JSON(L) file or folder, or a Hub "
+                             "dataset id) and, if needed, --text-column/--label-column")
+        s = run.get("settings", {})
+        task = load_task(run["dataset"], seed=int(s.get("data_seed", 0)), data_path=s.get("data_path"),
+                         text_column=text_column or s.get("text_column") or "text",
+                         label_column=label_column or s.get("label_column") or "label")
+    elif os.path.isfile(dataset) and dataset.lower().endswith((".csv", ".jsonl", ".json")):
+        return _whole_file(dataset, text_column or "text", label_column or "label")
+    else:
+        task = load_task(dataset, text_column=text_column or "text", label_column=label_column or "label")
+    if task.is_pair:
+        raise ValueError(f"{task.name}: sentence-pair data (premise/hypothesis); the BERT-family analyses "
+                         "take single texts (--text-column)")
+    if split not in task.splits:
+        raise ValueError(f"{task.name}: no split {split!r} (has {list(task.splits)})")
+    data = task.splits[split]
+    return list(data["text"]), list(data["label"]), list(task.label_names), task.name
+
+
+def analysis_split(dataset: str | None, split: str) -> str:
+    """The split to record: ``"all"`` when ``dataset`` is a single data file (analysed whole)."""
+    if dataset and os.path.isfile(dataset) and dataset.lower().endswith((".csv", ".jsonl", ".json")):
+        return "all"
+    return split
+
+
+def _whole_file(path: str, text_column: str, label_column: str):
+    """Every row of one CSV/JSON(L) file, in file order, checked like ``load_task`` does (missing
+    columns, empty texts and bad labels are errors naming the file and line)."""
+    from hf_attn.data import datasets as d
+
+    table = d._checked_rows(d._read_table(path), {"text": text_column}, label_column)
+    names = d._label_set(table.data["label"])
+    data = d._encode_labels({"all": table}, names)["all"]
+    return list(data["text"]), list(data["label"]), names, os.path.basename(path)

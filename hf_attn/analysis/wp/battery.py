@@ -713,7 +713,14 @@ def settings_from_args(args) -> WPSettings:
 
 
 def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
-    """The registered battery: :func:`run_wp` plus a short JSON summary on stdout."""
+    """The registered battery: :func:`run_wp` plus a short JSON summary on stdout. A BERT-family
+    classifier (folder or Hub id) goes to :mod:`hf_attn.analysis.wp.transformer` (issue 18)."""
+    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
+
+    if is_transformer_model_dir(model_dir):
+        from hf_attn.analysis.wp.transformer import run_transformer
+
+        return run_transformer(model_dir, output_dir, settings)
     results = run_wp(model_dir, output_dir, settings)
     print(json.dumps({"uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
                       "diagnostic_mlp_f1": {g: round(v["test_f1"], 4)
