@@ -290,3 +290,26 @@ def test_cli_analyze_wp_on_a_bert_folder(model, tokenizer, tmp_path, capsys):
     assert again["seed_variance"]["summary"]["mean_max_jsd"] == pytest.approx(0, abs=1e-9)
     assert again["diagnostic_mlp"]["guides"] == results["diagnostic_mlp"]["guides"]
     assert (out / "seed_variance.png").stat().st_size > 0
+
+
+def test_analyze_flags_reach_the_transformer_wp_settings():
+    """``hf-attn analyze DIR --battery wp`` flags for BERT-family models become the typed
+    :class:`TransformerWPSettings` fields (no fallbacks): layer, head, every-layer switch, seed
+    folders, instance limit and dataset."""
+    from hf_attn.analysis.wp.battery import settings_from_args
+    from hf_attn.analysis.wp.transformer import settings_from_wp
+    from hf_attn.cli import build_parser
+
+    argv = ["analyze", "m", "--battery", "wp", "--output-dir", "o", "--wp-layer", "2", "--wp-heads", "3",
+            "--wp-no-uniform-every-layer", "--wp-seed-model-dirs", "s1", "s2", "--wp-max-instances", "7",
+            "--dataset", "imdb"]
+    args = build_parser("analyze", argv).parse_args(argv)
+    settings = settings_from_wp(settings_from_args(args))
+    assert (settings.layer, settings.heads, settings.uniform_every_layer) == (2, 3, False)
+    assert settings.seed_model_dirs == ("s1", "s2") and settings.max_instances == 7 and settings.dataset == "imdb"
+    argv = ["analyze", "m", "--battery", "wp", "--output-dir", "o"]
+    defaults = settings_from_wp(settings_from_args(build_parser("analyze", argv).parse_args(argv)))
+    assert (defaults.layer, defaults.heads, defaults.uniform_every_layer, defaults.seed_model_dirs) == (-1, "mean", True, ())
+    argv = ["analyze", "m", "--battery", "wp", "--output-dir", "o", "--wp-heads", "all"]
+    with pytest.raises(ValueError, match="--wp-heads"):
+        settings_from_args(build_parser("analyze", argv).parse_args(argv))

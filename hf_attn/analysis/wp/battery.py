@@ -73,6 +73,11 @@ class WPSettings:
     per-instance adversary (k, optimisation steps, ε, λ); per_instance_adversary: run it at all.
     adversary_protocol: "fast" or "wp" (``hf_attn.methods.consistent_adversary.ADVERSARY_PROTOCOLS``);
     adversary_max_epochs: epoch cap of the "wp" protocol (None: 80).
+    BERT-family classifiers only (:mod:`hf_attn.analysis.wp.transformer`): transformer_layer /
+    transformer_heads: the explained ``[CLS]`` attention (layer index, ``"mean"`` or a head index);
+    uniform_every_layer: also make the ``[CLS]`` row uniform at every layer; seed_model_dirs:
+    fine-tuning seeds for §3.3 (besides ``seed-*`` folders in ``runs_dir``); max_instances: analyse
+    the first N instances; dataset: the data of a folder without run.json.
     """
 
     split: str = "test"
@@ -93,6 +98,12 @@ class WPSettings:
     per_instance_adversary: bool = True
     adversary_protocol: str = "fast"
     adversary_max_epochs: int | None = None
+    transformer_layer: int = -1
+    transformer_heads: str = "mean"
+    uniform_every_layer: bool = True
+    seed_model_dirs: tuple[str, ...] = ()
+    max_instances: int | None = None
+    dataset: str | None = None
 
     def validate(self) -> None:
         if self.split not in ("train", "validation", "test"):
@@ -661,7 +672,11 @@ def _option_defaults(defaults: WPSettings) -> dict:
             "wp_adversary_steps": defaults.adversary_steps,
             "wp_skip_per_instance_adversary": not defaults.per_instance_adversary,
             "wp_adversary_protocol": defaults.adversary_protocol,
-            "wp_adversary_max_epochs": defaults.adversary_max_epochs}
+            "wp_adversary_max_epochs": defaults.adversary_max_epochs,
+            "wp_layer": defaults.transformer_layer, "wp_heads": defaults.transformer_heads,
+            "wp_no_uniform_every_layer": not defaults.uniform_every_layer,
+            "wp_seed_model_dirs": list(defaults.seed_model_dirs), "wp_max_instances": defaults.max_instances,
+            "dataset": defaults.dataset}
 
 
 def add_options(parser) -> None:
@@ -698,6 +713,21 @@ def add_options(parser) -> None:
              "objective, ½·TVD, class-weighted) or 'fast' (base's epochs, dev selection); default %(default)s")
     add(["--wp-adversary-max-epochs"], "wp_adversary_max_epochs", type=int,
         help=f"epoch cap of the 'wp' protocol (default {wpt.ADVERSARY_PROTOCOLS['wp']['max_epochs']})")
+    add(["--wp-layer"], "wp_layer", type=int,
+        help="BERT-family models: the layer whose [CLS] attention is explained (default %(default)s: the last)")
+    add(["--wp-heads"], "wp_heads", help="BERT-family models: 'mean' (default) or one head index")
+    add(["--wp-no-uniform-every-layer"], "wp_no_uniform_every_layer", action="store_true",
+        help="BERT-family models: skip the uniform [CLS] row at every layer (§3.2 extra)")
+    add(["--wp-seed-model-dirs"], "wp_seed_model_dirs", nargs="+", metavar="DIR",
+        help="BERT-family models: fine-tuning seeds of the same model for §3.3 (folders)")
+    add(["--wp-max-instances"], "wp_max_instances", type=int,
+        help="BERT-family models: analyse only the first N instances of the split")
+    try:  # shared with the jw battery's --dataset (same destination) when both batteries' flags are listed
+        g.add_argument("--dataset", dest="dataset", default=default["dataset"],
+                       help="BERT-family models without a run.json: the dataset to analyse (sst, agnews, imdb, "
+                            "a file, a Hub id)")
+    except argparse.ArgumentError:
+        pass
 
 
 def settings_from_args(args) -> WPSettings:
@@ -709,7 +739,18 @@ def settings_from_args(args) -> WPSettings:
                       train_missing=not args.wp_no_train, adversary_steps=args.wp_adversary_steps,
                       per_instance_adversary=not args.wp_skip_per_instance_adversary,
                       adversary_protocol=args.wp_adversary_protocol,
-                      adversary_max_epochs=args.wp_adversary_max_epochs)
+                      adversary_max_epochs=args.wp_adversary_max_epochs,
+                      transformer_layer=args.wp_layer, transformer_heads=_heads(args.wp_heads),
+                      uniform_every_layer=not args.wp_no_uniform_every_layer,
+                      seed_model_dirs=tuple(args.wp_seed_model_dirs), max_instances=args.wp_max_instances,
+                      dataset=args.dataset)
+
+
+def _heads(value: str) -> str:
+    heads = str(value).strip().lower()
+    if heads != "mean" and not heads.isdigit():
+        raise ValueError(f"--wp-heads must be 'mean' or a head index, got {value!r}")
+    return heads
 
 
 def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:

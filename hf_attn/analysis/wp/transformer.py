@@ -137,21 +137,18 @@ class TransformerWPSettings:
 
 
 def settings_from_wp(wp) -> TransformerWPSettings:
-    """The BiLSTM battery's :class:`hf_attn.analysis.wp.battery.WPSettings` (what ``hf-attn analyze
+    """The battery's :class:`hf_attn.analysis.wp.battery.WPSettings` (what ``hf-attn analyze
     --battery wp`` parses) → :class:`TransformerWPSettings`: split, progress, runs folder, number of
-    seeds, seed statistic, epochs (of the MLPs), ``--wp-no-train`` and ``seed`` (the MLPs' seed)
-    carry over; the λ sweep and the per-instance adversary options do not apply. Fields the
-    transformer battery adds (``seed_model_dirs``, ``layer``, ``max_instances``...) are read from
-    ``wp`` when present (a future ``WPSettings`` may carry them), else defaults."""
-    defaults = TransformerWPSettings()
-    names = ("layer", "heads", "max_instances", "dataset", "batch_size", "uniform_every_layer", "seed_model_dirs",
-             "diagnostic_mlp", "mlp_guides", "mlp_freeze_embeddings")
-    extra = {n: getattr(wp, n) for n in names if getattr(wp, n, None) is not None}
-    if "seed_model_dirs" in extra:
-        extra["seed_model_dirs"] = tuple(extra["seed_model_dirs"])
-    return replace(defaults, split=wp.split, progress=wp.progress, runs_dir=wp.runs_dir, num_seeds=wp.num_seeds,
-                   seed_statistic=wp.seed_statistic, mlp_epochs=wp.epochs, train_missing=wp.train_missing,
-                   mlp_seed=wp.seed, **extra)
+    seeds, seed statistic, epochs (of the MLPs), ``--wp-no-train``, ``seed`` (the MLPs' seed) and
+    the transformer fields (layer, heads, every-layer uniform, seed folders, instance limit,
+    dataset) carry over; the λ sweep and the per-instance adversary options do not apply."""
+    heads = "mean" if wp.transformer_heads == "mean" else int(wp.transformer_heads)
+    return replace(TransformerWPSettings(), split=wp.split, progress=wp.progress, runs_dir=wp.runs_dir,
+                   num_seeds=wp.num_seeds, seed_statistic=wp.seed_statistic, mlp_epochs=wp.epochs,
+                   train_missing=wp.train_missing, mlp_seed=wp.seed, layer=wp.transformer_layer, heads=heads,
+                   uniform_every_layer=wp.uniform_every_layer, seed_model_dirs=tuple(wp.seed_model_dirs),
+                   max_instances=wp.max_instances,
+                   **({"dataset": wp.dataset} if wp.dataset is not None else {}))
 
 
 # ----------------------------------------------------------------------------------------------
