@@ -41,6 +41,8 @@ SOURCES = {
     "jwpre": "docs/reproduction/jw_preprocessing/summary.json",  # scripts/jw_preprocessing_report.py
     "bert": "docs/bert_family/jw_results.json",  # scripts/finetune_minilm.py: the J&W battery on MiniLM
     "bertrun": "docs/bert_family/train_run.json",  # scripts/finetune_minilm.py: the fine-tuning run
+    "bertwp": "docs/bert_family/wp_results.json",  # hf-attn analyze --battery wp on MiniLM
+    "berteraser": "docs/bert_family/eraser_results.json",  # hf-attn eraser on MiniLM
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
 
