@@ -302,11 +302,12 @@ def test_analyze_flags_reach_the_transformer_wp_settings():
 
     argv = ["analyze", "m", "--battery", "wp", "--output-dir", "o", "--wp-layer", "2", "--wp-heads", "3",
             "--wp-no-uniform-every-layer", "--wp-seed-model-dirs", "s1", "s2", "--wp-max-instances", "7",
-            "--dataset", "imdb"]
+            "--dataset", "reviews.csv", "--text-column", "review", "--label-column", "stars"]
     args = build_parser("analyze", argv).parse_args(argv)
     settings = settings_from_wp(settings_from_args(args))
     assert (settings.layer, settings.heads, settings.uniform_every_layer) == (2, 3, False)
-    assert settings.seed_model_dirs == ("s1", "s2") and settings.max_instances == 7 and settings.dataset == "imdb"
+    assert settings.seed_model_dirs == ("s1", "s2") and settings.max_instances == 7
+    assert (settings.dataset, settings.text_column, settings.label_column) == ("reviews.csv", "review", "stars")
     argv = ["analyze", "m", "--battery", "wp", "--output-dir", "o"]
     defaults = settings_from_wp(settings_from_args(build_parser("analyze", argv).parse_args(argv)))
     assert (defaults.layer, defaults.heads, defaults.uniform_every_layer, defaults.seed_model_dirs) == (-1, "mean", True, ())

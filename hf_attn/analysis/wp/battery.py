@@ -77,7 +77,8 @@ class WPSettings:
     transformer_heads: the explained ``[CLS]`` attention (layer index, ``"mean"`` or a head index);
     uniform_every_layer: also make the ``[CLS]`` row uniform at every layer; seed_model_dirs:
     fine-tuning seeds for §3.3 (besides ``seed-*`` folders in ``runs_dir``); max_instances: analyse
-    the first N instances; dataset: the data of a folder without run.json.
+    the first N instances; dataset (text_column, label_column): the data of a folder without
+    run.json.
     """
 
     split: str = "test"
@@ -104,6 +105,8 @@ class WPSettings:
     seed_model_dirs: tuple[str, ...] = ()
     max_instances: int | None = None
     dataset: str | None = None
+    text_column: str = "text"
+    label_column: str = "label"
 
     def validate(self) -> None:
         if self.split not in ("train", "validation", "test"):
@@ -676,7 +679,8 @@ def _option_defaults(defaults: WPSettings) -> dict:
             "wp_layer": defaults.transformer_layer, "wp_heads": defaults.transformer_heads,
             "wp_no_uniform_every_layer": not defaults.uniform_every_layer,
             "wp_seed_model_dirs": list(defaults.seed_model_dirs), "wp_max_instances": defaults.max_instances,
-            "dataset": defaults.dataset}
+            "dataset": defaults.dataset, "text_column": defaults.text_column,
+            "label_column": defaults.label_column}
 
 
 def add_options(parser) -> None:
@@ -722,12 +726,16 @@ def add_options(parser) -> None:
         help="BERT-family models: fine-tuning seeds of the same model for §3.3 (folders)")
     add(["--wp-max-instances"], "wp_max_instances", type=int,
         help="BERT-family models: analyse only the first N instances of the split")
-    try:  # shared with the jw battery's --dataset (same destination) when both batteries' flags are listed
-        g.add_argument("--dataset", dest="dataset", default=default["dataset"],
-                       help="BERT-family models without a run.json: the dataset to analyse (sst, agnews, imdb, "
-                            "a file, a Hub id)")
-    except argparse.ArgumentError:
-        pass
+    # shared with the jw battery's --dataset/--text-column/--label-column (same destinations) when
+    # both batteries' flags are listed
+    for flag, dest, text in [("--dataset", "dataset", "BERT-family models without a run.json: the dataset to "
+                              "analyse (sst, agnews, imdb, a CSV/JSON(L) folder with train/validation/test, a Hub id)"),
+                             ("--text-column", "text_column", "BERT-family models: the text column of --dataset"),
+                             ("--label-column", "label_column", "BERT-family models: the label column of --dataset")]:
+        try:
+            g.add_argument(flag, dest=dest, default=default[dest], help=text)
+        except argparse.ArgumentError:
+            pass
 
 
 def settings_from_args(args) -> WPSettings:
@@ -743,7 +751,8 @@ def settings_from_args(args) -> WPSettings:
                       transformer_layer=args.wp_layer, transformer_heads=_heads(args.wp_heads),
                       uniform_every_layer=not args.wp_no_uniform_every_layer,
                       seed_model_dirs=tuple(args.wp_seed_model_dirs), max_instances=args.wp_max_instances,
-                      dataset=args.dataset)
+                      dataset=args.dataset, text_column=args.text_column or "text",
+                      label_column=args.label_column or "label")
 
 
 def _heads(value: str) -> str:

@@ -98,6 +98,8 @@ class TransformerWPSettings:
     split: str = "test"
     max_instances: int | None = None
     dataset: str = "sst"
+    text_column: str = "text"
+    label_column: str = "label"
     batch_size: int = 64
     uniform_every_layer: bool = True
     seed_model_dirs: tuple[str, ...] = ()
@@ -147,7 +149,7 @@ def settings_from_wp(wp) -> TransformerWPSettings:
                    num_seeds=wp.num_seeds, seed_statistic=wp.seed_statistic, mlp_epochs=wp.epochs,
                    train_missing=wp.train_missing, mlp_seed=wp.seed, layer=wp.transformer_layer, heads=heads,
                    uniform_every_layer=wp.uniform_every_layer, seed_model_dirs=tuple(wp.seed_model_dirs),
-                   max_instances=wp.max_instances,
+                   max_instances=wp.max_instances, text_column=wp.text_column, label_column=wp.label_column,
                    **({"dataset": wp.dataset} if wp.dataset is not None else {}))
 
 
@@ -653,7 +655,8 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
     if task is None and (texts is None or settings.diagnostic_mlp):
         from hf_attn.data.datasets import load_task
 
-        task = load_task(dataset)
+        task = load_task(dataset, text_column=settings.text_column, label_column=settings.label_column) \
+            if not run else load_task(dataset)
     if task is not None:
         dataset = task.name
         label_names = label_names or list(task.label_names)
