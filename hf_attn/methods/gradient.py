@@ -24,20 +24,26 @@ def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
     predicted class's probability; α is detached (``detach_attention=True``). Instances are
     independent, so one backward of Σ_b ŷ_b gives every instance's gradient at once.
 
-    ``method="auto"`` takes an exact shortcut for one-layer BiLSTMs (:func:`_lstm_gradient_importance`:
-    a hand-written backward through the recurrence that never forms ∂ŷ/∂e_t nor weight gradients);
-    ``"generic"`` is autograd through the model (tests compare the two).
+    ``method="auto"`` takes an exact shortcut for one-layer BiLSTMs whose embeddings are at least as
+    wide as the hidden size (:func:`_lstm_gradient_importance`: a hand-written backward through the
+    recurrence that never forms ∂ŷ/∂e_t nor weight gradients; what it saves grows with d, and with
+    d < H PyTorch's fused LSTM backward is as fast: measured 1.2–1.35× faster at the papers' 300-d,
+    H = 128, ~0.9× at GloVe-50d, ``scripts/benchmark_methods.py``); ``"generic"`` is autograd
+    through the model, ``"bptt"`` forces the shortcut (tests compare them).
     """
-    if method not in ("auto", "generic"):
-        raise ValueError(f"method must be 'auto' or 'generic', got {method!r}")
+    if method not in ("auto", "generic", "bptt"):
+        raise ValueError(f"method must be 'auto', 'generic' or 'bptt', got {method!r}")
     from hf_attn.methods.leave_one_out import _single_layer_lstm
 
     mask = input_mask(attention_mask, input_ids)
     was_training = model.training
     model.eval()
     try:
-        if method == "auto" and _single_layer_lstm(model):
+        wide = model.config.embedding_dim >= model.config.hidden_size
+        if (method == "bptt" or (method == "auto" and wide)) and _single_layer_lstm(model):
             return _lstm_gradient_importance(model, input_ids, mask)
+        if method == "bptt":
+            raise ValueError("method='bptt' needs a one-layer BiLSTM with a known attention module")
         with torch.enable_grad():
             embeddings = model.get_input_embeddings()(input_ids).detach().requires_grad_(True)
             out = model(inputs_embeds=embeddings, attention_mask=mask, detach_attention=True)

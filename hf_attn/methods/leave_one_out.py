@@ -173,44 +173,56 @@ def _lstm_step(gates: torch.Tensor, cell: torch.Tensor, out: torch.Tensor) -> to
 
 
 def _deletion_runs(lstm: torch.nn.LSTM, gate_inputs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
-                   readout: torch.Tensor, forward: bool) -> torch.Tensor:
-    """The LSTM reruns of every deletion column of a chunk of sentences at once, projected by
-    ``readout`` ``(R, H)``.
+                   readout: torch.Tensor, forward: bool, columns: slice) -> torch.Tensor:
+    """The LSTM reruns of the deletion columns ``columns`` (a block [c₀, c₁)) of a chunk of sentences
+    at once, projected by ``readout`` ``(R, H)``.
 
     ``gate_inputs`` ``(T, n, 4H)``: W_ih x_t + b (time-major, :func:`_gate_inputs`); ``h0``, ``c0``
     ``(T, n, H)``: the start state of deletion column i (forward: the state at i−1; backward: at
     i+1). Forward: column i runs over tokens i+1, i+2, … and its step s lands on position i+s of
     x₋i; backward: over tokens i−1, i−2, … and step s lands on position i−1−s. At step s the
-    running columns are a contiguous block (forward: i < T−1−s reading tokens s+1…T−1; backward:
-    i > s reading tokens 0…T−2−s), so each step is one matmul over block × sentences with the
-    input gates read as a slice, no gather. Columns past a short sentence's end run on padding
-    and are never read (the batch is length-sorted, so this is little work).
+    running columns are a contiguous block (forward: i < T−1−s reading tokens i+1+s; backward:
+    i > s reading tokens i−1−s), so each step is one matmul over block × sentences with the input
+    gates read as a slice, no gather. Columns past a short sentence's end run on padding and are
+    never read (the batch is length-sorted, so this is little work).
 
-    Returns ``(T, T−1, n, R)``: entry [i, q] = M h of deletion i at position q of x₋i, valid for
-    q ≥ i (forward) or q < i (backward); a strided view over the step-ordered outputs.
+    Returns ``(c₁−c₀, T−1, n, R)``: entry [i − c₀, q] = M h of deletion i at position q of x₋i,
+    valid for q ≥ i (forward) or q < i (backward); a strided view over the step-ordered outputs.
     """
     steps, count, _ = gate_inputs.shape
     width = steps - 1
+    first, last = columns.start, columns.stop
+    blocks = last - first
     rows = readout.shape[0]
-    outputs = gate_inputs.new_empty(steps, width, count, rows)  # [column, step (backward: reversed)]
+    unit = count * rows
+    # [column, step (backward: reversed)], with room before and after for the skewed view below
+    buffer = gate_inputs.new_empty((first + blocks * width + width) * unit)
+    outputs = buffer[first * unit:(first + blocks * width) * unit].view(blocks, width, count, rows)
     if width == 0:
         return outputs
     recurrent, readout_t = lstm.weight_hh_l0.t().contiguous(), readout.t().contiguous()
-    hidden, cell = h0.clone(), c0.clone()
+    hidden, cell = h0[columns].clone(), c0[columns].clone()
     for s in range(width):
-        n = width - s  # running columns
-        block = slice(0, n) if forward else slice(s + 1, steps)
-        read = slice(s + 1, steps) if forward else slice(0, n)
+        if forward:  # columns i < T−1−s still run
+            begin, end = first, min(last, width - s)
+        else:  # columns i > s still run
+            begin, end = max(first, s + 1), last
+        n = end - begin
+        if n <= 0:
+            if forward:
+                break
+            continue
+        block = slice(begin - first, end - first)
+        read = slice(begin + 1 + s, end + 1 + s) if forward else slice(begin - 1 - s, end - 1 - s)
         gates = torch.addmm(gate_inputs[read].reshape(n * count, -1),
                             hidden[block].reshape(n * count, -1), recurrent)
         h = _lstm_step(gates, cell[block].view(n * count, -1), out=hidden[block].view(n * count, -1))
         outputs[block, s if forward else width - 1 - s] = (h @ readout_t).view(n, count, rows)
-    unit = count * rows
-    if forward:  # [i, q] = outputs[i, q − i]
-        return outputs.as_strided((steps, width, count, rows), ((width - 1) * unit, unit, rows, 1))
-    # [i, q] = outputs[i, width − 1 − (i − 1 − q)] = outputs[i, width − i + q]
-    return outputs.as_strided((steps, width, count, rows), ((width - 1) * unit, unit, rows, 1),
-                              outputs.storage_offset() + width * unit)
+    strides = ((width - 1) * unit, unit, rows, 1)
+    if forward:  # [i − c₀, q] = outputs[i − c₀, q − i]
+        return buffer.as_strided((blocks, width, count, rows), strides, buffer.storage_offset())
+    # [i − c₀, q] = outputs[i − c₀, width − 1 − (i − 1 − q)] = outputs[i − c₀, width − i + q]
+    return buffer.as_strided((blocks, width, count, rows), strides, buffer.storage_offset() + width * unit)
 
 
 def _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilities, result,
@@ -227,7 +239,8 @@ def _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilitie
     h' = [h→; h←] (+ e) through linear maps M (:func:`_readout`), so M h' = M→h→ + M←h← (+ M_e e):
     unchanged halves come from the sentence's own projections, rerun halves are projected as they
     are computed; only φ's tanh and the softmax run per deletion position. Chunks hold at most
-    ``token_budget`` deletion positions (sentences × T × (T−1)).
+    ``token_budget`` deletion positions (sentences × deletion columns × (T−1)); a sentence longer
+    than √budget is split into blocks of deletion columns.
     """
     encoder = model.encoder
     forward_lstm, backward_lstm = encoder.forward_layers[0], encoder.backward_layers[0]
@@ -271,36 +284,39 @@ def _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilitie
         begin += len(rows)
         if width < 2:
             continue
+
         def time_major(x):  # (B, T, ·) rows of the chunk → (T, n, ·)
             return x[rows, :width].transpose(0, 1).contiguous()
-        fwd = _deletion_runs(forward_lstm, time_major(gates_fwd), time_major(h_fwd0), time_major(c_fwd0),
-                             readout_fwd, forward=True)
-        bwd = _deletion_runs(backward_lstm, time_major(gates_bwd), time_major(h_bwd0), time_major(c_bwd0),
-                             readout_bwd, forward=False)
-        # (T, n, T−1, R): deletion column i, sentence, position q of x₋i. Position q < i keeps the
-        # forward half (token q) and takes the backward rerun; q ≥ i takes the forward rerun and
-        # keeps the backward half (token q + 1); a slice per column, no masked double work
+
+        inputs = [time_major(x) for x in (gates_fwd, h_fwd0, c_fwd0, gates_bwd, h_bwd0, c_bwd0)]
         tf, tb = time_major(table_fwd), time_major(table_bwd)  # (T, n, R)
-        projected = tf.new_empty(width, len(rows), width - 1, tf.shape[-1])
-        by_position = projected.permute(0, 2, 1, 3)  # (T, T−1, n, R) view
-        for i in range(width):
-            torch.add(tf[:i], bwd[i, :i], out=by_position[i, :i])
-            torch.add(fwd[i, i:], tb[i + 1:], out=by_position[i, i:])
-        if variant_embedding:  # the kept token's own M_e e: token q before i, q + 1 after
-            te = time_major(embedding_table)
-            for i in range(width):
-                by_position[i, :i] += te[:i]
-                by_position[i, i:] += te[i + 1:]
-        decoder_units = projected[..., num_attention:].clone()  # before the scores overwrite it
+        te = time_major(embedding_table) if variant_embedding else None
         new_mask = torch.arange(width - 1, device=mask.device) < (lengths[rows] - 1).unsqueeze(1)  # (n, T−1)
-        attention = masked_softmax(_scores_from_readout(model, projected, num_attention),
-                                   attended_mask(model, new_mask).unsqueeze(0))
-        units = torch.einsum("int,intk->ink", attention, decoder_units)
-        deleted = model.expand_logits(units).softmax(-1)  # (T, n, C)
-        change = tvd(deleted, probabilities[rows].unsqueeze(0)).t()  # (n, T)
-        chunk_wanted = wanted[rows, :width]
-        target = result[rows, :width]
-        result[rows, :width] = torch.where(chunk_wanted, change.to(result.dtype), target)
+        attended = attended_mask(model, new_mask).unsqueeze(0)
+        # a long sentence alone exceeds the budget: its deletion columns go in blocks
+        per_block = max(1, token_budget // (len(rows) * (width - 1)))
+        for first in range(0, width, per_block):
+            columns = slice(first, min(width, first + per_block))
+            fwd = _deletion_runs(forward_lstm, *inputs[:3], readout_fwd, forward=True, columns=columns)
+            bwd = _deletion_runs(backward_lstm, *inputs[3:], readout_bwd, forward=False, columns=columns)
+            # (columns, n, T−1, R): deletion column i, sentence, position q of x₋i. Position q < i
+            # keeps the forward half (token q) and takes the backward rerun; q ≥ i takes the forward
+            # rerun and keeps the backward half (token q + 1); a slice per column, no masked double work
+            projected = tf.new_empty(columns.stop - first, len(rows), width - 1, tf.shape[-1])
+            by_position = projected.permute(0, 2, 1, 3)  # (columns, T−1, n, R) view
+            for k, i in enumerate(range(first, columns.stop)):
+                torch.add(tf[:i], bwd[k, :i], out=by_position[k, :i])
+                torch.add(fwd[k, i:], tb[i + 1:], out=by_position[k, i:])
+                if te is not None:  # the kept token's own M_e e: token q before i, q + 1 after
+                    by_position[k, :i] += te[:i]
+                    by_position[k, i:] += te[i + 1:]
+            decoder_units = projected[..., num_attention:].clone()  # before the scores overwrite it
+            attention = masked_softmax(_scores_from_readout(model, projected, num_attention), attended)
+            units = torch.einsum("int,intk->ink", attention, decoder_units)
+            deleted = model.expand_logits(units).softmax(-1)  # (columns, n, C)
+            change = tvd(deleted, probabilities[rows].unsqueeze(0)).t()  # (n, columns)
+            chunk_wanted = wanted[rows, columns]
+            result[rows, columns] = torch.where(chunk_wanted, change.to(result.dtype), result[rows, columns])
 
 
 def _token_local(model) -> bool:
