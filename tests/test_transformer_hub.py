@@ -410,3 +410,29 @@ def test_bert_space_ran_on_its_own_files(space):
     assert report is not None, space["running"].log.read_text()[-3000:]
     assert report["hf_attn"] == str(space["app"].resolve() / "hf_attn" / "__init__.py")
     assert report["attempts"] == []
+
+
+@pytest.mark.slow
+def test_analyze_and_eraser_take_a_hub_id(hub, pushed):
+    """``hf-attn analyze REPO --battery jw|wp`` and ``hf-attn eraser REPO`` on a BERT-family *Hub id*
+    (a classifier not trained on this machine), with ``--dataset`` and its own columns: the weights
+    come from the loopback Hub, no Python file is fetched, results.json is written."""
+    from test_space_from_hub import hub_env, run
+
+    work = pushed["work"]
+    data = work / "reviews.csv"
+    words = SENTENCE.split()
+    data.write_text("review,stars\n" + "".join(f"{' '.join(words[i:] + words[:i])},{i % 2}\n" for i in range(6)))
+    env, cli = hub_env(hub, work), [sys.executable, "-m", "hf_attn.cli"]
+    columns = ["--dataset", str(data), "--text-column", "review", "--label-column", "stars", "--threads", "1",
+               "--quiet"]
+    run([*cli, "analyze", MODEL_ID, "--battery", "jw", "--output-dir", str(work / "jw"), "--jw-permutations", "4",
+         "--jw-adversaries", "2", "--jw-steps", "3", *columns], env, work, "hf-attn analyze REPO --battery jw")
+    run([*cli, "eraser", MODEL_ID, "--output-dir", str(work / "eraser"), "--ig-steps", "4", *columns], env, work,
+        "hf-attn eraser REPO")
+    jw_results = json.loads((work / "jw" / "results.json").read_text())
+    eraser_results = json.loads((work / "eraser" / "results.json").read_text())
+    assert jw_results["summary"]["num_instances"] == 6 and eraser_results["num_instances"] == 6
+    fetched = {path for _, path, _ in hub.state.requests}
+    assert any(path.startswith(f"/{MODEL_ID}/resolve/") and path.endswith("model.safetensors") for path in fetched)
+    assert not any(path.endswith(".py") for path in fetched if path.startswith(f"/{MODEL_ID}/"))
