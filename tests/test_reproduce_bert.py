@@ -106,7 +106,7 @@ def test_section_shows_minilm_beside_the_bilstm_from_the_results_files(tmp_path)
     assert accuracy[1:] == [f"{lstm_facts['test_accuracy']:.3f}", f"{run['test']['accuracy']:.3f}", "new measurement"]
     # which layer / aggregation, the instances, the rollout rows and the per-layer table
     assert "**layer -1, [CLS] query row, mean over heads** of the 6-layer, 12-head `bert`" in section
-    assert f"the first {b['num_instances']} test sentences for the transformer, {l['num_instances']} for the BiLSTM" \
+    assert f"{b['num_instances']} test sentences (a seeded sample) for the transformer, {l['num_instances']} for the BiLSTM" \
         in section
     assert _row(section, "τ(attention rollout, gradient)")[2].startswith(tau(b, "tau_rollout_gradient"))
     for layer in b["per_layer"]:
@@ -203,7 +203,7 @@ def test_the_plan_lists_the_stage_with_the_flag(capsys):
 # ------------------------------------------------------------------------------ the stage, on a tiny BERT
 def test_stage_end_to_end_on_a_tiny_bert(tmp_path):
     """The stage fine-tunes a tiny random BERT (as base model) on a toy task through
-    train_transformer_classifier, runs the J&W battery on the first 5 test sentences, is resumable (a
+    train_transformer_classifier, runs the J&W battery on 5 seeded-sampled test sentences, is resumable (a
     rerun trains and analyses nothing), and the report shows the section."""
     from datasets import Dataset, DatasetDict
 

@@ -337,17 +337,23 @@ def _stage_ts_layers(run: DatasetRun) -> None:
 
 
 def _bert_family_texts(run: DatasetRun, n: int):
-    """The first ``n`` test sentences, their labels and the label names (the BERT-family section's data)."""
+    """``n`` test sentences drawn without replacement by a seeded generator (seed 0; kept in file
+    order), their labels and the label names (the BERT-family section's data). Not the first ``n``:
+    SST's test file is ordered, and its first 500 sentences are 93 % positive."""
+    import numpy as np
+
     task = run.task()
     test = task.splits["test"]
     n = min(n, len(test))
-    return list(test["text"][:n]), [int(x) for x in test["label"][:n]], list(task.label_names), task
+    rows = sorted(int(i) for i in np.random.default_rng(0).choice(len(test), size=n, replace=False))
+    texts, labels = test["text"], test["label"]
+    return [texts[i] for i in rows], [int(labels[i]) for i in rows], list(task.label_names), task
 
 
 def _stage_bert_family(run: DatasetRun) -> None:
     """--bert-family (issue 18): fine-tune the BERT-family classifier on the dataset (unless it is
     already there, or ``plan.bert_family.model_dir`` names a folder to reuse), the J&W battery on its
-    ``[CLS]`` attention over the first ``jw_instances`` test sentences, and W&P's uniform attention on
+    ``[CLS]`` attention over ``jw_instances`` seeded-sampled test sentences, and W&P's uniform attention on
     the same sentences when hf_attn has the W&P transformer battery."""
     from hf_attn.analysis.jw.transformer import TransformerJWSettings, transformer_jw_battery_runner
     from hf_attn.training.transformer import read_transformer_run, train_transformer_classifier

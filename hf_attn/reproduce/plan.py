@@ -25,7 +25,7 @@ class BertFamilyPlan:
     from ``base_model`` (``epochs``, ``seed``; the other settings its defaults) into
     ``OUT/runs/sst/bert-family`` — or the existing folder ``model_dir`` (``--bert-model-dir``), reused
     as it is — then the J&W battery on its ``layer``'s ``[CLS]`` attention (``heads``: "mean" or a
-    head index) over the first ``jw_instances`` test sentences (J&W's permutations and adversary
+    head index) over ``jw_instances`` test sentences (a seeded sample) (J&W's permutations and adversary
     steps of the plan), and, when hf_attn has the W&P transformer battery, its uniform-attention
     intervention (``wp_uniform``) on the same sentences. Fine-tuning MiniLM takes ~7 min on one
     thread, hence opt-in."""
@@ -130,7 +130,7 @@ class ReproducePlan:
     def with_bert_family(self, model_dir: str | None = None, instances: int | None = None,
                          base_model: str | None = None) -> "ReproducePlan":
         """This plan with the BERT-family section (``--bert-family``): MiniLM fine-tuned on SST, or the
-        folder ``model_dir``; the J&W battery on the first ``instances`` test sentences (default 500;
+        folder ``model_dir``; the J&W battery on ``instances`` seeded-sampled test sentences (default 500;
         ``--quick``: one epoch, 40 sentences)."""
         section = BertFamilyPlan(epochs=1.0, jw_instances=40) if self.quick else BertFamilyPlan()
         if model_dir is not None:

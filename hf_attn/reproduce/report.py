@@ -690,7 +690,7 @@ def _bert_family_section(data: dict, figs: _Figures, plan: ReproducePlan) -> lis
              f"{spec.get('units', 'word pieces')}; gradient × input on the word-piece embeddings with that row "
              "detached; leave-one-out deletes one word piece; permutations and adversaries replace the row through "
              "the attention-interface override. The BiLSTM's is its additive attention over words. Instances: the "
-             f"first {n_bert} test sentences for the transformer, {n_lstm if n_lstm is not None else '–'} for the "
+             f"{n_bert} test sentences (a seeded sample) for the transformer, {n_lstm if n_lstm is not None else '–'} for the "
              f"BiLSTM; {bert['parameters']['num_permutations']} permutations, k = {bert['parameters']['k']} adversaries, "
              f"{bert['parameters']['steps']} steps. None of the three papers ran a transformer: every number here is "
              "a new measurement.\n")
@@ -763,7 +763,7 @@ def _plan_line(plan: ReproducePlan) -> str:
             + "; " + f"J&W adversary {plan.jw_steps} steps; "
             f"ERASER IG {plan.eraser_ig_steps} steps"
             + (f"; BERT-family section: `{plan.bert_family.model_dir and 'a given folder' or plan.bert_family.base_model}`"
-               f", the J&W battery on the first {plan.bert_family.jw_instances} SST test sentences"
+               f", the J&W battery on {plan.bert_family.jw_instances} SST test sentences (a seeded sample)"
                if plan.bert_family is not None else "; BERT-family section not run (opt-in)") + ".")
 
 
