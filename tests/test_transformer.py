@@ -415,3 +415,22 @@ def test_explorer_explains_a_bert_family_sentence(model, tokenizer, tmp_path):
     html_text = heatmap_html(e)
     assert 'data-row="attention"' in html_text and 'data-row="token_probability"' not in html_text
     assert "[CLS] attention" in summary_markdown(e)
+
+
+def test_other_transformer_layouts_are_refused_by_name(tmp_path):
+    """A DistilBERT folder (another module layout the [CLS] override and the cheap path do not know)
+    is refused with its model type named, not mistaken for an hf_attn folder; hf_attn and BERT
+    folders are told apart as before."""
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
+
+    DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2,
+                                                         hidden_dim=32)).save_pretrained(tmp_path / "distil")
+    with pytest.raises(ValueError, match="'distilbert' is not supported"):
+        is_transformer_model_dir(str(tmp_path / "distil"))
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text('{"model_type": "hf_attn"}')
+    (tmp_path / "bert").mkdir()
+    (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert"}')
+    assert not is_transformer_model_dir(str(tmp_path / "hf")) and is_transformer_model_dir(str(tmp_path / "bert"))

@@ -686,7 +686,9 @@ BERT_FAMILY_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "camembe
 def is_transformer_model_dir(model_dir: str) -> bool:
     """True for a BERT-family classifier: a folder whose ``config.json`` has a BERT-family
     ``model_type`` (written by :func:`hf_attn.training.transformer.train_transformer_classifier` or
-    not), or a Hub id (anything that is not a local folder, e.g. ``owner/name``)."""
+    not), or a Hub id (anything that is not a local folder, e.g. ``owner/name``). A folder of another
+    transformers model type (e.g. DistilBERT, whose layers the ``[CLS]`` override and the cheap path
+    do not know) is a ``ValueError`` naming it."""
     import json
 
     config = os.path.join(model_dir, "config.json")
@@ -698,7 +700,13 @@ def is_transformer_model_dir(model_dir: str) -> bool:
     if not os.path.isfile(config):
         return False
     with open(config, encoding="utf-8") as f:
-        return json.load(f).get("model_type") in BERT_FAMILY_MODEL_TYPES
+        model_type = json.load(f).get("model_type")
+    if model_type in BERT_FAMILY_MODEL_TYPES:
+        return True
+    if model_type not in (None, "hf_attn", "hf_attn_pair"):  # e.g. distilbert: another module layout
+        raise ValueError(f"{model_dir}: model_type {model_type!r} is not supported; the batteries take "
+                         f"hf_attn models and BERT-family classifiers ({', '.join(BERT_FAMILY_MODEL_TYPES)})")
+    return False
 
 
 def settings_from_jw(run) -> TransformerJWSettings:
