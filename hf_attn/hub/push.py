@@ -756,6 +756,21 @@ def _one_line(err: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _check_loading_info(info: dict) -> None:
+    """``from_pretrained(..., output_loading_info=True)``'s report → a HubError listing every
+    mismatched, missing or unexpected weight (the packaged config and weights must agree exactly)."""
+    problems = [f"{key}: weights {_shape(saved)} vs config {_shape(built)}"
+                for key, saved, built in sorted(info.get("mismatched_keys") or ())]
+    problems += [f"{key} missing from the weights" for key in sorted(info.get("missing_keys") or ())]
+    problems += [f"{key} in the weights but not in the model the config builds"
+                 for key in sorted(info.get("unexpected_keys") or ())]
+    problems += [_one_line(msg) for msg in info.get("error_msgs") or ()]
+    if problems:
+        shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if len(problems) > 4 else "")
+        raise HubError(f"config.json and model.safetensors disagree: {shown}. Re-save the trained model "
+                       "with save_pretrained instead of editing config.json")
+
+
 def _shape(size) -> str:
     return "[" + ", ".join(str(n) for n in size) + "]"
 
@@ -795,16 +810,7 @@ def verify_model_folder(folder: str | os.PathLike) -> None:
         except Exception as err:
             raise HubError(f"the packaged model does not load (config.json and model.safetensors disagree?): "
                            f"{_one_line(err)}") from err
-        problems = [f"{key}: weights {_shape(saved)} vs config {_shape(built)}"
-                    for key, saved, built in sorted(info.get("mismatched_keys") or ())]
-        problems += [f"{key} missing from the weights" for key in sorted(info.get("missing_keys") or ())]
-        problems += [f"{key} in the weights but not in the model the config builds"
-                     for key in sorted(info.get("unexpected_keys") or ())]
-        problems += [_one_line(msg) for msg in info.get("error_msgs") or ()]
-        if problems:
-            shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if len(problems) > 4 else "")
-            raise HubError(f"config.json and model.safetensors disagree: {shown}. Re-save the trained model "
-                           "with save_pretrained instead of editing config.json")
+        _check_loading_info(info)
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
             batch = tokenizer([VERIFY_SENTENCE], return_tensors="pt")
@@ -1019,16 +1025,7 @@ def verify_transformer_folder(folder: str | os.PathLike) -> None:
         if not type(model).__module__.startswith("transformers.models."):
             raise HubError(f"the packaged model loads as {type(model).__module__}.{type(model).__name__}, not "
                            "as one of transformers' own classes")
-        problems = [f"{key}: weights {_shape(saved)} vs config {_shape(built)}"
-                    for key, saved, built in sorted(info.get("mismatched_keys") or ())]
-        problems += [f"{key} missing from the weights" for key in sorted(info.get("missing_keys") or ())]
-        problems += [f"{key} in the weights but not in the model the config builds"
-                     for key in sorted(info.get("unexpected_keys") or ())]
-        problems += [_one_line(msg) for msg in info.get("error_msgs") or ()]
-        if problems:
-            shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if len(problems) > 4 else "")
-            raise HubError(f"config.json and model.safetensors disagree: {shown}. Re-save the trained model "
-                           "with save_pretrained instead of editing config.json")
+        _check_loading_info(info)
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
             batch = tokenizer([VERIFY_SENTENCE], return_tensors="pt")

@@ -104,12 +104,20 @@ def importance_scores(model, input_ids, attention_mask, measures: Sequence[str] 
 def _importance_correlations(scores: dict, attention_mask, predicted, num_classes: int) -> dict:
     """J&W Table 2-style Kendall τ (per predicted class) between every pair of the importance
     measures, IG included: how the rankings ERASER scores relate to one another."""
-    from hf_attn.analysis.jw.summary import correlation_summary, jsonable, strip_arrays
-
     mask = as_long_matrix(attention_mask, "attention_mask").bool()
     lengths = mask.sum(1).tolist()
     names = [n for n in ("attention", "gradient", "loo", "ig_abs", "ig") if n in scores]
-    ragged = {n: [row[:k].numpy() for row, k in zip(scores[n], lengths)] for n in names}
+    return pairwise_correlations({n: [row[:k].numpy() for row, k in zip(scores[n], lengths)] for n in names},
+                                 predicted, num_classes)
+
+
+def pairwise_correlations(ragged: dict, predicted, num_classes: int) -> dict:
+    """Kendall τ summaries (:func:`hf_attn.analysis.jw.summary.correlation_summary`, per predicted
+    class) of every pair of the measures in ``ragged`` {name: per-instance importance arrays}, in its
+    order, as ``{"a~b": …}``; signed and absolute IG are not compared with each other."""
+    from hf_attn.analysis.jw.summary import correlation_summary, jsonable, strip_arrays
+
+    names = list(ragged)
     out = {}
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -118,6 +126,30 @@ def _importance_correlations(scores: dict, attention_mask, predicted, num_classe
             summary = strip_arrays(correlation_summary(ragged[a], ragged[b], predicted, num_classes))
             out[f"{a}~{b}"] = jsonable(summary)
     return out
+
+
+def erase_each_measure(scores: dict, measures: Sequence[str], fractions: Sequence[float], descriptions: dict,
+                       seconds: dict, erase) -> tuple[dict, torch.Tensor | None]:
+    """``erase(scores[name])`` (an :class:`hf_attn.methods.eraser.EraserResult`) summarised by
+    :func:`summarize_eraser` for each measure, with its description; the time of each goes to
+    ``seconds["eraser_<name>"]``. Returns ``(table, predicted class of the last result)``."""
+    table, predicted = {}, None
+    for name in measures:
+        t0 = time.perf_counter()
+        result = erase(scores[name])
+        seconds[f"eraser_{name}"] = time.perf_counter() - t0
+        predicted = result.predicted_class
+        table[name] = summarize_eraser(result.comprehensiveness, result.sufficiency, fractions) | {
+            "description": descriptions[name]}
+    return table, predicted
+
+
+def eraser_parameters(fractions: Sequence[float], ig_steps: int, ig_baseline: str, seed: int) -> dict:
+    """The ``parameters`` of every ERASER table: the request and the rules it was computed by."""
+    return {"fractions": list(fractions), "ig_steps": ig_steps, "ig_baseline": ig_baseline,
+            "ig_rule": "trapezoid", "ig_target": "probability", "seed": seed,
+            "k_rounding": "ceil(fraction * n), clipped to [1, n]",
+            "ties": "earlier position first", "aopc": "mean over the bins"}
 
 
 def eraser_table(model, input_ids, attention_mask, measures: Sequence[str] = IMPORTANCE_MEASURES,
@@ -135,21 +167,13 @@ def eraser_table(model, input_ids, attention_mask, measures: Sequence[str] = IMP
     scores, seconds = importance_scores(model, input_ids, attention_mask, measures, ig_steps=ig_steps,
                                         ig_baseline=ig_baseline, seed=seed, token_budget=token_budget,
                                         progress=progress)
-    table, predicted = {}, None
-    for name in measures:
-        t0 = time.perf_counter()
-        result = eraser_scores(model, input_ids, attention_mask, scores[name], fractions,
-                               token_budget=4 * token_budget, progress=progress)
-        seconds[f"eraser_{name}"] = time.perf_counter() - t0
-        predicted = result.predicted_class
-        table[name] = summarize_eraser(result.comprehensiveness, result.sufficiency, fractions) | {
-            "description": MEASURE_DESCRIPTIONS[name]}
+    table, predicted = erase_each_measure(
+        scores, measures, fractions, MEASURE_DESCRIPTIONS, seconds,
+        lambda importance: eraser_scores(model, input_ids, attention_mask, importance, fractions,
+                                         token_budget=4 * token_budget, progress=progress))
     out = {"measures": table,
            "kendall_tau": _importance_correlations(scores, attention_mask, predicted, model.config.num_labels),
-           "parameters": {"fractions": list(fractions), "ig_steps": ig_steps, "ig_baseline": ig_baseline,
-                          "ig_rule": "trapezoid", "ig_target": "probability", "seed": seed,
-                          "k_rounding": "ceil(fraction * n), clipped to [1, n]",
-                          "ties": "earlier position first", "aopc": "mean over the bins"},
+           "parameters": eraser_parameters(fractions, ig_steps, ig_baseline, seed),
            "seconds": seconds | {"total": time.perf_counter() - start}}
     if "_ig_completeness_gap" in scores:
         gap = scores["_ig_completeness_gap"].abs()

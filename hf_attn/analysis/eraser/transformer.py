@@ -53,9 +53,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from hf_attn.analysis.eraser.battery import eraser_parameters, erase_each_measure, pairwise_correlations
 from hf_attn.analysis.jw.transformer import gradient_importance, leave_one_out
 from hf_attn.core.batching import length_batches
-from hf_attn.methods.eraser import DEFAULT_FRACTIONS, EraserResult, eraser_scores, summarize_eraser
+from hf_attn.methods.eraser import DEFAULT_FRACTIONS, EraserResult, eraser_scores
 from hf_attn.methods.integrated_gradients import IntegratedGradientsResult, _path_points, _target_values
 from hf_attn.models.transformer_attention import (TransformerAttentionSpec, attention_rollout, model_forward,
                                                   use_override_attention)
@@ -341,19 +342,10 @@ def _importance_correlations(scores: dict, units: torch.Tensor, predicted, num_c
     """J&W Table 2-style Kendall τ (per predicted class) between every pair of measures over the
     units (as :func:`hf_attn.analysis.eraser.battery.eraser_table` reports them; rollout
     included)."""
-    from hf_attn.analysis.jw.summary import correlation_summary, jsonable, strip_arrays
-
     names = [n for n in ("attention", "rollout", "gradient", "loo", "ig_abs", "ig") if n in scores]
     keep = units.numpy()
-    ragged = {n: [row[k] for row, k in zip(scores[n].numpy(), keep)] for n in names}
-    out = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            if {a, b} == {"ig", "ig_abs"}:
-                continue
-            out[f"{a}~{b}"] = jsonable(strip_arrays(correlation_summary(ragged[a], ragged[b], predicted,
-                                                                        num_classes)))
-    return out
+    return pairwise_correlations({n: [row[k] for row, k in zip(scores[n].numpy(), keep)] for n in names},
+                                 predicted, num_classes)
 
 
 def transformer_eraser_table(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
@@ -370,21 +362,13 @@ def transformer_eraser_table(model, input_ids: torch.Tensor, attention_mask: tor
     scores, seconds = transformer_importance_scores(
         model, input_ids, attention_mask, units, measures, spec=spec, ig_steps=ig_steps, ig_baseline=ig_baseline,
         seed=seed, token_budget=token_budget, gradient_token_budget=gradient_token_budget, progress=progress)
-    table, predicted = {}, None
-    for name in measures:
-        t0 = time.perf_counter()
-        result = transformer_eraser_scores(model, input_ids, attention_mask, units, scores[name], fractions,
-                                           token_budget=4 * token_budget, progress=progress)
-        seconds[f"eraser_{name}"] = time.perf_counter() - t0
-        predicted = result.predicted_class
-        table[name] = summarize_eraser(result.comprehensiveness, result.sufficiency, fractions) | {
-            "description": TRANSFORMER_MEASURE_DESCRIPTIONS[name]}
+    table, predicted = erase_each_measure(
+        scores, measures, fractions, TRANSFORMER_MEASURE_DESCRIPTIONS, seconds,
+        lambda importance: transformer_eraser_scores(model, input_ids, attention_mask, units, importance, fractions,
+                                                     token_budget=4 * token_budget, progress=progress))
     out = {"measures": table,
            "kendall_tau": _importance_correlations(scores, units, predicted, model.config.num_labels),
-           "parameters": {"fractions": list(fractions), "ig_steps": ig_steps, "ig_baseline": ig_baseline,
-                          "ig_rule": "trapezoid", "ig_target": "probability", "seed": seed,
-                          "k_rounding": "ceil(fraction * n), clipped to [1, n]",
-                          "ties": "earlier position first", "aopc": "mean over the bins",
+           "parameters": {**eraser_parameters(fractions, ig_steps, ig_baseline, seed),
                           "units": "word pieces of the text (tokenizer-added specials excluded)",
                           "removal": "pieces deleted, the rest re-framed as [CLS] kept [SEP]; "
                                      "nothing left: [CLS] [SEP]",
