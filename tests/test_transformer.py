@@ -27,8 +27,9 @@ TEXTS = ["the good movies", "not very fun acting , but a great story", "dull",
          "a boring film and a dull plot", "very good acting"]
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
+def bert_tokenizer() -> PreTrainedTokenizerFast:
+    """The tiny WordPiece tokenizer of these tests (BERT's normaliser, pre-tokeniser and
+    [CLS] … [SEP] template; no download). Shared by the other BERT-family test files."""
     vocab = {t: i for i, t in enumerate(SPECIALS + WORDS)}
     tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -37,6 +38,11 @@ def tokenizer():
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                                    sep_token="[SEP]", mask_token="[MASK]")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return bert_tokenizer()
 
 
 def tiny_model(tokenizer, layers=2, seed=0, dtype=torch.float32):

@@ -11,29 +11,16 @@ import math
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+from transformers import BertConfig, BertForSequenceClassification
 
 from hf_attn.analysis.eraser import transformer as et
 from hf_attn.models import transformer_attention as ta
-
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-WORDS = ["the", "a", "good", "bad", "movie", "film", "not", "very", "fun", "plot", "act", "dull",
-         "##s", "##ing", "##ly", "great", "boring", "and", "but", "story"]
-TEXTS = ["the good movies", "not very fun acting , but a great story", "dull",
-         "a boring film and a dull plot", "very good acting"]
+from test_transformer import TEXTS, bert_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    vocab = {t: i for i, t in enumerate(SPECIALS + WORDS)}
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
+    return bert_tokenizer()
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-from transformers import PreTrainedTokenizerFast
 
 from hub_server import HubServer, card_errors, lfs_pointer
 from test_hub import SECRET, run_client
 from test_space_security import EVIL_MODULE, add_hub_repo, make_attack_folder  # noqa: F401
-from test_transformer import SPECIALS, TEXTS, WORDS, tiny_model
+from test_transformer import SPECIALS, TEXTS, WORDS, bert_tokenizer, tiny_model
 
 from hf_attn.hub.push import VERIFY_SENTENCE, HubError, build_model_folder
 
@@ -40,17 +38,6 @@ SENTENCE = "the good movies and a dull plot"
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 EXPECTED_FILES = {"README.md", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                   "run.json", "eval_results.json", "special_tokens_map.json", "vocab.txt"}
-
-
-def bert_tokenizer() -> PreTrainedTokenizerFast:
-    vocab = {t: i for i, t in enumerate(SPECIALS + WORDS)}
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
 
 
 @pytest.fixture(scope="module")
