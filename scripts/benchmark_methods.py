@@ -69,8 +69,7 @@ timed("gradient", lambda i, m: gradient_importance(model, i, m))
 timed("leave_one_out", lambda i, m: leave_one_out(model, i, m))
 with torch.no_grad():  # the states and attention the battery caches for the next two
     cached = [model(input_ids=i, attention_mask=m, output_hidden_states=True) for i, m in batches]
-states = iter([])
-def with_cache(fn):
+def with_cache(fn):  # reads the module-level iterator `states`, set before each use
     def run(i, m):
         out = next(states)
         return fn(out.hidden_states, out.attentions, m)

@@ -23,9 +23,10 @@ import numpy as np
 import torch
 
 from hf_attn.analysis import Battery, register_battery
-from hf_attn.analysis.jw.common import (JWInstances, JWRunSettings, JWSettings, adversary_options, batch_rows,
-                                        battery_summary, format_summary, instance_analysis_row, instance_fields,
-                                        settings_key, timer)
+from hf_attn.analysis.jw.common import (JWInstances, JWRunSettings, JWSettings, add_data_options,
+                                        adversary_options, batch_rows, battery_summary, format_summary,
+                                        heads_option, instance_analysis_row, instance_fields, settings_key,
+                                        timer)
 from hf_attn.core.batching import in_row_chunks, length_batches, pad_batch
 from hf_attn.core.io import write_jsonl_atomic
 from hf_attn.methods.adversary import AdversaryResult, adversarial_attention, adversary_objective
@@ -256,14 +257,7 @@ def add_options(parser) -> None:
                    help="BERT-family models: the layer whose [CLS] attention is explained (-1: the last)")
     g.add_argument("--jw-heads", default=run_defaults.transformer_heads,
                    help="BERT-family models: 'mean' (average the heads) or one head's index")
-    g.add_argument("--dataset", default=run_defaults.dataset,
-                   help="BERT-family models without a run.json (trained elsewhere, a Hub id): the dataset "
-                        "to analyse (sst, agnews, imdb, a CSV/JSON(L) file or folder, or a Hub dataset id; "
-                        "a single file is analysed whole)")
-    g.add_argument("--text-column", default=run_defaults.text_column,
-                   help="BERT-family models: the text column of --dataset (default: text)")
-    g.add_argument("--label-column", default=run_defaults.label_column,
-                   help="BERT-family models: the label column of --dataset (default: label)")
+    add_data_options(g)
 
 
 def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
@@ -274,9 +268,7 @@ def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
         steps=args.jw_steps, lr=args.jw_lr, seed=args.seed, token_budget=args.jw_token_budget,
         gradient_token_budget=args.jw_gradient_token_budget, loo_token_budget=args.jw_loo_token_budget,
         num_threads=args.jw_threads, tie_tolerance=args.jw_tie_tolerance)
-    heads = args.jw_heads.strip().lower()
-    if heads != "mean" and not heads.isdigit():
-        raise ValueError(f"--jw-heads must be 'mean' or a head index, got {args.jw_heads!r}")
+    heads = heads_option(args.jw_heads, "--jw-heads")
     return JWRunSettings(split=args.split, progress=not args.quiet, max_instances=args.jw_max_instances,
                          use_cache=not args.jw_no_cache, algorithm=algorithm,
                          transformer_layer=args.jw_layer, transformer_heads=heads, dataset=args.dataset,

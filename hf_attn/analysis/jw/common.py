@@ -21,6 +21,32 @@ from hf_attn.analysis.jw.summary import adversary_summary, correlation_summary, 
 from hf_attn.methods.adversary import AdversaryResult
 
 
+def add_data_options(group) -> None:
+    """``--dataset`` / ``--text-column`` / ``--label-column`` of ``hf-attn analyze`` (BERT-family
+    models without a run.json), shared by the jw and wp batteries: added once when both batteries'
+    flags are listed, whichever comes first; defaults None (each battery's own default applies)."""
+    import argparse
+
+    for flag, text in [("--dataset", "BERT-family models without a run.json (trained elsewhere, a Hub id): the "
+                                     "dataset to analyse (sst, agnews, imdb, a CSV/JSON(L) file or folder, or a Hub "
+                                     "dataset id; a single file is analysed whole by the jw battery)"),
+                       ("--text-column", "BERT-family models: the text column of --dataset (default: text)"),
+                       ("--label-column", "BERT-family models: the label column of --dataset (default: label)")]:
+        try:
+            group.add_argument(flag, default=None, help=text)
+        except argparse.ArgumentError:  # the other battery's group added it already
+            pass
+
+
+def heads_option(value: str, flag: str) -> str:
+    """A ``--jw-heads`` / ``--wp-heads`` value: ``"mean"`` or a head index (digits), normalised;
+    anything else is a ValueError naming ``flag``."""
+    heads = str(value).strip().lower()
+    if heads != "mean" and not heads.isdigit():
+        raise ValueError(f"{flag} must be 'mean' or a head index, got {value!r}")
+    return heads
+
+
 @dataclass
 class JWSettings:
     """Parameters of :func:`run_jw_battery` (recorded in results.json). Defaults: J&W §4 / code."""

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 from hf_attn.training import wp as wpt
 from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.io import save_figure_atomic
+from hf_attn.analysis.jw.common import add_data_options, heads_option
 from hf_attn.analysis.jw.figures import class_colour, class_label
 from hf_attn.data.datasets import TaskData
 from hf_attn.core.measures import jsd, tvd
@@ -678,9 +679,7 @@ def _option_defaults(defaults: WPSettings) -> dict:
             "wp_adversary_max_epochs": defaults.adversary_max_epochs,
             "wp_layer": defaults.transformer_layer, "wp_heads": defaults.transformer_heads,
             "wp_no_uniform_every_layer": not defaults.uniform_every_layer,
-            "wp_seed_model_dirs": list(defaults.seed_model_dirs), "wp_max_instances": defaults.max_instances,
-            "dataset": defaults.dataset, "text_column": defaults.text_column,
-            "label_column": defaults.label_column}
+            "wp_seed_model_dirs": list(defaults.seed_model_dirs), "wp_max_instances": defaults.max_instances}
 
 
 def add_options(parser) -> None:
@@ -726,16 +725,7 @@ def add_options(parser) -> None:
         help="BERT-family models: fine-tuning seeds of the same model for §3.3 (folders)")
     add(["--wp-max-instances"], "wp_max_instances", type=int,
         help="BERT-family models: analyse only the first N instances of the split")
-    # shared with the jw battery's --dataset/--text-column/--label-column (same destinations) when
-    # both batteries' flags are listed
-    for flag, dest, text in [("--dataset", "dataset", "BERT-family models without a run.json: the dataset to "
-                              "analyse (sst, agnews, imdb, a CSV/JSON(L) folder with train/validation/test, a Hub id)"),
-                             ("--text-column", "text_column", "BERT-family models: the text column of --dataset"),
-                             ("--label-column", "label_column", "BERT-family models: the label column of --dataset")]:
-        try:
-            g.add_argument(flag, dest=dest, default=default[dest], help=text)
-        except argparse.ArgumentError:
-            pass
+    add_data_options(g)
 
 
 def settings_from_args(args) -> WPSettings:
@@ -748,18 +738,11 @@ def settings_from_args(args) -> WPSettings:
                       per_instance_adversary=not args.wp_skip_per_instance_adversary,
                       adversary_protocol=args.wp_adversary_protocol,
                       adversary_max_epochs=args.wp_adversary_max_epochs,
-                      transformer_layer=args.wp_layer, transformer_heads=_heads(args.wp_heads),
+                      transformer_layer=args.wp_layer, transformer_heads=heads_option(args.wp_heads, "--wp-heads"),
                       uniform_every_layer=not args.wp_no_uniform_every_layer,
                       seed_model_dirs=tuple(args.wp_seed_model_dirs), max_instances=args.wp_max_instances,
-                      dataset=args.dataset, text_column=args.text_column or "text",
-                      label_column=args.label_column or "label")
-
-
-def _heads(value: str) -> str:
-    heads = str(value).strip().lower()
-    if heads != "mean" and not heads.isdigit():
-        raise ValueError(f"--wp-heads must be 'mean' or a head index, got {value!r}")
-    return heads
+                      dataset=args.dataset, text_column=args.text_column or WPSettings.text_column,
+                      label_column=args.label_column or WPSettings.label_column)
 
 
 def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
