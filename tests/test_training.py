@@ -124,9 +124,29 @@ def test_sparse_embedding_updates_leave_unseen_rows_alone(tmp_path, small_sst, s
     assert not torch.equal(trained.embedding.weight[word_id], initial.embedding.weight[word_id])
 
 
+def test_bf16_trains_under_bfloat16_autocast_and_saves_float32(tmp_path, small_sst):
+    """--bf16 (not the papers' float32 arithmetic): the Trainer runs forward and backward under
+    bfloat16 autocast, so the same seed ends with other weights than the float32 run; weights,
+    checkpoints and run.json stay float32 and record the option."""
+    runs = {}
+    for bf16 in (False, True):
+        settings = TrainSettings(epochs=1, seed=3, encoder="lstm", bf16=bf16)
+        out = tmp_path / f"run-{bf16}"
+        metrics = train(settings, str(out), task=small_sst, progress=False)
+        assert 0 <= metrics["test_accuracy"] <= 1
+        assert json.load(open(out / "run.json"))["settings"]["bf16"] is bf16
+        runs[bf16] = AutoModelForSequenceClassification.from_pretrained(str(out))
+    for (name, a), b in zip(runs[True].named_parameters(), runs[False].parameters()):
+        assert a.dtype == torch.float32, name
+    lstm = "encoder.forward_layers.0.weight_hh_l0"
+    assert not torch.equal(dict(runs[True].named_parameters())[lstm], dict(runs[False].named_parameters())[lstm])
+
+
 def test_cli_takes_sparse_embedding_updates():
     from hf_attn.cli import build_parser
 
     parser = build_parser("train")
     assert build_parser("train").parse_args(["train", "--output-dir", "x"]).sparse_embedding_updates is False
     assert parser.parse_args(["train", "--output-dir", "x", "--sparse-embedding-updates"]).sparse_embedding_updates
+    assert parser.parse_args(["train", "--output-dir", "x", "--bf16"]).bf16
+    assert parser.parse_args(["train", "--output-dir", "x"]).bf16 is False

@@ -65,21 +65,28 @@ def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]
     return values, mask
 
 
+def row_chunks(mask: torch.Tensor, token_budget: int):
+    """``(begin, end, width)`` of consecutive row chunks of a padded batch ``(B, T)``, each of at most
+    ``token_budget`` padded tokens (a chunk's cost: its rows × its longest row, ``width``); a row
+    longer than the budget is a chunk alone."""
+    lengths = mask.sum(1).cpu().numpy()
+    begin = 0
+    while begin < len(lengths):
+        cost = np.arange(1, len(lengths) - begin + 1) * np.maximum.accumulate(lengths[begin:])  # nondecreasing
+        end = begin + max(1, int(np.searchsorted(cost, token_budget, side="right")))
+        yield begin, end, max(int(lengths[begin:end].max()), 1)
+        begin = end
+
+
 def in_row_chunks(analysis, ids: torch.Tensor, mask: torch.Tensor, token_budget: int) -> torch.Tensor:
     """``analysis(ids, mask) → (B, T)`` on consecutive row chunks of a padded batch ``(B, T)``, each of
-    at most ``token_budget`` padded tokens (a chunk's cost: its rows × its longest row) and trimmed to
-    its longest row; results re-padded into a float32 ``(B, T)`` (0 beyond each chunk's width).
+    at most ``token_budget`` padded tokens (:func:`row_chunks`) and trimmed to its longest row;
+    results re-padded into a float32 ``(B, T)`` (0 beyond each chunk's width).
     For analyses whose memory grows faster than a forward's (e.g. a backward per chunk)."""
-    lengths = mask.sum(1).cpu().numpy()
     out = torch.zeros(mask.shape, dtype=torch.float32, device=ids.device)
-    begin = 0
-    while begin < len(ids):
-        cost = np.arange(1, len(ids) - begin + 1) * np.maximum.accumulate(lengths[begin:])  # nondecreasing
-        end = begin + max(1, int(np.searchsorted(cost, token_budget, side="right")))
-        width = max(int(lengths[begin:end].max()), 1)
+    for begin, end, width in row_chunks(mask, token_budget):
         out[begin:end, :width] = analysis(ids[begin:end, :width], mask[begin:end, :width])
-        begin = end
     return out
 
 
-__all__ = ["length_batches", "pad_batch", "ragged_to_padded", "in_row_chunks", "COSTS"]
+__all__ = ["length_batches", "pad_batch", "ragged_to_padded", "row_chunks", "in_row_chunks", "COSTS"]

@@ -249,31 +249,16 @@ def _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilitie
     readout, bias, num_attention = _readout(model)
     readout, bias = readout.to(dtype), bias.to(dtype)
     readout_fwd, readout_bwd = readout[:, :size].contiguous(), readout[:, size:2 * size].contiguous()
-    embeddings = model.get_input_embeddings()(input_ids) * mask.unsqueeze(-1).to(dtype)
-    lengths = mask.sum(1)
-    batch, steps = mask.shape
-    h_fwd, _ = forward_lstm(embeddings)
-    h_bwd_run, _ = backward_lstm(reverse_within_length(embeddings, mask))  # run order: token L−1 first
-    gates_fwd, gates_bwd = _gate_inputs(forward_lstm, embeddings), _gate_inputs(backward_lstm, embeddings)
-    c_fwd = _lstm_cell_states(forward_lstm, gates_fwd, h_fwd)
-    c_bwd = reverse_within_length(_lstm_cell_states(
-        backward_lstm, reverse_within_length(gates_bwd, mask), h_bwd_run), mask)
-    keep = mask.unsqueeze(-1).to(dtype)
-    h_bwd = reverse_within_length(h_bwd_run, mask) * keep  # token positions; 0 past the end
-    c_bwd = c_bwd * keep
-    zero = h_fwd.new_zeros(batch, 1, size)
-    # start state of deletion column i: forward at i−1, backward at i+1 (zero at the ends)
-    h_fwd0, c_fwd0 = torch.cat([zero, h_fwd[:, :-1]], 1), torch.cat([zero, c_fwd[:, :-1]], 1)
-    h_bwd0, c_bwd0 = torch.cat([h_bwd[:, 1:], zero], 1), torch.cat([c_bwd[:, 1:], zero], 1)
-    # unchanged halves, projected (bias included once): M→h→_t + bias, M←h←_t + bias
-    table_fwd, table_bwd = h_fwd @ readout_fwd.t() + bias, h_bwd @ readout_bwd.t() + bias  # (B, T, R)
     variant_embedding = model.config.variant in ("concat", "residual")  # h' also holds e_t
+    readout_emb = None
     if variant_embedding:
         readout_emb = readout[:, 2 * size:] if model.config.variant == "concat" else readout
-        embedding_table = embeddings @ readout_emb.t()  # (B, T, R)
+    lengths = mask.sum(1)
     wanted = torch.zeros_like(mask)
     wanted[instance, position] = True
-    # sentences in length order (the caller's batch may not be); chunks of ≤ token_budget positions
+    # sentences in length order (the caller's batch may not be); chunks of ≤ token_budget positions.
+    # Each chunk computes its own sentences' states and tables (memory bounded by the chunk, not
+    # the batch: every per-token table is at most ~token_budget / (T − 1) tokens).
     order = torch.argsort(lengths, descending=True, stable=True)
     order = order[wanted[order].any(1)]
     begin = 0
@@ -284,13 +269,8 @@ def _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilitie
         begin += len(rows)
         if width < 2:
             continue
-
-        def time_major(x):  # (B, T, ·) rows of the chunk → (T, n, ·)
-            return x[rows, :width].transpose(0, 1).contiguous()
-
-        inputs = [time_major(x) for x in (gates_fwd, h_fwd0, c_fwd0, gates_bwd, h_bwd0, c_bwd0)]
-        tf, tb = time_major(table_fwd), time_major(table_bwd)  # (T, n, R)
-        te = time_major(embedding_table) if variant_embedding else None
+        inputs, tf, tb, te = _chunk_tables(model, forward_lstm, backward_lstm, input_ids[rows, :width],
+                                           mask[rows, :width], readout_fwd, readout_bwd, bias, readout_emb)
         new_mask = torch.arange(width - 1, device=mask.device) < (lengths[rows] - 1).unsqueeze(1)  # (n, T−1)
         attended = attended_mask(model, new_mask).unsqueeze(0)
         # a long sentence alone exceeds the budget: its deletion columns go in blocks
@@ -317,6 +297,40 @@ def _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilitie
             change = tvd(deleted, probabilities[rows].unsqueeze(0)).t()  # (n, columns)
             chunk_wanted = wanted[rows, columns]
             result[rows, columns] = torch.where(chunk_wanted, change.to(result.dtype), result[rows, columns])
+
+
+def _chunk_tables(model, forward_lstm, backward_lstm, input_ids, mask, readout_fwd, readout_bwd, bias,
+                  readout_emb):
+    """What the deletion runs of a chunk of sentences ``(n, T)`` start from, time-major: the input
+    gates and start states of every deletion column, ``[gates→, h0→, c0→, gates←, h0←, c0←]``
+    (``(T, n, 4H)`` and ``(T, n, H)``; column i starts forward from the state at i−1, backward
+    from the state at i+1, zero at the ends), and the sentence's own halves projected,
+    ``M→h→_t + bias`` and ``M←h←_t + bias`` ``(T, n, R)`` (bias once), plus ``M_e e_t`` for the
+    concat / residual variants (else None)."""
+    dtype = readout_fwd.dtype
+    size = forward_lstm.hidden_size
+    embeddings = model.get_input_embeddings()(input_ids) * mask.unsqueeze(-1).to(dtype)
+    h_fwd, _ = forward_lstm(embeddings)
+    h_bwd_run, _ = backward_lstm(reverse_within_length(embeddings, mask))  # run order: token L−1 first
+    gates_fwd, gates_bwd = _gate_inputs(forward_lstm, embeddings), _gate_inputs(backward_lstm, embeddings)
+    c_fwd = _lstm_cell_states(forward_lstm, gates_fwd, h_fwd)
+    c_bwd = reverse_within_length(_lstm_cell_states(
+        backward_lstm, reverse_within_length(gates_bwd, mask), h_bwd_run), mask)
+    keep = mask.unsqueeze(-1).to(dtype)
+    h_bwd = reverse_within_length(h_bwd_run, mask) * keep  # token positions; 0 past the end
+    c_bwd = c_bwd * keep
+    zero = h_fwd.new_zeros(mask.shape[0], 1, size)
+    h_fwd0, c_fwd0 = torch.cat([zero, h_fwd[:, :-1]], 1), torch.cat([zero, c_fwd[:, :-1]], 1)
+    h_bwd0, c_bwd0 = torch.cat([h_bwd[:, 1:], zero], 1), torch.cat([c_bwd[:, 1:], zero], 1)
+
+    def time_major(x):  # (n, T, ·) → (T, n, ·)
+        return x.transpose(0, 1).contiguous()
+
+    inputs = [time_major(x) for x in (gates_fwd, h_fwd0, c_fwd0, gates_bwd, h_bwd0, c_bwd0)]
+    table_fwd = time_major(h_fwd @ readout_fwd.t() + bias)
+    table_bwd = time_major(h_bwd @ readout_bwd.t() + bias)
+    table_emb = time_major(embeddings @ readout_emb.t()) if readout_emb is not None else None
+    return inputs, table_fwd, table_bwd, table_emb
 
 
 def _token_local(model) -> bool:
