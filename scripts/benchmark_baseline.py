@@ -224,7 +224,8 @@ def main() -> None:
             print(f"training the analyze-jw model with the baseline ({args.analyze_model}) ...", flush=True)
             subprocess.run(runner.command("baseline", ["train", "--dataset", "sst", "--output-dir", model_dir,
                                                        "--quiet", *size]),
-                           env=runner.env("baseline"), check=True, capture_output=True)
+                           env=runner.env("baseline"), cwd=workdir, check=True, capture_output=True)
+            # (cwd: `python -m` puts the working directory first on sys.path, before PYTHONPATH)
     for task in args.tasks:
         repeats = args.fast_repeats if task in ("help", "analyze-jw") else args.repeats
         run_task(runner, task, repeats, args.epochs, model_dir)

@@ -1,15 +1,18 @@
 """Training benchmark (issue 2, issue 17): wall time and throughput of one SST training through
 ``transformers.Trainer`` next to a plain PyTorch loop over the same model, batches and optimiser;
-or (``--compare-sparse``) the papers' exact optimiser against ``--sparse-embedding-updates``.
+or (``--compare sparse|bf16``) the papers' exact training against ``--sparse-embedding-updates`` or
+``--bf16``.
 
     python scripts/benchmark_training.py [--encoder lstm] [--epochs 8] [--skip-plain]
                                          [--embeddings random --embedding-dim 300]
-    python scripts/benchmark_training.py --compare-sparse --embeddings random --embedding-dim 300 \
+    python scripts/benchmark_training.py --compare sparse --embeddings random --embedding-dim 300 \
                                          --seeds 0 1 2 [--output docs/benchmarks/issue17_sparse.json]
+    python scripts/benchmark_training.py --compare bf16 --embeddings random --embedding-dim 300 \
+                                         --seeds 0 1 2 [--output docs/benchmarks/issue17_bf16.json]
 
 Prints seconds, real (non-pad) tokens per second and the Trainer's overhead over the plain loop,
-plus the test metrics of the Trainer run; with ``--compare-sparse``, per seed the test accuracy /
-ROC-AUC and training seconds of both optimisers, and their means ± standard deviations. Run it on an
+plus the test metrics of the Trainer run; with ``--compare``, per seed the test accuracy /
+ROC-AUC and training seconds of both, and their means ± standard deviations. Run it on an
 otherwise idle machine (or with ``--threads 1`` on a shared one; timings are then only comparable
 within one run).
 """
@@ -71,37 +74,43 @@ def plain_loop(settings: TrainSettings) -> dict:
             "test_roc_auc": test["roc_auc"]}
 
 
-def compare_sparse(args) -> None:
-    """The papers' dense Adam + L2 against ``sparse_embedding_updates`` (lazy rows), seed by seed."""
+OPTIONS = {"sparse": {"sparse_embedding_updates": True}, "bf16": {"bf16": True}}  # --compare: not the papers'
+
+
+def compare_option(args, option: str) -> None:
+    """The papers' exact float32 training against an option that changes the arithmetic
+    (``sparse``: lazy embedding rows; ``bf16``: bfloat16 autocast), seed by seed."""
     import statistics
 
     rows = []
+    key = "optimizer" if option == "sparse" else "variant"  # (the sparse record's field name)
     for seed in args.seeds:
-        for sparse in (False, True):
+        for changed in (False, True):
             settings = TrainSettings(encoder=args.encoder, epochs=args.epochs, seed=seed,
                                      embeddings=args.embeddings, embedding_dim=args.embedding_dim,
-                                     sparse_embedding_updates=sparse)
+                                     **(OPTIONS[option] if changed else {}))
             with tempfile.TemporaryDirectory() as out:
                 start = time.perf_counter()
                 metrics = train(settings, out, progress=False)
                 job = time.perf_counter() - start
-            row = {"seed": seed, "optimizer": "sparse" if sparse else "exact", "job_seconds": round(job, 2),
+            row = {"seed": seed, key: option if changed else "exact", "job_seconds": round(job, 2),
                    **{k: metrics[k] for k in ("train_seconds", "test_accuracy", "test_roc_auc",
                                               "dev_roc_auc", "best_checkpoint")}}
             rows.append(row)
             print(json.dumps(row), flush=True)
     summary = {}
-    for name in ("exact", "sparse"):
-        part = [r for r in rows if r["optimizer"] == name]
-        summary[name] = {key: {"mean": statistics.mean(r[key] for r in part),
-                               "std": statistics.stdev(r[key] for r in part) if len(part) > 1 else 0.0}
-                         for key in ("test_accuracy", "test_roc_auc", "train_seconds")}
-        print(f"{name:6s} " + "  ".join(f"{key} {v['mean']:.4f} ± {v['std']:.4f}" for key, v in summary[name].items()))
+    for name in ("exact", option):
+        part = [r for r in rows if r[key] == name]
+        summary[name] = {metric: {"mean": statistics.mean(r[metric] for r in part),
+                                  "std": statistics.stdev(r[metric] for r in part) if len(part) > 1 else 0.0}
+                         for metric in ("test_accuracy", "test_roc_auc", "train_seconds")}
+        print(f"{name:6s} " + "  ".join(f"{m} {v['mean']:.4f} ± {v['std']:.4f}" for m, v in summary[name].items()))
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             json.dump({"settings": {"encoder": args.encoder, "epochs": args.epochs, "embeddings": args.embeddings,
-                                    "embedding_dim": args.embedding_dim, "seeds": args.seeds,
-                                    "threads": torch.get_num_threads(), "torch": torch.__version__},
+                                    "embedding_dim": args.embedding_dim, "seeds": args.seeds, "compared": option,
+                                    "threads": torch.get_num_threads(), "torch": torch.__version__,
+                                    "runs_alternate": "exact then option, seed by seed, one process"},
                        "runs": rows, "summary": summary}, f, indent=1)
         print(f"written: {args.output}")
 
@@ -114,16 +123,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="--compare-sparse seeds")
     parser.add_argument("--embeddings", default="glove-6b-50d", choices=["glove-6b-50d", "random"])
     parser.add_argument("--embedding-dim", type=int, default=300, help="d for --embeddings random")
-    parser.add_argument("--compare-sparse", action="store_true",
-                        help="exact optimiser vs --sparse-embedding-updates over --seeds")
+    parser.add_argument("--compare", choices=sorted(OPTIONS),
+                        help="exact training vs --sparse-embedding-updates (sparse) or --bf16 over --seeds")
+    parser.add_argument("--compare-sparse", action="store_true", help="the same as --compare sparse")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    parser.add_argument("--output", help="--compare-sparse: write the runs and summary as JSON here")
+    parser.add_argument("--output", help="--compare: write the runs and summary as JSON here")
     parser.add_argument("--skip-plain", action="store_true")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.compare_sparse:
-        compare_sparse(args)
+    if args.compare or args.compare_sparse:
+        compare_option(args, args.compare or "sparse")
         return
     settings = TrainSettings(encoder=args.encoder, epochs=args.epochs, seed=args.seed,
                              embeddings=args.embeddings, embedding_dim=args.embedding_dim)
