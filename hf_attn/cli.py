@@ -75,7 +75,7 @@ def add_train_parser(subparsers) -> None:
                    help="lazy Adam: update only the embedding rows of each batch's words (faster; "
                         "NOT the papers' dense Adam + L2 update of every row; see README, Training)")
     p.add_argument("--bf16", action="store_true",
-                   help="bfloat16 autocast of forward and backward (the Trainer's bf16): faster on CPUs "
+                   help="bfloat16 autocast of forward and backward (the Trainer's bf16; its dev/test metrics too): faster on CPUs "
                         "with bf16 instructions; NOT the papers' float32 arithmetic; see README, Training")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--overwrite", action="store_true",
