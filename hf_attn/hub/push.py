@@ -8,6 +8,7 @@ Every push first builds the exact folder that is uploaded (``build_*_folder``); 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import math
@@ -780,10 +781,6 @@ def verify_model_folder(folder: str | os.PathLike) -> None:
     registers, no ``trust_remote_code``; the tokenizer from its own files) and run one forward on a
     tokenized sentence. HubError (one line) if the folder does not load, if config.json and
     model.safetensors disagree (missing, unexpected or differently shaped weights) or if the forward fails."""
-    import torch
-    from transformers import AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
     from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
     from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
     from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
@@ -796,10 +793,14 @@ def verify_model_folder(folder: str | os.PathLike) -> None:
     if model_type not in classes:
         raise HubError(f"config.json has model_type {model_type!r}; expected one of {sorted(classes)}")
     config_class, model_class = classes[model_type]
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()  # our own message replaces transformers' load report
-    hf_logging.disable_progress_bar()
-    try:
+
+    def inputs_of(batch):
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+        if model_type == "hf_attn_pair":  # premise and hypothesis: the same sentence
+            inputs.update(hypothesis_input_ids=batch["input_ids"], hypothesis_attention_mask=batch["attention_mask"])
+        return inputs
+
+    with _transformers_quiet():
         try:
             config = config_class.from_pretrained(folder)
         except Exception as err:
@@ -811,26 +812,44 @@ def verify_model_folder(folder: str | os.PathLike) -> None:
             raise HubError(f"the packaged model does not load (config.json and model.safetensors disagree?): "
                            f"{_one_line(err)}") from err
         _check_loading_info(info)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-            batch = tokenizer([VERIFY_SENTENCE], return_tensors="pt")
-            inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-            if model_type == "hf_attn_pair":  # premise and hypothesis: the same sentence
-                inputs.update(hypothesis_input_ids=batch["input_ids"],
-                              hypothesis_attention_mask=batch["attention_mask"])
-            with torch.no_grad():
-                logits = model.eval()(**inputs).logits
-        except Exception as err:
-            raise HubError(f"the packaged model does not run on a tokenized sentence "
-                           f"(tokenizer, config and weights disagree?): {_one_line(err)}") from err
-        expected = (1, max(config.num_labels, 2))
-        if tuple(logits.shape) != expected or not torch.isfinite(logits).all():
-            raise HubError(f"the packaged model returns logits of shape {tuple(logits.shape)} "
-                           f"(expected {expected}, finite) on a tokenized sentence")
+        _check_packaged_forward(model, folder, max(config.num_labels, 2), inputs_of)
+
+
+@contextlib.contextmanager
+def _transformers_quiet():
+    """transformers' load reports and progress bars off (a one-line HubError replaces them), restored after."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
     finally:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+def _check_packaged_forward(model, folder: Path, num_labels: int, inputs_of=dict) -> None:
+    """One forward of a packaged model on :data:`VERIFY_SENTENCE`, tokenized by the folder's own
+    tokenizer (no remote code) and turned into the model's keyword arguments by ``inputs_of``:
+    HubError (one line) unless it runs and returns finite logits of shape ``(1, num_labels)``."""
+    import torch
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        inputs = inputs_of(tokenizer([VERIFY_SENTENCE], return_tensors="pt"))
+        with torch.no_grad():
+            logits = model.eval()(**inputs).logits
+    except Exception as err:
+        raise HubError(f"the packaged model does not run on a tokenized sentence "
+                       f"(tokenizer, config and weights disagree?): {_one_line(err)}") from err
+    expected = (1, num_labels)
+    if tuple(logits.shape) != expected or not torch.isfinite(logits).all():
+        raise HubError(f"the packaged model returns logits of shape {tuple(logits.shape)} "
+                       f"(expected {expected}, finite) on a tokenized sentence")
 
 
 def _analysis_copies(run_dir: Path, root: Path, analysis_dirs) -> list[tuple[str, Path, list]]:
@@ -1007,15 +1026,10 @@ def verify_transformer_folder(folder: str | os.PathLike) -> None:
     ``AutoModelForSequenceClassification`` / ``AutoTokenizer.from_pretrained(folder,
     trust_remote_code=False)``, a model class of transformers itself, weights matching config.json,
     and finite logits of shape (1, num_labels) on a tokenized sentence. HubError (one line) otherwise."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoModelForSequenceClassification
 
     folder = Path(folder)
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
+    with _transformers_quiet():
         try:
             model, info = AutoModelForSequenceClassification.from_pretrained(
                 folder, trust_remote_code=False, output_loading_info=True)
@@ -1026,22 +1040,7 @@ def verify_transformer_folder(folder: str | os.PathLike) -> None:
             raise HubError(f"the packaged model loads as {type(model).__module__}.{type(model).__name__}, not "
                            "as one of transformers' own classes")
         _check_loading_info(info)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-            batch = tokenizer([VERIFY_SENTENCE], return_tensors="pt")
-            with torch.no_grad():
-                logits = model.eval()(**batch).logits
-        except Exception as err:
-            raise HubError(f"the packaged model does not run on a tokenized sentence "
-                           f"(tokenizer, config and weights disagree?): {_one_line(err)}") from err
-        expected = (1, model.config.num_labels)
-        if tuple(logits.shape) != expected or not torch.isfinite(logits).all():
-            raise HubError(f"the packaged model returns logits of shape {tuple(logits.shape)} "
-                           f"(expected {expected}, finite) on a tokenized sentence")
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
+        _check_packaged_forward(model, folder, model.config.num_labels)
 
 
 def _transformer_split_sizes(run: dict) -> dict:
