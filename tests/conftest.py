@@ -64,3 +64,13 @@ def data_folder(tmp_path_factory, small_sst) -> str:
     for split, data in small_sst.splits.items():
         data.to_pandas().to_csv(folder / f"{split}.csv", index=False)
     return str(folder)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    """A loopback Hub server (tests/hub_server.py), one per test module that asks for it."""
+    from hub_server import HubServer
+
+    server = HubServer().start()
+    yield server
+    server.stop()

@@ -60,13 +60,6 @@ TINY_README = "---\ntitle: tiny accuracy\ntags:\n- evaluate\n---\n\n# tiny accur
 SECRET = "hf_SECRET_never_on_the_hub_91c3"
 
 
-@pytest.fixture(scope="module")
-def hub():
-    server = HubServer().start()
-    yield server
-    server.stop()
-
-
 def run_client(script: str, hub: HubServer, workdir: Path, block_hf_attn: bool = False) -> dict:
     """Run ``script`` in a fresh interpreter talking to the loopback Hub; it prints one JSON line."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}

@@ -521,10 +521,8 @@ def run_client(script: str, hub_server: HubServer, work: Path, block_hf_attn: bo
 
 
 @pytest.fixture(scope="module")
-def hub_server():
-    server = HubServer().start()
-    yield server
-    server.stop()
+def hub_server(hub):  # conftest's loopback Hub, under this module's name for it
+    return hub
 
 
 @pytest.fixture(scope="module")

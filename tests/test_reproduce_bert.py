@@ -205,19 +205,9 @@ def test_stage_end_to_end_on_a_tiny_bert(tmp_path):
     """The stage fine-tunes a tiny random BERT (as base model) on a toy task through
     train_transformer_classifier, runs the J&W battery on 5 seeded-sampled test sentences, is resumable (a
     rerun trains and analyses nothing), and the report shows the section."""
-    from datasets import Dataset, DatasetDict
+    from test_transformer_hub import tiny_base_and_toy_task
 
-    from hf_attn.data.datasets import TaskData
-    from test_transformer import TEXTS, tiny_model
-    from test_transformer_hub import bert_tokenizer
-
-    tokenizer = bert_tokenizer()
-    base = tmp_path / "base"
-    tiny_model(tokenizer).save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    rows = {"text": TEXTS * 4, "label": [1, 0, 0, 0, 1] * 4}
-    task = TaskData(DatasetDict({s: Dataset.from_dict(rows) for s in ("train", "validation", "test")}),
-                    ["negative", "positive"], "toy")
+    base, task = tiny_base_and_toy_task(tmp_path)
     out = tmp_path / "out"
     plan = ReproducePlan.for_mode(quick=True).with_bert_family(base_model=str(base), instances=5)
     paths = ReproductionLayout(str(out)).dataset_paths("sst", plan)

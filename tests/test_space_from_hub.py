@@ -300,13 +300,6 @@ def distribution_closure(roots) -> set[str]:
 
 # ------------------------------------------------------------------------------------------ fixtures
 @pytest.fixture(scope="module")
-def hub():
-    server = HubServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def space(hub, trained_model_dir, tmp_path_factory):
     """The pushed Space, snapshotted and running (see the module docstring)."""
     workdir = tmp_path_factory.mktemp("space-from-hub")

@@ -45,12 +45,13 @@ def tokenizer():
     return bert_tokenizer()
 
 
-def tiny_model(tokenizer, layers=2, seed=0, dtype=torch.float32):
+def tiny_model(tokenizer, layers=2, seed=0, dtype=torch.float32, **config_extra):
+    """A tiny random BERT classifier (``config_extra``: more BertConfig fields, e.g. label names)."""
     torch.manual_seed(seed)
     # a large init makes the attention peaky and the output sensitive to it (a meaningful test)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=32, num_labels=2, initializer_range=0.5,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **config_extra)
     ta.register_override_attention()
     model = BertForSequenceClassification(config).eval().to(dtype)
     return ta.use_override_attention(model)

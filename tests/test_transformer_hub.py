@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,9 +21,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hub_server import HubServer, card_errors, lfs_pointer
+from hub_server import card_errors, lfs_pointer
 from test_hub import SECRET, run_client
-from test_space_security import EVIL_MODULE, add_hub_repo, make_attack_folder  # noqa: F401
+from test_space_security import add_hub_repo, make_attack_folder
 from test_transformer import SPECIALS, TEXTS, WORDS, bert_tokenizer, tiny_model
 
 from hf_attn.hub.push import VERIFY_SENTENCE, HubError, build_model_folder
@@ -40,16 +39,13 @@ EXPECTED_FILES = {"README.md", "config.json", "model.safetensors", "tokenizer.js
                   "run.json", "eval_results.json", "special_tokens_map.json", "vocab.txt"}
 
 
-@pytest.fixture(scope="module")
-def bert_run(tmp_path_factory) -> Path:
-    """A tiny BERT fine-tuned one epoch on a toy task by ``train_transformer_classifier``: the folder
-    ``hf-attn train --base-model`` writes (run.json kind "transformer")."""
+def tiny_base_and_toy_task(root: Path):
+    """A tiny random BERT saved with its tokenizer in ``root/base`` (the base model to fine-tune) and
+    a toy task (the same 20 labelled texts as every split): ``(base folder, TaskData)``."""
     from datasets import Dataset, DatasetDict
 
     from hf_attn.data.datasets import TaskData
-    from hf_attn.training.transformer import train_transformer_classifier
 
-    root = tmp_path_factory.mktemp("bert")
     tokenizer = bert_tokenizer()
     base = root / "base"
     tiny_model(tokenizer).save_pretrained(base)
@@ -57,6 +53,17 @@ def bert_run(tmp_path_factory) -> Path:
     rows = {"text": TEXTS * 4, "label": [1, 0, 0, 0, 1] * 4}
     task = TaskData(DatasetDict({s: Dataset.from_dict(rows) for s in ("train", "validation", "test")}),
                     ["negative", "positive"], "toy")
+    return base, task
+
+
+@pytest.fixture(scope="module")
+def bert_run(tmp_path_factory) -> Path:
+    """A tiny BERT fine-tuned one epoch on a toy task by ``train_transformer_classifier``: the folder
+    ``hf-attn train --base-model`` writes (run.json kind "transformer")."""
+    from hf_attn.training.transformer import train_transformer_classifier
+
+    root = tmp_path_factory.mktemp("bert")
+    base, task = tiny_base_and_toy_task(root)
     threads = torch.get_num_threads()
     try:
         train_transformer_classifier(str(base), task, str(root / "run"), epochs=1, seed=0, batch_size=8,
@@ -142,7 +149,7 @@ def test_transformer_folder_is_an_allow_list_with_a_valid_card(minilm_like_run, 
                       "roc_auc": round(run["test"]["roc_auc"], 4)}
     assert all((r.dataset_type, r.dataset_split) == ("stanfordnlp/sst", "test") for r in card.data.eval_results)
     assert "None" not in readme and "<local path>" not in readme and "trust_remote_code=True" not in readme
-    assert f'AutoModelForSequenceClassification.from_pretrained("tester/minilm-sst")' in readme
+    assert 'AutoModelForSequenceClassification.from_pretrained("tester/minilm-sst")' in readme
     assert "| train | 6,920 |" in readme and "not GLUE SST-2" in readme
     assert f"| accuracy | {run['test']['accuracy']:.4f} | {run['dev']['accuracy']:.4f} |" in readme
     assert f"Training took {run['seconds']['train']:.0f} s on CPU (1 torch thread)" in readme
@@ -212,13 +219,6 @@ def test_broken_or_unsafe_transformer_folders_are_refused(bert_run, tmp_path, br
 
 
 # ------------------------------------------------------------------------------ the loopback Hub
-@pytest.fixture(scope="module")
-def hub():
-    server = HubServer().start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(scope="module")
 def pushed(hub, minilm_like_run, tmp_path_factory):
     """``hf-attn push RUN --repo-id tester/tiny-bert-sst`` as a user runs it (a subprocess talking to

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 from sklearn.metrics import accuracy_score, f1_score
-from transformers import BertConfig, BertForSequenceClassification
 
 from hf_attn.analysis.jw import transformer as jwt
 from hf_attn.analysis.wp import transformer as wpt
 from hf_attn.core.measures import tvd
 from hf_attn.models import transformer_attention as ta
+import test_transformer
 from test_transformer import bert_tokenizer
 
 TEXTS = ["the good movies", "not very fun acting but a great story", "dull", "a boring film and a dull plot",
@@ -29,13 +29,8 @@ def tokenizer():
 
 
 def tiny_model(tokenizer, layers=2, seed=0):
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=32, num_labels=2, initializer_range=0.5,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                        id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
-    ta.register_override_attention()
-    return ta.use_override_attention(BertForSequenceClassification(config).eval())
+    return test_transformer.tiny_model(tokenizer, layers, seed, id2label={0: "negative", 1: "positive"},
+                                       label2id={"negative": 0, "positive": 1})
 
 
 @pytest.fixture(scope="module")
