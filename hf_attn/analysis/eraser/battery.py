@@ -91,14 +91,22 @@ def importance_scores(model, input_ids, attention_mask, measures: Sequence[str] 
         start = time.perf_counter()
         ig = integrated_gradients(model, ids, mask, steps=ig_steps, baseline=ig_baseline, progress=progress)
         seconds["ig"] = time.perf_counter() - start
-        if "ig" in measures:
-            out["ig"] = ig.attributions
-        if "ig_abs" in measures:
-            out["ig_abs"] = ig.attributions.abs()
-        out["_ig_completeness_gap"] = ig.completeness_gap
+        out |= ig_scores(ig, measures)
     if "random" in measures:
         out["random"] = torch.rand(ids.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     return out, seconds
+
+
+def ig_scores(ig, measures: Sequence[str]) -> dict:
+    """What an integrated-gradients result gives :func:`importance_scores`: the signed ``ig`` and
+    ``|ig|`` attributions (those in ``measures``) and its completeness gap (``_ig_completeness_gap``)."""
+    out = {}
+    if "ig" in measures:
+        out["ig"] = ig.attributions
+    if "ig_abs" in measures:
+        out["ig_abs"] = ig.attributions.abs()
+    out["_ig_completeness_gap"] = ig.completeness_gap
+    return out
 
 
 def _importance_correlations(scores: dict, attention_mask, predicted, num_classes: int) -> dict:

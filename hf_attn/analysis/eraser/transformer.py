@@ -53,7 +53,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from hf_attn.analysis.eraser.battery import eraser_parameters, erase_each_measure, pairwise_correlations
+from hf_attn.analysis.eraser.battery import eraser_parameters, erase_each_measure, ig_scores, pairwise_correlations
 from hf_attn.analysis.jw.transformer import gradient_importance, leave_one_out
 from hf_attn.core.batching import length_batches
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS, EraserResult, eraser_scores
@@ -326,11 +326,7 @@ def transformer_importance_scores(model, input_ids: torch.Tensor, attention_mask
                                               baseline=ig_baseline, token_budget=gradient_token_budget,
                                               progress=progress)
         seconds["ig"] = time.perf_counter() - start
-        if "ig" in measures:
-            out["ig"] = ig.attributions
-        if "ig_abs" in measures:
-            out["ig_abs"] = ig.attributions.abs()
-        out["_ig_completeness_gap"] = ig.completeness_gap
+        out |= ig_scores(ig, measures)
         out["_ig_difference"] = ig.target_input - ig.target_baseline
     if "random" in measures:
         out["random"] = torch.rand(input_ids.shape, generator=torch.Generator().manual_seed(seed),
