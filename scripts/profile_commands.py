@@ -41,31 +41,24 @@ STAGES = {
         ("hf_attn.training.engine", "task_of", "data", "load the data set"),
         ("hf_attn.training.engine", "tokenize_splits", "tokenize", "tokenize the splits"),
         ("hf_attn.training.engine", "build_model", "model", "build the model"),
-        ("transformers.Trainer", "train", "training_loop", "Trainer.train (the whole training loop)"),
-        ("transformers.Trainer", "training_step", "training_steps", "  training steps (forward + loss + backward)"),
+        ("transformers", "Trainer.train", "training_loop", "Trainer.train (the whole training loop)"),
+        ("transformers", "Trainer.training_step", "training_steps", "  training steps (forward + loss + backward)"),
         ("hf_attn.training.engine", "AttnTrainer.compute_loss", "forward", "    forward + loss (also inside the evaluations)"),
-        ("accelerate.Accelerator", "backward", "backward", "    backward"),
+        ("accelerate", "Accelerator.backward", "backward", "    backward"),
         ("hf_attn.training.engine", "AttnTrainer._clip_grad_norm", "clipping", "  gradient clipping"),
-        ("torch.optim.Adam", "step", "optimiser", "  optimiser steps (fused Adam, amsgrad + L2)"),
-        ("transformers.Trainer", "evaluate", "evaluation", "  dev evaluation per epoch"),
-        ("transformers.Trainer", "_save_checkpoint", "checkpoints", "  checkpoints (resume)"),
-        ("transformers.Trainer", "predict", "test_predictions", "test predictions"),
-        ("transformers.Trainer", "save_model", "save", "save the kept model"),
+        ("torch.optim", "Adam.step", "optimiser", "  optimiser steps (fused Adam, amsgrad + L2)"),
+        ("transformers", "Trainer.evaluate", "evaluation", "  dev evaluation per epoch"),
+        ("transformers", "Trainer._save_checkpoint", "checkpoints", "  checkpoints (resume)"),
+        ("transformers", "Trainer.predict", "test_predictions", "test predictions"),
+        ("transformers", "Trainer.save_model", "save", "save the kept model"),
     ],
 }
 
 
-CLASSES = ("Trainer", "Accelerator", "Adam")  # "package.Class": a method of that class
-
-
-def wrap(module_name: str, path: str, label: str, totals: dict) -> None:  # label: the stage id
+def wrap(module_name: str, path: str, stage: str, totals: dict) -> None:
     """Replace ``module_name``'s ``path`` (a function, or ``Class.method``) by a timed copy adding
-    its wall time to ``totals[label]``."""
-    if module_name.endswith(CLASSES):
-        package, name = module_name.rsplit(".", 1)
-        owner = getattr(importlib.import_module(package), name)
-    else:
-        owner = importlib.import_module(module_name)
+    its wall time to ``totals[stage]``."""
+    owner = importlib.import_module(module_name)
     parts = path.split(".")
     for part in parts[:-1]:
         owner = getattr(owner, part)
@@ -81,7 +74,7 @@ def wrap(module_name: str, path: str, label: str, totals: dict) -> None:  # labe
         finally:
             depth["n"] -= 1
             if depth["n"] == 0:  # recursion / super() calls counted once
-                totals[label] = totals.get(label, 0.0) + time.perf_counter() - began
+                totals[stage] = totals.get(stage, 0.0) + time.perf_counter() - began
     setattr(owner, parts[-1], timed)
     # functions imported by name elsewhere (``from engine import build_model``) are patched there too
     for module in list(sys.modules.values()):
