@@ -1,0 +1,174 @@
+"""The one intervention seam for ``transformers`` models: a function registered with transformers'
+attention interface (``AttentionInterface``) under :data:`ATTN_IMPLEMENTATION`.
+
+Every attention call of a model switched to it goes through :func:`intervened_attention`, which
+
+1. calls the model's **own** eager attention (``eager_attention_forward`` of the model's modelling
+   module), so the arithmetic is exactly the architecture's (scaling, grouped key/value heads,
+   float32 softmax, masks);
+2. counts the attention calls of the forward: call number ``i`` is layer ``i``. Layers are
+   identified by call order, not by a ``layer_idx`` attribute, so models without one (DistilBERT,
+   ALBERT, whose layers share one module) are handled alike;
+3. on the intervened layer only, replaces (or detaches) the probability rows of the query
+   positions the classification head reads, zeroes value vectors, or — in the query-only mode of
+   the exact fast path — returns ``weights @ V`` from values cached by an earlier forward; the
+   attention output is recomputed as ``probabilities @ V`` from the modified probabilities.
+
+The per-call instruction is an :class:`Intervention` passed as the keyword argument
+:data:`INTERVENTION_KWARG` of the model's forward; transformers forwards it unchanged to every
+attention call (``**kwargs``). A model that drops it is detected when the adapter is built (no call
+is counted) and refused, never run as if the intervention worked.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import torch
+
+ATTN_IMPLEMENTATION = "hf_attn_intervention"
+INTERVENTION_KWARG = "hf_attn_intervention"
+
+
+class InterventionError(ValueError):
+    """A model or an intervention the engine cannot carry out exactly (the message says why)."""
+
+
+@dataclass
+class Intervention:
+    """What :func:`intervened_attention` does during one forward.
+
+    ``layer``: the attention call (layer) to change, counted from 0 in call order; ``-1`` changes
+    nothing (a recording forward). ``query`` ``(B, T)`` bool: the query rows replaced — the rows the
+    classification head reads (one per instance, or every real row for mean-pooled heads).
+    ``weights``: replacement probabilities over the keys, ``(B, T)`` (shared by the heads) or
+    ``(B, H, T)`` (per head); they must be 0 on padding keys (not renormalised here). ``None`` keeps
+    the model's own rows. ``head``: ``None`` changes every head, an int only that head's row.
+    ``detach``: cut the gradient through the (possibly replaced) rows. ``zero_values`` ``(B, T)``
+    bool: value vectors set to 0 at that layer (every head; value zeroing). ``cached_values``: the
+    query-only mode of the fast path, see :func:`intervened_attention`. ``record``: when a list, every
+    call appends ``(module, probabilities, value)`` (probabilities and values as used, values with the
+    grouped heads repeated to one per query head). ``calls`` counts the attention calls."""
+
+    layer: int = -1
+    query: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
+    head: int | None = None
+    detach: bool = False
+    zero_values: torch.Tensor | None = None
+    cached_values: torch.Tensor | None = None
+    record: list | None = None
+    record_layers: tuple[int, ...] | None = None
+    calls: int = field(default=0)
+
+
+def eager_function_of(module: torch.nn.Module):
+    """The eager attention function of ``module``'s modelling file (``eager_attention_forward``), or
+    ``None`` when the architecture has none."""
+    return getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+
+
+def _repeat_heads(value: torch.Tensor, heads: int) -> torch.Tensor:
+    """``(B, H_kv, T, d)`` → ``(B, H, T, d)``: grouped key/value heads repeated as transformers'
+    ``repeat_kv`` does (query head h uses key/value head h // (H / H_kv))."""
+    groups = heads // value.shape[1]
+    return value if groups == 1 else value.repeat_interleave(groups, dim=1)
+
+
+def _replacement(probs: torch.Tensor, iv: Intervention) -> torch.Tensor:
+    """The rows that replace the query rows: ``(B, H, 1, T)`` or full ``(B, H, T, T)`` broadcastable."""
+    heads = probs.shape[1]
+    own = probs
+    if iv.weights is None:
+        new = own
+    else:
+        w = iv.weights.to(probs.dtype)
+        w = w.unsqueeze(1) if w.dim() == 2 else w  # (B, 1|H, T)
+        w = w.unsqueeze(2)  # (B, 1|H, 1, T)
+        if iv.head is None:
+            new = w.expand(-1, heads, -1, -1) if w.shape[1] == 1 else w
+        else:
+            select = (torch.arange(heads, device=probs.device) == iv.head).view(1, heads, 1, 1)
+            pick = w if w.shape[1] == 1 else w[:, iv.head:iv.head + 1]
+            new = torch.where(select, pick, own)
+    if iv.detach:
+        if iv.head is None:
+            new = new.detach()
+        else:
+            select = (torch.arange(heads, device=probs.device) == iv.head).view(1, heads, 1, 1)
+            new = torch.where(select, new.detach(), new)
+    return new
+
+
+def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         attention_mask: torch.Tensor | None, *args, hf_attn_intervention: Intervention | None = None,
+                         **kwargs):
+    """The registered attention function: ``query`` ``(B, H, T_q, d)``, ``key``/``value``
+    ``(B, H_kv, T, d)``; returns ``(attn_output (B, T_q, H, d), probabilities (B, H, T_q, T))`` like
+    the architecture's ``eager_attention_forward``.
+
+    Query-only mode (``cached_values`` set, used by the adapter's exact fast path for the last
+    layer): the model runs on the query position alone (``T_q = 1``) and this call returns
+    ``weights @ cached_values`` — the attention output of the query row over the full sentence's
+    values, cached by the unmodified forward — so the rest of that layer and the head run for one
+    position only. ``weights`` are then ``(N, H, T)`` or ``(N, T)``; ``cached_values``
+    ``(B, H, T, d)`` with ``N = B·R`` (R candidate rows per instance)."""
+    eager = eager_function_of(module)
+    if eager is None:
+        raise InterventionError(f"{type(module).__name__} has no eager_attention_forward in "
+                                f"{type(module).__module__}: its attention cannot be intervened on")
+    iv = hf_attn_intervention
+    if iv is None:
+        return eager(module, query, key, value, attention_mask, *args, **kwargs)
+    if module.training:
+        raise InterventionError("interventions need the model in eval mode (dropout would change the rows)")
+    index = iv.calls
+    iv.calls += 1
+    heads = query.shape[1]
+    if iv.cached_values is not None and index == iv.layer:
+        return _query_only(iv, heads)
+    if iv.zero_values is not None and index == iv.layer:
+        keep = (~iv.zero_values.to(torch.bool)).to(value.dtype)
+        value = value * keep.view(keep.shape[0], 1, -1, 1)
+    changes = index == iv.layer and (iv.weights is not None or iv.detach)
+    recording = iv.record is not None and (iv.record_layers is None or index in iv.record_layers)
+    output, probs = eager(module, query, key, value, attention_mask, *args, **kwargs)
+    if not changes and not recording:
+        return output, probs
+    values = _repeat_heads(value, heads)
+    if changes:
+        rows = iv.query.to(torch.bool).view(iv.query.shape[0], 1, -1, 1)  # (B, 1, T, 1)
+        probs = torch.where(rows, _replacement(probs, iv), probs)
+        output = torch.matmul(probs.to(values.dtype), values).transpose(1, 2).contiguous()
+    if recording:
+        iv.record.append((index, module, probs, values))
+    return output, probs
+
+
+def _query_only(iv: Intervention, heads: int):
+    values = iv.cached_values  # (B, H, T, d)
+    batch, _, steps, dim = values.shape
+    w = iv.weights.to(values.dtype)
+    if w.dim() == 2:
+        w = w.unsqueeze(1)  # (N, 1, T)
+    rows = w.shape[0] // batch
+    if iv.head is not None:
+        raise InterventionError("the query-only mode takes complete rows (resolve head selections first)")
+    w = w.expand(-1, heads, -1) if w.shape[1] == 1 else w
+    if iv.detach:
+        w = w.detach()
+    out = torch.einsum("brht,bhtd->brhd", w.reshape(batch, rows, heads, steps), values)
+    return out.reshape(batch * rows, 1, heads, dim), w.unsqueeze(2)
+
+
+def register() -> str:
+    """Register :func:`intervened_attention` with ``transformers.AttentionInterface`` and the
+    additive float mask the eager functions expect with ``AttentionMaskInterface``, under
+    :data:`ATTN_IMPLEMENTATION`. Idempotent; returns the name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    AttentionInterface.register(ATTN_IMPLEMENTATION, intervened_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN_IMPLEMENTATION, eager_mask)
+    return ATTN_IMPLEMENTATION

@@ -1,0 +1,488 @@
+"""The adapter for any ``transformers`` ``*ForSequenceClassification`` whose attention goes through
+transformers' attention interface (BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, ModernBERT,
+GPT-2, Llama, Qwen2, Mistral, …).
+
+What it finds out when it is built (:meth:`TransformersAdapter._probe`, one tiny forward):
+
+- the **layers**: attention calls are counted in forward order (call i = layer i);
+- the **query rows** the classification head reads: the rows of the last layer's output through
+  which the logits have a non-zero gradient — the first position (``[CLS]``-pooled encoders), the
+  last non-pad token (decoders), or every real row (mean-pooled heads such as ModernBERT with
+  ``classifier_pooling="mean"``);
+- that an intervention **really changes** the logits: a one-hot row on the explained layer must
+  move them, or the model is refused (an override that silently does nothing is the failure this
+  guards against);
+- whether the **exact fast path** applies (below), checked against the full forward.
+
+Padding: encoders are padded on the right; decoders on the left, with position ids counted from
+each sentence's first token, so every instance gets the logits it has alone (the classifier of
+a decoder reads the last position, which left padding makes the last real token for the
+``input_ids`` and the ``inputs_embeds`` paths alike).
+
+The exact fast path (last layer, one query row): everything before the last layer and the last
+layer's values do not depend on the last layer's query row, so the logits under a replaced row are
+computed by re-running the model on the query position alone, with the earlier layers replaced by
+their cached output at that position and the attention of the last layer returning
+``weights @ V`` over the cached values (:func:`hf_attn.adapters.interface.intervened_attention`,
+query-only mode). The rest of the last layer and the head then run for one position instead of T,
+in any architecture, with the architecture's own modules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError
+from hf_attn.adapters.device import autocast, resolve_device, resolve_precision
+from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention, InterventionError,
+                                        eager_function_of, register)
+from hf_attn.methods.rollout import attention_rollout
+
+PROBE_TEXT = "the film is a gripping and wonderfully acted story"
+
+
+@dataclass
+class _Cache:
+    """What the fast path reuses from the unmodified forward: the last layer's values
+    ``(B, H, T, d)``, its input at the query row ``(B, D)`` and the query position ``(B,)``."""
+
+    values: torch.Tensor
+    hidden: torch.Tensor
+    position: torch.Tensor
+
+
+def _first_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
+        return value[0]
+    return getattr(value, "last_hidden_state", None)
+
+
+class TransformersAdapter:
+    """Adapter over a ``transformers`` sequence classifier (see the module docstring).
+
+    ``model``, ``tokenizer`` (a fast tokenizer: word ids come from its offsets); ``spec``: which
+    attention is explained; ``device``: ``"auto" | "cpu" | "cuda" | "mps"``; ``precision``:
+    ``"float32" | "bfloat16" | "float16"`` for the forwards (autocast; results in float32);
+    ``token_budget``: padded tokens per forward when many rows are scored at once; ``max_length``:
+    tokens per text (longer texts are truncated). The model is moved to the device, put in eval
+    mode and switched to the intervention attention implementation in place."""
+
+    def __init__(self, model, tokenizer, spec: AttentionSpec | None = None, device="auto", precision="float32",
+                 token_budget: int = 8192, max_length: int | None = 512):
+        if not getattr(tokenizer, "is_fast", False):
+            raise UnsupportedModelError(f"{type(tokenizer).__name__} is not a fast tokenizer: word spans need the "
+                                        "offsets of a tokenizers-backed tokenizer (tokenizer.json)")
+        if not isinstance(token_budget, int) or token_budget < 1:
+            raise ValueError(f"token_budget must be a positive int, got {token_budget!r}")
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
+            raise ValueError(f"max_length must be an int ≥ 2 or None, got {max_length!r}")
+        self.spec = spec or AttentionSpec()
+        self.device = resolve_device(device)
+        self.dtype = resolve_precision(precision, self.device)
+        self.token_budget = token_budget
+        self.max_length = max_length
+        self.tokenizer = tokenizer
+        self.model = model.to(self.device).eval()
+        self.name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self.model_type = getattr(model.config, "model_type", type(model).__name__)
+        self._lock = threading.RLock()
+        self._use_intervention_attention()
+        self.pad_id = self._pad_id()
+        self._probe()
+
+    # ------------------------------------------------------------------------------------------
+    # set-up
+
+    def _use_intervention_attention(self) -> None:
+        register()
+        refusal = (f"{type(self.model).__name__} ({self.model_type}) does not route its attention through "
+                   "transformers' attention interface, so its attention rows cannot be replaced")
+        try:
+            self.model.set_attn_implementation(ATTN_IMPLEMENTATION)
+        except (ValueError, TypeError, AttributeError, NotImplementedError) as error:
+            raise UnsupportedModelError(f"{refusal} ({str(error).splitlines()[0][:200]})") from None
+        if getattr(self.model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
+            raise UnsupportedModelError(refusal)
+
+    def _pad_id(self) -> int:
+        for candidate in (self.tokenizer.pad_token_id, getattr(self.model.config, "pad_token_id", None),
+                          self.tokenizer.eos_token_id):
+            if isinstance(candidate, int):
+                return candidate
+        return 0
+
+    def _probe(self) -> None:
+        ids = self.tokenizer(PROBE_TEXT)["input_ids"]
+        if len(ids) < 3:
+            raise UnsupportedModelError(f"the tokenizer turns a 9-word probe sentence into {len(ids)} tokens")
+        input_ids = torch.tensor([ids], device=self.device)
+        mask = torch.ones_like(input_ids)
+        record: list = []
+        with torch.no_grad():
+            self._model_call(input_ids, mask, None, Intervention(record=record))
+        if not record:
+            raise UnsupportedModelError(
+                f"{type(self.model).__name__} ({self.model_type}): no attention call reached transformers' attention "
+                "interface with the intervention argument, so interventions would silently do nothing")
+        modules = [m for _, m, _, _ in record]
+        for module in set(modules):
+            if eager_function_of(module) is None:
+                raise UnsupportedModelError(f"{type(module).__name__} has no eager attention function in "
+                                            f"{type(module).__module__}: its attention cannot be recomputed")
+        self.num_layers = len(record)
+        self.num_heads = int(record[-1][2].shape[1])
+        self.layer = self.spec.layer_index(self.num_layers)
+        heads_here = int(record[self.layer][2].shape[1])
+        if self.spec.heads != "mean" and self.spec.heads >= heads_here:
+            raise ValueError(f"heads={self.spec.heads}: layer {self.spec.layer} has {heads_here} heads")
+        self.num_heads = heads_here
+        for _, module, probs, values in record:  # the attention output must be probabilities × values
+            if probs.dim() != 4 or probs.shape[-1] != input_ids.shape[1] or values.shape[2] != input_ids.shape[1]:
+                raise UnsupportedModelError(f"{type(module).__name__}: attention of shape {tuple(probs.shape)} is "
+                                            "not (batch, heads, queries, keys) over the input tokens")
+        self.layers = self._find_layers(modules)
+        self.pooling = self._find_pooling(input_ids, mask)
+        if self.spec.query == "auto":
+            self.query_rule = self.pooling
+        else:
+            self.query_rule = self.spec.query
+        self.left_padding = self.pooling == "last"
+        self.fast_path = False
+        self._check_effective(input_ids, mask)
+        self.fast_path = True  # the check's forward fills the fast path's cache
+        self.fast_path, self.fast_path_reason = self._check_fast_path(input_ids, mask)
+
+    def _find_layers(self, modules):
+        """The ``ModuleList`` whose i-th layer holds the i-th attention call's module (None when
+        layers share modules, as ALBERT's do, or no such list exists)."""
+        if len(set(map(id, modules))) != len(modules):
+            return None
+        for _, candidate in self.model.named_modules():
+            if not isinstance(candidate, torch.nn.ModuleList) or len(candidate) != len(modules):
+                continue
+            if all(any(sub is module for sub in layer.modules()) for layer, module in zip(candidate, modules)):
+                return candidate
+        return None
+
+    def _find_pooling(self, input_ids, mask) -> str:
+        """Which rows of the last layer's output the logits depend on: "first", "last" or "mean"."""
+        captured = {}
+        handle = None
+        if self.layers is not None:
+            def hook(module, args, output):
+                tensor = _first_tensor(output)
+                if tensor is not None and tensor.requires_grad:
+                    tensor.retain_grad()
+                captured["out"] = tensor
+            handle = self.layers[-1].register_forward_hook(hook)
+        try:
+            with torch.enable_grad():
+                embeds = self.model.get_input_embeddings()(input_ids).detach().requires_grad_(True)
+                out = self._model_call(None, mask, embeds, None, output_hidden_states=self.layers is None)
+                target = captured.get("out") if self.layers is not None else out.hidden_states[-1]
+                if target is None:
+                    raise UnsupportedModelError(f"{type(self.model).__name__}: cannot see the last layer's output")
+                (grad,) = torch.autograd.grad(out.logits.float().sum(), target, allow_unused=True)
+        finally:
+            if handle is not None:
+                handle.remove()
+        if grad is None:
+            raise UnsupportedModelError(f"{type(self.model).__name__}: the logits do not depend on the last layer")
+        read = grad[0].abs().sum(-1) > 0  # (T,)
+        steps = read.shape[0]
+        positions = read.nonzero().flatten().tolist()
+        if positions == [0]:
+            return "first"
+        if positions == [steps - 1]:
+            return "last"
+        if len(positions) == steps:
+            return "mean"
+        raise UnsupportedModelError(f"{type(self.model).__name__}: the classification head reads rows {positions} of "
+                                    f"{steps}; only the first, the last or all rows are supported")
+
+    def _check_effective(self, input_ids, mask) -> None:
+        batch = self.from_token_lists([input_ids[0].tolist()])
+        forward = self.forward(batch, rollout=False)
+        weights = torch.zeros_like(forward.attention)
+        own = forward.attention[0]
+        candidates = batch.content[0].nonzero().flatten()
+        target = candidates[own[candidates].argmin()] if len(candidates) else own.argmin()
+        weights[0, target] = 1.0
+        with torch.no_grad():
+            changed = self._full_logits(batch, weights.unsqueeze(1), per_head=False)[:, 0]
+        if torch.equal(changed.float(), forward.logits.float()):
+            raise UnsupportedModelError(
+                f"{type(self.model).__name__}: replacing layer {self.layer}'s query row by a one-hot row left the "
+                "logits exactly unchanged: the intervention does not reach the classifier")
+
+    def _check_fast_path(self, input_ids, mask) -> tuple[bool, str]:
+        if self.layer != self.num_layers - 1:
+            return False, "the explained layer is not the last one"
+        if self.query_rule not in ("first", "last") or self.query_rule != self.pooling:
+            return False, "the head reads several rows"
+        if self.layers is None:
+            return False, "the layers share modules or are not one list"
+        if self.layer == 0:
+            return False, "a one-layer model"
+        if self.pooling == "last" and getattr(self.model.config, "pad_token_id", None) is None:
+            return False, "the model has no pad_token_id"
+        batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
+        forward = self.forward(batch, rollout=False)
+        generator = torch.Generator().manual_seed(0)
+        noise = torch.rand((len(batch), 3, self.num_heads, batch.input_ids.shape[1]), generator=generator)
+        noise = noise.to(self.device) * batch.attention_mask[:, None, None, :]
+        weights = noise / noise.sum(-1, keepdim=True)
+        try:
+            with torch.no_grad():
+                fast = self._fast_logits(batch, forward, weights)
+                full = self._full_logits(batch, weights, per_head=True)
+        except Exception as error:  # noqa: BLE001 — any failure disables the fast path, with the reason
+            return False, f"the query-only forward failed ({type(error).__name__}: {str(error)[:120]})"
+        scale = float(full.abs().max()) + 1.0
+        gap = float((fast.float() - full.float()).abs().max())
+        if gap > 1e-4 * scale:
+            return False, f"the query-only forward differs from the full one by {gap:.2e}"
+        return True, "exact query-only forward of the last layer"
+
+    # ------------------------------------------------------------------------------------------
+    # encoding
+
+    def encode(self, texts, max_length: int | None = None) -> Batch:
+        """Texts → a padded :class:`Batch` on the device (``max_length`` defaults to the adapter's)."""
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(f"text {i} is a {type(text).__name__}, not a string")
+        limit = max_length if max_length is not None else self.max_length
+        encoding = self.tokenizer(texts, truncation=limit is not None, max_length=limit)
+        sequences = encoding["input_ids"]
+        word_ids = [encoding.word_ids(i) for i in range(len(texts))]
+        return self._pad(sequences, word_ids, texts)
+
+    def from_token_lists(self, sequences, texts=None, word_ids=None) -> Batch:
+        """Token id lists → a padded :class:`Batch`; content = the tokens that are not special tokens
+        (``word_ids`` given: the tokens with a word)."""
+        sequences = [list(map(int, s)) for s in sequences]
+        if word_ids is None:
+            special = set(self.tokenizer.all_special_ids)
+            word_ids = [[None if t in special else j for j, t in enumerate(s)] for s in sequences]
+        return self._pad(sequences, word_ids, texts)
+
+    def _pad(self, sequences, word_ids, texts) -> Batch:
+        if not sequences:
+            raise ValueError("no texts to encode")
+        width = max(len(s) for s in sequences)
+        if width == 0:
+            raise ValueError("every text encodes to zero tokens")
+        count = len(sequences)
+        ids = torch.full((count, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((count, width), dtype=torch.long)
+        content = torch.zeros((count, width), dtype=torch.bool)
+        padded_words = []
+        for i, (s, w) in enumerate(zip(sequences, word_ids)):
+            start = width - len(s) if self.left_padding else 0
+            ids[i, start:start + len(s)] = torch.as_tensor(s, dtype=torch.long)
+            mask[i, start:start + len(s)] = 1
+            content[i, start:start + len(s)] = torch.as_tensor([x is not None for x in w], dtype=torch.bool)
+            padded_words.append([None] * start + list(w) + [None] * (width - start - len(s)))
+        query = self._query_rows(mask)
+        position_ids = (mask.cumsum(-1) - 1).clamp_min(0) if self.left_padding else None
+        device = self.device
+        return Batch(input_ids=ids.to(device), attention_mask=mask.to(device), content=content.to(device),
+                     query=query.to(device), position_ids=None if position_ids is None else position_ids.to(device),
+                     word_ids=padded_words, texts=None if texts is None else list(texts))
+
+    def _query_rows(self, mask: torch.Tensor) -> torch.Tensor:
+        real = mask.bool()
+        steps = mask.shape[1]
+        positions = torch.arange(steps, device=mask.device).expand_as(mask)
+        if self.query_rule == "mean":
+            return real
+        if self.query_rule == "first":
+            index = torch.where(real, positions, steps).min(-1).values
+        else:
+            index = torch.where(real, positions, -1).max(-1).values
+        return positions == index.unsqueeze(1)
+
+    def tokens(self, batch: Batch, index: int) -> list[str]:
+        """The content tokens of instance ``index`` as strings."""
+        ids = batch.input_ids[index][batch.content[index]].tolist()
+        return self.tokenizer.convert_ids_to_tokens(ids)
+
+    # ------------------------------------------------------------------------------------------
+    # forwards
+
+    def _model_call(self, input_ids, mask, embeds, intervention, position_ids=None, **kwargs):
+        inputs = {"attention_mask": mask, INTERVENTION_KWARG: intervention}
+        if embeds is not None:
+            inputs["inputs_embeds"] = embeds
+        else:
+            inputs["input_ids"] = input_ids
+        if position_ids is not None:
+            inputs["position_ids"] = position_ids
+        if getattr(self.model.config, "use_cache", None) is not None:
+            inputs["use_cache"] = False
+        with autocast(self.device, self.dtype):
+            return self.model(**inputs, **kwargs)
+
+    @torch.no_grad()
+    def logits(self, batch: Batch) -> torch.Tensor:
+        """``(B, C)`` logits of the unmodified model, in chunks of the token budget."""
+        out = []
+        for rows in self._chunks(len(batch), batch.input_ids.shape[1]):
+            out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
+                                        self._positions(batch, rows)).logits.float())
+        return torch.cat(out)
+
+    def _positions(self, batch: Batch, rows):
+        return None if batch.position_ids is None else batch.position_ids[rows]
+
+    def _chunks(self, count: int, width: int):
+        step = max(1, self.token_budget // max(width, 1))
+        return [slice(start, start + step) for start in range(0, count, step)]
+
+    @torch.no_grad()
+    def forward(self, batch: Batch, rollout: bool = True) -> Forward:
+        """The unmodified forward (one model call): logits, the explained attention, the query rows
+        of every head and every layer, the rollout and the fast path's cache."""
+        record: list = []
+        hidden = {}
+        handle = None
+        if self.fast_path:
+            def pre_hook(module, args, kwargs):
+                hidden["in"] = args[0] if args else kwargs["hidden_states"]
+            handle = self.layers[self.layer].register_forward_pre_hook(pre_hook, with_kwargs=True)
+        try:
+            out = self._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record),
+                                   batch.position_ids)
+        finally:
+            if handle is not None:
+                handle.remove()
+        query = batch.query.to(torch.float32)
+        count = query.sum(-1).clamp_min(1.0)
+
+        def query_rows(probs):  # (B, H, T, T) → (B, H, T): the query rows, averaged over the rows
+            return torch.einsum("bq,bhqt->bht", query, probs.float()) / count.view(-1, 1, 1)
+
+        head_rows = query_rows(record[self.layer][2])
+        attention = head_rows.mean(1) if self.spec.heads == "mean" else head_rows[:, self.spec.heads]
+        layer_rows = torch.stack([query_rows(p).mean(1) for _, _, p, _ in record], 1)
+        rolled = None
+        if rollout:
+            matrix = attention_rollout([p.float() for _, _, p, _ in record], batch.attention_mask)
+            rolled = torch.einsum("bq,bqt->bt", query, matrix) / count.view(-1, 1)
+        cache = None
+        if self.fast_path:
+            position = batch.query.float().argmax(-1)
+            rows = torch.arange(len(batch), device=self.device)
+            cache = _Cache(values=record[self.layer][3].float(), hidden=hidden["in"][rows, position], position=position)
+        logits = out.logits.float()
+        return Forward(logits=logits, probabilities=logits.softmax(-1), attention=attention, head_rows=head_rows,
+                       layer_rows=layer_rows, rollout=rolled, cache=cache)
+
+    def logits_under(self, batch: Batch, weights: torch.Tensor, per_head: bool,
+                     forward: Forward | None = None) -> torch.Tensor:
+        """Logits ``(B, R, C)`` with the explained layer's query rows replaced by each of R candidate
+        rows: ``weights`` ``(B, R, H, T)`` with ``per_head``, else ``(B, R, T)`` shared by the heads
+        (``heads="mean"``) or replacing only the explained head (``heads=int``; the other heads keep
+        their rows, taken from ``forward``). Weights must be 0 on padding keys. Differentiable in
+        ``weights``. Uses the exact fast path when it applies and ``forward`` carries its cache."""
+        if weights.dim() != (4 if per_head else 3):
+            raise ValueError(f"weights must be (B, R, {'H, ' if per_head else ''}T), got {tuple(weights.shape)}")
+        if not per_head and self.spec.heads != "mean":
+            if forward is None:
+                raise ValueError("replacing one head's row needs the forward's own rows of the other heads")
+            own = forward.head_rows.unsqueeze(1).expand(-1, weights.shape[1], -1, -1)
+            select = (torch.arange(self.num_heads, device=weights.device) == self.spec.heads).view(1, 1, -1, 1)
+            weights = torch.where(select, weights.unsqueeze(2), own.to(weights.dtype))
+            per_head = True
+        if forward is not None and forward.cache is not None and self.fast_path:
+            return self._fast_logits(batch, forward, weights if per_head else weights.unsqueeze(2))
+        return self._full_logits(batch, weights, per_head)
+
+    def _full_logits(self, batch: Batch, weights: torch.Tensor, per_head: bool) -> torch.Tensor:
+        count, rows = weights.shape[:2]
+        flat = weights.reshape(count * rows, *weights.shape[2:])
+        expand = torch.arange(count, device=self.device).repeat_interleave(rows)
+        out = []
+        for chunk in self._chunks(len(expand), batch.input_ids.shape[1]):
+            index = expand[chunk]
+            position_ids = None if batch.position_ids is None else batch.position_ids[index]
+            intervention = Intervention(layer=self.layer, query=batch.query[index], weights=flat[chunk])
+            out.append(self._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
+                                        position_ids).logits.float())
+        return torch.cat(out).view(count, rows, -1)
+
+    def _fast_logits(self, batch: Batch, forward: Forward, weights: torch.Tensor) -> torch.Tensor:
+        """The exact query-only forward (module docstring); ``weights`` ``(B, R, H, T)``."""
+        cache: _Cache = forward.cache
+        count, rows = weights.shape[:2]
+        rows_index = torch.arange(count, device=self.device)
+        query_ids = batch.input_ids[rows_index, cache.position]
+        if self.pooling == "last" and bool((query_ids == getattr(self.model.config, "pad_token_id", -1)).any()):
+            return self._full_logits(batch, weights, per_head=True)  # the head would skip a pad-valued token
+        n = count * rows
+        hidden = cache.hidden.repeat_interleave(rows, 0).unsqueeze(1)  # (N, 1, D)
+        ids = query_ids.repeat_interleave(rows, 0).unsqueeze(1)
+        mask = torch.ones_like(ids)
+        positions = None
+        if batch.position_ids is not None:
+            positions = batch.position_ids[rows_index, cache.position].repeat_interleave(rows, 0).unsqueeze(1)
+        # the replayed layers make no attention call: counting starts at the explained layer
+        intervention = Intervention(layer=self.layer, weights=weights.reshape(n, *weights.shape[2:]),
+                                    cached_values=cache.values, calls=self.layer)
+        with self._lock, self._replayed(hidden):
+            logits = self._model_call(ids, mask, None, intervention, positions).logits.float()
+        return logits.view(count, rows, -1)
+
+    @contextlib.contextmanager
+    def _replayed(self, hidden: torch.Tensor):
+        """The layers before the explained one return ``hidden`` instead of computing."""
+        def cached(*args, **kwargs):
+            return hidden
+
+        replaced = list(self.layers)[: self.layer]
+        for layer in replaced:
+            layer.forward = cached
+        try:
+            yield
+        finally:
+            for layer in replaced:
+                if "forward" in layer.__dict__:
+                    del layer.forward
+
+    # ------------------------------------------------------------------------------------------
+    # embeddings (gradients, integrated gradients)
+
+    def embeddings(self, batch: Batch) -> torch.Tensor:
+        """``(B, T, E)`` input embeddings (the token embedding table's rows, before position
+        embeddings and normalisation)."""
+        return self.model.get_input_embeddings()(batch.input_ids)
+
+    def logits_from_embeddings(self, batch: Batch, embeddings: torch.Tensor,
+                               detach_attention: bool = False) -> torch.Tensor:
+        """``(B, C)`` logits from input embeddings ``(B, T, E)``; with ``detach_attention`` no gradient
+        flows through the explained attention rows (J&W Alg. 1 holds attention fixed)."""
+        intervention = None
+        if detach_attention:
+            head = None if self.spec.heads == "mean" else int(self.spec.heads)
+            intervention = Intervention(layer=self.layer, query=batch.query, detach=True, head=head)
+        return self._model_call(None, batch.attention_mask, embeddings, intervention, batch.position_ids).logits.float()
+
+    def describe(self) -> dict:
+        """What is explained, for results files and summaries."""
+        heads = "mean over heads" if self.spec.heads == "mean" else f"head {self.spec.heads}"
+        return {"model_type": self.model_type, "layer": self.spec.layer, "num_layers": self.num_layers,
+                "num_heads": self.num_heads, "heads": self.spec.heads, "query": self.query_rule,
+                "pooling": self.pooling, "padding": "left" if self.left_padding else "right",
+                "fast_path": self.fast_path, "fast_path_reason": self.fast_path_reason,
+                "device": str(self.device), "precision": str(self.dtype).replace("torch.", ""),
+                "text": f"layer {self.spec.layer}, {self.query_rule} query row(s), {heads}"}
