@@ -41,6 +41,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -295,10 +296,23 @@ def _token_probability(model, hidden_states: torch.Tensor, predicted: int) -> to
 
 
 def is_transformer_model(model) -> bool:
-    """A BERT-family classifier (explained through its [CLS] attention), not an hf_attn model."""
-    from hf_attn.analysis.jw.transformer import BERT_FAMILY_MODEL_TYPES
+    """A transformers classifier (explained through its adapter), not one of hf_attn's own models."""
+    from hf_attn.analysis.jw.transformer import OWN_MODEL_TYPES
 
-    return getattr(getattr(model, "config", None), "model_type", None) in BERT_FAMILY_MODEL_TYPES
+    return getattr(getattr(model, "config", None), "model_type", None) not in (None, *OWN_MODEL_TYPES)
+
+
+_ADAPTERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _adapter_of(model, tokenizer):
+    """One adapter per loaded model (building it probes the model once)."""
+    from hf_attn.adapters import adapter_for
+
+    adapter = _ADAPTERS.get(model)
+    if adapter is None or adapter.tokenizer is not tokenizer:
+        adapter = _ADAPTERS[model] = adapter_for(model, tokenizer, device="cpu")
+    return adapter
 
 
 def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offsets, special: list,
@@ -314,7 +328,8 @@ def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offset
                                         lam=settings["lam"], eps=settings["eps"], steps=settings["steps"],
                                         lr=settings["lr"], seed=settings["seed"])
     start = time.perf_counter()
-    results, summary = run_transformer_jw_battery(model, tokenizer, [text], settings=jw_settings, progress=False)
+    results, summary = run_transformer_jw_battery(_adapter_of(model, tokenizer), [text], settings=jw_settings,
+                                                  progress=False)
     seconds = {"total": time.perf_counter() - start}
     content = [i for i, flag in enumerate(special) if not flag]
     tokens = tokenizer.convert_ids_to_tokens([ids[i] for i in content])
@@ -338,7 +353,7 @@ def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offset
         adversary_probabilities=f64(results["adversary_probabilities"][0])[chosen],
         adversary_feasible=bool(tvds[chosen] <= eps), adversaries_tvd=tvds, adversaries_jsd=jsds, eps=eps,
         eps_max_jsd=float(results["eps_max_jsd"][0]), token_probability=np.full(len(tokens), np.nan),
-        variant=f"{model.config.model_type} (BERT family)", seconds=seconds, words=words, spans=spans, unknown=unknown,
+        variant=f"{model.config.model_type} (transformers)", seconds=seconds, words=words, spans=spans, unknown=unknown,
         special=[False] * len(tokens), kendall=sentence_kendall(attention, gradient, loo),
         tie_tolerance=TIE_TOLERANCE, max_tokens=limit)
 
@@ -786,11 +801,11 @@ def _check_model_type(folder: str, name: str) -> None:
         model_type = model_type_of(folder)
     except ModelFolderError as err:
         raise ExplainError(f"Cannot load model {name!r}: {str(err).replace(folder, name)}") from err
-    from hf_attn.analysis.jw.transformer import BERT_FAMILY_MODEL_TYPES
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    if model_type != SINGLE_MODEL_TYPE and model_type not in BERT_FAMILY_MODEL_TYPES:
+    if model_type != SINGLE_MODEL_TYPE and (model_type not in CONFIG_MAPPING_NAMES or model_type.startswith("hf_attn")):
         raise ExplainError(f"{name!r} is a {model_type!r} model; the explorer needs a single-sentence "
-                           f"{SINGLE_MODEL_TYPE} classifier or a BERT-family one.")
+                           f"{SINGLE_MODEL_TYPE} classifier or a transformers sequence classifier.")
 
 
 def _download_hub_model(repo_id: str) -> str:

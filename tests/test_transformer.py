@@ -1,6 +1,7 @@
-"""BERT-family classifiers (issue 18): the attention-interface override, the cheap exact [CLS]
-path, rollout, word-piece merging and the J&W battery pieces, on a tiny random BertConfig with a
-WordPiece tokenizer built here (no download)."""
+"""Transformers classifiers through the adapter engine: the J&W methods (gradient, leave-one-out,
+permutation, adversary) against slow explicit references, rollout, word-piece merging, the battery
+runner, training, the CLI and the explorer, on a tiny random BertConfig with a WordPiece tokenizer
+built here (no download). The architecture matrix of the engine itself is tests/test_adapters.py."""
 
 from __future__ import annotations
 
@@ -13,12 +14,17 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
+from hf_attn.adapters import adapter_for
+from hf_attn.adapters.interface import Intervention
 from hf_attn.analysis.jw import transformer as jwt
 from hf_attn.core.measures import jsd, tvd
+from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
+from hf_attn.methods.gradient import attention_fixed_gradient
+from hf_attn.methods.leave_one_out import deletion_importance
+from hf_attn.methods.permutation import content_permutations, permuted_attention_tvd
+from hf_attn.methods.rollout import attention_rollout
 from hf_attn.models import transformer_attention as ta
-from hf_attn.models.transformer_attention import (ClsAttentionOverride, TransformerAttentionSpec, attention_rollout,
-                                                  cache_cls_readout, cls_logits_from_attention, merge_word_pieces,
-                                                  model_forward)
+from hf_attn.models.transformer_attention import merge_word_pieces
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "a", "good", "bad", "movie", "film", "not", "very", "fun", "plot", "act", "dull",
@@ -53,8 +59,7 @@ def tiny_model(tokenizer, layers=2, seed=0, dtype=torch.float32, **config_extra)
                         intermediate_size=32, max_position_embeddings=32, num_labels=2, initializer_range=0.5,
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **config_extra)
     ta.register_override_attention()
-    model = BertForSequenceClassification(config).eval().to(dtype)
-    return ta.use_override_attention(model)
+    return BertForSequenceClassification(config).eval().to(dtype)
 
 
 @pytest.fixture(scope="module")
@@ -63,60 +68,27 @@ def model(tokenizer):
 
 
 @pytest.fixture(scope="module")
+def adapter(model, tokenizer):
+    return adapter_for(model, tokenizer, device="cpu")
+
+
+@pytest.fixture(scope="module")
 def batch(tokenizer):
     enc = tokenizer(TEXTS, padding=True, return_tensors="pt")
     return enc["input_ids"], enc["attention_mask"]
+
+
+def full_logits(adapter, encoded, weights, head=None):
+    """Logits through the full forward with the last layer's query rows replaced (no fast path)."""
+    intervention = Intervention(layer=adapter.layer, query=encoded.query, weights=weights, head=head)
+    with torch.no_grad():
+        return adapter._model_call(encoded.input_ids, encoded.attention_mask, None, intervention).logits
 
 
 def test_tokenizer_pads_and_splits_pieces(tokenizer, batch):
     ids, mask = batch
     assert (mask.sum(1) < ids.shape[1]).any()  # the batch is padded
     assert tokenizer("the good movies").word_ids() == [None, 0, 1, 2, 2, None]
-
-
-def test_override_with_own_attention_reproduces_logits(model, batch):
-    """(a) the override fed with the model's own [CLS] rows reproduces the eager model's logits."""
-    ids, mask = batch
-    model.set_attn_implementation("eager")
-    try:
-        reference = model(input_ids=ids, attention_mask=mask, output_attentions=True)
-    finally:
-        ta.use_override_attention(model)
-    for layer in range(2):
-        own = reference.attentions[layer][:, :, 0, :]
-        per_head = model_forward(model, ids, mask, ClsAttentionOverride(layer=layer, weights=own)).logits
-        torch.testing.assert_close(per_head, reference.logits, atol=1e-5, rtol=0)
-        one_head = model_forward(model, ids, mask, ClsAttentionOverride(layer=layer, weights=own[:, 1], head=1)).logits
-        torch.testing.assert_close(one_head, reference.logits, atol=1e-5, rtol=0)
-    # and a different row does change the output (the override reaches the model)
-    uniform = mask / mask.sum(1, keepdim=True)
-    changed = model_forward(model, ids, mask, ClsAttentionOverride(layer=1, weights=uniform)).logits
-    assert (changed - reference.logits).abs().max() > 1e-3
-
-
-@pytest.mark.parametrize("mode", ["shared", "per_head", "head1"])
-def test_cheap_path_equals_full_forward(model, batch, mode):
-    """(b) cached V + residual and only [CLS] of the last layer == the full forward with the override."""
-    ids, mask = batch
-    readout, output = cache_cls_readout(model, ids, mask)
-    torch.testing.assert_close(cls_logits_from_attention(model, readout, readout.attention, per_head=True),
-                               output.logits, atol=1e-5, rtol=0)
-    generator = torch.Generator().manual_seed(1)
-    rows, heads = 3, model.config.num_attention_heads
-    shape = (len(ids), rows, heads, ids.shape[1]) if mode == "per_head" else (len(ids), rows, ids.shape[1])
-    real = mask.bool().view(len(ids), 1, 1, -1) if mode == "per_head" else mask.bool().view(len(ids), 1, -1)
-    weights = torch.randn(shape, generator=generator).mul(3).masked_fill(~real, float("-inf")).softmax(-1)
-    head = 1 if mode == "head1" else None
-    cheap = cls_logits_from_attention(model, readout, weights, per_head=mode == "per_head", head=head)
-    assert cheap.shape == (len(ids), rows, 2)
-    for r in range(rows):
-        full = model_forward(model, ids, mask, ClsAttentionOverride(layer=1, weights=weights[:, r], head=head)).logits
-        torch.testing.assert_close(cheap[:, r], full, atol=1e-5, rtol=0)
-    # and through the battery's callable, also on a non-last layer (full path, rows batched)
-    spec = TransformerAttentionSpec(layer=0, heads=1 if mode == "head1" else "mean")
-    got = jwt.logits_under_cls_attention(model, ids, mask, spec, weights, mode == "per_head", readout)
-    want = model_forward(model, ids, mask, ClsAttentionOverride(layer=0, weights=weights[:, 2], head=head)).logits
-    torch.testing.assert_close(got[:, 2], want, atol=1e-5, rtol=0)
 
 
 def test_rollout_hand_computed():
@@ -135,14 +107,22 @@ def test_rollout_hand_computed():
     assert rolled[0, 2] == 0
 
 
-def test_spec_selects_layer_and_head(model, batch):
+def test_explained_rows_select_layer_and_head(model, tokenizer, batch):
     ids, mask = batch
-    out = model_forward(model, ids, mask, output_attentions=True)
-    torch.testing.assert_close(TransformerAttentionSpec().select(out.attentions), out.attentions[-1][:, :, 0].mean(1))
-    torch.testing.assert_close(TransformerAttentionSpec(layer=0, heads=1).select(out.attentions),
-                               out.attentions[0][:, 1, 0])
-    with pytest.raises(ValueError):
-        TransformerAttentionSpec(heads=7).select(out.attentions)
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    finally:
+        ta.register_override_attention()
+        model.set_attn_implementation(ta.ATTN_IMPLEMENTATION)
+    last = adapter_for(model, tokenizer, device="cpu")
+    encoded = last.encode(TEXTS)
+    torch.testing.assert_close(last.forward(encoded).attention, out.attentions[-1][:, :, 0].mean(1))
+    first_head1 = adapter_for(model, tokenizer, layer=0, heads=1, device="cpu")
+    torch.testing.assert_close(first_head1.forward(encoded).attention, out.attentions[0][:, 1, 0])
+    with pytest.raises(ValueError, match="heads=7"):
+        adapter_for(model, tokenizer, heads=7, device="cpu")
 
 
 def test_merge_word_pieces(tokenizer):
@@ -160,54 +140,56 @@ def test_gradient_matches_finite_differences(tokenizer, heads):
     """J&W Alg. 1: g_t = |Σ_d ∂ŷ/∂e_t,d e_t,d| is the derivative of ŷ along e_t (scaling e_t by 1 + h),
     with the explained [CLS] row held fixed; float64 central differences."""
     model = tiny_model(tokenizer, dtype=torch.float64)
-    enc = tokenizer([TEXTS[1]], return_tensors="pt")
-    ids, mask = enc["input_ids"], enc["attention_mask"]
-    gradient = jwt.gradient_importance(model, ids, mask, TransformerAttentionSpec(heads=heads))
-    embeddings = model.bert.embeddings.word_embeddings(ids).detach()
+    adapter = adapter_for(model, tokenizer, heads=heads, device="cpu")
+    encoded = adapter.encode([TEXTS[1]])
+    gradient = attention_fixed_gradient(adapter, encoded)
+    embeddings = adapter.embeddings(encoded).detach()
+    mask = encoded.attention_mask
+    forward = adapter.forward(encoded)
+    own = forward.head_rows  # held fixed: what "detached" means
+    predicted = int(forward.logits.argmax(-1))
+    fixed = (dict(layer=1, query=encoded.query, weights=own) if heads == "mean"
+             else dict(layer=1, query=encoded.query, weights=own[:, heads], head=heads))
+    h = 1e-6
     with torch.no_grad():
-        out = model_forward(model, ids, mask, output_attentions=True)
-        own = out.attentions[-1][:, :, 0, :]  # held fixed: what "detached" means
-        predicted = int(out.logits.argmax(-1))
-        fixed = (ClsAttentionOverride(layer=1, weights=own) if heads == "mean"
-                 else ClsAttentionOverride(layer=1, weights=own[:, heads], head=heads))
-        h = 1e-6
-        for t in range(ids.shape[1]):
-            scale = torch.ones(1, ids.shape[1], 1, dtype=torch.float64)
+        for t in range(encoded.input_ids.shape[1]):
+            scale = torch.ones(1, mask.shape[1], 1, dtype=torch.float64)
             scale[0, t] += h
-            up = model_forward(model, None, mask, fixed, inputs_embeds=embeddings * scale).logits.softmax(-1)
+            up = adapter._model_call(None, mask, embeddings * scale, Intervention(**fixed)).logits.softmax(-1)
             scale[0, t] -= 2 * h
-            down = model_forward(model, None, mask, fixed, inputs_embeds=embeddings * scale).logits.softmax(-1)
+            down = adapter._model_call(None, mask, embeddings * scale, Intervention(**fixed)).logits.softmax(-1)
             numeric = abs(float(up[0, predicted] - down[0, predicted]) / (2 * h))
-            assert gradient[0, t].item() == pytest.approx(numeric, rel=1e-5, abs=1e-9)
+            expected = numeric if encoded.content[0, t] else 0.0  # special tokens are not ranked
+            assert gradient[0, t].item() == pytest.approx(expected, rel=1e-5, abs=1e-9)
     # without the detachment the gradient differs: the detachment is real
     embeddings.requires_grad_(True)
-    p = model_forward(model, None, mask, inputs_embeds=embeddings).logits.softmax(-1)[0, predicted]
+    p = adapter.logits_from_embeddings(encoded, embeddings).softmax(-1)[0, predicted]
     (free,) = torch.autograd.grad(p, embeddings)
-    assert not torch.allclose((free * embeddings).sum(-1).abs(), gradient, atol=1e-8)
+    free_importance = (free * embeddings).sum(-1).abs() * encoded.content
+    assert not torch.allclose(free_importance.float(), gradient, atol=1e-8)
 
 
-def test_leave_one_out_matches_slow_loop(model, tokenizer, batch):
-    ids, mask = batch
-    content = jwt.content_mask(ids, mask, tokenizer.all_special_ids)
-    with torch.no_grad():
-        probabilities = model_forward(model, ids, mask).logits.softmax(-1)
-    fast = jwt.leave_one_out(model, ids, mask, content, probabilities, token_budget=40)  # several chunks
+def test_leave_one_out_matches_slow_loop(adapter):
+    encoded = adapter.encode(TEXTS)
+    probabilities = adapter.logits(encoded).softmax(-1)
+    fast = deletion_importance(adapter, encoded, probabilities, token_budget=40)  # several chunks
+    ids, mask = encoded.input_ids, encoded.attention_mask
     for b in range(len(ids)):
         n = int(mask[b].sum())
         for t in range(ids.shape[1]):
-            if not content[b, t]:
+            if not encoded.content[b, t]:
                 assert fast[b, t] == 0
                 continue
             kept = torch.cat([ids[b, :t], ids[b, t + 1:n]]).unsqueeze(0)
             with torch.no_grad():
-                p = model_forward(model, kept, torch.ones_like(kept)).logits.softmax(-1)
+                p = adapter.model(input_ids=kept, attention_mask=torch.ones_like(kept)).logits.softmax(-1)
             assert fast[b, t].item() == pytest.approx(float(tvd(p[0], probabilities[b])), abs=1e-5)
 
 
-def test_permutations_and_permutation_tvd(model, tokenizer, batch):
-    ids, mask = batch
-    content = jwt.content_mask(ids, mask, tokenizer.all_special_ids)
-    perms = jwt.content_permutations(content, 7, torch.Generator().manual_seed(0))
+def test_permutations_and_permutation_tvd(adapter):
+    encoded = adapter.encode(TEXTS)
+    ids, content = encoded.input_ids, encoded.content
+    perms = content_permutations(content, 7, torch.Generator().manual_seed(0))
     assert perms.shape == (len(ids), 7, ids.shape[1])
     positions = torch.arange(ids.shape[1])
     for b in range(len(ids)):
@@ -216,28 +198,27 @@ def test_permutations_and_permutation_tvd(model, tokenizer, batch):
             assert sorted(row.tolist()) == positions.tolist()  # a permutation
             assert torch.equal(row[~content[b]], positions[~content[b]])  # specials and pads fixed
             assert content[b][row[content[b]]].all()  # content maps to content
-    forward = jwt.transformer_forward(model, ids, mask)
-    spec = TransformerAttentionSpec()
-    result = jwt.permutation_tvd(model, ids, mask, forward, content, spec, permutations=perms)
+    forward = adapter.forward(encoded)
+    result = permuted_attention_tvd(adapter, encoded, forward, permutations=perms)
     assert result.shape == (len(ids), 7)
     identity = positions.expand(len(ids), 1, -1)
-    assert jwt.permutation_tvd(model, ids, mask, forward, content, spec, permutations=identity).abs().max() < 1e-6
+    assert permuted_attention_tvd(adapter, encoded, forward, permutations=identity).abs().max() < 1e-6
     # one permutation checked against the full forward with the override
     rows = forward.head_rows.gather(-1, perms[:, 3].unsqueeze(1).expand_as(forward.head_rows))
-    full = model_forward(model, ids, mask, ClsAttentionOverride(layer=1, weights=rows)).logits.softmax(-1)
+    full = full_logits(adapter, encoded, rows).softmax(-1)
     torch.testing.assert_close(result[:, 3], tvd(full, forward.probabilities), atol=1e-5, rtol=0)
     assert result.max() > 1e-3  # permuting does something in this model
 
 
 @pytest.mark.parametrize("heads", ["mean", 0])
-def test_adversary_shapes_and_epsilon(model, tokenizer, batch, heads):
-    ids, mask = batch
-    content = jwt.content_mask(ids, mask, tokenizer.all_special_ids)
-    spec = TransformerAttentionSpec(heads=heads)
-    forward = jwt.transformer_forward(model, ids, mask, spec)
+def test_adversary_shapes_and_epsilon(model, tokenizer, heads):
+    adapter = adapter_for(model, tokenizer, heads=heads, device="cpu")
+    encoded = adapter.encode(TEXTS)
+    ids, mask, content = encoded.input_ids, encoded.attention_mask, encoded.content
+    forward = adapter.forward(encoded)
     eps = 0.01
-    adv = jwt.adversarial_attention(model, ids, mask, forward, content, spec, k=3, eps=eps, steps=60, lr=0.05,
-                                    generator=torch.Generator().manual_seed(0))
+    adv = adversarial_rows(adapter, encoded, forward, k=3, eps=eps, steps=60, lr=0.05,
+                           generator=torch.Generator().manual_seed(0))
     b, t = ids.shape
     heads_replaced = 2 if heads == "mean" else 1
     assert adv.attention.shape == (b, 3, t) and adv.head_rows.shape == (b, 3, heads_replaced, t)
@@ -250,16 +231,15 @@ def test_adversary_shapes_and_epsilon(model, tokenizer, batch, heads):
     # attention / JSD compare the explained row over the content pieces, renormalised
     torch.testing.assert_close(adv.attention.sum(-1), torch.ones(b, 3), atol=1e-5, rtol=0)
     assert (adv.attention * (~content).unsqueeze(1)).abs().max() == 0
-    explained = jwt.restrict_to_content(forward.attention, content)
+    explained = restrict_to_content(forward.attention, content)
     torch.testing.assert_close(adv.jsd, jsd(adv.attention, explained.unsqueeze(1)), atol=1e-6, rtol=0)
     mean_rows = adv.head_rows.mean(2)
-    torch.testing.assert_close(adv.attention, jwt.restrict_to_content(mean_rows, content.unsqueeze(1)))
+    torch.testing.assert_close(adv.attention, restrict_to_content(mean_rows, content.unsqueeze(1)))
     assert (adv.jsd_row <= adv.jsd + 1e-6).all()  # the fixed special mass can only shrink the divergence
     # the reported outputs are the model's: recomputed through the full forward with the override
     for i in range(3):
-        override = (ClsAttentionOverride(layer=1, weights=adv.head_rows[:, i]) if heads == "mean"
-                    else ClsAttentionOverride(layer=1, weights=adv.head_rows[:, i, 0], head=0))
-        p = model_forward(model, ids, mask, override).logits.softmax(-1)
+        weights, head = (adv.head_rows[:, i], None) if heads == "mean" else (adv.head_rows[:, i, 0], 0)
+        p = full_logits(adapter, encoded, weights, head).softmax(-1)
         torch.testing.assert_close(tvd(p, forward.probabilities), adv.tvd[:, i], atol=1e-5, rtol=0)
         assert (tvd(p, forward.probabilities)[adv.feasible[:, i]] <= eps + 1e-5).all()
     best = torch.where(adv.feasible, adv.jsd, torch.zeros_like(adv.jsd)).max(-1).values
@@ -351,23 +331,6 @@ def test_train_transformer_classifier_tiny(model, tokenizer, tmp_path):
     assert not torch.equal(before["classifier.weight"], after["classifier.weight"])
 
 
-def test_cheap_path_roberta_head():
-    """RoBERTa-style heads (no pooler; the head reads features[:, 0]) take the same cheap path."""
-    from transformers import RobertaConfig, RobertaForSequenceClassification
-
-    torch.manual_seed(0)
-    config = RobertaConfig(vocab_size=20, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                           intermediate_size=32, max_position_embeddings=40, pad_token_id=1, initializer_range=0.5)
-    roberta = ta.use_override_attention(RobertaForSequenceClassification(config).eval())
-    ids = torch.tensor([[0, 5, 6, 7, 2], [0, 8, 2, 1, 1]])
-    mask = (ids != 1).long()
-    readout, output = cache_cls_readout(roberta, ids, mask)
-    weights = torch.tensor([[0.1, 0.5, 0.2, 0.1, 0.1], [0.3, 0.3, 0.4, 0.0, 0.0]])
-    full = model_forward(roberta, ids, mask, ClsAttentionOverride(layer=1, weights=weights)).logits
-    torch.testing.assert_close(cls_logits_from_attention(roberta, readout, weights), full, atol=1e-5, rtol=0)
-    assert (full - output.logits).abs().max() > 1e-4
-
-
 def test_cli_train_and_analyze_a_bert_family_folder(model, tokenizer, tmp_path, capsys):
     """`hf-attn analyze DIR --battery jw` on a BERT-family folder goes to the transformer battery with
     the typed J&W settings (--jw-layer/--jw-heads pick the attention; --dataset the data of a folder
@@ -424,18 +387,32 @@ def test_explorer_explains_a_bert_family_sentence(model, tokenizer, tmp_path):
     assert "[CLS] attention" in summary_markdown(e)
 
 
-def test_other_transformer_layouts_are_refused_by_name(tmp_path):
-    """A DistilBERT folder (another module layout the [CLS] override and the cheap path do not know)
-    is refused with its model type named, not mistaken for an hf_attn folder; hf_attn and BERT
-    folders are told apart as before."""
-    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+def test_other_architectures_run_and_unsupported_ones_are_refused_with_the_reason(tmp_path, capsys):
+    """A DistilBERT folder is a transformers classifier the engine runs; a DeBERTa-v2 folder is
+    refused at analyze with the reason (its attention bypasses transformers' attention interface),
+    exit 2, one line; hf_attn folders are told apart as before."""
+    from transformers import (DebertaV2Config, DebertaV2ForSequenceClassification, DistilBertConfig,
+                              DistilBertForSequenceClassification)
 
     from hf_attn.analysis.jw.transformer import is_transformer_model_dir
+    from hf_attn.cli import main
 
-    DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2,
+    tokenizer = bert_tokenizer()
+    DistilBertForSequenceClassification(DistilBertConfig(vocab_size=len(tokenizer), dim=16, n_layers=1, n_heads=2,
                                                          hidden_dim=32)).save_pretrained(tmp_path / "distil")
-    with pytest.raises(ValueError, match="'distilbert' is not supported"):
-        is_transformer_model_dir(str(tmp_path / "distil"))
+    assert is_transformer_model_dir(str(tmp_path / "distil"))
+    deberta = tmp_path / "deberta"
+    DebertaV2ForSequenceClassification(DebertaV2Config(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+                                                       num_attention_heads=2, intermediate_size=32)).save_pretrained(deberta)
+    tokenizer.save_pretrained(deberta)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n" for i, t in enumerate(TEXTS)))
+    capsys.readouterr()  # the saving above printed progress bars
+    code = main(["analyze", str(deberta), "--battery", "jw", "--dataset", str(data), "--output-dir",
+                 str(tmp_path / "out"), "--quiet"])
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "Loading weights" not in line]
+    assert code == 2 and len(err) == 1
+    assert "does not route its attention through transformers' attention interface" in err[0]
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text('{"model_type": "hf_attn"}')
     (tmp_path / "bert").mkdir()

@@ -34,7 +34,14 @@ def model(tokenizer):
     with torch.no_grad():  # a sharper head: probabilities that move when pieces are removed (a real test)
         model.classifier.weight.mul_(3.0)
         model.get_input_embeddings().weight[0].normal_(0, 0.2)  # [PAD] ≠ 0 (as in BERT): baselines differ
-    return ta.use_override_attention(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def adapter(model, tokenizer):
+    from hf_attn.adapters import adapter_for
+
+    return adapter_for(model, tokenizer, device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +60,11 @@ def test_units_exclude_added_specials_only(tokenizer):
 
 
 @pytest.mark.parametrize("baseline", ["zero", "pad"])
-def test_ig_completeness(model, tokenizer, baseline):
+def test_ig_completeness(model, adapter, tokenizer, baseline):
     """Σ_t IG_t = ŷ_c(x) − ŷ_c(x') (Sundararajan et al. 2017 §3) within the quadrature error, x' the
     text with its pieces' word embeddings at the baseline ([CLS]/[SEP]/positions unchanged)."""
     ids, mask, units = et.encode(tokenizer, TEXTS)
-    ig = et.integrated_gradients_transformer(model, ids, mask, units, steps=50, baseline=baseline,
+    ig = et.integrated_gradients_transformer(adapter, ids, mask, units, steps=50, baseline=baseline,
                                              token_budget=2048)
     difference = ig.target_input - ig.target_baseline
     assert difference.abs().max() > 0.02  # a real test: the baseline moves the output
@@ -68,10 +75,10 @@ def test_ig_completeness(model, tokenizer, baseline):
     with torch.no_grad():
         e = emb(ids)
         b = torch.zeros_like(e) if baseline == "zero" else emb.weight[0].expand_as(e)
-        p = ta.model_forward(model, None, mask, inputs_embeds=torch.where(units[..., None], b, e)).logits.softmax(-1)
+        p = model(inputs_embeds=torch.where(units[..., None], b, e), attention_mask=mask).logits.softmax(-1)
     torch.testing.assert_close(ig.target_baseline, p.gather(1, ig.target_class[:, None]).squeeze(1).double(),
                                atol=1e-6, rtol=0)
-    coarse = et.integrated_gradients_transformer(model, ids, mask, units, steps=1, baseline=baseline)
+    coarse = et.integrated_gradients_transformer(adapter, ids, mask, units, steps=1, baseline=baseline)
     assert coarse.completeness_gap.abs().max() > ig.completeness_gap.abs().max()  # converges with steps
 
 
@@ -108,9 +115,9 @@ def test_eraser_matches_an_explicit_loop(model, tokenizer):
         assert result.predicted_class[i] == c and result.lengths[i] == len(pieces)
 
 
-def test_table_measures_and_rollout(model, tokenizer):
+def test_table_measures_and_rollout(adapter, tokenizer):
     ids, mask, units = et.encode(tokenizer, TEXTS)
-    table = et.transformer_eraser_table(model, ids, mask, units, ig_steps=8)
+    table = et.transformer_eraser_table(adapter, ids, mask, units, ig_steps=8)
     assert list(table["measures"]) == list(et.TRANSFORMER_MEASURES)
     for row in table["measures"].values():
         assert -1 <= row["comprehensiveness_aopc"] <= 1 and row["num_instances"] == len(TEXTS)

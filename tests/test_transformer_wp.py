@@ -1,5 +1,5 @@
-"""W&P's battery on BERT-family classifiers (issue 18; hf_attn.analysis.wp.transformer), on a tiny
-random BertConfig with a WordPiece tokenizer built here (no download, no fine-tuned seeds)."""
+"""W&P's battery on transformers classifiers (hf_attn.analysis.wp.transformer), on a tiny random
+BertConfig with a WordPiece tokenizer built here (no download, no fine-tuned seeds)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 import torch
 from sklearn.metrics import accuracy_score, f1_score
 
-from hf_attn.analysis.jw import transformer as jwt
+from hf_attn.adapters import adapter_for
+from hf_attn.analysis.jw import transformer as jwt  # noqa: F401
 from hf_attn.analysis.wp import transformer as wpt
 from hf_attn.core.measures import tvd
 from hf_attn.models import transformer_attention as ta
@@ -36,6 +37,21 @@ def tiny_model(tokenizer, layers=2, seed=0):
 @pytest.fixture(scope="module")
 def model(tokenizer):
     return tiny_model(tokenizer)
+
+
+def adapt(model, tokenizer, layer=-1):
+    return adapter_for(model, tokenizer, layer=layer, device="cpu")
+
+
+def pad_rows(sequences, pad_id=0):
+    """Id lists → right-padded (B, T) ids and mask."""
+    width = max(len(x) for x in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, x in enumerate(sequences):
+        ids[i, :len(x)] = torch.as_tensor(x)
+        mask[i, :len(x)] = 1
+    return ids, mask
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +93,10 @@ def test_uniform_rows(batch, tokenizer, model):
         n = int(mask[b].sum())
         torch.testing.assert_close(rows[b, :n], torch.full((n,), 1.0 / n))
         assert (rows[b, n:] == 0).all()
-    content = jwt.content_mask(ids, mask, tokenizer.all_special_ids)
-    own = ta.model_forward(model, ids, mask, output_attentions=True).attentions[-1][:, :, 0, :]
+    adapter = adapt(model, tokenizer)
+    encoded = adapter.encode(TEXTS)
+    content = encoded.content
+    own = adapter.forward(encoded).head_rows
     kept = wpt.uniform_cls_rows(mask, content, own)  # specials keep their mass, content uniform
     torch.testing.assert_close(kept.sum(-1), torch.ones(len(ids), 2))
     special = (mask.bool() & ~content).unsqueeze(1).expand_as(own)
@@ -93,16 +111,17 @@ def test_uniform_override_matches_hand_forward(model, batch, tokenizer):
     to the hand-written BERT fed uniform rows, on the last layer (cheap path), a lower layer (full
     forward) and every layer at once; and the unmodified forward equals the eager model."""
     ids, mask = batch
-    content = jwt.content_mask(ids, mask, tokenizer.all_special_ids)
     model.set_attn_implementation("eager")
     try:
         eager = model(input_ids=ids, attention_mask=mask).logits
     finally:
-        ta.use_override_attention(model)
+        ta.register_override_attention()
+        model.set_attn_implementation(ta.ATTN_IMPLEMENTATION)
     torch.testing.assert_close(hand_forward(model, ids, mask, {}), eager, atol=1e-5, rtol=0)
     uniform = wpt.uniform_cls_rows(mask)
     for layer in (-1, 0):
-        out = wpt.forward_batch(model, ids, mask, content, ta.TransformerAttentionSpec(layer=layer))
+        adapter = adapt(model, tokenizer, layer)
+        out = wpt.forward_batch(adapter, adapter.encode(TEXTS))
         want = hand_forward(model, ids, mask, {layer % 2: uniform}).softmax(-1)
         torch.testing.assert_close(out["uniform"], want, atol=1e-5, rtol=0)
         assert (want - eager.softmax(-1)).abs().max() > 1e-3  # the intervention changes something
@@ -110,17 +129,23 @@ def test_uniform_override_matches_hand_forward(model, batch, tokenizer):
         torch.testing.assert_close(out["uniform_every_layer"],
                                    hand_forward(model, ids, mask, {0: uniform, 1: uniform}).softmax(-1),
                                    atol=1e-5, rtol=0)
-    # and the attention the model then reports is uniform on the [CLS] row of every layer and head
+    # and the attention the model then uses is uniform on the [CLS] row of every layer and head
+    from hf_attn.adapters.interface import Intervention
+
+    adapter = adapt(model, tokenizer)
+    encoded = adapter.encode(TEXTS)
+    record = []
     with torch.no_grad():
-        seen = ta.model_forward(model, ids, mask, ta.ClsAttentionOverride(layer=wpt.EveryLayer(), weights=uniform),
-                                output_attentions=True).attentions
-    for a in seen:
-        torch.testing.assert_close(a[:, :, 0, :], uniform.unsqueeze(1).expand(-1, 2, -1))
+        adapter._model_call(encoded.input_ids, encoded.attention_mask, None,
+                            Intervention(query=encoded.query, weights=uniform, every_layer=True, record=record))
+    assert len(record) == 2
+    for _, _, probs, _ in record:
+        torch.testing.assert_close(probs[:, :, 0, :], uniform.unsqueeze(1).expand(-1, 2, -1))
 
 
 def test_uniform_section_f1_against_sklearn(model, tokenizer):
     sequences = wpt.encode_texts(tokenizer, TEXTS, 32)
-    outputs = wpt.split_forward(model, tokenizer, sequences, batch_size=3)  # several length-sorted batches
+    outputs = wpt.split_forward(adapt(model, tokenizer), sequences, batch_size=3)  # several length-sorted batches
     section = wpt.uniform_section(outputs, LABELS)
     for name, probs in (("base", outputs["probabilities"]), ("uniform", outputs["uniform"])):
         predictions = probs.argmax(-1)
@@ -131,15 +156,15 @@ def test_uniform_section_f1_against_sklearn(model, tokenizer):
     distance = tvd(torch.from_numpy(outputs["uniform"]), torch.from_numpy(outputs["probabilities"])).numpy()
     assert section["mean_tvd"] == pytest.approx(distance.mean())
     # input order is kept across the length-sorted batches
-    one = wpt.split_forward(model, tokenizer, sequences[1:2], batch_size=1)
+    one = wpt.split_forward(adapt(model, tokenizer), sequences[1:2], batch_size=1)
     np.testing.assert_allclose(one["uniform"][0], outputs["uniform"][1], atol=1e-6)
 
 
 def test_seed_variance(model, tokenizer):
     """W&P §3.3: a model with itself as "seed" has JSD 0 and TVD 0; another seed does not."""
     sequences = wpt.encode_texts(tokenizer, TEXTS, 32)
-    base = wpt.split_forward(model, tokenizer, sequences)
-    other = wpt.split_forward(tiny_model(tokenizer, seed=1), tokenizer, sequences, uniform=False)
+    base = wpt.split_forward(adapt(model, tokenizer), sequences)
+    other = wpt.split_forward(adapt(tiny_model(tokenizer, seed=1), tokenizer), sequences, uniform=False)
     same = wpt.seed_variance_section(base, [base], LABELS, ["self"])
     assert same["summary"]["mean_max_jsd"] == pytest.approx(0, abs=1e-9)
     assert same["summary"]["mean_max_tvd"] == pytest.approx(0, abs=1e-9)
@@ -179,7 +204,7 @@ def test_guided_mlp_uniform_guide(model, tokenizer, tmp_path):
 
     task = _task()
     sequences = wpt.encode_texts(tokenizer, task.splits["train"]["text"], 32)
-    ids, guides = wpt.content_columns(wpt.split_forward(model, tokenizer, sequences, uniform=False), sequences)
+    ids, guides = wpt.content_columns(wpt.split_forward(adapt(model, tokenizer), sequences, uniform=False), sequences)
     assert ids[0] == [5, 7, 9, 17]  # "the good movie ##s" without [CLS]/[SEP]
     for g in guides:
         assert g.sum() == pytest.approx(1.0) and (g > 0).all()
@@ -194,7 +219,7 @@ def test_guided_mlp_uniform_guide(model, tokenizer, tmp_path):
     mlp, _ = build_model(settings, tokenizer, task)
     frozen, _ = build_model(replace(settings, attention="uniform"), tokenizer, task)
     frozen.load_state_dict(mlp.state_dict(), strict=False)
-    x, m = jwt.pad_rows(ids[:4], 0)
+    x, m = pad_rows(ids[:4], 0)
     weights = torch.zeros(x.shape)
     for r, g in enumerate(uniform[:4]):
         weights[r, :len(g)] = torch.as_tensor(g)
@@ -204,7 +229,7 @@ def test_guided_mlp_uniform_guide(model, tokenizer, tmp_path):
     # training level: battery path (guide "uniform") == hand-made columns, deterministic
     model_dir = _folder(model, tokenizer, tmp_path / "tiny")
     wp_settings = wpt.TransformerWPSettings(mlp_guides=("uniform",), mlp_epochs=2, progress=False)
-    section = wpt.diagnostic_mlp_section(model, tokenizer, task, wp_settings, str(tmp_path / "runs"), 32,
+    section = wpt.diagnostic_mlp_section(adapt(model, tokenizer), task, wp_settings, str(tmp_path / "runs"), 32,
                                          str(model_dir))
     all_ids = {s: ids for s in ("train", "validation", "test")}  # the three toy splits are identical
     hand = wpt.train_transformer_guided_mlp(
@@ -217,7 +242,7 @@ def test_guided_mlp_uniform_guide(model, tokenizer, tmp_path):
     for (name, a), (_, b) in zip(trained.state_dict().items(), other.state_dict().items()):
         torch.testing.assert_close(a, b, msg=name)
     assert not torch.equal(trained.embedding.weight, embeddings)  # the embeddings were trained (W&P)
-    x, m = jwt.pad_rows(ids, 0)
+    x, m = pad_rows(ids, 0)
     w = torch.zeros(x.shape)
     for r, g in enumerate(uniform):
         w[r, :len(g)] = torch.as_tensor(g)
@@ -235,7 +260,7 @@ def test_bad_settings_and_inputs(model, tokenizer, tmp_path):
         wpt.TransformerWPSettings(seed_model_dirs="a/b").validate()
     with pytest.raises(ValueError, match="no word pieces"):
         seqs = [[2, 3]]
-        wpt.content_columns(wpt.split_forward(model, tokenizer, seqs, uniform=False), seqs)
+        wpt.content_columns(wpt.split_forward(adapt(model, tokenizer), seqs, uniform=False), seqs)
     folder = _folder(model, tokenizer, tmp_path / "tiny")
     with pytest.raises(ValueError, match="layer 5 out of range"):
         wpt.run_transformer_wp(str(folder), str(tmp_path / "o"), wpt.TransformerWPSettings(layer=5),

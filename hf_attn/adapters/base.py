@@ -57,6 +57,12 @@ class AttentionSpec:
             raise ValueError(f"layer {self.layer} out of range for a model with {num_layers} layers")
         return index
 
+    def describe(self) -> str:
+        heads = "mean over heads" if self.heads == "mean" else f"head {self.heads}"
+        query = {"auto": "the query row(s) the head reads", "first": "first query row",
+                 "last": "last query row", "mean": "every query row"}[self.query]
+        return f"layer {self.layer}, {query}, {heads}"
+
 
 @dataclass
 class Batch:

@@ -45,7 +45,8 @@ class Intervention:
     ``weights``: replacement probabilities over the keys, ``(B, T)`` (shared by the heads) or
     ``(B, H, T)`` (per head); they must be 0 on padding keys (not renormalised here). ``None`` keeps
     the model's own rows. ``head``: ``None`` changes every head, an int only that head's row.
-    ``detach``: cut the gradient through the (possibly replaced) rows. ``zero_values`` ``(B, T)``
+    ``detach``: cut the gradient through the (possibly replaced) rows. ``every_layer``: apply the
+    replacement on every layer instead of ``layer`` alone. ``zero_values`` ``(B, T)``
     bool: value vectors set to 0 at that layer (every head; value zeroing). ``cached_values``: the
     query-only mode of the fast path, see :func:`intervened_attention`. ``record``: when a list, every
     call appends ``(module, probabilities, value)`` (probabilities and values as used, values with the
@@ -60,6 +61,7 @@ class Intervention:
     cached_values: torch.Tensor | None = None
     record: list | None = None
     record_layers: tuple[int, ...] | None = None
+    every_layer: bool = False
     calls: int = field(default=0)
 
 
@@ -131,7 +133,7 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     if iv.zero_values is not None and index == iv.layer:
         keep = (~iv.zero_values.to(torch.bool)).to(value.dtype)
         value = value * keep.view(keep.shape[0], 1, -1, 1)
-    changes = index == iv.layer and (iv.weights is not None or iv.detach)
+    changes = (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach)
     recording = iv.record is not None and (iv.record_layers is None or index in iv.record_layers)
     output, probs = eager(module, query, key, value, attention_mask, *args, **kwargs)
     if not changes and not recording:

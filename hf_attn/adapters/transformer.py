@@ -38,7 +38,7 @@ import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError
 from hf_attn.adapters.device import autocast, resolve_device, resolve_precision
-from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention, InterventionError,
+from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention,
                                         eager_function_of, register)
 from hf_attn.methods.rollout import attention_rollout
 
@@ -53,6 +53,23 @@ class _Cache:
     values: torch.Tensor
     hidden: torch.Tensor
     position: torch.Tensor
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    """transformers' loggers of one modelling module (and of the shared classifier heads) at ERROR
+    level for the duration."""
+    from transformers.utils import logging as hf_logging
+
+    loggers = [hf_logging.get_logger(name) for name in (logger_name, "transformers.modeling_layers")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(hf_logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _first_tensor(value):
@@ -103,6 +120,8 @@ class TransformersAdapter:
         register()
         refusal = (f"{type(self.model).__name__} ({self.model_type}) does not route its attention through "
                    "transformers' attention interface, so its attention rows cannot be replaced")
+        if getattr(self.model, "_supports_attention_backend", True) is False:
+            raise UnsupportedModelError(refusal + " (its attention module computes attention itself)")
         try:
             self.model.set_attn_implementation(ATTN_IMPLEMENTATION)
         except (ValueError, TypeError, AttributeError, NotImplementedError) as error:
@@ -184,7 +203,8 @@ class TransformersAdapter:
         try:
             with torch.enable_grad():
                 embeds = self.model.get_input_embeddings()(input_ids).detach().requires_grad_(True)
-                out = self._model_call(None, mask, embeds, None, output_hidden_states=self.layers is None)
+                with _quiet(type(self.model).__module__):
+                    out = self._model_call(None, mask, embeds, None, output_hidden_states=self.layers is None)
                 target = captured.get("out") if self.layers is not None else out.hidden_states[-1]
                 if target is None:
                     raise UnsupportedModelError(f"{type(self.model).__name__}: cannot see the last layer's output")
@@ -276,6 +296,22 @@ class TransformersAdapter:
             word_ids = [[None if t in special else j for j, t in enumerate(s)] for s in sequences]
         return self._pad(sequences, word_ids, texts)
 
+    def batch_from_tensors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Batch:
+        """Padded ``(N, T)`` ids and mask (either padding side) → a :class:`Batch` trimmed to the
+        columns some row uses, with the query rows, position ids and content (non-special tokens)
+        recomputed. Rows keep their padding side; decoders expect left padding (the deletion rows of
+        leave-one-out keep it)."""
+        used = attention_mask.bool().any(0).nonzero().flatten()
+        if len(used) == 0:
+            raise ValueError("every row is padding")
+        span = slice(int(used.min()), int(used.max()) + 1)
+        ids, mask = input_ids[:, span].to(self.device), attention_mask[:, span].to(self.device)
+        special = torch.as_tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=ids.dtype, device=ids.device)
+        content = mask.bool() & ~torch.isin(ids, special)
+        position_ids = (mask.cumsum(-1) - 1).clamp_min(0) if self.left_padding else None
+        return Batch(input_ids=ids, attention_mask=mask, content=content, query=self._query_rows(mask),
+                     position_ids=position_ids)
+
     def _pad(self, sequences, word_ids, texts) -> Batch:
         if not sequences:
             raise ValueError("no texts to encode")
@@ -321,6 +357,8 @@ class TransformersAdapter:
     # forwards
 
     def _model_call(self, input_ids, mask, embeds, intervention, position_ids=None, **kwargs):
+        if self.model.training:  # analyses always run the model in eval mode (no dropout)
+            self.model.eval()
         inputs = {"attention_mask": mask, INTERVENTION_KWARG: intervention}
         if embeds is not None:
             inputs["inputs_embeds"] = embeds
@@ -408,6 +446,17 @@ class TransformersAdapter:
             return self._fast_logits(batch, forward, weights if per_head else weights.unsqueeze(2))
         return self._full_logits(batch, weights, per_head)
 
+    @torch.no_grad()
+    def logits_under_every_layer(self, batch: Batch, weights: torch.Tensor) -> torch.Tensor:
+        """``(B, C)`` logits with the query rows of **every** layer replaced by ``weights`` ``(B, T)``
+        (every head; W&P §3.2's uniform attention everywhere)."""
+        out = []
+        for rows in self._chunks(len(batch), batch.input_ids.shape[1]):
+            intervention = Intervention(query=batch.query[rows], weights=weights[rows], every_layer=True)
+            out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, intervention,
+                                        self._positions(batch, rows)).logits.float())
+        return torch.cat(out)
+
     def _full_logits(self, batch: Batch, weights: torch.Tensor, per_head: bool) -> torch.Tensor:
         count, rows = weights.shape[:2]
         flat = weights.reshape(count * rows, *weights.shape[2:])
@@ -475,7 +524,9 @@ class TransformersAdapter:
         if detach_attention:
             head = None if self.spec.heads == "mean" else int(self.spec.heads)
             intervention = Intervention(layer=self.layer, query=batch.query, detach=True, head=head)
-        return self._model_call(None, batch.attention_mask, embeddings, intervention, batch.position_ids).logits.float()
+        with _quiet(type(self.model).__module__):  # decoders warn that inputs_embeds hide pads: left padding
+            return self._model_call(None, batch.attention_mask, embeddings, intervention,
+                                    batch.position_ids).logits.float()
 
     def describe(self) -> dict:
         """What is explained, for results files and summaries."""

@@ -935,12 +935,12 @@ def build_model_folder(run_dir: str | os.PathLike, out_dir: str | os.PathLike, r
     :func:`build_transformer_model_folder` instead: no modelling code, transformers' own classes."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     root, model_type = _checked_run_folder(run_dir, out_dir)
-    if model_type in _bert_family_types():
+    if _is_transformers_model_type(model_type):
         return build_transformer_model_folder(run_dir, out_dir, repo_id, analysis_dirs, template_path, license,
                                               verify)
     if not model_type.startswith("hf_attn"):
-        raise HubError(f"{run_dir} holds a {model_type!r} model, not an hf_attn model "
-                       f"(nor a BERT-family classifier: {', '.join(_bert_family_types())})")
+        raise HubError(f"{run_dir} holds a {model_type!r} model, neither an hf_attn model nor a model type "
+                       "transformers defines")
     copies = _allowed_files(run_dir, MODEL_FILES, root)
     required = {"hf_attn": ("modeling_hf_attn.py", "configuration_hf_attn.py", "tokenizer.json"),
                 "hf_attn_pair": ("modeling_hf_attn_pair.py", "configuration_hf_attn_pair.py", "tokenizer.json")}
@@ -973,10 +973,11 @@ BASE_MODEL_HUB_IDS = {"minilm-l6": "sentence-transformers/all-MiniLM-L6-v2",
 FULL_SST_SIZES = {"sst": (6920, 872, 1821), "sst5": (8544, 1101, 2210)}
 
 
-def _bert_family_types() -> tuple[str, ...]:
-    from hf_attn.analysis.jw.transformer import BERT_FAMILY_MODEL_TYPES
+def _is_transformers_model_type(model_type: str) -> bool:
+    """A model type transformers itself defines (so the folder loads without modelling code)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    return tuple(BERT_FAMILY_MODEL_TYPES)
+    return model_type in CONFIG_MAPPING_NAMES and not model_type.startswith("hf_attn")
 
 
 def _base_model_hub_id(base_model) -> str | None:
@@ -1139,8 +1140,8 @@ def build_transformer_model_folder(run_dir: str | os.PathLike, out_dir: str | os
     uploaded; local paths are scrubbed from every JSON / text file but the vocabularies."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     root, model_type = _checked_run_folder(run_dir, out_dir)
-    if model_type not in _bert_family_types():
-        raise HubError(f"{run_dir} holds a {model_type!r} model, not a BERT-family classifier")
+    if not _is_transformers_model_type(model_type):
+        raise HubError(f"{run_dir} holds a {model_type!r} model, not a model type transformers defines")
     _transformer_run(run_dir, root)
     copies = _allowed_files(run_dir, TRANSFORMER_FILES, root)
     names = {item.name for item, _ in copies}

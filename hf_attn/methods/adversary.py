@@ -294,3 +294,107 @@ def pair_adversarial_attention(model, hidden_states, attention, attention_mask, 
 
 __all__ = ["AdversaryResult", "FeasibleAdversary", "adversarial_attention", "adversary_objective",
            "adversary_result", "best_feasible_adversary", "pair_adversarial_attention"]
+
+
+# ----------------------------------------------------------------------------------------------
+# over an adapter (any transformers classifier): the explained rows of one layer
+
+
+@dataclass
+class RowAdversaryResult:
+    """k adversaries per instance over an adapter. ``attention`` (B, k, T): the explained (head
+    mean, or the chosen head's) row of each adversary, as compared (see ``divergence_on``);
+    ``head_rows`` (B, k, H, T): what replaced the layer's query rows; ``tvd`` / ``jsd`` /
+    ``feasible`` (B, k); ``eps_max_jsd`` (B,) (max JSD over adversaries with TVD ≤ ε, 0 if none);
+    ``probabilities`` (B, k, C); ``jsd_row`` (B, k): the JSD of the full rows (special tokens
+    included)."""
+
+    attention: torch.Tensor
+    head_rows: torch.Tensor
+    tvd: torch.Tensor
+    jsd: torch.Tensor
+    eps_max_jsd: torch.Tensor
+    feasible: torch.Tensor
+    probabilities: torch.Tensor
+    jsd_row: torch.Tensor | None = None
+
+
+def restrict_to_content(attention: torch.Tensor, content: torch.Tensor) -> torch.Tensor:
+    """Attention ``(…, T)`` restricted to the content tokens (``content`` broadcastable bool) and
+    renormalised to sum to 1 there: the distribution over the sentence's own tokens."""
+    kept = attention * content.to(attention.dtype)
+    return kept / kept.sum(-1, keepdim=True).clamp_min(1e-30)
+
+
+def adversarial_rows(adapter, batch, forward, k: int = 5, lam: float = 500.0, eps: float = 0.01,
+                     steps: int = 500, lr: float = 0.01, init_scale: float = 3.0,
+                     generator: torch.Generator | None = None, divergence_on: str = "content") -> RowAdversaryResult:
+    """J&W Alg. 3 over an adapter: maximise Σ_i JSD(α(i), α̂) + 1/(k(k−1)) Σ_{i<j} JSD(α(i), α(j))
+    − (λ/k) Σ_i max(0, TVD(ŷ(i), ŷ) − ε) (Eq. 1–2, :func:`adversary_objective`) with Adam (amsgrad,
+    lr 0.01) for ``steps`` steps.
+
+    Parameterisation: each adversary has free logits per head (``heads="mean"``: every head;
+    one head: that head) over the content tokens, initialised at uniform + ``init_scale``·N(0, 1)
+    (drawn on the CPU generator, so a seed gives the same start on every device); a head's new
+    row keeps its own mass on the special tokens and spreads its content mass by softmax(logits).
+    α(i) is the explained row of the result (head mean, or the head); ŷ(i) comes from
+    ``adapter.logits_under`` (the exact fast path where it applies). All B·k adversaries are
+    optimised together (independent rows; Adam is element-wise).
+
+    ``divergence_on="content"`` (default) compares attention restricted to the content tokens and
+    renormalised — the distribution a heatmap shows; ``"row"`` compares the full rows."""
+    if divergence_on not in ("content", "row"):
+        raise ValueError(f"divergence_on must be 'content' or 'row', got {divergence_on!r}")
+    content = batch.content
+    rows = forward.head_rows.detach().float()  # (B, H, T)
+    heads_mode = adapter.spec.heads
+    if heads_mode != "mean":
+        rows = rows[:, int(heads_mode):int(heads_mode) + 1]
+    count, heads, length = rows.shape
+    movable = content.unsqueeze(1)  # (B, 1, T)
+    fixed = rows * (~movable)  # special tokens keep their mass; pads are 0 already
+    mass = (rows * movable).sum(-1, keepdim=True)  # (B, H, 1) content mass per head
+    counts = content.sum(1).clamp_min(1).to(rows.dtype)
+    noise = torch.randn((count, k, heads, length), generator=generator, dtype=rows.dtype).to(rows.device)
+    logits = (-counts.log()).view(count, 1, 1, 1) + init_scale * noise
+    logits = logits.masked_fill(~content.view(count, 1, 1, length), -1e4).requires_grad_(True)
+    original = forward.probabilities.detach()
+
+    def compared(a):  # (B, ..., T) → what JSD compares
+        if divergence_on == "row":
+            return a
+        return restrict_to_content(a, content.view(count, *([1] * (a.dim() - 2)), length))
+
+    explained_row = forward.attention.detach().float()
+    explained = compared(explained_row)
+
+    def build(free):
+        spread = free.masked_fill(~content.view(count, 1, 1, length), float("-inf")).softmax(-1)
+        spread = torch.nan_to_num(spread, nan=0.0)  # instances without content tokens
+        new_rows = fixed.unsqueeze(1) + mass.unsqueeze(1) * spread  # (B, k, H', T)
+        return new_rows, new_rows.mean(2)  # per-head rows, explained row (B, k, T)
+
+    def output(new_rows):
+        if heads_mode == "mean":
+            return adapter.logits_under(batch, new_rows, True, forward)
+        return adapter.logits_under(batch, new_rows[:, :, 0], False, forward)
+
+    optimizer = torch.optim.Adam([logits], lr=lr, amsgrad=True, maximize=True)
+    for _ in range(steps):
+        new_rows, alpha = build(logits)
+        output_tvd = tvd(output(new_rows).float().softmax(-1), original.unsqueeze(1))
+        value = adversary_objective(compared(alpha), explained, output_tvd, lam=lam, eps=eps).sum()
+        # autograd.grad: only the logits' gradient (the model's parameters accumulate nothing)
+        (logits.grad,) = torch.autograd.grad(value, [logits])
+        optimizer.step()
+    with torch.no_grad():
+        new_rows, alpha = build(logits.detach())
+        probabilities = output(new_rows).float().softmax(-1)
+        output_tvd = tvd(probabilities, original.unsqueeze(1))
+        divergence = jsd(compared(alpha), explained.unsqueeze(1))
+        row_divergence = jsd(alpha, explained_row.unsqueeze(1))
+        feasible = output_tvd <= eps
+        eps_max = torch.where(feasible, divergence, torch.zeros_like(divergence)).max(-1).values
+    return RowAdversaryResult(attention=compared(alpha), head_rows=new_rows, tvd=output_tvd, jsd=divergence,
+                              eps_max_jsd=eps_max, feasible=feasible, probabilities=probabilities,
+                              jsd_row=row_divergence)

@@ -163,3 +163,21 @@ def pair_gradient_importance(model, input_ids: torch.Tensor, attention_mask: tor
 
 
 __all__ = ["gradient_importance", "pair_gradient_importance"]
+
+
+def attention_fixed_gradient(adapter, batch) -> torch.Tensor:
+    """J&W Alg. 1 over an adapter: g_t = |Σ_d (∂ŷ/∂e_t,d) · e_t,d| ``(B, T)`` for the input
+    embeddings e_t (the embedding table's rows), ŷ the predicted class's probability, with the
+    explained attention rows detached (J&W §4.1 "we disconnect the computation graph at the
+    attention module"); 0 outside ``batch.content``. One backward for the batch (instances are
+    independent). An adapter with an exact shortcut (``adapter.fast_gradient``, the one-layer BiLSTM)
+    uses it."""
+    fast = getattr(adapter, "fast_gradient", None)
+    if fast is not None:
+        return fast(batch) * batch.content.to(torch.float32)
+    with torch.enable_grad():
+        embeddings = adapter.embeddings(batch).detach().requires_grad_(True)
+        probabilities = adapter.logits_from_embeddings(batch, embeddings, detach_attention=True).softmax(-1)
+        predicted = probabilities.detach().argmax(-1, keepdim=True)
+        (grad,) = torch.autograd.grad(probabilities.gather(1, predicted).sum(), embeddings)
+    return (grad * embeddings.detach()).sum(-1).abs().float() * batch.content.to(torch.float32)

@@ -397,3 +397,44 @@ def pair_leave_one_out(model, input_ids, attention_mask, hypothesis_input_ids,
 
 
 __all__ = ["deletion_batch", "leave_one_out", "pair_leave_one_out"]
+
+
+def deletion_rows(batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every single-token deletion of a batch: ``(ids (N, T−1), mask (N, T−1), instance (N,),
+    position (N,))``, one row per content position, the token removed and the rest shifted towards
+    the removed slot (left- and right-padded rows alike keep their padding side)."""
+    instance, position = batch.content.nonzero(as_tuple=True)
+    steps = batch.input_ids.shape[1]
+    j = torch.arange(steps - 1, device=batch.input_ids.device).unsqueeze(0)
+    source = j + (j >= position.unsqueeze(1)).long()  # skip the deleted position
+    return (batch.input_ids[instance].gather(1, source), batch.attention_mask[instance].gather(1, source),
+            instance, position)
+
+
+@torch.no_grad()
+def deletion_importance(adapter, batch, probabilities: torch.Tensor | None = None,
+                        token_budget: int | None = None) -> torch.Tensor:
+    """Leave-one-out over an adapter (J&W Alg. 1, §4.1): Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) ``(B, T)`` for
+    each content token t (0 elsewhere), x₋t the sequence without t (one shorter). Every deletion of
+    the batch runs in length-sorted chunks of at most ``token_budget`` padded tokens (default the
+    adapter's), each chunk trimmed to its longest row. An adapter with an exact shortcut
+    (``adapter.fast_leave_one_out``, the BiLSTM/Average models) uses it."""
+    fast = getattr(adapter, "fast_leave_one_out", None)
+    if fast is not None:
+        return fast(batch, probabilities, token_budget)
+    if probabilities is None:
+        probabilities = adapter.logits(batch).softmax(-1)
+    ids, mask, instance, position = deletion_rows(batch)
+    out = torch.zeros(batch.content.shape, dtype=torch.float32, device=batch.input_ids.device)
+    if len(ids) == 0:
+        return out
+    budget = token_budget or adapter.token_budget
+    lengths = mask.sum(1)
+    order = lengths.argsort()
+    rows = max(1, budget // max(int(lengths.max()), 1))
+    for start in range(0, len(order), rows):
+        chunk = order[start:start + rows]
+        sub = adapter.batch_from_tensors(ids[chunk], mask[chunk])
+        p = adapter.logits(sub).softmax(-1)
+        out[instance[chunk], position[chunk]] = tvd(p, probabilities[instance[chunk]]).float()
+    return out

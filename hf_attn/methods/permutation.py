@@ -70,3 +70,50 @@ def pair_permutation_tvd(model, hidden_states, attention, attention_mask, query,
 
 
 __all__ = ["pair_permutation_tvd", "permutation_tvd", "random_permutations"]
+
+
+def content_permutations(content: torch.Tensor, num_permutations: int,
+                         generator: torch.Generator | None = None) -> torch.Tensor:
+    """``(B, P, T)`` index tensors: each row permutes the content positions of its instance among
+    themselves (uniformly at random) and maps every other position (special tokens, pads) to
+    itself. The draw runs on the generator's device (the CPU by default, so a seed gives the same
+    permutations on every device) and the result moves to ``content``'s device."""
+    device = content.device
+    content = content.cpu()
+    batch, steps = content.shape
+    keys = torch.rand((batch, num_permutations, steps), generator=generator)
+    positions = torch.arange(steps)
+    order = torch.where(content.unsqueeze(1), keys, torch.full_like(keys, 2.0)).argsort(-1)  # content first
+    slots = torch.where(content, positions, steps + positions).argsort(-1)  # content positions, then the rest
+    # the j-th content slot receives the j-th shuffled content position; the rest stay in place
+    permutation = positions.expand(batch, num_permutations, steps).clone()
+    count = content.sum(1)  # (B,)
+    take = positions.unsqueeze(0) < count.unsqueeze(1)  # (B, T): the first `count` slots
+    target = slots.unsqueeze(1).expand_as(order)
+    permutation.scatter_(-1, target, torch.where(take.unsqueeze(1), order, target))
+    return permutation.to(device)
+
+
+@torch.no_grad()
+def permuted_attention_tvd(adapter, batch, forward, num_permutations: int = 100,
+                           generator: torch.Generator | None = None,
+                           permutations: torch.Tensor | None = None) -> torch.Tensor:
+    """J&W Alg. 2 over an adapter: TVD(ŷ(α_p), ŷ) ``(B, P)`` for P random permutations of the
+    explained rows over the content tokens, everything else unchanged. With ``heads="mean"`` the
+    same permutation is applied to every head's row (so the explained head mean is permuted);
+    with one head, only that head's row. Δŷ_med is the median over P. ``permutations`` (B, P, T)
+    overrides the draw (:func:`content_permutations`)."""
+    if permutations is None:
+        permutations = content_permutations(batch.content, num_permutations, generator)
+    count, draws, steps = permutations.shape
+    rows = forward.head_rows  # (B, H, T)
+    if adapter.spec.heads == "mean":
+        index = permutations.unsqueeze(2).expand(count, draws, rows.shape[1], steps)
+        weights = rows.unsqueeze(1).expand(count, draws, *rows.shape[1:]).gather(-1, index)  # (B, P, H, T)
+        per_head = True
+    else:
+        own = rows[:, int(adapter.spec.heads)]
+        weights = own.unsqueeze(1).expand(count, draws, steps).gather(-1, permutations)
+        per_head = False
+    logits = adapter.logits_under(batch, weights, per_head, forward)
+    return tvd(logits.float().softmax(-1), forward.probabilities.unsqueeze(1))

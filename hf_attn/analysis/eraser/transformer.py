@@ -7,7 +7,7 @@ hf_attn's own models — the same :func:`~hf_attn.methods.eraser.eraser_scores` 
 ceil(fraction · n), ties by position, all 1 + 2K variants of an instance batched), the same
 :func:`~hf_attn.methods.eraser.summarize_eraser` and AOPC — of these per-word-piece importances:
 
-- ``attention``: the explained ``[CLS]`` attention row (:class:`TransformerAttentionSpec`: by default
+- ``attention``: the explained attention row (:class:`hf_attn.adapters.AttentionSpec`: by default
   the last layer, mean over heads; Jain & Wallace 2019 §2);
 - ``rollout``: the ``[CLS]`` row of attention rollout (Abnar & Zuidema 2020, §3);
 - ``gradient``: |Σ_d ∂ŷ_c/∂e_t,d · e_t,d| on the word-piece embeddings with the explained row
@@ -54,12 +54,10 @@ import numpy as np
 import torch
 
 from hf_attn.analysis.eraser.battery import eraser_parameters, erase_each_measure, ig_scores, pairwise_correlations
-from hf_attn.analysis.jw.transformer import gradient_importance, leave_one_out
 from hf_attn.core.batching import length_batches
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS, EraserResult, eraser_scores
 from hf_attn.methods.integrated_gradients import IntegratedGradientsResult, _path_points, _target_values
-from hf_attn.models.transformer_attention import (TransformerAttentionSpec, attention_rollout, model_forward,
-                                                  use_override_attention)
+from hf_attn.adapters import AttentionSpec, adapter_for
 
 TRANSFORMER_MEASURES = ("attention", "rollout", "gradient", "loo", "ig", "ig_abs", "random")
 TRANSFORMER_MEASURE_DESCRIPTIONS = {
@@ -142,6 +140,7 @@ class FramedClassifier(torch.nn.Module):
         self.config = model.config
         self.prefix = torch.as_tensor(list(prefix), dtype=torch.long)
         self.suffix = torch.as_tensor(list(suffix), dtype=torch.long)
+        self.train(model.training)  # a new Module starts in training mode; follow the model's
 
     def frame(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(B, Tc)`` content → framed ``(B, P + Tc + S)`` ids and mask (right-padded)."""
@@ -161,7 +160,10 @@ class FramedClassifier(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs):
         ids, mask = self.frame(input_ids, attention_mask)
-        return self.model(input_ids=ids, attention_mask=mask, **kwargs)
+        device = next(self.model.parameters()).device  # the model's device; results come back
+        out = self.model(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
+        out.logits = out.logits.float().to(input_ids.device)
+        return out
 
 
 def transformer_eraser_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
@@ -182,37 +184,56 @@ def transformer_eraser_scores(model, input_ids: torch.Tensor, attention_mask: to
 # integrated gradients on the word-piece embeddings
 
 
-def integrated_gradients_transformer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+def _adapter_batch(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor):
+    """Right-padded rows → the adapter's :class:`~hf_attn.adapters.Batch` (its padding side), with
+    ``content`` = the units."""
+    lengths = attention_mask.sum(1).tolist()
+    rows = [input_ids[i, :n].tolist() for i, n in enumerate(lengths)]
+    words = [[j if u else None for j, u in enumerate(units[i, :n].tolist())] for i, n in enumerate(lengths)]
+    return adapter.from_token_lists(rows, word_ids=words)
+
+
+def _right_aligned(values: torch.Tensor, batch, width: int) -> torch.Tensor:
+    """``(B, T')`` values on the adapter's positions → ``(B, width)`` on the right-padded rows."""
+    out = torch.zeros((len(batch), width), dtype=torch.float64)
+    real = batch.attention_mask.bool()
+    for i in range(len(batch)):
+        row = values[i][real[i]].detach().double().cpu()
+        out[i, :len(row)] = row
+    return out
+
+
+def integrated_gradients_transformer(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                                      units: torch.Tensor, *, steps: int = 50, baseline: str = "zero",
                                      rule: str = "trapezoid", target: str = "probability",
                                      token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET,
                                      progress: bool = False) -> IntegratedGradientsResult:
-    """Integrated gradients (Sundararajan et al. 2017, Eq. 1) of a BERT-family classifier w.r.t. the
-    word-piece embeddings of the ``units`` ``(B, T)``:
+    """Integrated gradients (Sundararajan et al. 2017, Eq. 1) of a transformers classifier (through
+    its adapter) w.r.t. the token embeddings of the ``units`` (right-padded rows ``(B, T)``):
 
     IG_t = Σ_d (e_t − b)_d · Σ_j w_j ∂f(x' + a_j (x − x'))/∂e_t,d,
 
-    x the word embeddings of the row, x' the same with every unit's embedding replaced by the
-    baseline b (``"zero"``: 0; ``"pad"``: the ``[PAD]`` word embedding); specials and pads keep
-    their embeddings, and position / token-type embeddings are added by the model as usual
-    (module docstring). f = ``target`` of the class c predicted for x (``"probability"`` ŷ_c, as
-    ERASER ranks for; ``"logit"``), a_j, w_j the ``rule``'s nodes (``_path_points`` of
+    x the token embeddings of the row, x' the same with every unit's embedding replaced by the
+    baseline b (``"zero"``: 0; ``"pad"``: the pad token's embedding); special tokens and pads keep
+    their embeddings, and position / token-type embeddings are added by the model as usual. f =
+    ``target`` of the class c predicted for x (``"probability"`` ŷ_c, as ERASER ranks for;
+    ``"logit"``), a_j, w_j the ``rule``'s nodes (``_path_points`` of
     :mod:`hf_attn.methods.integrated_gradients`). The model's own function (no attention detached),
     the setting in which completeness holds: Σ_t IG_t = f(x) − f(x') up to quadrature error,
     returned as ``completeness_gap``.
 
     Batched: instances in length-sorted groups of at most ``token_budget`` padded tokens counting
-    every path point (``length_batches(..., rows_per_item=m+1)``), and all path points of a group
-    in one forward + backward (split only if one instance's points exceed the budget).
-    Returns :class:`hf_attn.methods.integrated_gradients.IntegratedGradientsResult` (``(B, T)``
-    signed attributions, 0 outside the units)."""
+    every path point, all path points of a group in one forward + backward (split only if one
+    instance's points exceed the budget), on the adapter's device. Returns
+    :class:`hf_attn.methods.integrated_gradients.IntegratedGradientsResult` (``(B, T)`` signed
+    attributions on the right-padded rows, 0 outside the units)."""
     if baseline not in ("zero", "pad"):
         raise ValueError(f"baseline must be 'zero' or 'pad', got {baseline!r}")
     if target not in ("probability", "logit"):
         raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
     alphas, weights = _path_points(steps, rule)
-    embedding = model.get_input_embeddings()
-    device = embedding.weight.device
+    embedding = adapter.model.get_input_embeddings()
+    device = adapter.device
     dtype = embedding.weight.dtype
     lengths = attention_mask.sum(1).cpu().numpy()
     attributions = torch.zeros(input_ids.shape, dtype=torch.float64)
@@ -223,41 +244,33 @@ def integrated_gradients_transformer(model, input_ids: torch.Tensor, attention_m
     if progress:
         from tqdm.auto import tqdm
         groups = tqdm(groups, desc="integrated gradients", unit="batch")
-    was_training = model.training
-    model.eval()
-    try:
-        for group in groups:
-            index = torch.from_numpy(group)
-            width = int(lengths[group].max())
-            ids = input_ids[index, :width].to(device)
-            mask = attention_mask[index, :width].to(device)
-            moving = units[index, :width].to(device).unsqueeze(-1)
-            n = len(group)
-            with torch.no_grad():
-                emb = embedding(ids)
-                value = torch.zeros_like(emb) if baseline == "zero" else \
-                    embedding.weight[int(model.config.pad_token_id or 0)].expand_as(emb)
-                base = torch.where(moving, value, emb)
-                ends = model_forward(model, None, mask.repeat(2, 1), inputs_embeds=torch.cat([emb, base])).logits
-                cls = ends[:n].argmax(-1)
-                values = _target_values(ends, cls.repeat(2), target).double()
-            f_input[index], f_base[index], chosen[index] = values[:n].cpu(), values[n:].cpu(), cls.cpu()
-            delta = emb - base  # 0 outside the units
-            grad_sum = torch.zeros(emb.shape, dtype=torch.float64, device=device)
-            per_pass = max(1, token_budget // max(1, n * width))
-            for start in range(0, len(alphas), per_pass):
-                a = alphas[start:start + per_pass].to(device=device, dtype=dtype)
-                w = weights[start:start + per_pass].to(device)
-                path = (base[None] + a[:, None, None, None] * delta[None]).reshape(-1, width, emb.shape[-1])
-                path.requires_grad_(True)
-                with torch.enable_grad():
-                    out = model_forward(model, None, mask.repeat(len(a), 1), inputs_embeds=path).logits
-                    f = _target_values(out, cls.repeat(len(a)), target)
-                    (grad,) = torch.autograd.grad(f.sum(), path)
-                grad_sum += (grad.view(len(a), n, width, -1).double() * w[:, None, None, None]).sum(0)
-            attributions[index, :width] = (grad_sum * delta.double()).sum(-1).cpu()
-    finally:
-        model.train(was_training)
+    for group in groups:
+        index = torch.from_numpy(group)
+        batch = _adapter_batch(adapter, input_ids[index], attention_mask[index], units[index])
+        n, width = len(group), batch.input_ids.shape[1]
+        moving = batch.content.unsqueeze(-1)
+        with torch.no_grad():
+            emb = adapter.embeddings(batch)
+            value = torch.zeros_like(emb) if baseline == "zero" else embedding.weight[adapter.pad_id].expand_as(emb)
+            base = torch.where(moving, value, emb)
+            ends = adapter.logits_from_embeddings(batch.select(list(range(n)) * 2), torch.cat([emb, base]))
+            cls = ends[:n].argmax(-1)
+            values = _target_values(ends, cls.repeat(2), target).double()
+        f_input[index], f_base[index], chosen[index] = values[:n].cpu(), values[n:].cpu(), cls.cpu()
+        delta = emb - base  # 0 outside the units
+        grad_sum = torch.zeros(emb.shape, dtype=torch.float64, device=device)
+        per_pass = max(1, token_budget // max(1, n * width))
+        for start in range(0, len(alphas), per_pass):
+            a = alphas[start:start + per_pass].to(device=device, dtype=dtype)
+            w = weights[start:start + per_pass].to(device)
+            path = (base[None] + a[:, None, None, None] * delta[None]).reshape(-1, width, emb.shape[-1])
+            path.requires_grad_(True)
+            with torch.enable_grad():
+                out = adapter.logits_from_embeddings(batch.select(list(range(n)) * len(a)), path)
+                f = _target_values(out, cls.repeat(len(a)), target)
+                (grad,) = torch.autograd.grad(f.sum(), path)
+            grad_sum += (grad.view(len(a), n, width, -1).double() * w[:, None, None, None]).sum(0)
+        attributions[index, :] = _right_aligned((grad_sum * delta.double()).sum(-1), batch, input_ids.shape[1])
     gap = attributions.sum(1) - (f_input - f_base)
     return IntegratedGradientsResult(attributions, gap, f_input, f_base, chosen)
 
@@ -266,25 +279,25 @@ def integrated_gradients_transformer(model, input_ids: torch.Tensor, attention_m
 # every importance measure, and the table
 
 
-def transformer_importance_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
+def transformer_importance_scores(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
                                   measures: Sequence[str] = TRANSFORMER_MEASURES, *,
-                                  spec: TransformerAttentionSpec = TransformerAttentionSpec(),
                                   ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0,
                                   token_budget: int = DEFAULT_TOKEN_BUDGET,
                                   gradient_token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET,
                                   progress: bool = False) -> tuple[dict, dict]:
     """``({measure: (N, T) float64}, {measure: seconds})``: the per-position importances of
-    :data:`TRANSFORMER_MEASURES` (module docstring) on the tokenized rows; only the ``units`` are
-    ranked later. Each measure runs over length-sorted batches within a token budget (forward-only
+    :data:`TRANSFORMER_MEASURES` (module docstring) on the tokenized right-padded rows, computed
+    through ``adapter`` by the methods of :mod:`hf_attn.methods`; only the ``units`` are ranked
+    later. Each measure runs over length-sorted batches within a token budget (forward-only
     measures ``token_budget``, gradient and IG ``gradient_token_budget``); IG also stores its
     completeness gaps (``"_ig_completeness_gap"``, ``(N,)``)."""
+    from hf_attn.methods.gradient import attention_fixed_gradient
+    from hf_attn.methods.leave_one_out import deletion_importance
+
     unknown = sorted(set(measures) - set(TRANSFORMER_MEASURES))
     if unknown:
-        raise ValueError(f"unknown importance measure(s) {unknown} for a BERT-family model; choose from "
+        raise ValueError(f"unknown importance measure(s) {unknown} for a transformers model; choose from "
                          f"{list(TRANSFORMER_MEASURES)}")
-    use_override_attention(model)
-    spec.validate(model.config.num_attention_heads)
-    model.eval()
     lengths = attention_mask.sum(1).numpy()
     out: dict[str, torch.Tensor] = {}
     seconds: dict[str, float] = {}
@@ -292,37 +305,29 @@ def transformer_importance_scores(model, input_ids: torch.Tensor, attention_mask
     def per_batch(names, fn, budget):
         start = time.perf_counter()
         results = {n: torch.zeros(input_ids.shape, dtype=torch.float64) for n in names}
-        for batch in length_batches(lengths, budget):
-            index = torch.from_numpy(batch)
-            width = int(lengths[batch].max())
-            values = fn(input_ids[index, :width], attention_mask[index, :width], units[index, :width])
-            for n, v in zip(names, values):
-                results[n][index, :width] = v.detach().double().cpu()
+        for rows in length_batches(lengths, budget):
+            index = torch.from_numpy(rows)
+            batch = _adapter_batch(adapter, input_ids[index], attention_mask[index], units[index])
+            for n, v in zip(names, fn(batch)):
+                results[n][index] = _right_aligned(v, batch, input_ids.shape[1])
         seconds[names[0]] = time.perf_counter() - start
         return results
 
-    def attention_and_rollout(ids, mask, _):
-        with torch.no_grad():
-            attentions = model_forward(model, ids, mask, output_attentions=True).attentions
-            return spec.select(attentions), attention_rollout(attentions, mask)[:, 0]
+    def attention_and_rollout(batch):
+        forward = adapter.forward(batch)
+        return forward.attention, forward.rollout
 
     if "attention" in measures or "rollout" in measures:
         both = per_batch(["attention", "rollout"], attention_and_rollout, token_budget)
         out |= {n: v for n, v in both.items() if n in measures}
     if "gradient" in measures:
-        out |= per_batch(["gradient"], lambda i, m, _: [gradient_importance(model, i, m, spec)],
-                         gradient_token_budget)
-
-    def loo(ids, mask, content):
-        with torch.no_grad():
-            probabilities = model_forward(model, ids, mask).logits.float().softmax(-1)
-        return [leave_one_out(model, ids, mask, content, probabilities, token_budget)]
-
+        out |= per_batch(["gradient"], lambda b: [attention_fixed_gradient(adapter, b)], gradient_token_budget)
     if "loo" in measures:
-        out |= per_batch(["loo"], loo, max(1, token_budget // 8))
+        out |= per_batch(["loo"], lambda b: [deletion_importance(adapter, b, token_budget=token_budget)],
+                         max(1, token_budget // 8))
     if "ig" in measures or "ig_abs" in measures:
         start = time.perf_counter()
-        ig = integrated_gradients_transformer(model, input_ids, attention_mask, units, steps=ig_steps,
+        ig = integrated_gradients_transformer(adapter, input_ids, attention_mask, units, steps=ig_steps,
                                               baseline=ig_baseline, token_budget=gradient_token_budget,
                                               progress=progress)
         seconds["ig"] = time.perf_counter() - start
@@ -344,19 +349,20 @@ def _importance_correlations(scores: dict, units: torch.Tensor, predicted, num_c
                                  predicted, num_classes)
 
 
-def transformer_eraser_table(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
+def transformer_eraser_table(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
                              measures: Sequence[str] = TRANSFORMER_MEASURES,
-                             fractions: Sequence[float] = DEFAULT_FRACTIONS, *,
-                             spec: TransformerAttentionSpec = TransformerAttentionSpec(), ig_steps: int = 50,
+                             fractions: Sequence[float] = DEFAULT_FRACTIONS, *, ig_steps: int = 50,
                              ig_baseline: str = "zero", seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
                              gradient_token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET,
                              progress: bool = False) -> dict:
     """The ERASER table of :func:`hf_attn.analysis.eraser.battery.eraser_table` (same keys:
     ``measures`` {name: :func:`summarize_eraser` + description}, ``kendall_tau``, ``parameters``,
-    ``seconds``, ``ig_completeness``) for a BERT-family classifier on tokenized rows (:func:`encode`)."""
+    ``seconds``, ``ig_completeness``) for a transformers classifier (through its adapter) on tokenized
+    rows (:func:`encode`)."""
     start = time.perf_counter()
+    model, spec = adapter.model, adapter.spec
     scores, seconds = transformer_importance_scores(
-        model, input_ids, attention_mask, units, measures, spec=spec, ig_steps=ig_steps, ig_baseline=ig_baseline,
+        adapter, input_ids, attention_mask, units, measures, ig_steps=ig_steps, ig_baseline=ig_baseline,
         seed=seed, token_budget=token_budget, gradient_token_budget=gradient_token_budget, progress=progress)
     table, predicted = erase_each_measure(
         scores, measures, fractions, TRANSFORMER_MEASURE_DESCRIPTIONS, seconds,
@@ -369,7 +375,7 @@ def transformer_eraser_table(model, input_ids: torch.Tensor, attention_mask: tor
                           "removal": "pieces deleted, the rest re-framed as [CLS] kept [SEP]; "
                                      "nothing left: [CLS] [SEP]",
                           "ig_path": "content word embeddings only; specials, positions, token types fixed"},
-           "attention_spec": {"layer": spec.layer, "heads": spec.heads, "query": "[CLS]",
+           "attention_spec": {"layer": spec.layer, "heads": spec.heads, "query": adapter.query_rule,
                               "description": spec.describe()},
            "seconds": seconds | {"total": time.perf_counter() - start}}
     if "_ig_completeness_gap" in scores:
@@ -392,7 +398,8 @@ def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
                            ig_baseline: str = "zero", seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
                            max_instances: int | None = None, progress: bool = True, dataset: str | None = None,
                            text_column: str | None = None, label_column: str | None = None,
-                           layer: int = -1, heads: str | int = "mean", max_length: int = 512) -> dict:
+                           layer: int = -1, heads: str | int = "mean", max_length: int = 512,
+                           device: str = "auto", precision: str = "float32") -> dict:
     """``hf-attn eraser DIR`` for a BERT-family classifier (dispatched by
     :func:`hf_attn.analysis.eraser.battery.run_eraser`): the data of
     :func:`hf_attn.analysis.jw.transformer.load_analysis_data` (the folder's run.json, or
@@ -410,7 +417,7 @@ def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
 
     measures = list(measures or TRANSFORMER_MEASURES)
     heads = heads if heads == "mean" else int(heads)
-    spec = TransformerAttentionSpec(layer=layer, heads=heads)
+    spec = AttentionSpec(layer=layer, heads=heads)
     path = os.path.join(output_dir, "results.json")
     params = {"split": split, "measures": measures, "fractions": list(fractions), "ig_steps": ig_steps,
               "ig_baseline": ig_baseline, "seed": seed, "max_instances": max_instances, "dataset": dataset,
@@ -426,6 +433,8 @@ def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
         texts, labels = texts[:max_instances], labels[:max_instances]
     model, tokenizer = load_transformer_classifier(model_dir)
     limit = min(max_length, int(getattr(model.config, "max_position_embeddings", max_length)))
+    adapter = adapter_for(model, tokenizer, layer=layer, heads=heads, device=device, precision=precision,
+                          token_budget=token_budget, max_length=limit)
     ids, mask, units = encode(tokenizer, texts, limit)
     empty = ~units.any(1)
     if bool(empty.any()):  # nothing to rank (e.g. a text of special tokens only): left out, counted
@@ -434,13 +443,14 @@ def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
         labels = [label for label, k in zip(labels, keep.tolist()) if k]
     width = int(mask.sum(1).max())
     ids, mask, units = ids[:, :width], mask[:, :width], units[:, :width]
-    table = transformer_eraser_table(model, ids, mask, units, measures, fractions, spec=spec, ig_steps=ig_steps,
+    table = transformer_eraser_table(adapter, ids, mask, units, measures, fractions, ig_steps=ig_steps,
                                      ig_baseline=ig_baseline, seed=seed, token_budget=token_budget,
                                      progress=progress)
     with torch.no_grad():
         from hf_attn.methods.eraser import batched_probabilities
 
-        predicted = batched_probabilities(model, ids, mask, 4 * token_budget).argmax(-1).numpy()
+        predicted = batched_probabilities(model, ids.to(adapter.device), mask.to(adapter.device),
+                                          4 * token_budget).argmax(-1).cpu().numpy()
     accuracy = float((predicted == np.asarray(labels)).mean()) if labels else None
     local = os.path.isdir(model_dir)
     results = {"analysis": "eraser", "paper": "DeYoung et al. 2020, ERASER, §4; Sundararajan et al. 2017 (IG)",
@@ -449,8 +459,7 @@ def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
                "label_names": label_names, "accuracy": accuracy,
                "model": {"encoder": "transformer", "attention": spec.describe(), "variant": "base",
                          "architecture": type(model).__name__, "model_type": model.config.model_type,
-                         "num_layers": model.config.num_hidden_layers,
-                         "num_heads": model.config.num_attention_heads},
+                         "num_layers": adapter.num_layers, "num_heads": adapter.num_heads},
                "units": {"name": "word pieces", "mean_per_instance": float(units.sum(1).double().mean()),
                          "max_length": limit},
                "request": params, **table, "versions": environment_versions()}

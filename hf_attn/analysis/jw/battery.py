@@ -185,8 +185,9 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
         return run_pair(model_dir, output_dir, settings)
     from hf_attn.analysis.jw.transformer import is_transformer_model_dir, run_transformer
 
-    if is_transformer_model_dir(model_dir):  # a BERT-family classifier: the [CLS] attention (issue 18)
+    if is_transformer_model_dir(model_dir):  # any transformers classifier, through its adapter
         return run_transformer(model_dir, output_dir, settings)
+    check_papers_model_device(settings.device, settings.precision)
     from hf_attn.analysis.jw.figures import write_jw_figures
     from hf_attn.analysis.jw.summary import PUBLISHED_SST, strip_arrays
     from hf_attn.analysis.sharding import distributed_world_size, is_main_process
@@ -226,6 +227,18 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     return results
 
 
+def check_papers_model_device(device: str, precision: str) -> None:
+    """The papers' BiLSTM/CNN/Average batteries run on the CPU in float32 (their exact fast paths
+    are CPU tensor code and the papers' numbers are float32): ``--device auto``/``cpu`` and
+    ``--precision float32`` run; anything else is refused with this reason, never ignored."""
+    if device not in ("auto", "cpu"):
+        raise ValueError(f"--device {device}: the batteries of hf_attn's own BiLSTM/CNN/Average models run on the "
+                         "CPU (their exact fast paths are CPU code); --device applies to transformers models")
+    if precision != "float32":
+        raise ValueError(f"--precision {precision}: hf_attn's own models are analysed in float32, the papers' "
+                         "arithmetic; --precision applies to transformers models")
+
+
 def add_options(parser) -> None:
     """The ``--jw-*`` flags of ``hf-attn analyze``; every default is the :class:`JWRunSettings` /
     :class:`JWSettings` default (``--split``, ``--seed``, ``--quiet`` are the command's own)."""
@@ -254,9 +267,13 @@ def add_options(parser) -> None:
     g.add_argument("--jw-no-cache", action="store_true", default=not run_defaults.use_cache,
                    help="do not cache batches for resuming")
     g.add_argument("--jw-layer", type=int, default=run_defaults.transformer_layer,
-                   help="BERT-family models: the layer whose [CLS] attention is explained (-1: the last)")
+                   help="transformers models: the layer whose attention is explained (-1: the last)")
     g.add_argument("--jw-heads", default=run_defaults.transformer_heads,
-                   help="BERT-family models: 'mean' (average the heads) or one head's index")
+                   help="transformers models: 'mean' (average the heads) or one head's index")
+    g.add_argument("--device", default=run_defaults.device,
+                   help="auto | cpu | cuda | cuda:N | mps (auto: a GPU when there is one)")
+    g.add_argument("--precision", default=run_defaults.precision, choices=["float32", "bfloat16", "float16"],
+                   help="forward precision of transformers models (the papers' models run in float32)")
     add_data_options(g)
 
 
@@ -272,6 +289,7 @@ def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
     return JWRunSettings(split=args.split, progress=not args.quiet, max_instances=args.jw_max_instances,
                          use_cache=not args.jw_no_cache, algorithm=algorithm,
                          transformer_layer=args.jw_layer, transformer_heads=heads, dataset=args.dataset,
+                         device=args.device, precision=args.precision,
                          text_column=args.text_column, label_column=args.label_column)
 
 

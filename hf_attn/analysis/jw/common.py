@@ -98,11 +98,16 @@ class JWRunSettings:
     max_instances: int | None = None
     use_cache: bool = True
     algorithm: JWSettings = field(default_factory=JWSettings)
-    # BERT-family classifiers (hf_attn.analysis.jw.transformer): which attention is explained — the
-    # [CLS] row of ``transformer_layer`` (−1: the last), averaged over heads or one head — and the
+    # transformers classifiers (hf_attn.analysis.jw.transformer): which attention is explained — the
+    # query row(s) the head reads in ``transformer_layer`` (−1: the last), averaged over heads or one
+    # head — and the
     # dataset to analyse when the folder has no run.json (a model not trained here, a Hub id).
     transformer_layer: int = -1
     transformer_heads: str = "mean"
+    # where the analyses run ("auto" | "cpu" | "cuda" | "cuda:N" | "mps") and the forward precision of
+    # transformers classifiers ("float32" | "bfloat16" | "float16"; the papers' models run in float32)
+    device: str = "auto"
+    precision: str = "float32"
     dataset: str | None = None
     # the text and label columns of ``dataset`` (a CSV/JSON(L) file or folder, or a Hub dataset id);
     # None: "text" / "label", or the ones recorded in the folder's run.json

@@ -3,8 +3,8 @@
 ``hf-attn analyze DIR --battery wp`` on a BERT-family folder (or Hub id) comes here
 (:func:`run_transformer`, dispatched by :func:`hf_attn.analysis.wp.battery.run`). The explained
 attention is the ``[CLS]`` query row of one layer (default the last), mean over heads
-(:class:`hf_attn.models.transformer_attention.TransformerAttentionSpec`); interventions go through
-the attention-interface override (:class:`~hf_attn.models.transformer_attention.ClsAttentionOverride`).
+(:class:`hf_attn.adapters.AttentionSpec`); interventions go through the model's adapter
+(:mod:`hf_attn.adapters`).
 Divergences between attention distributions are measured, as in the J&W battery on transformers
 (:mod:`hf_attn.analysis.jw.transformer`), on the explained row restricted to the *content* word
 pieces (not ``[CLS]``/``[SEP]``/``[UNK]``/pads) and renormalised there.
@@ -59,9 +59,9 @@ import torch
 from tqdm.auto import tqdm
 
 from hf_attn.analysis.jw import transformer as jwt
+from hf_attn.methods.adversary import restrict_to_content
 from hf_attn.core.measures import jsd, tvd
-from hf_attn.models.transformer_attention import (ClsAttentionOverride, TransformerAttentionSpec, cache_cls_readout,
-                                                  model_forward)
+from hf_attn.adapters import AttentionSpec
 
 SPLITS = ("train", "validation", "test")
 MLP_GUIDES = ("uniform", "transformer", "trained")
@@ -77,7 +77,7 @@ SEED_STATUS_NOT_RUN = "not run: no seed models given"
 class TransformerWPSettings:
     """Settings of the W&P battery on a BERT-family classifier (:func:`run_transformer_wp`).
 
-    layer / heads: the explained ``[CLS]`` row (:class:`TransformerAttentionSpec`; default the last
+    layer / heads: the explained row (:class:`hf_attn.adapters.AttentionSpec`; default the last
     layer, mean over heads). split: the split analysed (§3.2, §3.3). max_instances: only the first N
     instances of the split (None: all; the MLP is trained and tested on the full splits anyway).
     dataset: data of a folder without ``run.json`` (a name or path for
@@ -113,10 +113,19 @@ class TransformerWPSettings:
     runs_dir: str | None = None
     train_missing: bool = True
     progress: bool = True
+    device: str = "auto"
+    precision: str = "float32"
 
     @property
-    def spec(self) -> TransformerAttentionSpec:
-        return TransformerAttentionSpec(layer=self.layer, heads=self.heads)
+    def spec(self) -> AttentionSpec:
+        return AttentionSpec(layer=self.layer, heads=self.heads)
+
+    def adapter(self, model, tokenizer, max_length: int | None = 512):
+        """The adapter these settings describe (layer, heads, device, precision)."""
+        from hf_attn.adapters import adapter_for
+
+        return adapter_for(model, tokenizer, layer=self.layer, heads=self.heads, device=self.device,
+                           precision=self.precision, max_length=max_length)
 
     def validate(self) -> None:
         if self.split not in SPLITS:
@@ -155,21 +164,6 @@ def settings_from_wp(wp) -> TransformerWPSettings:
 
 # ----------------------------------------------------------------------------------------------
 # §3.2: uniform [CLS] rows
-
-
-class EveryLayer:
-    """Stands for "every layer" in :class:`ClsAttentionOverride` ``layer``: equal to any int layer
-    index (``cls_override_attention`` compares ``module.layer_idx == override.layer``), so one
-    override replaces the ``[CLS]`` row of every layer."""
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, (int, np.integer)) and not isinstance(other, bool)
-
-    def __hash__(self) -> int:
-        return hash("EveryLayer")
-
-    def __repr__(self) -> str:
-        return "EveryLayer()"
 
 
 def uniform_cls_rows(attention_mask: torch.Tensor, content: torch.Tensor | None = None,
@@ -213,65 +207,60 @@ def _length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
 
 
 @torch.no_grad()
-def forward_batch(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, content: torch.Tensor,
-                  spec: TransformerAttentionSpec = TransformerAttentionSpec(), uniform: bool = True,
-                  every_layer: bool = True) -> dict[str, torch.Tensor]:
-    """One padded batch: the model's class probabilities (``probabilities`` (B, C)), the explained
-    ``[CLS]`` row (``row`` (B, T)) and the same restricted to the content pieces and renormalised
-    (``attention``); with ``uniform`` also the probabilities with the chosen layer's ``[CLS]`` row of
-    every head uniform over the real tokens (``uniform``), with the specials' own mass kept and the
-    content uniform (``uniform_content``) and, with ``every_layer``, with the ``[CLS]`` row of every
-    layer uniform over the real tokens (``uniform_every_layer``). The last layer uses the exact
-    cheap path (cached V and residual), other layers the full forward with the override."""
-    readout, output = cache_cls_readout(model, input_ids, attention_mask)
-    attentions = output.attentions
-    row = spec.select(attentions)
-    out = {"probabilities": output.logits.float().softmax(-1), "row": row,
-           "attention": jwt.restrict_to_content(row, content)}
+def forward_batch(adapter, batch, uniform: bool = True, every_layer: bool = True) -> dict[str, torch.Tensor]:
+    """One padded batch through ``adapter``: the model's class probabilities (``probabilities``
+    (B, C)), the explained row (``row`` (B, T)) and the same restricted to the content tokens and
+    renormalised (``attention``); with ``uniform`` also the probabilities with the chosen layer's
+    query rows of every head uniform over the real tokens (``uniform``), with the special tokens'
+    own mass kept and the content uniform (``uniform_content``) and, with ``every_layer``, with the
+    query rows of every layer uniform over the real tokens (``uniform_every_layer``). The last layer
+    uses the adapter's exact fast path where it applies, other layers the full forward."""
+    forward = adapter.forward(batch, rollout=False)
+    row = forward.attention
+    out = {"probabilities": forward.probabilities, "row": row,
+           "attention": restrict_to_content(row, batch.content)}
     if not uniform:
         return out
-    all_heads = TransformerAttentionSpec(layer=spec.layer, heads="mean")  # replace every head's row
-    own = attentions[spec.layer_index(len(attentions))][:, :, 0, :]
-    real_rows = uniform_cls_rows(attention_mask)
-    content_rows = uniform_cls_rows(attention_mask, content, own)
-    out["uniform"] = jwt.logits_under_cls_attention(model, input_ids, attention_mask, all_heads,
-                                                    real_rows.unsqueeze(1), False, readout)[:, 0].float().softmax(-1)
-    out["uniform_content"] = jwt.logits_under_cls_attention(
-        model, input_ids, attention_mask, all_heads, content_rows.unsqueeze(1), True, readout)[:, 0].float().softmax(-1)
+    real_rows = uniform_cls_rows(batch.attention_mask)
+    content_rows = uniform_cls_rows(batch.attention_mask, batch.content, forward.head_rows)
+    heads = forward.head_rows.shape[1]
+    out["uniform"] = adapter.logits_under(batch, real_rows.unsqueeze(1).unsqueeze(2).expand(-1, 1, heads, -1),
+                                          True, forward)[:, 0].float().softmax(-1)
+    out["uniform_content"] = adapter.logits_under(batch, content_rows.unsqueeze(1), True,
+                                                  forward)[:, 0].float().softmax(-1)
     if every_layer:
-        override = ClsAttentionOverride(layer=EveryLayer(), weights=real_rows)
-        out["uniform_every_layer"] = model_forward(model, input_ids, attention_mask, override).logits.float().softmax(-1)
+        out["uniform_every_layer"] = adapter.logits_under_every_layer(batch, real_rows).float().softmax(-1)
     return out
 
 
-def split_forward(model, tokenizer, sequences, spec: TransformerAttentionSpec = TransformerAttentionSpec(),
-                  batch_size: int = 64, uniform: bool = True, every_layer: bool = True, progress: bool = False,
-                  desc: str = "forward") -> dict[str, np.ndarray]:
+def split_forward(adapter, sequences, batch_size: int = 64, uniform: bool = True, every_layer: bool = True,
+                  progress: bool = False, desc: str = "forward") -> dict[str, np.ndarray]:
     """:func:`forward_batch` over ``sequences`` (id lists with specials) in length-sorted batches →
-    numpy arrays in input order, attention padded to the longest sequence: ``probabilities`` (and the
-    uniform variants) ``(N, C)``, ``row`` / ``attention`` ``(N, W)``, ``content`` / ``real`` ``(N, W)``."""
+    numpy arrays in input order, each row's real positions first (padding on the right whatever the
+    model's padding side): ``probabilities`` (and the uniform variants) ``(N, C)``, ``row`` /
+    ``attention`` ``(N, W)``, ``content`` / ``real`` ``(N, W)``."""
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
     width = int(lengths.max())
-    special_ids = tokenizer.all_special_ids
     result: dict[str, np.ndarray] = {"content": np.zeros((len(sequences), width), dtype=bool),
                                      "real": np.zeros((len(sequences), width), dtype=bool)}
     for rows in tqdm(_length_batches(lengths, batch_size), desc=desc, disable=not progress, leave=False):
-        ids, mask = jwt.pad_rows([sequences[int(r)] for r in rows], _pad_id(tokenizer))
-        content = jwt.content_mask(ids, mask, special_ids)
-        batch = forward_batch(model, ids, mask, content, spec, uniform, every_layer)
-        t = ids.shape[1]
-        for name, value in batch.items():
-            value = value.double().numpy()
+        batch = adapter.from_token_lists([sequences[int(r)] for r in rows])
+        values = forward_batch(adapter, batch, uniform, every_layer)
+        real = batch.attention_mask.bool().cpu().numpy()
+        content = batch.content.cpu().numpy()
+        for name, value in values.items():
+            value = value.double().cpu().numpy()
             if name not in result:
-                shape = (len(sequences), width) if value.ndim == 2 and name in ("row", "attention") else \
-                    (len(sequences), value.shape[1])
+                shape = (len(sequences), width) if name in ("row", "attention") else (len(sequences), value.shape[1])
                 result[name] = np.zeros(shape)
             if name in ("row", "attention"):
-                result[name][rows, :t] = value
+                for j, r in enumerate(rows):
+                    result[name][r, :lengths[r]] = value[j][real[j]]
             else:
                 result[name][rows] = value
-        result["content"][rows, :t] = content.numpy()
-        result["real"][rows, :t] = mask.bool().numpy()
+        for j, r in enumerate(rows):
+            result["content"][r, :lengths[r]] = content[j][real[j]]
+            result["real"][r, :lengths[r]] = True
     return result
 
 
@@ -473,7 +462,7 @@ def _check_guide_folder(output_dir: str, record: dict) -> None:
                              "use another runs folder")
 
 
-def guide_run_dir(runs_dir: str, guide: str, spec: TransformerAttentionSpec, frozen: bool) -> str:
+def guide_run_dir(runs_dir: str, guide: str, spec: AttentionSpec, frozen: bool) -> str:
     """``mlp-guide-G`` (the transformer guide tagged with its layer/heads), ``-frozen-embeddings``
     when the embeddings were not trained."""
     tag = f"-layer{spec.layer}-{spec.heads if spec.heads == 'mean' else 'head' + str(spec.heads)}" \
@@ -481,14 +470,15 @@ def guide_run_dir(runs_dir: str, guide: str, spec: TransformerAttentionSpec, fro
     return os.path.join(runs_dir, f"mlp-guide-{guide}{tag}" + ("-frozen-embeddings" if frozen else ""))
 
 
-def diagnostic_mlp_section(model, tokenizer, task, settings: TransformerWPSettings, runs_dir: str,
+def diagnostic_mlp_section(adapter, task, settings: TransformerWPSettings, runs_dir: str,
                            max_length: int, model_label: str) -> dict:
     """W&P §3.4 on the transformer: the guides on every split (one batched pass each), one MLP per
     guide (:func:`train_transformer_guided_mlp`), test F1 per guide as in ``metrics.json``."""
     from hf_attn.training import wp as wpt
 
     spec = settings.spec
-    embeddings = model.get_input_embeddings().weight.detach().float().cpu()
+    tokenizer = adapter.tokenizer
+    embeddings = adapter.model.get_input_embeddings().weight.detach().float().cpu()
     folders = {g: guide_run_dir(runs_dir, g, spec, settings.mlp_freeze_embeddings) for g in settings.mlp_guides}
     missing = [g for g, p in folders.items() if not os.path.exists(os.path.join(p, "metrics.json"))]
     if missing and not settings.train_missing:
@@ -499,7 +489,7 @@ def diagnostic_mlp_section(model, tokenizer, task, settings: TransformerWPSettin
         ids, transformer_guides = {}, {}
         for split in SPLITS:
             sequences = encode_texts(tokenizer, task.splits[split]["text"], max_length)
-            outputs = split_forward(model, tokenizer, sequences, spec, settings.batch_size, uniform=False,
+            outputs = split_forward(adapter, sequences, settings.batch_size, uniform=False,
                                     progress=settings.progress, desc=f"guide on {split}")
             ids[split], transformer_guides[split] = content_columns(outputs, sequences)
         guide_columns = {"uniform": {s: uniform_columns(ids[s]) for s in SPLITS}, "transformer": transformer_guides,
@@ -647,10 +637,9 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
     settings.validate()
     wall = time.perf_counter()
     model, tokenizer = load_transformer_classifier(model_dir)
-    settings.spec.validate(model.config.num_attention_heads)
-    settings.spec.layer_index(model.config.num_hidden_layers)  # raises for a bad layer
     run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
     max_length = int(run["settings"]["max_length"]) if run else int(min(tokenizer.model_max_length or 512, 512))
+    adapter = settings.adapter(model, tokenizer, max_length)  # refuses a model it cannot intervene on
     dataset = run["dataset"] if run else settings.dataset
     if task is None and (texts is None or settings.diagnostic_mlp):
         from hf_attn.data.datasets import load_task
@@ -682,7 +671,7 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
     # 1. §3.2 uniform
     started = time.perf_counter()
     sequences = encode_texts(tokenizer, texts, max_length)
-    base = split_forward(model, tokenizer, sequences, spec, settings.batch_size, uniform=True,
+    base = split_forward(adapter, sequences, settings.batch_size, uniform=True,
                          every_layer=settings.uniform_every_layer, progress=settings.progress,
                          desc="wp: model and uniform variants")
     uniform = uniform_section(base, labels, settings.split)
@@ -699,8 +688,9 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
         for path in tqdm(seed_dirs, desc="wp: seed models", disable=not settings.progress):
             seed_model, seed_tokenizer = load_transformer_classifier(path)
             _same_vocabulary(tokenizer, seed_tokenizer, path)
-            seed_outputs.append(split_forward(seed_model, tokenizer, sequences, spec, settings.batch_size,
-                                              uniform=False))
+            seed_adapter = settings.adapter(seed_model, tokenizer, max_length)
+            seed_outputs.append(split_forward(seed_adapter, sequences, settings.batch_size, uniform=False))
+            del seed_adapter
             del seed_model
         seed_section = seed_variance_section(base, seed_outputs, labels, [_relative(p, output_dir) for p in seed_dirs],
                                              settings.seed_statistic, label_names)
@@ -723,7 +713,7 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
         if task is None:
             raise ValueError("the diagnostic MLP needs the task's train/validation/test splits (task=...)")
         model_label = _relative(model_dir, output_dir)
-        mlp_section = diagnostic_mlp_section(model, tokenizer, task, settings, runs_dir, max_length, model_label)
+        mlp_section = diagnostic_mlp_section(adapter, task, settings, runs_dir, max_length, model_label)
         figures["diagnostic_mlp"] = "diagnostic_mlp.png"
         plot_diagnostic_mlp(os.path.join(output_dir, figures["diagnostic_mlp"]), mlp_section)
     else:
@@ -734,7 +724,7 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
     tvds = {name: tvd(torch.from_numpy(base[name]), torch.from_numpy(base["probabilities"])).numpy()
             for name in uniform["variants"]}
     plot_uniform(os.path.join(output_dir, figures["uniform_attention"]), uniform | {"_tvd": tvds},
-                 f"W&P §3.2 on {model.config.model_type} ({spec.describe()}): uniform [CLS] attention")
+                 f"W&P §3.2 on {model.config.model_type} ({spec.describe()}): uniform attention")
     timing["wall_seconds"] = round(time.perf_counter() - wall, 1)
 
     content_counts = base["content"].sum(1)
@@ -744,10 +734,10 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
         "dataset": dataset if not os.path.exists(str(dataset)) else _relative(dataset, output_dir),
         "split": settings.split, "num_instances": int(len(labels)), "label_names": label_names,
         "model": {"encoder": "transformer", "architecture": type(model).__name__,
-                  "model_type": model.config.model_type, "num_layers": model.config.num_hidden_layers,
-                  "num_heads": model.config.num_attention_heads, "attention": spec.describe(),
+                  "model_type": model.config.model_type, "num_layers": adapter.num_layers,
+                  "num_heads": adapter.num_heads, "attention": spec.describe(),
                   "base_model": run["settings"]["base_model"] if run else None, "max_length": max_length},
-        "attention_spec": {"layer": settings.layer, "heads": settings.heads, "query": "[CLS]",
+        "attention_spec": {"layer": settings.layer, "heads": settings.heads, "query": adapter.query_rule,
                            "units": "word pieces; divergences over the content pieces ([CLS]/[SEP]/[UNK]/pads "
                                     "excluded), the explained row renormalised there",
                            "mean_content_pieces": float(content_counts.mean())},
@@ -786,7 +776,7 @@ def run_transformer(model_dir: str, output_dir: str, settings) -> dict:
     return results
 
 
-__all__ = ["TransformerWPSettings", "settings_from_wp", "EveryLayer", "uniform_cls_rows", "encode_texts",
+__all__ = ["TransformerWPSettings", "settings_from_wp", "uniform_cls_rows", "encode_texts",
            "forward_batch", "split_forward", "uniform_section", "uniform_divergence", "find_seed_model_dirs",
            "seed_variance_section", "content_columns", "uniform_columns", "mlp_train_settings",
            "train_transformer_guided_mlp", "guide_run_dir", "diagnostic_mlp_section", "plot_uniform",
