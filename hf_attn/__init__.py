@@ -15,6 +15,11 @@ _LAZY = {
     "AttnPairClassifierConfig": "models.configuration_hf_attn_pair",
     "AttnPairClassifierForSequenceClassification": "models.modeling_hf_attn_pair",
     "AttnPairClassifierOutput": "models.modeling_hf_attn_pair",
+    "Explainer": "explainer",
+    "Explanation": "explainer",
+    "BatteryResult": "explainer",
+    "adapter_for": "adapters",
+    "AttentionSpec": "adapters",
 }
 _registered = False
 

@@ -56,7 +56,7 @@ import torch
 from hf_attn.analysis.eraser.battery import eraser_parameters, erase_each_measure, ig_scores, pairwise_correlations
 from hf_attn.core.batching import length_batches
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS, EraserResult, eraser_scores
-from hf_attn.methods.integrated_gradients import IntegratedGradientsResult, _path_points, _target_values
+from hf_attn.methods.integrated_gradients import IntegratedGradientsResult
 from hf_attn.adapters import AttentionSpec, adapter_for
 
 TRANSFORMER_MEASURES = ("attention", "rollout", "gradient", "loo", "ig", "ig_abs", "random")
@@ -231,46 +231,25 @@ def integrated_gradients_transformer(adapter, input_ids: torch.Tensor, attention
         raise ValueError(f"baseline must be 'zero' or 'pad', got {baseline!r}")
     if target not in ("probability", "logit"):
         raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
-    alphas, weights = _path_points(steps, rule)
-    embedding = adapter.model.get_input_embeddings()
-    device = adapter.device
-    dtype = embedding.weight.dtype
+    from hf_attn.methods.integrated_gradients import integrated_gradients_over
+
     lengths = attention_mask.sum(1).cpu().numpy()
     attributions = torch.zeros(input_ids.shape, dtype=torch.float64)
     f_input = torch.empty(len(lengths), dtype=torch.float64)
     f_base = torch.empty(len(lengths), dtype=torch.float64)
     chosen = torch.empty(len(lengths), dtype=torch.long)
-    groups = length_batches(lengths, token_budget, rows_per_item=len(alphas))
+    groups = length_batches(lengths, token_budget, rows_per_item=steps + 1)
     if progress:
         from tqdm.auto import tqdm
         groups = tqdm(groups, desc="integrated gradients", unit="batch")
     for group in groups:
         index = torch.from_numpy(group)
         batch = _adapter_batch(adapter, input_ids[index], attention_mask[index], units[index])
-        n, width = len(group), batch.input_ids.shape[1]
-        moving = batch.content.unsqueeze(-1)
-        with torch.no_grad():
-            emb = adapter.embeddings(batch)
-            value = torch.zeros_like(emb) if baseline == "zero" else embedding.weight[adapter.pad_id].expand_as(emb)
-            base = torch.where(moving, value, emb)
-            ends = adapter.logits_from_embeddings(batch.select(list(range(n)) * 2), torch.cat([emb, base]))
-            cls = ends[:n].argmax(-1)
-            values = _target_values(ends, cls.repeat(2), target).double()
-        f_input[index], f_base[index], chosen[index] = values[:n].cpu(), values[n:].cpu(), cls.cpu()
-        delta = emb - base  # 0 outside the units
-        grad_sum = torch.zeros(emb.shape, dtype=torch.float64, device=device)
-        per_pass = max(1, token_budget // max(1, n * width))
-        for start in range(0, len(alphas), per_pass):
-            a = alphas[start:start + per_pass].to(device=device, dtype=dtype)
-            w = weights[start:start + per_pass].to(device)
-            path = (base[None] + a[:, None, None, None] * delta[None]).reshape(-1, width, emb.shape[-1])
-            path.requires_grad_(True)
-            with torch.enable_grad():
-                out = adapter.logits_from_embeddings(batch.select(list(range(n)) * len(a)), path)
-                f = _target_values(out, cls.repeat(len(a)), target)
-                (grad,) = torch.autograd.grad(f.sum(), path)
-            grad_sum += (grad.view(len(a), n, width, -1).double() * w[:, None, None, None]).sum(0)
-        attributions[index, :] = _right_aligned((grad_sum * delta.double()).sum(-1), batch, input_ids.shape[1])
+        result = integrated_gradients_over(adapter, batch, steps=steps, baseline=baseline, rule=rule, target=target,
+                                           token_budget=token_budget)
+        attributions[index] = _right_aligned(result.attributions.double(), batch, input_ids.shape[1])
+        f_input[index], f_base[index] = result.target_input.double(), result.target_baseline.double()
+        chosen[index] = result.target_class
     gap = attributions.sum(1) - (f_input - f_base)
     return IntegratedGradientsResult(attributions, gap, f_input, f_base, chosen)
 

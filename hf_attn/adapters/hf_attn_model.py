@@ -1,0 +1,168 @@
+"""The adapter for the papers' attentive classifiers (``model_type = "hf_attn"``: BiLSTM, CNN or
+Average encoder + additive/dot/uniform attention, Jain & Wallace 2019 appendix A).
+
+The explained attention is the model's one attention distribution α over the tokens (one layer,
+one head, read by the decoder). Its exact fast paths sit behind the adapter contract:
+
+- logits under any attention: the decoder is linear and Σα = 1, so the logits under α are
+  Σ_t α_t (W h_t + b) from the cached states (``model.logits_from_token_logits``, Tutek & Šnajder
+  2020 Eq. 9): permutations and adversaries never rerun the encoder;
+- the gradient and leave-one-out shortcuts of :mod:`hf_attn.methods.gradient` and
+  :mod:`hf_attn.methods.leave_one_out` (hand-written BiLSTM backward and partial reruns).
+
+These models run on the CPU in float32 (the papers' arithmetic; their shortcuts are CPU code):
+any other device or precision is refused with that reason.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError
+
+
+class HfAttnAdapter:
+    """Adapter over an :class:`hf_attn.models.modeling_hf_attn.AttnClassifierForSequenceClassification`
+    (see the module docstring); the same contract as
+    :class:`hf_attn.adapters.transformer.TransformersAdapter`."""
+
+    num_layers = 1
+    num_heads = 1
+    layer = 0
+    query_rule = "attention"
+    pooling = "attention"
+    left_padding = False
+    fast_path = True
+    fast_path_reason = "linear decoder: logits under any attention from cached states"
+
+    def __init__(self, model, tokenizer, spec: AttentionSpec | None = None, device="auto", precision="float32",
+                 token_budget: int = 16384, max_length: int | None = None):
+        spec = spec or AttentionSpec()
+        if spec.layer not in (0, -1) or spec.heads not in ("mean", 0) or spec.query not in ("auto", "mean"):
+            raise ValueError(f"{spec}: hf_attn models have one attention distribution (one layer, one head); "
+                             "use layer=-1, heads='mean', query='auto'")
+        if device not in ("auto", "cpu", None) and str(device) != "cpu":
+            raise ValueError(f"device {device!r}: hf_attn's own BiLSTM/CNN/Average models run on the CPU (their "
+                             "exact fast paths are CPU code); devices apply to transformers models")
+        if precision not in ("float32", None, torch.float32):
+            raise ValueError(f"precision {precision!r}: hf_attn's own models are analysed in float32, the papers' "
+                             "arithmetic")
+        if getattr(getattr(model, "config", None), "model_type", None) != "hf_attn":
+            raise UnsupportedModelError(f"{type(model).__name__} is not a single-sentence hf_attn model")
+        if not isinstance(token_budget, int) or token_budget < 1:
+            raise ValueError(f"token_budget must be a positive int, got {token_budget!r}")
+        self.spec = spec
+        self.device = torch.device("cpu")
+        self.dtype = torch.float32
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.token_budget = token_budget
+        self.max_length = max_length or int(getattr(model.config, "max_tokens", 512))
+        self.name = getattr(model.config, "_name_or_path", "") or "hf_attn"
+        self.model_type = "hf_attn"
+        self.pad_id = int(tokenizer.pad_token_id or 0)
+
+    # ------------------------------------------------------------------------------------------
+    # encoding
+
+    def encode(self, texts, max_length: int | None = None) -> Batch:
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(f"text {i} is a {type(text).__name__}, not a string")
+        encoding = self.tokenizer(texts, truncation=True, max_length=max_length or self.max_length)
+        sequences = encoding["input_ids"]
+        empty = [i for i, s in enumerate(sequences) if not s]
+        if empty:
+            raise ValueError(f"text {empty[0]} has no tokens ({len(empty)} empty text(s)): remove empty texts first")
+        word_ids = [encoding.word_ids(i) for i in range(len(texts))]
+        return self.from_token_lists(sequences, texts=texts, word_ids=word_ids)
+
+    def from_token_lists(self, sequences, texts=None, word_ids=None) -> Batch:
+        from hf_attn.methods.masks import attended_mask
+
+        sequences = [list(map(int, s)) for s in sequences]
+        width = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for i, s in enumerate(sequences):
+            ids[i, :len(s)] = torch.as_tensor(s, dtype=torch.long)
+            mask[i, :len(s)] = 1
+        content = attended_mask(self.model, mask.bool())
+        if word_ids is None:
+            word_ids = [list(range(len(s))) for s in sequences]
+        padded = [list(w) + [None] * (width - len(w)) for w in word_ids]
+        return Batch(input_ids=ids, attention_mask=mask, content=content, query=mask.bool(), word_ids=padded,
+                     texts=None if texts is None else list(texts))
+
+    def batch_from_tensors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Batch:
+        from hf_attn.methods.masks import attended_mask
+
+        width = int(attention_mask.sum(1).max())
+        ids, mask = input_ids[:, :width], attention_mask[:, :width]
+        return Batch(input_ids=ids, attention_mask=mask, content=attended_mask(self.model, mask.bool()),
+                     query=mask.bool())
+
+    def tokens(self, batch: Batch, index: int) -> list[str]:
+        return self.tokenizer.convert_ids_to_tokens(batch.input_ids[index][batch.content[index]].tolist())
+
+    # ------------------------------------------------------------------------------------------
+    # forwards
+
+    @torch.no_grad()
+    def logits(self, batch: Batch) -> torch.Tensor:
+        return self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.float()
+
+    @torch.no_grad()
+    def forward(self, batch: Batch, rollout: bool = True) -> Forward:
+        """The unmodified forward: α (B, T) is the explained attention, the one head's row and the
+        one layer's row; there is no rollout (one attention layer: rollout is α itself)."""
+        out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
+        attention = out.attentions.float()
+        logits = out.logits.float()
+        return Forward(logits=logits, probabilities=logits.softmax(-1), attention=attention,
+                       head_rows=attention.unsqueeze(1), layer_rows=attention.unsqueeze(1),
+                       rollout=attention if rollout else None, cache=out.hidden_states)
+
+    def logits_under(self, batch: Batch, weights: torch.Tensor, per_head: bool,
+                     forward: Forward | None = None) -> torch.Tensor:
+        """``(B, R, C)`` logits with α replaced by each of R rows (``(B, R, T)``, or ``(B, R, 1, T)``
+        per head), exactly, from the cached states: Σ_t α_t (W h_t + b)."""
+        if per_head:
+            weights = weights[:, :, 0]
+        hidden = forward.cache if forward is not None and forward.cache is not None else \
+            self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                       output_hidden_states=True).hidden_states
+        return self.model.logits_from_token_logits(self.model.token_logits(hidden), weights.to(hidden.dtype))
+
+    def embeddings(self, batch: Batch) -> torch.Tensor:
+        return self.model.get_input_embeddings()(batch.input_ids)
+
+    def logits_from_embeddings(self, batch: Batch, embeddings: torch.Tensor,
+                               detach_attention: bool = False) -> torch.Tensor:
+        return self.model(inputs_embeds=embeddings, attention_mask=batch.attention_mask,
+                          detach_attention=detach_attention).logits.float()
+
+    # ------------------------------------------------------------------------------------------
+    # exact shortcuts the methods use when present
+
+    def fast_gradient(self, batch: Batch) -> torch.Tensor:
+        from hf_attn.methods.gradient import gradient_importance
+
+        return gradient_importance(self.model, batch.input_ids, batch.attention_mask)
+
+    def fast_leave_one_out(self, batch: Batch, probabilities=None, token_budget=None) -> torch.Tensor:
+        from hf_attn.methods.leave_one_out import leave_one_out
+
+        values = leave_one_out(self.model, batch.input_ids, batch.attention_mask, token_budget or self.token_budget,
+                               probabilities)
+        return torch.nan_to_num(values, nan=0.0) * batch.content
+
+    def describe(self) -> dict:
+        config = self.model.config
+        return {"model_type": "hf_attn", "layer": -1, "num_layers": 1, "num_heads": 1, "heads": "mean",
+                "query": "attention", "pooling": "attention", "padding": "right", "fast_path": True,
+                "fast_path_reason": self.fast_path_reason, "device": "cpu", "precision": "float32",
+                "text": f"{config.encoder} encoder, {config.attention} attention"}

@@ -1,0 +1,543 @@
+"""The notebook-first API: ``Explainer(model, tokenizer)`` = an adapter + the batteries, in memory.
+
+>>> from hf_attn import Explainer                                   # doctest: +SKIP
+>>> ex = Explainer.from_pretrained("runs/sst-lstm")                 # doctest: +SKIP
+>>> ex.explain("a gripping, beautifully acted film")                # doctest: +SKIP
+>>> jw = ex.jw(texts, labels); jw.summary(); jw.to_pandas(); jw.plot(); jw.save("out/jw")  # doctest: +SKIP
+
+Works for the papers' BiLSTM/CNN/Average models and for any ``transformers`` sequence classifier the
+adapter engine can intervene on (:mod:`hf_attn.adapters`); a model it cannot is refused when the
+explainer is built, with the reason.
+
+**Words from tokens** (:meth:`Explanation.words`): a word's value is the **sum** of its tokens'
+values (the tokens with the same ``word_ids`` entry of the fast tokenizer; special tokens are
+dropped). Summing keeps a distribution a distribution (attention over tokens → attention over words,
+same total) and an additive attribution additive (integrated gradients' completeness survives).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from hf_attn.adapters import AttentionSpec, adapter_for
+
+EXPLANATION_ROWS = ("attention", "gradient", "loo", "ig", "rollout")
+
+
+def _texts_of(texts) -> list[str]:
+    """A string, a list of strings, or a ``datasets`` column (anything iterable of strings)."""
+    if isinstance(texts, str):
+        return [texts]
+    try:
+        items = list(texts)
+    except TypeError:
+        raise ValueError(f"texts must be a string or an iterable of strings, got {type(texts).__name__}") from None
+    if not items:
+        raise ValueError("texts is empty")
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise ValueError(f"texts[{i}] is a {type(text).__name__}, not a string")
+        if not text.strip():
+            raise ValueError(f"texts[{i}] is empty")
+    return items
+
+
+def _atomic_write(path: str, text: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _color(value: float, scale: float) -> str:
+    alpha = 0.0 if scale <= 0 or not np.isfinite(value) else min(1.0, abs(value) / scale)
+    rgb = "214,39,40" if value >= 0 else "31,119,180"
+    return f"rgba({rgb},{alpha:.3f})"
+
+
+# ----------------------------------------------------------------------------------------------
+# explanations of single texts
+
+
+@dataclass
+class SentenceExplanation:
+    """One text: ``tokens`` (the content tokens), per token ``values[name]`` for ``attention``,
+    ``gradient``, ``loo``, ``ig`` and ``rollout`` (None where a model has none), ``word_ids`` (per
+    token), ``words``; ``probabilities`` and ``predicted`` (class index), ``label_names``;
+    ``adversary_jsd``: the strongest attention an adversary found that keeps the output within ε
+    TVD (J&W Alg. 3: ε-max JSD; 0 = none found), ``ig_completeness_gap``."""
+
+    text: str
+    tokens: list[str]
+    word_ids: list[int | None]
+    words: list[str]
+    values: dict[str, list[float] | None]
+    probabilities: list[float]
+    predicted: int
+    label_names: list[str]
+    adversary_jsd: float | None = None
+    ig_completeness_gap: float | None = None
+
+    def word_values(self, name: str) -> list[float] | None:
+        """Per word: the sum of its tokens' values (the rule in the module docstring)."""
+        values = self.values.get(name)
+        if values is None:
+            return None
+        out = [0.0] * len(self.words)
+        for value, word in zip(values, self.word_ids):
+            if word is not None and word < len(out):
+                out[word] += float(value)
+        return out
+
+
+@dataclass
+class Explanation:
+    """The explanations of several texts: ``sentences`` (:class:`SentenceExplanation`) and
+    ``model`` (what was explained). ``to_pandas()`` has one row per token (``level="token"``) or
+    per word (``level="word"``); ``_repr_html_`` shows a heatmap per text; ``save_html(path)``
+    writes it as a page."""
+
+    sentences: list[SentenceExplanation]
+    model: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def __getitem__(self, index: int) -> SentenceExplanation:
+        return self.sentences[index]
+
+    def to_pandas(self, level: str = "token"):
+        import pandas as pd
+
+        if level not in ("token", "word"):
+            raise ValueError(f"level must be 'token' or 'word', got {level!r}")
+        rows = []
+        for i, s in enumerate(self.sentences):
+            units = s.tokens if level == "token" else s.words
+            values = {n: (s.values.get(n) if level == "token" else s.word_values(n)) for n in EXPLANATION_ROWS}
+            for j, unit in enumerate(units):
+                row = {"text": i, "position": j, level: unit, "predicted": s.label_names[s.predicted]}
+                if level == "token":
+                    row["word"] = s.word_ids[j]
+                row |= {n: (None if v is None else float(v[j])) for n, v in values.items()}
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<div class='hf-attn'><p><b>{html.escape(self.model.get('text', ''))}</b></p>"]
+        for s in self.sentences:
+            probability = s.probabilities[s.predicted]
+            parts.append(f"<p>{html.escape(s.label_names[s.predicted])} ({probability:.3f})"
+                         + ("" if s.adversary_jsd is None else
+                            f"; adversarial attention within ε: JSD {s.adversary_jsd:.3f}") + "</p>")
+            parts.append("<table style='border-collapse:collapse;font-family:monospace'>")
+            parts.append("<tr><td></td>" + "".join(f"<td style='padding:2px 4px'>{html.escape(t)}</td>"
+                                                   for t in s.tokens) + "</tr>")
+            for name in EXPLANATION_ROWS:
+                values = s.values.get(name)
+                if values is None:
+                    continue
+                scale = max((abs(v) for v in values), default=0.0)
+                cells = "".join(f"<td title='{v:.4g}' style='padding:2px 4px;background:{_color(v, scale)}'>"
+                                f"{v:.2f}</td>" for v in values)
+                parts.append(f"<tr data-row='{name}'><td>{name}</td>{cells}</tr>")
+            parts.append("</table>")
+        parts.append("</div>")
+        return "".join(parts)
+
+    def save_html(self, path: str) -> str:
+        page = ("<!doctype html><html><head><meta charset='utf-8'><title>hf_attn explanation</title></head>"
+                f"<body>{self._repr_html_()}</body></html>")
+        _atomic_write(path, page)
+        return path
+
+
+# ----------------------------------------------------------------------------------------------
+# battery results
+
+
+@dataclass
+class BatteryResult:
+    """A battery's results in memory: ``name`` (``"jw"``, ``"wp"``, ``"eraser"``), ``summary`` (every
+    number, JSON-able), ``instances`` (one dict per text: JSON-able per-instance values), ``model``
+    (what was explained) and ``settings``. ``summary()`` gives the headline numbers;
+    ``to_pandas()`` one row per instance; ``plot()`` a figure; ``save(dir)`` / ``load(dir)``
+    round-trip through ``results.json`` + ``instances.jsonl`` (written atomically)."""
+
+    name: str
+    data: dict
+    instances: list[dict]
+    model: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+    HEADLINES = {
+        "jw": (("num_instances", ("num_instances",)), ("accuracy", ("accuracy",)),
+               ("tau_gradient", ("tau_gradient", "overall", "mean")), ("tau_loo", ("tau_loo", "overall", "mean")),
+               ("permutation_median_tvd", ("permutation", "overall", "median")),
+               ("adversary_eps_max_jsd", ("adversary", "overall", "mean")),
+               ("adversary_fraction_feasible", ("adversary", "overall", "fraction_feasible")),
+               ("seconds", ("seconds", "total"))),
+    }
+
+    def summary(self) -> dict:
+        """The headline numbers (the full summary is ``.data``)."""
+        if self.name not in self.HEADLINES:
+            return dict(self.data)
+        out = {}
+        for key, path in self.HEADLINES[self.name]:
+            value = self.data
+            for part in path:
+                value = value.get(part) if isinstance(value, dict) else None
+            out[key] = value
+        return out
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.instances)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td></tr>"
+                       for k, v in self.summary().items())
+        return (f"<p><b>{html.escape(self.name)} battery</b> — {html.escape(self.model.get('text', ''))}</p>"
+                f"<table>{rows}</table>")
+
+    def plot(self, path: str | None = None):
+        """A figure of the per-instance results (J&W: τ histograms and the adversary's JSD against the
+        largest attention; others: the summary's numbers as bars); saved to ``path`` when given."""
+        import matplotlib
+
+        if path is not None:
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        frame = self.to_pandas()
+        if self.name == "jw" and len(frame):
+            fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+            for column, color in (("tau_attention_gradient", "#2980b9"), ("tau_attention_loo", "#c0392b")):
+                values = frame[column].dropna() if column in frame else []
+                axes[0].hist(values, bins=20, range=(-1, 1), alpha=0.6, color=color, label=column[4:])
+            axes[0].set_xlabel("Kendall τ per instance")
+            axes[0].legend(fontsize=7)
+            axes[1].scatter(frame["max_attention"], frame["eps_max_jsd"], s=8, color="#34495e")
+            axes[1].set_xlabel("largest attention weight")
+            axes[1].set_ylabel("ε-max JSD of the adversary")
+        else:
+            numbers = {k: v for k, v in self.summary().items() if isinstance(v, (int, float))}
+            fig, ax = plt.subplots(figsize=(6, 3))
+            ax.bar(list(numbers), list(numbers.values()), color="#2980b9")
+            ax.tick_params(axis="x", rotation=30)
+        fig.suptitle(f"{self.name}: {self.model.get('text', '')}", fontsize=9)
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=120)
+            plt.close(fig)
+        return fig
+
+    def save(self, folder: str) -> str:
+        record = {"battery": self.name, "summary": self.data, "model": self.model, "settings": self.settings,
+                  "instances_file": "instances.jsonl"}
+        _atomic_write(os.path.join(folder, "instances.jsonl"),
+                      "".join(json.dumps(row, allow_nan=False) + "\n" for row in _json_safe(self.instances)))
+        _atomic_write(os.path.join(folder, "results.json"),
+                      json.dumps(_json_safe(record), indent=2, allow_nan=False) + "\n")
+        return folder
+
+    @classmethod
+    def load(cls, folder: str) -> "BatteryResult":
+        path = os.path.join(folder, "results.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                record = json.load(f)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no saved battery results here") from None
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
+        rows_path = os.path.join(folder, record.get("instances_file", "instances.jsonl"))
+        with open(rows_path, encoding="utf-8") as f:
+            instances = [json.loads(line) for line in f if line.strip()]
+        return cls(record["battery"], record["summary"], instances, record.get("model", {}), record.get("settings", {}))
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _json_safe(value):
+    """NaN/inf → None, numpy → Python, recursively (JSON written is always valid)."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# the explainer
+
+
+class Explainer:
+    """An adapter + the batteries, in memory (module docstring).
+
+    ``model``, ``tokenizer``: any transformers sequence classifier with a fast tokenizer, or an
+    hf_attn model; ``layer`` / ``heads`` / ``query``: which attention is explained
+    (:class:`hf_attn.adapters.AttentionSpec`); ``device``: ``auto | cpu | cuda | cuda:N | mps``;
+    ``precision``: ``float32 | bfloat16 | float16``; ``token_budget``: padded tokens per forward."""
+
+    def __init__(self, model, tokenizer, *, layer: int = -1, heads="mean", query="auto", device="auto",
+                 precision="float32", token_budget: int = 8192, max_length: int | None = 512):
+        self.adapter = adapter_for(model, tokenizer, layer=layer, heads=heads, query=query, device=device,
+                                   precision=precision, token_budget=token_budget, max_length=max_length)
+        self.model, self.tokenizer = self.adapter.model, self.adapter.tokenizer
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, **kwargs) -> "Explainer":
+        """From a local folder (an ``hf-attn train`` run, any ``save_pretrained`` folder), a Hub id
+        (``owner/name``; ``HF_HUB_OFFLINE=1`` uses only the cache) or a packaged alias such as
+        ``"minilm-l6"``. Never runs code from the folder or repo (no ``trust_remote_code``)."""
+        if not isinstance(name_or_path, str) or not name_or_path.strip():
+            raise ValueError(f"name_or_path must be a folder, a Hub id or an alias, got {name_or_path!r}")
+        config = os.path.join(name_or_path, "config.json")
+        if os.path.isfile(config):
+            with open(config, encoding="utf-8") as f:
+                try:
+                    model_type = json.load(f).get("model_type")
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{config}: not valid JSON ({error.msg}, line {error.lineno})") from None
+            if model_type == "hf_attn":
+                from hf_attn.models.loading import load_model_folder
+
+                model, tokenizer = load_model_folder(name_or_path, "hf_attn")
+                return cls(model, tokenizer, **kwargs)
+            if model_type == "hf_attn_pair":
+                raise ValueError(f"{name_or_path}: a sentence-pair model; the explainer takes single-text "
+                                 "classifiers (use hf-attn analyze for pairs)")
+        from hf_attn.models.transformer_attention import load_transformer_classifier
+
+        model, tokenizer = load_transformer_classifier(name_or_path)
+        return cls(model, tokenizer, **kwargs)
+
+    def describe(self) -> dict:
+        return self.adapter.describe() | {"name": os.path.basename(os.path.normpath(str(self.adapter.name)))}
+
+    def explain(self, texts, *, ig_steps: int = 20, ig_baseline: str = "zero", adversary: bool = True, k: int = 5,
+                adversary_steps: int = 200, eps: float = 0.01, seed: int = 0, batch_size: int = 32) -> Explanation:
+        """Per token and per word: attention, J&W's gradient (attention held fixed), leave-one-out,
+        integrated gradients (``ig_steps`` trapezoid intervals; ``ig_baseline`` ``"zero"`` or ``"pad"``:
+        RMSNorm models such as Llama are steep near the zero embedding, where the completeness gap
+        reported per sentence shows whether more steps or the pad baseline are needed) and rollout, plus the
+        adversary's strength (ε-max JSD over ``k`` adversaries, ``adversary_steps`` Adam steps; skip
+        it with ``adversary=False``). ``texts``: a string, a list or a ``datasets`` column."""
+        from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
+        from hf_attn.methods.gradient import attention_fixed_gradient
+        from hf_attn.methods.integrated_gradients import integrated_gradients_over
+        from hf_attn.methods.leave_one_out import deletion_importance
+
+        items = _texts_of(texts)
+        adapter = self.adapter
+        names = self._label_names()
+        sentences: list[SentenceExplanation] = []
+        for start in range(0, len(items), batch_size):
+            chunk = items[start:start + batch_size]
+            batch = adapter.encode(chunk)
+            forward = adapter.forward(batch)
+            content = batch.content
+            values = {"attention": restrict_to_content(forward.attention, content),
+                      "gradient": attention_fixed_gradient(adapter, batch),
+                      "loo": deletion_importance(adapter, batch, forward.probabilities)}
+            ig = integrated_gradients_over(adapter, batch, steps=ig_steps, baseline=ig_baseline)
+            values["ig"] = ig.attributions
+            has_rollout = adapter.num_layers > 1 and forward.rollout is not None
+            if has_rollout:
+                values["rollout"] = restrict_to_content(forward.rollout, content)
+            strength = None
+            if adversary:
+                generator = torch.Generator().manual_seed(seed + start)
+                strength = adversarial_rows(adapter, batch, forward, k=k, eps=eps, steps=adversary_steps,
+                                            generator=generator).eps_max_jsd
+            for i, text in enumerate(chunk):
+                keep = content[i]
+                ids = batch.input_ids[i][keep].tolist()
+                word_ids = [w for w, c in zip(batch.word_ids[i], keep.tolist()) if c]
+                words = _words(text, self.tokenizer, ids, word_ids)
+                probabilities = forward.probabilities[i].tolist()
+                sentences.append(SentenceExplanation(
+                    text=text, tokens=self.tokenizer.convert_ids_to_tokens(ids), word_ids=word_ids, words=words,
+                    values={n: (values[n][i][keep].double().cpu().tolist() if n in values else None)
+                            for n in EXPLANATION_ROWS},
+                    probabilities=probabilities, predicted=int(np.argmax(probabilities)), label_names=names,
+                    adversary_jsd=None if strength is None else float(strength[i]),
+                    ig_completeness_gap=float(ig.completeness_gap[i])))
+        return Explanation(sentences, self.describe())
+
+    def _label_names(self) -> list[str]:
+        config = self.model.config
+        count = int(getattr(config, "num_labels", 2))
+        id2label = getattr(config, "id2label", None) or {}
+        return [str(id2label.get(i, id2label.get(str(i), i))) for i in range(count)]
+
+    def jw(self, texts, labels=None, **settings) -> BatteryResult:
+        """Jain & Wallace's battery (§4: τ of attention vs gradient and leave-one-out, permutation,
+        adversary) on ``texts`` in memory. ``settings``: the fields of
+        :class:`hf_attn.analysis.jw.transformer.TransformerJWSettings` (transformers) or
+        :class:`hf_attn.analysis.jw.common.JWSettings` (hf_attn models), e.g. ``num_permutations``,
+        ``k``, ``steps``, ``seed``."""
+        items = _texts_of(texts)
+        if labels is not None:
+            labels = [int(y) for y in labels]
+            if len(labels) != len(items):
+                raise ValueError(f"{len(items)} texts but {len(labels)} labels")
+        if self.adapter.model_type == "hf_attn":
+            return self._jw_papers_model(items, labels, settings)
+        from hf_attn.analysis.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
+
+        unknown = sorted(set(settings) - set(TransformerJWSettings.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown jw setting(s) {unknown}; see TransformerJWSettings")
+        typed = TransformerJWSettings(layer=self.adapter.spec.layer, heads=self.adapter.spec.heads, **settings)
+        results, summary = run_transformer_jw_battery(self.adapter, items, labels, typed, progress=False)
+        rows = []
+        tau = {name: summary[key]["tau"] for name, key in (("tau_attention_gradient", "tau_gradient"),
+                                                           ("tau_attention_loo", "tau_loo"),
+                                                           ("tau_gradient_loo", "tau_gradient_loo"))}
+        for i in range(len(items)):
+            ids = [int(t) for t in results["input_ids"][i]]
+            rows.append(_jw_row(items[i], self.tokenizer.convert_ids_to_tokens(ids), results["attention"][i],
+                                results["gradient"][i], results["loo"][i], results["probabilities"][i],
+                                results["permutation_tvd"][i], results["eps_max_jsd"][i],
+                                {n: t[i] for n, t in tau.items()}, None if labels is None else labels[i]))
+        from hf_attn.analysis.jw.summary import strip_arrays
+
+        return BatteryResult("jw", _json_safe(strip_arrays(summary)), rows, self.describe(), asdict(typed))
+
+    def _jw_papers_model(self, items, labels, settings) -> BatteryResult:
+        from hf_attn.analysis.jw.battery import run_jw_battery
+        from hf_attn.analysis.jw.common import JWSettings
+        from hf_attn.analysis.jw.summary import strip_arrays
+
+        unknown = sorted(set(settings) - set(JWSettings.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown jw setting(s) {unknown}; see JWSettings")
+        typed = JWSettings(**settings)
+        instances, summary = run_jw_battery(self.model, self.tokenizer, items, labels, typed, progress=False)
+        rows = []
+        for i in range(len(items)):
+            tau = {f"tau_{n}": instances.kendall[n][0][i] for n in ("attention_gradient", "attention_loo",
+                                                                     "gradient_loo") if n in instances.kendall}
+            ids = [int(t) for t in instances.input_ids[i]]
+            rows.append(_jw_row(items[i], self.tokenizer.convert_ids_to_tokens(ids), instances.attention[i],
+                                instances.gradient[i], instances.loo[i], instances.probabilities[i],
+                                instances.permutation_tvd[i], instances.eps_max_jsd[i], tau,
+                                None if labels is None else labels[i]))
+        return BatteryResult("jw", _json_safe(strip_arrays(summary)), rows, self.describe(), asdict(typed))
+
+    def eraser(self, texts, *, fractions=(0.01, 0.05, 0.1, 0.2, 0.5), ig_steps: int = 50, seed: int = 0
+               ) -> BatteryResult:
+        """ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020 §4) of attention,
+        rollout, gradient, leave-one-out, integrated gradients and random scores, in memory."""
+        items = _texts_of(texts)
+        if self.adapter.model_type == "hf_attn":
+            from hf_attn.analysis.eraser.battery import eraser_table
+            from hf_attn.core.batching import pad_batch
+
+            encoded = self.tokenizer(items, truncation=True, max_length=self.adapter.max_length)["input_ids"]
+            ids, mask = pad_batch(encoded, self.adapter.pad_id)
+            table = eraser_table(self.model, ids, mask, fractions=fractions, ig_steps=ig_steps, seed=seed)
+        else:
+            from hf_attn.analysis.eraser.transformer import encode, transformer_eraser_table
+
+            ids, mask, units = encode(self.tokenizer, items, self.adapter.max_length or 512)
+            if not bool(units.any(1).all()):
+                raise ValueError("a text has no tokens of its own (only special tokens): remove it first")
+            table = transformer_eraser_table(self.adapter, ids, mask, units, fractions=fractions, ig_steps=ig_steps,
+                                             seed=seed)
+        rows = [{"measure": name, **{k: v for k, v in row.items() if not isinstance(v, (list, dict))}}
+                for name, row in table["measures"].items()]
+        return BatteryResult("eraser", _json_safe(table), rows, self.describe(),
+                             {"fractions": list(fractions), "ig_steps": ig_steps, "seed": seed})
+
+    def wp(self, texts, labels) -> BatteryResult:
+        """Wiegreffe & Pinter §3.2 in memory: the model against its own attention replaced by the
+        uniform distribution (at the explained layer, and at every layer for transformers): F1 of
+        each and the output TVD per instance. The seed-variance (§3.3) and diagnostic-MLP (§3.4)
+        sections need other trained models: ``hf-attn analyze DIR --battery wp``."""
+        from hf_attn.analysis.wp.transformer import forward_batch, uniform_section
+
+        items = _texts_of(texts)
+        labels = np.asarray([int(y) for y in labels], dtype=np.int64)
+        if len(labels) != len(items):
+            raise ValueError(f"{len(items)} texts but {len(labels)} labels")
+        outputs: dict[str, list] = {}
+        for start in range(0, len(items), 32):
+            batch = self.adapter.encode(items[start:start + 32])
+            every = self.adapter.model_type != "hf_attn"
+            if every:
+                values = forward_batch(self.adapter, batch, uniform=True, every_layer=True)
+            else:
+                forward = self.adapter.forward(batch)
+                uniform = batch.attention_mask / batch.attention_mask.sum(-1, keepdim=True)
+                values = {"probabilities": forward.probabilities,
+                          "uniform": self.adapter.logits_under(batch, uniform.unsqueeze(1), False, forward)[:, 0]
+                          .softmax(-1)}
+            for name in ("probabilities", "uniform", "uniform_content", "uniform_every_layer"):
+                if name in values:
+                    outputs.setdefault(name, []).extend(values[name].double().cpu().numpy())
+        arrays = {n: np.stack(v) for n, v in outputs.items()}
+        section = uniform_section(arrays, labels)
+        from hf_attn.core.measures import tvd
+
+        distance = tvd(torch.from_numpy(arrays["uniform"]), torch.from_numpy(arrays["probabilities"])).numpy()
+        rows = [{"text": t, "label": int(y), "predicted": int(p.argmax()), "uniform_predicted": int(u.argmax()),
+                 "tvd_uniform": float(d)} for t, y, p, u, d in zip(items, labels, arrays["probabilities"],
+                                                                    arrays["uniform"], distance)]
+        return BatteryResult("wp", _json_safe(section), rows, self.describe(), {"section": "uniform (W&P §3.2)"})
+
+
+def _jw_row(text, tokens, attention, gradient, loo, probabilities, permutation, eps_max, tau, label) -> dict:
+    attention = np.asarray(attention, dtype=np.float64)
+    return {"text": text, "tokens": list(tokens), "label": label, "prediction": int(np.argmax(probabilities)),
+            "max_attention": float(attention.max()) if attention.size else None,
+            "attention": attention.tolist(), "gradient": np.asarray(gradient, dtype=np.float64).tolist(),
+            "loo": np.asarray(loo, dtype=np.float64).tolist(),
+            "permutation_median_tvd": float(np.median(permutation)), "eps_max_jsd": float(eps_max),
+            **{k: (None if v is None or not np.isfinite(v) else float(v)) for k, v in tau.items()}}
+
+
+def _words(text: str, tokenizer, ids: list[int], word_ids: list[int | None]) -> list[str]:
+    """The words of one text in ``word_ids`` order: each word's tokens decoded together."""
+    groups: dict[int, list[int]] = {}
+    for token, word in zip(ids, word_ids):
+        if word is not None:
+            groups.setdefault(word, []).append(int(token))
+    if not groups:
+        return []
+    count = max(groups) + 1
+    words = [""] * count
+    for w, tokens in groups.items():
+        words[w] = tokenizer.decode(tokens).strip().replace(" ##", "").replace("##", "")
+    return words
+
+
+__all__ = ["AttentionSpec", "BatteryResult", "Explainer", "Explanation", "SentenceExplanation"]
