@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -97,9 +96,11 @@ def _run_cli(args) -> int:
                            bert_model_dir=args.bert_model_dir, bert_instances=args.bert_instances,
                            bert_base_model=args.bert_base_model)
     counts = {v: sum(f["verdict"] == v for f in report["findings"]) for v in VERDICTS}
-    print(json.dumps({"report": ReproductionLayout(args.output_dir).report_md,
+    from hf_attn.cli import print_json
+
+    print_json({"report": ReproductionLayout(args.output_dir).report_md,
                       "verdicts": {k: v for k, v in counts.items() if v},
-                      "total_stage_minutes": round(report["total_stage_seconds"] / 60, 1)}, indent=2))
+                      "total_stage_minutes": round(report["total_stage_seconds"] / 60, 1)})
     return 0
 
 

@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -29,10 +29,11 @@ from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast, Train
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data.datasets import TaskData, load_task
+from hf_attn.data.datasets import BUILTIN_DATASETS, TaskData, load_task
 from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
 from hf_attn.core.environment import environment_versions  # noqa: F401 (re-exported)
-from hf_attn.core.io import exclusive_output_folder, write_json_atomic
+from hf_attn.core.arguments import bounded_list, MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS
+from hf_attn.core.io import exclusive_output_folder, read_json, write_json_atomic
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
 from hf_attn.training import pair
@@ -94,6 +95,34 @@ class TrainSettings:
             raise ValueError(f"model_selection must be roc_auc/accuracy/macro_f1/f1, got {self.model_selection}")
         if self.preprocessing not in ("default", "jw"):
             raise ValueError(f"preprocessing must be 'default' or 'jw', got {self.preprocessing!r}")
+        for name, limit in (("hidden_size", MAX_HIDDEN_SIZE), ("embedding_dim", MAX_EMBEDDING_DIM),
+                            ("num_layers", MAX_NUM_LAYERS), ("max_length", MAX_LENGTH)):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= limit:
+                raise ValueError(f"{name} (--{name.replace('_', '-')}) must be between 1 and {limit}, got {value}")
+        needed, available = 16 * self.estimated_encoder_parameters(), _physical_memory()
+        if available and needed > available:
+            raise ValueError(f"--hidden-size {self.hidden_size} / --num-layers {self.num_layers} / --embedding-dim "
+                             f"{self.embedding_dim}: the encoder alone would need about {needed / 2**30:.1f} GiB for "
+                             f"its weights, gradients and optimiser state; this machine has {available / 2**30:.1f} GiB")
+
+    def estimated_encoder_parameters(self) -> int:
+        """Parameters of the encoder these settings build (an estimate: the vocabulary is not known yet)."""
+        d = 50 if self.embeddings == "glove-6b-50d" else self.embedding_dim
+        h = self.hidden_size or (d // 2 if self.variant in ("residual", "tying", "mlm") else 128)
+        if self.encoder == "lstm":
+            return sum(2 * 4 * h * ((d if layer == 0 else 2 * h) + h + 2) for layer in range(self.num_layers))
+        if self.encoder == "cnn":
+            return 4 * 64 * 7 * d
+        return d * h + h
+
+
+def _physical_memory() -> int | None:
+    """Bytes of RAM of this machine, or None if unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dict[str, float]:
@@ -562,6 +591,40 @@ def _normalised_settings(settings: TrainSettings) -> dict:
     return json.loads(json.dumps(asdict(settings)))  # JSON round trip: tuples → lists, as stored
 
 
+PATH_SETTINGS = ("dataset", "data_path")  # settings that may name a local file or folder
+
+
+def _is_local_data(value) -> bool:
+    return isinstance(value, str) and value not in BUILTIN_DATASETS and os.path.exists(value)
+
+
+def stored_paths(settings: TrainSettings, output_dir: str) -> TrainSettings:
+    """``settings`` as ``run.json`` records them: a local data file or folder (``--dataset``,
+    ``--data-path``) relative to the run folder ``output_dir`` (POSIX separators), never as typed,
+    so the run folder can be analysed from any directory and moved together with its data."""
+    changes = {}
+    for name in PATH_SETTINGS:
+        value = getattr(settings, name)
+        if _is_local_data(value):
+            relative = os.path.relpath(os.path.abspath(value), os.path.abspath(output_dir))
+            changes[name] = relative.replace(os.sep, "/")
+    return replace(settings, **changes) if changes else settings
+
+
+def _resolved_paths(settings: TrainSettings, output_dir: str) -> TrainSettings:
+    """Inverse of :func:`stored_paths`: a recorded data path relative to the run folder, made usable
+    from the current directory (a path recorded by an older version, relative to wherever it was
+    typed, is kept as it is)."""
+    changes = {}
+    for name in PATH_SETTINGS:
+        value = getattr(settings, name)
+        if isinstance(value, str) and value not in BUILTIN_DATASETS and not os.path.isabs(value):
+            candidate = os.path.normpath(os.path.join(output_dir, value))
+            if os.path.exists(candidate):
+                changes[name] = candidate
+    return replace(settings, **changes) if changes else settings
+
+
 def settings_difference(stored: dict, requested: TrainSettings) -> dict[str, tuple]:
     """``{key: (stored, requested)}`` for every setting that differs; a key missing from an older
     ``stored`` counts as its dataclass default."""
@@ -612,7 +675,7 @@ def _check_existing_run(settings: TrainSettings, output_dir: str, task: TaskData
     if stored is None:
         difference = {"settings": ("unknown", "requested")}
     else:
-        difference = settings_difference(stored, settings)
+        difference = settings_difference(stored, stored_paths(settings, output_dir))
         if task is not None and stored_task is not None and stored_task != task.name:
             difference["task"] = (stored_task, task.name)
     if not difference:
@@ -728,7 +791,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     os.makedirs(os.path.join(output_dir, "checkpoints"), exist_ok=True)
     if main_process:
         write_json_atomic(os.path.join(output_dir, "checkpoints", REQUEST_FILE),
-                          {"settings": asdict(settings), "task": task.name})
+                          {"settings": asdict(stored_paths(settings, output_dir)), "task": task.name})
     if settings.batch_size % processes:
         raise ValueError(f"batch_size {settings.batch_size} must be divisible by the {processes} processes "
                          "(each process gets batch_size / processes examples of every batch)")
@@ -768,7 +831,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     metrics = _run_metrics(trainer, test.metrics, dev, train_seconds, last, with_objective=not plain)
     if hooks.test_metrics is not None:
         metrics.update(hooks.test_metrics(trainer.model, encoded["test"]))
-    run = {"settings": asdict(settings), "task": task.name, "label_names": task.label_names,
+    run = {"settings": asdict(stored_paths(settings, output_dir)), "task": task.name, "label_names": task.label_names,
            "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
            "model_selection": metric, "model_selection_note": selection_note,
            "model": info | {"encoder": model.config.encoder, "attention": model.config.attention,
@@ -867,8 +930,15 @@ def settings_from_run(output_dir: str, needed_by: str | None = None) -> TrainSet
         if not os.path.exists(os.path.join(output_dir, "run.json")):
             raise FileNotFoundError(f"{output_dir} has no run.json: {needed_by} needs a folder "
                                     f"written by `hf-attn train` (to know its dataset)")
-    with open(os.path.join(output_dir, "run.json"), encoding="utf-8") as f:
-        return TrainSettings(**json.load(f)["settings"])
+    path = os.path.join(output_dir, "run.json")
+    run = read_json(path)
+    if not isinstance(run, dict) or not isinstance(run.get("settings"), dict):
+        raise ValueError(f"{path} has no \"settings\" object: not a run.json written by `hf-attn train`")
+    known = {f.name for f in fields(TrainSettings)}
+    unknown = sorted(set(run["settings"]) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown settings {bounded_list(unknown)}")
+    return _resolved_paths(TrainSettings(**run["settings"]), output_dir)
 
 
 def task_of(settings: TrainSettings) -> TaskData:

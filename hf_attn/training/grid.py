@@ -204,8 +204,6 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import json
-
     if args.seeds < 1 and not args.seed_list:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     base = TrainSettings(dataset=args.dataset, data_path=args.data_path, embeddings=args.embeddings,
@@ -216,8 +214,10 @@ def _run(args: argparse.Namespace) -> int:
     runs = grid_runs(base, args.variants, args.attentions, args.seed_list or args.seeds)
     summary = train_grid(runs, args.output_dir, progress=not args.quiet)
     failed = [r for r in summary["runs"] if r["status"] == "failed"]
-    print(json.dumps({k: summary[k] for k in ("num_runs", "trained_runs", "wall_seconds",
-                                              "seconds_per_trained_run")}, indent=2))
+    from hf_attn.cli import print_json
+
+    print_json({k: summary[k] for k in ("num_runs", "trained_runs", "wall_seconds",
+                                              "seconds_per_trained_run")})
     for r in failed:
         print(f"FAILED {r['dir']}: {r['error']}")
     return 1 if failed else 0

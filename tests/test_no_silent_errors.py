@@ -1,0 +1,372 @@
+"""Bad input and faults end in a correct result, a refusal, or a one-line error naming the file, line
+or argument (exit code 2) — never in a silently wrong result, a lost analysis or a leaked path."""
+
+from __future__ import annotations
+
+import json
+import re
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TINY = ["--embeddings", "random", "--embedding-dim", "16", "--hidden-size", "8", "--epochs", "1", "--quiet",
+        "--threads", "1"]
+QUICK_JW = ["--jw-permutations", "3", "--jw-adversaries", "1", "--jw-steps", "2", "--quiet", "--threads", "1"]
+
+
+def cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """``hf-attn ARGV`` in this process: (exit code, stdout, stderr); argparse's exit counts as a code."""
+    from hf_attn.cli import main
+
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line_error(err: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def toy_rows(n: int = 60) -> list[tuple[str, int]]:
+    rng = np.random.default_rng(0)
+    positive, negative, filler = "good great fine lovely".split(), "bad awful poor dull".split(), "the movie a plot".split()
+    rows = []
+    for i in range(n):
+        words = list(rng.choice(positive if i % 2 else negative, 3)) + list(rng.choice(filler, 2))
+        rows.append((" ".join(words), i % 2))
+    return rows
+
+
+def write_csv(path: Path, rows, header=("text", "label")) -> Path:
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory) -> Path:
+    """A tiny model trained by ``hf-attn train`` on a 60-row CSV given as a relative path."""
+    from hf_attn.cli import main
+
+    root = tmp_path_factory.mktemp("toy")
+    write_csv(root / "toy.csv", toy_rows())
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        assert main(["train", "--dataset", "toy.csv", "--output-dir", "runs/toy", *TINY]) == 0
+    finally:
+        os.chdir(here)
+    return root / "runs" / "toy"
+
+
+# ----------------------------------------------------------------------------------------------
+# counts and limits, checked where they are parsed, for every battery alike
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["analyze", "M", "--battery", "jw", "--jw-max-instances", "0"], "--jw-max-instances"),
+    (["analyze", "M", "--battery", "jw", "--jw-max-instances", "-5"], "--jw-max-instances"),
+    (["analyze", "M", "--battery", "jw", "--jw-steps", "-1"], "--jw-steps"),
+    (["analyze", "M", "--battery", "jw", "--jw-lr", "nan"], "--jw-lr"),
+    (["analyze", "M", "--battery", "wp", "--wp-max-instances", "0"], "--wp-max-instances"),
+    (["analyze", "M", "--battery", "wp", "--wp-num-seeds", "-1"], "--wp-num-seeds"),
+    (["analyze", "M", "--battery", "ts", "--ts-adversary-limit", "0"], "--ts-adversary-limit"),
+    (["analyze", "M", "--battery", "ts", "--ts-permutation-draws", "0"], "--ts-permutation-draws"),
+    (["train", "--hidden-size", "10000000"], "--hidden-size"),
+    (["train", "--num-layers", "100000"], "--num-layers"),
+    (["train", "--embedding-dim", "0"], "--embedding-dim"),
+    (["train", "--learning-rate", "inf"], "--learning-rate"),
+])
+def test_counts_and_limits_are_refused_where_parsed(argv, flag, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, _, err = cli([*argv, "--output-dir", out], capsys)
+    assert code == 2
+    line = one_line_error(err)
+    assert f"argument {flag}" in line and "Traceback" not in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("battery, settings", [("jw", {"max_instances": 0}), ("jw", {"max_instances": -5}),
+                                               ("wp", {"max_instances": 0}), ("ts", {"adversary_limit": 0})])
+def test_python_api_refuses_the_same_limits(battery, settings, tmp_path):
+    from hf_attn.analysis import get_battery, run_battery
+
+    settings = get_battery(battery).settings_class(**settings)
+    with pytest.raises(ValueError, match="must be a whole number >= 1"):
+        run_battery(battery, str(tmp_path / "no-model"), str(tmp_path / "out"), settings)
+    assert not (tmp_path / "out").exists()
+
+
+def test_absurd_model_sizes_are_refused_before_any_folder_exists(tmp_path):
+    from hf_attn.training.engine import TrainSettings, train
+
+    with pytest.raises(ValueError, match=r"hidden_size \(--hidden-size\) must be between 1 and 8192"):
+        train(TrainSettings(hidden_size=10_000_000), str(tmp_path / "a"))
+    with pytest.raises(ValueError, match=r"num_layers \(--num-layers\) must be between 1 and 64"):
+        train(TrainSettings(num_layers=100_000), str(tmp_path / "b"))
+    with pytest.raises(ValueError, match="GiB for its weights, gradients and optimiser state"):
+        train(TrainSettings(hidden_size=8192, num_layers=64), str(tmp_path / "c"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_jw_max_instances_analyses_exactly_that_many(toy_run, tmp_path, capsys):
+    code, _, err = cli(["analyze", toy_run, "--battery", "jw", "--output-dir", tmp_path / "jw",
+                        "--jw-max-instances", "5", *QUICK_JW], capsys)
+    assert code == 0, err
+    rows = (tmp_path / "jw" / "instances.jsonl").read_text().splitlines()
+    assert len(rows) == 5
+
+
+# ----------------------------------------------------------------------------------------------
+# damaged cache entries
+
+
+def test_damaged_cache_shard_is_reported_discarded_and_recomputed(tmp_path, caplog):
+    from hf_attn.analysis.sharding import run_sharded, shard_path
+
+    shards = [np.arange(3), np.arange(3, 6)]
+    computed = []
+
+    def compute(number, indices):
+        computed.append(number)
+        return {"x": indices * 2.0, "ragged": [np.ones(i + 1) for i in indices]}
+
+    cache = str(tmp_path / "cache")
+    first = run_sharded(shards, compute, cache_dir=cache, key="k", accelerator=None, progress=False)
+    for damage in ("truncate", "flip"):
+        path = shard_path(cache, "k", 1)
+        data = Path(path).read_bytes()
+        Path(path).write_bytes(data[: len(data) // 2] if damage == "truncate"
+                               else data[:40] + bytes(b ^ 0xFF for b in data[40:80]) + data[80:])
+        computed.clear()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="hf_attn.analysis.sharding"):
+            again = run_sharded(shards, compute, cache_dir=cache, key="k", accelerator=None, progress=False)
+        assert computed == [1], damage
+        messages = [r.getMessage() for r in caplog.records]
+        assert len(messages) == 1 and path in messages[0] and "damaged" in messages[0]
+        assert "\n" not in messages[0]
+        for a, b in zip(first, again):
+            np.testing.assert_array_equal(a["x"], b["x"])
+            assert all(np.array_equal(u, v) for u, v in zip(a["ragged"], b["ragged"]))
+
+
+# ----------------------------------------------------------------------------------------------
+# files that are not JSON, bounded messages, strict JSON on stdout
+
+
+@pytest.mark.parametrize("name", ["run.json", "config.json"])
+def test_a_file_that_is_not_json_is_named(toy_run, tmp_path, name, capsys):
+    broken = tmp_path / "broken"
+    shutil.copytree(toy_run, broken)
+    (broken / name).write_text("this is not JSON\n")
+    code, _, err = cli(["analyze", broken, "--battery", "jw", "--output-dir", tmp_path / "out", *QUICK_JW], capsys)
+    assert code == 2
+    line = one_line_error(err)
+    assert f"{broken / name} is not valid JSON" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_error_messages_are_bounded(tmp_path, capsys):
+    wide = tmp_path / "wide.csv"
+    columns = [f"column_{i}" for i in range(100_000)]  # a 1.1 MB header without the text column
+    write_csv(wide, [["x"] * len(columns)], header=columns)
+    assert wide.stat().st_size > 1_000_000
+    code, _, err = cli(["train", "--dataset", wide, "--output-dir", tmp_path / "out", *TINY], capsys)
+    assert code == 2
+    line = one_line_error(err)
+    assert len(line) < 1200 and "(100000 in all)" in line and "'column_0'" in line, line[:300]
+
+    many = tmp_path / "many"
+    many.mkdir()
+    write_csv(many / "train.csv", [(f"text {i}", f"class{i}") for i in range(5000)])
+    write_csv(many / "dev.csv", [("text", "class1")])
+    write_csv(many / "test.csv", [("text", "unseen")])
+    code, _, err = cli(["train", "--dataset", many, "--output-dir", tmp_path / "out2", *TINY], capsys)
+    assert code == 2
+    line = one_line_error(err)
+    assert len(line) < 1200 and "(5000 in all)" in line and "'unseen' is not in the label set" in line, line[:300]
+
+
+def test_training_stdout_is_strict_json(monkeypatch, tmp_path, capsys):
+    from hf_attn.training import engine
+
+    monkeypatch.setattr(engine, "train", lambda *a, **k: {"test_accuracy": 0.5, "test_roc_auc": float("nan"),
+                                                          "train_seconds": 1.0, "train_tokens_per_second": None})
+    code, out, _ = cli(["train", "--output-dir", tmp_path / "o", *TINY], capsys)
+    assert code == 0 and "NaN" not in out
+    assert json.loads(out)["test_roc_auc"] is None
+
+
+# ----------------------------------------------------------------------------------------------
+# labels
+
+
+@pytest.mark.parametrize("fmt", ["csv-nan", "jsonl-mixed"])
+def test_label_columns_mixing_ids_and_names_are_refused_naming_lines(fmt, tmp_path, capsys):
+    rows = toy_rows(40)
+    if fmt == "csv-nan":
+        data = write_csv(tmp_path / "d.csv", [*rows[:30], ("a lonely row", "NaN"), *rows[30:]])
+        expected = "line 32: 'NaN'"
+    else:
+        data = tmp_path / "d.jsonl"
+        records = [{"text": t, "label": y} for t, y in rows] + [{"text": "later row", "label": "pos"},
+                                                                 {"text": "another", "label": "neg"}]
+        data.write_text("".join(json.dumps(r) + "\n" for r in records))
+        expected = "line 41: 'pos', line 42: 'neg'"
+    code, _, err = cli(["train", "--dataset", data, "--output-dir", tmp_path / "out", *TINY], capsys)
+    assert code == 2
+    line = one_line_error(err)
+    assert "mixes class ids and class names" in line and expected in line and str(data) in line, line
+    assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# local paths
+
+
+def test_dataset_path_is_stored_relative_to_the_run_folder(toy_run, tmp_path, monkeypatch, capsys):
+    run = json.loads((toy_run / "run.json").read_text())
+    assert run["settings"]["dataset"] == "../../toy.csv"  # typed as "toy.csv" in toy_run's parent
+    monkeypatch.chdir(tmp_path)  # elsewhere: the recorded path still finds the data
+    code, _, err = cli(["analyze", toy_run, "--battery", "jw", "--output-dir", "jw", "--jw-max-instances", "3",
+                        *QUICK_JW], capsys)
+    assert code == 0, err
+    # the same command again with the path typed differently resumes (same settings), not refused
+    monkeypatch.chdir(toy_run.parent.parent)
+    code, _, err = cli(["train", "--dataset", str(toy_run.parent.parent / "toy.csv"), "--output-dir",
+                        "runs/toy", *TINY], capsys)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("text", [
+    "file:///home/alice/private/data.csv", "file://localhost/srv/x.csv", "alice@build-box:/srv/data/x.csv",
+    "bob@10.0.0.2:data/clients.csv", r"\\fileserver\share\clients 2026\x.csv",
+    "../home/alice/private/acme_clients_2026.csv", "/home/alice/my data/acme clients.csv",
+    "/home/alice/my data/sub dir/x.csv", r"C:\Users\Alice Smith\data\x.csv", "~/my data/x.csv",
+])
+def test_scrubber_removes_every_form_of_local_path(text, tmp_path):
+    from hf_attn.hub import push as hub
+
+    scrub = hub._PathScrubber(tmp_path / "run")
+    for wrapped in (text, f"read {text} then stop", f"({text})"):
+        for result in (scrub.text(wrapped), scrub.value(wrapped)):
+            assert hub.LOCAL_PATH in result, (wrapped, result)
+            assert not any(part in result for part in ("alice", "Alice", "fileserver", "build-box", "10.0.0.2",
+                                                       "clients", "home", "srv")), (wrapped, result)
+
+
+def test_scrubber_keeps_urls_and_maps_file_uris_inside_the_run(tmp_path):
+    from hf_attn.hub import push as hub
+
+    scrub = hub._PathScrubber(tmp_path / "run")
+    for text in ("https://user@host:8080/x", "mail alice@example.com", "1/2 and a / b", "tokens/s"):
+        assert scrub.text(text) == text
+    assert scrub.text(f"file://{tmp_path}/run/analysis/jw/results.json") == "analysis/jw/results.json"
+
+
+def test_pushed_run_json_has_no_local_dataset_path(toy_run, tmp_path):
+    from hf_attn.hub.push import LOCAL_PATH, build_model_folder
+
+    out = build_model_folder(toy_run, tmp_path / "out", "me/model")
+    settings = json.loads((out / "run.json").read_text())["settings"]
+    assert settings["dataset"] == LOCAL_PATH
+    for path in out.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".md", ".txt", ".csv"):
+            text = path.read_text(encoding="utf-8")
+            assert "../toy.csv" not in text and str(tmp_path) not in text, path  # the file's name may appear
+
+
+@pytest.mark.parametrize("model", ["/abs/path/run", "./runs/x", "../runs/x", "~/runs/x", "file:///srv/run",
+                                   r"\\server\share\run", "me/model name", "a/b/c"])
+def test_push_space_writes_hub_ids_only(model, tmp_path, capsys):
+    out = tmp_path / "space"
+    code, _, err = cli(["push-space", "--repo-id", "me/explorer", "--model", model, "--to-dir", out], capsys)
+    assert code == 2
+    assert "must be Hub model ids" in one_line_error(err)
+    assert not out.exists()
+
+
+def test_push_space_refuses_an_existing_local_folder(tmp_path, monkeypatch, capsys):
+    (tmp_path / "me" / "run").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(["push-space", "--repo-id", "me/explorer", "--model", "me/run", "--to-dir", "space"], capsys)
+    assert code == 2 and "must be Hub model ids" in one_line_error(err)
+
+
+# ----------------------------------------------------------------------------------------------
+# weights: missing, unexpected or non-finite tensors
+
+
+def _damaged_weights(toy_run: Path, folder: Path, damage: str) -> Path:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(toy_run, folder)
+    tensors = load_file(folder / "model.safetensors")
+    if damage == "missing":
+        del tensors["decoder.weight"]
+    elif damage == "unexpected":
+        tensors["extra.weight"] = torch.zeros(2, 2)
+    elif damage == "nan":
+        tensors = {name: torch.full_like(t, float("nan")) for name, t in tensors.items()}
+    else:
+        tensors["attention.v.weight"][0, 0] = float("inf")
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+DAMAGES = {"missing": "lacks tensor(s) decoder.weight", "unexpected": "holds tensor(s) extra.weight",
+           "nan": "attention.proj.bias (", "inf": "attention.v.weight (1 of"}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_damaged_weights_are_refused_naming_the_tensor(damage, toy_run, tmp_path, capsys):
+    from hf_attn.explorer import ExplainError, ModelPolicy, load_model
+    from hf_attn.models.loading import ModelFolderError, load_model_folder
+
+    folder = _damaged_weights(toy_run, tmp_path / damage, damage)
+    code, _, err = cli(["analyze", folder, "--battery", "jw", "--output-dir", tmp_path / "out", *QUICK_JW], capsys)
+    assert code == 2 and DAMAGES[damage] in one_line_error(err)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ModelFolderError, match=re.escape(DAMAGES[damage])):  # Python API
+        load_model_folder(folder)
+    with pytest.raises(ExplainError, match=re.escape(DAMAGES[damage])):  # the Space
+        load_model(str(folder), ModelPolicy((str(folder),)))
+
+
+# ----------------------------------------------------------------------------------------------
+# the Space's Markdown
+
+
+def test_label_names_with_markup_reach_the_space_as_text(toy_run, tmp_path):
+    from hf_attn.explorer import explain_sentence, load_model, markdown_text, summary_markdown
+
+    folder = tmp_path / "markup"
+    shutil.copytree(toy_run, folder)
+    config = json.loads((folder / "config.json").read_text())
+    evil = "<script>alert(1)</script>**bold**"
+    config["id2label"] = {"0": evil, "1": evil}
+    config["label2id"] = {evil: 0}
+    (folder / "config.json").write_text(json.dumps(config))
+    model, tokenizer = load_model(str(folder))
+    summary = summary_markdown(explain_sentence(model, tokenizer, "a good movie", steps=2))
+    assert "<script>" not in summary and "**bold**" not in summary
+    assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;\\*\\*bold\\*\\*" in summary
+    assert markdown_text("tester/lstm-sst") == "tester/lstm-sst"
