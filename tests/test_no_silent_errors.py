@@ -370,3 +370,71 @@ def test_label_names_with_markup_reach_the_space_as_text(toy_run, tmp_path):
     assert "<script>" not in summary and "**bold**" not in summary
     assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;\\*\\*bold\\*\\*" in summary
     assert markdown_text("tester/lstm-sst") == "tester/lstm-sst"
+
+
+# ----------------------------------------------------------------------------------------------
+# one analysis per output folder
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    from hf_attn.core.io import LOCK_NAME
+
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != LOCK_NAME}
+
+
+def test_a_finished_analysis_is_never_replaced_silently(toy_run, tmp_path, capsys):
+    out = tmp_path / "jw"
+    first = ["analyze", toy_run, "--battery", "jw", "--output-dir", out, "--jw-max-instances", "6", *QUICK_JW]
+    assert cli(first, capsys)[0] == 0
+    before = _listing(out)
+    assert len((out / "instances.jsonl").read_text().splitlines()) == 6
+
+    # other settings: refused, naming the setting; nothing touched
+    code, _, err = cli([*first[:-len(QUICK_JW) - 1], "4", *QUICK_JW], capsys)
+    assert code == 2
+    line = one_line_error(err)
+    assert "holds a jw analysis with other settings (settings.max_instances: 6 → 4)" in line and "--overwrite" in line
+    # another battery into the same folder: refused
+    code, _, err = cli(["analyze", toy_run, "--battery", "ts", "--output-dir", out, "--quiet", "--ts-skip-mi",
+                        "--ts-skip-adversary", "--threads", "1"], capsys)
+    assert code == 2 and "holds a jw analysis (battery: 'jw' → 'ts')" in one_line_error(err)
+    assert _listing(out) == before
+
+    # the same analysis again: repeated in place (same results)
+    assert cli(first, capsys)[0] == 0
+    again, earlier = (json.loads(text)["summary"] for text in ((out / "results.json").read_text(), before["results.json"]))
+    again.pop("seconds"), earlier.pop("seconds")
+    assert again == earlier
+
+    # --overwrite replaces the whole analysis: nothing of the jw battery is left beside the ts results
+    code, _, err = cli(["analyze", toy_run, "--battery", "ts", "--output-dir", out, "--quiet", "--ts-skip-mi",
+                        "--ts-skip-adversary", "--threads", "1", "--overwrite"], capsys)
+    assert code == 0, err
+    names = set(_listing(out))
+    assert "instances.jsonl" not in names and not any(n.startswith("fig") for n in names), names
+    assert json.loads((out / "results.json").read_text())["battery"] == "ts"
+
+
+def test_overwrite_never_empties_a_model_folder(toy_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(toy_run, run)
+    before = _listing(run)
+    code, _, err = cli(["analyze", run, "--battery", "jw", "--output-dir", run, "--overwrite", *QUICK_JW], capsys)
+    assert code == 2 and "holds a model" in one_line_error(err)
+    assert _listing(run) == before
+
+
+def test_python_api_claims_the_folder_too(toy_run, tmp_path):
+    from hf_attn.analysis import run_battery
+    from hf_attn.analysis.folder import AnalysisFolderMismatch
+    from hf_attn.analysis.jw.common import JWRunSettings, JWSettings
+
+    quick = JWSettings(num_permutations=3, k=1, steps=2)
+    run_battery("jw", str(toy_run), str(tmp_path / "jw"), JWRunSettings(max_instances=4, progress=False, algorithm=quick))
+    with pytest.raises(AnalysisFolderMismatch, match="max_instances: 4 → 5"):
+        run_battery("jw", str(toy_run), str(tmp_path / "jw"), JWRunSettings(max_instances=5, progress=False,
+                                                                             algorithm=quick))
+    run_battery("jw", str(toy_run), str(tmp_path / "jw"), JWRunSettings(max_instances=5, progress=False,
+                                                                         algorithm=quick), overwrite=True)
+    assert len((tmp_path / "jw" / "instances.jsonl").read_text().splitlines()) == 5
