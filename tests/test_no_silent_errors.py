@@ -438,3 +438,35 @@ def test_python_api_claims_the_folder_too(toy_run, tmp_path):
     run_battery("jw", str(toy_run), str(tmp_path / "jw"), JWRunSettings(max_instances=5, progress=False,
                                                                          algorithm=quick), overwrite=True)
     assert len((tmp_path / "jw" / "instances.jsonl").read_text().splitlines()) == 5
+
+
+# ----------------------------------------------------------------------------------------------
+# training time across a resume
+
+
+def test_throughput_after_a_resume_counts_the_same_session(small_sst, tmp_path):
+    from dataclasses import asdict, replace
+
+    from hf_attn.training.engine import CLOCK_FILE, TrainSettings, train
+
+    out = tmp_path / "run"
+    settings = TrainSettings(embeddings="random", embedding_dim=16, hidden_size=8, epochs=2)
+    whole = train(settings, str(tmp_path / "whole"), task=small_sst, progress=False)
+    # a two-epoch run killed after its first epoch's checkpoint (the learning rate is constant)
+    train(replace(settings, epochs=1), str(out), task=small_sst, progress=False, keep_checkpoints=True)
+    (first,) = (out / "checkpoints").glob("checkpoint-*")
+    for name in ("metrics.json", "run.json"):
+        (out / name).unlink()
+    request = out / "checkpoints" / "train_request.json"
+    request.write_text(json.dumps({**json.loads(request.read_text()), "settings": asdict(settings)}))
+    earlier_seconds = json.loads((first / CLOCK_FILE).read_text())["train_seconds"]
+    earlier_tokens = json.loads((first / "trainer_state.json").read_text())["num_input_tokens_seen"]
+    assert 0 < earlier_tokens < whole["train_tokens"]
+
+    resumed = train(settings, str(out), task=small_sst, progress=False)
+    assert resumed["resumed_from"] == first.name and resumed["train_tokens"] == whole["train_tokens"]
+    session_seconds = resumed["train_seconds"] - earlier_seconds
+    assert resumed["train_seconds"] > earlier_seconds  # the whole run's time, earlier session included
+    expected = (resumed["train_tokens"] - earlier_tokens) / session_seconds
+    assert resumed["train_tokens_per_second"] == pytest.approx(expected, rel=0.1)
+    assert resumed["train_tokens_per_second"] < 0.8 * resumed["train_tokens"] / session_seconds  # not all tokens

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import DistributedType
-from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainingArguments
+from transformers import (PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainerCallback,
+                          TrainingArguments)
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
@@ -811,24 +812,26 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     collator = pieces.collator(tokenizer.pad_token_id)
     if hooks.token_columns or hooks.vector_columns:
         collator = ColumnPaddingCollator(collator, hooks.token_columns, hooks.vector_columns)
+    clock = _TrainingClock()
     trainer = hooks.trainer_class(
         model=model, args=args, train_dataset=rows["train"], eval_dataset=rows["validation"],
         data_collator=collator, processing_class=tokenizer, compute_metrics=_compute_metrics,
-        callbacks=list(hooks.callbacks) or None, sparse_embedding_updates=settings.sparse_embedding_updates,
+        callbacks=[*hooks.callbacks, clock], sparse_embedding_updates=settings.sparse_embedding_updates,
         sorted_evaluation=plain or hooks.sorted_evaluation, **hooks.trainer_kwargs)
     last = last_complete_checkpoint(args.output_dir)
     importlib.import_module("sklearn.metrics")  # used by every evaluation: imported before the clock starts
 
-    start = time.perf_counter()
+    clock.resume(last)
     trainer.train(resume_from_checkpoint=last)
-    train_seconds = time.perf_counter() - start
+    train_seconds = clock.stop(trainer.state.num_input_tokens_seen)
 
     test = trainer.predict(rows["test"], metric_key_prefix="test")
     dev = _best_checkpoint_dev_metrics(trainer) or trainer.evaluate(rows["validation"],
                                                                     metric_key_prefix="dev")
     trainer.save_model(output_dir)  # best-on-dev model (load_best_model_at_end)
     tokenizer.save_pretrained(output_dir)
-    metrics = _run_metrics(trainer, test.metrics, dev, train_seconds, last, with_objective=not plain)
+    metrics = _run_metrics(trainer, test.metrics, dev, train_seconds, last, with_objective=not plain,
+                           tokens_per_second=clock.tokens_per_second)
     if hooks.test_metrics is not None:
         metrics.update(hooks.test_metrics(trainer.model, encoded["test"]))
     run = {"settings": asdict(stored_paths(settings, output_dir)), "task": task.name, "label_names": task.label_names,
@@ -848,8 +851,44 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     return metrics
 
 
+CLOCK_FILE = "hf_attn_clock.json"  # in each checkpoint: training seconds and tokens up to it
+
+
+class _TrainingClock(TrainerCallback):
+    """Training time across resumes: each checkpoint records the seconds trained up to it (earlier
+    sessions included); a resumed run starts from the recorded seconds and tokens of the checkpoint
+    it resumes, so ``train_seconds`` is the whole run's and the throughput is tokens over seconds of
+    the same session, never all tokens over the resumed seconds only."""
+
+    def __init__(self):
+        self.earlier_seconds, self.earlier_tokens, self.start = 0.0, 0, None
+        self.tokens_per_second = None
+
+    def resume(self, checkpoint: str | None) -> None:
+        if checkpoint is not None:
+            clock = _read_json_file(os.path.join(checkpoint, CLOCK_FILE)) or {}
+            state = _read_json_file(os.path.join(checkpoint, "trainer_state.json")) or {}
+            self.earlier_seconds = float(clock.get("train_seconds") or 0.0)
+            self.earlier_tokens = int(state.get("num_input_tokens_seen") or 0)
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return self.earlier_seconds + (time.perf_counter() - self.start if self.start is not None else 0.0)
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        if state.is_world_process_zero and os.path.isdir(folder):
+            write_json_atomic(os.path.join(folder, CLOCK_FILE), {"train_seconds": self.elapsed()})
+
+    def stop(self, tokens_seen) -> float:
+        session = time.perf_counter() - self.start
+        session_tokens = int(tokens_seen or 0) - self.earlier_tokens
+        self.tokens_per_second = round(session_tokens / session, 1) if session > 0 and session_tokens > 0 else None
+        return self.earlier_seconds + session
+
+
 def _run_metrics(trainer: Trainer, test: dict, dev: dict, train_seconds: float, resumed_from: str | None,
-                 with_objective: bool) -> dict:
+                 with_objective: bool, tokens_per_second: float | None = None) -> dict:
     """``metrics.json``: test and dev accuracy / F1 / macro-F1 / ROC-AUC, the kept checkpoint and
     the throughput; ``with_objective`` (runs with hooks): also the test/dev loss (the trainer's
     objective) and the epochs trained (early stopping may end a run before its last epoch)."""
@@ -865,7 +904,8 @@ def _run_metrics(trainer: Trainer, test: dict, dev: dict, train_seconds: float, 
         "best_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
         "train_seconds": round(train_seconds, 2),
         "train_tokens": tokens,
-        "train_tokens_per_second": round(tokens / train_seconds, 1) if train_seconds and tokens else None,
+        "train_tokens_per_second": (tokens_per_second if resumed_from else
+                                    round(tokens / train_seconds, 1) if train_seconds and tokens else None),
         "resumed_from": os.path.basename(resumed_from) if resumed_from else None,
     })
     if with_objective:
