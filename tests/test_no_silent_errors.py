@@ -214,6 +214,15 @@ def test_training_stdout_is_strict_json(monkeypatch, tmp_path, capsys):
     assert json.loads(out)["test_roc_auc"] is None
 
 
+def test_training_stdout_is_one_json_document(tmp_path, capsys):
+    data = write_csv(tmp_path / "d.csv", toy_rows(40))
+    for quiet in ([], ["--quiet"]):
+        argv = ["train", "--dataset", data, "--output-dir", tmp_path / f"run{len(quiet)}", *TINY]
+        code, out, err = cli([a for a in argv if a != "--quiet"] + quiet, capsys)
+        assert code == 0, err
+        assert set(json.loads(out)) >= {"test_accuracy", "train_tokens_per_second"}  # nothing else on stdout
+
+
 # ----------------------------------------------------------------------------------------------
 # labels
 
@@ -470,3 +479,103 @@ def test_throughput_after_a_resume_counts_the_same_session(small_sst, tmp_path):
     expected = (resumed["train_tokens"] - earlier_tokens) / session_seconds
     assert resumed["train_tokens_per_second"] == pytest.approx(expected, rel=0.1)
     assert resumed["train_tokens_per_second"] < 0.8 * resumed["train_tokens"] / session_seconds  # not all tokens
+
+
+# ----------------------------------------------------------------------------------------------
+# the invariant, fuzzed: exit 0 with correct results, or exit 2 with one line; never a traceback,
+# never a partial folder
+
+from hypothesis import HealthCheck, Phase, given, settings as hypothesis_settings, strategies as st  # noqa: E402
+
+TEXTS = ["good film", "bad plot", "a great movie", "awful , dull", "ünïcödé ✓ ok", 'says "hi", then', "x y z"]
+SCHEMES = {"ids": (0, 1), "names": ("neg", "pos"), "floats": (0.0, 1.0), "id strings": ("0", "1")}
+CORRUPTIONS = {"empty file": (None, None), "nan label": ("label", "NaN"), "name among ids": ("label", "pos"), "empty text": ("text", ""),
+               "blank text": ("text", "  "), "missing label": ("label", None), "half label": ("label", 0.5),
+               "third class": ("label", 2)}
+
+
+def _canonical(label) -> str:
+    if isinstance(label, bool):
+        return str(label)
+    if isinstance(label, float) and label.is_integer():
+        return str(int(label))
+    return str(label)
+
+
+def _write_data(folder: Path, fmt: str, header: tuple, rows: list) -> Path:
+    if fmt == "csv":
+        return write_csv(folder / "data.csv", [["" if v is None else v for v in row] for row in rows], header)
+    path = folder / "data.jsonl"
+    path.write_text("".join(json.dumps(dict(zip(header, row)), ensure_ascii=False) + "\n" for row in rows),
+                    encoding="utf-8")
+    return path
+
+
+def _check_invariant(code: int, err: str, out: Path, command: str) -> None:
+    assert "Traceback" not in err
+    if code == 0:
+        return
+    assert code == 2, (code, err)
+    line = one_line_error(err)
+    assert line.startswith(f"hf-attn {command}: error:"), line
+    assert len(line) < 1300
+    assert not out.exists(), sorted(p.name for p in out.rglob("*"))  # never a partial folder
+
+
+@hypothesis_settings(max_examples=14, deadline=None, derandomize=True, phases=[Phase.generate],
+                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(fmt=st.sampled_from(["csv", "jsonl"]),
+       header=st.sampled_from([("text", "label")] * 4 + [("txt", "label"), ("text", "stars")]),
+       base=st.lists(st.sampled_from(TEXTS), min_size=10, max_size=30),
+       scheme=st.sampled_from(sorted(SCHEMES)),
+       corruption=st.sampled_from([None] * 4 + sorted(CORRUPTIONS)), where=st.integers(0, 40),
+       bad_option=st.sampled_from([None] * 8 + [("--min-count", "0"), ("--min-count", "x"), ("--max-length", "0"),
+                                                ("--max-length", "99999999"), ("--hidden-size", "10000000"),
+                                                ("--hidden-size", "0"), ("--batch-size", "-2"),
+                                                ("--embedding-dim", "100000")]))
+def test_fuzz_train_data_files_and_options(fmt, header, base, scheme, corruption, where, bad_option,
+                                           tmp_path_factory, capsys):
+    rows = [[text, SCHEMES[scheme][i % 2]] for i, text in enumerate(base)]  # both classes, alternating
+    if corruption is not None and rows:
+        column, value = CORRUPTIONS[corruption]
+        if column is None:
+            rows = []
+        else:
+            rows[where % len(rows)][0 if column == "text" else 1] = value
+    folder = tmp_path_factory.mktemp("fuzz-train")
+    data = _write_data(folder, fmt, header, rows)
+    out = folder / "run"
+    argv = ["train", "--dataset", data, "--output-dir", out, "--embeddings", "random", "--embedding-dim", "8",
+            "--epochs", "1", "--quiet", "--threads", "1", "--min-count", "1", "--max-length", "64",
+            "--hidden-size", "4", "--batch-size", "8", *(bad_option or ())]
+    code, stdout, err = cli(argv, capsys)
+    _check_invariant(code, err, out, "train")
+    if code == 0:  # correct results: every row in a split, the classes those of the file, never mixed
+        run = json.loads((out / "run.json").read_text())
+        assert sum(run["split_sizes"].values()) == len(rows)
+        names = run["label_names"]
+        assert len(names) >= 2 and set(names) <= {_canonical(label) for _, label in rows}
+        digits = [name.lstrip("-").isdigit() for name in names]
+        assert all(digits) or not any(digits), names
+        assert json.loads(stdout)  # strict JSON on stdout
+        assert "NaN" not in stdout
+
+
+@hypothesis_settings(max_examples=8, deadline=None, derandomize=True, phases=[Phase.generate],
+                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(limit=st.integers(-3, 15), permutations=st.integers(-1, 3), steps=st.integers(-1, 2),
+       eps=st.sampled_from(["0.01", "-1", "nan", "0"]))
+def test_fuzz_analyze_options(limit, permutations, steps, eps, toy_run, tmp_path_factory, capsys):
+    out = tmp_path_factory.mktemp("fuzz-analyze") / "jw"
+    argv = ["analyze", toy_run, "--battery", "jw", "--output-dir", out, "--jw-max-instances", limit,
+            "--jw-permutations", permutations, "--jw-steps", steps, "--jw-eps", eps, "--jw-adversaries", "1",
+            "--quiet", "--threads", "1"]
+    code, _, err = cli(argv, capsys)
+    _check_invariant(code, err, out, "analyze")
+    valid = limit >= 1 and permutations >= 1 and steps >= 0 and eps in ("0.01", "0")
+    assert (code == 0) == valid, err
+    if code == 0:
+        test_size = json.loads((toy_run / "run.json").read_text())["split_sizes"]["test"]
+        assert len((out / "instances.jsonl").read_text().splitlines()) == min(limit, test_size)
+        results = json.loads((out / "results.json").read_text())
+        assert results["summary"]["num_instances"] == min(limit, test_size)

@@ -12,6 +12,7 @@ vocabulary, extra per-instance columns, another Trainer, another checkpoint sele
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -27,6 +28,7 @@ import torch
 from accelerate.utils import DistributedType
 from transformers import (PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainerCallback,
                           TrainingArguments)
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
@@ -34,7 +36,7 @@ from hf_attn.data.datasets import BUILTIN_DATASETS, TaskData, load_task
 from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
 from hf_attn.core.environment import environment_versions  # noqa: F401 (re-exported)
 from hf_attn.core.arguments import bounded_list, MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS
-from hf_attn.core.io import exclusive_output_folder, read_json, write_json_atomic
+from hf_attn.core.io import LOCK_NAME, exclusive_output_folder, json_safe, read_json, write_json_atomic
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
 from hf_attn.training import pair
@@ -720,10 +722,29 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     if not main_process:  # accelerate/torchrun workers: the main process holds the folder
         return _train(*run)
     with exclusive_output_folder(output_dir):
+        fresh = not [name for name in os.listdir(output_dir) if name != LOCK_NAME]
         finished = _check_existing_run(settings, output_dir, task, overwrite)
         if finished is not None:
             return finished
-        return _train(*run)
+        try:
+            return _train(*run)
+        except BaseException:
+            if fresh and last_complete_checkpoint(os.path.join(output_dir, "checkpoints")) is None:
+                _remove_started_run(output_dir)  # nothing to resume: leave no half-made folder
+            raise
+
+
+def _remove_started_run(output_dir: str) -> None:
+    """Remove what a run that failed before its first checkpoint wrote into its new folder."""
+    for name in os.listdir(output_dir):
+        if name == LOCK_NAME:
+            continue
+        path = os.path.join(output_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _run_tokenizer(settings: TrainSettings, task: TaskData, pieces: TaskPieces, output_dir: str,
@@ -818,6 +839,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
         data_collator=collator, processing_class=tokenizer, compute_metrics=_compute_metrics,
         callbacks=[*hooks.callbacks, clock], sparse_embedding_updates=settings.sparse_embedding_updates,
         sorted_evaluation=plain or hooks.sorted_evaluation, **hooks.trainer_kwargs)
+    _logs_to_stderr(trainer)
     last = last_complete_checkpoint(args.output_dir)
     importlib.import_module("sklearn.metrics")  # used by every evaluation: imported before the clock starts
 
@@ -849,6 +871,31 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     if not keep_checkpoints:  # finished: the optimizer states are only needed to resume
         shutil.rmtree(args.output_dir, ignore_errors=True)
     return metrics
+
+
+class _StderrLog(TrainerCallback):
+    """The Trainer's log records (loss, dev metrics) as strict JSON lines on the ``hf_attn`` logger
+    (stderr), instead of Python dict reprs on stdout: a command's stdout holds only its own JSON."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_local_process_zero and logs:
+            record = {k: v for k, v in logs.items() if k != "total_flos"}
+            logger.info("%s", json.dumps(json_safe(record), allow_nan=False))
+
+
+class _ProgressBarsOnly(ProgressCallback):
+    """``ProgressCallback`` without its ``print``-to-stdout of every log record (:class:`_StderrLog` logs them)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        return None
+
+
+def _logs_to_stderr(trainer: Trainer) -> None:
+    trainer.remove_callback(PrinterCallback)
+    if any(isinstance(c, ProgressCallback) for c in trainer.callback_handler.callbacks):
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(_ProgressBarsOnly())
+    trainer.add_callback(_StderrLog())
 
 
 CLOCK_FILE = "hf_attn_clock.json"  # in each checkpoint: training seconds and tokens up to it
