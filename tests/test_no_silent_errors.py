@@ -88,6 +88,9 @@ def toy_run(tmp_path_factory) -> Path:
     (["analyze", "M", "--battery", "wp", "--wp-num-seeds", "-1"], "--wp-num-seeds"),
     (["analyze", "M", "--battery", "ts", "--ts-adversary-limit", "0"], "--ts-adversary-limit"),
     (["analyze", "M", "--battery", "ts", "--ts-permutation-draws", "0"], "--ts-permutation-draws"),
+    (["eraser", "M", "--max-instances", "0"], "--max-instances"),
+    (["eraser", "M", "--max-instances", "-5"], "--max-instances"),
+    (["eraser", "M", "--ig-steps", "0"], "--ig-steps"),
     (["train", "--hidden-size", "10000000"], "--hidden-size"),
     (["train", "--num-layers", "100000"], "--num-layers"),
     (["train", "--embedding-dim", "0"], "--embedding-dim"),
@@ -423,6 +426,16 @@ def test_a_finished_analysis_is_never_replaced_silently(toy_run, tmp_path, capsy
     names = set(_listing(out))
     assert "instances.jsonl" not in names and not any(n.startswith("fig") for n in names), names
     assert json.loads((out / "results.json").read_text())["battery"] == "ts"
+
+
+def test_eraser_keeps_one_analysis_per_folder_too(toy_run, tmp_path, capsys):
+    out = tmp_path / "jw"
+    assert cli(["analyze", toy_run, "--battery", "jw", "--output-dir", out, "--jw-max-instances", "3", *QUICK_JW],
+               capsys)[0] == 0
+    code, _, err = cli(["eraser", toy_run, "--output-dir", out, "--max-instances", "3", "--quiet", "--threads", "1"],
+                       capsys)
+    assert code == 2 and "holds a jw analysis (battery: 'jw' → 'eraser')" in one_line_error(err)
+    assert json.loads((out / "results.json").read_text())["battery"] == "jw"
 
 
 def test_overwrite_never_empties_a_model_folder(toy_run, tmp_path, capsys):
