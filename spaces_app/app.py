@@ -33,7 +33,8 @@ import torch  # noqa: E402
 from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
                              ModelPolicy, check_settings, default_model, explain_sentence, heatmap_html,
                              is_transformer_model,
-                             model_max_tokens, model_policy, permutation_figure, summary_markdown)
+                             markdown_text, model_max_tokens, model_policy, permutation_figure,
+                             summary_markdown)
 
 LOGGER = logging.getLogger("hf_attn.app")
 # What a visitor sees for an error we did not foresee; the traceback goes to the server log only
@@ -86,7 +87,8 @@ def make_handlers(cache: ModelCache):
     def describe_model(name: str) -> str:
         model, _ = cache.get(name)
         c = model.config
-        labels = ", ".join(str(v) for v in c.id2label.values())
+        labels = ", ".join(markdown_text(v) for v in c.id2label.values())
+        name = markdown_text(name)
         if is_transformer_model(model):
             return (f"Loaded **{name.strip()}**: BERT-family `{c.model_type}`, {c.num_hidden_layers} layers; "
                     f"explained: the last layer's [CLS] attention, mean over {c.num_attention_heads} heads; "

@@ -544,13 +544,13 @@ def test_validation_messages():
 @pytest.mark.parametrize("argv, pattern", [
     (["train", "--epochs", "0"], "--epochs: must be >= 1, got 0"),
     (["train", "--batch-size", "-3"], "--batch-size: must be >= 1"),
-    (["train", "--learning-rate", "-1"], "learning_rate must be > 0"),
+    (["train", "--learning-rate", "-1"], "argument --learning-rate: must be > 0, got -1"),
     (["train", "--encoder", "gru"], "invalid choice: 'gru'"),
     (["train", "--max-length", "0"], "--max-length: must be >= 1"),
     (["analyze", "/nonexistent", "--battery", "jw"], "no model folder"),
     (["analyze", "DIR", "--battery", "xx"], "invalid choice: 'xx'"),
-    (["analyze", "DIR", "--battery", "jw", "--jw-permutations", "0"], "num_permutations must be >= 1"),
-    (["analyze", "DIR", "--battery", "jw", "--jw-eps", "-1"], "eps >= 0"),
+    (["analyze", "DIR", "--battery", "jw", "--jw-permutations", "0"], "argument --jw-permutations: must be >= 1, got 0"),
+    (["analyze", "DIR", "--battery", "jw", "--jw-eps", "-1"], "argument --jw-eps: must be >= 0, got -1"),
 ])
 def test_cli_arguments_out_of_range(argv, pattern, tmp_path, model_dir, capsys):
     from hf_attn.cli import main

@@ -58,16 +58,28 @@ def get_battery(name: str) -> Battery:
     return available_batteries([name])[name]
 
 
-def run_battery(name: str, model_dir: str, output_dir: str, settings=None) -> dict:
+def run_battery(name: str, model_dir: str, output_dir: str, settings=None, overwrite: bool = False,
+                claim_folder: bool = True) -> dict:
     """Run battery ``name`` on ``model_dir`` into ``output_dir`` with ``settings`` (an instance of the
-    battery's ``settings_class``; None: its defaults)."""
+    battery's ``settings_class``; None: its defaults).
+
+    One analysis per folder: ``output_dir`` holding another analysis (another battery, other
+    settings, another model) raises :class:`hf_attn.analysis.folder.AnalysisFolderMismatch` unless
+    ``overwrite`` (which empties it first); the same analysis resumes. ``claim_folder=False``: the
+    caller manages the folder (e.g. ``hf-attn reproduce``'s layout)."""
     battery = get_battery(name)
     if settings is None:
         settings = battery.settings_class()
     if not isinstance(settings, battery.settings_class):
         raise TypeError(f"settings of the {name} battery must be {battery.settings_class.__name__}, "
                         f"got {type(settings).__name__}")
-    return battery.run(model_dir, output_dir, settings)
+    if not claim_folder:
+        return battery.run(model_dir, output_dir, settings)
+    from hf_attn.analysis.folder import claimed_output_folder
+    from hf_attn.core.io import exclusive_output_folder
+
+    with exclusive_output_folder(output_dir), claimed_output_folder(output_dir, name, model_dir, settings, overwrite):
+        return battery.run(model_dir, output_dir, settings)
 
 
 __all__ = ["Battery", "BATTERY_MODULES", "available_batteries", "get_battery", "register_battery", "run_battery"]

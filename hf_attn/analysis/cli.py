@@ -28,6 +28,10 @@ def add_parser(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--output-dir", required=True)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace what --output-dir holds (another battery's analysis, or this battery's with "
+                        "other settings or another model): its whole content is removed first. Without it "
+                        "such a folder is refused; the same analysis resumes")
     for battery in available_batteries(_named_battery(argv)).values():
         battery.add_options(p)
     p.set_defaults(func=_run)
@@ -36,6 +40,7 @@ def add_parser(subparsers, argv: list[str] | None = None) -> None:
 def _run(args) -> int:
     import os
 
+    from hf_attn.analysis.folder import claimed_output_folder
     from hf_attn.core.io import exclusive_output_folder
 
     battery = available_batteries([args.battery])[args.battery]
@@ -44,7 +49,8 @@ def _run(args) -> int:
         battery.run(args.model_dir, args.output_dir, settings)
         return 0
     with exclusive_output_folder(args.output_dir):  # one writer per output folder
-        battery.run(args.model_dir, args.output_dir, settings)
+        with claimed_output_folder(args.output_dir, args.battery, args.model_dir, settings, args.overwrite):
+            battery.run(args.model_dir, args.output_dir, settings)
     return 0
 
 

@@ -23,16 +23,27 @@ shapes (ragged per-instance arrays, stored flattened with their shapes).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
+import logging
 import os
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from hf_attn.core.io import umask_mode
+
+logger = logging.getLogger(__name__)
+
+# What loading a damaged shard raises: a truncated or overwritten .npz fails its zip structure
+# (BadZipFile, EOFError) or a member's CRC-32 / deflate stream (BadZipFile, zlib.error), or holds
+# arrays of the wrong layout (ValueError, KeyError).
+DAMAGED_SHARD_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
 
 _RAGGED_FLAT = "::ragged_flat"
 _RAGGED_SHAPES = "::ragged_shapes"
@@ -209,8 +220,11 @@ def run_sharded(shards: Sequence[np.ndarray], compute: Callable[[int, np.ndarray
             try:
                 local.append((number, load_shard(path)))
                 continue
-            except (OSError, ValueError, KeyError):  # unreadable (e.g. disk full when written): redo
-                os.unlink(path)
+            except DAMAGED_SHARD_ERRORS as err:  # truncated / corrupted (disk fault): redo it
+                logger.warning("cache file %s is damaged (%s: %s); discarded, recomputing it", path,
+                               type(err).__name__, " ".join(str(err).split())[:200])
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
         result = compute(number, np.asarray(shards[number]))
         if path is not None:
             save_shard_atomic(path, result)

@@ -82,6 +82,19 @@ def json_safe(value):
     return value
 
 
+def read_json(path: str | os.PathLike):
+    """The content of JSON file ``path``; a file that is not JSON is a ``ValueError`` naming the file
+    (``json.load`` alone says "Expecting value: line 1 column 1" without saying where)."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text, so not a JSON file ({err.reason} at byte {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err.msg}: line {err.lineno} column {err.colno})") from None
+
+
 def write_json_atomic(path: str | os.PathLike, payload) -> None:
     """Strict JSON (NaN/inf → null), indented, written atomically."""
     text = json.dumps(json_safe(payload), indent=2, allow_nan=False)
@@ -192,5 +205,5 @@ def exclusive_output_folder(folder: str | os.PathLike, command: str | None = Non
         os.close(fd)  # releases the flock
 
 
-__all__ = ["atomic_write", "json_safe", "write_json_atomic", "write_text_atomic", "write_jsonl_atomic",
+__all__ = ["atomic_write", "json_safe", "read_json", "write_json_atomic", "write_text_atomic", "write_jsonl_atomic",
            "save_figure_atomic", "exclusive_output_folder", "OutputFolderBusy", "LOCK_NAME"]

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import gzip
 import importlib.resources
@@ -28,6 +29,8 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 from datasets import Dataset, DatasetDict
+
+from hf_attn.core.arguments import bounded_list, bounded_text
 
 SPLITS = ("train", "validation", "test")
 PAIR_COLUMNS = ("premise", "hypothesis")
@@ -253,7 +256,7 @@ def load_imdb(seed: int = 0, fractions: tuple[float, float, float] = (0.7, 0.1, 
     texts = [re.sub(r"<br\s*/?>", " ", t) for t in frame["text"].astype(str)]
     labels = [int(v) for v in frame["label"]]
     if set(labels) - {0, 1}:
-        raise DataError(f"{path}: IMDB labels must be 0/1, got {sorted(set(labels))}")
+        raise DataError(f"{path}: IMDB labels must be 0/1, got {bounded_list(sorted(set(map(str, labels))))}")
     return TaskData(_from_rows(texts, labels, seed, fractions), ["negative", "positive"], "imdb",
                     notes=[f"IMDB: {len(texts)} reviews split {fractions} with seed {seed}"])
 
@@ -338,7 +341,7 @@ def load_snli(path: str | os.PathLike | None = None, seed: int = 0, dev_size: in
 def _require_columns(columns, required: list[str], where: str) -> None:
     missing = [c for c in required if c not in set(columns)]
     if missing:
-        raise DataError(f"{where}: missing column(s) {missing}; found {list(columns)}")
+        raise DataError(f"{where}: missing column(s) [{bounded_list(missing)}]; found [{bounded_list(columns)}]")
 
 
 @dataclass
@@ -448,14 +451,15 @@ def _read_csv(path: str) -> _Table:
             if record:  # [] = a blank line, skipped
                 if columns is None:
                     columns = [c if c else f"Unnamed: {i}" for i, c in enumerate(record)]
-                    duplicated = sorted({c for c in columns if columns.count(c) > 1})
+                    counts = collections.Counter(columns)
+                    duplicated = sorted(c for c, n in counts.items() if n > 1)
                     if duplicated:
-                        raise DataError(f"{path}, line {start}: duplicate column name(s) {duplicated} "
-                                        f"in the header")
+                        raise DataError(f"{path}, line {start}: duplicate column name(s) "
+                                        f"{bounded_list(duplicated)} in the header")
                 elif len(record) > len(columns):
                     raise DataError(f"{path}, line {start}: could not parse: {len(record)} fields but "
-                                    f"the header has {len(columns)} {columns} (quote texts that contain "
-                                    f"commas)")
+                                    f"the header has {len(columns)} ({bounded_list(columns)}) (quote texts "
+                                    f"that contain commas)")
                 else:
                     rows.append(record)
                     lines.append(start)
@@ -535,8 +539,30 @@ def _checked_rows(table: _Table, sources: dict[str, str], label_column: str) -> 
             if cacheable:
                 canonical[value] = key
         labels.append(key)
+    _check_label_kinds(labels, table, label_column)
     return _Table(table.path, [*sources, "label"], {**out_texts, "label": labels}, table.lines,
                   table.unit, table.split)
+
+
+def _check_label_kinds(keys: list[str], table: _Table, label_column: str) -> None:
+    """Labels are all class ids (``0``, ``1``, …) or all class names (``pos``, ``neg``, …); a column
+    mixing the two (a ``NaN`` in an integer column, names after ids in a JSONL file) would silently
+    add classes, so it is a :class:`DataError` naming the rows of the rarer kind."""
+    numeric = [re.fullmatch(r"-?\d+", key) is not None for key in keys]
+    ids = sum(numeric)
+    if ids == 0 or ids == len(keys):
+        return
+    rare_is_id = ids < len(keys) - ids
+    rare = [row for row, is_id in enumerate(numeric) if is_id == rare_is_id]
+    common = next(row for row, is_id in enumerate(numeric) if is_id != rare_is_id)
+    kinds = ("class ids", "class names") if rare_is_id else ("class names", "class ids")
+    where = table.path + (f" [{table.split}]" if table.split else "")
+    shown = ", ".join(f"{table.unit} {table.lines[row]}: {bounded_text(repr(keys[row]), 40)}" for row in rare[:5])
+    more = f", … ({len(rare)} rows in all)" if len(rare) > 5 else ""
+    raise DataError(f"{where}: label column {label_column!r} mixes class ids and class names: "
+                    f"{shown}{more} hold {kinds[0]}, the other {len(keys) - len(rare)} rows {kinds[1]} "
+                    f"(e.g. {table.unit} {table.lines[common]}: {bounded_text(repr(keys[common]), 40)}); a missing "
+                    f"value such as NaN is not a class: fix or remove those rows")
 
 
 def _is_missing(value) -> bool:
@@ -603,8 +629,8 @@ def _encode_labels(tables: dict[str, _Table], names: list[str]) -> DatasetDict:
         labels = []
         for row, key in enumerate(table.data["label"]):
             if key not in index:
-                raise DataError(f"{table.where(row)}: label {key!r} is not in the label set {names} "
-                                f"(taken from the train split)")
+                raise DataError(f"{table.where(row)}: label {bounded_text(repr(key), 80)} is not in the label set "
+                                f"[{bounded_list(names)}] (taken from the train split)")
             labels.append(index[key])
         texts = {c: v for c, v in table.data.items() if c != "label"}  # text, or premise + hypothesis
         out[split] = Dataset.from_dict({**texts, "label": labels})
@@ -754,7 +780,7 @@ def load_task(name: str, seed: int = 0, text_column: str = "text", label_column:
 def validate_task(task: TaskData) -> None:
     """Raise :class:`DataError` naming the first empty text or out-of-range label of any split."""
     if task.num_labels < 2:
-        raise DataError(f"{task.name}: need at least 2 classes, got {task.label_names}")
+        raise DataError(f"{task.name}: need at least 2 classes, got [{bounded_list(task.label_names)}]")
     for split in SPLITS:
         if split not in task.splits:
             raise DataError(f"{task.name}: missing split {split!r}")

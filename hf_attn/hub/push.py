@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from hf_attn.core.arguments import bounded_text
 from hf_attn.core.published import JW_GRADIENT_LOO_GAP, JW_PUBLISHED, TS_PUBLISHED_EXTRA, TS_SST
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -100,9 +101,16 @@ def _allowed_files(folder: Path, patterns, root: Path) -> list[tuple[Path, Path]
 
 # ------------------------------------------------------------------------------ local path scrubbing
 _SEGMENT = r"[\w.@%+=~-]+"
-_GENERIC_PATH = (rf"(?<![\w.~:/\\-])/{_SEGMENT}(?:/{_SEGMENT})+"  # /a/b...
-                 rf"|(?<![\w.~/-])~(?:/{_SEGMENT})+"  # ~/a...
-                 r"|(?<![\w])[A-Za-z]:\\[^\s\"'<>|]+")  # C:\a...
+_SPACED_SEGMENT = rf"{_SEGMENT}(?: {_SEGMENT})*"  # "my data": a folder name with spaces, inside a path
+_WINDOWS_PART = r"[^\\\s\"'<>|]+"
+_OTHER_PATH = (r"file://[^\s\"'<>()\[\]]*"  # file:///a/b (a URI naming a local file)
+               r"|(?<![\w.@/\\-])[\w.-]+@[\w.-]+:(?!//)[^\s\"'<>]*"  # user@host:/a/b (scp / rsync)
+               rf"|(?<![\w\\])\\\\{_WINDOWS_PART}(?:\\{_WINDOWS_PART}(?: {_WINDOWS_PART})*)*"  # \\server\share\a
+               rf"|(?<![\w.~/\\-])\.\.(?:[/\\]{_SEGMENT})+")  # ../a/b (relative to somewhere on this machine)
+_LAST_SEGMENT = rf"(?:{_SPACED_SEGMENT}\.[A-Za-z0-9]{{1,8}}(?![\w.-])|{_SEGMENT})"  # "my file.csv" or "x"
+_GENERIC_PATH = (rf"(?<![\w.~:/\\-])/{_SPACED_SEGMENT}(?:/{_SPACED_SEGMENT})*/{_LAST_SEGMENT}"  # /a/b..., /a b/c d.csv
+                 rf"|(?<![\w.~/-])~(?:/{_SPACED_SEGMENT})*(?:/{_LAST_SEGMENT})"  # ~/a...
+                 rf"|(?<![\w])[A-Za-z]:\\(?:{_WINDOWS_PART}(?: {_WINDOWS_PART})*\\)*[^\s\"'<>|\\]*")  # C:\a...
 
 
 class _PathScrubber:
@@ -119,9 +127,14 @@ class _PathScrubber:
         known = sorted((k.rstrip("/\\") for k in known if len(k.strip("/\\")) >= 2), key=len, reverse=True)
         literal = "|".join(re.escape(k) for k in known)
         self.pattern = re.compile(
-            (rf"(?<![\w.~-])(?:{literal})(?![\w.-])(?:/{_SEGMENT})*|" if literal else "") + _GENERIC_PATH)
+            (rf"(?<![\w.~-])(?:{literal})(?![\w.-])(?:/{_SEGMENT})*|" if literal else "")
+            + _OTHER_PATH + "|" + _GENERIC_PATH)
 
     def _map(self, path: str) -> str:
+        if path.startswith("file://"):  # file:///a/b and file://localhost/a/b: the path they name
+            path = re.sub(r"^file://(?:localhost)?", "", path) or "/"
+            if not path.startswith("/"):
+                return LOCAL_PATH
         for root in self.run_roots:
             if path == root:
                 return "."
@@ -1450,6 +1463,20 @@ def _space_models(default_model: str | None = None, models=()) -> list[str]:
     return list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
+
+
+def _checked_hub_model_ids(models: list[str]) -> list[str]:
+    """``models`` if each is a Hub model id (``NAME`` or ``USER/NAME``); a local path in any form
+    (absolute, relative, ``~``, ``file://``, ``\\\\server``, an existing local folder) is a
+    :class:`HubError`: what the Space is given is published, and a local path names nothing there."""
+    for name in models:
+        if not _HUB_ID.fullmatch(name) or ".." in name or name.endswith((".", "-")) or os.path.exists(name):
+            raise HubError(f"--model: the Space's models must be Hub model ids (USER/NAME), not local paths "
+                           f"({bounded_text(repr(name), 120)}); push the model first (hf-attn push) and pass its id")
+    return models
+
+
 def render_space_card(default_model: str | None = None, title: str = "Is attention explanation?",
                       models=()) -> str:
     """README.md of the explorer Space (``hub_cards/space_card.md``): the models visitors pick from
@@ -1480,7 +1507,7 @@ def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = N
         raise HubError(f"{app_dir} has no app.py")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
-    models = _space_models(default_model, models)
+    models = _checked_hub_model_ids(_space_models(default_model, models))
     copies = _allowed_files(app_dir, SPACE_FILES, app_dir.resolve())
     out_dir.mkdir(parents=True, exist_ok=True)
     for item, real in copies:
@@ -1499,10 +1526,7 @@ def push_space(repo_id: str, default_model: str | None = None, private: bool = F
                models=()):
     """Create (or reuse) the Space ``repo_id`` and upload the folder of :func:`build_space_folder`
     offering ``default_model`` and ``models`` (Hub ids; the first opens). Returns the ``CommitInfo``."""
-    for name in _space_models(default_model, models):
-        if os.path.isabs(name) or name.startswith(("~", ".")) or name.count("/") > 1 or "\\" in name:
-            raise HubError(f"the Space's models must be Hub model ids (USER/NAME), not local paths ({name!r}); "
-                           "push the model first (hf-attn push) and pass its id")
+    _checked_hub_model_ids(_space_models(default_model, models))
     with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as tmp:
         folder = build_space_folder(Path(tmp) / "repo", default_model, app_dir, models=models)
         return _upload(folder, repo_id, "space", private, commit_message, token, endpoint, space_sdk="gradio")

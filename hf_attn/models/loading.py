@@ -76,6 +76,8 @@ def load_model_folder(model_dir: str | os.PathLike, expected_type: str | None = 
     if mismatches:
         raise ModelFolderError(f"{model_dir}: config.json and model.safetensors disagree (size mismatch for "
                                + "; ".join(mismatches[:3]) + (" …" if len(mismatches) > 3 else "") + ")")
+    check_weight_names(model_dir, classes[model_type])
+    check_finite_weights(os.path.join(model_dir, "model.safetensors"))
     try:
         model = classes[model_type].from_pretrained(model_dir)
     except (RuntimeError, pickle.UnpicklingError) as err:
@@ -110,4 +112,55 @@ def shape_mismatches(model_dir: str, model_class) -> list[str]:
             for name in sorted(stored) if name in expected and stored[name] != expected[name]]
 
 
-__all__ = ["load_model_folder", "model_type_of", "ModelFolderError"]
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f", … ({len(names)} in all)" if len(names) > 5 else "")
+
+
+def check_weight_names(model_dir: str, model_class) -> None:
+    """:class:`ModelFolderError` naming the tensors ``model.safetensors`` lacks (``from_pretrained``
+    would initialise them at random and analyse a model nobody trained) or holds beyond those the
+    folder's ``config.json`` builds (weights of another model). Corrupt files are left to
+    ``from_pretrained``'s own error."""
+    import torch
+    from safetensors import safe_open
+
+    path = os.path.join(model_dir, "model.safetensors")
+    try:
+        with safe_open(path, framework="pt") as f:
+            stored = set(f.keys())
+    except Exception:  # noqa: BLE001 — corrupt/truncated: from_pretrained says so clearly
+        return
+    config = model_class.config_class.from_pretrained(model_dir)
+    with torch.device("meta"):
+        expected = set(model_class(config).state_dict())
+    missing, unexpected = sorted(expected - stored), sorted(stored - expected)
+    if missing:
+        raise ModelFolderError(f"{path} lacks tensor(s) {_names(missing)} that config.json's model has; "
+                               "they would be initialised at random, so the folder is not loaded")
+    if unexpected:
+        raise ModelFolderError(f"{path} holds tensor(s) {_names(unexpected)} that config.json's model does "
+                               "not have: the weights belong to another model")
+
+
+def check_finite_weights(path: str) -> None:
+    """:class:`ModelFolderError` naming every tensor of the safetensors file ``path`` that holds NaN
+    or infinite values (such a model predicts NaN: every analysis would be null)."""
+    import torch
+    from safetensors import safe_open
+
+    bad = []
+    try:
+        with safe_open(path, framework="pt") as f:
+            for name in f.keys():
+                tensor = f.get_tensor(name)
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    count = int((~torch.isfinite(tensor)).sum())
+                    bad.append(f"{name} ({count} of {tensor.numel()} values)")
+    except Exception:  # noqa: BLE001 — corrupt/truncated: from_pretrained says so clearly
+        return
+    if bad:
+        raise ModelFolderError(f"{path}: tensor(s) {_names(bad)} hold NaN or infinite values; the model "
+                               "cannot give meaningful predictions, so it is not loaded")
+
+
+__all__ = ["load_model_folder", "model_type_of", "ModelFolderError", "check_weight_names", "check_finite_weights"]

@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 
+from hf_attn.core.arguments import positive_int
 from hf_attn.core.io import exclusive_output_folder, write_text_atomic
 from hf_attn.core.threads import threads_argument
 
@@ -31,8 +31,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--datasets", nargs="+", default=["sst"], choices=list(DATASETS))
     p.add_argument("--output-dir", default=None, help="the reproduction folder (required unless --regrade)")
     p.add_argument("--quick", action="store_true", help="small subsets, 1 epoch, short searches (smoke test)")
-    p.add_argument("--seeds", type=int, default=None, help="T&Š grid seeds (default 5, as the paper)")
-    p.add_argument("--wp-seeds", type=int, default=None, help="W&P seed models (default 8)")
+    p.add_argument("--seeds", type=positive_int, default=None, help="T&Š grid seeds (default 5, as the paper)")
+    p.add_argument("--wp-seeds", type=positive_int, default=None, help="W&P seed models (default 8)")
     p.add_argument("--agnews-path", default=None, help=f"AG News CSV (default: ${AGNEWS_PATH_ENV})")
     p.add_argument("--threads", type=threads_argument, default="auto",
                    help="torch threads: a number, or auto (default): the cores the load average says "
@@ -51,7 +51,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--bert-base-model", default=None, metavar="NAME",
                    help="the base model to fine-tune for the BERT-family section (default minilm-l6; a local "
                         "folder or a Hub id also works)")
-    p.add_argument("--bert-instances", type=int, default=None, metavar="N",
+    p.add_argument("--bert-instances", type=positive_int, default=None, metavar="N",
                    help="test sentences of the BERT-family J&W battery (default 500; --quick: 40)")
     p.add_argument("--report-only", action="store_true", help="only rebuild REPORT.md from existing results "
                    "(needs the run folders under --output-dir)")
@@ -97,9 +97,11 @@ def _run_cli(args) -> int:
                            bert_model_dir=args.bert_model_dir, bert_instances=args.bert_instances,
                            bert_base_model=args.bert_base_model)
     counts = {v: sum(f["verdict"] == v for f in report["findings"]) for v in VERDICTS}
-    print(json.dumps({"report": ReproductionLayout(args.output_dir).report_md,
+    from hf_attn.cli import print_json
+
+    print_json({"report": ReproductionLayout(args.output_dir).report_md,
                       "verdicts": {k: v for k, v in counts.items() if v},
-                      "total_stage_minutes": round(report["total_stage_seconds"] / 60, 1)}, indent=2))
+                      "total_stage_minutes": round(report["total_stage_seconds"] / 60, 1)})
     return 0
 
 

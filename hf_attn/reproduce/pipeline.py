@@ -123,7 +123,7 @@ def _run_jw_battery(model_dir: str, out: str, settings, **recorded) -> None:
 
     request = {"model": model_dir, **recorded, **_request_of(settings)}
     if not _done(out, request):
-        run_battery("jw", model_dir, out, settings)
+        run_battery("jw", model_dir, out, settings, claim_folder=False)
         _mark(out, request)
 
 
@@ -133,7 +133,7 @@ def _run_ts_battery(model_dir: str, out: str, settings) -> None:
 
     request = {"model": model_dir, **_request_of(settings)}
     if not _done(out, request):
-        run_battery("ts", model_dir, out, settings)
+        run_battery("ts", model_dir, out, settings, claim_folder=False)
         _mark(out, request)
 
 

@@ -12,6 +12,7 @@ vocabulary, extra per-instance columns, another Trainer, another checkpoint sele
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -19,20 +20,23 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 import torch
 from accelerate.utils import DistributedType
-from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainingArguments
+from transformers import (PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainerCallback,
+                          TrainingArguments)
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data.datasets import TaskData, load_task
+from hf_attn.data.datasets import BUILTIN_DATASETS, TaskData, load_task
 from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
 from hf_attn.core.environment import environment_versions  # noqa: F401 (re-exported)
-from hf_attn.core.io import exclusive_output_folder, write_json_atomic
+from hf_attn.core.arguments import bounded_list, MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS
+from hf_attn.core.io import LOCK_NAME, exclusive_output_folder, json_safe, read_json, write_json_atomic
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
 from hf_attn.training import pair
@@ -94,6 +98,34 @@ class TrainSettings:
             raise ValueError(f"model_selection must be roc_auc/accuracy/macro_f1/f1, got {self.model_selection}")
         if self.preprocessing not in ("default", "jw"):
             raise ValueError(f"preprocessing must be 'default' or 'jw', got {self.preprocessing!r}")
+        for name, limit in (("hidden_size", MAX_HIDDEN_SIZE), ("embedding_dim", MAX_EMBEDDING_DIM),
+                            ("num_layers", MAX_NUM_LAYERS), ("max_length", MAX_LENGTH)):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= limit:
+                raise ValueError(f"{name} (--{name.replace('_', '-')}) must be between 1 and {limit}, got {value}")
+        needed, available = 16 * self.estimated_encoder_parameters(), _physical_memory()
+        if available and needed > available:
+            raise ValueError(f"--hidden-size {self.hidden_size} / --num-layers {self.num_layers} / --embedding-dim "
+                             f"{self.embedding_dim}: the encoder alone would need about {needed / 2**30:.1f} GiB for "
+                             f"its weights, gradients and optimiser state; this machine has {available / 2**30:.1f} GiB")
+
+    def estimated_encoder_parameters(self) -> int:
+        """Parameters of the encoder these settings build (an estimate: the vocabulary is not known yet)."""
+        d = 50 if self.embeddings == "glove-6b-50d" else self.embedding_dim
+        h = self.hidden_size or (d // 2 if self.variant in ("residual", "tying", "mlm") else 128)
+        if self.encoder == "lstm":
+            return sum(2 * 4 * h * ((d if layer == 0 else 2 * h) + h + 2) for layer in range(self.num_layers))
+        if self.encoder == "cnn":
+            return 4 * 64 * 7 * d
+        return d * h + h
+
+
+def _physical_memory() -> int | None:
+    """Bytes of RAM of this machine, or None if unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def classification_metrics(probabilities: np.ndarray, labels: np.ndarray) -> dict[str, float]:
@@ -562,6 +594,40 @@ def _normalised_settings(settings: TrainSettings) -> dict:
     return json.loads(json.dumps(asdict(settings)))  # JSON round trip: tuples → lists, as stored
 
 
+PATH_SETTINGS = ("dataset", "data_path")  # settings that may name a local file or folder
+
+
+def _is_local_data(value) -> bool:
+    return isinstance(value, str) and value not in BUILTIN_DATASETS and os.path.exists(value)
+
+
+def stored_paths(settings: TrainSettings, output_dir: str) -> TrainSettings:
+    """``settings`` as ``run.json`` records them: a local data file or folder (``--dataset``,
+    ``--data-path``) relative to the run folder ``output_dir`` (POSIX separators), never as typed,
+    so the run folder can be analysed from any directory and moved together with its data."""
+    changes = {}
+    for name in PATH_SETTINGS:
+        value = getattr(settings, name)
+        if _is_local_data(value):
+            relative = os.path.relpath(os.path.abspath(value), os.path.abspath(output_dir))
+            changes[name] = relative.replace(os.sep, "/")
+    return replace(settings, **changes) if changes else settings
+
+
+def _resolved_paths(settings: TrainSettings, output_dir: str) -> TrainSettings:
+    """Inverse of :func:`stored_paths`: a recorded data path relative to the run folder, made usable
+    from the current directory (a path recorded by an older version, relative to wherever it was
+    typed, is kept as it is)."""
+    changes = {}
+    for name in PATH_SETTINGS:
+        value = getattr(settings, name)
+        if isinstance(value, str) and value not in BUILTIN_DATASETS and not os.path.isabs(value):
+            candidate = os.path.normpath(os.path.join(output_dir, value))
+            if os.path.exists(candidate):
+                changes[name] = candidate
+    return replace(settings, **changes) if changes else settings
+
+
 def settings_difference(stored: dict, requested: TrainSettings) -> dict[str, tuple]:
     """``{key: (stored, requested)}`` for every setting that differs; a key missing from an older
     ``stored`` counts as its dataclass default."""
@@ -612,7 +678,7 @@ def _check_existing_run(settings: TrainSettings, output_dir: str, task: TaskData
     if stored is None:
         difference = {"settings": ("unknown", "requested")}
     else:
-        difference = settings_difference(stored, settings)
+        difference = settings_difference(stored, stored_paths(settings, output_dir))
         if task is not None and stored_task is not None and stored_task != task.name:
             difference["task"] = (stored_task, task.name)
     if not difference:
@@ -656,10 +722,29 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     if not main_process:  # accelerate/torchrun workers: the main process holds the folder
         return _train(*run)
     with exclusive_output_folder(output_dir):
+        fresh = not [name for name in os.listdir(output_dir) if name != LOCK_NAME]
         finished = _check_existing_run(settings, output_dir, task, overwrite)
         if finished is not None:
             return finished
-        return _train(*run)
+        try:
+            return _train(*run)
+        except BaseException:
+            if fresh and last_complete_checkpoint(os.path.join(output_dir, "checkpoints")) is None:
+                _remove_started_run(output_dir)  # nothing to resume: leave no half-made folder
+            raise
+
+
+def _remove_started_run(output_dir: str) -> None:
+    """Remove what a run that failed before its first checkpoint wrote into its new folder."""
+    for name in os.listdir(output_dir):
+        if name == LOCK_NAME:
+            continue
+        path = os.path.join(output_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _run_tokenizer(settings: TrainSettings, task: TaskData, pieces: TaskPieces, output_dir: str,
@@ -728,7 +813,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     os.makedirs(os.path.join(output_dir, "checkpoints"), exist_ok=True)
     if main_process:
         write_json_atomic(os.path.join(output_dir, "checkpoints", REQUEST_FILE),
-                          {"settings": asdict(settings), "task": task.name})
+                          {"settings": asdict(stored_paths(settings, output_dir)), "task": task.name})
     if settings.batch_size % processes:
         raise ValueError(f"batch_size {settings.batch_size} must be divisible by the {processes} processes "
                          "(each process gets batch_size / processes examples of every batch)")
@@ -748,27 +833,30 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     collator = pieces.collator(tokenizer.pad_token_id)
     if hooks.token_columns or hooks.vector_columns:
         collator = ColumnPaddingCollator(collator, hooks.token_columns, hooks.vector_columns)
+    clock = _TrainingClock()
     trainer = hooks.trainer_class(
         model=model, args=args, train_dataset=rows["train"], eval_dataset=rows["validation"],
         data_collator=collator, processing_class=tokenizer, compute_metrics=_compute_metrics,
-        callbacks=list(hooks.callbacks) or None, sparse_embedding_updates=settings.sparse_embedding_updates,
+        callbacks=[*hooks.callbacks, clock], sparse_embedding_updates=settings.sparse_embedding_updates,
         sorted_evaluation=plain or hooks.sorted_evaluation, **hooks.trainer_kwargs)
+    _logs_to_stderr(trainer)
     last = last_complete_checkpoint(args.output_dir)
     importlib.import_module("sklearn.metrics")  # used by every evaluation: imported before the clock starts
 
-    start = time.perf_counter()
+    clock.resume(last)
     trainer.train(resume_from_checkpoint=last)
-    train_seconds = time.perf_counter() - start
+    train_seconds = clock.stop(trainer.state.num_input_tokens_seen)
 
     test = trainer.predict(rows["test"], metric_key_prefix="test")
     dev = _best_checkpoint_dev_metrics(trainer) or trainer.evaluate(rows["validation"],
                                                                     metric_key_prefix="dev")
     trainer.save_model(output_dir)  # best-on-dev model (load_best_model_at_end)
     tokenizer.save_pretrained(output_dir)
-    metrics = _run_metrics(trainer, test.metrics, dev, train_seconds, last, with_objective=not plain)
+    metrics = _run_metrics(trainer, test.metrics, dev, train_seconds, last, with_objective=not plain,
+                           tokens_per_second=clock.tokens_per_second)
     if hooks.test_metrics is not None:
         metrics.update(hooks.test_metrics(trainer.model, encoded["test"]))
-    run = {"settings": asdict(settings), "task": task.name, "label_names": task.label_names,
+    run = {"settings": asdict(stored_paths(settings, output_dir)), "task": task.name, "label_names": task.label_names,
            "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
            "model_selection": metric, "model_selection_note": selection_note,
            "model": info | {"encoder": model.config.encoder, "attention": model.config.attention,
@@ -785,8 +873,69 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     return metrics
 
 
+class _StderrLog(TrainerCallback):
+    """The Trainer's log records (loss, dev metrics) as strict JSON lines on the ``hf_attn`` logger
+    (stderr), instead of Python dict reprs on stdout: a command's stdout holds only its own JSON."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_local_process_zero and logs:
+            record = {k: v for k, v in logs.items() if k != "total_flos"}
+            logger.info("%s", json.dumps(json_safe(record), allow_nan=False))
+
+
+class _ProgressBarsOnly(ProgressCallback):
+    """``ProgressCallback`` without its ``print``-to-stdout of every log record (:class:`_StderrLog` logs them)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        return None
+
+
+def _logs_to_stderr(trainer: Trainer) -> None:
+    trainer.remove_callback(PrinterCallback)
+    if any(isinstance(c, ProgressCallback) for c in trainer.callback_handler.callbacks):
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(_ProgressBarsOnly())
+    trainer.add_callback(_StderrLog())
+
+
+CLOCK_FILE = "hf_attn_clock.json"  # in each checkpoint: training seconds and tokens up to it
+
+
+class _TrainingClock(TrainerCallback):
+    """Training time across resumes: each checkpoint records the seconds trained up to it (earlier
+    sessions included); a resumed run starts from the recorded seconds and tokens of the checkpoint
+    it resumes, so ``train_seconds`` is the whole run's and the throughput is tokens over seconds of
+    the same session, never all tokens over the resumed seconds only."""
+
+    def __init__(self):
+        self.earlier_seconds, self.earlier_tokens, self.start = 0.0, 0, None
+        self.tokens_per_second = None
+
+    def resume(self, checkpoint: str | None) -> None:
+        if checkpoint is not None:
+            clock = _read_json_file(os.path.join(checkpoint, CLOCK_FILE)) or {}
+            state = _read_json_file(os.path.join(checkpoint, "trainer_state.json")) or {}
+            self.earlier_seconds = float(clock.get("train_seconds") or 0.0)
+            self.earlier_tokens = int(state.get("num_input_tokens_seen") or 0)
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return self.earlier_seconds + (time.perf_counter() - self.start if self.start is not None else 0.0)
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        if state.is_world_process_zero and os.path.isdir(folder):
+            write_json_atomic(os.path.join(folder, CLOCK_FILE), {"train_seconds": self.elapsed()})
+
+    def stop(self, tokens_seen) -> float:
+        session = time.perf_counter() - self.start
+        session_tokens = int(tokens_seen or 0) - self.earlier_tokens
+        self.tokens_per_second = round(session_tokens / session, 1) if session > 0 and session_tokens > 0 else None
+        return self.earlier_seconds + session
+
+
 def _run_metrics(trainer: Trainer, test: dict, dev: dict, train_seconds: float, resumed_from: str | None,
-                 with_objective: bool) -> dict:
+                 with_objective: bool, tokens_per_second: float | None = None) -> dict:
     """``metrics.json``: test and dev accuracy / F1 / macro-F1 / ROC-AUC, the kept checkpoint and
     the throughput; ``with_objective`` (runs with hooks): also the test/dev loss (the trainer's
     objective) and the epochs trained (early stopping may end a run before its last epoch)."""
@@ -802,7 +951,8 @@ def _run_metrics(trainer: Trainer, test: dict, dev: dict, train_seconds: float, 
         "best_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
         "train_seconds": round(train_seconds, 2),
         "train_tokens": tokens,
-        "train_tokens_per_second": round(tokens / train_seconds, 1) if train_seconds and tokens else None,
+        "train_tokens_per_second": (tokens_per_second if resumed_from else
+                                    round(tokens / train_seconds, 1) if train_seconds and tokens else None),
         "resumed_from": os.path.basename(resumed_from) if resumed_from else None,
     })
     if with_objective:
@@ -867,8 +1017,15 @@ def settings_from_run(output_dir: str, needed_by: str | None = None) -> TrainSet
         if not os.path.exists(os.path.join(output_dir, "run.json")):
             raise FileNotFoundError(f"{output_dir} has no run.json: {needed_by} needs a folder "
                                     f"written by `hf-attn train` (to know its dataset)")
-    with open(os.path.join(output_dir, "run.json"), encoding="utf-8") as f:
-        return TrainSettings(**json.load(f)["settings"])
+    path = os.path.join(output_dir, "run.json")
+    run = read_json(path)
+    if not isinstance(run, dict) or not isinstance(run.get("settings"), dict):
+        raise ValueError(f"{path} has no \"settings\" object: not a run.json written by `hf-attn train`")
+    known = {f.name for f in fields(TrainSettings)}
+    unknown = sorted(set(run["settings"]) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown settings {bounded_list(unknown)}")
+    return _resolved_paths(TrainSettings(**run["settings"]), output_dir)
 
 
 def task_of(settings: TrainSettings) -> TaskData:

@@ -25,6 +25,7 @@ import os
 import time
 from dataclasses import asdict, replace
 
+from hf_attn.core.arguments import MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, count, positive_int
 from hf_attn.training.engine import TrainSettings, task_of, train
 from hf_attn.core.environment import environment_versions
 from hf_attn.core.io import write_json_atomic
@@ -149,16 +150,16 @@ def add_parser(subparsers) -> None:
     p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=DEFAULT_VARIANTS)
     p.add_argument("--attentions", nargs="+", default=list(DEFAULT_ATTENTIONS),
                    choices=["additive", "dot", "uniform"])
-    p.add_argument("--seeds", type=int, default=5, help="number of seeds (0 … n−1)")
+    p.add_argument("--seeds", type=positive_int, default=5, help="number of seeds (0 … n−1)")
     p.add_argument("--seed-list", type=int, nargs="+", help="explicit seeds instead of --seeds")
     p.add_argument("--embeddings", choices=["glove-6b-50d", "random"], default="glove-6b-50d")
-    p.add_argument("--embedding-dim", type=int, default=300, help="d for --embeddings random")
-    p.add_argument("--hidden-size", type=int, default=None, help="H for every variant (default d/2)")
+    p.add_argument("--embedding-dim", type=count(1, MAX_EMBEDDING_DIM), default=300, help="d for --embeddings random")
+    p.add_argument("--hidden-size", type=count(1, MAX_HIDDEN_SIZE), default=None, help="H for every variant (default d/2)")
     p.add_argument("--tying-delta", type=float, default=DEFAULT_TYING_DELTA)
     p.add_argument("--mlm-weight", type=float, default=DEFAULT_MLM_WEIGHT)
     p.add_argument("--mlm-probability", type=float, default=0.15)
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--epochs", type=positive_int, default=8)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--output-dir", required=True)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)
@@ -174,7 +175,7 @@ def add_parser(subparsers) -> None:
     r.add_argument("--mi-variants", nargs="+", default=["base", "residual", "tying", "mlm"])
     r.add_argument("--mi-seeds", type=int, nargs="+", default=None, help="default: every seed")
     r.add_argument("--skip-adversary", action="store_true")
-    r.add_argument("--adversary-limit", type=int, default=500)
+    r.add_argument("--adversary-limit", type=positive_int, default=500)
     r.add_argument("--summarize-only", action="store_true", help="only aggregate existing results")
     r.add_argument("--wp-lambdas", type=float, nargs="*", default=[],
                    help="also train W&P model-consistent adversaries with these λ (one training "
@@ -204,8 +205,6 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import json
-
     if args.seeds < 1 and not args.seed_list:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     base = TrainSettings(dataset=args.dataset, data_path=args.data_path, embeddings=args.embeddings,
@@ -216,8 +215,10 @@ def _run(args: argparse.Namespace) -> int:
     runs = grid_runs(base, args.variants, args.attentions, args.seed_list or args.seeds)
     summary = train_grid(runs, args.output_dir, progress=not args.quiet)
     failed = [r for r in summary["runs"] if r["status"] == "failed"]
-    print(json.dumps({k: summary[k] for k in ("num_runs", "trained_runs", "wall_seconds",
-                                              "seconds_per_trained_run")}, indent=2))
+    from hf_attn.cli import print_json
+
+    print_json({k: summary[k] for k in ("num_runs", "trained_runs", "wall_seconds",
+                                              "seconds_per_trained_run")})
     for r in failed:
         print(f"FAILED {r['dir']}: {r['error']}")
     return 1 if failed else 0

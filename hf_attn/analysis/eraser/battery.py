@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
+from hf_attn.core.arguments import check_count, finite_float, positive_int
 from hf_attn.core.batching import in_row_chunks, length_batches
 from hf_attn.core.io import save_figure_atomic, write_text_atomic
 from hf_attn.methods.eraser import (DEFAULT_FRACTIONS, DEFAULT_TOKEN_BUDGET, EraserResult, aopc,
@@ -251,6 +252,9 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
 
     from hf_attn.analysis.jw.transformer import is_transformer_model_dir
 
+    check_count("max_instances (--max-instances)", max_instances)
+    check_count("ig_steps (--ig-steps)", ig_steps, allow_none=False)
+    check_count("token_budget (--token-budget)", token_budget, allow_none=False)
     if is_transformer_model_dir(model_dir):  # issue 18: word pieces, [CLS] attention, rollout
         from hf_attn.analysis.eraser.transformer import run_transformer_eraser
 
@@ -277,7 +281,7 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
         if previous.get("request") == params:
             return previous
     model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, split)
-    if max_instances:
+    if max_instances is not None:
         texts = texts[:max_instances]
     max_length = int(getattr(model.config, "max_tokens", 512))
     enc = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
@@ -317,13 +321,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--measures", nargs="+", default=None,
                    choices=list(dict.fromkeys([*IMPORTANCE_MEASURES, *TRANSFORMER_MEASURES])),
                    help="default: every measure of the model kind (BERT-family models add rollout)")
-    p.add_argument("--fractions", nargs="+", type=float, default=list(DEFAULT_FRACTIONS))
-    p.add_argument("--ig-steps", type=int, default=50)
+    p.add_argument("--fractions", nargs="+", type=finite_float(0, strictly_above=True), default=list(DEFAULT_FRACTIONS))
+    p.add_argument("--ig-steps", type=positive_int, default=50)
     p.add_argument("--ig-baseline", choices=["zero", "pad"], default="zero")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--token-budget", type=int, default=16384)
-    p.add_argument("--max-instances", type=int, default=None)
+    p.add_argument("--token-budget", type=positive_int, default=16384)
+    p.add_argument("--max-instances", type=positive_int, default=None, help="only the first N instances")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace what --output-dir holds (another analysis, or this one with other settings)")
     g = p.add_argument_group("BERT-family classifiers (issue 18)")
     g.add_argument("--dataset", default=None,
                    help="the data to analyse for a model without run.json (trained elsewhere, a Hub id): sst, "
@@ -336,6 +342,7 @@ def add_parser(subparsers) -> None:
 
 
 def _run_cli(args) -> int:
+    from hf_attn.analysis.folder import claimed_output_folder
     from hf_attn.core.io import exclusive_output_folder
 
     heads = args.heads.strip().lower()
@@ -346,7 +353,11 @@ def _run_cli(args) -> int:
     options = {"dataset": args.dataset, "text_column": args.text_column, "label_column": args.label_column}
     if is_transformer_model_dir(args.model_dir):
         options |= {"layer": args.layer, "heads": heads}
-    with exclusive_output_folder(args.output_dir):  # one writer per output folder
+    settings = {"split": args.split, "measures": args.measures, "fractions": args.fractions,
+                "ig_steps": args.ig_steps, "ig_baseline": args.ig_baseline, "seed": args.seed,
+                "token_budget": args.token_budget, "max_instances": args.max_instances, **options}
+    with exclusive_output_folder(args.output_dir), \
+            claimed_output_folder(args.output_dir, "eraser", args.model_dir, settings, args.overwrite):
         run_eraser(args.model_dir, args.output_dir, args.split, args.measures, args.fractions,
                    ig_steps=args.ig_steps, ig_baseline=args.ig_baseline, seed=args.seed,
                    token_budget=args.token_budget, max_instances=args.max_instances, progress=not args.quiet,

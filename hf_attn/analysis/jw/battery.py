@@ -28,6 +28,7 @@ from hf_attn.analysis.jw.common import (JWInstances, JWRunSettings, JWSettings, 
                                         heads_option, instance_analysis_row, instance_fields, settings_key,
                                         timer)
 from hf_attn.core.batching import in_row_chunks, length_batches, pad_batch
+from hf_attn.core.arguments import check_count, finite_float, non_negative_int, positive_int
 from hf_attn.core.io import write_jsonl_atomic
 from hf_attn.methods.adversary import AdversaryResult, adversarial_attention, adversary_objective
 from hf_attn.methods.gradient import gradient_importance
@@ -181,6 +182,8 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     a killed run resumes. Sentence-pair (NLI) models go to :mod:`.pair` (premise attention)."""
     from hf_attn.analysis.jw.pair import is_pair_model_dir, run_pair  # pair.py never imports this module
 
+    check_count("max_instances (--jw-max-instances)", settings.max_instances)
+    settings.algorithm.validate()
     if is_pair_model_dir(model_dir):
         return run_pair(model_dir, output_dir, settings)
     from hf_attn.analysis.jw.transformer import is_transformer_model_dir, run_transformer
@@ -195,7 +198,7 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     from hf_attn.core.io import write_json_atomic
 
     model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, settings.split)
-    if settings.max_instances:
+    if settings.max_instances is not None:
         texts, labels = texts[:settings.max_instances], labels[:settings.max_instances]
     os.makedirs(output_dir, exist_ok=True)
     cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
@@ -245,24 +248,24 @@ def add_options(parser) -> None:
     run_defaults = JWRunSettings()
     defaults = run_defaults.algorithm
     g = parser.add_argument_group("jw battery (Jain & Wallace 2019 §4)")
-    g.add_argument("--jw-permutations", type=int, default=defaults.num_permutations,
+    g.add_argument("--jw-permutations", type=positive_int, default=defaults.num_permutations,
                    help="permutations per instance (Alg. 2)")
-    g.add_argument("--jw-adversaries", type=int, default=defaults.k, help="k adversaries per instance (Alg. 3)")
-    g.add_argument("--jw-lambda", type=float, default=defaults.lam, help="λ of the relaxed Eq. 1")
-    g.add_argument("--jw-eps", type=float, default=defaults.eps, help="ε: allowed TVD of an adversary's output")
-    g.add_argument("--jw-steps", type=int, default=defaults.steps, help="Adam steps of the adversary search")
-    g.add_argument("--jw-lr", type=float, default=defaults.lr, help="Adam learning rate of the adversary search")
-    g.add_argument("--jw-token-budget", type=int, default=defaults.token_budget, help="padded tokens per batch")
-    g.add_argument("--jw-gradient-token-budget", type=int, default=defaults.gradient_token_budget,
+    g.add_argument("--jw-adversaries", type=positive_int, default=defaults.k, help="k adversaries per instance (Alg. 3)")
+    g.add_argument("--jw-lambda", type=finite_float(0), default=defaults.lam, help="λ of the relaxed Eq. 1")
+    g.add_argument("--jw-eps", type=finite_float(0), default=defaults.eps, help="ε: allowed TVD of an adversary's output")
+    g.add_argument("--jw-steps", type=non_negative_int, default=defaults.steps, help="Adam steps of the adversary search")
+    g.add_argument("--jw-lr", type=finite_float(0, strictly_above=True), default=defaults.lr, help="Adam learning rate of the adversary search")
+    g.add_argument("--jw-token-budget", type=positive_int, default=defaults.token_budget, help="padded tokens per batch")
+    g.add_argument("--jw-gradient-token-budget", type=positive_int, default=defaults.gradient_token_budget,
                    help="padded tokens per gradient forward + backward")
-    g.add_argument("--jw-loo-token-budget", type=int, default=defaults.loo_token_budget,
+    g.add_argument("--jw-loo-token-budget", type=positive_int, default=defaults.loo_token_budget,
                    help="padded tokens per chunk of leave-one-out deletions")
-    g.add_argument("--jw-tie-tolerance", type=float, default=defaults.tie_tolerance,
+    g.add_argument("--jw-tie-tolerance", type=finite_float(0), default=defaults.tie_tolerance,
                    help="importances within this absolute distance count as tied in Kendall τ "
                         "(float32 noise; 0: rank the raw values)")
-    g.add_argument("--jw-threads", type=int, default=defaults.num_threads,
+    g.add_argument("--jw-threads", type=positive_int, default=defaults.num_threads,
                    help="torch threads (1 is much faster on an oversubscribed CPU)")
-    g.add_argument("--jw-max-instances", type=int, default=run_defaults.max_instances,
+    g.add_argument("--jw-max-instances", type=positive_int, default=run_defaults.max_instances,
                    help="only the first N instances")
     g.add_argument("--jw-no-cache", action="store_true", default=not run_defaults.use_cache,
                    help="do not cache batches for resuming")

@@ -88,8 +88,8 @@ class JWRunSettings:
     :class:`JWSettings`) are the command's defaults: the ``--jw-*`` flags take theirs from here.
 
     ``split``: the split of the model's dataset analysed; ``progress``: progress bars and the printed
-    summary (``--quiet`` turns them off); ``max_instances``: only the first N instances (None or 0:
-    all); ``use_cache``: cache finished batches in ``OUT/cache`` so a killed run resumes
+    summary (``--quiet`` turns them off); ``max_instances``: only the first N instances (None:
+    all; N >= 1); ``use_cache``: cache finished batches in ``OUT/cache`` so a killed run resumes
     (``--jw-no-cache`` turns it off); ``algorithm``: the analyses' parameters (``--seed`` is
     ``algorithm.seed``), recorded as ``parameters`` in results.json."""
 

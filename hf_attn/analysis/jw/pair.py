@@ -21,7 +21,6 @@ differs from the single-sequence battery:
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -143,8 +142,10 @@ def is_pair_model_dir(model_dir: str) -> bool:
     path = os.path.join(model_dir, "config.json")
     if not os.path.exists(path):
         return False
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("model_type") == "hf_attn_pair"
+    from hf_attn.core.io import read_json
+
+    config = read_json(path)  # not JSON: a ValueError naming the file
+    return isinstance(config, dict) and config.get("model_type") == "hf_attn_pair"
 
 
 def load_pair_model_and_split(model_dir: str, split: str = "test"):

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from hf_attn.core.arguments import check_count, positive_int
 from hf_attn.core.published import TS_SST
 from hf_attn.core.io import save_figure_atomic, write_text_atomic
 from hf_attn.analysis import Battery, register_battery
@@ -91,8 +92,7 @@ class TSSettings:
         for name in ("permutation_draws", "mi_words", "mi_clusters", "mi_max_occurrences"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.adversary_limit is not None and self.adversary_limit < 0:
-            raise ValueError(f"adversary_limit must be >= 0 or None, got {self.adversary_limit}")
+        check_count("adversary_limit (--ts-adversary-limit)", self.adversary_limit)
 
 
 # ------------------------------------------------------------------------------------------
@@ -923,17 +923,17 @@ def add_options(parser) -> None:
     def add(flag, dest, **kwargs):
         g.add_argument(flag, dest=dest, default=default[dest], **kwargs)
 
-    add("--ts-permutation-draws", "ts_permutation_draws", type=int,
+    add("--ts-permutation-draws", "ts_permutation_draws", type=positive_int,
         help="random permutations of α per instance (F1 averaged over draws); default %(default)s")
     add("--ts-mi-split", "ts_mi_split", choices=list(SPLITS),
         help="split whose word counts and occurrences the MI uses (default %(default)s)")
-    add("--ts-mi-max-occurrences", "ts_mi_max_occurrences", type=int,
+    add("--ts-mi-max-occurrences", "ts_mi_max_occurrences", type=positive_int,
         help="occurrences the MI clusters (a seeded subset above; default %(default)s)")
-    add("--ts-mi-words", "ts_mi_words", type=int, help="word types per set (default %(default)s, as T&Š)")
-    add("--ts-mi-clusters", "ts_mi_clusters", type=int, help="k of the k-means (default %(default)s, as T&Š)")
+    add("--ts-mi-words", "ts_mi_words", type=positive_int, help="word types per set (default %(default)s, as T&Š)")
+    add("--ts-mi-clusters", "ts_mi_clusters", type=positive_int, help="k of the k-means (default %(default)s, as T&Š)")
     add("--ts-skip-mi", "ts_skip_mi", action="store_true", help="skip the (slow) MI clustering")
     add("--ts-skip-adversary", "ts_skip_adversary", action="store_true")
-    add("--ts-adversary-limit", "ts_adversary_limit", type=int,
+    add("--ts-adversary-limit", "ts_adversary_limit", type=positive_int,
         help="run the J&W adversary on the first N instances of the split (default %(default)s)")
 
 

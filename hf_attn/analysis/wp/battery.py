@@ -42,6 +42,7 @@ from hf_attn.analysis.jw.figures import class_colour, class_label
 from hf_attn.data.datasets import TaskData
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.core.environment import environment_versions
+from hf_attn.core.arguments import check_count, finite_float, non_negative_int, positive_int
 from hf_attn.core.io import write_json_atomic
 from hf_attn.training.engine import classification_metrics, settings_from_run, task_of, tokenize_splits, train
 from hf_attn.analysis import Battery, register_battery
@@ -120,6 +121,7 @@ class WPSettings:
             raise ValueError("lambdas must be >= 0")
         if self.epochs is not None and self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        check_count("max_instances (--wp-max-instances)", self.max_instances)
         wpt.adversary_protocol(self.adversary_protocol, max_epochs=self.adversary_max_epochs)  # raises if invalid
 
 
@@ -697,24 +699,24 @@ def add_options(parser) -> None:
 
     add(["--wp-runs-dir", "--runs-dir"], "wp_runs_dir",
         help="where the helper models (uniform, seeds, adversaries, MLPs) live; default OUT/models")
-    add(["--wp-num-seeds", "--num-seeds"], "wp_num_seeds", type=int, help="seed models (default %(default)s)")
+    add(["--wp-num-seeds", "--num-seeds"], "wp_num_seeds", type=positive_int, help="seed models (default %(default)s)")
     add(["--wp-lambdas", "--lambdas"], "wp_lambdas", type=_float_list,
         help="λ sweep of the consistent adversary (default " + ",".join(f"{x:g}" for x in default["wp_lambdas"]) + ")")
-    add(["--wp-guide-lambda"], "wp_guide_lambda", type=float,
+    add(["--wp-guide-lambda"], "wp_guide_lambda", type=finite_float(0),
         help="λ of the adversary whose attention guides the diagnostic MLP (default %(default)s, as W&P)")
-    add(["--wp-guide-seeds"], "wp_guide_seeds", type=int,
+    add(["--wp-guide-seeds"], "wp_guide_seeds", type=positive_int,
         help="seeds of the guide adversary (one guided MLP each; F1 = their mean); default %(default)s, as W&P")
     add(["--wp-seed-statistic"], "wp_seed_statistic", choices=["max", "median"],
         help="max over seeds (W&P paper) or median (W&P code); default %(default)s")
-    add(["--wp-epochs"], "wp_epochs", type=int, help="epochs of helper models (default: base's)")
+    add(["--wp-epochs"], "wp_epochs", type=positive_int, help="epochs of helper models (default: base's)")
     add(["--wp-no-train"], "wp_no_train", action="store_true", help="fail instead of training missing models")
-    add(["--wp-adversary-steps"], "wp_adversary_steps", type=int,
+    add(["--wp-adversary-steps"], "wp_adversary_steps", type=non_negative_int,
         help="optimisation steps of the J&W per-instance adversary (default %(default)s)")
     add(["--wp-skip-per-instance-adversary"], "wp_skip_per_instance_adversary", action="store_true")
     add(["--wp-adversary-protocol"], "wp_adversary_protocol", choices=sorted(wpt.ADVERSARY_PROTOCOLS),
         help="consistent adversary: 'wp' = W&P's code (≤ 80 epochs, early stopping on the training "
              "objective, ½·TVD, class-weighted) or 'fast' (base's epochs, dev selection); default %(default)s")
-    add(["--wp-adversary-max-epochs"], "wp_adversary_max_epochs", type=int,
+    add(["--wp-adversary-max-epochs"], "wp_adversary_max_epochs", type=positive_int,
         help=f"epoch cap of the 'wp' protocol (default {wpt.ADVERSARY_PROTOCOLS['wp']['max_epochs']})")
     add(["--wp-layer"], "wp_layer", type=int,
         help="BERT-family models: the layer whose [CLS] attention is explained (default %(default)s: the last)")
@@ -723,7 +725,7 @@ def add_options(parser) -> None:
         help="BERT-family models: skip the uniform [CLS] row at every layer (§3.2 extra)")
     add(["--wp-seed-model-dirs"], "wp_seed_model_dirs", nargs="+", metavar="DIR",
         help="BERT-family models: fine-tuning seeds of the same model for §3.3 (folders)")
-    add(["--wp-max-instances"], "wp_max_instances", type=int,
+    add(["--wp-max-instances"], "wp_max_instances", type=positive_int,
         help="BERT-family models: analyse only the first N instances of the split")
     add_data_options(g)
 
@@ -755,11 +757,13 @@ def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
 
         return run_transformer(model_dir, output_dir, settings)
     results = run_wp(model_dir, output_dir, settings)
-    print(json.dumps({"uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
+    from hf_attn.cli import print_json
+
+    print_json({"uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
                       "diagnostic_mlp_f1": {g: round(v["test_f1"], 4)
                                             for g, v in results["diagnostic_mlp"]["guides"].items()},
                       "ordering_holds": results["diagnostic_mlp"]["ordering"]["holds"],
-                      "wall_seconds": results["timing"]["wall_seconds"]}, indent=2))
+                      "wall_seconds": results["timing"]["wall_seconds"]})
     return results
 
 
