@@ -15,6 +15,7 @@ from transformers import BertConfig, BertForSequenceClassification, PreTrainedTo
 
 from hf_attn.analysis.jw import transformer as jwt
 from hf_attn.core.measures import jsd, tvd
+from hf_attn.models import pretrained
 from hf_attn.models import transformer_attention as ta
 from hf_attn.models.transformer_attention import (ClsAttentionOverride, TransformerAttentionSpec, attention_rollout,
                                                   cache_cls_readout, cls_logits_from_attention, merge_word_pieces,
@@ -303,7 +304,7 @@ def test_resolve_base_model(tmp_path, monkeypatch):
     (tmp_path / "m" / "config.json").write_text("{}")
     assert ta.resolve_base_model(str(tmp_path / "m")) == str(tmp_path / "m")
     assert ta.resolve_base_model("someone/bert-sst2") == "someone/bert-sst2"
-    monkeypatch.setattr(ta.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(pretrained.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ta.MissingExtraError, match=r"hf_attn\[bert\]"):
         ta.resolve_base_model("minilm-l6")
 
