@@ -135,13 +135,18 @@ def test_missing_decoder_extra_names_it(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_aliases_and_reexport():
+def test_aliases_cache_and_reexport(monkeypatch, tmp_path):
+    """The old import path still works; the SmolLM2 aliases; the cache follows $HF_ATTN_CACHE."""
     from hf_attn.models import transformer_attention as ta
 
     assert ta.resolve_base_model is pretrained.resolve_base_model
     assert ta.MissingExtraError is pretrained.MissingExtraError
-    assert pretrained.BASE_MODEL_ALIASES["smollm2-135m-instruct"] == pretrained.SMOLLM2_PACKAGE
-    assert pretrained.cache_root().name == "hf_attn" or "HF_ATTN_CACHE" in __import__("os").environ
+    assert {k for k, v in pretrained.BASE_MODEL_ALIASES.items() if v == pretrained.SMOLLM2_PACKAGE} == {
+        "smollm2-135m", "smollm2-135m-instruct"}
+    monkeypatch.setenv("HF_ATTN_CACHE", str(tmp_path))
+    assert pretrained.cache_root() == tmp_path
+    monkeypatch.delenv("HF_ATTN_CACHE")
+    assert pretrained.cache_root() == pretrained.Path.home() / ".cache" / "hf_attn"
 
 
 needs_smollm2 = pytest.mark.skipif(
@@ -176,3 +181,34 @@ def test_smollm2_loads_as_a_classifier():
         alone = model(**tokenizer("dull .", return_tensors="pt")).logits
     assert logits.shape == (2, 2) and torch.isfinite(logits).all()
     torch.testing.assert_close(logits[1], alone[0], atol=1e-4, rtol=0)
+
+
+def test_cli_trains_a_decoder_folder(tmp_path, capsys):
+    """`hf-attn train --base-model DIR` on a llama folder and a JSONL data folder, with
+    --max-train-examples (a seeded subset of the train split; refused without --base-model)."""
+    from hf_attn.cli import main
+    from hf_attn.training.transformer import read_transformer_run, train_subset
+
+    base = tmp_path / "base"
+    tiny_llama(decoder_tokenizer()).save_pretrained(base)
+    decoder_tokenizer().save_pretrained(base)
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "validation", "test"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps({"text": t, "label": y}) + "\n"
+                                                     for t, y in zip(TEXTS * 2, LABELS * 2)))
+    out = tmp_path / "run"
+    assert main(["train", "--base-model", str(base), "--dataset", str(data), "--epochs", "1", "--batch-size", "2",
+                 "--max-length", "16", "--max-train-examples", "6", "--output-dir", str(out), "--quiet",
+                 "--threads", "1"]) == 0
+    run = read_transformer_run(str(out))
+    assert run["settings"]["max_train_examples"] == 6 and run["examples"]["train"] == 6
+    assert run["examples"]["test"] == 10 and 0 <= run["test"]["accuracy"] <= 1
+    assert main(["train", "--max-train-examples", "6", "--output-dir", str(tmp_path / "t")]) == 2
+    assert "--max-train-examples goes with --base-model" in capsys.readouterr().err
+    from datasets import Dataset
+
+    rows = Dataset.from_dict({"text": [str(i) for i in range(10)], "label": [0] * 10})
+    first, again = train_subset(rows, 4, seed=3), train_subset(rows, 4, seed=3)
+    assert first["text"] == again["text"] and len(set(first["text"])) == 4
+    assert train_subset(rows, None, 0) is rows and train_subset(rows, 50, 0) is rows

@@ -47,8 +47,9 @@ SOURCE_FILE = "hf_attn_source.json"  # written into a converted folder: where it
 
 BASE_MODEL_ALIASES = {"minilm-l6": MINILM_PACKAGE, "all-minilm-l6-v2": MINILM_PACKAGE,
                       "sentence-transformers/all-minilm-l6-v2": MINILM_PACKAGE,
-                      "smollm2-135m": SMOLLM2_PACKAGE, "smollm2-135m-instruct": SMOLLM2_PACKAGE,
-                      "huggingfacetb/smollm2-135m-instruct": SMOLLM2_PACKAGE}
+                      # not the Hub id HuggingFaceTB/SmolLM2-135M-Instruct: that names the bfloat16
+                      # checkpoint, these weights are the 4-bit GGUF file's
+                      "smollm2-135m": SMOLLM2_PACKAGE, "smollm2-135m-instruct": SMOLLM2_PACKAGE}
 
 
 class MissingExtraError(ImportError):
