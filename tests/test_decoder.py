@@ -52,9 +52,10 @@ def toy_task():
 
 
 def test_train_tiny_llama_classifier(tmp_path):
-    """Two Trainer steps (the first is warm-up, at learning rate 0) from a local llama folder whose tokenizer has no pad token: the pad becomes
-    the end-of-sequence token, config.pad_token_id follows it, --freeze-layers 1 freezes the token
-    embeddings and layer 0 only, and the saved folder reloads with the same logits on a padded batch."""
+    """Two Trainer steps (the first is warm-up, at learning rate 0) from a local llama folder whose
+    tokenizer has no pad token: the pad becomes the end-of-sequence token, config.pad_token_id
+    follows it, --freeze-layers 1 freezes the token embeddings and layer 0 only, and the saved folder
+    reloads with the same logits on a padded batch."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from hf_attn.training.transformer import read_transformer_run, train_transformer_classifier
