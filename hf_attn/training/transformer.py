@@ -47,6 +47,9 @@ class TransformerTrainSettings:
     # exactly 66, dev 55, test 64: nothing is truncated
     max_length: int = 66
     freeze_layers: int | None = None  # None: train everything; N: embeddings + first N layers frozen
+    # None: the whole train split; N: a random N of its sentences (seeded by data_seed), e.g. to
+    # fit a larger model's fine-tune into a time budget; dev and test stay whole
+    max_train_examples: int | None = None
     seed: int = 0
     data_seed: int = 0
     model_selection: str = "accuracy"  # dev metric of the kept epoch
@@ -60,26 +63,47 @@ class TransformerTrainSettings:
             raise ValueError("need learning_rate > 0, weight_decay >= 0, 0 <= warmup_ratio < 1")
         if self.freeze_layers is not None and self.freeze_layers < 0:
             raise ValueError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
+        if self.max_train_examples is not None and self.max_train_examples < 1:
+            raise ValueError(f"max_train_examples must be >= 1, got {self.max_train_examples}")
         if self.model_selection not in ("accuracy", "f1", "macro_f1", "roc_auc"):
             raise ValueError(f"model_selection must be accuracy/f1/macro_f1/roc_auc, got {self.model_selection!r}")
 
 
 def freeze_bottom(model, freeze_layers: int | None) -> dict[str, int]:
-    """``--freeze-layers N``: freeze the embeddings and the first N encoder layers (N = 0: only the
-    embeddings; None: nothing). N larger than the number of layers is an error. Returns
-    ``{"trainable": …, "frozen": …}`` parameter counts."""
-    from hf_attn.models.transformer_attention import encoder_layers
+    """``--freeze-layers N``: freeze the input embeddings and the first N transformer layers (N = 0:
+    only the embeddings; None: nothing), for encoders and decoders alike
+    (:func:`hf_attn.models.pretrained.transformer_layers`, :func:`~hf_attn.models.pretrained.embedding_modules`).
+    N larger than the number of layers is an error. Returns ``{"trainable": …, "frozen": …}``
+    parameter counts."""
+    from hf_attn.models.pretrained import embedding_modules, transformer_layers
 
     if freeze_layers is not None:
-        layers = encoder_layers(model)
+        layers = transformer_layers(model)
         if freeze_layers > len(layers):
             raise ValueError(f"--freeze-layers {freeze_layers} but the model has {len(layers)} layers")
-        for module in [model.base_model.embeddings, *list(layers)[:freeze_layers]]:
+        for module in [*embedding_modules(model), *list(layers)[:freeze_layers]]:
             for parameter in module.parameters():
                 parameter.requires_grad_(False)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     return {"trainable": int(trainable), "frozen": int(frozen)}
+
+
+def ensure_pad_token(tokenizer, model=None) -> None:
+    """Decoders (llama, GPT-2) often ship no padding token: batches need one, and a decoder's
+    sequence classifier reads the last non-padding token, found through ``config.pad_token_id``.
+    A missing pad token becomes the end-of-sequence token (the usual choice; padding is masked
+    anyway). ``model.config.pad_token_id`` is made the tokenizer's pad id: the id the collator pads
+    with must be the one the classifier skips."""
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError("the tokenizer has neither a pad nor an end-of-sequence token to pad with")
+        tokenizer.pad_token = tokenizer.eos_token
+    if model is not None and getattr(model.config, "pad_token_id", None) != tokenizer.pad_token_id:
+        if getattr(model.config, "pad_token_id", None) is not None:
+            logger.info("config.pad_token_id %s -> %s (the tokenizer's pad token %r)", model.config.pad_token_id,
+                        tokenizer.pad_token_id, tokenizer.pad_token)
+        model.config.pad_token_id = tokenizer.pad_token_id
 
 
 def _task(settings: TransformerTrainSettings):
@@ -91,6 +115,14 @@ def _task(settings: TransformerTrainSettings):
     if task.is_pair:
         raise ValueError(f"{task.name}: sentence-pair tasks are not supported for transformers yet")
     return task
+
+
+def train_subset(train, max_examples: int | None, seed: int):
+    """The first ``max_examples`` rows of ``train`` shuffled with ``seed`` (all rows when None or
+    when there are no more)."""
+    if max_examples is None or max_examples >= len(train):
+        return train
+    return train.shuffle(seed=seed).select(range(max_examples))
 
 
 def _metrics(eval_pred) -> dict[str, float]:
@@ -106,7 +138,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
                                  settings: TransformerTrainSettings | None = None, progress: bool = True,
                                  **overrides) -> dict:
     """Fine-tune ``AutoModelForSequenceClassification`` from ``base_model`` (``"minilm-l6"``, a local
-    folder or a Hub id; :func:`hf_attn.models.transformer_attention.resolve_base_model`) on ``task``
+    folder or a Hub id; :func:`hf_attn.models.pretrained.resolve_base_model`) on ``task``
     (a :class:`hf_attn.data.datasets.TaskData`, or a task name for ``load_task``; default SST) with
     a real ``transformers.Trainer``: AdamW, linear schedule with warm-up, dev evaluation every
     epoch, the best epoch by dev ``model_selection`` kept, then the test split evaluated.
@@ -121,8 +153,11 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
                               Trainer, TrainingArguments, set_seed)
 
+    from datasets import DatasetDict
+
     from hf_attn.core.io import write_json_atomic
-    from hf_attn.models.transformer_attention import register_override_attention, resolve_base_model
+    from hf_attn.models.pretrained import resolve_base_model
+    from hf_attn.models.transformer_attention import register_override_attention
 
     if settings is None:
         settings = TransformerTrainSettings(base_model=base_model, epochs=epochs, freeze_layers=freeze_layers,
@@ -145,6 +180,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         tokenizer = AutoTokenizer.from_pretrained(path)
         if not getattr(tokenizer, "is_fast", False):
             raise ValueError(f"{settings.base_model!r} has no fast tokenizer (tokenizer.json): word_ids() needs one")
+        ensure_pad_token(tokenizer)
         register_override_attention()
         label_names = list(task.label_names)
         # sdpa for training speed; analyses load the folder with the override attention
@@ -152,12 +188,15 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         model = AutoModelForSequenceClassification.from_pretrained(
             path, num_labels=len(label_names), id2label=dict(enumerate(label_names)),
             label2id={n: i for i, n in enumerate(label_names)}, attn_implementation="sdpa")
+        ensure_pad_token(tokenizer, model)
         counts = freeze_bottom(model, settings.freeze_layers)
 
         def encode(batch):
             return tokenizer(batch["text"], truncation=True, max_length=settings.max_length)
 
-        encoded = task.splits.map(encode, batched=True, remove_columns=["text"], desc="tokenizing")
+        splits = DatasetDict({**task.splits, "train": train_subset(task.splits["train"], settings.max_train_examples,
+                                                                   settings.data_seed)})
+        encoded = splits.map(encode, batched=True, remove_columns=["text"], desc="tokenizing")
         # texts that reach max_length (possibly truncated there), per split
         at_max_length = {s: int(sum(len(x) >= settings.max_length for x in d["input_ids"]))
                          for s, d in encoded.items()}
@@ -187,6 +226,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         shutil.rmtree(os.path.join(output_dir, "checkpoints"), ignore_errors=True)  # best weights saved above
         record = {"kind": RUN_KIND, "settings": asdict(settings), "base_model_path": path,
                   "dataset": task.name, "label_names": label_names, "parameters": counts,
+                  "examples": {s: len(d) for s, d in encoded.items()},
                   "at_max_length": at_max_length, "train_loss": float(train_output.training_loss),
                   "best_checkpoint_dev": trainer.state.best_metric,
                   "dev": {k.removeprefix("dev_"): v for k, v in dev.items()},
