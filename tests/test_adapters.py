@@ -324,3 +324,24 @@ def test_cli_jw_battery_on_every_architecture(name, tmp_path, capsys):
     assert results["summary"]["num_instances"] == len(TEXTS)
     assert results["attention_spec"]["query"] == ("last" if name in DECODERS else "first")
     assert results["parameters"]["device"] == "cpu"
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_decoder_rows_in_either_padding_give_the_same_results(name):
+    """Right-padded rows handed to a decoder's adapter are re-padded on the left: the same logits,
+    attention, gradient (the inputs_embeds path, where transformers itself cannot see pads) and
+    intervention results as the adapter's own encoding."""
+    from hf_attn.methods.gradient import attention_fixed_gradient
+
+    model, tokenizer = tiny_classifier(name)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    own = adapter.encode(TEXTS)
+    encoded = tokenizer(TEXTS)["input_ids"]
+    width = max(map(len, encoded))
+    ids = torch.tensor([e + [0] * (width - len(e)) for e in encoded])
+    mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in encoded])
+    right = adapter.batch_from_tensors(ids, mask)
+    assert torch.equal(right.input_ids, own.input_ids) and torch.equal(right.query, own.query)
+    a, b = adapter.forward(own), adapter.forward(right)
+    torch.testing.assert_close(a.logits, b.logits)
+    torch.testing.assert_close(attention_fixed_gradient(adapter, own), attention_fixed_gradient(adapter, right))

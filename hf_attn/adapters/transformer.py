@@ -72,6 +72,19 @@ def _quiet(logger_name: str):
             logger.setLevel(level)
 
 
+def _right_aligned_rows(ids: torch.Tensor, mask: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows whose real tokens are contiguous (either padding side) → left-padded rows."""
+    real = mask.bool()
+    steps = ids.shape[1]
+    lengths = real.sum(1, keepdim=True)
+    first = torch.where(real, torch.arange(steps, device=ids.device), steps).min(1, keepdim=True).values
+    target = torch.arange(steps, device=ids.device).unsqueeze(0)
+    source = (first + target - (steps - lengths)).clamp(0, steps - 1)
+    keep = target >= steps - lengths
+    new_ids = torch.where(keep, ids.gather(1, source), torch.full_like(ids, pad_id))
+    return new_ids, keep.to(mask.dtype)
+
+
 def _first_tensor(value):
     if isinstance(value, torch.Tensor):
         return value
@@ -299,13 +312,15 @@ class TransformersAdapter:
     def batch_from_tensors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Batch:
         """Padded ``(N, T)`` ids and mask (either padding side) → a :class:`Batch` trimmed to the
         columns some row uses, with the query rows, position ids and content (non-special tokens)
-        recomputed. Rows keep their padding side; decoders expect left padding (the deletion rows of
-        leave-one-out keep it)."""
+        recomputed. Encoders keep the rows' padding; for decoders every row's tokens are moved to the
+        right end (left padding), whatever padding the rows came with."""
         used = attention_mask.bool().any(0).nonzero().flatten()
         if len(used) == 0:
             raise ValueError("every row is padding")
         span = slice(int(used.min()), int(used.max()) + 1)
         ids, mask = input_ids[:, span].to(self.device), attention_mask[:, span].to(self.device)
+        if self.left_padding:  # decoders read the last position: move each row's tokens to the right end
+            ids, mask = _right_aligned_rows(ids, mask, self.pad_id)
         special = torch.as_tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=ids.dtype, device=ids.device)
         content = mask.bool() & ~torch.isin(ids, special)
         position_ids = (mask.cumsum(-1) - 1).clamp_min(0) if self.left_padding else None
