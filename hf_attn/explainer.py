@@ -27,26 +27,14 @@ import numpy as np
 import torch
 
 from hf_attn.adapters import AttentionSpec, adapter_for
+from hf_attn.adapters.base import checked_texts
 
 EXPLANATION_ROWS = ("attention", "gradient", "loo", "ig", "rollout")
 
 
 def _texts_of(texts) -> list[str]:
     """A string, a list of strings, or a ``datasets`` column (anything iterable of strings)."""
-    if isinstance(texts, str):
-        return [texts]
-    try:
-        items = list(texts)
-    except TypeError:
-        raise ValueError(f"texts must be a string or an iterable of strings, got {type(texts).__name__}") from None
-    if not items:
-        raise ValueError("texts is empty")
-    for i, text in enumerate(items):
-        if not isinstance(text, str):
-            raise ValueError(f"texts[{i}] is a {type(text).__name__}, not a string")
-        if not text.strip():
-            raise ValueError(f"texts[{i}] is empty")
-    return items
+    return checked_texts(texts)
 
 
 def _atomic_write(path: str, text: str) -> None:

@@ -23,6 +23,25 @@ Heads = Literal["mean"] | int
 Query = Literal["auto", "first", "last", "mean"]
 
 
+def checked_texts(texts) -> list[str]:
+    """A string, a list of strings or any iterable of strings (e.g. a ``datasets`` column) → a
+    non-empty list of non-empty strings; anything else is a ``ValueError`` naming the item."""
+    if isinstance(texts, str):
+        return [texts]
+    try:
+        items = list(texts)
+    except TypeError:
+        raise ValueError(f"texts must be a string or an iterable of strings, got {type(texts).__name__}") from None
+    if not items:
+        raise ValueError("texts is empty")
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise ValueError(f"texts[{i}] is a {type(text).__name__}, not a string")
+        if not text.strip():
+            raise ValueError(f"texts[{i}] is empty")
+    return items
+
+
 class UnsupportedModelError(ValueError):
     """A model the engine cannot intervene on exactly; the message says why."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError
+from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
 
 
 class HfAttnAdapter:
@@ -66,12 +66,7 @@ class HfAttnAdapter:
     # encoding
 
     def encode(self, texts, max_length: int | None = None) -> Batch:
-        if isinstance(texts, str):
-            texts = [texts]
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise ValueError(f"text {i} is a {type(text).__name__}, not a string")
+        texts = checked_texts(texts)
         encoding = self.tokenizer(texts, truncation=True, max_length=max_length or self.max_length)
         sequences = encoding["input_ids"]
         empty = [i for i, s in enumerate(sequences) if not s]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError
+from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
 from hf_attn.adapters.device import autocast, resolve_device, resolve_precision
 from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention,
                                         eager_function_of, register)
@@ -288,12 +288,7 @@ class TransformersAdapter:
 
     def encode(self, texts, max_length: int | None = None) -> Batch:
         """Texts → a padded :class:`Batch` on the device (``max_length`` defaults to the adapter's)."""
-        if isinstance(texts, str):
-            texts = [texts]
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise ValueError(f"text {i} is a {type(text).__name__}, not a string")
+        texts = checked_texts(texts)
         limit = max_length if max_length is not None else self.max_length
         encoding = self.tokenizer(texts, truncation=limit is not None, max_length=limit)
         sequences = encoding["input_ids"]

@@ -113,18 +113,12 @@ def _in_chunks(fn, batch, budget: int):
 
 
 def _length_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> list[np.ndarray]:
-    """Length-sorted batches of at most ``batch_size`` instances and ``token_budget`` padded tokens."""
-    order = np.argsort(lengths, kind="stable")
-    batches, current = [], []
-    for i in order:
-        widest = max([lengths[j] for j in current] + [lengths[i]])
-        if current and (len(current) + 1 > batch_size or (len(current) + 1) * widest > token_budget):
-            batches.append(np.array(current))
-            current = []
-        current.append(i)
-    if current:
-        batches.append(np.array(current))
-    return batches
+    """Length-sorted batches of at most ``token_budget`` padded tokens
+    (:func:`hf_attn.core.batching.length_batches`), each cut to at most ``batch_size`` instances."""
+    from hf_attn.core.batching import length_batches
+
+    return [chunk for batch in length_batches(lengths, token_budget)
+            for chunk in np.array_split(batch, -(-len(batch) // batch_size))]
 
 
 def run_transformer_jw_battery(adapter, texts, labels=None, settings: TransformerJWSettings | None = None,
