@@ -22,8 +22,9 @@ from hf_attn.core.arguments import bounded_text
 from hf_attn.core.io import LOCK_NAME, read_json, write_json_atomic
 
 RECORD_NAME = ".hf_attn-analysis.json"
-# Settings that change how fast or how verbosely an analysis runs, never its results.
-NOT_COMPARED = ("progress", "num_threads", "use_cache")
+# Settings that change how an analysis runs (speed, output, whether missing helper models may be
+# trained or must already exist), never its results.
+NOT_COMPARED = ("progress", "num_threads", "use_cache", "train_missing")
 MODEL_FILES = ("model.safetensors", "pytorch_model.bin", "config.json")
 
 

@@ -92,7 +92,9 @@ class TSSettings:
         for name in ("permutation_draws", "mi_words", "mi_clusters", "mi_max_occurrences"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        check_count("adversary_limit (--ts-adversary-limit)", self.adversary_limit)
+        # the limit of the J&W adversary: 0 or a negative number is no limit the adversary can run with
+        # (it does not mean "all"); without the adversary it is unused (hf-attn reproduce records 0)
+        check_count("adversary_limit (--ts-adversary-limit)", self.adversary_limit, minimum=1 if self.adversary else 0)
 
 
 # ------------------------------------------------------------------------------------------
