@@ -419,3 +419,27 @@ def test_other_architectures_run_and_unsupported_ones_are_refused_with_the_reaso
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert"}')
     assert not is_transformer_model_dir(str(tmp_path / "hf")) and is_transformer_model_dir(str(tmp_path / "bert"))
+
+
+@pytest.mark.parametrize("damage", ["missing", "nan"])
+def test_damaged_classifier_weights_are_refused_naming_the_tensor(model, tokenizer, tmp_path, damage):
+    """A transformers folder whose weights lack a tensor (it would be random) or hold NaN is refused
+    when loaded, naming the tensor; the Explainer and the batteries load through the same check."""
+    from safetensors.torch import load_file, save_file
+
+    from hf_attn import Explainer
+
+    folder = tmp_path / "damaged"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    weights = load_file(folder / "model.safetensors")
+    if damage == "missing":
+        del weights["classifier.weight"]
+    else:
+        weights["classifier.weight"] = torch.full_like(weights["classifier.weight"], float("nan"))
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    expected = "missing tensors classifier.weight" if damage == "missing" else "non-finite values .* classifier.weight"
+    with pytest.raises(ValueError, match=expected):
+        ta.load_transformer_classifier(str(folder))
+    with pytest.raises(ValueError, match=expected):
+        Explainer.from_pretrained(str(folder))

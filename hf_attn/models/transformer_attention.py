@@ -40,12 +40,36 @@ def load_transformer_classifier(name_or_path: str, num_labels: int | None = None
     register()
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
-    model = AutoModelForSequenceClassification.from_pretrained(path, attn_implementation=ATTN_IMPLEMENTATION,
-                                                               **kwargs)
+    model, info = AutoModelForSequenceClassification.from_pretrained(
+        path, attn_implementation=ATTN_IMPLEMENTATION, output_loading_info=True, **kwargs)
+    check_loaded_weights(model, info, name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(f"{name_or_path!r}: word-piece merging needs a fast tokenizer (tokenizer.json)")
     return model.eval(), tokenizer
+
+
+def check_loaded_weights(model, info: dict, name: str) -> None:
+    """Refuse a classifier whose weights file lacks tensors the model needs (they would be random),
+    holds tensors the model does not have, has tensors of the wrong shape, or holds NaN / inf: the
+    error names the first tensors and counts them. A classifier analysed with a random head or NaN
+    weights would give results that look real and mean nothing."""
+    def listed(names) -> str:
+        names = sorted(names)
+        return ", ".join(names[:5]) + (f" ({len(names)} in all)" if len(names) > 5 else "")
+
+    problems = []
+    if info.get("missing_keys"):
+        problems.append(f"missing tensors {listed(info['missing_keys'])} (they would be random)")
+    if info.get("unexpected_keys"):
+        problems.append(f"unexpected tensors {listed(info['unexpected_keys'])}")
+    if info.get("mismatched_keys"):
+        problems.append(f"tensors of the wrong shape {listed(k[0] if isinstance(k, tuple) else k for k in info['mismatched_keys'])}")
+    bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    if bad:
+        problems.append(f"non-finite values (NaN or inf) in {listed(bad)}")
+    if problems:
+        raise ValueError(f"{name}: the weights do not fit the model: " + "; ".join(problems))
 
 
 # ----------------------------------------------------------------------------------------------
