@@ -369,3 +369,19 @@ def test_leave_one_out_matches_full_recomputation(setup):
                 p = reference(input_ids=torch.tensor([shorter])).logits.softmax(-1)[0, c]
             position = int(real.nonzero()[t])
             assert abs(float(got[b, position]) - float(full[c] - p)) < 1e-5
+
+
+def test_captum_integrated_gradients_equals_ours_and_kernel_shap_runs():
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    from hf_attn.methods.captum_attributions import captum_attribution
+
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model.to(torch.float64), tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS)
+    ours = integrated_gradients_attribution(adapter, batch, steps=32, rule="gauss-legendre").attributions
+    torch.testing.assert_close(captum_attribution(adapter, batch, "integrated_gradients", steps=32), ours.float(),
+                               atol=1e-6, rtol=1e-5)
+    shap = captum_attribution(adapter, batch, "kernel_shap", n_samples=32)
+    assert shap.shape == batch.input_ids.shape and torch.all(shap[~batch.content] == 0)
+    with pytest.raises(ValueError, match="method must be one of"):
+        captum_attribution(adapter, batch, "deeplift")
