@@ -84,7 +84,9 @@ class FaithfulnessSettings:
     :data:`METHODS`; ``fractions``: ERASER bins; ``ig_steps`` / ``ig_rule``: integrated gradients'
     quadrature; ``soft_seeds``: one Bernoulli draw per seed; ``naopc_beam``: 0 skips NAOPC;
     ``shap_samples``: coalitions per instance for Kernel SHAP; ``batch_tokens``: padded tokens per
-    method batch; ``seed``: the random floor; ``confidence``: of the intervals."""
+    method batch; ``soft_clip``: clip Soft-NC / Soft-NS to [0, 1] (default False: the formula as
+    printed; instances whose zeroed input ŷ(0) is almost as confident as ŷ(x) give large values);
+    ``seed``: the random floor; ``confidence``: of the intervals."""
 
     methods: tuple[str, ...] = DEFAULT_METHODS
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
@@ -94,6 +96,7 @@ class FaithfulnessSettings:
     naopc_beam: int = 1
     shap_samples: int = 64
     batch_tokens: int = 1024
+    soft_clip: bool = False
     seed: int = 0
     confidence: float = 0.95
 
@@ -364,8 +367,12 @@ class FaithfulnessResult:
             cells = []
             for metric in metrics:
                 c = self.table[method].get(metric)
-                cells.append("–" if c is None or math.isnan(c["mean"]) else
-                             f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]")
+                if c is None or math.isnan(c["mean"]):
+                    cells.append("–")
+                elif math.isnan(c["low"]):
+                    cells.append(f"{c['mean']:.3f}")
+                else:
+                    cells.append(f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]")
             cost = self.cost.get(method, {})
             lines.append(f"| {method} | " + " | ".join(cells)
                          + f" | {cost.get('seconds_per_sentence', math.nan):.4f} | {cost.get('peak_mb_per_sentence', math.nan):.2f} |")
@@ -649,6 +656,8 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
     for method in methods:
         nc = fm.soft_normalised_comprehensiveness(p_full, soft[method]["removed"], null)
         ns = fm.soft_normalised_sufficiency(p_full, soft[method]["kept"], null)
+        if settings.soft_clip:
+            nc, ns = np.clip(nc, 0, 1), np.clip(ns, 0, 1)
         with warnings.catch_warnings():  # an instance with ŷ(x) ≤ ŷ(0) is NaN for every seed
             warnings.simplefilter("ignore", RuntimeWarning)
             cell(method, "soft_comprehensiveness", np.nanmean(nc, 0), nc)
