@@ -149,3 +149,16 @@ def test_settings_are_validated():
         FaithfulnessSettings(naopc_beam=-1)
     with pytest.raises(ValueError, match="texts"):
         run_faithfulness(None, [], FaithfulnessSettings())
+
+
+def test_erasure_scores_of_outside_attributions_equal_the_tables(table):
+    from hf_attn.batteries.faithfulness import erasure_scores
+
+    adapter, result = table
+    # per text-token scores (content only), as another library would give them
+    outside = [row[content] for row, content in zip(result.attributions["saliency"], result.content)]
+    scores = erasure_scores(adapter, TEXTS, outside, result.settings["fractions"])
+    np.testing.assert_allclose(scores["comprehensiveness"].mean(1), result.per_instance["saliency"]["comprehensiveness"],
+                               atol=1e-6)  # float32 forwards batched differently
+    with pytest.raises(ValueError, match=r"attributions\[0\] has 1 scores"):
+        erasure_scores(adapter, TEXTS[:1], [[0.5]])

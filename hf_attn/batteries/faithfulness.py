@@ -718,6 +718,38 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
         forwards={"requested": cache.requested, "unique": len(cache.store)}, texts=texts)
 
 
+def erasure_scores(adapter, texts, attributions, fractions=DEFAULT_FRACTIONS) -> dict:
+    """ERASER comprehensiveness and sufficiency ``(N, K)`` (DeYoung et al. 2020 §4) of attributions
+    computed anywhere (captum, ferret, inseq, …): ``attributions`` per text, one score per position
+    of ``adapter.encode([text])`` (special tokens included, ignored) or one per text token
+    (``batch.content``). Returns ``{"comprehensiveness", "sufficiency", "fractions"}``, ready for
+    the ``eraser_faithfulness`` evaluate module."""
+    batch = adapter.encode(list(texts))
+    instances = _instances(adapter, batch)
+    if len(attributions) != len(instances):
+        raise ValueError(f"attributions has {len(attributions)} rows for {len(instances)} texts")
+    scores = []
+    for i, (inst, row) in enumerate(zip(instances, attributions)):
+        row = np.asarray(row, dtype=np.float64)
+        if len(row) == inst.content.sum():
+            full_row = np.zeros(len(inst.tokens))
+            full_row[inst.content] = row
+            row = full_row
+        if len(row) != len(inst.tokens):
+            raise ValueError(f"attributions[{i}] has {len(row)} scores; text {i} has {len(inst.tokens)} positions "
+                             f"({int(inst.content.sum())} text tokens)")
+        scores.append(row)
+    cache = _ProbabilityCache(adapter, 4096)
+    full = cache.get([tuple(int(t) for t in i.tokens) for i in instances])
+    predicted = full.argmax(1)
+    rows = np.arange(len(instances))
+    counts = tokens_per_fraction([int(i.content.sum()) for i in instances], fractions)
+    p_removed, p_kept = _erasure(cache, instances, scores, counts, int(getattr(adapter, "pad_id", 0)))
+    p_full = full[rows, predicted]
+    return {"comprehensiveness": fm.erasure_differences(p_full, p_removed[rows, :, predicted]),
+            "sufficiency": fm.erasure_differences(p_full, p_kept[rows, :, predicted]), "fractions": list(fractions)}
+
+
 def _trim(batch, width: int, adapter):
     """A batch cut to ``width`` positions (its longest row): right padding keeps the first
     positions, left padding the last."""
@@ -732,4 +764,4 @@ def _trim(batch, width: int, adapter):
 
 
 __all__ = ["ATTENTION_FAMILY", "DEFAULT_METHODS", "METHODS", "METRICS", "FaithfulnessResult", "FaithfulnessSettings",
-           "run_faithfulness"]
+           "erasure_scores", "run_faithfulness"]
