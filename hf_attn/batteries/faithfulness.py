@@ -575,6 +575,10 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
     cost, skipped = {}, {}
     for name in settings.methods:
         description, internals = METHODS[name]
+        if name == "rollout" and getattr(adapter, "num_layers", 1) == 1 and not hasattr(adapter, "_model_call"):
+            skipped[name] = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
+                             "the attention row itself (the attention method)")
+            continue
         try:
             function = _method_function(name, settings)
         except ImportError as error:
