@@ -98,6 +98,11 @@ def test_max_flows_match_networkx_on_small_graphs():
         expected = [_networkx_flow(cap, s, t) for s, t in zip(sources, sinks)]
         # rounding to 1e-6 per edge: at most (cut edges) / (2 · 10⁶) off
         np.testing.assert_allclose(got, expected, atol=cap.size * 5e-7)
+    # a finer resolution: the 15 copies no longer fit one int32 solve and go to several calls
+    fine = max_flows(problems, scale=2**28)
+    for (cap, sources, sinks), got in zip(problems, fine):
+        expected = [_networkx_flow(cap, s, t) for s, t in zip(sources, sinks)]
+        np.testing.assert_allclose(got, expected, atol=cap.size * 2**-29)
 
 
 def test_max_flow_hand_computed():

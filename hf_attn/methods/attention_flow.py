@@ -60,46 +60,43 @@ def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
         cap = np.rint(np.asarray(capacities, dtype=np.float64) * scale).astype(np.int64)
         if (cap < 0).any():
             raise ValueError("capacities must be ≥ 0")
+        layers, n = cap.shape[0], cap.shape[1]
         # a copy's flow is bounded by the in-capacity of its sink node
-        bound = int(cap[-1].sum(1).max()) if cap.size else 0
-        prepared.append((cap, np.asarray(sources), np.asarray(sinks), bound))
-    copies_per_call = []
+        bound = int(cap[-1].sum(1).max()) + 1 if cap.size else 1
+        prepared.append((cap, np.asarray(sources, dtype=np.int64), np.asarray(sinks, dtype=np.int64), bound,
+                         _layer_edges(cap), (layers + 1) * n, layers * n))
     out = [np.zeros(len(p[1])) for p in prepared]
-    # group copies so that the total flow through Z stays within int32
-    pending, total = [], 0
-    for index, (cap, sources, sinks, bound) in enumerate(prepared):
-        for s in range(len(sources)):
-            if pending and total + bound + 1 > _INT32 // 2:
-                copies_per_call.append(pending)
-                pending, total = [], 0
-            pending.append((index, s))
-            total += bound + 1
-    if pending:
-        copies_per_call.append(pending)
-    edges_of = [_layer_edges(p[0]) for p in prepared]
-    for copies in copies_per_call:
-        tails, heads, data = [], [], []
+    # every copy: (problem, source index); calls cut so that the flow through Z stays within int32
+    problem = np.concatenate([np.full(len(p[1]), i, dtype=np.int64) for i, p in enumerate(prepared)] or [np.zeros(0, int)])
+    within = np.concatenate([np.arange(len(p[1])) for p in prepared] or [np.zeros(0, int)])
+    bounds = np.array([p[3] for p in prepared], dtype=np.int64)[problem] if len(problem) else np.zeros(0, np.int64)
+    call = np.cumsum(bounds) // (_INT32 // 2)
+    for c in np.unique(call):
+        copies = np.flatnonzero(call == c)
+        tails, heads, data, starts = [], [], [], []
         offset = 0
-        starts = []
-        for index, s in copies:
-            cap, sources, sinks, bound = prepared[index]
-            layers, n = cap.shape[0], cap.shape[1]
-            t, h, d = edges_of[index]
-            tails.append(t + offset), heads.append(h + offset), data.append(d)
-            starts.append((offset + int(sources[s]), offset + layers * n + int(sinks[s]), bound + 1))
-            offset += (layers + 1) * n
+        for i in np.unique(problem[copies]):  # per problem: its copies tiled with numpy
+            cap, sources, sinks, bound, (t, h, d), nodes, last = prepared[i]
+            mine = within[copies[problem[copies] == i]]
+            offsets = offset + nodes * np.arange(len(mine))
+            tails.append((t[None] + offsets[:, None]).ravel())
+            heads.append((h[None] + offsets[:, None]).ravel())
+            data.append(np.tile(d, len(mine)))
+            starts.append(np.stack([offsets + sources[mine], offsets + last + sinks[mine],
+                                    np.full(len(mine), bound), np.full(len(mine), i), mine], 1))
+            offset += nodes * len(mine)
+        starts = np.concatenate(starts)
         source_node, sink_node = offset, offset + 1
-        starts = np.asarray(starts, dtype=np.int64).reshape(-1, 3)
         tails += [np.full(len(starts), source_node), starts[:, 1]]
         heads += [starts[:, 0], np.full(len(starts), sink_node)]
         data += [starts[:, 2], starts[:, 2]]
         graph = csr_matrix((np.concatenate(data).astype(np.int32),
                             (np.concatenate(tails), np.concatenate(heads))), shape=(offset + 2, offset + 2))
-        result = maximum_flow(graph, source_node, sink_node, method="dinic")
-        flow = result.flow.tocsr()
-        values = np.asarray(flow[source_node, starts[:, 0]].todense()).ravel()
-        for (index, s), value in zip(copies, values):
-            out[index][s] = value / scale
+        flow = maximum_flow(graph, source_node, sink_node, method="dinic").flow.tocsr()
+        values = np.asarray(flow[source_node, starts[:, 0]].todense()).ravel() / scale
+        for i in np.unique(starts[:, 3]):
+            rows = starts[:, 3] == i
+            out[i][starts[rows, 4]] = values[rows]
     return out
 
 
