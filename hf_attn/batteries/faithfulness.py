@@ -411,7 +411,8 @@ class FaithfulnessResult:
         ax.set_xticks(range(len(metrics)), [f"{m} {'↑' if HIGHER_IS_BETTER[m] else '↓'}" for m in metrics],
                       rotation=35, ha="right", fontsize=8)
         ax.set_yticks(range(len(self.methods)), self.methods, fontsize=8)
-        ax.set_title(f"faithfulness, {self.model.get('name', '')} ({self.num_instances} sentences); colour: 1 = best",
+        name = os.path.basename(str(self.model.get("name", "")).rstrip("/"))  # no local path in a figure
+        ax.set_title(f"faithfulness, {name} ({self.num_instances} sentences); colour: 1 = best",
                      fontsize=9)
         fig.tight_layout()
         if path is not None:
