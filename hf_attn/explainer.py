@@ -340,7 +340,7 @@ class Explainer:
         it with ``adversary=False``). ``texts``: a string, a list or a ``datasets`` column."""
         from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
         from hf_attn.methods.gradient import attention_fixed_gradient
-        from hf_attn.methods.integrated_gradients import integrated_gradients_over
+        from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
         from hf_attn.methods.leave_one_out import deletion_importance
 
         items = _texts_of(texts)
@@ -355,7 +355,7 @@ class Explainer:
             values = {"attention": restrict_to_content(forward.attention, content),
                       "gradient": attention_fixed_gradient(adapter, batch),
                       "loo": deletion_importance(adapter, batch, forward.probabilities)}
-            ig = integrated_gradients_over(adapter, batch, steps=ig_steps, baseline=ig_baseline)
+            ig = integrated_gradients_attribution(adapter, batch, steps=ig_steps, rule="trapezoid", baseline=ig_baseline)
             values["ig"] = ig.attributions
             has_rollout = adapter.num_layers > 1 and forward.rollout is not None
             if has_rollout:

@@ -1,5 +1,6 @@
 """Analysis batteries: Jain & Wallace (``jw``), Wiegreffe & Pinter (``wp``), Tutek & Šnajder (``ts``),
-and the ERASER/IG table (``eraser``, its own command).
+the ERASER/IG table (``eraser``, its own command), and the faithfulness table of every attribution
+method (``faithfulness``, :mod:`hf_attn.batteries.faithfulness`).
 
 Each battery package (``analysis/jw``, ``analysis/wp``, ``analysis/ts``) registers one
 :class:`Battery`: a typed settings dataclass, the ``hf-attn analyze`` flags derived from it, and
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 BATTERY_MODULES = {"jw": "hf_attn.analysis.jw.battery", "wp": "hf_attn.analysis.wp.battery",
-                   "ts": "hf_attn.analysis.ts.battery"}
+                   "ts": "hf_attn.analysis.ts.battery", "faithfulness": "hf_attn.analysis.faithfulness.battery"}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``hf-attn analyze DIR --battery jw|wp|ts --split test --output-dir OUT``."""
+"""``hf-attn analyze DIR --battery jw|wp|ts|faithfulness --split test --output-dir OUT``."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ def _named_battery(argv) -> list[str] | None:
 
 def add_parser(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("analyze", help="run a diagnostic battery on a trained model",
-                              description="Run the Jain & Wallace (jw), Wiegreffe & Pinter (wp) or "
-                                          "Tutek & Šnajder (ts) battery; writes results.json + figures.")
+                              description="Run the Jain & Wallace (jw), Wiegreffe & Pinter (wp), "
+                                          "Tutek & Šnajder (ts) or faithfulness battery; writes results.json + "
+                                          "figures.")
     p.add_argument("model_dir", help="a folder written by `hf-attn train` (or any hf_attn model folder)")
     p.add_argument("--battery", required=True, choices=sorted(BATTERY_CHOICES))
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])

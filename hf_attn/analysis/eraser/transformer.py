@@ -184,6 +184,9 @@ def transformer_eraser_scores(model, input_ids: torch.Tensor, attention_mask: to
 # integrated gradients on the word-piece embeddings
 
 
+_RULES = {"trapezoid": "trapezoid", "right": "riemann-right"}  # this command's rule names → the method's
+
+
 def _adapter_batch(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor):
     """Right-padded rows → the adapter's :class:`~hf_attn.adapters.Batch` (its padding side), with
     ``content`` = the units."""
@@ -231,7 +234,7 @@ def integrated_gradients_transformer(adapter, input_ids: torch.Tensor, attention
         raise ValueError(f"baseline must be 'zero' or 'pad', got {baseline!r}")
     if target not in ("probability", "logit"):
         raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
-    from hf_attn.methods.integrated_gradients import integrated_gradients_over
+    from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
 
     lengths = attention_mask.sum(1).cpu().numpy()
     attributions = torch.zeros(input_ids.shape, dtype=torch.float64)
@@ -245,8 +248,8 @@ def integrated_gradients_transformer(adapter, input_ids: torch.Tensor, attention
     for group in groups:
         index = torch.from_numpy(group)
         batch = _adapter_batch(adapter, input_ids[index], attention_mask[index], units[index])
-        result = integrated_gradients_over(adapter, batch, steps=steps, baseline=baseline, rule=rule, target=target,
-                                           token_budget=token_budget)
+        result = integrated_gradients_attribution(adapter, batch, steps=steps, rule=_RULES[rule], target=target,
+                                                  baseline=baseline, token_budget=token_budget)
         attributions[index] = _right_aligned(result.attributions.double(), batch, input_ids.shape[1])
         f_input[index], f_base[index] = result.target_input.double(), result.target_baseline.double()
         chosen[index] = result.target_class

@@ -1,0 +1,71 @@
+"""ALTI, Aggregation of Layer-wise Token-to-token Interactions (Ferrando, Gállego & Costa-jussà
+2022, "Measuring the Mixing of Contextual Information in the Transformer", EMNLP, §2–3).
+
+The attention block's output for token i is decomposed into one vector per input token j:
+
+- the transformed vectors T_i(x_j) = Σ_h α^h_ij f^h(x_j) + δ_ij x_i, f^h(x) = (x W^h_V + b^h_V) W^h_O
+  (the residual connection adds x_i to its own term);
+- post-LN blocks (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT: y_i = LN(x_i + Attn_i + b_O)): the
+  layer norm is split linearly as in the paper, L_i(z) = γ ⊙ (z − mean(z)) / σ_i with σ_i the
+  standard deviation (ε included) of the whole pre-norm vector of row i, so that
+  y_i = Σ_j L_i(T_i(x_j)) + L_i(b_O) + β exactly; the terms L_i(T_i(x_j)) are what is compared;
+- pre-LN blocks (Llama, Qwen2, Mistral, GPT-2, ModernBERT: y_i = x_i + Attn_i(LN(x)) + b_O): each
+  LN(x_j) depends on x_j alone, so it is part of f^h(x_j) and y_i = Σ_j T_i(x_j) + b_O exactly;
+  this case is not in the paper (it analyses post-LN encoders), it is the same decomposition;
+
+then the contribution of j to i (the paper's contribution equation, §2) is
+c_ij = max(0, −d_ij + ‖y_i‖₁) / Σ_k max(0, −d_ik + ‖y_i‖₁), d_ij = ‖y_i − T_i(x_j)‖₁ (Manhattan
+distance, as the paper chooses), and the layers are aggregated by rollout without an added
+identity (the residual is already inside T_i(x_i)): C = C^L ··· C^1 (§3). The importance of token
+j for the classifier is C's query row(s).
+
+Simplifications (as the paper): the feed-forward sub-layer is not decomposed (it acts on each
+position alone and is treated as not mixing tokens); b_O and the norm's β are not attributed to any
+token (they stay in y_i). Architectures whose block layout is not in
+:data:`hf_attn.adapters.internals.LAYOUTS` are refused with the reason.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hf_attn.adapters.internals import (LayerInternals, content_only, head_contributions, query_average,
+                                        record_internals)
+
+
+def alti_contributions(layer: LayerInternals, attention_mask: torch.Tensor) -> torch.Tensor:
+    """One layer's contribution matrix ``(B, T, T)`` c_ij (module docstring); rows of real tokens sum
+    to 1, pad rows and columns are 0."""
+    f = head_contributions(layer)  # (B, H, T, D)
+    transformed = torch.einsum("bhij,bhjD->bijD", layer.probs, f)  # (B, T_i, T_j, D)
+    steps = transformed.shape[1]
+    eye = torch.eye(steps, dtype=transformed.dtype, device=transformed.device)
+    transformed = transformed + eye[None, :, :, None] * layer.residual[:, :, None, :]
+    if layer.layout.kind == "post":
+        norm = layer.layout.norm
+        whole = transformed.sum(2)  # x_i + Attn_i (without b_O)
+        if layer.layout.bias is not None:
+            whole = whole + layer.layout.bias.float()
+        sigma = torch.sqrt(whole.var(-1, unbiased=False) + float(getattr(norm, "eps", 1e-12)))  # (B, T)
+        gamma = norm.weight.float() if getattr(norm, "weight", None) is not None else 1.0
+        transformed = gamma * (transformed - transformed.mean(-1, keepdim=True)) / sigma[:, :, None, None]
+    y = layer.output  # (B, T, D): the block's actual output
+    distance = (y[:, :, None, :] - transformed).abs().sum(-1)  # (B, T_i, T_j)
+    scores = (y.abs().sum(-1, keepdim=True) - distance).clamp_min(0.0)
+    m = attention_mask.to(scores.dtype)
+    scores = scores * m[:, :, None] * m[:, None, :]
+    return scores / scores.sum(-1, keepdim=True).clamp_min(1e-30)
+
+
+@torch.no_grad()
+def alti(adapter, batch) -> torch.Tensor:
+    """``(B, T)`` ALTI (module docstring): the query row(s) of C = C^L ··· C^1, 0 on pads and special
+    tokens. One recording forward; the contribution matrices are batched tensor code."""
+    total = None
+    for layer in record_internals(adapter, batch):
+        contributions = alti_contributions(layer, batch.attention_mask)
+        total = contributions if total is None else contributions @ total
+    return content_only(batch, query_average(batch, total))
+
+
+__all__ = ["alti", "alti_contributions"]

@@ -1,0 +1,133 @@
+"""Attention flow (Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers", ACL, §3).
+
+The layered attention graph has a node (l, i) per layer l = 0…L (0: the inputs) and position i,
+and an edge (l−1, j) → (l, i) of capacity Ã^l_ij, Ã = ½A + ½I the head-averaged attention with the
+residual connection, rows renormalised (as in attention rollout). The attention flow of input
+token j to the output row q is the value of a maximum flow from (0, j) to (L, q).
+
+Solver: :func:`scipy.sparse.csgraph.maximum_flow` (Dinic), which takes **integer** capacities:
+they are Ã · ``scale`` rounded (default scale 10⁶, a resolution of 10⁻⁶ per edge), and flows are
+divided by ``scale`` again; each rounded capacity is within ½/scale of Ã, so a flow value is within
+(edges of a minimum cut)/(2·scale) ≤ L·n²/(2·scale) of the exact one (n real tokens).
+
+Batching: the problems of many (sentence, source j, query row q) are solved in **one** call on the
+disjoint union of their graphs, joined by a super-source S → (0, j) of each copy and (L, q) → a
+super-sink Z of each copy. The copies share no edges, so a maximum flow of the union restricted to
+one copy is a maximum flow of that copy: the flow on the edge S → copy c is copy c's flow value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from hf_attn.adapters.internals import attention_matrices
+
+DEFAULT_SCALE = 10**6
+_INT32 = 2**31 - 1
+
+
+def residual_attention(probs: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Ã = ½A + ½I of one layer: heads averaged, pads zeroed, identity added, rows renormalised
+    (``(B, H, T, T)`` → ``(B, T, T)``; :func:`hf_attn.methods.rollout.attention_rollout`'s step)."""
+    a = probs.float().mean(1)
+    m = attention_mask.to(a.dtype)
+    a = a * m[:, :, None] * m[:, None, :] + torch.diag_embed(m)
+    return a / a.sum(-1, keepdim=True).clamp_min(1e-30)
+
+
+def _layer_edges(capacities: np.ndarray):
+    """Edges of one sentence's layered graph: ``capacities`` ``(L, n, n)`` integers, ``[l, i, j]`` the
+    capacity of (l, j) → (l+1, i). Returns (tails, heads, capacities) over the nonzero ones."""
+    layers, n, _ = capacities.shape
+    l, i, j = np.nonzero(capacities)
+    return l * n + j, (l + 1) * n + i, capacities[l, i, j]
+
+
+def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
+    """Maximum flows for a list of problems ``(capacities (L, n, n) float, sources (S,), sinks (S,))``:
+    for each problem, the flow from input node (0, sources[s]) to output node (L, sinks[s]).
+    All problems go to :func:`scipy.sparse.csgraph.maximum_flow` as disjoint copies under one
+    super-source and super-sink (module docstring), in as few calls as the int32 capacities allow.
+    Returns one ``(S,)`` float64 array per problem."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
+
+    if not isinstance(scale, int) or scale < 1:
+        raise ValueError(f"scale must be a positive int, got {scale!r}")
+    prepared = []
+    for capacities, sources, sinks in graphs:
+        cap = np.rint(np.asarray(capacities, dtype=np.float64) * scale).astype(np.int64)
+        if (cap < 0).any():
+            raise ValueError("capacities must be ≥ 0")
+        layers, n = cap.shape[0], cap.shape[1]
+        # a copy's flow is bounded by the in-capacity of its sink node
+        bound = int(cap[-1].sum(1).max()) + 1 if cap.size else 1
+        prepared.append((cap, np.asarray(sources, dtype=np.int64), np.asarray(sinks, dtype=np.int64), bound,
+                         _layer_edges(cap), (layers + 1) * n, layers * n))
+    out = [np.zeros(len(p[1])) for p in prepared]
+    # every copy: (problem, source index); calls cut so that the flow through Z stays within int32
+    problem = np.concatenate([np.full(len(p[1]), i, dtype=np.int64) for i, p in enumerate(prepared)] or [np.zeros(0, int)])
+    within = np.concatenate([np.arange(len(p[1])) for p in prepared] or [np.zeros(0, int)])
+    bounds = np.array([p[3] for p in prepared], dtype=np.int64)[problem] if len(problem) else np.zeros(0, np.int64)
+    call = np.cumsum(bounds) // (_INT32 // 2)
+    for c in np.unique(call):
+        copies = np.flatnonzero(call == c)
+        tails, heads, data, starts = [], [], [], []
+        offset = 0
+        for i in np.unique(problem[copies]):  # per problem: its copies tiled with numpy
+            cap, sources, sinks, bound, (t, h, d), nodes, last = prepared[i]
+            mine = within[copies[problem[copies] == i]]
+            offsets = offset + nodes * np.arange(len(mine))
+            tails.append((t[None] + offsets[:, None]).ravel())
+            heads.append((h[None] + offsets[:, None]).ravel())
+            data.append(np.tile(d, len(mine)))
+            starts.append(np.stack([offsets + sources[mine], offsets + last + sinks[mine],
+                                    np.full(len(mine), bound), np.full(len(mine), i), mine], 1))
+            offset += nodes * len(mine)
+        starts = np.concatenate(starts)
+        source_node, sink_node = offset, offset + 1
+        tails += [np.full(len(starts), source_node), starts[:, 1]]
+        heads += [starts[:, 0], np.full(len(starts), sink_node)]
+        data += [starts[:, 2], starts[:, 2]]
+        graph = csr_matrix((np.concatenate(data).astype(np.int32),
+                            (np.concatenate(tails), np.concatenate(heads))), shape=(offset + 2, offset + 2))
+        flow = maximum_flow(graph, source_node, sink_node, method="dinic").flow.tocsr()
+        values = np.asarray(flow[source_node, starts[:, 0]].todense()).ravel() / scale
+        for i in np.unique(starts[:, 3]):
+            rows = starts[:, 3] == i
+            out[i][starts[rows, 4]] = values[rows]
+    return out
+
+
+@torch.no_grad()
+def attention_flow(adapter, batch, scale: int = DEFAULT_SCALE) -> torch.Tensor:
+    """``(B, T)`` attention flow (Abnar & Zuidema 2020, §3) from each text token to the query rows
+    the head reads (the mean over them when several), 0 on pads and special tokens: one recording
+    forward for the attention of every layer, then one batched max-flow solve (module docstring)
+    over every (instance, content token, query row). ``scale``: capacities are rounded to 1/scale."""
+    matrices = torch.stack([residual_attention(p, batch.attention_mask)
+                            for p in attention_matrices(adapter, batch)], 1)  # (B, L, T, T)
+    real = batch.attention_mask.bool().cpu()
+    content = batch.content.cpu()
+    query = batch.query.cpu()
+    graphs, where = [], []
+    arrays = matrices.double().cpu().numpy()
+    for b in range(len(batch)):  # per instance: its real positions only
+        positions = real[b].nonzero().flatten().numpy()
+        local = np.full(real.shape[1], -1)
+        local[positions] = np.arange(len(positions))
+        sources = local[content[b].numpy()]
+        sinks = local[query[b].numpy()]
+        cap = arrays[b][:, positions][:, :, positions]
+        graphs.append((cap, np.repeat(sources, len(sinks)), np.tile(sinks, len(sources))))
+        where.append((content[b].nonzero().flatten(), len(sources), len(sinks)))
+    flows = max_flows(graphs, scale)
+    out = torch.zeros(real.shape, dtype=torch.float32)
+    for b, (flow, (positions, count, rows)) in enumerate(zip(flows, where)):
+        if count:
+            out[b, positions] = torch.from_numpy(flow.reshape(count, rows).mean(1)).float()
+    return out.to(batch.input_ids.device)
+
+
+__all__ = ["DEFAULT_SCALE", "attention_flow", "max_flows", "residual_attention"]

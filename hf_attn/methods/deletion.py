@@ -1,0 +1,44 @@
+"""Leave-one-out by deletion (Li, Monroe & Jurafsky 2016, "Understanding Neural Networks through
+Representation Erasure", §3, Eq. 1: the importance of a unit is the drop of the model's score when
+it is erased; Jain & Wallace 2019 §4.1 use the same deletions with a TVD).
+
+importance_t = ŷ_c(x) − ŷ_c(x₋t), x₋t the text with token t **deleted** (the sequence shortened,
+special tokens kept: the same removal as the ERASER metrics), c the class predicted for x; signed
+(positive: the token supports c). Every deletion of the batch is built with index tensors and
+scored in one batched forward (the adapter's ``from_token_lists`` pads them its way; its ``logits``
+splits them by its token budget).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+@torch.no_grad()
+def leave_one_out_deletion(adapter, batch, target_class: torch.Tensor | None = None) -> torch.Tensor:
+    """``(B, T)`` ŷ_c(x) − ŷ_c(x₋t) for every text token t (module docstring); 0 on pads and special
+    tokens, and for a text of one token (deleting it leaves no text: its value is ŷ_c(x) minus
+    ŷ_c of the specials alone)."""
+    probabilities = adapter.logits(batch).softmax(-1)
+    if target_class is None:
+        target_class = probabilities.argmax(-1)
+    real = batch.attention_mask.bool()
+    instance, position = batch.content.nonzero(as_tuple=True)  # one deletion per text token
+    keep = real[instance].clone()
+    keep[torch.arange(len(instance), device=keep.device), position] = False
+    ids = batch.input_ids[instance]
+    # kept tokens first, in order (a stable sort of 0 = kept / 1 = dropped), then cut at each length
+    order = torch.sort((~keep).to(torch.int8), dim=1, stable=True).indices
+    ids = ids.gather(1, order).tolist()
+    lengths = keep.sum(1).tolist()
+    pad = getattr(adapter, "pad_id", 0)
+    sequences = [row[:n] if n else [pad] for row, n in zip(ids, lengths)]
+    deleted = adapter.logits(adapter.from_token_lists(sequences)).softmax(-1)
+    c = target_class[instance]
+    drop = probabilities[instance, c] - deleted.gather(1, c[:, None]).squeeze(1)
+    out = torch.zeros(real.shape, dtype=torch.float32, device=real.device)
+    out[instance, position] = drop.float()
+    return out
+
+
+__all__ = ["leave_one_out_deletion"]

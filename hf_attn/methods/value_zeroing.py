@@ -1,0 +1,127 @@
+"""Value zeroing (Mohebbi, Zuidema, Chrupała & Alishahi 2023, "Quantifying Context Mixing in
+Transformers", EACL, §2).
+
+At layer l, the value vector of token j is set to zero in every head (the rest of the forward
+unchanged), and the context-mixing score of j for token i is how far i's layer-l output moves:
+C^l_ij = 1 − cos(x̃^l_i(¬j), x^l_i) (the paper's value-zeroing equation, §2), each row normalised
+to sum to 1. The layers are aggregated by rollout (§2, "multi-layer"): C = C^L ··· C^1, without an
+added identity (the layer output already carries the residual); the importance of token j for the
+classifier is C's query row(s). x^l_i is the output of the whole layer l (attention and
+feed-forward sub-layers), as in the paper.
+
+Mechanics: the zeroing is the adapter's intervention (``Intervention(layer=l, zero_values=…)``),
+one variant per (instance, real position j), all variants of a layer in batched forwards. Where
+the adapter's exact fast path holds (its layers take and return hidden states), the layers before
+l return their cached output instead of recomputing it, and the forward stops after layer l.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from hf_attn.adapters.interface import Intervention
+from hf_attn.adapters.internals import content_only, query_average, require_internals
+
+
+class _Stop(Exception):
+    def __init__(self, output):
+        super().__init__("stopped after the zeroed layer")
+        self.output = output
+
+
+def _tensor(output):
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+@contextlib.contextmanager
+def _hooks(adapter, layer: int, replay: torch.Tensor | None):
+    """Stop the forward after ``layer`` (raising :class:`_Stop` with its output); with ``replay``,
+    the layers before it return ``replay`` instead of computing."""
+    handles, replaced = [], []
+    handles.append(adapter.layers[layer].register_forward_hook(
+        lambda module, args, output: (_ for _ in ()).throw(_Stop(_tensor(output)))))
+    if replay is not None:
+        for module in list(adapter.layers)[:layer]:
+            module.forward = lambda *args, _hidden=replay, **kwargs: _hidden
+            replaced.append(module)
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        for module in replaced:
+            if "forward" in module.__dict__:
+                del module.forward
+
+
+def _layer_outputs(adapter, batch) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Inputs and outputs ``(B, T, D)`` of every layer in the unmodified forward."""
+    inputs, outputs = [], []
+    handles = [layer.register_forward_pre_hook(
+        lambda m, args, kwargs: inputs.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True)
+        for layer in adapter.layers]
+    handles += [layer.register_forward_hook(lambda m, args, output: outputs.append(_tensor(output)))
+                for layer in adapter.layers]
+    try:
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, None, batch.position_ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return inputs, outputs
+
+
+@torch.no_grad()
+def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
+    """``(B, L, T, T)`` the raw scores 1 − cos(x̃^l_i(¬j), x^l_i) of every layer l, row i, zeroed
+    token j (before row normalisation); 0 on pad rows and columns. Needs the model's list of layers
+    (refused otherwise)."""
+    require_internals(adapter, "value zeroing")
+    if getattr(adapter, "layers", None) is None:
+        from hf_attn.adapters.base import UnsupportedModelError
+        raise UnsupportedModelError("value zeroing needs each layer's output: the layers share modules or are not one "
+                                    "list")
+    inputs, outputs = _layer_outputs(adapter, batch)
+    real = batch.attention_mask.bool()
+    instance, position = real.nonzero(as_tuple=True)  # one variant per (instance, real position)
+    count, steps = real.shape
+    zero = torch.zeros((len(instance), steps), dtype=torch.bool, device=real.device)
+    zero[torch.arange(len(instance), device=real.device), position] = True
+    replay_ok = bool(getattr(adapter, "fast_path", False))
+    per_chunk = max(1, adapter.token_budget // max(steps, 1))
+    scores = torch.zeros((count, len(adapter.layers), steps, steps), dtype=torch.float32, device=real.device)
+    for layer in range(len(adapter.layers)):
+        for start in range(0, len(instance), per_chunk):
+            rows = slice(start, start + per_chunk)
+            index = instance[rows]
+            replay = inputs[layer][index] if replay_ok and layer > 0 else None
+            intervention = Intervention(layer=layer, zero_values=zero[rows], calls=layer if replay is not None else 0)
+            positions = None if batch.position_ids is None else batch.position_ids[index]
+            try:
+                with _hooks(adapter, layer, replay):
+                    adapter._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
+                                        positions)
+                raise RuntimeError(f"layer {layer} was never reached")
+            except _Stop as stop:
+                changed = stop.output.float()
+            distance = 1 - torch.nn.functional.cosine_similarity(changed, outputs[layer][index].float(), dim=-1)
+            distance = distance * batch.attention_mask[index].float()  # (N, T_i)
+            scores[index, layer, :, position[rows]] = distance
+    return scores
+
+
+@torch.no_grad()
+def value_zeroing(adapter, batch) -> torch.Tensor:
+    """``(B, T)`` value zeroing importance (module docstring): rows of each layer's score matrix
+    normalised to sum to 1, rolled out over the layers, the query row(s) read; 0 on pads and special
+    tokens."""
+    scores = value_zeroing_matrices(adapter, batch)
+    normalised = scores / scores.sum(-1, keepdim=True).clamp_min(1e-30)
+    total = None
+    for layer in range(normalised.shape[1]):
+        total = normalised[:, layer] if total is None else normalised[:, layer] @ total
+    return content_only(batch, query_average(batch, total))
+
+
+__all__ = ["value_zeroing", "value_zeroing_matrices"]

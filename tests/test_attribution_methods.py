@@ -1,0 +1,392 @@
+"""The per-token attribution methods over the adapter (``hf_attn/methods/``), each against a slow,
+explicit reference: hand-computed one-layer cases, loops over heads/tokens with the model's own
+modules, a different zeroing mechanism (a hook on the value projection), networkx max-flow, full
+recomputation of deletions, and finite differences. Tiny random models of tests/architectures.py."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from architectures import TEXTS, tiny_classifier
+from hf_attn.adapters import UnsupportedModelError, adapter_for
+from hf_attn.adapters.internals import record_internals
+from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution, quadrature
+from hf_attn.methods.alti import alti, alti_contributions
+from hf_attn.methods.attention_flow import attention_flow, max_flows, residual_attention
+from hf_attn.methods.attention_norm import attention_norm
+from hf_attn.methods.deletion import leave_one_out_deletion
+from hf_attn.methods.gradient_x_input import gradient_x_input
+from hf_attn.methods.raw_attention import raw_attention
+from hf_attn.methods.rollout import rollout_importance
+from hf_attn.methods.saliency import saliency
+from hf_attn.methods.value_zeroing import value_zeroing, value_zeroing_matrices
+
+torch.set_num_threads(1)
+ARCHS = ["bert", "llama", "distilbert"]
+VALUE_MODULE = {"bert": "value", "llama": "v_proj", "distilbert": "v_lin"}
+
+
+@pytest.fixture(scope="module", params=ARCHS)
+def setup(request):
+    model, tokenizer = tiny_classifier(request.param)
+    reference = copy.deepcopy(model)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    return adapter, reference, request.param, adapter.encode(TEXTS)
+
+
+def _inputs(batch, rows=None, **extra):
+    rows = slice(None) if rows is None else rows
+    out = {"input_ids": batch.input_ids[rows], "attention_mask": batch.attention_mask[rows], **extra}
+    if batch.position_ids is not None:
+        out["position_ids"] = batch.position_ids[rows]
+    return out
+
+
+def test_every_method_is_zero_outside_the_text(setup):
+    adapter, _, _, batch = setup
+    for method in (raw_attention, rollout_importance, attention_flow, attention_norm, alti, value_zeroing, saliency,
+                   gradient_x_input, leave_one_out_deletion):
+        scores = method(adapter, batch)
+        assert scores.shape == batch.input_ids.shape, method.__name__
+        assert torch.all(scores[~batch.content] == 0), method.__name__
+        assert torch.isfinite(scores).all(), method.__name__
+
+
+def test_raw_attention_is_the_eager_models_query_row(setup):
+    adapter, reference, _, batch = setup
+    with torch.no_grad():
+        attentions = reference(**_inputs(batch, output_attentions=True)).attentions
+    q = batch.query.float().argmax(-1)
+    rows = torch.arange(len(batch))
+    expected = attentions[-1].mean(1)[rows, q]
+    torch.testing.assert_close(raw_attention(adapter, batch), torch.where(batch.content, expected, 0.0))
+    expected = attentions[0][:, 1][rows, q]
+    torch.testing.assert_close(raw_attention(adapter, batch, layer=0, heads=1), torch.where(batch.content, expected, 0.0))
+    with pytest.raises(ValueError, match="heads"):
+        raw_attention(adapter, batch, layer=0, heads=9)
+
+
+# ------------------------------------------------------------------------------------------------
+# attention flow
+
+
+def _networkx_flow(capacities, source, sink):
+    networkx = pytest.importorskip("networkx")
+    graph = networkx.DiGraph()
+    layers, n, _ = capacities.shape
+    for layer in range(layers):
+        for i in range(n):
+            for j in range(n):
+                if capacities[layer, i, j] > 0:
+                    graph.add_edge((layer, j), (layer + 1, i), capacity=float(capacities[layer, i, j]))
+    return networkx.maximum_flow_value(graph, (0, source), (layers, sink))
+
+
+def test_max_flows_match_networkx_on_small_graphs():
+    rng = np.random.default_rng(0)
+    problems = []
+    for layers, n in ((1, 2), (2, 4), (3, 5), (4, 3)):
+        cap = rng.random((layers, n, n)) ** 3
+        cap /= cap.sum(-1, keepdims=True)
+        problems.append((cap, np.arange(n), np.full(n, n - 1)))
+    flows = max_flows(problems)
+    for (cap, sources, sinks), got in zip(problems, flows):
+        expected = [_networkx_flow(cap, s, t) for s, t in zip(sources, sinks)]
+        # rounding to 1e-6 per edge: at most (cut edges) / (2 · 10⁶) off
+        np.testing.assert_allclose(got, expected, atol=cap.size * 5e-7)
+    # a finer resolution: the 15 copies no longer fit one int32 solve and go to several calls
+    fine = max_flows(problems, scale=2**28)
+    for (cap, sources, sinks), got in zip(problems, fine):
+        expected = [_networkx_flow(cap, s, t) for s, t in zip(sources, sinks)]
+        np.testing.assert_allclose(got, expected, atol=cap.size * 2**-29)
+
+
+def test_max_flow_hand_computed():
+    # one layer: the only path (0, j) → (1, q) is one edge; two layers, 2 tokens: the min cut
+    one = np.array([[[0.7, 0.3], [0.4, 0.6]]])
+    np.testing.assert_allclose(max_flows([(one, np.array([0, 1]), np.array([0, 0]))])[0], [0.7, 0.3], atol=1e-6)
+    two = np.array([[[0.9, 0.1], [0.2, 0.8]], [[0.5, 0.5], [0.0, 1.0]]])
+    # from (0,0): paths via (1,0) [min(.9,.5)] and (1,1) [min(.2,.5)] → 0.5 + 0.2 = 0.7
+    np.testing.assert_allclose(max_flows([(two, np.array([0]), np.array([0]))])[0], [0.7], atol=1e-6)
+
+
+def test_attention_flow_matches_networkx_on_the_model(setup):
+    adapter, _, _, batch = setup
+    got = attention_flow(adapter, batch)
+    matrices = torch.stack([residual_attention(layer.probs, batch.attention_mask)
+                            for layer in record_internals(adapter, batch)], 1)
+    for b in (0, 3):
+        real = batch.attention_mask[b].bool().nonzero().flatten()
+        cap = matrices[b][:, real][:, :, real].double().numpy()
+        local = {int(p): i for i, p in enumerate(real)}
+        sink = local[int(batch.query[b].float().argmax())]
+        for position in batch.content[b].nonzero().flatten().tolist():
+            expected = _networkx_flow(cap, local[position], sink)
+            assert abs(float(got[b, position]) - expected) < 1e-4
+
+
+def test_one_layer_flow_is_the_residual_attention():
+    model, tokenizer = tiny_classifier("bert", layers=1)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS)
+    with torch.no_grad():
+        attention = model(**_inputs(batch, output_attentions=True)).attentions[0]
+    a = residual_attention(attention, batch.attention_mask)[:, 0]  # [CLS] row
+    torch.testing.assert_close(attention_flow(adapter, batch), torch.where(batch.content, a, 0.0), atol=2e-6, rtol=0)
+    torch.testing.assert_close(rollout_importance(adapter, batch), torch.where(batch.content, a, 0.0))
+
+
+# ------------------------------------------------------------------------------------------------
+# attention norm and ALTI against loops over the model's own modules
+
+
+def _layer_pieces(reference, name, batch, b):
+    """(x_j inputs to the value projection (T, D), residual (T, D), value module, W_O module,
+    probs (H, T, T), heads, layer module) for layer 0 of instance b, by the model's modules."""
+    with torch.no_grad():
+        out = reference(**_inputs(batch, slice(b, b + 1), output_attentions=True, output_hidden_states=True))
+    hidden = out.hidden_states[0][0]
+    probs = out.attentions[0][0]
+    if name == "bert":
+        attention = reference.bert.encoder.layer[0].attention
+        return hidden, hidden, attention.self.value, attention.output.dense, probs, attention.output.LayerNorm
+    if name == "distilbert":
+        block = reference.distilbert.transformer.layer[0]
+        return hidden, hidden, block.attention.v_lin, block.attention.out_lin, probs, block.sa_layer_norm
+    layer = reference.model.layers[0]
+    return layer.input_layernorm(hidden), hidden, layer.self_attn.v_proj, layer.self_attn.o_proj, probs, None
+
+
+def _slow_vectors(reference, name, batch, b):
+    """T_i(x_j) by explicit loops: (T, T, D) tensor, the residual added on i == j; and the probs."""
+    x, residual, value, output, probs, _ = _layer_pieces(reference, name, batch, b)
+    heads = probs.shape[0]
+    with torch.no_grad():
+        v = value(x)  # (T, H_kv · d)
+        dim = output.weight.shape[1] // heads
+        groups = heads // (v.shape[-1] // dim)
+        steps = x.shape[0]
+        vectors = torch.zeros(steps, steps, output.weight.shape[0])
+        for i in range(steps):
+            for j in range(steps):
+                for h in range(heads):
+                    kv = h // groups
+                    head_value = v[j, kv * dim:(kv + 1) * dim]
+                    vectors[i, j] += probs[h, i, j] * (output.weight[:, h * dim:(h + 1) * dim] @ head_value)
+                if i == j:
+                    vectors[i, j] += residual[i]
+    return vectors
+
+
+def test_attention_norm_matches_a_loop_over_heads(setup):
+    adapter, reference, name, batch = setup
+    model, tokenizer = tiny_classifier(name, layers=1)
+    one = adapter_for(model, tokenizer, device="cpu")
+    got = attention_norm(one, batch)
+    for b in (0, 1):
+        vectors = _slow_vectors(model, name, batch, b)
+        q = int(batch.query[b].float().argmax())
+        eye = torch.eye(vectors.shape[0])[q]
+        _, residual, *_ = _layer_pieces(model, name, batch, b)
+        attn_only = vectors[q] - eye[:, None] * residual[q][None]  # drop the residual term
+        expected = attn_only.norm(dim=-1)
+        real = batch.content[b]
+        torch.testing.assert_close(got[b][real], expected[real], atol=1e-5, rtol=1e-4)
+
+
+def test_alti_one_layer_matches_explicit_loops(setup):
+    _, _, name, batch = setup
+    model, tokenizer = tiny_classifier(name, layers=1)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    got = alti(adapter, batch)
+    for b in (0, 1):
+        vectors = _slow_vectors(model, name, batch, b)
+        _, residual, _, output, _, norm = _layer_pieces(model, name, batch, b)
+        real = batch.attention_mask[b].bool()
+        q = int(batch.query[b].float().argmax())
+        bias = output.bias if output.bias is not None else torch.zeros(vectors.shape[-1])
+        with torch.no_grad():
+            if norm is not None:  # post-LN: y = LN(Σ_j T + b_O), split linearly with the row's σ
+                whole = vectors[q][real].sum(0) + bias
+                sigma = torch.sqrt(whole.var(unbiased=False) + norm.eps)
+                terms = [norm.weight * (vectors[q, j] - vectors[q, j].mean()) / sigma for j in range(len(real))]
+                y = norm(whole)
+            else:
+                terms = [vectors[q, j] for j in range(len(real))]
+                y = vectors[q][real].sum(0) + bias
+            raw = []
+            for j in range(len(real)):
+                raw.append(max(0.0, float(y.abs().sum() - (y - terms[j]).abs().sum())) if real[j] else 0.0)
+        expected = torch.tensor(raw) / sum(raw)
+        content = batch.content[b]
+        torch.testing.assert_close(got[b][content], expected[content].float(), atol=1e-5, rtol=1e-4)
+
+
+def test_alti_decomposition_is_exact_and_rolls_out(setup):
+    adapter, _, _, batch = setup
+    layers = record_internals(adapter, batch)
+    product = None
+    for layer in layers:
+        c = alti_contributions(layer, batch.attention_mask)
+        real = batch.attention_mask.bool()
+        torch.testing.assert_close(c.sum(-1)[real], torch.ones(int(real.sum())), atol=1e-5, rtol=0)
+        product = c if product is None else c @ product
+    q = batch.query.float().argmax(-1)
+    expected = product[torch.arange(len(batch)), q]
+    torch.testing.assert_close(alti(adapter, batch), torch.where(batch.content, expected, 0.0))
+
+
+def test_unknown_block_layout_is_refused():
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    adapter.model.config.model_type = "mystery"
+    batch = adapter.encode(TEXTS[:1])
+    for method in (alti, attention_norm):
+        with pytest.raises(UnsupportedModelError, match="layout of 'mystery' models is not known"):
+            method(adapter, batch)
+
+
+# ------------------------------------------------------------------------------------------------
+# value zeroing against a hook that zeroes the value projection's output
+
+
+def test_value_zeroing_matches_a_value_projection_hook(setup):
+    adapter, reference, name, batch = setup
+    got = value_zeroing_matrices(adapter, batch)
+    values = [m for n, m in reference.named_modules() if n.endswith("." + VALUE_MODULE[name])]
+    last = len(values) - 1
+    for layer, b, j in ((0, 1, 2), (last, 3, 4), (last, 0, 1)):
+        def zero(module, args, output, j=j):
+            output = output.clone()
+            output[:, j] = 0
+            return output
+
+        with torch.no_grad():
+            plain = reference(**_inputs(batch, slice(b, b + 1), output_hidden_states=True)).hidden_states
+            handle = values[layer].register_forward_hook(zero)
+            try:
+                zeroed = reference(**_inputs(batch, slice(b, b + 1), output_hidden_states=True)).hidden_states
+            finally:
+                handle.remove()
+        # (Llama's last hidden state is after the final RMSNorm, whose unit initial weight keeps cosines)
+        expected = 1 - torch.nn.functional.cosine_similarity(zeroed[layer + 1][0], plain[layer + 1][0], dim=-1)
+        real = batch.attention_mask[b].bool()
+        torch.testing.assert_close(got[b, layer, :, j][real], expected[real], atol=1e-5, rtol=1e-4)
+    # normalised rows rolled out over the layers, the query row read
+    normalised = got / got.sum(-1, keepdim=True).clamp_min(1e-30)
+    product = normalised[:, 0]
+    for layer in range(1, normalised.shape[1]):
+        product = normalised[:, layer] @ product
+    expected = product[torch.arange(len(batch)), batch.query.float().argmax(-1)]
+    torch.testing.assert_close(value_zeroing(adapter, batch), torch.where(batch.content, expected, 0.0))
+
+
+# ------------------------------------------------------------------------------------------------
+# gradients: finite differences; integrated gradients: completeness and a slow loop; LOO: recomputation
+
+
+def _float64(name):
+    model, tokenizer = tiny_classifier(name)
+    adapter = adapter_for(model.to(torch.float64), tokenizer, device="cpu")
+    return adapter, adapter.encode(TEXTS[1:2])
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_saliency_and_gradient_x_input_match_finite_differences(name):
+    adapter, batch = _float64(name)
+    embeddings = adapter.embeddings(batch).detach()
+    c = adapter.logits(batch).argmax(-1)
+
+    def p(e):
+        with torch.no_grad():
+            return float(adapter.logits_from_embeddings(batch, e).softmax(-1)[0, c[0]])
+
+    position = int(batch.content[0].nonzero()[1])
+    # several architectures round their softmax to float32 even in float64 (see test_adapters): a step of
+    # 1e-3 and a tolerance of 1e-3 (rounding noise ~1e-7 / 1e-3 per coordinate)
+    step = 1e-3
+    grad = torch.zeros(embeddings.shape[-1], dtype=torch.float64)
+    for d in range(embeddings.shape[-1]):
+        delta = torch.zeros_like(embeddings)
+        delta[0, position, d] = step
+        grad[d] = (p(embeddings + delta) - p(embeddings - delta)) / (2 * step)
+    assert abs(float(saliency(adapter, batch)[0, position]) - float(grad.norm())) < 1e-3 * (1 + float(grad.norm()))
+    expected = float((grad * embeddings[0, position]).sum())
+    assert abs(float(gradient_x_input(adapter, batch)[0, position]) - expected) < 1e-3 * (1 + abs(expected))
+
+
+def test_quadrature_rules_integrate_polynomials():
+    for rule, steps, degree in (("gauss-legendre", 4, 7), ("trapezoid", 1, 1), ("riemann-right", 3, 0)):
+        a, w = quadrature(steps, rule)
+        np.testing.assert_allclose((w * a ** degree).sum(), 1 / (degree + 1), atol=1e-12)
+    with pytest.raises(ValueError, match="steps"):
+        quadrature(0, "trapezoid")
+    with pytest.raises(ValueError, match="rule"):
+        quadrature(4, "simpson")
+
+
+@pytest.mark.parametrize("name", ["bert", "distilbert"])
+def test_integrated_gradients_completeness_and_slow_reference(name):
+    adapter, batch = _float64(name)
+    result = integrated_gradients_attribution(adapter, batch, steps=48, rule="gauss-legendre")
+    difference = float(result.target_input[0] - result.target_baseline[0])
+    if name == "bert":  # a smooth path: completeness to quadrature precision
+        assert abs(float(result.completeness_gap[0])) < 1e-4 * max(abs(difference), 1e-2)
+    # the slow reference: the same nodes one at a time, each its own forward and gradient
+    embeddings = adapter.embeddings(batch).detach()
+    base = torch.where(batch.content.unsqueeze(-1), torch.zeros_like(embeddings), embeddings)
+    c = result.target_class
+    total = torch.zeros_like(embeddings)
+    for alpha, weight in zip(*quadrature(48, "gauss-legendre")):
+        point = (base + float(alpha) * (embeddings - base)).requires_grad_(True)
+        value = adapter.logits_from_embeddings(batch, point).softmax(-1)[0, c[0]]
+        (grad,) = torch.autograd.grad(value, point)
+        total += grad * float(weight)
+    expected = ((embeddings - base) * total).sum(-1)[0]
+    content = batch.content[0]
+    torch.testing.assert_close(result.attributions[0][content].double(), expected[content], atol=1e-6, rtol=1e-5)
+    gap = float(expected.sum()) - difference
+    assert abs(gap - float(result.completeness_gap[0])) < 1e-6
+    # one right-rule step is gradient × input (the baseline is zero on the text)
+    one = integrated_gradients_attribution(adapter, batch, steps=1, rule="riemann-right")
+    torch.testing.assert_close(one.attributions, gradient_x_input(adapter, batch).float(), atol=1e-6, rtol=1e-5)
+
+
+def test_leave_one_out_matches_full_recomputation(setup):
+    adapter, reference, _, batch = setup
+    got = leave_one_out_deletion(adapter, batch)
+    for b in range(len(batch)):
+        real = batch.attention_mask[b].bool()
+        tokens = batch.input_ids[b][real].tolist()
+        content = batch.content[b][real].tolist()
+        with torch.no_grad():
+            full = reference(input_ids=torch.tensor([tokens])).logits.softmax(-1)[0]
+        c = int(full.argmax())
+        for t in range(len(tokens)):
+            if not content[t]:
+                continue
+            shorter = tokens[:t] + tokens[t + 1:]
+            with torch.no_grad():
+                p = reference(input_ids=torch.tensor([shorter])).logits.softmax(-1)[0, c]
+            position = int(real.nonzero()[t])
+            assert abs(float(got[b, position]) - float(full[c] - p)) < 1e-5
+
+
+def test_captum_integrated_gradients_equals_ours_and_kernel_shap_runs():
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    from hf_attn.methods.captum_attributions import captum_attribution
+
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model.to(torch.float64), tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS)
+    ours = integrated_gradients_attribution(adapter, batch, steps=32, rule="gauss-legendre").attributions
+    torch.testing.assert_close(captum_attribution(adapter, batch, "integrated_gradients", steps=32), ours.float(),
+                               atol=1e-6, rtol=1e-5)
+    shap = captum_attribution(adapter, batch, "kernel_shap", n_samples=32)
+    assert shap.shape == batch.input_ids.shape and torch.all(shap[~batch.content] == 0)
+    with pytest.raises(ValueError, match="method must be one of"):
+        captum_attribution(adapter, batch, "deeplift")

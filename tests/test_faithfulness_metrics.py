@@ -1,0 +1,95 @@
+"""Faithfulness metrics (hf_attn.core.faithfulness) against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import kendalltau
+
+from hf_attn.core.faithfulness import (aopc, erasure_differences, mean_ci, mean_ci_over_seeds, normalised_aopc,
+                                       rank_agreement, soft_keep_probabilities, soft_normalised_comprehensiveness,
+                                       soft_normalised_sufficiency, top_k_agreement)
+
+
+def test_mean_ci_hand_computed():
+    # values 1, 2, 3: mean 2, sd 1, t_{0.975, 2} = 4.302652729911275 → half-width 4.3027 / √3
+    out = mean_ci([1.0, 2.0, 3.0])
+    assert out["mean"] == 2.0 and out["n"] == 3
+    assert math.isclose(out["high"] - 2.0, 4.302652729911275 / math.sqrt(3), rel_tol=1e-9)
+    assert math.isclose(out["low"], 2.0 - 4.302652729911275 / math.sqrt(3), rel_tol=1e-9)
+    single = mean_ci([np.nan, 5.0])  # NaN (an undefined instance) left out
+    assert single["mean"] == 5.0 and single["n"] == 1 and math.isnan(single["low"])
+    assert mean_ci([])["n"] == 0
+    with pytest.raises(ValueError, match="confidence"):
+        mean_ci([1.0, 2.0], confidence=1.5)
+
+
+def test_mean_ci_over_seeds_uses_seed_means():
+    # seed means 1 and 3 (NaN left out): mean 2, sd √2, t_{0.975, 1} = 12.706204736174698
+    out = mean_ci_over_seeds([[0.0, 2.0, np.nan], [3.0, 3.0, 3.0]])
+    assert out["mean"] == 2.0 and out["seeds"] == 2 and out["n"] == 2
+    assert math.isclose(out["high"] - 2.0, 12.706204736174698 * math.sqrt(2) / math.sqrt(2), rel_tol=1e-9)
+
+
+def test_erasure_differences_and_aopc():
+    drops = erasure_differences([0.9, 0.6], [[0.5, 0.1], [0.6, 0.7]])
+    np.testing.assert_allclose(drops, [[0.4, 0.8], [0.0, -0.1]])
+    np.testing.assert_allclose(aopc(drops, False), [0.6, -0.05])
+    with pytest.raises(ValueError, match="erased_probability"):
+        erasure_differences([0.9], [[1.5]])
+
+
+def test_soft_keep_probabilities_min_max():
+    keep = soft_keep_probabilities([[2.0, 4.0, 3.0, 99.0], [1.0, 1.0, 0.0, 0.0]],
+                                   [[True, True, True, False], [True, True, False, False]])
+    np.testing.assert_allclose(keep, [[0.0, 1.0, 0.5, 0.0], [1.0, 1.0, 0.0, 0.0]])
+
+
+def test_soft_normalised_metrics_hand_computed():
+    full, null = np.array([0.9, 0.8, 0.5]), np.array([0.5, 0.4, 0.6])
+    # instance 0: kept 0.8 → S = 1 − 0.1 = 0.9, S0 = 1 − 0.4 = 0.6 → (0.9 − 0.6) / 0.4 = 0.75
+    # instance 1: kept 0.9 (above ŷ(x)) → S = 1 → (1 − 0.6) / 0.4 = 1; instance 2: ŷ(x) < ŷ(0) → NaN
+    ns = soft_normalised_sufficiency(full, [0.8, 0.9, 0.5], null)
+    np.testing.assert_allclose(ns[:2], [0.75, 1.0])
+    assert math.isnan(ns[2])
+    # removed 0.6 → max(0, 0.3) / 0.4 = 0.75; removed 0.85 → 0 / 0.4 = 0
+    nc = soft_normalised_comprehensiveness(full, [0.6, 0.85, 0.1], null)
+    np.testing.assert_allclose(nc[:2], [0.75, 0.0])
+    # seeds on the first axis
+    np.testing.assert_allclose(soft_normalised_comprehensiveness(full, [[0.6, 0.85, 0.1], [0.5, 0.4, 0.1]], null)[1, :2],
+                               [1.0, 1.0])
+
+
+def test_normalised_aopc_hand_computed():
+    out = normalised_aopc([0.3, 0.5, 0.2], [0.1, 0.5, 0.0], [0.5, 0.5, 0.1])
+    np.testing.assert_allclose(out[[0, 2]], [0.5, 2.0])  # 2.0: a searched bound is not clipped
+    assert math.isnan(out[1])
+    with pytest.raises(ValueError, match="lower must not exceed upper"):
+        normalised_aopc([0.3], [0.6], [0.5])
+
+
+def test_rank_agreement_is_kendall_tau_b():
+    rng = np.random.default_rng(0)
+    a, b = rng.random((4, 7)), rng.random((4, 7))
+    b[1, :3] = 0.5  # ties
+    mask = np.ones((4, 7), bool)
+    mask[2, 5:] = False
+    got = rank_agreement(a, b, mask)
+    for i in range(4):
+        assert math.isclose(got[i], kendalltau(a[i][mask[i]], b[i][mask[i]]).statistic, abs_tol=1e-12)
+    # hand-computed: (1, 2, 3) vs (1, 3, 2): 2 concordant, 1 discordant → τ = 1/3
+    assert math.isclose(rank_agreement([[1, 2, 3]], [[1, 3, 2]], [[True] * 3])[0], 1 / 3)
+
+
+def test_top_k_agreement_hand_computed():
+    a = [[5, 4, 3, 2, 1], [1, 1, 1, 1, 0]]
+    b = [[5, 1, 4, 2, 3], [0, 1, 1, 1, 1]]
+    mask = [[True] * 5, [True, True, True, True, False]]
+    # k = ceil(0.4 · 5) = 2: {0, 1} ∩ {0, 2} → 1/2; row 2: n = 4, k = 2, ties by position:
+    # a → {0, 1}, b → {1, 2} → 1/2
+    np.testing.assert_allclose(top_k_agreement(a, b, mask, 0.4), [0.5, 0.5])
+    np.testing.assert_allclose(top_k_agreement(a, a, mask, 1.0), [1.0, 1.0])
+    with pytest.raises(ValueError, match="fraction"):
+        top_k_agreement(a, b, mask, 0.0)
