@@ -466,6 +466,20 @@ class Explainer:
         return BatteryResult("eraser", _json_safe(table), rows, self.describe(),
                              {"fractions": list(fractions), "ig_steps": ig_steps, "seed": seed})
 
+    def faithfulness(self, texts, **settings):
+        """The faithfulness table (rows = attribution methods, columns = faithfulness metrics, with
+        95 % intervals, time and memory per sentence) of this model on ``texts``, in memory:
+        :func:`hf_attn.batteries.faithfulness.run_faithfulness`. ``settings``: the fields of
+        :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``methods``, ``fractions``,
+        ``ig_steps``, …). Returns a ``FaithfulnessResult`` (``summary()``, ``to_pandas()``, ``plot()``,
+        ``save(dir)``)."""
+        from hf_attn.batteries.faithfulness import FaithfulnessSettings, run_faithfulness
+
+        unknown = sorted(set(settings) - set(FaithfulnessSettings.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown faithfulness setting(s) {unknown}; see FaithfulnessSettings")
+        return run_faithfulness(self.adapter, _texts_of(texts), FaithfulnessSettings(**settings))
+
     def wp(self, texts, labels) -> BatteryResult:
         """Wiegreffe & Pinter §3.2 in memory: the model against its own attention replaced by the
         uniform distribution (at the explained layer, and at every layer for transformers): F1 of

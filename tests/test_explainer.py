@@ -129,3 +129,12 @@ def test_from_pretrained_and_bad_input(tmp_path):
     (tmp_path / "broken" / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"broken/config.json: not valid JSON"):
         Explainer.from_pretrained(str(tmp_path / "broken"))
+
+
+def test_faithfulness_table_in_memory(explainer):
+    result = explainer.faithfulness(TEXTS[:3], methods=("attention", "saliency", "leave_one_out", "random"),
+                                    naopc_beam=0, soft_seeds=(0,))
+    frame = result.to_pandas()
+    assert len(frame) and set(result.methods) == {"attention", "saliency", "leave_one_out", "random"}
+    with pytest.raises(ValueError, match="unknown faithfulness setting"):
+        explainer.faithfulness(TEXTS, method="attention")
