@@ -15,7 +15,7 @@ from scipy.special import ndtr
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import KendallResult, _inversion_cdf  # noqa: F401
+from hf_attn.core.numpy_measures import KendallResult, _inversion_cdf  # noqa: F401
 
 LN2 = math.log(2.0)
 

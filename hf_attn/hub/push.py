@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from hf_attn.core import metric_copies
 from hf_attn.core.published import JW_GRADIENT_LOO_GAP, JW_PUBLISHED, TS_PUBLISHED_EXTRA, TS_SST
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -1227,7 +1228,7 @@ def _vendor_package(out_dir: Path, package_dir: Path | None = None) -> None:
 
 
 # The NumPy measures every hf_attn evaluate module imports relatively (``from ._hf_attn_measures import``):
-# canonical file here, an identical copy in each module folder, uploaded with the script.
+# a copy of hf_attn/core/numpy_measures.py generated into each module folder, uploaded with the script.
 METRICS_DIR = PACKAGE_DIR / "metrics"
 SHARED_MEASURES = "_hf_attn_measures"
 # Names a metric script cannot take: the Space's app, the package files of evaluate's module cache.
@@ -1328,11 +1329,10 @@ def _checked_metric_imports(name: str, files: dict, module_dir: Path, repo_id: s
         if f"{module}.py" not in files:
             raise HubError(f"{name}.py imports .{module}, but {module_dir} has no {module}.py: evaluate downloads "
                            "a relatively imported file from beside the script")
-        canonical = METRICS_DIR / f"{SHARED_MEASURES}.py"
         if (module == SHARED_MEASURES and module_dir.resolve().parent == METRICS_DIR.resolve()
-                and files[f"{module}.py"].read_bytes() != canonical.read_bytes()):
-            raise HubError(f"{module_dir / (module + '.py')} differs from {canonical}, its single source: "
-                           f"copy it again (cp {canonical} {module_dir}/)")
+                and files[f"{module}.py"].read_text(encoding="utf-8") != metric_copies.copy_text()):
+            raise HubError(f"{module_dir.name}/{module}.py is stale: it differs from hf_attn/core/numpy_measures.py, "
+                           "its single source (run `python scripts/generate_metric_copies.py`)")
     return imports
 
 
@@ -1390,7 +1390,7 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
 
     HubError, before anything is written, when evaluate could not load the result without hf_attn:
     the script imports hf_attn, a relative import is missing, a copy of ``_hf_attn_measures.py``
-    differs from ``hf_attn/metrics/_hf_attn_measures.py``, the repo name cannot be a script name,
+    is stale (differs from its generated text), the repo name cannot be a script name,
     or requirements.txt names hf_attn."""
     module_dir, out_dir = Path(module_dir), Path(out_dir)
     name = module_dir.name
@@ -1401,10 +1401,7 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
         raise HubError(f"{module_dir} has no app.py (a metric Space needs its gr.Interface app)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
-    # hf_attn's own modules link their measures file to the single copy in hf_attn/metrics/: a link
-    # may reach that folder (the package's own files), never beyond it.
-    own_module = module_dir.resolve().parent == METRICS_DIR.resolve()
-    copies = _allowed_files(module_dir, METRIC_FILES, METRICS_DIR.resolve() if own_module else module_dir.resolve())
+    copies = _allowed_files(module_dir, METRIC_FILES, module_dir.resolve())
     files = {item.name: real for item, real in copies}
     imports = _checked_metric_imports(name, files, module_dir, repo_id)
     script = _metric_script_name(repo_id, name, files)

@@ -17,8 +17,8 @@ from hf_attn.methods.adversary import best_feasible_adversary
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import (_class_ids, _describe, binned_by_max_attention,  # noqa: F401
-                                               jsonable)
+from hf_attn.core.numpy_measures import (_class_ids, _describe, binned_by_max_attention,  # noqa: F401
+                                         jsonable)
 
 PUBLISHED_SST = JW_SST_SUMMARY  # J&W Table 2, SST (hf_attn.core.published)
 

@@ -47,8 +47,8 @@ from hf_attn.analysis import Battery, register_battery
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import (cluster_labels, clustered_mutual_information,  # noqa: F401
-                                               token_probability_score)
+from hf_attn.core.numpy_measures import (cluster_labels, clustered_mutual_information,  # noqa: F401
+                                         token_probability_score)
 
 logger = logging.getLogger(__name__)
 

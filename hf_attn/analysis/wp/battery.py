@@ -48,7 +48,7 @@ from hf_attn.analysis import Battery, register_battery
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import binned_summary, divergence_summary  # noqa: F401
+from hf_attn.core.numpy_measures import binned_summary, divergence_summary  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
