@@ -154,7 +154,10 @@ def _run_train_transformer(args) -> int:
 
 
 def _new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    from hf_attn import __version__
+
     parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"hf-attn {__version__}")
     return parser, parser.add_subparsers(dest="command", required=True)
 
 

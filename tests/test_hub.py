@@ -355,7 +355,7 @@ def test_space_repo(hub, published):
         print(json.dumps({"files": files, "readme": readme, "config": config,
                           "sdk": api.space_info("tester/attention-explorer").sdk}))
     """, hub, published["work"])
-    expected = {p.name for p in (REPO_ROOT / "spaces_app").iterdir() if p.is_file()}
+    expected = {p.name for p in (REPO_ROOT / "hf_attn" / "app" / "space").iterdir() if p.is_file()}
     assert expected <= set(result["files"])
     assert "hf_attn/models/modeling_hf_attn.py" in result["files"]
     assert result["sdk"] == "gradio"

@@ -17,15 +17,20 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from hf_attn.core import metric_copies
 from hf_attn.core.published import JW_GRADIENT_LOO_GAP, JW_PUBLISHED, TS_PUBLISHED_EXTRA, TS_SST
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CARDS_DIR = REPO_ROOT / "hub_cards"
-SPACE_APP_DIR = REPO_ROOT / "spaces_app"
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+# Everything a push needs ships inside the package (package data), so an installed wheel publishes
+# exactly as a checkout does: the card templates, the Space app and the evaluate modules.
+CARDS_DIR = Path(os.fspath(resources.files("hf_attn.hub") / "templates"))
+SPACE_APP_DIR = Path(os.fspath(resources.files("hf_attn") / "app" / "space"))
+PACKAGE_DIR = Path(os.fspath(resources.files("hf_attn")))
+# Folders of the package a Space's vendored copy leaves out: the Space app itself (it sits beside the
+# copy as app.py) and the publishing templates.
+VENDOR_SKIP = ("app",)
 
 # The only top-level files of a run folder that are uploaded (an allow-list: notes, keys, dotfiles, Trainer
 # state such as the pickled training_args.bin, and anything else stay local): what save_pretrained writes
@@ -1088,7 +1093,7 @@ def build_transformer_model_card(folder: Path, repo_id: str, analyses: list[Anal
                                  template_path: str | os.PathLike | None = None, license: str = "apache-2.0"):
     """The model card (``huggingface_hub.ModelCard``) of a packaged BERT-family folder: metadata
     (license, base_model, datasets, metrics and model-index from run.json's test metrics, pipeline_tag
-    text-classification, library_name transformers) and a body from ``hub_cards/transformer_model_card.md``."""
+    text-classification, library_name transformers) and a body from ``hf_attn/hub/templates/transformer_model_card.md``."""
     from huggingface_hub import ModelCard, ModelCardData
 
     config = _read_json(folder / "config.json")
@@ -1213,7 +1218,8 @@ def _vendor_package(out_dir: Path, package_dir: Path | None = None) -> None:
         for name in list(dirs):
             if (folder / name).is_symlink():
                 _checked_source(folder / name, root)
-        dirs[:] = sorted(d for d in dirs if not _matches(d, ("__pycache__", ".*", "*.egg-info")))
+        dirs[:] = sorted(d for d in dirs if not _matches(d, ("__pycache__", ".*", "*.egg-info"))
+                         and not (not rel.parts and d in VENDOR_SKIP))
         data_patterns = VENDOR_DATA.get(rel.parts[0], ()) if rel.parts else ()
         for name in sorted(files):
             if name.startswith("."):
@@ -1448,7 +1454,7 @@ def _space_models(default_model: str | None = None, models=()) -> list[str]:
 
 def render_space_card(default_model: str | None = None, title: str = "Is attention explanation?",
                       models=()) -> str:
-    """README.md of the explorer Space (``hub_cards/space_card.md``): the models visitors pick from
+    """README.md of the explorer Space (``hf_attn/hub/templates/space_card.md``): the models visitors pick from
     (``default_model`` first, then ``models``), also in the ``models`` metadata that links the Space to
     their Hub pages."""
     from huggingface_hub import CardData, RepoCard
@@ -1467,8 +1473,8 @@ def render_space_card(default_model: str | None = None, title: str = "Is attenti
 def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = None,
                        app_dir: str | os.PathLike = SPACE_APP_DIR, vendor_package: bool = True,
                        models=()) -> Path:
-    """The explorer Space: ``spaces_app/`` (app.py, requirements.txt) + README.md rendered from
-    ``hub_cards/space_card.md`` + a vendored hf_attn + ``space_config.json`` with the models visitors
+    """The explorer Space: ``hf_attn/app/space/`` (app.py, requirements.txt) + README.md rendered from
+    ``hf_attn/hub/templates/space_card.md`` + a vendored hf_attn + ``space_config.json`` with the models visitors
     may pick (``"models"``: ``default_model`` then ``models``) and the one it opens first
     (``"default_model"``, the first of them; the Space's ``HF_ATTN_MODEL`` variable overrides it)."""
     app_dir, out_dir = Path(app_dir), Path(out_dir)
@@ -1535,9 +1541,23 @@ def _run_push(args) -> int:
                    lambda: push_model(args.run_dir, args.repo_id, args.private, args.analysis))
 
 
+def metric_module_dir(name_or_dir: str | os.PathLike) -> Path:
+    """The folder of an ``evaluate`` module: an existing folder as given, else the name of one of
+    hf_attn's own modules (``jw_correlation``, the folders of ``hf_attn/metrics/``, shipped with the
+    package); HubError naming the modules otherwise."""
+    path = Path(name_or_dir)
+    if path.is_dir():
+        return path
+    own = sorted(p.name for p in METRICS_DIR.iterdir() if (p / f"{p.name}.py").is_file())
+    if str(name_or_dir) in own:
+        return METRICS_DIR / str(name_or_dir)
+    raise HubError(f"{name_or_dir!r} is neither a folder nor one of hf_attn's evaluate modules ({', '.join(own)})")
+
+
 def _run_push_metric(args) -> int:
-    return _finish(args, lambda out: build_metric_space_folder(args.module_dir, out, args.repo_id),
-                   lambda: push_metric(args.module_dir, args.repo_id, args.private))
+    module_dir = metric_module_dir(args.module_dir)
+    return _finish(args, lambda out: build_metric_space_folder(module_dir, out, args.repo_id),
+                   lambda: push_metric(module_dir, args.repo_id, args.private))
 
 
 def _run_push_space(args) -> int:
@@ -1567,7 +1587,8 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=_run_push)
 
     p = subparsers.add_parser("push-metric", help="publish an evaluate module as a metric Space")
-    p.add_argument("module_dir", help="hf_attn/metrics/<name>")
+    p.add_argument("module_dir", metavar="MODULE",
+                   help="one of hf_attn's evaluate modules by name (e.g. jw_correlation) or a module folder")
     _common(p)
     p.set_defaults(func=_run_push_metric)
 
