@@ -134,7 +134,7 @@ _SUBCOMMAND_MODULES: list[str] = list(dict.fromkeys(module for module, _ in SUBC
 
 
 def _run_train_transformer(args) -> int:
-    """``hf-attn train --base-model M``: fine-tune a BERT-family classifier (issue 18) through a real
+    """``hf-attn train --base-model M``: fine-tune a BERT-family classifier through a real
     Trainer (hf_attn.training.transformer); the BiLSTM-only options are not used."""
     import json
 

@@ -291,7 +291,7 @@ def test_model_from_hub_registered_and_remote_code(hub, published, small_sst):
 
 
 def test_pipeline_from_the_hub_without_hf_attn_reads_raw_english_like_sst(hub, published):
-    """A user's path (issue 14): ``pipeline`` on the pushed repo where hf_attn is not installed.
+    """A user's path: ``pipeline`` on the pushed repo where hf_attn is not installed.
     Raw English gets the tokens and the prediction of its SST spelling (the PTB rules live in
     tokenizer.json)."""
     pairs = [("I don't like it, it isn't good.", "i do n't like it , it is n't good ."),

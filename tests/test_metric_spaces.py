@@ -1,4 +1,4 @@
-"""Metric Spaces that work where hf_attn is not installed (issue 14 item 4).
+"""Metric Spaces that work where hf_attn is not installed.
 
 ``evaluate.load("USER/<metric>")`` downloads ``<metric>.py`` named after the *repo* and the files the
 script imports relatively (``from ._hf_attn_measures import ...``), nothing else; hf_attn is on no

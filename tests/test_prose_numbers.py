@@ -1,4 +1,4 @@
-"""Numbers in prose come from results (issue 15 item 5).
+"""Numbers in prose come from results.
 
 Every result number quoted in ``README.md`` and ``docs/**/*.md`` (the generated ``REPORT.md``
 files excepted) is tied to the committed record it comes from by an HTML comment right after it,
@@ -36,14 +36,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {
     "report": "docs/reproduction/report.json",  # hf-attn reproduce --datasets sst (REPORT.md)
-    "agnews": "docs/reproduction/agnews/report.json",  # hf-attn reproduce --datasets agnews
     "benchmark": "docs/reproduction/benchmark_reproduce.json",  # scripts/benchmark_reproduce.py
     "jwpre": "docs/reproduction/jw_preprocessing/summary.json",  # scripts/jw_preprocessing_report.py
     "bert": "docs/bert_family/jw_results.json",  # scripts/finetune_minilm.py: the J&W battery on MiniLM
     "bertrun": "docs/bert_family/train_run.json",  # scripts/finetune_minilm.py: the fine-tuning run
     "bertwp": "docs/bert_family/wp_results.json",  # hf-attn analyze --battery wp on MiniLM
     "berteraser": "docs/bert_family/eraser_results.json",  # hf-attn eraser on MiniLM
-    "bf16": "docs/benchmarks/issue17_bf16.json",  # scripts/benchmark_training.py --compare bf16
+    "bf16": "docs/benchmarks/bf16_training.json",  # scripts/benchmark_training.py --compare bf16
     "profile": "docs/benchmarks/profile_analyze.json",  # scripts/profile_commands.py analyze
     "trainprofile": "docs/benchmarks/profile_train.json",  # scripts/profile_commands.py train
 }

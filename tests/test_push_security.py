@@ -1,4 +1,4 @@
-"""What `hf-attn push` / `push-metric` / `push-space` may publish (issue 13 item 3): an allow-list of
+"""What `hf-attn push` / `push-metric` / `push-space` may publish: an allow-list of
 files, no symlink out of the published folder, no local absolute path in any uploaded file, no pickled
 weights, and a model folder that loads with from_pretrained and runs before anything is uploaded.
 Builder-level tests (the folder that is uploaded is exactly the built one); the loopback-Hub

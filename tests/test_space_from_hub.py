@@ -1,4 +1,4 @@
-"""The explorer Space as the Hub runs it (issue 14, items 3 and 7).
+"""The explorer Space as the Hub runs it.
 
 A trained model and the Space are pushed to the loopback Hub (tests/hub_server.py) with the CLI
 (``hf-attn push``, ``hf-attn push-space --model``), the Space repo is snapshotted into a fresh folder

@@ -1,4 +1,4 @@
-"""The explorer Space against hostile visitors (issue 13, items 1 and 2).
+"""The explorer Space against hostile visitors.
 
 1. A typed model name never runs code: a folder (or Hub repo) with ``auto_map`` and a Python module
    that writes a marker file when imported is refused, through the app and through

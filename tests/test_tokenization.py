@@ -1,5 +1,5 @@
-"""The word-level tokenizer: PTB-compatible pre-tokenization of raw text (issue 14 item 1) and what
-loads a saved folder with and without ``hf_attn`` (issue 14 item 2, the README's claims)."""
+"""The word-level tokenizer: PTB-compatible pre-tokenization of raw text and what
+loads a saved folder with and without ``hf_attn`` (the claims of docs/models.md)."""
 
 import json
 import os
@@ -15,7 +15,7 @@ from hf_attn.data.tokenization import (NUMBER_TOKEN, UNK, _normalizer, _pre_toke
                                   word_counts)
 from remote_code import BLOCK_HF_ATTN
 
-# ------------------------------------------------------------------ the pipeline before issue 14
+# ------------------------------------------------------------------ the pipeline before PTB pre-tokenization
 # Kept verbatim as the reference: already-tokenized SST text must give exactly these tokens.
 _OLD_NUMBER_WORD = r"[\w'\-]*\d(?:[\w'\-]|[.,:/]\d)*"
 _OLD_PUNCTUATION = r"[^\w\s'\-]"

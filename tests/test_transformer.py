@@ -1,4 +1,4 @@
-"""BERT-family classifiers (issue 18): the attention-interface override, the cheap exact [CLS]
+"""BERT-family classifiers: the attention-interface override, the cheap exact [CLS]
 path, rollout, word-piece merging and the J&W battery pieces, on a tiny random BertConfig with a
 WordPiece tokenizer built here (no download)."""
 

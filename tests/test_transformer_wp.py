@@ -1,4 +1,4 @@
-"""W&P's battery on BERT-family classifiers (issue 18; hf_attn.analysis.wp.transformer), on a tiny
+"""W&P's battery on BERT-family classifiers (hf_attn.analysis.wp.transformer), on a tiny
 random BertConfig with a WordPiece tokenizer built here (no download, no fine-tuned seeds)."""
 
 from __future__ import annotations

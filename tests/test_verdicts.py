@@ -20,7 +20,7 @@ from hf_attn.reproduce import QUOTES, VERDICTS, Check, format_findings_table, ma
 from hf_attn.reproduce.report import _verdict_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The numbers of the SST reproduction committed on 21 Nov 2026 (before issue 15's new protocols), kept
+# The numbers of the SST reproduction committed on 21 Nov 2026 (before the W&P/J&W protocols of the current report), kept
 # as a fixture: the verdict rules are tested on fixed numbers, whatever docs/reproduction holds now.
 REPORT = os.path.join(ROOT, "tests", "data", "verdicts", "report_sst_2026-11-21.json")
 CURRENT_REPORT = os.path.join(ROOT, "docs", "reproduction", "report.json")

@@ -1,4 +1,4 @@
-"""Publishing to the Hugging Face Hub (SPEC §8): trained runs as model repos with a generated model
+"""Publishing to the Hugging Face Hub: trained runs as model repos with a generated model
 card, `evaluate` modules as metric Spaces, and the Gradio explorer as a Space.
 
 Every push first builds the exact folder that is uploaded (``build_*_folder``); ``--to-dir`` /

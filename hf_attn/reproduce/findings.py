@@ -231,7 +231,7 @@ def _finding_jw_tau(data: dict, fid: str, key: str, avg_key: str | None, label: 
         checks.append(Check(f"Table 2 class {cls}", "number", _within(m[cls], ref, tol),
                             f"class {cls}: τ {_f(m[cls], 2)} vs published {ref:.2f} (±{tol:.3f})"))
     cause = ("Likely cause: the embeddings — with GloVe-6B-50d attention agrees with the importance "
-             "measures far more than in J&W (SPEC §11: the same BiLSTM trained with random 300-d vectors "
+             "measures far more than in J&W (here the same BiLSTM trained with random 300-d vectors "
              "gives τ_g 0.34)" if fid == "JW-2" else "")
     return _graded(fid, "J&W Table 2 / §4.1", f"BiLSTM {label} per predicted class is modest (J&W: τ ≈ "
                    f"{' / '.join(map(str, pub[key]))})", checks,

@@ -1,4 +1,4 @@
-"""The ERASER table (SPEC §7): ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020,
+"""The ERASER table: ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020,
 §4) of every per-token importance measure of one model on one split — attention, gradient,
 leave-one-out (J&W), integrated gradients (Sundararajan et al. 2017) and a random floor — plus the
 Kendall τ between the measures; ``hf-attn eraser DIR --output-dir OUT`` writes results.json,
@@ -251,7 +251,7 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
 
     from hf_attn.analysis.jw.transformer import is_transformer_model_dir
 
-    if is_transformer_model_dir(model_dir):  # issue 18: word pieces, [CLS] attention, rollout
+    if is_transformer_model_dir(model_dir):  # BERT-family: word pieces, [CLS] attention, rollout
         from hf_attn.analysis.eraser.transformer import run_transformer_eraser
 
         return run_transformer_eraser(model_dir, output_dir, split, measures, fractions, ig_steps=ig_steps,
@@ -324,7 +324,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--token-budget", type=int, default=16384)
     p.add_argument("--max-instances", type=int, default=None)
     p.add_argument("--quiet", action="store_true")
-    g = p.add_argument_group("BERT-family classifiers (issue 18)")
+    g = p.add_argument_group("BERT-family classifiers")
     g.add_argument("--dataset", default=None,
                    help="the data to analyse for a model without run.json (trained elsewhere, a Hub id): sst, "
                         "a CSV/JSON(L) file (analysed whole) or folder, or a Hub dataset id")

@@ -1,4 +1,4 @@
-"""Jain & Wallace 2019 battery (J&W §4; SPEC §4): gradient importance, leave-one-out, attention
+"""Jain & Wallace 2019 battery (J&W §4): gradient importance, leave-one-out, attention
 permutation and k-adversary attention over a whole split, batched over many instances per tensor
 operation.
 
@@ -185,7 +185,7 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
         return run_pair(model_dir, output_dir, settings)
     from hf_attn.analysis.jw.transformer import is_transformer_model_dir, run_transformer
 
-    if is_transformer_model_dir(model_dir):  # a BERT-family classifier: the [CLS] attention (issue 18)
+    if is_transformer_model_dir(model_dir):  # a BERT-family classifier: the [CLS] attention
         return run_transformer(model_dir, output_dir, settings)
     from hf_attn.analysis.jw.figures import write_jw_figures
     from hf_attn.analysis.jw.summary import PUBLISHED_SST, strip_arrays

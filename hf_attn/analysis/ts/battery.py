@@ -1,6 +1,6 @@
 """Tutek & Šnajder 2020 battery ("ts"): how faithful is the attention of base vs regularised models.
 
-Measures (SPEC §6; shapes: B instances, T tokens, K decoder units, C classes, d / D sizes of e_t / h'_t):
+Measures (shapes: B instances, T tokens, K decoder units, C classes, d / D sizes of e_t / h'_t):
 
 1. **Fragility** (T&Š §3.2, §4.1, Table 1): F1 with the trained attention (Tr.), and the change in
    F1 (percentage points) when α is replaced at test time by the uniform distribution over the real

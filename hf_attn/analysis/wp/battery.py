@@ -1,4 +1,4 @@
-"""Wiegreffe & Pinter (2019) battery ("Attention is not not Explanation"), SPEC §5.
+"""Wiegreffe & Pinter (2019) battery ("Attention is not not Explanation").
 
 ``hf-attn analyze BASE_DIR --battery wp --output-dir OUT`` trains what is missing (resumable; one
 training at a time) into ``--wp-runs-dir`` (default ``OUT/models``) and writes ``OUT/results.json``
@@ -747,7 +747,7 @@ def settings_from_args(args) -> WPSettings:
 
 def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
     """The registered battery: :func:`run_wp` plus a short JSON summary on stdout. A BERT-family
-    classifier (folder or Hub id) goes to :mod:`hf_attn.analysis.wp.transformer` (issue 18)."""
+    classifier (folder or Hub id) goes to :mod:`hf_attn.analysis.wp.transformer`."""
     from hf_attn.analysis.jw.transformer import is_transformer_model_dir
 
     if is_transformer_model_dir(model_dir):
