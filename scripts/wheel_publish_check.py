@@ -42,7 +42,8 @@ class Check:
 
     def run(self, title: str, command: list[str], cwd: Path, env: dict | None = None, timeout: float = 1800,
             quiet: bool = False) -> str:
-        self.log(f"{title}: $ {' '.join(str(c) for c in command)}  (in {cwd})")
+        shown_command = [("<script>" if i and command[i - 1] == "-c" else str(c)) for i, c in enumerate(command)]
+        self.log(f"{title}: $ {' '.join(shown_command)}  (in {cwd})")
         began = time.monotonic()
         result = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True,
                                 timeout=timeout)
@@ -83,7 +84,7 @@ print("hf_attn imported from", pathlib.Path(hf_attn.__file__).parent)
 """
 
 LOAD_BACK = """
-import json, sys, tempfile
+import json, sys
 import torch
 import evaluate
 from huggingface_hub import HfApi, snapshot_download
@@ -110,7 +111,7 @@ print("metric: jw-correlation keys", sorted(result)[:6])
 assert "hf_attn" not in sys.modules, "the metric pulled hf_attn in"
 
 # the Space: app.py, its requirements, the vendored hf_attn, the configured model
-space = snapshot_download("tester/attention-explorer", repo_type="space", local_dir=tempfile.mkdtemp())
+space = snapshot_download("tester/attention-explorer", repo_type="space", local_dir=sys.argv[1])
 files = {p for p in HfApi().list_repo_files("tester/attention-explorer", repo_type="space")}
 config = json.load(open(space + "/space_config.json"))
 assert {"app.py", "requirements.txt", "README.md", "hf_attn/explorer.py"} <= files, sorted(files)[:20]
@@ -185,7 +186,8 @@ def main(argv=None) -> int:
                                                       "tester/jw-correlation"], cwd=user, env=hub)
         check.run("push the explorer Space", [hf_attn, "push-space", "--model", "tester/tiny-sst", "--repo-id",
                                               "tester/attention-explorer"], cwd=user, env=hub)
-        out = check.run("load model, metric and Space back", [python, "-c", LOAD_BACK], cwd=user, env=hub)
+        out = check.run("load model, metric and Space back", [python, "-c", LOAD_BACK, work / "space"], cwd=user,
+                        env=hub)
         space = Path(out.strip().splitlines()[-1])
         check.run("run the Space's app from its snapshot", [python, "-c", SPACE_RUN], cwd=space, env=hub)
         check.log("wheel publish check passed")
