@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from accelerate.utils import DistributedType
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainingArguments
+from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
@@ -717,6 +718,46 @@ def _rows(encoded, columns: dict[str, dict[str, list]]) -> dict[str, list[dict]]
     return rows
 
 
+def _log_line(logs: dict) -> str:
+    """A Trainer log dict as one readable line: ``loss 0.6812, grad_norm 0.41, epoch 0.23``."""
+    def fmt(value):
+        try:
+            return f"{float(value):.4g}"
+        except (TypeError, ValueError):
+            return str(value)
+    return ", ".join(f"{key} {fmt(value)}" for key, value in logs.items())
+
+
+class _TrainingLog(TrainerCallback):
+    """Trainer's periodic logs (loss, dev metrics per epoch) go to the run's log file, not the console
+    (``console=False``: hf-attn's console handler drops them), instead of a raw dict per line."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            logger.info("step %d/%d: %s", state.global_step, state.max_steps, _log_line(logs),
+                        extra={"console": False})
+
+
+class _TrainingBar(ProgressCallback):
+    """One progress bar for the training steps: Trainer's, without its nested evaluation bars."""
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        pass
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        pass
+
+
+def _readable_console(trainer: Trainer, progress: bool) -> None:
+    """Replace Trainer's console output (a raw log dict per line, nested bars) by one training bar
+    (``progress``) and log lines in the run's log file."""
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    if progress:
+        trainer.add_callback(_TrainingBar())
+    trainer.add_callback(_TrainingLog())
+
+
 def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, progress: bool,
            keep_checkpoints: bool, processes: int, main_process: bool, pieces: TaskPieces | None,
            hooks: TrainingHooks | None) -> dict:
@@ -753,6 +794,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
         data_collator=collator, processing_class=tokenizer, compute_metrics=_compute_metrics,
         callbacks=list(hooks.callbacks) or None, sparse_embedding_updates=settings.sparse_embedding_updates,
         sorted_evaluation=plain or hooks.sorted_evaluation, **hooks.trainer_kwargs)
+    _readable_console(trainer, progress)
     last = last_complete_checkpoint(args.output_dir)
     importlib.import_module("sklearn.metrics")  # used by every evaluation: imported before the clock starts
 
