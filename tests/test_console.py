@@ -154,4 +154,6 @@ def test_train_prints_a_table_quiet_hides_every_bar_and_logs_go_to_the_run_folde
                      "--jw-steps", "5", "--threads", "1", "--quiet", "--output-dir", str(tmp_path / "jw"))
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     assert quiet.stdout == "" and "it/s" not in quiet.stderr and "Loading weights" not in quiet.stderr
-    assert (tmp_path / "jw" / "results.json").is_file() and (tmp_path / "jw" / "hf-attn.log").is_file()
+    assert (tmp_path / "jw" / "hf-attn.log").is_file()
+    results = json.loads((tmp_path / "jw" / "results.json").read_text())
+    assert results["parameters"]["num_threads"] == 1  # --threads 1 is recorded, not null
