@@ -127,14 +127,14 @@ import app  # the Space's app.py, next to its vendored hf_attn
 import hf_attn
 from pathlib import Path
 assert Path(hf_attn.__file__).resolve().parent == (Path.cwd() / "hf_attn").resolve(), hf_attn.__file__
-from hf_attn.explorer import ModelCache, explain_sentence, model_policy
-policy = model_policy(app.APP_DIR)
-cache = ModelCache(policy)
+from hf_attn.explorer import explain_sentence
+policy, cache, because = app.startup()  # as the Space starts: its space_config.json names the model
+print("space serves:", policy.models, because)
 model, tokenizer = cache.get("tester/tiny-sst")
 explanation = explain_sentence(model, tokenizer, "A gorgeous, witty, seductive movie.", steps=20)
 print("space explains:", explanation.label_names, [round(float(p), 4) for p in explanation.probabilities])
-demo = app.build_demo(policy, "tester/tiny-sst", cache)
-print("space app builds:", type(demo).__name__)
+demo = app.build_demo(policy, policy.models[0], cache, served_because=because)
+print("space app builds:", type(demo).__name__, sorted(demo.get_api_info()["named_endpoints"]))
 """
 
 

@@ -165,6 +165,23 @@ def published(hub, trained_model_dir, tmp_path_factory):
     return {"run_dir": run_dir, "work": work, **out}
 
 
+def test_push_space_refuses_a_model_missing_from_the_hub(hub, published):
+    """A Space whose model is not on the Hub would not start: push-space refuses it, one line, exit 2,
+    and creates nothing."""
+    out = run_client("""
+        import contextlib, io, json
+        from hf_attn.cli import main
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["push-space", "--repo-id", "tester/explorer-missing", "--model", "tester/missing"])
+        print(json.dumps({"code": code, "err": err.getvalue()}))
+    """, hub, published["work"])
+    assert out["code"] == 2
+    lines = out["err"].strip().splitlines()
+    assert len(lines) == 1 and "model tester/missing does not exist on the Hub" in lines[0]
+    assert ("space", "tester/explorer-missing") not in hub.state.repos
+
+
 def test_pushed_model_repo_contents(hub, published):
     model_repo = hub.state.repos[("model", "tester/lstm-sst")]
     files = model_repo.resolve("main").files

@@ -1500,11 +1500,17 @@ def push_space(repo_id: str, default_model: str | None = None, private: bool = F
                endpoint=None, app_dir=SPACE_APP_DIR, commit_message: str = "Upload hf_attn explorer",
                models=()):
     """Create (or reuse) the Space ``repo_id`` and upload the folder of :func:`build_space_folder`
-    offering ``default_model`` and ``models`` (Hub ids; the first opens). Returns the ``CommitInfo``."""
+    offering ``default_model`` and ``models`` (Hub ids that exist on the Hub; the first opens).
+    Returns the ``CommitInfo``."""
     for name in _space_models(default_model, models):
         if os.path.isabs(name) or name.startswith(("~", ".")) or name.count("/") > 1 or "\\" in name:
             raise HubError(f"the Space's models must be Hub model ids (USER/NAME), not local paths ({name!r}); "
                            "push the model first (hf-attn push) and pass its id")
+    api = _api(token, endpoint)
+    for name in _space_models(default_model, models):  # a Space whose model is missing would not start
+        if not api.repo_exists(name, repo_type="model"):
+            raise HubError(f"model {name} does not exist on the Hub (or is not visible with this token): "
+                           f"push it first (hf-attn push RUN_DIR --repo-id {name}) or check the name")
     with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as tmp:
         folder = build_space_folder(Path(tmp) / "repo", default_model, app_dir, models=models)
         return _upload(folder, repo_id, "space", private, commit_message, token, endpoint, space_sdk="gradio")
