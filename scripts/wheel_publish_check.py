@@ -153,7 +153,12 @@ def main(argv=None) -> int:
         check.log(f"working folder {work}")
         dist, venv, user = work / "dist", work / "venv", work / "user"
         user.mkdir(exist_ok=True)
-        check.run("build the wheel", [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist, REPO_ROOT],
+        # from a clean copy of the project's files: no build/ or *.egg-info left in the checkout, and
+        # nothing stale from an earlier build in the wheel
+        source = work / "source"
+        shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
+            ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", "runs", "out"))
+        check.run("build the wheel", [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist, source],
                   cwd=work, env=clean_env(), quiet=True)
         wheels = sorted(dist.glob("hf_attn-*.whl"))
         check.log(f"wheel: {wheels[-1].name} ({wheels[-1].stat().st_size / 1e6:.1f} MB)")
