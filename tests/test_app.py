@@ -162,7 +162,10 @@ def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
         wait = WebDriverWait(driver, 120)
         box = wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#sentence textarea")))
         model = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#model input")))
-        assert model.get_attribute("value") == trained_model_dir  # the allowed model, preselected
+        # the allowed model, preselected, by its name: the server folder's path never reaches the page
+        assert model.get_attribute("value") == "local:" + Path(trained_model_dir).name
+        assert trained_model_dir not in driver.page_source
+        assert "Serving" in driver.find_element(By.CSS_SELECTOR, "#served-model").text
         box.send_keys(SENTENCE)
         driver.find_element(By.CSS_SELECTOR, "#explain").click()
         heatmap = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#heatmaps #hfa-heatmap")))
