@@ -1,12 +1,12 @@
 #!/usr/bin/env python
-"""Baseline-vs-new benchmark (issue 17): runs the same commands with a baseline copy of the package
+"""Baseline-vs-new benchmark: runs the same commands with a baseline copy of the package
 and with this checkout, ALTERNATELY on the same machine, and prints the medians, their ratio and the
 load average around each run.
 
     mkdir /tmp/baseline && git archive d042f30 | tar -x -C /tmp/baseline      # once (no git state change)
     python scripts/benchmark_baseline.py [--baseline /tmp/baseline] [--epochs 8] [--repeats 2]
                                          [--tasks help train-300d train-glove analyze-jw]
-                                         [--threads 1] [--output docs/benchmarks/issue17.txt]
+                                         [--threads 1] [--output docs/benchmarks/baseline_comparison.txt]
 
 Tasks (each a fresh process, as a user runs it):
 
@@ -190,7 +190,7 @@ def main() -> None:
                              "GloVe-50d, 8 epochs, or the papers' size (300-d random, H = 128), 1 epoch "
                              "(the battery's work does not depend on the weights)")
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a temporary one)")
-    parser.add_argument("--output", default=os.path.join(REPO, "docs", "benchmarks", "issue17.txt"))
+    parser.add_argument("--output", default=os.path.join(REPO, "docs", "benchmarks", "baseline_comparison.txt"))
     args = parser.parse_args()
 
     if not os.path.isdir(args.baseline):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""How the J&W battery's time grows with sentence length (issue 17): seconds per analysis at
+"""How the J&W battery's time grows with sentence length: seconds per analysis at
 T = 25, 50, 100, 200, 400 tokens, at the papers' size (BiLSTM, H = 128, 300-d embeddings, additive
 attention, a 20k-word vocabulary).
 

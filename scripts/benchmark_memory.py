@@ -1,4 +1,4 @@
-"""Peak memory and wall time of the Jain & Wallace battery on IMDB-length inputs (issue 8).
+"""Peak memory and wall time of the Jain & Wallace battery on IMDB-length inputs.
 
     python scripts/benchmark_memory.py --model-dir runs/imdb/imdb-lstm-additive \
         --instances 2000 --output runs/imdb/benchmark_memory.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Baseline-vs-new benchmark of the J&W analyses at the papers' size (issue 17).
+"""Baseline-vs-new benchmark of the J&W analyses at the papers' size.
 
 Gradient importance, leave-one-out, permutations and the k-adversary of the J&W battery on the
 whole SST test set (1821 sentences, as batched by the battery: length-sorted, token-bounded) for a

@@ -4,7 +4,7 @@
     python scripts/benchmark_reproduce.py [--output-dir runs/reproduce-bench] [--quick]
                                           [--seeds 3] [--output result.json]
 
-Goal (issue 7): the default ``--datasets sst`` finishes in under 60 minutes on 2 idle cores. It is
+Goal: the default ``--datasets sst`` finishes in under 60 minutes on 2 idle cores. It is
 not one of ``scripts/benchmark.py``'s sections: those time one analysis on a trained model in
 seconds, this one trains ~50 models and takes most of an hour, so it is run on purpose.
 

@@ -1,4 +1,4 @@
-"""Training benchmark (issue 2, issue 17): wall time and throughput of one SST training through
+"""Training benchmark: wall time and throughput of one SST training through
 ``transformers.Trainer`` next to a plain PyTorch loop over the same model, batches and optimiser;
 or (``--compare sparse|bf16``) the papers' exact training against ``--sparse-embedding-updates`` or
 ``--bf16``.
@@ -6,9 +6,9 @@ or (``--compare sparse|bf16``) the papers' exact training against ``--sparse-emb
     python scripts/benchmark_training.py [--encoder lstm] [--epochs 8] [--skip-plain]
                                          [--embeddings random --embedding-dim 300]
     python scripts/benchmark_training.py --compare sparse --embeddings random --embedding-dim 300 \
-                                         --seeds 0 1 2 [--output docs/benchmarks/issue17_sparse.json]
+                                         --seeds 0 1 2 [--output docs/benchmarks/sparse_embedding_updates.json]
     python scripts/benchmark_training.py --compare bf16 --embeddings random --embedding-dim 300 \
-                                         --seeds 0 1 2 [--output docs/benchmarks/issue17_bf16.json]
+                                         --seeds 0 1 2 [--output docs/benchmarks/bf16_training.json]
 
 Prints seconds, real (non-pad) tokens per second and the Trainer's overhead over the plain loop,
 plus the test metrics of the Trainer run; with ``--compare``, per seed the test accuracy /

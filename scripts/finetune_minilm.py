@@ -1,5 +1,5 @@
 """Fine-tune all-MiniLM-L6-v2 on binary SST with transformers.Trainer, then run the J&W battery on
-it (issue 18). Usage::
+it. Usage::
 
     HF_HUB_OFFLINE=1 python scripts/finetune_minilm.py --output-dir /work/runs/minilm-sst \\
         --threads 2 --battery-instances 500

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Where the wall time of one ``hf-attn`` command goes (issue 17), stage by stage.
+"""Where the wall time of one ``hf-attn`` command goes, stage by stage.
 
     OMP_NUM_THREADS=1 python scripts/profile_commands.py analyze MODEL_DIR --battery jw --output-dir OUT --threads 1
     OMP_NUM_THREADS=1 python scripts/profile_commands.py train --embeddings random --embedding-dim 300 \

@@ -1,4 +1,4 @@
-"""The Space app (spaces_app/app.py), launched for real on 127.0.0.1: through gradio_client (every
+"""The Space app (hf_attn/app/space/app.py), launched for real on 127.0.0.1: through gradio_client (every
 output of the explain endpoint, error messages) and in a headless Chromium (the page renders the
 heatmaps after typing a sentence and clicking Explain; screenshot in test-artifacts/)."""
 
@@ -34,13 +34,13 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_app(env: dict, log: Path, cwd: Path | None = None):
-    """``spaces_app/app.py`` in a subprocess on a free 127.0.0.1 port, with ``env`` added to the
+    """``hf_attn/app/space/app.py`` in a subprocess on a free 127.0.0.1 port, with ``env`` added to the
     (offline) environment; yields its URL once the page answers, stops it afterwards."""
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **env}
     with open(log, "w") as out:
-        process = subprocess.Popen([sys.executable, str(REPO_ROOT / "spaces_app" / "app.py")], env=env,
+        process = subprocess.Popen([sys.executable, str(REPO_ROOT / "hf_attn" / "app" / "space" / "app.py")], env=env,
                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 180
@@ -162,7 +162,10 @@ def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
         wait = WebDriverWait(driver, 120)
         box = wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#sentence textarea")))
         model = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#model input")))
-        assert model.get_attribute("value") == trained_model_dir  # the allowed model, preselected
+        # the allowed model, preselected, by its name: the server folder's path never reaches the page
+        assert model.get_attribute("value") == "local:" + Path(trained_model_dir).name
+        assert trained_model_dir not in driver.page_source
+        assert "Serving" in driver.find_element(By.CSS_SELECTOR, "#served-model").text
         box.send_keys(SENTENCE)
         driver.find_element(By.CSS_SELECTOR, "#explain").click()
         heatmap = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#heatmaps #hfa-heatmap")))

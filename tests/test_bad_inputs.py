@@ -1,4 +1,4 @@
-"""Bad input, tried systematically (issue 8): every case must fail with a clear message naming
+"""Bad input, tried systematically: every case must fail with a clear message naming
 the problem, or (where documented) be handled: property tests (hypothesis) for the measures, the
 tokenizer and the data loaders, explicit cases for everything else.
 
@@ -179,7 +179,7 @@ def test_empty_or_whitespace_text_is_rejected_everywhere(model, tokenizer, text)
 def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     """Documented policy: training and batteries truncate to ``max_tokens`` (with a warning in
     training); the interactive explorer refuses with a message; the model's forward refuses more
-    than ``config.max_tokens`` real tokens (issue 13 item 8)."""
+    than ``config.max_tokens`` real tokens."""
     from datasets import Dataset, DatasetDict
 
     from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
@@ -380,7 +380,7 @@ def test_model_rejects_bad_tensors(model):
     # pads may hold anything: they are zeroed before the check
     model(input_ids=ids, attention_mask=torch.tensor([[1, 1, 0]]),
           attention_weights=torch.tensor([[0.5, 0.5, float("nan")]]))
-    # issue 13 item 8: non-finite embeddings, a fractional mask, more tokens than max_tokens (24)
+    # non-finite embeddings, a fractional mask, more tokens than max_tokens (24)
     embeds = model.get_input_embeddings()(ids).detach()
     embeds[0, 1, 0] = float("nan")
     expect_error("inputs_embeds with NaN", ValueError, "inputs_embeds contains NaN or inf", model,
@@ -483,7 +483,7 @@ EVALUATE_CASES = [
                                                           sufficiency=[[0.1] * 5]), "NaN or inf"),
     ("eraser_faithfulness", "2 bins for 5 fractions", dict(comprehensiveness=[[0.1, 0.1]],
                                                            sufficiency=[[0.1] * 5]), "5 bins"),
-    # issue 13 item 8: class ids outside the label set, fractions outside (0, 1], scores outside [-1, 1]
+    # class ids outside the label set, fractions outside (0, 1], scores outside [-1, 1]
     ("ts_token_probability", "reference class 5 of 2", dict(token_logits=[[[0.1], [0.2]]], attentions=[[0.5, 0.5]],
                                                            references=[5]),
      r"references: instance 0 has class 5, outside \[0, 2\)"),

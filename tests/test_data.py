@@ -134,7 +134,7 @@ def test_tokenizer_needs_a_vocabulary():
 
 
 # ----------------------------------------------------------------------------------------------
-# issue 13 item 7: valid data accepted, invalid data named by file and 1-based line
+# valid data accepted, invalid data named by file and 1-based line
 
 
 def _csv(path, body):

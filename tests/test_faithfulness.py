@@ -131,7 +131,7 @@ def test_aopc_and_summary_by_hand():
 
 
 def test_eraser_rejects_fractions_outside_0_1_and_scores_outside_minus1_1(model_and_batch):
-    """Issue 13 item 8: before, fractions and scores were only counted, never range-checked."""
+    """Fractions and scores are range-checked, not only counted."""
     import evaluate
 
     scores = [[0.1, 0.2]]

@@ -165,6 +165,23 @@ def published(hub, trained_model_dir, tmp_path_factory):
     return {"run_dir": run_dir, "work": work, **out}
 
 
+def test_push_space_refuses_a_model_missing_from_the_hub(hub, published):
+    """A Space whose model is not on the Hub would not start: push-space refuses it, one line, exit 2,
+    and creates nothing."""
+    out = run_client("""
+        import contextlib, io, json
+        from hf_attn.cli import main
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["push-space", "--repo-id", "tester/explorer-missing", "--model", "tester/missing"])
+        print(json.dumps({"code": code, "err": err.getvalue()}))
+    """, hub, published["work"])
+    assert out["code"] == 2
+    lines = out["err"].strip().splitlines()
+    assert len(lines) == 1 and "model tester/missing does not exist on the Hub" in lines[0]
+    assert ("space", "tester/explorer-missing") not in hub.state.repos
+
+
 def test_pushed_model_repo_contents(hub, published):
     model_repo = hub.state.repos[("model", "tester/lstm-sst")]
     files = model_repo.resolve("main").files
@@ -291,7 +308,7 @@ def test_model_from_hub_registered_and_remote_code(hub, published, small_sst):
 
 
 def test_pipeline_from_the_hub_without_hf_attn_reads_raw_english_like_sst(hub, published):
-    """A user's path (issue 14): ``pipeline`` on the pushed repo where hf_attn is not installed.
+    """A user's path: ``pipeline`` on the pushed repo where hf_attn is not installed.
     Raw English gets the tokens and the prediction of its SST spelling (the PTB rules live in
     tokenizer.json)."""
     pairs = [("I don't like it, it isn't good.", "i do n't like it , it is n't good ."),
@@ -355,7 +372,7 @@ def test_space_repo(hub, published):
         print(json.dumps({"files": files, "readme": readme, "config": config,
                           "sdk": api.space_info("tester/attention-explorer").sdk}))
     """, hub, published["work"])
-    expected = {p.name for p in (REPO_ROOT / "spaces_app").iterdir() if p.is_file()}
+    expected = {p.name for p in (REPO_ROOT / "hf_attn" / "app" / "space").iterdir() if p.is_file()}
     assert expected <= set(result["files"])
     assert "hf_attn/models/modeling_hf_attn.py" in result["files"]
     assert result["sdk"] == "gradio"

@@ -1,4 +1,4 @@
-"""Data integrity under real use (issue 13, items 4-6, 8-10): one writer per output folder,
+"""Data integrity under real use: one writer per output folder,
 atomic writes with unique temporary names, resume only with the same settings, a kill during a
 checkpoint save never blocks resuming, strict JSON, one-line CLI errors, no pickles in caches."""
 

@@ -344,7 +344,7 @@ def _with_repeated_token(tokens: list[str], position: int) -> list[str]:
 
 
 def test_repeated_tokens_are_tied_before_kendall_tau(model_and_batch, small_sst):
-    """Issue 15 item 6, through the real model: deleting either of two adjacent identical tokens
+    """Through the real model: deleting either of two adjacent identical tokens
     gives the same sentence, so their leave-one-out values are one value; the float32 shortcut
     can return them a few 1e-8 apart. After merging near-ties (tie_tolerance) they are equal and
     the battery's τ is scipy's τ-b of the merged values; without it τ ranks the tie as ordered."""
@@ -399,7 +399,7 @@ def test_tie_tolerance_is_a_validated_setting_and_cli_option():
 
 
 def test_single_token_instances_are_skipped_by_every_summary(model_and_batch, small_sst):
-    """Issue 15 item 7: instances with fewer than 2 tokens have no τ, and their permutation Δŷ and
+    """Instances with fewer than 2 tokens have no τ, and their permutation Δŷ and
     ε-max JSD (0 by construction) are skipped alike, counted in ``skipped``."""
     model, tokenizer, _, _ = model_and_batch
     texts = list(small_sst.splits["test"]["text"])[:10] + ["good", "bad", "dull", "fun"]

@@ -1,4 +1,4 @@
-"""Jain & Wallace's SST preprocessing (``--preprocessing jw``, issue 15 item 2), checked against
+"""Jain & Wallace's SST preprocessing (``--preprocessing jw``), checked against
 their repository (successar/AttentionExplanation): the committed ``preprocess/SST/sst_dataset.csv``
 (digests below), the split sizes of their length filter (6355 / 821 / 1725, their Table 1 and
 ``Trainers/DatasetBC.py``), their vocabulary (13826 with their 4 specials), and the markers

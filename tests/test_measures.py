@@ -106,7 +106,7 @@ def test_merge_near_ties_chains_within_tolerance_and_keeps_order():
 
 
 def test_kendall_with_tie_tolerance_is_scipy_on_merged_values():
-    """Issue 15 item 6: a pair of values 1e-7 apart (an exact tie up to float32 noise) is a tie
+    """A pair of values 1e-7 apart (an exact tie up to float32 noise) is a tie
     after merging; τ then equals scipy's τ-b of the merged values, while the raw values give a
     different τ (the tie counted as ordered)."""
     attention = np.array([0.10, 0.35, 0.20, 0.05, 0.30])

@@ -1,4 +1,4 @@
-"""Metric Spaces that work where hf_attn is not installed (issue 14 item 4).
+"""Metric Spaces that work where hf_attn is not installed.
 
 ``evaluate.load("USER/<metric>")`` downloads ``<metric>.py`` named after the *repo* and the files the
 script imports relatively (``from ._hf_attn_measures import ...``), nothing else; hf_attn is on no
@@ -37,13 +37,14 @@ import pytest
 import torch
 
 import hf_attn.hub.push as hub
+from hf_attn.core import metric_copies
 from hf_attn.hub.push import HubError, build_metric_space_folder
 from hub_server import HubServer
 from remote_code import BLOCK_HF_ATTN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 METRICS = REPO_ROOT / "hf_attn" / "metrics"
-CANONICAL = METRICS / "_hf_attn_measures.py"
+CANONICAL = REPO_ROOT / "hf_attn" / "core" / "numpy_measures.py"  # the source of every module's copy
 MODULES = sorted(p.name for p in METRICS.iterdir() if (p / f"{p.name}.py").is_file())
 # one module is also pushed under a repo name that differs from the module name (with a dash)
 RENAMED = {"attention-tau": "jw_correlation"}
@@ -237,11 +238,12 @@ def measures():
 
 
 def test_every_module_ships_the_same_self_contained_measures():
-    canonical = CANONICAL.read_bytes()
+    expected = metric_copies.copy_text()
+    assert expected.endswith(CANONICAL.read_text())
     for name in MODULES:
-        assert (METRICS / name / "_hf_attn_measures.py").read_bytes() == canonical, (
-            f"hf_attn/metrics/{name}/_hf_attn_measures.py differs from hf_attn/metrics/_hf_attn_measures.py: "
-            "edit the latter and copy it into every module folder")
+        copy = METRICS / name / "_hf_attn_measures.py"
+        assert not copy.is_symlink() and copy.read_text() == expected, (
+            f"hf_attn/metrics/{name}/_hf_attn_measures.py is stale: run `python scripts/generate_metric_copies.py`")
         imports = hub._evaluate_imports(METRICS / name / f"{name}.py")
         assert {m for kind, m, _ in imports if kind != "library"} == {"_hf_attn_measures"}, name
         assert {m for kind, m, _ in imports if kind == "library"} <= {"datasets", "evaluate", "numpy", "scipy",
@@ -252,6 +254,37 @@ def test_every_module_ships_the_same_self_contained_measures():
     imported = set(re.findall(r"^\s*(?:from|import)\s+(\S+)", CANONICAL.read_text(), flags=re.M))
     assert imported == {"__future__", "math", "warnings", "dataclasses", "functools", "numpy", "scipy.special",
                         "sklearn.cluster", "sklearn.metrics"}, imported
+
+
+def test_generator_check_fails_on_a_stale_copy_and_rewrites_it(tmp_path):
+    """scripts/generate_metric_copies.py --check passes on the checkout; on a copy of the metrics
+    folder with one edited copy and one symlink it fails naming both, and the generator fixes them."""
+    script = REPO_ROOT / "scripts" / "generate_metric_copies.py"
+    check = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    metrics = tmp_path / "metrics"
+    for name in ("jw_correlation", "ts_fragility"):
+        (metrics / name).mkdir(parents=True)
+        (metrics / name / f"{name}.py").write_text("import evaluate\n")
+    (metrics / "jw_correlation" / "_hf_attn_measures.py").write_text(metric_copies.copy_text() + "# edited\n")
+    (metrics / "ts_fragility" / "_hf_attn_measures.py").symlink_to(CANONICAL)
+    stale = metric_copies.stale_copies(metrics)
+    assert [p.parent.name for p in stale] == ["jw_correlation", "ts_fragility"]
+    assert metric_copies.write_copies(metrics) == stale
+    assert metric_copies.stale_copies(metrics) == []
+    assert not (metrics / "ts_fragility" / "_hf_attn_measures.py").is_symlink()
+
+
+def test_the_library_does_not_import_the_metric_modules():
+    """hf_attn/core (and the rest of the library) never imports hf_attn.metrics: the modules copy
+    the library's code, not the other way round."""
+    library = REPO_ROOT / "hf_attn"
+    for path in library.rglob("*.py"):
+        if "metrics" in path.relative_to(library).parts:
+            continue
+        text = path.read_text()
+        assert not re.search(r"^\s*(from|import)\s+hf_attn\.metrics\b", text, flags=re.M), path
+    assert not any(p.is_symlink() for p in library.rglob("*"))
 
 
 def test_evaluate_imports_parse_like_evaluate(tmp_path):
@@ -492,11 +525,10 @@ def test_build_refuses_what_evaluate_could_not_load(tmp_path, monkeypatch):
     metrics = tmp_path / "metrics"
     stale = _module(metrics, "stale", "import evaluate\nfrom ._hf_attn_measures import x\n",
                     files={"_hf_attn_measures.py": "x = 1\n"})
-    (metrics / "_hf_attn_measures.py").write_text("x = 2\n")
     monkeypatch.setattr(hub, "METRICS_DIR", metrics)
-    with pytest.raises(HubError, match=r"differs from .*_hf_attn_measures\.py, its single source"):
+    with pytest.raises(HubError, match=r"stale/_hf_attn_measures\.py is stale.*generate_metric_copies"):
         build_metric_space_folder(stale, tmp_path / "out", "me/stale", vendor_package=False)
-    (stale / "_hf_attn_measures.py").write_text("x = 2\n")
+    (stale / "_hf_attn_measures.py").write_text(metric_copies.copy_text())
     built = build_metric_space_folder(stale, tmp_path / "out", "me/stale", vendor_package=False)
     assert (built / "requirements.txt").read_text() == "evaluate==0.4.6\n"
 
@@ -548,7 +580,7 @@ def test_spaces_hold_a_self_contained_module(hub_server, published):
         files = hub_server.state.repos[("space", f"tester/{repo}")].resolve("main").files
         assert {f"{repo}.py", "_hf_attn_measures.py", "app.py", "README.md", "requirements.txt"} <= set(files), repo
         assert files[f"{repo}.py"].content == (METRICS / module / f"{module}.py").read_bytes()
-        assert files["_hf_attn_measures.py"].content == CANONICAL.read_bytes()
+        assert files["_hf_attn_measures.py"].content.decode() == metric_copies.copy_text()
         requirements = files["requirements.txt"].content.decode().lower()
         assert not any(bad in requirements for bad in ("hf_attn", "hf-attn", "torch", "transformers")), requirements
         assert f'with_name("{repo}.py")' in files["app.py"].content.decode()

@@ -235,7 +235,7 @@ def test_bad_inputs_raise_clear_errors():
 
 
 def test_forward_rejects_nonfinite_embeds_fractional_mask_and_too_long_input():
-    """Issue 13 item 8: NaN/inf inputs_embeds, a mask that is not 0/1 and more real tokens than
+    """NaN/inf inputs_embeds, a mask that is not 0/1 and more real tokens than
     config.max_tokens raise ValueError (before: NaN logits or silently accepted)."""
     model = AttnClassifierForSequenceClassification(make_config("lstm", "additive", "base",
                                                                 max_tokens=9)).eval()

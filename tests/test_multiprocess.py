@@ -1,4 +1,4 @@
-"""Several processes with ``accelerate launch`` on CPU (issue 8): training (DDP, gloo) and the J&W
+"""Several processes with ``accelerate launch`` on CPU: training (DDP, gloo) and the J&W
 battery (shards split with ``Accelerator.split_between_processes``, gathered on every process,
 written by the main one) give the results of one process.
 

@@ -1,4 +1,4 @@
-"""Issue 17: the fast paths compute what the slow ones did.
+"""The fast paths compute what the slow ones did.
 
 * training's optimiser (torch's fused Adam kernel) makes the updates ``torch.optim.Adam(amsgrad,
   weight_decay)``'s default per-tensor loop makes; ``--sparse-embedding-updates`` does exactly

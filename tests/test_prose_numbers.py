@@ -1,4 +1,4 @@
-"""Numbers in prose come from results (issue 15 item 5).
+"""Numbers in prose come from results.
 
 Every result number quoted in ``README.md`` and ``docs/**/*.md`` (the generated ``REPORT.md``
 files excepted) is tied to the committed record it comes from by an HTML comment right after it,
@@ -36,7 +36,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {
     "report": "docs/reproduction/report.json",  # hf-attn reproduce --datasets sst (REPORT.md)
-    "agnews": "docs/reproduction/agnews/report.json",  # hf-attn reproduce --datasets agnews
     "benchmark": "docs/reproduction/benchmark_reproduce.json",  # scripts/benchmark_reproduce.py
     "jwpre": "docs/reproduction/jw_preprocessing/summary.json",  # scripts/jw_preprocessing_report.py
     "bert": "docs/bert_family/jw_results.json",  # scripts/finetune_minilm.py: the J&W battery on MiniLM
@@ -44,7 +43,7 @@ SOURCES = {
     "bertwp": "docs/bert_family/wp_results.json",  # hf-attn analyze --battery wp on MiniLM
     "berteraser": "docs/bert_family/eraser_results.json",  # hf-attn eraser on MiniLM
     "decoderrun": "docs/decoder/train_run.json",  # hf-attn train --base-model smollm2-135m
-    "bf16": "docs/benchmarks/issue17_bf16.json",  # scripts/benchmark_training.py --compare bf16
+    "bf16": "docs/benchmarks/bf16_training.json",  # scripts/benchmark_training.py --compare bf16
     "profile": "docs/benchmarks/profile_analyze.json",  # scripts/profile_commands.py analyze
     "trainprofile": "docs/benchmarks/profile_train.json",  # scripts/profile_commands.py train
 }
@@ -52,10 +51,10 @@ TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v 
 
 # (file, exact text containing the number, why it is not a result number)
 NOT_RESULTS = [
-    ("README.md", "accuracy within 0.02, ROC-AUC within 0.01",
+    ("docs/performance.md", "accuracy within 0.02, ROC-AUC within 0.01",
      "tolerances of a test (tests/test_multiprocess.py), not measured values"),
-    ("README.md", "10 % of those", "the share of the SNLI train pairs carved out as dev, a setting"),
-    ("README.md", "(ε vs 0.05)", "the J&W code's accepted TVD, a setting"),
+    ("docs/models.md", "10 % of those", "the share of the SNLI train pairs carved out as dev, a setting"),
+    ("docs/methods.md", "(ε vs 0.05)", "the J&W code's accepted TVD, a setting"),
     ("docs/reproduction/README.md", "~5 % of the data J&W trained on",
      "a ratio to the size of J&W's AG News training set, which no record holds"),
 ]
@@ -127,7 +126,7 @@ MARKED_NUMBERS = list(marked_numbers())
 
 def test_markers_are_found():
     files = {name for name, _ in MARKED_NUMBERS}
-    assert {"README.md", "docs/reproduction/README.md"} <= files
+    assert {"docs/methods.md", "docs/models.md", "docs/performance.md", "docs/reproduction/README.md"} <= files
     assert len(MARKED_NUMBERS) >= 60
 
 

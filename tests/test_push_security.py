@@ -1,4 +1,4 @@
-"""What `hf-attn push` / `push-metric` / `push-space` may publish (issue 13 item 3): an allow-list of
+"""What `hf-attn push` / `push-metric` / `push-space` may publish: an allow-list of
 files, no symlink out of the published folder, no local absolute path in any uploaded file, no pickled
 weights, and a model folder that loads with from_pretrained and runs before anything is uploaded.
 Builder-level tests (the folder that is uploaded is exactly the built one); the loopback-Hub
@@ -243,7 +243,8 @@ def test_vendored_package_is_source_and_package_data_only(tmp_path, secret_file)
     shutil.copytree(hub.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
     expected = {p.relative_to(package).as_posix() for p in package.rglob("*")
                 if p.is_file() and (p.suffix == ".py" or p.parent.parent.name == "data"
-                                    or (p.parent.parent.name == "metrics" and p.name == "README.md"))}
+                                    or (p.parent.parent.name == "metrics" and p.name == "README.md"))
+                and p.relative_to(package).parts[0] not in hub.VENDOR_SKIP}  # the Space app sits beside it
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "hub.cpython-311.pyc").write_bytes(b"\0")
     (package / "analysis" / "__pycache__").mkdir()

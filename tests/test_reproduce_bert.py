@@ -1,4 +1,4 @@
-"""The opt-in BERT-family section of ``hf-attn reproduce`` (issue 18): the report's section shows the
+"""The opt-in BERT-family section of ``hf-attn reproduce``: the report's section shows the
 transformer's J&W numbers beside the BiLSTM's, read from the results files (the committed MiniLM
 records in docs/bert_family/ and the committed BiLSTM reproduction in docs/reproduction/report.json as
 fixtures); without the flag the stage does not run and report.json is as before; with it the plan

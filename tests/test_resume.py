@@ -1,4 +1,4 @@
-"""Interruption and determinism (issue 8): a real ``SIGKILL`` of ``hf-attn train`` and of
+"""Interruption and determinism: a real ``SIGKILL`` of ``hf-attn train`` and of
 ``hf-attn analyze`` mid-run, then the same command again → it resumes (Trainer checkpoints /
 per-shard analysis caches) and ends with bit-identical results to an uninterrupted run; the same
 seed twice → bit-identical metrics and analysis results on CPU.

@@ -1,4 +1,4 @@
-"""The explorer Space as the Hub runs it (issue 14, items 3 and 7).
+"""The explorer Space as the Hub runs it.
 
 A trained model and the Space are pushed to the loopback Hub (tests/hub_server.py) with the CLI
 (``hf-attn push``, ``hf-attn push-space --model``), the Space repo is snapshotted into a fresh folder
@@ -355,7 +355,7 @@ def test_requirements_install_on_a_cpu_space():
 
     from packaging.utils import canonicalize_name
 
-    options, requirements = requirement_lines(REPO_ROOT / "spaces_app" / "requirements.txt")
+    options, requirements = requirement_lines(REPO_ROOT / "hf_attn" / "app" / "space" / "requirements.txt")
     assert options == [f"--extra-index-url {PYTORCH_CPU_INDEX}"]
     names = {canonicalize_name(r.name): r for r in requirements}
     assert not set(names) & set(TRAINING_DATA_DISTRIBUTIONS)

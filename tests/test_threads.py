@@ -1,4 +1,4 @@
-"""``--threads N|auto`` on every command (issue 14 item 8)."""
+"""``--threads N|auto`` on every command."""
 
 import json
 import subprocess

@@ -1,5 +1,5 @@
-"""The word-level tokenizer: PTB-compatible pre-tokenization of raw text (issue 14 item 1) and what
-loads a saved folder with and without ``hf_attn`` (issue 14 item 2, the README's claims)."""
+"""The word-level tokenizer: PTB-compatible pre-tokenization of raw text and what
+loads a saved folder with and without ``hf_attn`` (the claims of docs/models.md)."""
 
 import json
 import os
@@ -15,7 +15,7 @@ from hf_attn.data.tokenization import (NUMBER_TOKEN, UNK, _normalizer, _pre_toke
                                   word_counts)
 from remote_code import BLOCK_HF_ATTN
 
-# ------------------------------------------------------------------ the pipeline before issue 14
+# ------------------------------------------------------------------ the pipeline before PTB pre-tokenization
 # Kept verbatim as the reference: already-tokenized SST text must give exactly these tokens.
 _OLD_NUMBER_WORD = r"[\w'\-]*\d(?:[\w'\-]|[.,:/]\d)*"
 _OLD_PUNCTUATION = r"[^\w\s'\-]"
@@ -110,12 +110,12 @@ def test_raw_english_tokenizes_like_its_sst_form(raw, sst_form, sst_tokenizer):
 
 
 def test_raw_english_differed_before():
-    """The pairs above are the issue: most raw spellings used to give other tokens."""
+    """The pairs above are why the normalizers exist: most raw spellings used to give other tokens."""
     differed = [raw for raw, sst_form in RAW_VS_SST if old_words(raw) != old_words(sst_form)]
     assert len(differed) >= 20, differed
 
 
-def test_issue_example_has_no_unknown_words(sst_tokenizer):
+def test_raw_example_has_no_unknown_words(sst_tokenizer):
     raw = "I don't like it, it isn't good."
     assert sst_tokenizer.tokenize(raw) == ["i", "do", "n't", "like", "it", ",", "it", "is", "n't", "good", "."]
     assert UNK not in sst_tokenizer.tokenize(raw)
@@ -199,7 +199,7 @@ MODEL_TYPE_WARNING = "You are using a model of type"
 def load_in_fresh_python(folder, call: str, with_hf_attn: bool, workdir) -> dict:
     """Run ``call`` (e.g. ``AutoTokenizer.from_pretrained(folder)``) in a new interpreter, stdin
     closed, with or without ``hf_attn`` importable. Returns what it printed, its Python warnings,
-    the class loaded or the exception raised, and the ids of the issue's sentence."""
+    the class loaded or the exception raised, and the ids of the example sentence."""
     script = (("import hf_attn\n" if with_hf_attn else BLOCK_HF_ATTN) + textwrap.dedent(f"""
         import json, warnings
         from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast, pipeline

@@ -1,4 +1,4 @@
-"""ERASER + integrated gradients on BERT-family classifiers (issue 18): IG completeness, ERASER's
+"""ERASER + integrated gradients on BERT-family classifiers: IG completeness, ERASER's
 word-piece removal against an explicit loop, and the CLI (`hf-attn eraser DIR`, `hf-attn analyze DIR
 --battery jw --dataset FILE --text-column … --label-column …`) on a tiny random BertConfig with a
 WordPiece tokenizer built here (no download)."""

@@ -1,4 +1,4 @@
-"""BERT-family classifiers on the Hub (issue 18): ``hf-attn push`` of a folder written by ``hf-attn
+"""BERT-family classifiers on the Hub: ``hf-attn push`` of a folder written by ``hf-attn
 train --base-model`` (an allow-list of files, a card with valid metadata, no machine path, no code),
 loaded back from the loopback Hub (tests/hub_server.py) with plain
 ``AutoModelForSequenceClassification.from_pretrained(repo_id)`` where hf_attn is not installed; and the

@@ -50,7 +50,9 @@ def available_batteries(names=None) -> dict[str, Battery]:
     for name, module in BATTERY_MODULES.items():
         if names is None or name in names:
             importlib.import_module(module)
-    return {name: b for name, b in _BATTERIES.items() if names is None or name in names}
+    # in BATTERY_MODULES order, whatever order the modules were imported in (the help text is stable)
+    return {name: _BATTERIES[name] for name in BATTERY_MODULES
+            if name in _BATTERIES and (names is None or name in names)}
 
 
 def get_battery(name: str) -> Battery:

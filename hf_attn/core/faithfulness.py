@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from hf_attn.metrics._hf_attn_measures import aopc  # noqa: F401  (one source with eraser_faithfulness)
+from hf_attn.core.numpy_measures import aopc  # noqa: F401  (one source with eraser_faithfulness)
 
 
 def _array(value, name: str, ndim: int | None = None) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Shared measures (SPEC §3): TVD, JSD, masked KL and batched Kendall τ-b with p-values
+"""Shared measures: TVD, JSD, masked KL and batched Kendall τ-b with p-values
 (optionally with near-ties merged first, :func:`merge_near_ties`).
 
 All functions take batched tensors / arrays with the distribution over the last axis and are exact:
@@ -15,7 +15,7 @@ from scipy.special import ndtr
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import KendallResult, _inversion_cdf  # noqa: F401
+from hf_attn.core.numpy_measures import KendallResult, _inversion_cdf  # noqa: F401
 
 LN2 = math.log(2.0)
 
@@ -71,7 +71,7 @@ def merge_near_ties(x, mask=None, tolerance: float = 0.0) -> np.ndarray:
     grid boundary), and the order between groups is kept. Values outside ``mask`` and rows without
     near-ties are returned unchanged; ``tolerance`` 0 merges nothing (a copy of ``x``).
 
-    Why (issue 15): two readings of the same quantity computed along different float32 paths, such
+    Why: two readings of the same quantity computed along different float32 paths, such
     as the leave-one-out values of two adjacent identical tokens (deleting either gives the same
     sentence), differ in the 7th digit, and Kendall τ would rank such exact ties as ordered.
     """

@@ -1,4 +1,4 @@
-"""Publishing to the Hugging Face Hub (SPEC §8): trained runs as model repos with a generated model
+"""Publishing to the Hugging Face Hub: trained runs as model repos with a generated model
 card, `evaluate` modules as metric Spaces, and the Gradio explorer as a Space.
 
 Every push first builds the exact folder that is uploaded (``build_*_folder``); ``--to-dir`` /
@@ -17,15 +17,21 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from hf_attn.core.arguments import bounded_text
+from hf_attn.core import metric_copies
 from hf_attn.core.published import JW_GRADIENT_LOO_GAP, JW_PUBLISHED, TS_PUBLISHED_EXTRA, TS_SST
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CARDS_DIR = REPO_ROOT / "hub_cards"
-SPACE_APP_DIR = REPO_ROOT / "spaces_app"
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+# Everything a push needs ships inside the package (package data), so an installed wheel publishes
+# exactly as a checkout does: the card templates, the Space app and the evaluate modules.
+CARDS_DIR = Path(os.fspath(resources.files("hf_attn.hub") / "templates"))
+SPACE_APP_DIR = Path(os.fspath(resources.files("hf_attn") / "app" / "space"))
+PACKAGE_DIR = Path(os.fspath(resources.files("hf_attn")))
+# Folders of the package a Space's vendored copy leaves out: the Space app itself (it sits beside the
+# copy as app.py) and the publishing templates.
+VENDOR_SKIP = ("app",)
 
 # The only top-level files of a run folder that are uploaded (an allow-list: notes, keys, dotfiles, Trainer
 # state such as the pickled training_args.bin, and anything else stay local): what save_pretrained writes
@@ -1101,7 +1107,7 @@ def build_transformer_model_card(folder: Path, repo_id: str, analyses: list[Anal
                                  template_path: str | os.PathLike | None = None, license: str = "apache-2.0"):
     """The model card (``huggingface_hub.ModelCard``) of a packaged BERT-family folder: metadata
     (license, base_model, datasets, metrics and model-index from run.json's test metrics, pipeline_tag
-    text-classification, library_name transformers) and a body from ``hub_cards/transformer_model_card.md``."""
+    text-classification, library_name transformers) and a body from ``hf_attn/hub/templates/transformer_model_card.md``."""
     from huggingface_hub import ModelCard, ModelCardData
 
     config = _read_json(folder / "config.json")
@@ -1226,7 +1232,8 @@ def _vendor_package(out_dir: Path, package_dir: Path | None = None) -> None:
         for name in list(dirs):
             if (folder / name).is_symlink():
                 _checked_source(folder / name, root)
-        dirs[:] = sorted(d for d in dirs if not _matches(d, ("__pycache__", ".*", "*.egg-info")))
+        dirs[:] = sorted(d for d in dirs if not _matches(d, ("__pycache__", ".*", "*.egg-info"))
+                         and not (not rel.parts and d in VENDOR_SKIP))
         data_patterns = VENDOR_DATA.get(rel.parts[0], ()) if rel.parts else ()
         for name in sorted(files):
             if name.startswith("."):
@@ -1241,7 +1248,7 @@ def _vendor_package(out_dir: Path, package_dir: Path | None = None) -> None:
 
 
 # The NumPy measures every hf_attn evaluate module imports relatively (``from ._hf_attn_measures import``):
-# canonical file here, an identical copy in each module folder, uploaded with the script.
+# a copy of hf_attn/core/numpy_measures.py generated into each module folder, uploaded with the script.
 METRICS_DIR = PACKAGE_DIR / "metrics"
 SHARED_MEASURES = "_hf_attn_measures"
 # Names a metric script cannot take: the Space's app, the package files of evaluate's module cache.
@@ -1342,11 +1349,10 @@ def _checked_metric_imports(name: str, files: dict, module_dir: Path, repo_id: s
         if f"{module}.py" not in files:
             raise HubError(f"{name}.py imports .{module}, but {module_dir} has no {module}.py: evaluate downloads "
                            "a relatively imported file from beside the script")
-        canonical = METRICS_DIR / f"{SHARED_MEASURES}.py"
         if (module == SHARED_MEASURES and module_dir.resolve().parent == METRICS_DIR.resolve()
-                and files[f"{module}.py"].read_bytes() != canonical.read_bytes()):
-            raise HubError(f"{module_dir / (module + '.py')} differs from {canonical}, its single source: "
-                           f"copy it again (cp {canonical} {module_dir}/)")
+                and files[f"{module}.py"].read_text(encoding="utf-8") != metric_copies.copy_text()):
+            raise HubError(f"{module_dir.name}/{module}.py is stale: it differs from hf_attn/core/numpy_measures.py, "
+                           "its single source (run `python scripts/generate_metric_copies.py`)")
     return imports
 
 
@@ -1404,7 +1410,7 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
 
     HubError, before anything is written, when evaluate could not load the result without hf_attn:
     the script imports hf_attn, a relative import is missing, a copy of ``_hf_attn_measures.py``
-    differs from ``hf_attn/metrics/_hf_attn_measures.py``, the repo name cannot be a script name,
+    is stale (differs from its generated text), the repo name cannot be a script name,
     or requirements.txt names hf_attn."""
     module_dir, out_dir = Path(module_dir), Path(out_dir)
     name = module_dir.name
@@ -1415,10 +1421,7 @@ def build_metric_space_folder(module_dir: str | os.PathLike, out_dir: str | os.P
         raise HubError(f"{module_dir} has no app.py (a metric Space needs its gr.Interface app)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise HubError(f"{out_dir} exists and is not empty")
-    # hf_attn's own modules link their measures file to the single copy in hf_attn/metrics/: a link
-    # may reach that folder (the package's own files), never beyond it.
-    own_module = module_dir.resolve().parent == METRICS_DIR.resolve()
-    copies = _allowed_files(module_dir, METRIC_FILES, METRICS_DIR.resolve() if own_module else module_dir.resolve())
+    copies = _allowed_files(module_dir, METRIC_FILES, module_dir.resolve())
     files = {item.name: real for item, real in copies}
     imports = _checked_metric_imports(name, files, module_dir, repo_id)
     script = _metric_script_name(repo_id, name, files)
@@ -1479,7 +1482,7 @@ def _checked_hub_model_ids(models: list[str]) -> list[str]:
 
 def render_space_card(default_model: str | None = None, title: str = "Is attention explanation?",
                       models=()) -> str:
-    """README.md of the explorer Space (``hub_cards/space_card.md``): the models visitors pick from
+    """README.md of the explorer Space (``hf_attn/hub/templates/space_card.md``): the models visitors pick from
     (``default_model`` first, then ``models``), also in the ``models`` metadata that links the Space to
     their Hub pages."""
     from huggingface_hub import CardData, RepoCard
@@ -1498,8 +1501,8 @@ def render_space_card(default_model: str | None = None, title: str = "Is attenti
 def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = None,
                        app_dir: str | os.PathLike = SPACE_APP_DIR, vendor_package: bool = True,
                        models=()) -> Path:
-    """The explorer Space: ``spaces_app/`` (app.py, requirements.txt) + README.md rendered from
-    ``hub_cards/space_card.md`` + a vendored hf_attn + ``space_config.json`` with the models visitors
+    """The explorer Space: ``hf_attn/app/space/`` (app.py, requirements.txt) + README.md rendered from
+    ``hf_attn/hub/templates/space_card.md`` + a vendored hf_attn + ``space_config.json`` with the models visitors
     may pick (``"models"``: ``default_model`` then ``models``) and the one it opens first
     (``"default_model"``, the first of them; the Space's ``HF_ATTN_MODEL`` variable overrides it)."""
     app_dir, out_dir = Path(app_dir), Path(out_dir)
@@ -1525,8 +1528,14 @@ def push_space(repo_id: str, default_model: str | None = None, private: bool = F
                endpoint=None, app_dir=SPACE_APP_DIR, commit_message: str = "Upload hf_attn explorer",
                models=()):
     """Create (or reuse) the Space ``repo_id`` and upload the folder of :func:`build_space_folder`
-    offering ``default_model`` and ``models`` (Hub ids; the first opens). Returns the ``CommitInfo``."""
+    offering ``default_model`` and ``models`` (Hub ids that exist on the Hub; the first opens).
+    Returns the ``CommitInfo``."""
     _checked_hub_model_ids(_space_models(default_model, models))
+    api = _api(token, endpoint)
+    for name in _space_models(default_model, models):  # a Space whose model is missing would not start
+        if not api.repo_exists(name, repo_type="model"):
+            raise HubError(f"model {name} does not exist on the Hub (or is not visible with this token): "
+                           f"push it first (hf-attn push RUN_DIR --repo-id {name}) or check the name")
     with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as tmp:
         folder = build_space_folder(Path(tmp) / "repo", default_model, app_dir, models=models)
         return _upload(folder, repo_id, "space", private, commit_message, token, endpoint, space_sdk="gradio")
@@ -1563,9 +1572,23 @@ def _run_push(args) -> int:
                    lambda: push_model(args.run_dir, args.repo_id, args.private, args.analysis))
 
 
+def metric_module_dir(name_or_dir: str | os.PathLike) -> Path:
+    """The folder of an ``evaluate`` module: an existing folder as given, else the name of one of
+    hf_attn's own modules (``jw_correlation``, the folders of ``hf_attn/metrics/``, shipped with the
+    package); HubError naming the modules otherwise."""
+    path = Path(name_or_dir)
+    if path.is_dir():
+        return path
+    own = sorted(p.name for p in METRICS_DIR.iterdir() if (p / f"{p.name}.py").is_file())
+    if str(name_or_dir) in own:
+        return METRICS_DIR / str(name_or_dir)
+    raise HubError(f"{name_or_dir!r} is neither a folder nor one of hf_attn's evaluate modules ({', '.join(own)})")
+
+
 def _run_push_metric(args) -> int:
-    return _finish(args, lambda out: build_metric_space_folder(args.module_dir, out, args.repo_id),
-                   lambda: push_metric(args.module_dir, args.repo_id, args.private))
+    module_dir = metric_module_dir(args.module_dir)
+    return _finish(args, lambda out: build_metric_space_folder(module_dir, out, args.repo_id),
+                   lambda: push_metric(module_dir, args.repo_id, args.private))
 
 
 def _run_push_space(args) -> int:
@@ -1595,7 +1618,8 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=_run_push)
 
     p = subparsers.add_parser("push-metric", help="publish an evaluate module as a metric Space")
-    p.add_argument("module_dir", help="hf_attn/metrics/<name>")
+    p.add_argument("module_dir", metavar="MODULE",
+                   help="one of hf_attn's evaluate modules by name (e.g. jw_correlation) or a module folder")
     _common(p)
     p.set_defaults(func=_run_push_metric)
 

@@ -49,7 +49,7 @@ def attention_divergence(adversary_attention: torch.Tensor, base_attention: torc
     return kl_divergence(adversary_attention, floored, mask)
 
 
-# Training protocols of the consistent adversary (issue 15). "wp" is W&P's own code
+# Training protocols of the consistent adversary. "wp" is W&P's own code
 # (github.com/sarahwie/attention @ d867a2b):
 # * schedule: run_adversarial.sh passes ``--n_iters 80`` (80 epochs); Trainers/TrainerBC.py
 #   ``train_adversarial`` (l. 63–124) keeps the epoch with the lowest TRAINING loss (``loss_tr <

@@ -42,7 +42,7 @@ from hf_attn.methods.inputs import check_importance, check_token_inputs
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import aopc  # noqa: F401
+from hf_attn.core.numpy_measures import aopc  # noqa: F401
 
 DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 DEFAULT_TOKEN_BUDGET = 65536  # padded tokens per forward pass

@@ -228,7 +228,7 @@ def _deletion_runs(lstm: torch.nn.LSTM, gate_inputs: torch.Tensor, h0: torch.Ten
 def _lstm_leave_one_out(model, input_ids, mask, instance, position, probabilities, result,
                         token_budget: int) -> None:
     """Exact LOO for a one-layer BiLSTM (fills ``result`` at (``instance``, ``position``); J&W
-    Alg. 1 leave-one-out, SPEC §9).
+    Alg. 1 leave-one-out).
 
     Deleting token i of a sentence of length L leaves its forward states before i and backward
     states after i unchanged; x₋i's other forward states are a forward run over x_{i+1..L−1} from

@@ -46,7 +46,7 @@ def permutation_tvd(model, hidden_states: torch.Tensor, attention: torch.Tensor,
     ``(B, T, D)``, ``attention`` α̂ and ``attention_mask`` ``(B, T)`` (the positions permuted).
 
     All permutations of the batch go through the decoder in one call of
-    ``model.logits_from_token_logits`` (exact: the decoder is linear and Σα = 1, SPEC §9).
+    ``model.logits_from_token_logits`` (exact: the decoder is linear and Σα = 1).
     ``permutations`` (B, P, T) overrides the random draw (tests, per-instance comparisons).
     """
     mask = attention_mask.bool()

@@ -6,7 +6,7 @@ Wiegreffe & Pinter 2019 (``hf_attn.analysis.wp.battery``) and Tutek & Šnajder 2
 over an ``hf_attn.training.grid`` variant grid) batteries and the ERASER / integrated-gradients table
 (``hf_attn.analysis.eraser.battery``), and writes
 
-* ``OUT/REPORT.md``: for every published table of SPEC.md the published value beside the measured
+* ``OUT/REPORT.md``: for every published table of the three papers the published value beside the measured
   one (mean ± std over seeds where the paper averaged runs), and per finding the paper's sentence
   (verbatim) beside the rule derived from it, the tolerance (from the seed spread measured in the
   same report) and the verdict — computed from the numbers by the checks in :func:`findings_for` —

@@ -351,7 +351,7 @@ def _bert_family_texts(run: DatasetRun, n: int):
 
 
 def _stage_bert_family(run: DatasetRun) -> None:
-    """--bert-family (issue 18): fine-tune the BERT-family classifier on the dataset (unless it is
+    """--bert-family: fine-tune the BERT-family classifier on the dataset (unless it is
     already there, or ``plan.bert_family.model_dir`` names a folder to reuse), the J&W battery on its
     ``[CLS]`` attention over ``jw_instances`` seeded-sampled test sentences, and W&P's uniform attention on
     the same sentences when hf_attn has the W&P transformer battery."""

@@ -20,7 +20,7 @@ AGNEWS_PATH_ENV = "HF_ATTN_AGNEWS_PATH"
 
 @dataclass
 class BertFamilyPlan:
-    """The opt-in BERT-family section (``hf-attn reproduce --bert-family``, SST only; issue 18): a
+    """The opt-in BERT-family section (``hf-attn reproduce --bert-family``, SST only): a
     BERT-family classifier fine-tuned on SST by :func:`hf_attn.training.transformer.train_transformer_classifier`
     from ``base_model`` (``epochs``, ``seed``; the other settings its defaults) into
     ``OUT/runs/sst/bert-family`` — or the existing folder ``model_dir`` (``--bert-model-dir``), reused

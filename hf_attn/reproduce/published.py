@@ -5,7 +5,8 @@ table, card and verdict)."""
 from __future__ import annotations
 
 from hf_attn.core.published import (JW_AVERAGE_LOO_GAIN, JW_COMMITTED_SST, JW_GRADIENT_LOO_GAP,  # noqa: F401
-                                    JW_PUBLISHED, JW_RELEASED_READING, JW_RELEASED_SST, JW_RELEASED_SST_TAU,
+                                    JW_PUBLISHED, JW_RELEASED_READING, JW_RELEASED_SST, JW_RELEASED_SST_METRICS,
+                                    JW_RELEASED_SST_TAU,
                                     TS_PUBLISHED_EXTRA, TS_SST, TS_TABLE6_SST)
 
 # Verbatim sentences of the papers (tests/test_verdicts.py finds each in shared/papers).

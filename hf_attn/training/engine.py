@@ -26,9 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import DistributedType
-from transformers import (PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainerCallback,
-                          TrainingArguments)
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast, Trainer, TrainingArguments
+from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
@@ -36,7 +35,7 @@ from hf_attn.data.datasets import BUILTIN_DATASETS, TaskData, load_task
 from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
 from hf_attn.core.environment import environment_versions  # noqa: F401 (re-exported)
 from hf_attn.core.arguments import bounded_list, MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS
-from hf_attn.core.io import LOCK_NAME, exclusive_output_folder, json_safe, read_json, write_json_atomic
+from hf_attn.core.io import LOCK_NAME, exclusive_output_folder, read_json, write_json_atomic
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
 from hf_attn.training import pair
@@ -802,6 +801,46 @@ def _rows(encoded, columns: dict[str, dict[str, list]]) -> dict[str, list[dict]]
     return rows
 
 
+def _log_line(logs: dict) -> str:
+    """A Trainer log dict as one readable line: ``loss 0.6812, grad_norm 0.41, epoch 0.23``."""
+    def fmt(value):
+        try:
+            return f"{float(value):.4g}"
+        except (TypeError, ValueError):
+            return str(value)
+    return ", ".join(f"{key} {fmt(value)}" for key, value in logs.items())
+
+
+class _TrainingLog(TrainerCallback):
+    """Trainer's periodic logs (loss, dev metrics per epoch) go to the run's log file, not the console
+    (``console=False``: hf-attn's console handler drops them), instead of a raw dict per line."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            logger.info("step %d/%d: %s", state.global_step, state.max_steps, _log_line(logs),
+                        extra={"console": False})
+
+
+class _TrainingBar(ProgressCallback):
+    """One progress bar for the training steps: Trainer's, without its nested evaluation bars."""
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        pass
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        pass
+
+
+def _readable_console(trainer: Trainer, progress: bool) -> None:
+    """Replace Trainer's console output (a raw log dict per line, nested bars) by one training bar
+    (``progress``) and log lines in the run's log file."""
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    if progress:
+        trainer.add_callback(_TrainingBar())
+    trainer.add_callback(_TrainingLog())
+
+
 def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, progress: bool,
            keep_checkpoints: bool, processes: int, main_process: bool, pieces: TaskPieces | None,
            hooks: TrainingHooks | None) -> dict:
@@ -839,7 +878,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
         data_collator=collator, processing_class=tokenizer, compute_metrics=_compute_metrics,
         callbacks=[*hooks.callbacks, clock], sparse_embedding_updates=settings.sparse_embedding_updates,
         sorted_evaluation=plain or hooks.sorted_evaluation, **hooks.trainer_kwargs)
-    _logs_to_stderr(trainer)
+    _readable_console(trainer, progress)
     last = last_complete_checkpoint(args.output_dir)
     importlib.import_module("sklearn.metrics")  # used by every evaluation: imported before the clock starts
 
@@ -871,31 +910,6 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     if not keep_checkpoints:  # finished: the optimizer states are only needed to resume
         shutil.rmtree(args.output_dir, ignore_errors=True)
     return metrics
-
-
-class _StderrLog(TrainerCallback):
-    """The Trainer's log records (loss, dev metrics) as strict JSON lines on the ``hf_attn`` logger
-    (stderr), instead of Python dict reprs on stdout: a command's stdout holds only its own JSON."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_local_process_zero and logs:
-            record = {k: v for k, v in logs.items() if k != "total_flos"}
-            logger.info("%s", json.dumps(json_safe(record), allow_nan=False))
-
-
-class _ProgressBarsOnly(ProgressCallback):
-    """``ProgressCallback`` without its ``print``-to-stdout of every log record (:class:`_StderrLog` logs them)."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        return None
-
-
-def _logs_to_stderr(trainer: Trainer) -> None:
-    trainer.remove_callback(PrinterCallback)
-    if any(isinstance(c, ProgressCallback) for c in trainer.callback_handler.callbacks):
-        trainer.remove_callback(ProgressCallback)
-        trainer.add_callback(_ProgressBarsOnly())
-    trainer.add_callback(_StderrLog())
 
 
 CLOCK_FILE = "hf_attn_clock.json"  # in each checkpoint: training seconds and tokens up to it

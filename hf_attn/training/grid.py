@@ -8,7 +8,7 @@ finished runs (``train`` returns a finished folder as is) and resumes an interru
 last checkpoint. ``DIR/grid.json`` (written atomically after every run) records the settings, each
 run's status, test metrics and wall time, and the grid's total wall time.
 
-Equal footing (issue 5 item 6): every variant — base and concat included — gets the same
+Equal footing: every variant — base and concat included — gets the same
 embeddings, epochs, seeds and BiLSTM size, by default H = d/2 so that 2H = d as the residual /
 tying / MLM variants require (T&Š appendix A: 2H = d = 300, "we also use the new hidden state size
 for all experiments with the base model"). Defaults of the regularisers, from T&Š Table 4:

@@ -1,5 +1,5 @@
 """Fine-tuning a BERT-family ``AutoModelForSequenceClassification`` with ``transformers.Trainer``
-(issue 18, SPEC §11): the transformer counterpart of ``hf-attn train``.
+: the transformer counterpart of ``hf-attn train``.
 
 ``hf-attn train --dataset sst --base-model minilm-l6 [--freeze-layers N] --output-dir DIR`` maps to
 :func:`train_transformer_classifier`. The folder it writes holds the model (``save_pretrained``,

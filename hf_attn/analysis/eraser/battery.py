@@ -1,4 +1,4 @@
-"""The ERASER table (SPEC §7): ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020,
+"""The ERASER table: ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020,
 §4) of every per-token importance measure of one model on one split — attention, gradient,
 leave-one-out (J&W), integrated gradients (Sundararajan et al. 2017) and a random floor — plus the
 Kendall τ between the measures; ``hf-attn eraser DIR --output-dir OUT`` writes results.json,
@@ -255,7 +255,7 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     check_count("max_instances (--max-instances)", max_instances)
     check_count("ig_steps (--ig-steps)", ig_steps, allow_none=False)
     check_count("token_budget (--token-budget)", token_budget, allow_none=False)
-    if is_transformer_model_dir(model_dir):  # issue 18: word pieces, [CLS] attention, rollout
+    if is_transformer_model_dir(model_dir):  # any transformers classifier, through its adapter
         from hf_attn.analysis.eraser.transformer import run_transformer_eraser
 
         return run_transformer_eraser(model_dir, output_dir, split, measures, fractions, ig_steps=ig_steps,
@@ -330,7 +330,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--overwrite", action="store_true",
                    help="replace what --output-dir holds (another analysis, or this one with other settings)")
-    g = p.add_argument_group("BERT-family classifiers (issue 18)")
+    g = p.add_argument_group("transformers classifiers")
     g.add_argument("--dataset", default=None,
                    help="the data to analyse for a model without run.json (trained elsewhere, a Hub id): sst, "
                         "a CSV/JSON(L) file (analysed whole) or folder, or a Hub dataset id")

@@ -1,4 +1,4 @@
-"""Jain & Wallace 2019 battery (J&W §4; SPEC §4): gradient importance, leave-one-out, attention
+"""Jain & Wallace 2019 battery (J&W §4): gradient importance, leave-one-out, attention
 permutation and k-adversary attention over a whole split, batched over many instances per tensor
 operation.
 
@@ -202,6 +202,8 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
         texts, labels = texts[:settings.max_instances], labels[:settings.max_instances]
     os.makedirs(output_dir, exist_ok=True)
     cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
+    # the torch threads the battery ran with: its own override, else the command's --threads (in effect)
+    threads_used = settings.algorithm.num_threads or torch.get_num_threads()
     instances, summary = run_jw_battery(model, tokenizer, texts, labels, settings.algorithm,
                                         progress=settings.progress, cache_dir=cache_dir)
     if not is_main_process():  # `accelerate launch`: every process has all results; one writes
@@ -215,7 +217,7 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
         "label_names": label_names,
         "model": {"encoder": model.config.encoder, "attention": model.config.attention,
                   "variant": model.config.variant},
-        "parameters": asdict(settings.algorithm), "summary": strip_arrays(summary),
+        "parameters": asdict(settings.algorithm) | {"num_threads": threads_used}, "summary": strip_arrays(summary),
         "published": PUBLISHED_SST if dataset == "sst" else None,
         "figures": {name: os.path.basename(path) for name, path in figures.items()},
         "instances_file": "instances.jsonl", "processes": distributed_world_size(),

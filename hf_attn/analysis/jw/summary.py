@@ -17,14 +17,14 @@ from hf_attn.methods.adversary import best_feasible_adversary
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import (_class_ids, _describe, binned_by_max_attention,  # noqa: F401
-                                               jsonable)
+from hf_attn.core.numpy_measures import (_class_ids, _describe, binned_by_max_attention,  # noqa: F401
+                                         jsonable)
 
 PUBLISHED_SST = JW_SST_SUMMARY  # J&W Table 2, SST (hf_attn.core.published)
 
 MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
-# Importances closer than this (absolute) are tied before Kendall τ (issue 15 item 6; see
+# Importances closer than this (absolute) are tied before Kendall τ (see
 # :func:`hf_attn.core.measures.merge_near_ties`). Attention weights, leave-one-out TVDs and gradient ×
 # input are all computed in float32 from probabilities of order 1, so their rounding error is
 # absolute, a few ulp(1) = 1.2e-7. Measured 2026-11-22 on the 2-core machine, against a float64

@@ -1,6 +1,6 @@
 """Tutek & Šnajder 2020 battery ("ts"): how faithful is the attention of base vs regularised models.
 
-Measures (SPEC §6; shapes: B instances, T tokens, K decoder units, C classes, d / D sizes of e_t / h'_t):
+Measures (shapes: B instances, T tokens, K decoder units, C classes, d / D sizes of e_t / h'_t):
 
 1. **Fragility** (T&Š §3.2, §4.1, Table 1): F1 with the trained attention (Tr.), and the change in
    F1 (percentage points) when α is replaced at test time by the uniform distribution over the real
@@ -48,8 +48,8 @@ from hf_attn.analysis import Battery, register_battery
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import (cluster_labels, clustered_mutual_information,  # noqa: F401
-                                               token_probability_score)
+from hf_attn.core.numpy_measures import (cluster_labels, clustered_mutual_information,  # noqa: F401
+                                         token_probability_score)
 
 logger = logging.getLogger(__name__)
 
@@ -576,7 +576,47 @@ def run_battery(model_dir: str, output_dir: str, settings: TSSettings | None = N
     results["example"] = {"split": example_split, "index": int(example), "text": text}
     write_json_atomic(os.path.join(output_dir, "per_instance.json"), per_instance)
     write_json_atomic(os.path.join(output_dir, "results.json"), results)
+    if settings.progress:
+        print(format_ts_summary(results))
     return results
+
+
+def _num(value, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
+
+
+def _signed(value) -> str:
+    return f"{value:+.1f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
+
+
+def format_ts_summary(results: dict) -> str:
+    """The short table ``hf-attn analyze --battery ts`` prints (every number is in results.json)."""
+    model = results.get("model") or {}
+    lines = [f"T&Š battery: {model.get('encoder', '?')} + {model.get('attention', '?')} attention, variant "
+             f"{model.get('variant', '?')}; {results.get('instances', '?')} {results.get('split', '')} instances"]
+    frag = results.get("fragility") or {}
+    if frag:
+        lines.append(f"  {'fragility, F1 ×100 (Table 1)':34s} trained {_num(frag.get('f1_trained'), 1)}; "
+                     f"uniform α {_num(frag.get('f1_uniform'), 1)} (Δ {_signed(frag.get('delta_uniform'))}); "
+                     f"permuted α {_num(frag.get('f1_permuted'), 1)} (Δ {_signed(frag.get('delta_permuted'))}, "
+                     f"{frag.get('permutation_draws', '?')} draws)")
+    prob = results.get("token_probability") or {}
+    if prob:
+        lines.append(f"  {'per-token probability (Table 3)':34s} {_num(prob.get('token_probability'))} over "
+                     f"{prob.get('correct_instances', '?')} correctly classified instances")
+    mi = results.get("mutual_information") or {}
+    sets = [(name, mi[name]) for name in ("MF", "RS") if isinstance(mi.get(name), dict)]
+    if sets:
+        lines.append(f"  {'mutual information, nats (Table 2)':34s} " + "; ".join(
+            f"{name} {_num(v.get('mi'))} ({v.get('types', '?')} types, {v.get('n_clusters', '?')} clusters)"
+            for name, v in sets))
+    adversary = results.get("jw_adversary") or {}
+    if adversary.get("status") == "ok":
+        lines.append(f"  {'J&W adversary (Fig. 1)':34s} mean ε-max JSD {_num(adversary.get('mean_eps_max_jsd'))}, "
+                     f"mean TVD {_num(adversary.get('mean_tvd'), 4)}, feasible "
+                     f"{_num(adversary.get('fraction_feasible'), 2)} ({adversary.get('instances', '?')} instances)")
+    lines.append(f"  {'seconds':34s} {results.get('seconds', '?')}")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Wiegreffe & Pinter (2019) battery ("Attention is not not Explanation"), SPEC §5.
+"""Wiegreffe & Pinter (2019) battery ("Attention is not not Explanation").
 
 ``hf-attn analyze BASE_DIR --battery wp --output-dir OUT`` trains what is missing (resumable; one
 training at a time) into ``--wp-runs-dir`` (default ``OUT/models``) and writes ``OUT/results.json``
@@ -49,7 +49,7 @@ from hf_attn.analysis import Battery, register_battery
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
-from hf_attn.metrics._hf_attn_measures import binned_summary, divergence_summary  # noqa: F401
+from hf_attn.core.numpy_measures import binned_summary, divergence_summary  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
@@ -748,8 +748,8 @@ def settings_from_args(args) -> WPSettings:
 
 
 def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
-    """The registered battery: :func:`run_wp` plus a short JSON summary on stdout. A BERT-family
-    classifier (folder or Hub id) goes to :mod:`hf_attn.analysis.wp.transformer` (issue 18)."""
+    """The registered battery: :func:`run_wp` plus a labelled summary on stdout (unless quiet). A BERT-family
+    classifier (folder or Hub id) goes to :mod:`hf_attn.analysis.wp.transformer`."""
     from hf_attn.analysis.jw.transformer import is_transformer_model_dir
 
     if is_transformer_model_dir(model_dir):
@@ -757,14 +757,42 @@ def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
 
         return run_transformer(model_dir, output_dir, settings)
     results = run_wp(model_dir, output_dir, settings)
-    from hf_attn.cli import print_json
-
-    print_json({"uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
-                      "diagnostic_mlp_f1": {g: round(v["test_f1"], 4)
-                                            for g, v in results["diagnostic_mlp"]["guides"].items()},
-                      "ordering_holds": results["diagnostic_mlp"]["ordering"]["holds"],
-                      "wall_seconds": results["timing"]["wall_seconds"]})
+    if settings.progress:
+        print(format_wp_summary(results))
     return results
+
+
+def _num(value, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
+
+
+def format_wp_summary(results: dict) -> str:
+    """The labelled table ``hf-attn analyze --battery wp`` prints (every number is in results.json)."""
+    uniform = results.get("uniform_baseline") or {}
+    lines = [f"W&P battery: {results.get('num_instances', '?')} {results.get('split', '')} instances, "
+             f"F1 of the model {_num((results.get('base') or {}).get('f1'))}"]
+    lines.append(f"  {'uniform attention (§3.2)':32s} F1 trained {_num((uniform.get('base') or {}).get('f1'))}, "
+                 f"frozen uniform {_num((uniform.get('uniform') or {}).get('f1'))}, gap {_num(uniform.get('f1_gap'))}")
+    seeds = (results.get("seed_variance") or {}).get("summary") or {}
+    lines.append(f"  {'seed variance (§3.3)':32s} mean max JSD {_num(seeds.get('mean_max_jsd'))}, "
+                 f"mean max TVD {_num(seeds.get('mean_max_tvd'))}, F1 {_num(seeds.get('f1_mean'))} "
+                 f"± {_num(seeds.get('f1_std'))}")
+    for row in (results.get("consistent_adversary") or {}).get("rows", []):
+        lines.append(f"  {'consistent adversary λ = ' + format(row['lambda'], 'g') + ' (§4)':32s} "
+                     f"F1 {_num(row.get('f1'))}, mean JSD {_num(row.get('mean_jsd'))}, "
+                     f"mean TVD {_num(row.get('mean_tvd'))}")
+    mlp = results.get("diagnostic_mlp") or {}
+    for guide, values in (mlp.get("guides") or {}).items():
+        published = values.get("published_sst_f1")
+        lines.append(f"  {'diagnostic MLP, ' + guide + ' guide (§3.4)':32s} F1 {_num(values.get('test_f1'))}"
+                     + (f" (W&P SST {published:.3f})" if isinstance(published, (int, float)) else ""))
+    ordering = (mlp.get("ordering") or {}).get("holds")
+    if ordering is not None:
+        lines.append(f"  {'W&P Table 3 ordering':32s} {'holds' if ordering else 'does not hold'}")
+    seconds = (results.get("timing") or {}).get("wall_seconds")
+    if seconds is not None:
+        lines.append(f"  {'seconds':32s} {seconds}")
+    return "\n".join(lines)
 
 
 register_battery(Battery("wp", settings_class=WPSettings, add_options=add_options,

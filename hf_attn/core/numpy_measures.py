@@ -3,14 +3,17 @@ only by the functions that need them): what a module computes when hf_attn is no
 
 ``evaluate.load("USER/<metric>")`` downloads ``<metric>.py`` and the files it imports *relatively*
 (``from ._hf_attn_measures import ...``), never a package from PyPI; hf_attn is not on any index,
-so each module script imports only this file, NumPy and the evaluate stack. Every
-``hf_attn/metrics/<name>/`` folder links to it (so the folder loads locally too), and
-``hf-attn push-metric`` uploads it beside the script.
+so each module script imports only its copy of this file, NumPy and the evaluate stack. This file
+is the one source: ``python scripts/generate_metric_copies.py`` writes it, under a generated-file
+header, as ``hf_attn/metrics/<name>/_hf_attn_measures.py`` into every module folder (so each folder
+loads on its own, locally and from the Hub), ``--check`` fails when a copy is stale, and
+``hf-attn push-metric`` refuses a stale copy. It must therefore stay self-contained: it imports
+nothing from hf_attn.
 
-One source for the NumPy code the library shares: where the library's function is the same code
-(the input checks, the J&W/W&P/T&Š summaries that are pure NumPy, Kendall's exact null), the library
-imports it from here; the others are NumPy ports of the library's torch functions, named in their
-docstrings, and ``tests/test_metric_spaces.py`` checks that they return the library's values.
+Where the library's function is the same code (the input checks, the J&W/W&P/T&Š summaries that
+are pure NumPy, Kendall's exact null), the library imports it from here; the others are NumPy ports
+of the library's torch functions, named in their docstrings, and ``tests/test_metric_spaces.py``
+checks that they return the library's values.
 """
 
 from __future__ import annotations

@@ -8,7 +8,12 @@ computation lives in ``hf_attn.explorer``; this file only lays it out. The input
 (``config.max_tokens``).
 
 Models: visitors pick from the operator's allow-list (``HF_ATTN_MODEL``, ``HF_ATTN_MODELS``,
-``space_config.json`` next to this file: ``"default_model"`` and ``"models"``); the first one opens.
+``space_config.json`` next to this file: ``"default_model"`` and ``"models"``); the first one opens,
+and the page says which model it serves and where that choice comes from. Without a model, or when
+the first one cannot be loaded, the app refuses to start with one line on stderr (exit code 2): it
+never picks or trains a model by itself. Visitors see model names (a Hub id, or ``local:<folder>``
+for a server folder), never server paths. Visitor errors are logged as one line each.
+Run it locally with ``HF_ATTN_MODEL=runs/sst-lstm python -m hf_attn.app.space.app``.
 ``HF_ATTN_ALLOW_ANY_MODEL=1`` lets them type any other Hub id as well (still never a server path, and
 never remote code). ``HF_ATTN_MODEL_CACHE_SIZE`` (default 4) bounds the models held in memory.
 ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` pick host and port (Gradio reads them); analytics
@@ -31,7 +36,7 @@ import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
 from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
-                             ModelPolicy, check_settings, default_model, explain_sentence, heatmap_html,
+                             ModelPolicy, check_settings, explain_sentence, heatmap_html, is_hub_id,
                              is_transformer_model,
                              markdown_text, model_max_tokens, model_policy, permutation_figure,
                              summary_markdown)
@@ -51,10 +56,16 @@ EXAMPLES = [
 SENTENCE_LABEL = "Sentence"
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def visitor_errors(handler):
     """Every error of ``handler`` reaches the visitor as a clear :class:`gr.Error`: our
-    :class:`ExplainError` messages as they are, anything else as :data:`UNEXPECTED_MESSAGE` with the
-    traceback logged here (never Gradio's bare "upstream exception")."""
+    :class:`ExplainError` messages as they are, anything else as :data:`UNEXPECTED_MESSAGE` (never
+    Gradio's bare "upstream exception"). The server log gets one line per error: the visitor's
+    mistakes at INFO, the unexpected ones at ERROR with the exception's type and message (which
+    may name server paths, so they never reach the page)."""
     @functools.wraps(handler)
     def wrapper(*args, **kwargs):
         try:
@@ -62,11 +73,38 @@ def visitor_errors(handler):
         except gr.Error:
             raise
         except ExplainError as err:
+            LOGGER.info("visitor error in %s: %s", handler.__name__, _one_line(err))
             raise gr.Error(str(err)) from None
-        except Exception:
-            LOGGER.exception("unexpected error in %s", handler.__name__)
+        except Exception as err:
+            LOGGER.error("unexpected error in %s: %s: %s", handler.__name__, type(err).__name__, _one_line(err))
             raise gr.Error(UNEXPECTED_MESSAGE) from None
     return wrapper
+
+
+def display_names(models) -> dict[str, str]:
+    """``{name shown to visitors: model}``: a Hub id as it is, a server folder as ``local:<folder name>``
+    (numbered when two folders share a name), so that no server path reaches the page."""
+    shown: dict[str, str] = {}
+    for model in models:
+        name = model if is_hub_id(model) else f"local:{Path(model.rstrip('/')).name or 'model'}"
+        base, n = name, 2
+        while name in shown:
+            name, n = f"{base} ({n})", n + 1
+        shown[name] = model
+    return shown
+
+
+def model_source(model: str, app_dir=APP_DIR) -> str:
+    """Why the app serves ``model`` (the first of the operator's list): which setting names it."""
+    from hf_attn.explorer import _split_names
+
+    if model in _split_names(os.environ.get("HF_ATTN_MODEL")):
+        return "set by the HF_ATTN_MODEL variable"
+    if model in _split_names(os.environ.get("HF_ATTN_MODELS")):
+        return "first of the HF_ATTN_MODELS variable"
+    if (Path(app_dir) / "space_config.json").is_file():
+        return "named in this Space's space_config.json (hf-attn push-space --model)"
+    return "chosen by whoever runs this app"
 
 
 def sentence_info(limit: int | None) -> str:
@@ -80,12 +118,21 @@ def clear_outputs():
     return None, "", "", None, None
 
 
-def make_handlers(cache: ModelCache):
+def make_handlers(cache: ModelCache, names: dict[str, str] | None = None):
     """``(describe_model, explain, sentence_box)``: the app's event handlers on the models of ``cache``
-    (``sentence_box`` relabels the sentence box with the model's input limit)."""
+    (``sentence_box`` relabels the sentence box with the model's input limit). ``names``: the names
+    shown to visitors and the models they stand for (:func:`display_names`); any other name is
+    passed to the cache as it is (the policy decides)."""
+    names = names or {}
+    shown = {model: name for name, model in names.items()}
+
+    def model_of(name):
+        return names.get(name.strip(), name) if isinstance(name, str) else name
+
     @visitor_errors
     def describe_model(name: str) -> str:
-        model, _ = cache.get(name)
+        model, _ = cache.get(model_of(name))
+        name = shown.get(model_of(name), name)
         c = model.config
         labels = ", ".join(markdown_text(v) for v in c.id2label.values())
         name = markdown_text(name)
@@ -98,7 +145,7 @@ def make_handlers(cache: ModelCache):
 
     def sentence_box(name: str):
         try:
-            model, _ = cache.get(name)
+            model, _ = cache.get(model_of(name))
             limit = model_max_tokens(model)
         except Exception:  # the error itself is shown by describe_model / explain
             limit = None
@@ -108,7 +155,7 @@ def make_handlers(cache: ModelCache):
     def explain(model_name: str, text: str, eps: float, steps: float, seed: float):
         # Bounds first: a request with absurd settings is refused before any model is loaded.
         settings = check_settings(eps=eps, steps=steps, seed=seed)  # max_tokens: the model's own limit
-        model, tokenizer = cache.get(model_name)
+        model, tokenizer = cache.get(model_of(model_name))
         explanation = explain_sentence(model, tokenizer, text, **settings)
         label = {name: float(p) for name, p in zip(explanation.label_names, explanation.probabilities)}
         return (label, summary_markdown(explanation), heatmap_html(explanation), permutation_figure(explanation),
@@ -117,27 +164,35 @@ def make_handlers(cache: ModelCache):
     return describe_model, explain, sentence_box
 
 
-def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: ModelCache | None = None) -> gr.Blocks:
+def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: ModelCache | None = None,
+               served_because: str | None = None) -> gr.Blocks:
     """The explorer page: models from ``policy`` (``initial_model`` selected), loaded through
-    ``cache`` (a new :class:`ModelCache` by default)."""
-    describe_model, explain, sentence_box = make_handlers(cache or ModelCache(policy))
+    ``cache`` (a new :class:`ModelCache` by default); ``served_because`` says why the first model is
+    the one served (:func:`model_source`). Visitors see :func:`display_names`, never server paths."""
+    names = display_names(policy.models)
+    describe_model, explain, sentence_box = make_handlers(cache or ModelCache(policy), names)
     initial_model = initial_model or (policy.models[0] if policy.models else None)
+    initial_name = next((name for name, model in names.items() if model == initial_model), initial_model)
     steps_low, steps_high = INT_LIMITS["steps"]
     eps_low, eps_high = FLOAT_LIMITS["eps"]
     with gr.Blocks(title="Is attention explanation?") as demo:
         gr.Markdown("# Is attention explanation?\nAttention of an hf_attn classifier next to gradient and "
                     "leave-one-out importance with the sentence's Kendall τ, an adversarial attention and the "
                     "permutation Δŷ (Jain & Wallace 2019), and per-token predictions (Tutek & Šnajder 2020).")
+        if initial_name:
+            gr.Markdown(f"Serving **{initial_name}**" + (f", {served_because}" if served_because else "")
+                        + (f"; {len(names) - 1} other model(s) to choose from." if len(names) > 1 else "."),
+                        elem_id="served-model")
         with gr.Row():
             # allow_custom_value=True only switches off Gradio's own choice check, whose message
             # differs from ours (it echoes the name): ModelPolicy in the handlers refuses every name
             # off the list with the same NOT_ALLOWED_MESSAGE.
             info = ("one of the listed models, or any Hub id USER/NAME" if policy.allow_any_hub_id
                     else "one of the models offered by this explorer")
-            model_name = gr.Dropdown(choices=list(policy.models), value=initial_model, label="Model", info=info,
+            model_name = gr.Dropdown(choices=list(names), value=initial_name, label="Model", info=info,
                                      allow_custom_value=True, scale=4, elem_id="model")
             load_button = gr.Button("Load model", scale=1)
-        model_status = gr.Markdown(elem_id="model-status")
+        model_status = gr.Markdown(label="model", elem_id="model-status")
         text = gr.Textbox(label=SENTENCE_LABEL, info=sentence_info(None), lines=2,
                           placeholder="type a sentence, e.g. I don't like it, it isn't good.", elem_id="sentence",
                           max_length=MAX_TEXT_CHARS)
@@ -152,7 +207,7 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
         explain_button = gr.Button("Explain", variant="primary", elem_id="explain")
         with gr.Row():
             prediction = gr.Label(label="Prediction ŷ", elem_id="prediction")
-            summary = gr.Markdown(elem_id="summary")
+            summary = gr.Markdown(label="summary", elem_id="summary")
         heatmaps = gr.HTML(label="Token heatmaps", elem_id="heatmaps")
         permutations = gr.Plot(label="Permutation Δŷ", elem_id="permutations")
         with gr.Accordion("All values (JSON)", open=False):
@@ -185,15 +240,55 @@ def launch(demo: gr.Blocks, **kwargs) -> None:
     demo.launch(share=False, show_error=True, **kwargs)
 
 
+class OneLineFormatter(logging.Formatter):
+    """Log records as single lines: an exception adds ``: Type: message``, never a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text
+        exc = record.exc_info[1] if record.exc_info else None
+        record.exc_info, record.exc_text = None, None
+        try:
+            line = super().format(record)
+        finally:
+            record.exc_info, record.exc_text = saved
+        if exc is not None:
+            line += f": {type(exc).__name__}: {exc}"
+        return _one_line(line)
+
+
+NO_MODEL_MESSAGE = ("no model to serve: set HF_ATTN_MODEL to a Hub model id (USER/NAME) or a model folder, "
+                    "or add space_config.json (hf-attn push-space --model USER/NAME)")
+
+
+def startup(app_dir=APP_DIR) -> tuple[ModelPolicy, ModelCache, str]:
+    """The operator's policy, a cache holding the first model (loaded now) and why it is served;
+    ValueError with one line when there is no model or the first one cannot be loaded."""
+    policy = model_policy(app_dir)
+    if not policy.models:
+        raise ValueError(NO_MODEL_MESSAGE)
+    initial = policy.models[0]
+    cache = ModelCache(policy)
+    shown = next(name for name, model in display_names(policy.models).items() if model == initial)
+    try:
+        cache.get(initial)
+    except ExplainError as err:
+        raise ValueError(f"cannot serve {shown}: {_one_line(err)}") from None
+    return policy, cache, model_source(initial, app_dir)
+
+
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     # One sentence means tiny tensors: a single intra-op thread is much faster than a contended pool
     # (measured: 0.46 s vs 8 s for the 500-step adversary on 2 busy cores).
     torch.set_num_threads(int(os.environ.get("HF_ATTN_TORCH_THREADS", "1")))
-    initial = default_model(APP_DIR)
-    # The model opened first is allowed even when it was found or trained locally rather than configured.
-    policy = model_policy(APP_DIR, extra=[initial] if initial else [])
-    launch(build_demo(policy, initial))
+    try:
+        policy, cache, because = startup()
+    except ValueError as err:
+        print(f"hf_attn explorer: {err}", file=sys.stderr)
+        sys.exit(2)
+    launch(build_demo(policy, policy.models[0], cache, served_because=because))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""What an installed hf_attn needs ships inside the package: the card templates, the Space app and
+the evaluate modules are package data found through importlib.resources, never through the source
+checkout; ``push-metric`` takes a module name; the cards say truthfully how hf_attn installs.
+(The wheel itself is built, installed and made to publish by scripts/wheel_publish_check.py in CI.)"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import hf_attn
+import hf_attn.hub.push as hub
+from hf_attn.cli import main
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = Path(hf_attn.__file__).resolve().parent
+
+
+def _package_data_globs() -> list[str]:
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    return pyproject["tool"]["setuptools"]["package-data"]["hf_attn"]
+
+
+@pytest.mark.parametrize("folder", [hub.CARDS_DIR, hub.SPACE_APP_DIR, hub.METRICS_DIR])
+def test_publishing_files_are_package_data(folder):
+    """Every file a push reads lies inside the package and is matched by pyproject's package-data
+    (so the wheel carries it): templates, the Space app, every file of every evaluate module."""
+    folder = Path(folder).resolve()
+    assert folder.is_relative_to(PACKAGE), folder
+    files = [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    assert files
+    globs = _package_data_globs()
+    for path in files:
+        rel = path.relative_to(PACKAGE).as_posix()
+        if path.suffix == ".py" and (path.parent / "__init__.py").is_file():
+            continue  # a module of a regular package: shipped as code
+        assert any(fnmatch.fnmatch(rel, g) for g in globs), f"{rel} is not package data ({globs})"
+
+
+def test_cards_say_how_hf_attn_installs():
+    """hf_attn is on no package index: no card tells users to `pip install hf_attn`."""
+    for card in Path(hub.CARDS_DIR).glob("*.md"):
+        text = card.read_text()
+        assert "pip install hf_attn" not in text, card.name
+    assert "not on PyPI" in (Path(hub.CARDS_DIR) / "model_card.md").read_text()
+
+
+def test_model_card_does_not_claim_regularisers_make_attention_faithful():
+    """Our own reproduction grades T&Š's fragility/adversary claims "not reproduced"."""
+    text = (Path(hub.CARDS_DIR) / "model_card.md").read_text()
+    assert "show regularisers (tying, MLM) that make attention more" not in " ".join(text.split())
+    assert "did not confirm" in text
+
+
+def test_push_metric_takes_a_module_name(tmp_path, capsys):
+    assert main(["push-metric", "jw_correlation", "--repo-id", "me/jw_correlation", "--to-dir",
+                 str(tmp_path / "out")]) == 0
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"jw_correlation.py", "_hf_attn_measures.py",
+                                                             "app.py", "README.md", "requirements.txt"}
+    assert main(["push-metric", "no_such_module", "--repo-id", "me/x", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "neither a folder nor one of hf_attn's evaluate modules" in err[0]
+    assert "jw_correlation" in err[0]
+
+
+def test_space_vendors_the_package_without_the_app_folder(tmp_path):
+    out = hub.build_space_folder(tmp_path / "space", models=["me/model"])
+    assert (out / "app.py").is_file() and (out / "hf_attn" / "explorer.py").is_file()
+    assert not (out / "hf_attn" / "app").exists()
+    assert not any(p.suffix == ".md" and p.parent.name == "templates" for p in out.rglob("*"))

@@ -1,0 +1,114 @@
+"""The explorer app as its operator and its visitors meet it (built in process, not launched; the
+launched app is tests/test_app.py): it says which model it serves and why, refuses to start without
+a loadable model in one line, shows model names rather than server paths, names its API outputs
+and logs errors as one line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_app import REPO_ROOT
+from test_space_security import load_app_module
+
+from hf_attn.explorer import ModelCache, ModelPolicy
+
+APP = REPO_ROOT / "hf_attn" / "app" / "space" / "app.py"
+MODEL_ENV = ("HF_ATTN_MODEL", "HF_ATTN_MODELS", "HF_ATTN_ALLOW_ANY_MODEL")
+
+
+@pytest.fixture(scope="module")
+def app():
+    return load_app_module()
+
+
+@pytest.fixture
+def no_model_env(monkeypatch):
+    for name in MODEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _never_loads(name, policy):
+    raise AssertionError("nothing is loaded while the page is built")
+
+
+def test_visitors_see_model_names_not_server_paths(app):
+    policy = ModelPolicy(("tester/lstm-sst", "/srv/models/sst-lstm", "/other/sst-lstm/"))
+    assert app.display_names(policy.models) == {"tester/lstm-sst": "tester/lstm-sst",
+                                                "local:sst-lstm": "/srv/models/sst-lstm",
+                                                "local:sst-lstm (2)": "/other/sst-lstm/"}
+    demo = app.build_demo(policy, "/srv/models/sst-lstm", ModelCache(policy, _never_loads), served_because="set by X")
+    config = json.dumps(demo.config)
+    assert "/srv/models" not in config and "/other/sst-lstm" not in config
+    assert "Serving **local:sst-lstm**, set by X; 2 other model(s) to choose from." in config
+
+
+def test_api_outputs_are_named(app):
+    policy = ModelPolicy(("tester/lstm-sst",))
+    demo = app.build_demo(policy, cache=ModelCache(policy, _never_loads))
+    endpoints = demo.get_api_info()["named_endpoints"]
+    assert set(endpoints) == {"/explain", "/load_model"}
+    labels = [r.get("label") for e in endpoints.values() for r in e["returns"]]
+    assert all(labels) and not any(str(label).startswith("value_") for label in labels), labels
+    assert [r["label"] for r in endpoints["/explain"]["returns"]] == ["Prediction ŷ", "summary", "Token heatmaps",
+                                                                    "Permutation Δŷ", "explanation"]
+
+
+def test_handlers_map_shown_names_to_models(app):
+    seen = []
+
+    def loader(name, policy):
+        seen.append(name)
+        raise RuntimeError("stop here")
+
+    policy = ModelPolicy(("/srv/models/sst-lstm",))
+    describe_model, _, _ = app.make_handlers(ModelCache(policy, loader), app.display_names(policy.models))
+    with pytest.raises(Exception):
+        describe_model("local:sst-lstm")
+    assert seen == ["/srv/models/sst-lstm"]
+
+
+def test_startup_refuses_without_a_model_or_with_a_missing_one(app, no_model_env, monkeypatch, tmp_path):
+    with pytest.raises(ValueError, match="no model to serve: set HF_ATTN_MODEL"):
+        app.startup(tmp_path)
+    monkeypatch.setenv("HF_ATTN_MODEL", str(tmp_path / "missing-model"))
+    with pytest.raises(ValueError) as refused:
+        app.startup(tmp_path)
+    message = str(refused.value)
+    assert message.startswith("cannot serve local:missing-model: ") and "\n" not in message
+
+
+def test_startup_names_why_the_model_is_served(app, no_model_env, monkeypatch, trained_model_dir, tmp_path):
+    monkeypatch.setenv("HF_ATTN_MODEL", trained_model_dir)
+    policy, cache, because = app.startup(tmp_path)
+    assert policy.models == (trained_model_dir,) and because == "set by the HF_ATTN_MODEL variable"
+    monkeypatch.delenv("HF_ATTN_MODEL")
+    (tmp_path / "space_config.json").write_text(json.dumps({"default_model": "me/model", "models": ["me/model"]}))
+    assert "space_config.json" in app.model_source("me/model", tmp_path)
+
+
+def test_the_app_without_a_model_exits_with_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in MODEL_ENV}
+    env.update(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run([sys.executable, str(APP)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("hf_attn explorer: no model to serve") and not any("runs" in l for l in lines)
+    assert not list(tmp_path.iterdir())  # nothing found, nothing trained
+
+
+def test_errors_are_logged_as_one_line(app):
+    formatter = app.OneLineFormatter("%(levelname)s %(name)s: %(message)s")
+    try:
+        raise OSError("cannot read\n/srv/x")
+    except OSError:
+        record = logging.getLogger("hf_attn.explorer").makeRecord("hf_attn.explorer", logging.WARNING, __file__, 1,
+                                                                  "cannot load model %r", ("m",), sys.exc_info())
+    line = formatter.format(record)
+    assert line == "WARNING hf_attn.explorer: cannot load model 'm': OSError: cannot read /srv/x"
