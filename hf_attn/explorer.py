@@ -384,7 +384,7 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
     if len(ids) == 0:
         raise ExplainError("The sentence has no tokens after tokenisation (only punctuation or spaces?).")
     limit = model_max_tokens(model) if max_tokens is None else min(max_tokens, model_max_tokens(model))
-    if is_transformer_model(model):  # a BERT-family classifier: its last-layer [CLS] attention (issue 18)
+    if is_transformer_model(model):  # a transformers classifier: the rows its head reads, via its adapter
         if len(ids) > limit + 2:  # [CLS] and [SEP] do not count
             raise ExplainError(f"The sentence is too long: {len(ids) - 2} word pieces, the limit is {limit}. "
                                "Please shorten it.")

@@ -443,3 +443,31 @@ def test_damaged_classifier_weights_are_refused_naming_the_tensor(model, tokeniz
         ta.load_transformer_classifier(str(folder))
     with pytest.raises(ValueError, match=expected):
         Explainer.from_pretrained(str(folder))
+
+
+def test_transformer_run_stores_paths_relative_and_is_analysed_from_anywhere(model, tokenizer, tmp_path,
+                                                                             monkeypatch):
+    """run.json records a local dataset relative to the run folder and no machine path of the base
+    model; `analyze` then finds the data from any working directory."""
+    from hf_attn.cli import main
+    from hf_attn.training.transformer import train_transformer_classifier
+
+    base = tmp_path / "base"
+    model.save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "validation", "test"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n"
+                                                     for i, t in enumerate(TEXTS * 2)))
+    out = tmp_path / "runs" / "tiny"
+    train_transformer_classifier(str(base), str(data), str(out), epochs=1, batch_size=8, progress=False)
+    run = json.loads((out / "run.json").read_text())
+    assert run["settings"]["dataset"] == "../../data" and run["base_model_path"] is None
+    assert str(tmp_path) not in (out / "run.json").read_text()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["analyze", str(out), "--battery", "jw", "--output-dir", str(tmp_path / "jw"), "--jw-permutations",
+                 "3", "--jw-adversaries", "2", "--jw-steps", "2", "--quiet", "--threads", "1"]) == 0
+    assert json.loads((tmp_path / "jw" / "results.json").read_text())["summary"]["num_instances"] == len(TEXTS) * 2

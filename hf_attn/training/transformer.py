@@ -224,7 +224,13 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         import shutil
 
         shutil.rmtree(os.path.join(output_dir, "checkpoints"), ignore_errors=True)  # best weights saved above
-        record = {"kind": RUN_KIND, "settings": asdict(settings), "base_model_path": path,
+        stored = asdict(settings)
+        for name in ("dataset", "data_path", "base_model"):  # local paths: relative to the run folder
+            value = stored.get(name)
+            if isinstance(value, str) and os.path.exists(value):
+                stored[name] = os.path.relpath(os.path.abspath(value), os.path.abspath(output_dir)).replace(os.sep, "/")
+        record = {"kind": RUN_KIND, "settings": stored,
+                  "base_model_path": None if os.path.isabs(path) else path,  # never a machine path
                   "dataset": task.name, "label_names": label_names, "parameters": counts,
                   "examples": {s: len(d) for s, d in encoded.items()},
                   "at_max_length": at_max_length, "train_loss": float(train_output.training_loss),

@@ -1,4 +1,4 @@
-"""ERASER + integrated gradients for BERT-family classifiers (issue 18, SPEC §11): ``hf-attn eraser
+"""ERASER + integrated gradients for transformers classifiers: ``hf-attn eraser
 DIR`` on a folder (or Hub id) holding a ``transformers`` BERT/RoBERTa/… sequence classifier.
 
 ERASER comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020, "ERASER: A Benchmark to
@@ -29,7 +29,7 @@ is re-framed as ``[CLS] kept [SEP]`` (shorter, not masked; positions re-numbered
 "empty input" (where hf_attn's BiLSTM reads one ``[PAD]``). This framing is
 :class:`FramedClassifier`, a thin module the unchanged :func:`hf_attn.methods.eraser.eraser_scores`
 runs on. Word pieces, not words: a word split into pieces can be partly removed (the analyses of
-issue 18 run on pieces; only figures merge pieces into words).
+the analyses run on pieces; only figures merge pieces into words).
 
 **Integrated gradients.** Only the content pieces' word embeddings move along the path; the
 specials' embeddings, the position and token-type embeddings (added inside the model, after

@@ -508,7 +508,16 @@ def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = 
                              "the data to analyse with --dataset (sst, a CSV/JSON(L) file or folder, or a Hub "
                              "dataset id) and, if needed, --text-column/--label-column")
         s = run.get("settings", {})
-        task = load_task(run["dataset"], seed=int(s.get("data_seed", 0)), data_path=s.get("data_path"),
+
+        def located(value):  # a data path recorded relative to the run folder, usable from here
+            if isinstance(value, str) and not os.path.isabs(value):
+                candidate = os.path.normpath(os.path.join(model_dir, value))
+                if os.path.exists(candidate):
+                    return candidate
+            return value
+
+        source = located(s.get("dataset")) or run["dataset"]
+        task = load_task(source, seed=int(s.get("data_seed", 0)), data_path=located(s.get("data_path")),
                          text_column=text_column or s.get("text_column") or "text",
                          label_column=label_column or s.get("label_column") or "label")
     elif os.path.isfile(dataset) and dataset.lower().endswith((".csv", ".jsonl", ".json")):

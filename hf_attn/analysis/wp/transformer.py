@@ -1,4 +1,4 @@
-"""Wiegreffe & Pinter (2019)'s battery on BERT-family classifiers (issue 18, SPEC §5 + §11).
+"""Wiegreffe & Pinter (2019)'s battery (§3.2–3.4) on transformers classifiers.
 
 ``hf-attn analyze DIR --battery wp`` on a BERT-family folder (or Hub id) comes here
 (:func:`run_transformer`, dispatched by :func:`hf_attn.analysis.wp.battery.run`). The explained
