@@ -45,13 +45,15 @@ from remote_code import BLOCK_HF_ATTN
 REPO_ROOT = Path(__file__).resolve().parents[1]
 METRICS = REPO_ROOT / "hf_attn" / "metrics"
 CANONICAL = REPO_ROOT / "hf_attn" / "core" / "numpy_measures.py"  # the source of every module's copy
-MODULES = sorted(p.name for p in METRICS.iterdir() if (p / f"{p.name}.py").is_file())
+# the modules that ship the shared NumPy measures (the faithfulness modules hold all of their own code:
+# tests/test_faithfulness_modules.py)
+MODULES = [p.name for p in metric_copies.module_folders(METRICS)]
 # one module is also pushed under a repo name that differs from the module name (with a dash)
 RENAMED = {"attention-tau": "jw_correlation"}
 REPOS = {**{name: name for name in MODULES}, **RENAMED}  # repo name -> module
 
 
-def test_there_are_nine_modules():
+def test_there_are_nine_modules_with_the_shared_measures():
     assert MODULES == ["eraser_faithfulness", "jw_adversary", "jw_correlation", "jw_permutation", "ts_fragility",
                        "ts_mutual_information", "ts_token_probability", "wp_consistent_adversary",
                        "wp_seed_variance"]
@@ -265,7 +267,7 @@ def test_generator_check_fails_on_a_stale_copy_and_rewrites_it(tmp_path):
     metrics = tmp_path / "metrics"
     for name in ("jw_correlation", "ts_fragility"):
         (metrics / name).mkdir(parents=True)
-        (metrics / name / f"{name}.py").write_text("import evaluate\n")
+        (metrics / name / f"{name}.py").write_text("import evaluate\nfrom ._hf_attn_measures import aopc\n")
     (metrics / "jw_correlation" / "_hf_attn_measures.py").write_text(metric_copies.copy_text() + "# edited\n")
     (metrics / "ts_fragility" / "_hf_attn_measures.py").symlink_to(CANONICAL)
     stale = metric_copies.stale_copies(metrics)

@@ -216,7 +216,7 @@ def test_training_stdout_is_strict_json(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setattr(engine, "train", lambda *a, **k: {"test_accuracy": 0.5, "test_roc_auc": float("nan"),
                                                           "train_seconds": 1.0, "train_tokens_per_second": None})
-    code, out, _ = cli(["train", "--output-dir", tmp_path / "o", *TINY], capsys)
+    code, out, _ = cli(["train", "--output-dir", tmp_path / "o", "--json", *TINY], capsys)
     assert code == 0 and "NaN" not in out
     assert json.loads(out)["test_roc_auc"] is None
 
@@ -224,7 +224,7 @@ def test_training_stdout_is_strict_json(monkeypatch, tmp_path, capsys):
 def test_training_stdout_is_one_json_document(tmp_path, capsys):
     data = write_csv(tmp_path / "d.csv", toy_rows(40))
     for quiet in ([], ["--quiet"]):
-        argv = ["train", "--dataset", data, "--output-dir", tmp_path / f"run{len(quiet)}", *TINY]
+        argv = ["train", "--dataset", data, "--output-dir", tmp_path / f"run{len(quiet)}", "--json", *TINY]
         code, out, err = cli([a for a in argv if a != "--quiet"] + quiet, capsys)
         assert code == 0, err
         assert set(json.loads(out)) >= {"test_accuracy", "train_tokens_per_second"}  # nothing else on stdout
@@ -562,7 +562,7 @@ def test_fuzz_train_data_files_and_options(fmt, header, base, scheme, corruption
     folder = tmp_path_factory.mktemp("fuzz-train")
     data = _write_data(folder, fmt, header, rows)
     out = folder / "run"
-    argv = ["train", "--dataset", data, "--output-dir", out, "--embeddings", "random", "--embedding-dim", "8",
+    argv = ["train", "--json", "--dataset", data, "--output-dir", out, "--embeddings", "random", "--embedding-dim", "8",
             "--epochs", "1", "--quiet", "--threads", "1", "--min-count", "1", "--max-length", "64",
             "--hidden-size", "4", "--batch-size", "8", *(bad_option or ())]
     code, stdout, err = cli(argv, capsys)

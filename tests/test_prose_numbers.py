@@ -43,6 +43,8 @@ SOURCES = {
     "bertwp": "docs/bert_family/wp_results.json",  # hf-attn analyze --battery wp on MiniLM
     "berteraser": "docs/bert_family/eraser_results.json",  # hf-attn eraser on MiniLM
     "decoderrun": "docs/decoder/train_run.json",  # hf-attn train --base-model smollm2-135m
+    "archmatrix": "docs/benchmarks/architecture_matrix.json",  # scripts/architecture_matrix.py
+    "pretrained": "docs/benchmarks/pretrained_jw.json",  # hf-attn analyze --battery jw on MiniLM, SmolLM2, BiLSTM
     "bf16": "docs/benchmarks/bf16_training.json",  # scripts/benchmark_training.py --compare bf16
     "profile": "docs/benchmarks/profile_analyze.json",  # scripts/profile_commands.py analyze
     "trainprofile": "docs/benchmarks/profile_train.json",  # scripts/profile_commands.py train
@@ -53,6 +55,9 @@ TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v 
 NOT_RESULTS = [
     ("docs/performance.md", "accuracy within 0.02, ROC-AUC within 0.01",
      "tolerances of a test (tests/test_multiprocess.py), not measured values"),
+    ("docs/faithfulness.md", "95 % Student-t", "the confidence level of the intervals, a setting"),
+    ("docs/faithfulness.md", "RSS granularity (0.00)", "what a value below the resolution prints as, not a result"),
+    ("docs/faithfulness.md", "its 95 % intervals", "the confidence level of the intervals, a setting"),
     ("docs/models.md", "10 % of those", "the share of the SNLI train pairs carved out as dev, a setting"),
     ("docs/methods.md", "(ε vs 0.05)", "the J&W code's accepted TVD, a setting"),
     ("docs/reproduction/README.md", "~5 % of the data J&W trained on",

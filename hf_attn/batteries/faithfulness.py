@@ -101,6 +101,9 @@ class FaithfulnessSettings:
     confidence: float = 0.95
 
     def __post_init__(self):
+        for name in ("methods", "fractions", "soft_seeds"):
+            if isinstance(getattr(self, name), (str, int, float)):
+                raise ValueError(f"{name} must be a tuple, got {getattr(self, name)!r}")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ValueError(f"methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
