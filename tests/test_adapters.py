@@ -345,3 +345,30 @@ def test_decoder_rows_in_either_padding_give_the_same_results(name):
     a, b = adapter.forward(own), adapter.forward(right)
     torch.testing.assert_close(a.logits, b.logits)
     torch.testing.assert_close(attention_fixed_gradient(adapter, own), attention_fixed_gradient(adapter, right))
+
+
+def test_every_battery_takes_device_and_precision_or_refuses_them(tmp_path, trained_model_dir, capsys):
+    """--device/--precision reach the transformers path of jw, wp and eraser; for the papers' CPU
+    float32 models each battery refuses them with the reason (exit 2, one line), never ignores them."""
+    import json
+
+    from hf_attn.cli import main
+
+    for battery in ("jw", "wp", "eraser"):
+        argv = (["eraser", trained_model_dir] if battery == "eraser" else
+                ["analyze", trained_model_dir, "--battery", battery])
+        code = main(argv + ["--output-dir", str(tmp_path / battery), "--device", "cuda", "--quiet"])
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert code == 2 and len(err) == 1 and "run on the CPU" in err[0], (battery, err)
+        code = main(argv + ["--output-dir", str(tmp_path / f"{battery}-p"), "--precision", "bfloat16", "--quiet"])
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert code == 2 and "analysed in float32" in err[-1], (battery, err)
+    model, tokenizer = tiny_classifier("bert")
+    folder = tmp_path / "bert"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": i % 3}) + "\n" for i, t in enumerate(TEXTS)))
+    assert main(["eraser", str(folder), "--dataset", str(data), "--output-dir", str(tmp_path / "e"), "--device", "cpu",
+                 "--precision", "bfloat16", "--ig-steps", "2", "--quiet"]) == 0
+    assert json.loads((tmp_path / "e" / "results.json").read_text())["request"]["precision"] == "bfloat16"

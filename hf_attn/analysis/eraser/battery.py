@@ -338,6 +338,10 @@ def add_parser(subparsers) -> None:
     g.add_argument("--label-column", default=None, help="the label column of --dataset (default: label)")
     g.add_argument("--layer", type=int, default=-1, help="the layer whose [CLS] attention is explained (-1: last)")
     g.add_argument("--heads", default="mean", help="'mean' (average the heads) or one head's index")
+    g.add_argument("--device", default="auto",
+                   help="auto | cpu | cuda | cuda:N | mps (the papers' models run on the CPU)")
+    g.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="forward precision (the papers' models run in float32)")
     p.set_defaults(func=_run_cli)
 
 
@@ -352,7 +356,11 @@ def _run_cli(args) -> int:
 
     options = {"dataset": args.dataset, "text_column": args.text_column, "label_column": args.label_column}
     if is_transformer_model_dir(args.model_dir):
-        options |= {"layer": args.layer, "heads": heads}
+        options |= {"layer": args.layer, "heads": heads, "device": args.device, "precision": args.precision}
+    else:
+        from hf_attn.analysis.jw.battery import check_papers_model_device
+
+        check_papers_model_device(args.device, args.precision)
     settings = {"split": args.split, "measures": args.measures, "fractions": args.fractions,
                 "ig_steps": args.ig_steps, "ig_baseline": args.ig_baseline, "seed": args.seed,
                 "token_budget": args.token_budget, "max_instances": args.max_instances, **options}

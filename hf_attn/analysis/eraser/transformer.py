@@ -403,7 +403,8 @@ def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
     path = os.path.join(output_dir, "results.json")
     params = {"split": split, "measures": measures, "fractions": list(fractions), "ig_steps": ig_steps,
               "ig_baseline": ig_baseline, "seed": seed, "max_instances": max_instances, "dataset": dataset,
-              "text_column": text_column, "label_column": label_column, "layer": layer, "heads": heads}
+              "text_column": text_column, "label_column": label_column, "layer": layer, "heads": heads,
+              "precision": precision}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             previous = json.load(f)

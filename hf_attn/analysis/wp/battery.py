@@ -103,6 +103,8 @@ class WPSettings:
     adversary_max_epochs: int | None = None
     transformer_layer: int = -1
     transformer_heads: str = "mean"
+    device: str = "auto"
+    precision: str = "float32"
     uniform_every_layer: bool = True
     seed_model_dirs: tuple[str, ...] = ()
     max_instances: int | None = None
@@ -680,6 +682,7 @@ def _option_defaults(defaults: WPSettings) -> dict:
             "wp_adversary_protocol": defaults.adversary_protocol,
             "wp_adversary_max_epochs": defaults.adversary_max_epochs,
             "wp_layer": defaults.transformer_layer, "wp_heads": defaults.transformer_heads,
+            "device": defaults.device, "precision": defaults.precision,
             "wp_no_uniform_every_layer": not defaults.uniform_every_layer,
             "wp_seed_model_dirs": list(defaults.seed_model_dirs), "wp_max_instances": defaults.max_instances}
 
@@ -721,6 +724,10 @@ def add_options(parser) -> None:
     add(["--wp-layer"], "wp_layer", type=int,
         help="BERT-family models: the layer whose [CLS] attention is explained (default %(default)s: the last)")
     add(["--wp-heads"], "wp_heads", help="BERT-family models: 'mean' (default) or one head index")
+    add(["--wp-device", "--device"], "device",
+        help="transformers models: auto | cpu | cuda | cuda:N | mps (the papers' models run on the CPU)")
+    add(["--wp-precision", "--precision"], "precision", choices=["float32", "bfloat16", "float16"],
+        help="transformers models: forward precision (the papers' models run in float32)")
     add(["--wp-no-uniform-every-layer"], "wp_no_uniform_every_layer", action="store_true",
         help="BERT-family models: skip the uniform [CLS] row at every layer (§3.2 extra)")
     add(["--wp-seed-model-dirs"], "wp_seed_model_dirs", nargs="+", metavar="DIR",
@@ -741,6 +748,7 @@ def settings_from_args(args) -> WPSettings:
                       adversary_protocol=args.wp_adversary_protocol,
                       adversary_max_epochs=args.wp_adversary_max_epochs,
                       transformer_layer=args.wp_layer, transformer_heads=heads_option(args.wp_heads, "--wp-heads"),
+                      device=args.device, precision=args.precision,
                       uniform_every_layer=not args.wp_no_uniform_every_layer,
                       seed_model_dirs=tuple(args.wp_seed_model_dirs), max_instances=args.wp_max_instances,
                       dataset=args.dataset, text_column=args.text_column or WPSettings.text_column,
@@ -756,6 +764,9 @@ def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
         from hf_attn.analysis.wp.transformer import run_transformer
 
         return run_transformer(model_dir, output_dir, settings)
+    from hf_attn.analysis.jw.battery import check_papers_model_device
+
+    check_papers_model_device(settings.device, settings.precision)
     results = run_wp(model_dir, output_dir, settings)
     if settings.progress:
         print(format_wp_summary(results))

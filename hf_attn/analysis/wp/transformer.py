@@ -159,6 +159,7 @@ def settings_from_wp(wp) -> TransformerWPSettings:
                    train_missing=wp.train_missing, mlp_seed=wp.seed, layer=wp.transformer_layer, heads=heads,
                    uniform_every_layer=wp.uniform_every_layer, seed_model_dirs=tuple(wp.seed_model_dirs),
                    max_instances=wp.max_instances, text_column=wp.text_column, label_column=wp.label_column,
+                   device=wp.device, precision=wp.precision,
                    **({"dataset": wp.dataset} if wp.dataset is not None else {}))
 
 
