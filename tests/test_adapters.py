@@ -19,7 +19,6 @@ from architectures import ARCHITECTURES, DECODERS, TEXTS, tiny_classifier
 from hf_attn.adapters import AttentionSpec, UnsupportedModelError, adapter_for
 from hf_attn.adapters.interface import Intervention
 
-torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module", params=ARCHITECTURES)

@@ -25,7 +25,6 @@ from hf_attn.methods.rollout import rollout_importance
 from hf_attn.methods.saliency import saliency
 from hf_attn.methods.value_zeroing import value_zeroing, value_zeroing_matrices
 
-torch.set_num_threads(1)
 ARCHS = ["bert", "llama", "distilbert"]
 VALUE_MODULE = {"bert": "value", "llama": "v_proj", "distilbert": "v_lin"}
 

@@ -8,14 +8,12 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from architectures import TEXTS, tiny_classifier
 from hf_attn import BatteryResult, Explainer
 from hf_attn.methods.gradient import attention_fixed_gradient
 from hf_attn.methods.leave_one_out import deletion_importance
 
-torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module", params=["bert", "llama"])

@@ -17,7 +17,6 @@ from hf_attn.batteries.faithfulness import (METRICS, FaithfulnessResult, Faithfu
                                             _Instance, _ProbabilityCache, run_faithfulness)
 from hf_attn.methods.eraser import tokens_per_fraction
 
-torch.set_num_threads(1)
 FAST = dict(ig_steps=4, soft_seeds=(0, 1), shap_samples=16, batch_tokens=64)
 
 
