@@ -26,6 +26,7 @@ from hf_attn.methods.rollout import attention_rollout
 from hf_attn.models import pretrained
 from hf_attn.models import transformer_attention as ta
 from hf_attn.models.transformer_attention import merge_word_pieces
+from conftest import needs_minilm
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "a", "good", "bad", "movie", "film", "not", "very", "fun", "plot", "act", "dull",
@@ -274,10 +275,14 @@ def test_battery_runner_writes_results(model, tokenizer, tmp_path):
     assert sum(first["word_attention"]) == pytest.approx(sum(first["attention"]))
 
 
-def test_resolve_base_model(tmp_path, monkeypatch):
+@needs_minilm
+def test_resolve_base_model_finds_the_packaged_minilm():
     folder = ta.resolve_base_model("minilm-l6")
     assert os.path.isfile(os.path.join(folder, "config.json"))
     assert os.path.isfile(os.path.join(folder, "tokenizer.json"))
+
+
+def test_resolve_base_model(tmp_path, monkeypatch):
     (tmp_path / "m").mkdir()
     with pytest.raises(ValueError, match="config.json"):
         ta.resolve_base_model(str(tmp_path / "m"))
