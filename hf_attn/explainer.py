@@ -20,7 +20,6 @@ from __future__ import annotations
 import html
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -28,27 +27,10 @@ import torch
 
 from hf_attn.adapters import AttentionSpec, adapter_for
 from hf_attn.adapters.base import checked_texts
+from hf_attn.core.io import (json_safe, read_json, write_json_atomic, write_jsonl_atomic,
+                            write_text_atomic)
 
 EXPLANATION_ROWS = ("attention", "gradient", "loo", "ig", "rollout")
-
-
-def _texts_of(texts) -> list[str]:
-    """A string, a list of strings, or a ``datasets`` column (anything iterable of strings)."""
-    return checked_texts(texts)
-
-
-def _atomic_write(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _color(value: float, scale: float) -> str:
@@ -150,7 +132,7 @@ class Explanation:
     def save_html(self, path: str) -> str:
         page = ("<!doctype html><html><head><meta charset='utf-8'><title>hf_attn explanation</title></head>"
                 f"<body>{self._repr_html_()}</body></html>")
-        _atomic_write(path, page)
+        write_text_atomic(path, page)
         return path
 
 
@@ -239,22 +221,16 @@ class BatteryResult:
     def save(self, folder: str) -> str:
         record = {"battery": self.name, "summary": self.data, "model": self.model, "settings": self.settings,
                   "instances_file": "instances.jsonl"}
-        _atomic_write(os.path.join(folder, "instances.jsonl"),
-                      "".join(json.dumps(row, allow_nan=False) + "\n" for row in _json_safe(self.instances)))
-        _atomic_write(os.path.join(folder, "results.json"),
-                      json.dumps(_json_safe(record), indent=2, allow_nan=False) + "\n")
+        write_jsonl_atomic(os.path.join(folder, "instances.jsonl"), self.instances)
+        write_json_atomic(os.path.join(folder, "results.json"), record)
         return folder
 
     @classmethod
     def load(cls, folder: str) -> "BatteryResult":
         path = os.path.join(folder, "results.json")
-        try:
-            with open(path, encoding="utf-8") as f:
-                record = json.load(f)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{path}: no saved battery results here") from None
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no saved battery results here")
+        record = read_json(path)
         rows_path = os.path.join(folder, record.get("instances_file", "instances.jsonl"))
         with open(rows_path, encoding="utf-8") as f:
             instances = [json.loads(line) for line in f if line.strip()]
@@ -263,23 +239,6 @@ class BatteryResult:
 
 def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _json_safe(value):
-    """NaN/inf → None, numpy → Python, recursively (JSON written is always valid)."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _json_safe(value.tolist())
-    if isinstance(value, (np.floating, float)):
-        return float(value) if np.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
 
 
 # ----------------------------------------------------------------------------------------------
@@ -309,11 +268,7 @@ class Explainer:
             raise ValueError(f"name_or_path must be a folder, a Hub id or an alias, got {name_or_path!r}")
         config = os.path.join(name_or_path, "config.json")
         if os.path.isfile(config):
-            with open(config, encoding="utf-8") as f:
-                try:
-                    model_type = json.load(f).get("model_type")
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{config}: not valid JSON ({error.msg}, line {error.lineno})") from None
+            model_type = read_json(config).get("model_type")
             if model_type == "hf_attn":
                 from hf_attn.models.loading import load_model_folder
 
@@ -343,7 +298,7 @@ class Explainer:
         from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
         from hf_attn.methods.leave_one_out import deletion_importance
 
-        items = _texts_of(texts)
+        items = checked_texts(texts)
         adapter = self.adapter
         names = self._label_names()
         sentences: list[SentenceExplanation] = []
@@ -369,7 +324,7 @@ class Explainer:
                 keep = content[i]
                 ids = batch.input_ids[i][keep].tolist()
                 word_ids = [w for w, c in zip(batch.word_ids[i], keep.tolist()) if c]
-                words = _words(text, self.tokenizer, ids, word_ids)
+                words = _words(self.tokenizer, ids, word_ids)
                 probabilities = forward.probabilities[i].tolist()
                 sentences.append(SentenceExplanation(
                     text=text, tokens=self.tokenizer.convert_ids_to_tokens(ids), word_ids=word_ids, words=words,
@@ -392,7 +347,7 @@ class Explainer:
         :class:`hf_attn.analysis.jw.transformer.TransformerJWSettings` (transformers) or
         :class:`hf_attn.analysis.jw.common.JWSettings` (hf_attn models), e.g. ``num_permutations``,
         ``k``, ``steps``, ``seed``."""
-        items = _texts_of(texts)
+        items = checked_texts(texts)
         if labels is not None:
             labels = [int(y) for y in labels]
             if len(labels) != len(items):
@@ -418,7 +373,7 @@ class Explainer:
                                 {n: t[i] for n, t in tau.items()}, None if labels is None else labels[i]))
         from hf_attn.analysis.jw.summary import strip_arrays
 
-        return BatteryResult("jw", _json_safe(strip_arrays(summary)), rows, self.describe(), asdict(typed))
+        return BatteryResult("jw", json_safe(strip_arrays(summary)), rows, self.describe(), asdict(typed))
 
     def _jw_papers_model(self, items, labels, settings) -> BatteryResult:
         from hf_attn.analysis.jw.battery import run_jw_battery
@@ -439,13 +394,13 @@ class Explainer:
                                 instances.gradient[i], instances.loo[i], instances.probabilities[i],
                                 instances.permutation_tvd[i], instances.eps_max_jsd[i], tau,
                                 None if labels is None else labels[i]))
-        return BatteryResult("jw", _json_safe(strip_arrays(summary)), rows, self.describe(), asdict(typed))
+        return BatteryResult("jw", json_safe(strip_arrays(summary)), rows, self.describe(), asdict(typed))
 
     def eraser(self, texts, *, fractions=(0.01, 0.05, 0.1, 0.2, 0.5), ig_steps: int = 50, seed: int = 0
                ) -> BatteryResult:
         """ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020 §4) of attention,
         rollout, gradient, leave-one-out, integrated gradients and random scores, in memory."""
-        items = _texts_of(texts)
+        items = checked_texts(texts)
         if self.adapter.model_type == "hf_attn":
             from hf_attn.analysis.eraser.battery import eraser_table
             from hf_attn.core.batching import pad_batch
@@ -463,7 +418,7 @@ class Explainer:
                                              seed=seed)
         rows = [{"measure": name, **{k: v for k, v in row.items() if not isinstance(v, (list, dict))}}
                 for name, row in table["measures"].items()]
-        return BatteryResult("eraser", _json_safe(table), rows, self.describe(),
+        return BatteryResult("eraser", json_safe(table), rows, self.describe(),
                              {"fractions": list(fractions), "ig_steps": ig_steps, "seed": seed})
 
     def faithfulness(self, texts, **settings):
@@ -478,7 +433,7 @@ class Explainer:
         unknown = sorted(set(settings) - set(FaithfulnessSettings.__dataclass_fields__))
         if unknown:
             raise ValueError(f"unknown faithfulness setting(s) {unknown}; see FaithfulnessSettings")
-        return run_faithfulness(self.adapter, _texts_of(texts), FaithfulnessSettings(**settings))
+        return run_faithfulness(self.adapter, checked_texts(texts), FaithfulnessSettings(**settings))
 
     def wp(self, texts, labels) -> BatteryResult:
         """Wiegreffe & Pinter §3.2 in memory: the model against its own attention replaced by the
@@ -487,7 +442,7 @@ class Explainer:
         sections need other trained models: ``hf-attn analyze DIR --battery wp``."""
         from hf_attn.analysis.wp.transformer import forward_batch, uniform_section
 
-        items = _texts_of(texts)
+        items = checked_texts(texts)
         labels = np.asarray([int(y) for y in labels], dtype=np.int64)
         if len(labels) != len(items):
             raise ValueError(f"{len(items)} texts but {len(labels)} labels")
@@ -514,7 +469,7 @@ class Explainer:
         rows = [{"text": t, "label": int(y), "predicted": int(p.argmax()), "uniform_predicted": int(u.argmax()),
                  "tvd_uniform": float(d)} for t, y, p, u, d in zip(items, labels, arrays["probabilities"],
                                                                     arrays["uniform"], distance)]
-        return BatteryResult("wp", _json_safe(section), rows, self.describe(), {"section": "uniform (W&P §3.2)"})
+        return BatteryResult("wp", json_safe(section), rows, self.describe(), {"section": "uniform (W&P §3.2)"})
 
 
 def _jw_row(text, tokens, attention, gradient, loo, probabilities, permutation, eps_max, tau, label) -> dict:
@@ -527,18 +482,15 @@ def _jw_row(text, tokens, attention, gradient, loo, probabilities, permutation, 
             **{k: (None if v is None or not np.isfinite(v) else float(v)) for k, v in tau.items()}}
 
 
-def _words(text: str, tokenizer, ids: list[int], word_ids: list[int | None]) -> list[str]:
-    """The words of one text in ``word_ids`` order: each word's tokens decoded together."""
-    groups: dict[int, list[int]] = {}
-    for token, word in zip(ids, word_ids):
-        if word is not None:
-            groups.setdefault(word, []).append(int(token))
-    if not groups:
-        return []
-    count = max(groups) + 1
-    words = [""] * count
-    for w, tokens in groups.items():
-        words[w] = tokenizer.decode(tokens).strip().replace(" ##", "").replace("##", "")
+def _words(tokenizer, ids: list[int], word_ids: list[int | None]) -> list[str]:
+    """The words of one text indexed by word id (:func:`hf_attn.models.transformer_attention.words_of`
+    decodes each word's tokens together)."""
+    from hf_attn.models.transformer_attention import words_of
+
+    present = sorted({w for w in word_ids if w is not None})
+    words = [""] * (present[-1] + 1 if present else 0)
+    for w, word in zip(present, words_of(ids, word_ids, tokenizer)):
+        words[w] = word
     return words
 
 

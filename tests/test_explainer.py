@@ -125,7 +125,7 @@ def test_from_pretrained_and_bad_input(tmp_path):
         ex.jw(TEXTS, steps_per_epoch=3)
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "config.json").write_text("{not json")
-    with pytest.raises(ValueError, match=r"broken/config.json: not valid JSON"):
+    with pytest.raises(ValueError, match=r"broken/config.json is not valid JSON"):
         Explainer.from_pretrained(str(tmp_path / "broken"))
 
 

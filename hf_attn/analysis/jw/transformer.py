@@ -429,8 +429,6 @@ def is_transformer_model_dir(model_dir: str) -> bool:
     ``config.json`` has another ``model_type``, or a Hub id (``owner/name`` that is not a local
     path). Whether the engine can intervene on it is decided when its adapter is built (a model it
     cannot is refused there with the reason)."""
-    import json
-
     config = os.path.join(model_dir, "config.json")
     if not os.path.isdir(model_dir):  # a Hub id is owner/name whose owner is no local folder
         import re
@@ -439,11 +437,9 @@ def is_transformer_model_dir(model_dir: str) -> bool:
                 and not os.path.exists(model_dir.split("/")[0]))
     if not os.path.isfile(config):
         return False
-    with open(config, encoding="utf-8") as f:
-        try:
-            model_type = json.load(f).get("model_type")
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{config}: not valid JSON ({error.msg}, line {error.lineno})") from None
+    from hf_attn.core.io import read_json
+
+    model_type = read_json(config).get("model_type")
     return model_type not in (None, *OWN_MODEL_TYPES)
 
 
