@@ -10,55 +10,21 @@ The integral is a quadrature over ``steps`` nodes: ``"gauss-legendre"`` (default
 polynomial path of degree 2·steps − 1), ``"trapezoid"`` (steps intervals, steps + 1 nodes) or
 ``"riemann-right"`` (the paper's Eq. 3). Completeness, Σ_t IG_t = f(x) − f(x'), holds for the
 exact integral; the gap Σ_t IG_t − (f(x) − f(x')) measures the quadrature error and is returned.
-The :mod:`hf_attn.methods.integrated_gradients` of the BiLSTM models keeps its own trapezoid code.
+The quadrature rules and the result type are those of :mod:`hf_attn.methods.integrated_gradients`
+(the model-level integrated gradients of the papers' models).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import torch
 
+from hf_attn.methods.integrated_gradients import RULES, IntegratedGradientsResult, quadrature  # noqa: F401
 from hf_attn.methods.saliency import class_scores
-
-RULES = ("gauss-legendre", "trapezoid", "riemann-right")
-
-
-@dataclass
-class AdapterIntegratedGradients:
-    """``attributions`` ``(B, T)`` (0 on pads and special tokens); ``completeness_gap`` ``(B,)``
-    Σ_t IG_t − (f(x) − f(x')); ``target_input`` / ``target_baseline`` ``(B,)`` f(x), f(x');
-    ``target_class`` ``(B,)``."""
-
-    attributions: torch.Tensor
-    completeness_gap: torch.Tensor
-    target_input: torch.Tensor
-    target_baseline: torch.Tensor
-    target_class: torch.Tensor
-
-
-def quadrature(steps: int, rule: str) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes a_k ∈ [0, 1] and weights w_k (Σ w_k = 1) of ``rule`` with ``steps``."""
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be an int ≥ 1, got {steps!r}")
-    if rule == "gauss-legendre":
-        x, w = np.polynomial.legendre.leggauss(steps)
-        return (x + 1) / 2, w / 2
-    if rule == "trapezoid":
-        a = np.arange(steps + 1) / steps
-        w = np.full(steps + 1, 1.0 / steps)
-        w[[0, -1]] = 0.5 / steps
-        return a, w
-    if rule == "riemann-right":
-        return np.arange(1, steps + 1) / steps, np.full(steps, 1.0 / steps)
-    raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-
 
 def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str = "gauss-legendre",
                                      target: str = "probability", target_class: torch.Tensor | None = None,
                                      baseline: str = "zero", token_budget: int | None = None
-                                     ) -> AdapterIntegratedGradients:
+                                     ) -> IntegratedGradientsResult:
     """Integrated gradients (module docstring) of every instance of ``batch``: all path points of
     as many instances as ``token_budget`` (default the adapter's) padded tokens allow in one forward
     + backward. ``baseline``: ``"zero"`` (the text's embeddings replaced by 0) or ``"pad"`` (by the
@@ -102,7 +68,7 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     attributions = (grads * delta.double()).sum(-1)
     attributions = torch.where(batch.content, attributions, torch.zeros((), dtype=torch.float64, device=device))
     gap = attributions.sum(-1) - (f_input - f_base)
-    return AdapterIntegratedGradients(attributions.float(), gap, f_input, f_base, target_class)
+    return IntegratedGradientsResult(attributions.float(), gap, f_input, f_base, target_class)
 
 
-__all__ = ["AdapterIntegratedGradients", "RULES", "integrated_gradients_attribution", "quadrature"]
+__all__ = ["RULES", "integrated_gradients_attribution", "quadrature"]

@@ -35,19 +35,35 @@ class IntegratedGradientsResult:
     target_class: torch.Tensor
 
 
+RULES = ("gauss-legendre", "trapezoid", "riemann-right")
+
+
+def quadrature(steps: int, rule: str) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes a_k ∈ [0, 1] and weights w_k (Σ w_k = 1) of ``rule`` with ``steps``."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be an int ≥ 1, got {steps!r}")
+    if rule == "gauss-legendre":
+        x, w = np.polynomial.legendre.leggauss(steps)
+        return (x + 1) / 2, w / 2
+    if rule == "trapezoid":
+        a = np.arange(steps + 1) / steps
+        w = np.full(steps + 1, 1.0 / steps)
+        w[[0, -1]] = 0.5 / steps
+        return a, w
+    if rule == "riemann-right":
+        return np.arange(1, steps + 1) / steps, np.full(steps, 1.0 / steps)
+    raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+
+
 def _path_points(steps: int, rule: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The nodes and weights of this module's rules (``"trapezoid"``, ``"right"``: the Riemann
+    right rule) as float64 tensors, from :func:`quadrature`."""
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    if rule == "trapezoid":
-        alphas = torch.arange(steps + 1, dtype=torch.float64) / steps
-        weights = torch.full((steps + 1,), 1.0 / steps, dtype=torch.float64)
-        weights[0] = weights[-1] = 0.5 / steps
-    elif rule == "right":
-        alphas = torch.arange(1, steps + 1, dtype=torch.float64) / steps
-        weights = torch.full((steps,), 1.0 / steps, dtype=torch.float64)
-    else:
+    if rule not in ("trapezoid", "right"):
         raise ValueError(f"rule must be 'trapezoid' or 'right', got {rule!r}")
-    return alphas, weights
+    alphas, weights = quadrature(steps, "riemann-right" if rule == "right" else rule)
+    return torch.from_numpy(alphas), torch.from_numpy(weights)
 
 
 def _target_values(logits: torch.Tensor, target_class: torch.Tensor, target: str) -> torch.Tensor:
