@@ -60,7 +60,6 @@ class Intervention:
     zero_values: torch.Tensor | None = None
     cached_values: torch.Tensor | None = None
     record: list | None = None
-    record_layers: tuple[int, ...] | None = None
     every_layer: bool = False
     calls: int = field(default=0)
 
@@ -134,7 +133,7 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
         keep = (~iv.zero_values.to(torch.bool)).to(value.dtype)
         value = value * keep.view(keep.shape[0], 1, -1, 1)
     changes = (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach)
-    recording = iv.record is not None and (iv.record_layers is None or index in iv.record_layers)
+    recording = iv.record is not None
     output, probs = eager(module, query, key, value, attention_mask, *args, **kwargs)
     if not changes and not recording:
         return output, probs

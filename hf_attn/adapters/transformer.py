@@ -474,7 +474,7 @@ class TransformersAdapter:
         out = []
         for chunk in self._chunks(len(expand), batch.input_ids.shape[1]):
             index = expand[chunk]
-            position_ids = None if batch.position_ids is None else batch.position_ids[index]
+            position_ids = self._positions(batch, index)
             intervention = Intervention(layer=self.layer, query=batch.query[index], weights=flat[chunk])
             out.append(self._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
                                         position_ids).logits.float())
