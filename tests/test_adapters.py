@@ -29,11 +29,11 @@ def pair(request):
     return adapter_for(model, tokenizer, device="cpu"), reference, request.param
 
 
-def reference_logits(reference, batch, layer: int, weights: torch.Tensor | None) -> torch.Tensor:
-    """The slow reference: the eager model with its modelling file's ``eager_attention_forward``
-    patched so that on attention call ``layer`` the output of every query row is recomputed as
-    Σ_j weights[b, h, j] · v[b, h // groups, j] by explicit loops. ``weights`` ``(B, H, T)`` or None
-    (no change)."""
+def patched_reference(reference, batch, layer: int, change, **inputs) -> torch.Tensor:
+    """The reference model's logits with its modelling file's ``eager_attention_forward`` patched:
+    attention call ``layer`` returns ``change(out, query, value)`` in place of its output ``out``
+    (``None``: no change). ``inputs``: ``input_ids`` or ``inputs_embeds``; the batch's mask and
+    position ids are added."""
     module = sys.modules[type(reference).__module__]
     original = module.eager_attention_forward
     calls = [0]
@@ -42,8 +42,28 @@ def reference_logits(reference, batch, layer: int, weights: torch.Tensor | None)
         out, probs = original(mod, query, key, value, attention_mask, *args, **kwargs)
         index = calls[0]
         calls[0] += 1
-        if weights is None or index != layer:
+        if change is None or index != layer:
             return out, probs
+        return change(out, query, value), probs
+
+    module.eager_attention_forward = patched
+    try:
+        with torch.no_grad():
+            inputs["attention_mask"] = batch.attention_mask
+            if batch.position_ids is not None:
+                inputs["position_ids"] = batch.position_ids
+            logits = reference(**inputs).logits
+    finally:
+        module.eager_attention_forward = original
+    assert calls[0] >= 1, "the reference patch was never called"
+    return logits
+
+
+def reference_logits(reference, batch, layer: int, weights: torch.Tensor | None) -> torch.Tensor:
+    """The slow reference: on attention call ``layer`` the output of every query row is recomputed
+    as Σ_j weights[b, h, j] · v[b, h // groups, j] by explicit loops. ``weights`` ``(B, H, T)`` or
+    None (no change)."""
+    def loops(out, query, value):
         out = out.clone()
         heads, groups = query.shape[1], query.shape[1] // value.shape[1]
         for b in range(out.shape[0]):
@@ -53,19 +73,9 @@ def reference_logits(reference, batch, layer: int, weights: torch.Tensor | None)
                     for j in range(value.shape[2]):
                         acc = acc + weights[b, h, j] * value[b, h // groups, j]
                     out[b, q, h] = acc
-        return out, probs
+        return out
 
-    module.eager_attention_forward = patched
-    try:
-        with torch.no_grad():
-            inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
-            if batch.position_ids is not None:
-                inputs["position_ids"] = batch.position_ids
-            logits = reference(**inputs).logits
-    finally:
-        module.eager_attention_forward = original
-    assert calls[0] >= 1, "the reference patch was never called"
-    return logits
+    return patched_reference(reference, batch, layer, None if weights is None else loops, input_ids=batch.input_ids)
 
 
 def random_rows(batch, heads: int, seed: int) -> torch.Tensor:
@@ -188,31 +198,15 @@ def test_gradient_with_attention_fixed_matches_finite_differences(pair):
 
 
 def _reference_from_embeds(reference, batch, embeds, layer, frozen):
-    module = sys.modules[type(reference).__module__]
-    original = module.eager_attention_forward
-    calls = [0]
-
-    def patched(mod, query, key, value, attention_mask, *args, **kwargs):
-        out, probs = original(mod, query, key, value, attention_mask, *args, **kwargs)
-        index = calls[0]
-        calls[0] += 1
-        if index != layer:
-            return out, probs
-        groups = query.shape[1] // value.shape[1]
-        values = value.repeat_interleave(groups, dim=1)
+    """The reference from input embeddings with the query rows of attention call ``layer`` frozen
+    at ``frozen`` ``(B, H, T)``."""
+    def frozen_rows(out, query, value):
+        values = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
         new = torch.einsum("bht,bhtd->bhd", frozen.to(values.dtype), values)  # (B, H, d)
         rows = batch.query.view(batch.query.shape[0], -1, 1, 1)
-        return torch.where(rows, new.unsqueeze(1), out), probs
+        return torch.where(rows, new.unsqueeze(1), out)
 
-    module.eager_attention_forward = patched
-    try:
-        with torch.no_grad():
-            inputs = {"inputs_embeds": embeds, "attention_mask": batch.attention_mask}
-            if batch.position_ids is not None:
-                inputs["position_ids"] = batch.position_ids
-            return reference(**inputs).logits
-    finally:
-        module.eager_attention_forward = original
+    return patched_reference(reference, batch, layer, frozen_rows, inputs_embeds=embeds)
 
 
 def test_mean_pooled_head_replaces_every_row():
