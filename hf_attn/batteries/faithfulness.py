@@ -50,6 +50,7 @@ import torch
 
 from hf_attn.adapters.base import UnsupportedModelError
 from hf_attn.adapters.interface import InterventionError
+from hf_attn.core.batching import length_batches
 from hf_attn.core import faithfulness as fm
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS, tokens_per_fraction
 
@@ -193,21 +194,6 @@ class _PeakMemory:
         return False
 
 
-def _length_groups(lengths: np.ndarray, budget: int) -> list[np.ndarray]:
-    """Indices sorted by length, cut into groups of at most ``budget`` padded tokens."""
-    order = np.argsort(lengths, kind="stable")
-    groups, current = [], []
-    for index in order:
-        width = lengths[index]
-        if current and (len(current) + 1) * max(width, lengths[current].max()) > budget:
-            groups.append(np.array(current))
-            current = []
-        current.append(index)
-    if current:
-        groups.append(np.array(current))
-    return groups
-
-
 class _ProbabilityCache:
     """ŷ of token-id tuples, each distinct tuple scored once, in length-sorted batched forwards."""
 
@@ -222,7 +208,7 @@ class _ProbabilityCache:
         missing = list(dict.fromkeys(s for s in sequences if s not in self.store))
         if missing:
             lengths = np.array([len(s) for s in missing])
-            for group in _length_groups(lengths, self.budget):
+            for group in length_batches(lengths, self.budget):
                 rows = [list(missing[i]) for i in group]
                 with torch.no_grad():
                     probs = self.adapter.logits(self.adapter.from_token_lists(rows)).softmax(-1).double().cpu().numpy()
@@ -568,7 +554,7 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
         raise ValueError(f"texts {dropped[:5]} have no tokens of their own (only special tokens): nothing to rank")
     instances = _instances(adapter, full_batch)
     lengths = np.array([len(i.tokens) for i in instances])
-    groups = _length_groups(lengths, settings.batch_tokens)
+    groups = length_batches(lengths, settings.batch_tokens)
     pad = int(getattr(adapter, "pad_id", 0))
     cache = _ProbabilityCache(adapter, max(settings.batch_tokens * 4, 2048))
     full = cache.get([tuple(int(t) for t in i.tokens) for i in instances])
