@@ -49,6 +49,16 @@ def trained_model_dir(tmp_path_factory, small_sst) -> str:
 
 
 @pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """A test that changes torch's thread count (e.g. an in-process ``hf-attn … --threads 1``) gives it
+    back: later tests compare in-process results bit for bit with subprocesses that use the default."""
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
 
