@@ -388,4 +388,111 @@ def test_captum_integrated_gradients_equals_ours_and_kernel_shap_runs():
     shap = captum_attribution(adapter, batch, "kernel_shap", n_samples=32)
     assert shap.shape == batch.input_ids.shape and torch.all(shap[~batch.content] == 0)
     with pytest.raises(ValueError, match="method must be one of"):
-        captum_attribution(adapter, batch, "deeplift")
+        captum_attribution(adapter, batch, "lime")
+
+
+class _DenseAdapter:
+    """A hand-built adapter over a net of linear layers and activation modules (every nonlinearity
+    an ``nn.Module`` captum's DeepLift hooks): logits = net(Σ_t e_t), so DeepLift is exact."""
+
+    def __init__(self, net, table):
+        self.model = torch.nn.ModuleDict({"net": net, "table": table})
+
+    def embeddings(self, batch):
+        return self.model["table"](batch.input_ids)
+
+    def logits_from_embeddings(self, batch, embeddings):
+        summed = (embeddings * batch.attention_mask.unsqueeze(-1)).sum(1)
+        return self.model["net"](summed)
+
+
+def _dense_batch():
+    from hf_attn.adapters.base import Batch
+
+    ids = torch.tensor([[1, 3, 4, 2, 0], [1, 5, 6, 7, 2]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    content = torch.tensor([[0, 1, 1, 0, 0], [0, 1, 1, 1, 0]], dtype=torch.bool)
+    return Batch(input_ids=ids, attention_mask=mask, content=content, query=torch.zeros_like(content))
+
+
+def test_captum_deeplift_equals_the_rescale_rule_computed_by_hand():
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    from hf_attn.methods.captum_attributions import captum_attribution
+
+    torch.manual_seed(0)
+    hidden, classes, dim = 6, 3, 4
+    net = torch.nn.Sequential(torch.nn.Linear(dim, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes)).double()
+    table = torch.nn.Embedding(8, dim).double()
+    adapter, batch = _DenseAdapter(net, table), _dense_batch()
+    got = captum_attribution(adapter, batch, "deeplift")
+    W1, b1 = net[0].weight.detach().numpy(), net[0].bias.detach().numpy()
+    W2, b2 = net[2].weight.detach().numpy(), net[2].bias.detach().numpy()
+    E = table.weight.detach().numpy()
+    for b in range(len(batch)):
+        ids = batch.input_ids[b].numpy()
+        real = batch.attention_mask[b].numpy().astype(bool)
+        content = batch.content[b].numpy()
+        x = E[ids[real]].sum(0)  # the summed embeddings, input of the net
+        x0 = E[ids[real & ~content]].sum(0)  # the reference: content embeddings zeroed
+        h, h0 = W1 @ x + b1, W1 @ x0 + b1
+        relu = np.maximum(h, 0) - np.maximum(h0, 0)
+        # rescale rule at the ReLU: Δy/Δh, the gradient (0 or 1) where Δh = 0
+        m_relu = np.where(np.abs(h - h0) > 1e-10, relu / np.where(h == h0, 1, h - h0), (h > 0).astype(float))
+        z = W2 @ np.maximum(h, 0) + b2
+        c = int(np.argmax(z))
+        w_target = W2[c] - W2.mean(0)  # t = z_c − mean_k z_k
+        m_x = W1.T @ (m_relu * w_target)  # multiplier of each element of the summed embedding
+        for t in np.flatnonzero(content):
+            expected = float(E[ids[t]] @ m_x)  # C = Δx·m with Δx = e_t − 0
+            assert abs(float(got[b, t]) - expected) < 1e-5, (b, t)
+        assert torch.all(got[b][~batch.content[b]] == 0)
+
+
+def test_captum_deeplift_sums_to_the_output_difference():
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    from hf_attn.methods.captum_attributions import deeplift_attribution
+
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 5), torch.nn.ReLU(),
+                              torch.nn.Linear(5, 2)).double()
+    adapter, batch = _DenseAdapter(net, torch.nn.Embedding(8, 4).double()), _dense_batch()
+    got = deeplift_attribution(adapter, batch)
+    with torch.no_grad():
+        embeddings = adapter.embeddings(batch)
+        logits = adapter.logits_from_embeddings(batch, embeddings)
+        zeroed = torch.where(batch.content.unsqueeze(-1), torch.zeros_like(embeddings), embeddings)
+        reference = adapter.logits_from_embeddings(batch, zeroed)
+    c = logits.argmax(-1)
+    target = lambda z: (z - z.mean(-1, keepdim=True)).gather(1, c[:, None]).squeeze(1)  # noqa: E731
+    torch.testing.assert_close(got.sum(1).double(), target(logits) - target(reference), atol=1e-5, rtol=1e-5)
+    assert bool((got[batch.content] != 0).all())
+
+
+def test_captum_deeplift_on_a_transformer_and_refused_on_the_papers_bilstm():
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    from hf_attn.batteries.faithfulness import FaithfulnessSettings, run_faithfulness
+    from hf_attn.data.tokenization import build_tokenizer
+    from hf_attn.methods.captum_attributions import captum_attribution
+    from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+    from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS)
+    scores = captum_attribution(adapter, batch, "deeplift")
+    assert scores.shape == batch.input_ids.shape and torch.isfinite(scores).all()
+    assert torch.all(scores[~batch.content] == 0) and bool((scores[batch.content] != 0).any())
+    # a row's scores do not depend on the other rows of the batch (DeepLift stacks inputs and baselines)
+    torch.testing.assert_close(captum_attribution(adapter, batch.select([1]), "deeplift")[0], scores[1],
+                               atol=1e-5, rtol=1e-4)
+
+    lstm_tokenizer = build_tokenizer(TEXTS, max_length=24)
+    lstm = AttnClassifierForSequenceClassification(AttnClassifierConfig(
+        vocab_size=len(lstm_tokenizer.get_vocab()), embedding_dim=8, encoder="lstm", hidden_size=4,
+        max_tokens=24, pad_token_id=0, unk_token_id=1, mask_token_id=2)).eval()
+    lstm_adapter = adapter_for(lstm, lstm_tokenizer, device="cpu")
+    with pytest.raises(UnsupportedModelError, match="recurrent modules"):
+        captum_attribution(lstm_adapter, lstm_adapter.encode(TEXTS), "deeplift")
+    result = run_faithfulness(lstm_adapter, TEXTS[:2], FaithfulnessSettings(
+        methods=("attention", "deeplift"), fractions=(0.5,), soft_seeds=(0,), naopc_beam=0))
+    assert result.methods == ["attention"] and "recurrent modules" in result.skipped["deeplift"]

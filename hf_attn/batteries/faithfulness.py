@@ -68,6 +68,8 @@ METHODS = {
                              False),
     "leave_one_out": ("ŷ_c(x) − ŷ_c(x₋t), token deleted (Li et al. 2016)", False),
     "kernel_shap": ("Kernel SHAP via captum (Lundberg & Lee 2017), optional extra", False),
+    "deeplift": ("DeepLift rescale rule via captum where its hooks reach (Shrikumar et al. 2017), optional extra",
+                 False),
     "random": ("uniform random scores (the floor)", False),
 }
 ATTENTION_FAMILY = ("attention", "rollout", "attention_flow", "attention_norm", "alti", "value_zeroing")
@@ -145,6 +147,13 @@ def _method_function(name: str, settings: FaithfulnessSettings):
             raise ImportError(reason)
         return lambda adapter, batch: captum_attribution(adapter, batch, "kernel_shap", settings.shap_samples,
                                                          seed=settings.seed)
+    if name == "deeplift":
+        from hf_attn.methods.captum_attributions import captum_available, deeplift_attribution
+
+        reason = captum_available()
+        if reason:
+            raise ImportError(reason)
+        return deeplift_attribution
     if name == "integrated_gradients":
         return lambda adapter, batch: adapter_integrated_gradients.integrated_gradients_attribution(
             adapter, batch, settings.ig_steps, settings.ig_rule).attributions

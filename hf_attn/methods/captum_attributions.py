@@ -11,15 +11,21 @@ ours.
 - ``"integrated_gradients"``: captum's ``IntegratedGradients`` (Sundararajan et al. 2017, Eq. 3,
   Gauss–Legendre), summed over the embedding dimensions; our own is
   :mod:`hf_attn.methods.adapter_integrated_gradients`.
+- ``"deeplift"``: DeepLift with the rescale rule (Shrikumar, Greenside & Kundaje 2017, "Learning
+  Important Features Through Propagating Activation Differences", ``captum.attr.DeepLift``), see
+  :func:`deeplift_attribution`.
 
-The explained output is ŷ_c, the probability of the predicted class.
+The explained output is ŷ_c, the probability of the predicted class, except for DeepLift, which
+explains the predicted class's normalised logit (Shrikumar et al. §3.6, see
+:func:`deeplift_attribution`). The baseline of every method is the input with the content tokens'
+embeddings zeroed (special tokens and pads keep theirs).
 """
 
 from __future__ import annotations
 
 import torch
 
-CAPTUM_METHODS = ("kernel_shap", "shapley_sampling", "integrated_gradients")
+CAPTUM_METHODS = ("kernel_shap", "shapley_sampling", "integrated_gradients", "deeplift")
 
 
 def captum_available() -> str | None:
@@ -42,6 +48,8 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
     reason = captum_available()
     if reason:
         raise ImportError(reason)
+    if method == "deeplift":
+        return deeplift_attribution(adapter, batch, target_class)
     import captum.attr
 
     embeddings = adapter.embeddings(batch).detach()
@@ -83,4 +91,95 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
     return torch.where(batch.content, out, torch.zeros((), device=out.device))
 
 
-__all__ = ["CAPTUM_METHODS", "captum_attribution", "captum_available"]
+class _NormalisedLogits(torch.nn.Module):
+    """``e ↦ z − mean_k z_k`` (``(R, C)``) of the adapter's logits from embeddings ``e`` ``(R, T, E)``,
+    row r being the batch's row ``r mod B`` (captum's DeepLift stacks inputs and baselines). The
+    adapter's model is a submodule, so captum's hooks reach its nonlinearity modules."""
+
+    def __init__(self, adapter, batch):
+        super().__init__()
+        self.model = adapter.model
+        self._adapter, self._batch = adapter, batch
+
+    def forward(self, embeddings):
+        rows = self._batch.select([i % len(self._batch) for i in range(len(embeddings))])
+        logits = self._adapter.logits_from_embeddings(rows, embeddings)
+        return logits - logits.mean(-1, keepdim=True)
+
+
+def _deeplift_refusal(model) -> str | None:
+    """Why captum's DeepLift cannot be applied to ``model`` (None when it can)."""
+    from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
+
+    name = type(model).__name__
+    recurrent = [n or name for n, m in model.named_modules() if isinstance(m, torch.nn.RNNBase)]
+    if recurrent:
+        return (f"deeplift: {name} has recurrent modules ({', '.join(recurrent[:3])}); captum's DeepLift cannot "
+                "reach the gates inside nn.LSTM / nn.GRU / nn.RNN, so their multipliers would be plain "
+                "gradients, not the rescale rule: use integrated_gradients or kernel_shap for this model")
+    if not any(type(m) in SUPPORTED_NON_LINEAR for m in model.modules()):
+        return (f"deeplift: {name} has no nonlinearity module captum's DeepLift hooks (nn.ReLU, nn.Tanh, "
+                "nn.Sigmoid, nn.Softmax, …; its nonlinearities are function calls), so the result would be "
+                "gradient × (x − baseline), not DeepLift: use integrated_gradients or kernel_shap for this model")
+    return None
+
+
+def deeplift_attribution(adapter, batch, target_class: torch.Tensor | None = None) -> torch.Tensor:
+    """``(B, T)`` DeepLift attributions (Shrikumar, Greenside & Kundaje 2017) by
+    ``captum.attr.DeepLift``, summed over the embedding dimensions; 0 on pads and special tokens.
+
+    DeepLift explains the difference of the output t from its value t⁰ at a reference input x⁰
+    through contributions C_{Δx_i Δt} with summation-to-delta (§3.1, Eq. 1):
+    Σ_i C_{Δx_i Δt} = Δt = t(x) − t(x⁰). Multipliers m_{Δx Δt} = C_{Δx Δt} / Δx (§3.2, Eq. 2)
+    compose by the chain rule m_{Δx_i Δz} = Σ_j m_{Δx_i Δy_j} m_{Δy_j Δz} (§3.3, Eq. 3); linear
+    units pass them on with their weights, and an elementwise nonlinearity y = f(x) gets the
+    **rescale rule** (§3.5.2): m_{Δx Δy} = Δy / Δx = (f(x) − f(x⁰)) / (x − x⁰) (the gradient when
+    Δx ≈ 0). Attribution of embedding element i: C_i = (x_i − x⁰_i)·m_{Δx_i Δt}; of a token: the
+    sum over its elements.
+
+    Here x = the input embeddings, x⁰ = the same with the content tokens' embeddings zeroed (the
+    other captum methods' baseline) and t = z_c − (1/C) Σ_k z_k, the predicted class's logit
+    minus the mean logit (``target_class`` overrides the class): §3.6 recommends explaining the
+    linear layer before a softmax, with the contributions normalised by subtracting their mean over
+    the classes, which is this target.
+
+    What captum computes: the rescale rule at every nonlinearity that is an ``nn.Module`` of the
+    types captum supports (ReLU, ELU, LeakyReLU, Sigmoid, Tanh, Softplus, Softmax, MaxPool);
+    nonlinearities that are function calls or other modules (the softmax inside attention,
+    GELU, LayerNorm, products of activations) back-propagate their plain gradient. On a
+    transformer this is therefore "DeepLift where captum's hooks reach" (e.g. the pooler's tanh),
+    not the full rescale rule, and summation-to-delta holds only approximately; on a network made
+    of linear layers and supported activation modules it is exact DeepLift-rescale. Models whose
+    nonlinearities captum cannot reach at all are refused with
+    :class:`hf_attn.adapters.base.UnsupportedModelError`: recurrent modules (``nn.LSTM`` gates are
+    inside one fused call, e.g. the papers' BiLSTM), models with no supported nonlinearity
+    module (where the result would be gradient × Δinput) and adapters without ``adapter.model``."""
+    reason = captum_available()
+    if reason:
+        raise ImportError(reason)
+    from hf_attn.adapters.base import UnsupportedModelError
+
+    model = getattr(adapter, "model", None)
+    if not isinstance(model, torch.nn.Module):
+        raise UnsupportedModelError("deeplift needs the adapter's model as a torch.nn.Module (adapter.model) for "
+                                    "captum's hooks; this adapter keeps only the adapter contract")
+    refusal = _deeplift_refusal(model)
+    if refusal:
+        raise UnsupportedModelError(refusal)
+    import captum.attr
+
+    embeddings = adapter.embeddings(batch).detach()
+    baseline = torch.where(batch.content.unsqueeze(-1), torch.zeros_like(embeddings), embeddings)
+    with torch.no_grad():
+        if target_class is None:
+            target_class = adapter.logits_from_embeddings(batch, embeddings).argmax(-1)
+    import warnings
+
+    with warnings.catch_warnings():  # captum announces its temporary hooks on every call
+        warnings.filterwarnings("ignore", message="Setting forward, backward hooks")
+        attributions = captum.attr.DeepLift(_NormalisedLogits(adapter, batch)).attribute(
+            embeddings.requires_grad_(True), baselines=baseline, target=target_class).detach()
+    return torch.where(batch.content, attributions.sum(-1).float(), torch.zeros((), device=embeddings.device))
+
+
+__all__ = ["CAPTUM_METHODS", "captum_attribution", "captum_available", "deeplift_attribution"]
