@@ -4,7 +4,7 @@ The golden file holds every deterministic value of a quick run's report.json, fl
 ``{"results/sst/jw/lstm/summary/tau_gradient/overall/mean": 0.41, ...}``: numbers, strings (verdicts and
 verdict sentences included), booleans and nulls. Left out (they differ between two runs on the same
 machine, or between machines): timings (any key with "seconds", "wall", "minutes", "tokens_per_second",
-"this_run", "this_invocation"), the machine (``machine_start`` / ``machine_end``: CPU, load average,
+"this_run", "this_invocation"), memory peaks ("peak_mb"), the machine (``machine_start`` / ``machine_end``: CPU, load average,
 threads, platform), versions, the stage records (``stages``), thread / process counts, and paths.
 tests/test_reproduce.py::test_quick_report_matches_golden flattens a new quick run the same way
 (:func:`flatten_report`) and compares (:func:`compare_flat`).
@@ -35,8 +35,8 @@ COMMAND = "hf-attn reproduce --datasets sst --quick --threads 1 (OMP_NUM_THREADS
 # whole subtrees that describe the machine or the run's timing, not its results
 EXCLUDED_KEYS = {"machine_start", "machine_end", "stages", "versions", "timing", "seconds", "processes",
                  "num_threads", "torch_threads", "load_average_1_5_15", "platform", "cpu", "cpu_count"}
-# any key containing one of these is a time or a speed
-EXCLUDED_PARTS = re.compile(r"seconds|wall|minutes|tokens_per_second|this_run|this_invocation")
+# any key containing one of these is a time, a speed or a memory peak (the faithfulness table's MB per sentence)
+EXCLUDED_PARTS = re.compile(r"seconds|wall|minutes|tokens_per_second|this_run|this_invocation|peak_mb")
 # keys holding a path (relative to the output folder since the restructure, absolute before)
 PATH_KEYS = {"dir", "model_dir", "runs_dir", "data", "data_path", "output_dir", "instances_file"}
 

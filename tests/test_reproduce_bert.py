@@ -182,13 +182,15 @@ def test_the_plan_lists_the_stage_with_the_flag(capsys):
 
     plan = ReproducePlan.for_mode(quick=False).with_bert_family()
     est = stage_estimates(plan)
-    assert est["bert_family"] == pytest.approx(216 * 2 + 40 + 0.56 * 500)  # calibrated on docs/bert_family
+    # calibrated on docs/bert_family (training, J&W) and docs/faithfulness (6.5 s a sentence, 50 sentences)
+    assert est["bert_family"] == pytest.approx(216 * 2 + 40 + 0.56 * 500 + 6.5 * 50)
     assert "bert_family" in STAGE_TITLES and "MiniLM" in STAGE_TITLES["bert_family"]
     reused = stage_estimates(ReproducePlan().with_bert_family(model_dir="runs/minilm", instances=100))
-    assert reused["bert_family"] == pytest.approx(0.56 * 100)
+    assert reused["bert_family"] == pytest.approx(0.56 * 100 + 6.5 * 50)
     quick = ReproducePlan.for_mode(quick=True).with_bert_family()
     assert quick.bert_family.epochs == 1 and quick.bert_family.jw_instances == 40
-    assert stage_estimates(quick)["bert_family"] < 60
+    assert quick.bert_family.faithfulness_instances == 5
+    assert stage_estimates(quick)["bert_family"] < 60 + 6.5 * 5
     default_total = sum(stage_estimates(ReproducePlan()).values())
     assert sum(est.values()) == pytest.approx(default_total + est["bert_family"])
     with pytest.raises(ValueError, match="jw_instances"):
@@ -203,8 +205,9 @@ def test_the_plan_lists_the_stage_with_the_flag(capsys):
 # ------------------------------------------------------------------------------ the stage, on a tiny BERT
 def test_stage_end_to_end_on_a_tiny_bert(tmp_path):
     """The stage fine-tunes a tiny random BERT (as base model) on a toy task through
-    train_transformer_classifier, runs the J&W battery on 5 seeded-sampled test sentences, is resumable (a
-    rerun trains and analyses nothing), and the report shows the section."""
+    train_transformer_classifier, runs the J&W battery on 5 seeded-sampled test sentences and the
+    faithfulness table on 5, is resumable (a rerun trains and analyses nothing), and the report shows
+    the sections."""
     from test_transformer_hub import tiny_base_and_toy_task
 
     base, task = tiny_base_and_toy_task(tmp_path)
@@ -217,8 +220,10 @@ def test_stage_end_to_end_on_a_tiny_bert(tmp_path):
     try:
         pipeline._stage_bert_family(run)
         results = json.loads(_read(Path(paths["jw_bert"], "results.json")))
+        faithfulness = json.loads(_read(Path(paths["faith_bert"], "results.json")))
         stamps = {p: os.stat(p).st_mtime_ns for p in (Path(paths["bert_model"], "model.safetensors"),
-                                                      Path(paths["jw_bert"], "results.json"))}
+                                                      Path(paths["jw_bert"], "results.json"),
+                                                      Path(paths["faith_bert"], "results.json"))}
         pipeline._stage_bert_family(run)  # resumable: nothing redone
         assert {p: os.stat(p).st_mtime_ns for p in stamps} == stamps
     finally:
@@ -232,6 +237,13 @@ def test_stage_end_to_end_on_a_tiny_bert(tmp_path):
     assert _row(section, "τ(attention, gradient)")[2].startswith(f"{tau['mean']:.2f} ± {tau['std']:.2f}")
     assert _row(section, "τ(attention, gradient)")[1] == "–"  # no BiLSTM in this folder
     assert report["results"]["sst"]["bert_family"]["model"]["dataset"] == "toy"
+    # the faithfulness table of the same model: every method of the plan runs on a transformer
+    assert faithfulness["num_instances"] == 5 and faithfulness["methods"] == list(plan.faithfulness_methods)
+    from hf_attn.reproduce import FAITHFULNESS_HEADER
+
+    table = _read(out / "REPORT.md").split(f"## {FAITHFULNESS_HEADER}")[1].split("(the BERT-family section's model)")[1]
+    c = faithfulness["table"]["alti"]["comprehensiveness"]
+    assert f"| alti | {c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}] |" in table
     wp = report["results"]["sst"]["bert_family"]["wp"]
     if wp is not None:  # the W&P transformer battery exists: its uniform numbers are in the section
         assert _row(section, "W&P §3.2")[2].startswith(f"{wp['uniform_baseline']['base']['f1']:.3f} → ")

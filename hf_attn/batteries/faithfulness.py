@@ -43,7 +43,7 @@ import os
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import torch
@@ -447,11 +447,25 @@ class FaithfulnessResult:
             content = [c.astype(bool) for c in np.split(data["content__values"], cuts)]
             attributions = {k[: -len("__values")]: np.split(data[k], cuts) for k in data.files
                             if k.endswith("__values") and k != "content__values"}
-        payload["per_instance"] = {m: {k: np.asarray(v, dtype=float) for k, v in d.items()}
-                                   for m, d in payload["per_instance"].items()}
+        return cls.from_payload(payload, attributions, content)
+
+    @classmethod
+    def from_payload(cls, payload: dict, attributions: dict | None = None, content: list | None = None
+                     ) -> "FaithfulnessResult":
+        """The result from the content of its ``results.json`` (extra keys of the folder battery such
+        as ``request`` ignored; missing per-sentence values and attributions empty), enough for
+        :meth:`summary`, :meth:`sentence`, :meth:`to_pandas` and :meth:`plot`."""
+        names = {f.name for f in fields(cls)} - {"attributions", "content"}
+        missing = sorted({"methods", "table", "cost", "skipped", "settings"} - set(payload))
+        if missing:
+            raise ValueError(f"payload is not a faithfulness result: it lacks {missing}")
+        kept = {k: v for k, v in payload.items() if k in names}
+        kept["per_instance"] = {m: {k: np.asarray(v, dtype=float) for k, v in d.items()}
+                                for m, d in (payload.get("per_instance") or {}).items()}
+        kept.setdefault("agreement", {})
         for key in ("table", "agreement", "cost"):  # JSON wrote NaN as null
-            payload[key] = _nan_for_none(payload[key])
-        return cls(attributions=attributions, content=content, **payload)
+            kept[key] = _nan_for_none(kept[key])
+        return cls(attributions=attributions or {}, content=content or [], **kept)
 
 
 def _nan_for_none(value):

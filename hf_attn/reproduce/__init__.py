@@ -55,9 +55,9 @@ from .plan import (AGNEWS_PATH_ENV, DATASETS, STAGE_TITLES, BertFamilyPlan, Repr
                    stage_estimates)
 from .published import (JW_AVERAGE_LOO_GAIN, JW_COMMITTED_SST, JW_GRADIENT_LOO_GAP, JW_PUBLISHED, JW_RELEASED_SST,
                         QUOTES, TS_PUBLISHED_EXTRA, TS_TABLE6_SST, ts_published)
-from .report import BERT_FAMILY_HEADER, TABLE_HEADERS, dataset_section, format_findings_table, write_report
+from .report import BERT_FAMILY_HEADER, FAITHFULNESS_HEADER, TABLE_HEADERS, dataset_section, format_findings_table, write_report
 
-__all__ = ["reproduce", "run_dataset", "ReproducePlan", "BertFamilyPlan", "BERT_FAMILY_HEADER", "ReproductionLayout", "StageClock", "machine_info",
+__all__ = ["reproduce", "run_dataset", "ReproducePlan", "BertFamilyPlan", "BERT_FAMILY_HEADER", "FAITHFULNESS_HEADER", "ReproductionLayout", "StageClock", "machine_info",
            "train_and_analyse_snli", "stage_estimates", "snli_folder", "dataset_source", "DATASETS",
            "AGNEWS_PATH_ENV", "STAGE_TITLES", "collect", "findings_for", "regrade", "regrade_file", "verdict_of",
            "Check", "FINDINGS", "TOLERANCE", "VERDICTS", "format_findings_table", "write_report", "dataset_section",

@@ -73,11 +73,23 @@ def transformer_facts(model_dir: str) -> dict | None:
 
 
 def _bert_family(paths: dict) -> dict:
-    """The --bert-family section's numbers: the model's facts, its J&W results and (when the W&P
-    transformer battery ran) its W&P results."""
+    """The --bert-family section's numbers: the model's facts, its J&W results, (when the W&P
+    transformer battery ran) its W&P results and its faithfulness table."""
     return {"model": transformer_facts(paths["bert_model"]),
             "jw": _maybe(os.path.join(paths["jw_bert"], "results.json")),
-            "wp": _maybe(os.path.join(paths["wp_bert"], "results.json"))}
+            "wp": _maybe(os.path.join(paths["wp_bert"], "results.json")),
+            "faithfulness": _faithfulness(paths.get("faith_bert"))}
+
+
+# what the report keeps of a faithfulness table's results.json (not the per-sentence values and texts)
+FAITHFULNESS_KEYS = ("methods", "table", "cost", "skipped", "agreement", "settings", "model", "num_instances",
+                     "forwards")
+
+
+def _faithfulness(folder: str | None) -> dict | None:
+    """The faithfulness table of ``folder`` (its results.json, :data:`FAITHFULNESS_KEYS`), None when missing."""
+    res = _maybe(os.path.join(folder, "results.json")) if folder else None
+    return {k: res[k] for k in FAITHFULNESS_KEYS if k in res} if res else None
 
 
 def collect(paths: dict) -> dict:
@@ -104,5 +116,5 @@ def collect(paths: dict) -> dict:
             "ts_layers": (_maybe(os.path.join(paths["ts_layers"], "summary.json")) if paths.get("ts_layers") else None),
             "ts_grid": {k: grid_json.get(k) for k in ("num_runs", "total_trained_runs", "total_trained_seconds",
                                                         "total_seconds_per_run")} if grid_json else None,
-            "eraser": eraser, "paths": paths} | ({"bert_family": _bert_family(paths)} if paths.get("bert_model") else {})
+            "eraser": eraser, "faithfulness": _faithfulness(paths.get("faith_lstm")), "paths": paths} | ({"bert_family": _bert_family(paths)} if paths.get("bert_model") else {})
 

@@ -15,7 +15,7 @@ Everything lives under one output folder OUT::
         bert-family/                      --bert-family: the fine-tuned BERT-family classifier
     OUT/analysis/<dataset>/               battery outputs (results.json, figures)
         jw-lstm/, jw-average/, jw-<extra>/, jw-seeds/seed-<S>/, jw-snli/
-        wp/, ts/, ts-<L>layer/, eraser/<cell>/
+        wp/, ts/, ts-<L>layer/, eraser/<cell>/, faithfulness-lstm/
         jw-bert-family/, wp-bert-family/  --bert-family: J&W and (W&P uniform) on that classifier
 
 The training (pipeline.py) and the report (collect.py / report.py, also ``--report-only`` on an existing
@@ -81,7 +81,8 @@ class ReproductionLayout:
         section = getattr(plan, "bert_family", None)
         bert = {} if section is None else {  # --bert-family: its model (trained here, or the given folder)
             "bert_model": section.model_dir or os.path.join(runs, "bert-family"),
-            "jw_bert": os.path.join(analysis, "jw-bert-family"), "wp_bert": os.path.join(analysis, "wp-bert-family")}
+            "jw_bert": os.path.join(analysis, "jw-bert-family"), "wp_bert": os.path.join(analysis, "wp-bert-family"),
+            "faith_bert": os.path.join(analysis, "faithfulness-bert-family")}
         return bert | {"dataset": dataset, "data": self.quick_data(dataset) if plan.quick else dataset,
                 "runs": runs, "analysis": analysis,
                 "base": os.path.join(runs, "lstm-additive"),  # J&W BiLSTM = W&P base
@@ -96,7 +97,8 @@ class ReproductionLayout:
                 "ts_layers_grid": os.path.join(runs, f"ts-grid-{layers}layer"),
                 "ts_layers": os.path.join(analysis, f"ts-{layers}layer"),
                 "wp": os.path.join(analysis, "wp"), "ts": os.path.join(analysis, "ts"),
-                "eraser": {c: os.path.join(analysis, "eraser", c) for c in plan.eraser_cells}}
+                "eraser": {c: os.path.join(analysis, "eraser", c) for c in plan.eraser_cells},
+                "faith_lstm": os.path.join(analysis, "faithfulness-lstm")}
 
     # ---- what is shipped
     def public(self, value):

@@ -1,6 +1,6 @@
 """Training and analysing everything of a reproduction: :func:`reproduce` (the entry point) and
 :func:`run_dataset`, one function per stage (models, jw, jw_more, snli, wp, jw_seeds, ts_grid, eraser,
-ts, ts_layers), each timed by :class:`StageClock` and resumable (a finished run or analysis is reused:
+ts, ts_layers, faithfulness, bert_family), each timed by :class:`StageClock` and resumable (a finished run or analysis is reused:
 see ``_done``).
 
 Runs are shared between batteries where the settings coincide (they live in ``OUT/runs/<dataset>``,
@@ -378,6 +378,37 @@ def _stage_bert_family(run: DatasetRun) -> None:
         _mark(out, request)
     if section.wp_uniform:
         _bert_family_wp_uniform(run, model_dir)
+    if section.faithfulness_instances:
+        _run_faithfulness_table(run, model_dir, run.paths["faith_bert"],
+                                min(section.faithfulness_instances, section.jw_instances))
+
+
+def _run_faithfulness_table(run: DatasetRun, model_dir: str, out: str, instances: int) -> None:
+    """The faithfulness table (:func:`hf_attn.batteries.faithfulness.run_faithfulness`, the methods of
+    ``plan.faithfulness_methods``) of ``model_dir`` on ``instances`` seeded-sampled test sentences
+    (the rule of :func:`_bert_family_texts`; the same sentences for the same count) into ``out`` (results.json, attributions.npz, faithfulness.md, faithfulness.png),
+    unless it is already there with this request."""
+    from hf_attn.batteries.faithfulness import FaithfulnessSettings, run_faithfulness
+    from hf_attn.explainer import Explainer
+
+    settings = FaithfulnessSettings(methods=tuple(run.plan.faithfulness_methods))
+    request = {"model": model_dir, "instances": instances, "sample": "seeded test sample (seed 0)",
+               **asdict(settings)}
+    if _done(out, request):
+        return
+    texts, _, _, _ = _bert_family_texts(run, instances)
+    explainer = Explainer.from_pretrained(model_dir)
+    result = run_faithfulness(explainer.adapter, texts, settings, progress=False)
+    result.model |= {"model_dir": model_dir, "dataset": run.dataset, "split": "test"}
+    result.save(out)
+    result.plot(os.path.join(out, "faithfulness.png"))
+    _mark(out, request)
+
+
+def _stage_faithfulness(run: DatasetRun) -> None:
+    """The faithfulness table of the J&W BiLSTM (the W&P base) on ``plan.faithfulness_instances``
+    seeded-sampled test sentences (the BERT-family model's table is part of its own stage)."""
+    _run_faithfulness_table(run, run.paths["base"], run.paths["faith_lstm"], run.plan.faithfulness_instances)
 
 
 def _bert_family_wp_uniform(run: DatasetRun, model_dir: str) -> None:
@@ -417,6 +448,8 @@ STAGES = (
     ("eraser", _stage_eraser, lambda run: True),
     ("ts", _stage_ts, lambda run: True),
     ("ts_layers", _stage_ts_layers, lambda run: bool(run.plan.ts_multilayer_seeds) and run.dataset == "sst"),
+    # attribution methods × faithfulness metrics on the J&W BiLSTM (SST)
+    ("faithfulness", _stage_faithfulness, lambda run: bool(run.plan.faithfulness_instances) and run.dataset == "sst"),
     # opt-in (--bert-family): MiniLM's fine-tuning alone takes ~7 min on one thread
     ("bert_family", _stage_bert_family, lambda run: run.plan.bert_family is not None and run.dataset == "sst"),
 )

@@ -27,8 +27,10 @@ class BertFamilyPlan:
     as it is — then the J&W battery on its ``layer``'s ``[CLS]`` attention (``heads``: "mean" or a
     head index) over ``jw_instances`` test sentences (a seeded sample) (J&W's permutations and adversary
     steps of the plan), and, when hf_attn has the W&P transformer battery, its uniform-attention
-    intervention (``wp_uniform``) on the same sentences. Fine-tuning MiniLM takes ~7 min on one
-    thread, hence opt-in."""
+    intervention (``wp_uniform``) on the same sentences, and the faithfulness table
+    (:mod:`hf_attn.batteries.faithfulness`, the methods of ``ReproducePlan.faithfulness_methods``) on
+    ``faithfulness_instances`` test sentences sampled by the same seeded rule (0: not run). Fine-tuning MiniLM takes
+    ~7 min on one thread, hence opt-in."""
 
     base_model: str = "minilm-l6"
     model_dir: str | None = None
@@ -38,8 +40,13 @@ class BertFamilyPlan:
     layer: int = -1
     heads: str | int = "mean"
     wp_uniform: bool = True
+    # ~6.5 s a sentence on one thread (every method, NAOPC's search included): 50 sentences ~5.5 min
+    faithfulness_instances: int = 50
 
     def validate(self) -> None:
+        if not isinstance(self.faithfulness_instances, int) or self.faithfulness_instances < 0:
+            raise ValueError(f"faithfulness_instances must be an int >= 0 (0: no faithfulness table), got "
+                             f"{self.faithfulness_instances!r}")
         if self.jw_instances < 1 or not self.epochs > 0:
             raise ValueError(f"the BERT-family section needs jw_instances >= 1 and epochs > 0, got "
                              f"{self.jw_instances}, {self.epochs}")
@@ -101,6 +108,13 @@ class ReproducePlan:
     snli_jw_instances: int = 500
     eraser_max_instances: int | None = None
     quick_sizes: tuple = (240, 60, 80)  # train / validation / test rows in --quick
+    # the faithfulness table (hf_attn.batteries.faithfulness) of the J&W BiLSTM on SST: a seeded sample of
+    # faithfulness_instances test sentences (0: not run). The optional captum methods (kernel_shap,
+    # deeplift) are left out so the report does not depend on an optional extra.
+    faithfulness_instances: int = 200
+    faithfulness_methods: tuple = ("attention", "rollout", "attention_flow", "attention_norm", "alti",
+                                   "value_zeroing", "saliency", "gradient_x_input", "integrated_gradients",
+                                   "leave_one_out", "random")
     # the opt-in BERT-family section (None: not run, and absent from report.json's plan)
     bert_family: BertFamilyPlan | None = None
 
@@ -116,7 +130,7 @@ class ReproducePlan:
                            ts_multilayer_seeds=1, snli_train_pairs=200, snli_dev_pairs=20, snli_epochs=1,
                            snli_jw_instances=20,
                            eraser_cells=("base-additive", "tying-additive"), eraser_ig_steps=4,
-                           eraser_max_instances=40)
+                           eraser_max_instances=40, faithfulness_instances=20)
         if seeds is not None:
             if seeds < 1:
                 raise ValueError(f"--seeds must be >= 1, got {seeds}")
@@ -132,7 +146,8 @@ class ReproducePlan:
         """This plan with the BERT-family section (``--bert-family``): MiniLM fine-tuned on SST, or the
         folder ``model_dir``; the J&W battery on ``instances`` seeded-sampled test sentences (default 500;
         ``--quick``: one epoch, 40 sentences)."""
-        section = BertFamilyPlan(epochs=1.0, jw_instances=40) if self.quick else BertFamilyPlan()
+        section = (BertFamilyPlan(epochs=1.0, jw_instances=40, faithfulness_instances=5) if self.quick
+                   else BertFamilyPlan())
         if model_dir is not None:
             section = replace(section, model_dir=model_dir)
         if instances is not None:
@@ -170,7 +185,10 @@ _SECONDS = {"train_lstm": 30, "train_small_lstm": 16, "train_mlm": 25, "train_av
             # BERT-family section, measured on 22 Nov 2026 with one torch thread (docs/bert_family): MiniLM
             # fine-tuning 432 s for 2 epochs on SST + 40 s of dev/test evaluation; J&W battery 280 s for 500
             # test sentences
-            "bert_epoch": 216, "bert_eval": 40, "bert_jw_per_instance": 0.56}
+            "bert_epoch": 216, "bert_eval": 40, "bert_jw_per_instance": 0.56,
+            # faithfulness table per sentence, from the tables of docs/faithfulness (200 SST test sentences,
+            # CPU): the BiLSTM ~0.45 s; MiniLM ~8.4 s with Kernel SHAP, ~6.5 s without (the reproduction's methods)
+            "faith_lstm_per_instance": 0.45, "faith_bert_per_instance": 6.5}
 
 
 def snli_folder(plan: ReproducePlan) -> str | None:
@@ -192,7 +210,8 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
     the plan has the BERT-family section."""
     extra = {"bert_family": _bert_family_estimate(plan)} if plan.bert_family is not None else {}
     if plan.quick:
-        return {"models": 20, "jw": 15, "jw_more": 20, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15} | extra
+        return {"models": 20, "jw": 15, "jw_more": 20, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15,
+                "faithfulness": 15 if plan.faithfulness_instances else 0} | extra
     s = _SECONDS
     cells = len(plan.ts_variants) * len(plan.ts_attentions)
     grid = plan.ts_seeds * sum(s["train_mlm"] if v == "mlm" else s["train_small_lstm"]
@@ -224,7 +243,8 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
             "ts_grid": grid,
             "ts": cells * plan.ts_seeds * s["ts_run"] + mi_runs * s["ts_mi"]
                   + len(plan.ts_fig1_cells) * len(plan.ts_fig1_lambdas) * s["train_adversary"],
-            "eraser": len(plan.eraser_cells) * s["eraser"]} | extra
+            "eraser": len(plan.eraser_cells) * s["eraser"],
+            "faithfulness": s["faith_lstm_per_instance"] * plan.faithfulness_instances} | extra
 
 
 def _bert_family_estimate(plan: ReproducePlan) -> float:
@@ -234,7 +254,8 @@ def _bert_family_estimate(plan: ReproducePlan) -> float:
     train = 0.0 if section.model_dir else s["bert_epoch"] * section.epochs + s["bert_eval"]
     if plan.quick and not section.model_dir:
         train = train * plan.quick_sizes[0] / 6920 + 10
-    return train + s["bert_jw_per_instance"] * section.jw_instances
+    return (train + s["bert_jw_per_instance"] * section.jw_instances
+            + s["faith_bert_per_instance"] * min(section.faithfulness_instances, section.jw_instances))
 
 
 STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P trained-MLP guide)",
@@ -247,7 +268,9 @@ STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P traine
                 "ts": "T&Š battery on every grid run, MI on the MI seeds, Fig. 1 adversaries (T&Š Eq. 6)",
                 "eraser": "ERASER / integrated gradients on T&Š base / tying / MLM (seed 0)",
                 "ts_layers": "T&Š Table 6: the fragility grid with a 2-layer BiLSTM (training + T&Š battery)",
-                "bert_family": "BERT-family (opt-in): MiniLM fine-tuned on SST and the J&W battery on its [CLS] attention"}
+                "faithfulness": "faithfulness table (attribution methods × faithfulness metrics) of the J&W BiLSTM",
+                "bert_family": "BERT-family (opt-in): MiniLM fine-tuned on SST, the J&W battery on its [CLS] attention "
+                               "and its faithfulness table"}
 
 
 def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,

@@ -38,6 +38,8 @@ TABLE_HEADERS = (
 )
 # The opt-in BERT-family section (--bert-family): in every SST report, with its numbers or "not run".
 BERT_FAMILY_HEADER = "BERT-family: a fine-tuned transformer beside the BiLSTM (new measurement)"
+# The faithfulness table (SST): the BiLSTM's, and the BERT-family model's when --bert-family ran.
+FAITHFULNESS_HEADER = "Faithfulness table: attribution methods × faithfulness metrics (beyond the papers)"
 # J&W's extra models (ReproducePlan.jw_extra_models) as the tables name them
 JW_EXTRA_LABELS = {"cnn-additive": "CNN + additive", "lstm-dot": "BiLSTM + dot"}
 
@@ -161,7 +163,9 @@ class _Figures:
         if not os.path.exists(src):
             return ""
         stem, ext = os.path.splitext(name)
-        target = (f"{self.dataset}-{stem}-{os.path.basename(os.path.dirname(src))}{ext}" if stem == "eraser"
+        folder = os.path.basename(os.path.dirname(src))
+        target = (f"{self.dataset}-{stem}-{folder}{ext}" if stem == "eraser"
+                  else f"{self.dataset}-{folder}{ext}" if stem == "faithfulness"  # faithfulness-lstm, -bert-family
                   else f"{self.dataset}-{name}")
         layout = ReproductionLayout(self.out_dir)
         os.makedirs(layout.figures, exist_ok=True)
@@ -557,6 +561,56 @@ def _eraser_section(data: dict, findings: list[dict], figs: _Figures) -> list[st
     return P
 
 
+def _faithfulness_table(res: dict, label: str, folder: str, figs: _Figures) -> list[str]:
+    """One model's faithfulness table: :meth:`FaithfulnessResult.summary` (rows = methods, columns =
+    metrics with their intervals, seconds and peak memory per sentence, the skipped methods and the
+    sentence on where attention ranks, computed from the numbers), then its figure."""
+    from hf_attn.batteries.faithfulness import FaithfulnessResult
+
+    result = FaithfulnessResult.from_payload(res)
+    settings = result.settings
+    fractions = ", ".join(f"{100 * f:g}" for f in settings.get("fractions") or [])
+    return [f"\n### {label}\n",
+            f"{result.num_instances} SST test sentences (a seeded sample); ERASER bins {{{fractions}}} %, integrated "
+            f"gradients {settings.get('ig_steps')} {settings.get('ig_rule')} steps, Soft-NC / Soft-NS over seeds "
+            f"{', '.join(map(str, settings.get('soft_seeds') or []))}, NAOPC beam width {settings.get('naopc_beam')} "
+            "(0: not computed).\n",
+            result.summary() + "\n",
+            figs.add(folder, "faithfulness.png", f"Faithfulness table, {label} (colour: 1 = best per column)")]
+
+
+def _faithfulness_section(data: dict, figs: _Figures, plan: ReproducePlan) -> list[str]:
+    """The faithfulness table (:mod:`hf_attn.batteries.faithfulness`) of the J&W BiLSTM and, when the
+    BERT-family section ran, of that model; every number read from the tables' results.json."""
+    P = [f"\n## {FAITHFULNESS_HEADER}\n",
+         "Rows: attribution methods (attention, its rollout / flow / norm / ALTI / value zeroing where the model has "
+         "transformer layers, saliency, gradient × input, integrated gradients, leave-one-out, a random floor; "
+         "docs/faithfulness.md has each paper and equation). Columns: ERASER comprehensiveness ↑ and sufficiency ↓ "
+         "(DeYoung et al. 2020), Soft-NC / Soft-NS ↑ (Zhao & Aletras 2023), normalised AOPC ↑ (Edin et al. 2024), "
+         "Kendall τ with leave-one-out ↑ and the mean τ with the other methods; each cell the mean over sentences "
+         "with its 95 % Student-t interval; then seconds and peak memory per sentence of the method itself. The "
+         "optional captum methods are not run here (the report does not depend on an optional extra). No "
+         "published values exist.\n"]
+    paths = paths_of(data)
+    lstm = data.get("faithfulness")
+    if lstm:
+        P += _faithfulness_table(lstm, "J&W BiLSTM + additive (the W&P base)", paths["faith_lstm"], figs)
+    else:
+        P.append("J&W BiLSTM: not measured" + (" (`faithfulness_instances` is 0 in the plan)"
+                                              if not plan.faithfulness_instances else "") + ".\n")
+    bert = (data.get("bert_family") or {}).get("faithfulness")
+    if plan.bert_family is None:
+        P.append("BERT-family model: not run; its table is part of the opt-in BERT-family section "
+                 "(`hf-attn reproduce --bert-family`; docs/faithfulness/ has one for MiniLM).\n")
+    elif bert:
+        label = f"{_bert_label((data.get('bert_family') or {}).get('model'))} (the BERT-family section's model)"
+        P += _faithfulness_table(bert, label, paths["faith_bert"], figs)
+    else:
+        P.append("BERT-family model: not measured" + (" (its `faithfulness_instances` is 0)"
+                                                     if not plan.bert_family.faithfulness_instances else "") + ".\n")
+    return P
+
+
 def _overall_tau(res: dict | None, key: str) -> str:
     """Overall mean τ ± std (share with p < 0.05), then per class: "0.21 ± 0.19 (0.31); 0.20 / 0.21"."""
     block = ((res or {}).get("summary") or {}).get(key)
@@ -746,6 +800,7 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
     P += _eraser_section(data, findings, figs)
     if data["dataset"] == "sst":
         P += _bert_family_section(data, figs, plan)
+        P += _faithfulness_section(data, figs, plan)
     return "\n".join(P) + "\n"
 
 
@@ -761,9 +816,13 @@ def _plan_line(plan: ReproducePlan) -> str:
             + (f" (W&P's code: ½·TVD, class-weighted, early stopping on the training objective, at most "
                f"{plan.wp_adversary_max_epochs or 80} epochs; W&P: 80)" if plan.wp_adversary_protocol == "wp" else "")
             + "; " + f"J&W adversary {plan.jw_steps} steps; "
-            f"ERASER IG {plan.eraser_ig_steps} steps"
+            f"ERASER IG {plan.eraser_ig_steps} steps; "
+            + (f"faithfulness table of the BiLSTM on {plan.faithfulness_instances} SST test sentences (a seeded sample)"
+               if plan.faithfulness_instances else "no faithfulness table")
             + (f"; BERT-family section: `{plan.bert_family.model_dir and 'a given folder' or plan.bert_family.base_model}`"
                f", the J&W battery on {plan.bert_family.jw_instances} SST test sentences (a seeded sample)"
+               + (f" and the faithfulness table on {plan.bert_family.faithfulness_instances}"
+                  if plan.bert_family.faithfulness_instances else "")
                if plan.bert_family is not None else "; BERT-family section not run (opt-in)") + ".")
 
 
