@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -237,6 +238,39 @@ class BatteryResult:
         return cls(record["battery"], record["summary"], instances, record.get("model", {}), record.get("settings", {}))
 
 
+@dataclass
+class MethodAttributions:
+    """Every attribution method's scores of the same texts, side by side
+    (:meth:`Explainer.attributions`). Per text ``i``: ``tokens[i]`` (its content tokens, special
+    tokens and pads left out), ``values[method][i]`` (one score per token), ``probabilities[i]``
+    and ``predicted[i]``; ``methods``: the methods that ran, in the requested order; ``skipped``:
+    method → why it did not run; ``seconds``: method → wall seconds over all texts."""
+
+    texts: list[str]
+    tokens: list[list[str]]
+    methods: list[str]
+    values: dict[str, list[list[float]]]
+    skipped: dict[str, str]
+    seconds: dict[str, float]
+    probabilities: list[list[float]]
+    predicted: list[int]
+    label_names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def to_pandas(self):
+        """One row per (text, token), one column per method."""
+        import pandas as pd
+
+        rows = []
+        for i, tokens in enumerate(self.tokens):
+            for t, token in enumerate(tokens):
+                rows.append({"text": i, "position": t, "token": token,
+                             **{m: self.values[m][i][t] for m in self.methods}})
+        return pd.DataFrame(rows)
+
+
 def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
@@ -258,6 +292,19 @@ class Explainer:
         self.adapter = adapter_for(model, tokenizer, layer=layer, heads=heads, query=query, device=device,
                                    precision=precision, token_budget=token_budget, max_length=max_length)
         self.model, self.tokenizer = self.adapter.model, self.adapter.tokenizer
+
+    @classmethod
+    def from_adapter(cls, adapter) -> "Explainer":
+        """An explainer over an adapter already built (:func:`hf_attn.adapters.adapter_for`), e.g.
+        one kept per loaded model by an app."""
+        for name in ("encode", "model", "tokenizer"):
+            if not hasattr(adapter, name):
+                raise ValueError(f"adapter must be an hf_attn adapter (adapter_for(model, tokenizer)); it has no "
+                                 f"{name!r}")
+        explainer = cls.__new__(cls)
+        explainer.adapter = adapter
+        explainer.model, explainer.tokenizer = adapter.model, adapter.tokenizer
+        return explainer
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs) -> "Explainer":
@@ -434,6 +481,51 @@ class Explainer:
         if unknown:
             raise ValueError(f"unknown faithfulness setting(s) {unknown}; see FaithfulnessSettings")
         return run_faithfulness(self.adapter, checked_texts(texts), FaithfulnessSettings(**settings))
+
+    def attributions(self, texts, methods=None, **settings) -> MethodAttributions:
+        """Every attribution method of the faithfulness table on ``texts``, side by side, per content
+        token (:func:`hf_attn.batteries.faithfulness.attribution_scores`; each method's paper and
+        equation are in :mod:`hf_attn.batteries.faithfulness` and its module). ``methods``: names of
+        ``hf_attn.batteries.faithfulness.METHODS`` (default: all but the random floor); a method that
+        does not apply to this model (or needs captum when it is missing) is left out, with the
+        reason in ``skipped``. ``settings``: the method knobs of
+        :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``ig_steps``, ``ig_rule``,
+        ``shap_samples``, ``seed``)."""
+        from hf_attn.adapters.base import UnsupportedModelError
+        from hf_attn.adapters.interface import InterventionError
+        from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, attribution_scores
+
+        if isinstance(methods, str):
+            raise ValueError(f"methods must be a list of method names, got the string {methods!r}")
+        methods = tuple(m for m in METHODS if m != "random") if methods is None else tuple(methods)
+        allowed = {"ig_steps", "ig_rule", "shap_samples", "seed"}
+        unknown = sorted(set(settings) - allowed)
+        if unknown:
+            raise ValueError(f"unknown attribution setting(s) {unknown}; allowed: {sorted(allowed)}")
+        typed = FaithfulnessSettings(methods=methods, **settings)
+        items = checked_texts(texts)
+        adapter = self.adapter
+        batch = adapter.encode(items)
+        keep = batch.content
+        if not bool(keep.any(1).all()):
+            empty = [i for i, k in enumerate(keep.any(1).tolist()) if not k]
+            raise ValueError(f"texts {empty[:5]} have no tokens of their own (only special tokens)")
+        with torch.no_grad():
+            probabilities = adapter.logits(batch).float().softmax(-1).cpu()
+        values, skipped, seconds = {}, {}, {}
+        for name in typed.methods:
+            start = time.perf_counter()
+            try:
+                scores = attribution_scores(adapter, batch, name, typed)
+            except (UnsupportedModelError, InterventionError, ImportError) as error:
+                skipped[name] = str(error)
+                continue
+            seconds[name] = time.perf_counter() - start
+            values[name] = [scores[i][keep[i]].detach().double().cpu().tolist() for i in range(len(items))]
+        tokens = [self.tokenizer.convert_ids_to_tokens(batch.input_ids[i][keep[i]].tolist()) for i in range(len(items))]
+        return MethodAttributions(texts=items, tokens=tokens, methods=list(values), values=values, skipped=skipped,
+                                  seconds=seconds, probabilities=probabilities.tolist(),
+                                  predicted=probabilities.argmax(-1).tolist(), label_names=self._label_names())
 
     def wp(self, texts, labels) -> BatteryResult:
         """Wiegreffe & Pinter §3.2 in memory: the model against its own attention replaced by the

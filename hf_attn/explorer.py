@@ -281,8 +281,13 @@ def sentence_kendall(attention, gradient, loo, tie_tolerance: float = TIE_TOLERA
 
 def model_max_tokens(model) -> int:
     """The longest sentence the explorer takes for ``model``: its ``config.max_tokens`` (the forward
-    refuses more), at most :data:`MAX_TOKENS_LIMIT`."""
-    limit = getattr(getattr(model, "config", None), "max_tokens", None)
+    refuses more), for a transformers classifier its position table less [CLS] and [SEP]
+    (``max_position_embeddings`` − 2), at most :data:`MAX_TOKENS_LIMIT`."""
+    config = getattr(model, "config", None)
+    limit = getattr(config, "max_tokens", None)
+    positions = getattr(config, "max_position_embeddings", None) if is_transformer_model(model) else None
+    if isinstance(positions, int) and positions > 2:
+        limit = min(int(limit), positions - 2) if limit else positions - 2
     return min(int(limit), MAX_TOKENS_LIMIT) if limit else MAX_TOKENS_LIMIT
 
 
@@ -359,6 +364,30 @@ def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offset
         tie_tolerance=TIE_TOLERANCE, max_tokens=limit)
 
 
+def _checked_sentence(model, tokenizer, text: str, max_tokens: int | None):
+    """``(ids, offsets, special flags, token limit)`` of a visitor's ``text``; :class:`ExplainError`
+    (one line for the visitor) for empty text, more than :data:`MAX_TEXT_CHARS` characters, no token,
+    or more tokens than the limit (``max_tokens``, at most the model's :func:`model_max_tokens`;
+    a transformer's [CLS] and [SEP] do not count)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ExplainError("Please type a sentence: the text is empty.")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ExplainError(f"The text is too long: {len(text)} characters, the limit is {MAX_TEXT_CHARS}. "
+                           "Please shorten it.")
+    ids, offsets, special = _encode(tokenizer, text)
+    if len(ids) == 0:
+        raise ExplainError("The sentence has no tokens after tokenisation (only punctuation or spaces?).")
+    limit = model_max_tokens(model) if max_tokens is None else min(max_tokens, model_max_tokens(model))
+    if is_transformer_model(model):
+        if len(ids) > limit + 2:  # [CLS] and [SEP] do not count
+            raise ExplainError(f"The sentence is too long: {len(ids) - 2} word pieces, the limit is {limit}. "
+                               "Please shorten it.")
+    elif len(ids) > limit:
+        raise ExplainError(f"The sentence is too long: {len(ids)} tokens, the limit is {limit}. "
+                           "Please shorten it.")
+    return ids, offsets, special, limit
+
+
 def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
                      num_permutations: int = 100, k: int = 5, lam: float = 500.0, eps: float = 0.01,
                      steps: int = 500, lr: float = 0.01, seed: int = 0) -> SentenceExplanation:
@@ -375,23 +404,9 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
                               seed=seed, max_tokens=max_tokens)
     num_permutations, k, lam, eps = settings["num_permutations"], settings["k"], settings["lam"], settings["eps"]
     steps, lr, seed, max_tokens = settings["steps"], settings["lr"], settings["seed"], settings["max_tokens"]
-    if not isinstance(text, str) or not text.strip():
-        raise ExplainError("Please type a sentence: the text is empty.")
-    if len(text) > MAX_TEXT_CHARS:
-        raise ExplainError(f"The text is too long: {len(text)} characters, the limit is {MAX_TEXT_CHARS}. "
-                           "Please shorten it.")
-    ids, offsets, special = _encode(tokenizer, text)
-    if len(ids) == 0:
-        raise ExplainError("The sentence has no tokens after tokenisation (only punctuation or spaces?).")
-    limit = model_max_tokens(model) if max_tokens is None else min(max_tokens, model_max_tokens(model))
+    ids, offsets, special, limit = _checked_sentence(model, tokenizer, text, max_tokens)
     if is_transformer_model(model):  # a transformers classifier: the rows its head reads, via its adapter
-        if len(ids) > limit + 2:  # [CLS] and [SEP] do not count
-            raise ExplainError(f"The sentence is too long: {len(ids) - 2} word pieces, the limit is {limit}. "
-                               "Please shorten it.")
         return _explain_transformer_sentence(model, tokenizer, text, ids, offsets, special, settings, limit)
-    if len(ids) > limit:
-        raise ExplainError(f"The sentence is too long: {len(ids)} tokens, the limit is {limit}. "
-                           "Please shorten it.")
     model.eval()
     seconds: dict[str, float] = {}
     input_ids = torch.tensor([ids])
@@ -631,6 +646,72 @@ def heatmap_html(explanation: SentenceExplanation) -> str:
                       "(read as [UNK])</span>")
     return (f'{HEATMAP_STYLE}<div class="hfa-heatmaps" id="hfa-heatmap">'
             f'<div class="hfa-legend" id="hfa-legend">{"".join(legend)}</div>{"".join(tables)}</div>')
+
+
+# ------------------------------------------------------------------ every attribution method, side by side
+# The rows of the method comparison (hf_attn.batteries.faithfulness.METHODS; each method's paper and
+# equation are in its module): all that take well under a second for one sentence on a CPU. Kernel
+# SHAP and DeepLift (optional captum extra) and the random floor are left out.
+COMPARE_METHODS = ("attention", "rollout", "attention_flow", "attention_norm", "alti", "value_zeroing", "saliency",
+                   "gradient_x_input", "integrated_gradients", "leave_one_out")
+COMPARE_TITLES = {"attention": "attention α", "rollout": "attention rollout", "attention_flow": "attention flow",
+                  "attention_norm": "attention norm ‖αf(x)‖", "alti": "ALTI", "value_zeroing": "value zeroing",
+                  "saliency": "saliency ‖∂ŷ/∂e‖", "gradient_x_input": "gradient × input",
+                  "integrated_gradients": "integrated gradients", "leave_one_out": "leave-one-out Δŷ"}
+COMPARE_IG_STEPS = 16  # Gauss–Legendre nodes of integrated gradients (the faithfulness table's default)
+POSITIVE_COLOUR, NEGATIVE_COLOUR = (214, 39, 40), (31, 119, 180)
+
+
+def compare_methods(model, tokenizer, text: str, max_tokens: int | None = None):
+    """Every method of :data:`COMPARE_METHODS` on one sentence, through
+    :meth:`hf_attn.explainer.Explainer.attributions` on the model's adapter (one per loaded model):
+    a :class:`hf_attn.explainer.MethodAttributions` of one text, the methods that do not apply to the
+    model in its ``skipped``. The same input checks and limits as :func:`explain_sentence`
+    (:class:`ExplainError` for the visitor)."""
+    from hf_attn.explainer import Explainer
+
+    _checked_sentence(model, tokenizer, text, max_tokens)
+    model.eval()
+    explainer = Explainer.from_adapter(_adapter_of(model, tokenizer))
+    return explainer.attributions([text], methods=COMPARE_METHODS, ig_steps=COMPARE_IG_STEPS)
+
+
+def methods_heatmap_html(comparison) -> str:
+    """The methods of ``comparison`` (a :class:`hf_attn.explainer.MethodAttributions` of one text) as
+    one token heatmap: one row per method, one column per token, each row on its own colour scale
+    (strength = |value| / the row's largest |value|; red positive, blue negative), the raw value in
+    each cell's ``data-value`` and tooltip; the methods that did not run are listed with the reason."""
+    tokens = comparison.tokens[0]
+    head = "".join(f'<th class="hfa-tok">{html.escape(t)}</th>' for t in tokens)
+    rows = []
+    for method in comparison.methods:
+        values = np.asarray(comparison.values[method][0], dtype=np.float64)
+        finite = values[np.isfinite(values)]
+        scale = float(np.abs(finite).max()) if finite.size else 0.0
+        cells = []
+        for token, value in zip(tokens, values):
+            if not np.isfinite(value):
+                cells.append(f'<td class="hfa-cell" data-value="nan" title="{html.escape(token)}: undefined">–</td>')
+                continue
+            strength = min(abs(value) / scale, 1.0) if scale > 0 else 0.0
+            r, g, b = _blend(POSITIVE_COLOUR if value >= 0 else NEGATIVE_COLOUR, strength)
+            text_colour = "#fff" if strength > 0.6 else "#111"
+            shown = value / scale if scale > 0 else 0.0
+            cells.append(f'<td class="hfa-cell" data-value="{value:.9g}" style="background:rgb({r},{g},{b});'
+                         f'color:{text_colour}" title="{html.escape(token)}: {value:.4g}">{shown:.2f}</td>')
+        title = COMPARE_TITLES.get(method, method)
+        rows.append(f'<tr data-row="{method}"><th class="hfa-row">{html.escape(title)}<br><small>max |value| '
+                    f'{scale:.3g}</small></th>{"".join(cells)}</tr>')
+    label = html.escape(comparison.label_names[comparison.predicted[0]])
+    notes = [f"<p>Explained: the predicted class <b>{label}</b>. Each row on its own scale: a cell shows its value "
+             "divided by the row's largest |value| (red positive, blue negative); the raw value is in the tooltip.</p>"]
+    if comparison.skipped:
+        items = "".join(f"<li><b>{html.escape(m)}</b>: {html.escape(reason)}</li>"
+                        for m, reason in comparison.skipped.items())
+        notes.append(f'<p>Not shown for this model:</p><ul class="hfa-skipped">{items}</ul>')
+    return (f'{HEATMAP_STYLE}<div class="hfa-heatmaps" id="hfa-methods"><div class="hfa-line">'
+            f'<table class="hfa-heatmap hfa-methods"><tr><th class="hfa-row">token</th>{head}</tr>{"".join(rows)}'
+            f'</table></div>{"".join(notes)}</div>')
 
 
 _MARKDOWN_SPECIALS = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+!|~"})

@@ -138,6 +138,10 @@ def test_errors_are_clear(client, trained_model_dir):
     with pytest.raises(AppError, match=r"eps must be from 0 to 1 \(got 2\)"):
         client.predict(trained_model_dir, SENTENCE, 2, 500, 0, api_name="/explain")
     assert "encoder `lstm`" in client.predict(trained_model_dir, api_name="/load_model")
+    with pytest.raises(AppError, match="empty"):  # the method comparison: the same one-line messages
+        client.predict(trained_model_dir, "  ", api_name="/compare_methods")
+    with pytest.raises(AppError, match=f"too long: {limit + 1} tokens, the limit is {limit}"):
+        client.predict(trained_model_dir, "good " * (limit + 1), api_name="/compare_methods")
 
 
 @pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
@@ -185,6 +189,17 @@ def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
         assert coloured - {"rgba(255, 255, 255, 1)", "rgb(255, 255, 255)"}  # the attention colour is painted
         wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#permutations img, #permutations svg")))
         assert "Prediction:" in driver.find_element(By.CSS_SELECTOR, "#summary").text
+        # every attribution method side by side: one row per method that applies to the BiLSTM
+        opener = driver.find_element(By.CSS_SELECTOR, "#compare-methods .label-wrap")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", opener)
+        opener.click()
+        wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#compare"))).click()
+        methods = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#methods #hfa-methods")))
+        rows = methods.find_elements(By.CSS_SELECTOR, "tr[data-row]")
+        assert [r.get_attribute("data-row") for r in rows] == [
+            "attention", "saliency", "gradient_x_input", "integrated_gradients", "leave_one_out"]
+        assert all(len(r.find_elements(By.CSS_SELECTOR, "td.hfa-cell")) == len(tokens) for r in rows)
+        assert "rollout" in methods.find_element(By.CSS_SELECTOR, "ul.hfa-skipped").text
         ARTIFACTS.mkdir(exist_ok=True)
         driver.execute_script("window.scrollTo(0, 0)")
         height = driver.execute_script("return document.body.scrollHeight")

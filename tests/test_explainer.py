@@ -136,3 +136,35 @@ def test_faithfulness_table_in_memory(explainer):
     assert len(frame) and set(result.methods) == {"attention", "saliency", "leave_one_out", "random"}
     with pytest.raises(ValueError, match="unknown faithfulness setting"):
         explainer.faithfulness(TEXTS, method="attention")
+
+
+def test_attributions_side_by_side_are_the_methods_own(explainer):
+    """Explainer.attributions: per text and content token, each method's scores equal the method
+    function called on the adapter (the battery's rows); bad arguments are refused by name."""
+    from hf_attn.methods.gradient_x_input import gradient_x_input
+    from hf_attn.methods.raw_attention import raw_attention
+
+    side = explainer.attributions(TEXTS[:3], methods=["attention", "gradient_x_input", "leave_one_out"])
+    batch = explainer.adapter.encode(TEXTS[:3])
+    assert side.methods == ["attention", "gradient_x_input", "leave_one_out"] and not side.skipped
+    for name, function in (("attention", raw_attention), ("gradient_x_input", gradient_x_input)):
+        reference = function(explainer.adapter, batch)
+        for i in range(3):
+            np.testing.assert_allclose(side.values[name][i], reference[i][batch.content[i]].double().numpy(),
+                                       atol=1e-6, err_msg=name)
+    for i in range(3):  # leave-one-out by deleting each token and running the model again
+        ids = batch.input_ids[i][batch.attention_mask[i].bool()].tolist()
+        content = batch.content[i][batch.attention_mask[i].bool()].tolist()
+        full = explainer.adapter.logits(explainer.adapter.from_token_lists([ids])).softmax(-1)[0]
+        c = int(full.argmax())
+        expected = [float(full[c] - explainer.adapter.logits(explainer.adapter.from_token_lists(
+            [ids[:t] + ids[t + 1:]])).softmax(-1)[0, c]) for t in range(len(ids)) if content[t]]
+        np.testing.assert_allclose(side.values["leave_one_out"][i], expected, atol=1e-5)
+        assert len(side.tokens[i]) == len(expected)
+    assert len(side.to_pandas()) == sum(len(t) for t in side.tokens)
+    with pytest.raises(ValueError, match="methods must be a list of method names"):
+        explainer.attributions(TEXTS, methods="attention")
+    with pytest.raises(ValueError, match="methods must be a non-empty subset"):
+        explainer.attributions(TEXTS, methods=["telepathy"])
+    with pytest.raises(ValueError, match="unknown attribution setting"):
+        explainer.attributions(TEXTS, steps=3)

@@ -52,11 +52,12 @@ def test_api_outputs_are_named(app):
     policy = ModelPolicy(("tester/lstm-sst",))
     demo = app.build_demo(policy, cache=ModelCache(policy, _never_loads))
     endpoints = demo.get_api_info()["named_endpoints"]
-    assert set(endpoints) == {"/explain", "/load_model"}
+    assert set(endpoints) == {"/explain", "/load_model", "/compare_methods"}
     labels = [r.get("label") for e in endpoints.values() for r in e["returns"]]
     assert all(labels) and not any(str(label).startswith("value_") for label in labels), labels
     assert [r["label"] for r in endpoints["/explain"]["returns"]] == ["Prediction ŷ", "summary", "Token heatmaps",
                                                                     "Permutation Δŷ", "explanation"]
+    assert [r["label"] for r in endpoints["/compare_methods"]["returns"]] == ["Attribution methods"]
 
 
 def test_handlers_map_shown_names_to_models(app):
@@ -112,3 +113,74 @@ def test_errors_are_logged_as_one_line(app):
                                                                   "cannot load model %r", ("m",), sys.exc_info())
     line = formatter.format(record)
     assert line == "WARNING hf_attn.explorer: cannot load model 'm': OSError: cannot read /srv/x"
+
+
+# ------------------------------------------------------------------------------ methods side by side
+def _cells(page: str, method: str) -> list[float]:
+    import re
+
+    row = re.search(rf'<tr data-row="{method}">(.*?)</tr>', page).group(1)
+    return [float(v) for v in re.findall(r'data-value="([^"]+)"', row)]
+
+
+def test_compare_handler_gives_one_row_per_method_for_a_tiny_bert(app):
+    """The handler of "Every attribution method side by side" on a tiny random BERT: one heatmap row
+    per method of COMPARE_METHODS with finite values over the sentence's word pieces; the attention row
+    is the last layer's [CLS] row averaged over heads (from the model's own attentions) and the
+    leave-one-out row ŷ_c(x) − ŷ_c(x without the token), both recomputed here; visitor errors are
+    one-line messages."""
+    import gradio as gr
+    import numpy as np
+    import torch
+
+    from architectures import tiny_classifier
+    from hf_attn.explorer import COMPARE_METHODS
+
+    model, tokenizer = tiny_classifier("bert")
+    model.eval()
+    policy = ModelPolicy(("tester/tiny-bert",))
+    compare = app.make_compare_handler(ModelCache(policy, lambda name, policy: (model, tokenizer)))
+    text = "not very fun acting , but a great story"
+    page = compare("tester/tiny-bert", text)
+    ids = tokenizer(text)["input_ids"]
+    content = ids[1:-1]  # between [CLS] and [SEP]
+    assert page.count("<tr data-row=") == len(COMPARE_METHODS)
+    for method in COMPARE_METHODS:
+        values = _cells(page, method)
+        assert len(values) == len(content) and np.isfinite(values).all(), method
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), output_attentions=True)
+        probabilities = out.logits.softmax(-1)[0]
+        c = int(probabilities.argmax())
+        attention = out.attentions[-1][0, :, 0, 1:-1].mean(0)
+        deleted = [float(probabilities[c] - model(input_ids=torch.tensor([ids[:t] + ids[t + 1:]])).logits.softmax(-1)[0, c])
+                   for t in range(1, len(ids) - 1)]
+    np.testing.assert_allclose(_cells(page, "attention"), attention.numpy(), atol=1e-6)
+    np.testing.assert_allclose(_cells(page, "leave_one_out"), deleted, atol=1e-6)
+    with pytest.raises(gr.Error, match="the text is empty"):
+        compare("tester/tiny-bert", "   ")
+    # the tiny BERT has 40 positions: 38 word pieces besides [CLS] and [SEP]
+    with pytest.raises(gr.Error, match="too long: 39 word pieces, the limit is 38"):
+        compare("tester/tiny-bert", "good " * 39)
+    assert len(_cells(compare("tester/tiny-bert", "good " * 38), "saliency")) == 38
+
+
+def test_compare_on_the_papers_bilstm_lists_the_transformer_only_methods(app, trained_model_dir):
+    """On one of the papers' BiLSTMs the methods that need transformer layers are listed with the
+    reason instead of a row; the others have one finite value per token."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from hf_attn import AttnClassifierForSequenceClassification
+
+    model = AttnClassifierForSequenceClassification.from_pretrained(trained_model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(trained_model_dir)
+    policy = ModelPolicy((trained_model_dir,))
+    compare = app.make_compare_handler(ModelCache(policy, lambda name, policy: (model, tokenizer)),
+                                       app.display_names(policy.models))
+    page = compare(next(iter(app.display_names(policy.models))), "a gorgeous , witty movie")
+    for method in ("attention", "saliency", "gradient_x_input", "integrated_gradients", "leave_one_out"):
+        assert np.isfinite(_cells(page, method)).all() and len(_cells(page, method)) >= 4, method
+    for method in ("rollout", "attention_flow", "alti", "value_zeroing"):
+        assert f'<tr data-row="{method}">' not in page and f"<li><b>{method}</b>: " in page
+    assert trained_model_dir not in page

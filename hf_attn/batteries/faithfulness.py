@@ -164,6 +164,32 @@ def _method_function(name: str, settings: FaithfulnessSettings):
             "leave_one_out": deletion.leave_one_out_deletion}[name]
 
 
+ROLLOUT_OF_ONE_LAYER = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
+                        "the attention row itself (the attention method)")
+
+
+def _refusal(adapter, name: str) -> str | None:
+    """Why ``name`` is not run on ``adapter`` before trying it (None: try it)."""
+    if name == "rollout" and getattr(adapter, "num_layers", 1) == 1 and not hasattr(adapter, "_model_call"):
+        return ROLLOUT_OF_ONE_LAYER
+    return None
+
+
+def attribution_scores(adapter, batch, method: str, settings: FaithfulnessSettings | None = None) -> torch.Tensor:
+    """``(B, T)`` scores of one method of :data:`METHODS` (the battery's rows: each method's paper
+    and equation are in its module under :mod:`hf_attn.methods`) on ``batch``, 0 on pads and special
+    tokens. ``settings``: the method knobs of :class:`FaithfulnessSettings` (``ig_steps``,
+    ``ig_rule``, ``shap_samples``, ``seed``). Raises :class:`UnsupportedModelError` with the reason
+    where the method does not apply to the model (the battery's "skipped"), ``ImportError`` with the
+    install hint for a captum method without captum, ``ValueError`` for an unknown ``method``."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    reason = _refusal(adapter, method)
+    if reason:
+        raise UnsupportedModelError(reason)
+    return _method_function(method, settings or FaithfulnessSettings())(adapter, batch)
+
+
 class _PeakMemory:
     """Peak memory above the level at entry (module docstring: psutil RSS sampled in a thread, or
     CUDA's allocator peak)."""
@@ -588,9 +614,8 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
     cost, skipped = {}, {}
     for name in settings.methods:
         description, internals = METHODS[name]
-        if name == "rollout" and getattr(adapter, "num_layers", 1) == 1 and not hasattr(adapter, "_model_call"):
-            skipped[name] = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
-                             "the attention row itself (the attention method)")
+        if _refusal(adapter, name):
+            skipped[name] = _refusal(adapter, name)
             continue
         try:
             function = _method_function(name, settings)
@@ -781,4 +806,4 @@ def _trim(batch, width: int, adapter):
 
 
 __all__ = ["ATTENTION_FAMILY", "DEFAULT_METHODS", "METHODS", "METRICS", "FaithfulnessResult", "FaithfulnessSettings",
-           "erasure_scores", "run_faithfulness"]
+           "attribution_scores", "erasure_scores", "run_faithfulness"]

@@ -3,8 +3,11 @@
 Type a sentence; see the prediction and, aligned under the words as typed, the model's attention,
 gradient and leave-one-out importance (normalised, on one colour scale with the attention), an
 adversarial attention (with its Δŷ and JSD), the per-token prediction probabilities, the sentence's
-Kendall τ of attention vs gradient and vs leave-one-out, and the permutation Δŷ distribution. All
-computation lives in ``hf_attn.explorer``; this file only lays it out. The input limit is the model's
+Kendall τ of attention vs gradient and vs leave-one-out, and the permutation Δŷ distribution; on
+request, every attribution method side by side (one heatmap row per method: attention, rollout,
+attention flow / norm, ALTI, value zeroing, saliency, gradient × input, integrated gradients,
+leave-one-out, through ``hf_attn.Explainer``). All computation lives in ``hf_attn.explorer``; this
+file only lays it out. The input limit is the model's
 (``config.max_tokens``).
 
 Models: visitors pick from the operator's allow-list (``HF_ATTN_MODEL``, ``HF_ATTN_MODELS``,
@@ -36,10 +39,10 @@ import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
 from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
-                             ModelPolicy, check_settings, explain_sentence, heatmap_html, is_hub_id,
-                             is_transformer_model,
-                             markdown_text, model_max_tokens, model_policy, permutation_figure,
-                             summary_markdown)
+                             ModelPolicy, check_settings, compare_methods, explain_sentence, heatmap_html,
+                             is_hub_id, is_transformer_model,
+                             markdown_text, methods_heatmap_html, model_max_tokens, model_policy,
+                             permutation_figure, summary_markdown)
 
 LOGGER = logging.getLogger("hf_attn.app")
 # What a visitor sees for an error we did not foresee; the traceback goes to the server log only
@@ -164,13 +167,30 @@ def make_handlers(cache: ModelCache, names: dict[str, str] | None = None):
     return describe_model, explain, sentence_box
 
 
+def make_compare_handler(cache: ModelCache, names: dict[str, str] | None = None):
+    """The handler of the method comparison: ``(model name, sentence)`` → the HTML of
+    :func:`hf_attn.explorer.methods_heatmap_html` (one heatmap row per attribution method), with the
+    explorer's input checks; ``names`` as in :func:`make_handlers`."""
+    names = names or {}
+
+    @visitor_errors
+    def compare(model_name: str, text: str) -> str:
+        name = names.get(model_name.strip(), model_name) if isinstance(model_name, str) else model_name
+        model, tokenizer = cache.get(name)
+        return methods_heatmap_html(compare_methods(model, tokenizer, text))
+
+    return compare
+
+
 def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: ModelCache | None = None,
                served_because: str | None = None) -> gr.Blocks:
     """The explorer page: models from ``policy`` (``initial_model`` selected), loaded through
     ``cache`` (a new :class:`ModelCache` by default); ``served_because`` says why the first model is
     the one served (:func:`model_source`). Visitors see :func:`display_names`, never server paths."""
     names = display_names(policy.models)
-    describe_model, explain, sentence_box = make_handlers(cache or ModelCache(policy), names)
+    cache = cache or ModelCache(policy)
+    describe_model, explain, sentence_box = make_handlers(cache, names)
+    compare = make_compare_handler(cache, names)
     initial_model = initial_model or (policy.models[0] if policy.models else None)
     initial_name = next((name for name, model in names.items() if model == initial_model), initial_model)
     steps_low, steps_high = INT_LIMITS["steps"]
@@ -210,6 +230,13 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
             summary = gr.Markdown(label="summary", elem_id="summary")
         heatmaps = gr.HTML(label="Token heatmaps", elem_id="heatmaps")
         permutations = gr.Plot(label="Permutation Δŷ", elem_id="permutations")
+        with gr.Accordion("Every attribution method side by side", open=False, elem_id="compare-methods"):
+            gr.Markdown("For the sentence above: one row per attribution method (attention, rollout, attention "
+                        "flow, attention norm, ALTI, value zeroing, saliency, gradient × input, integrated gradients, "
+                        "leave-one-out), each on its own colour scale; methods that need transformer layers are "
+                        "listed as not shown for the other models.")
+            compare_button = gr.Button("Compare the methods", elem_id="compare")
+            methods = gr.HTML(label="Attribution methods", elem_id="methods")
         with gr.Accordion("All values (JSON)", open=False):
             values = gr.JSON(label="explanation")
         gr.Examples(EXAMPLES, inputs=[text])
@@ -226,6 +253,11 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
                                 api_visibility="private")
         for event in (explained, submitted):
             event.failure(clear_outputs, outputs=outputs, api_visibility="private", queue=False)
+        compared = compare_button.click(compare, inputs=[model_name, text], outputs=[methods],
+                                        api_name="compare_methods")
+        compared.failure(lambda: "", outputs=[methods], api_visibility="private", queue=False)
+        for changed in (text, model_name):  # the comparison shown is always the current sentence's
+            changed.change(lambda: "", outputs=[methods], api_visibility="private", queue=False)
         if initial_model:
             opened = demo.load(describe_model, inputs=[model_name], outputs=[model_status], api_visibility="private")
             opened.success(sentence_box, inputs=[model_name], outputs=[text], api_visibility="private")
