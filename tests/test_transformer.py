@@ -16,7 +16,7 @@ from transformers import BertConfig, BertForSequenceClassification, PreTrainedTo
 
 from hf_attn.adapters import adapter_for
 from hf_attn.adapters.interface import Intervention
-from hf_attn.analysis.jw import transformer as jwt
+from hf_attn.batteries.jw import transformer as jwt
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
 from hf_attn.methods.gradient import attention_fixed_gradient
@@ -25,7 +25,7 @@ from hf_attn.methods.permutation import content_permutations, permuted_attention
 from hf_attn.methods.rollout import attention_rollout
 from hf_attn.models import pretrained
 from hf_attn.models import transformer_attention as ta
-from hf_attn.models.transformer_attention import merge_word_pieces
+from hf_attn.adapters.transformer_attention import merge_word_pieces
 from conftest import needs_minilm
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -400,7 +400,7 @@ def test_other_architectures_run_and_unsupported_ones_are_refused_with_the_reaso
     from transformers import (DebertaV2Config, DebertaV2ForSequenceClassification, DistilBertConfig,
                               DistilBertForSequenceClassification)
 
-    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
+    from hf_attn.batteries.jw.transformer import is_transformer_model_dir
     from hf_attn.cli import main
 
     tokenizer = bert_tokenizer()

@@ -12,7 +12,7 @@ import pytest
 import torch
 from datasets import DatasetDict
 
-from hf_attn.analysis.wp import battery as wp
+from hf_attn.batteries.wp import battery as wp
 from hf_attn.core.batching import ragged_to_padded
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
 from hf_attn.data.datasets import TaskData

@@ -398,7 +398,7 @@ def add_parser(subparsers) -> None:
 def _run_train_seeds(args) -> int:
     results = train_seeds(args.base_dir, args.output_dir, args.num_seeds, progress=not args.quiet,
                           first_seed=args.first_seed)
-    from hf_attn.cli import print_json
+    from hf_attn.core.io import print_json
 
     print_json({seed: {k: round(v, 4) for k, v in m.items() if k in ("test_f1", "test_macro_f1",
                                                                            "test_accuracy")}

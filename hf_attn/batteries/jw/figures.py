@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from hf_attn.core.io import save_figure_atomic  # noqa: E402
-from hf_attn.analysis.jw.summary import MAX_ATTENTION_BINS  # noqa: E402
+from hf_attn.batteries.jw.summary import MAX_ATTENTION_BINS  # noqa: E402
 
 # One colour per class id in every battery's figures (J&W's: purple = negative, orange = positive).
 CLASS_COLOURS = ["#8e44ad", "#f39c12", "#27ae60", "#2980b9", "#c0392b"]  # purple, orange, …

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from hf_attn.analysis.jw.summary import adversary_summary, correlation_summary, permutation_summary
+from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, permutation_summary
 from hf_attn.methods.adversary import AdversaryResult
 
 
@@ -63,7 +63,7 @@ class JWSettings:
     # Importances of one instance within this (absolute) distance are tied before Kendall τ:
     # attention, gradient and leave-one-out carry float32 noise of up to ~5e-7, enough to order
     # exact ties (two adjacent identical tokens give the same sentence when either is deleted).
-    # 0 ranks the raw values. Why 1e-6: hf_attn.analysis.jw.summary.TIE_TOLERANCE.
+    # 0 ranks the raw values. Why 1e-6: hf_attn.batteries.jw.summary.TIE_TOLERANCE.
     tie_tolerance: float = 1e-6
     token_budget: int = 16384  # padded tokens per batch (forward, permutations, adversaries)
     gradient_token_budget: int = 4096  # per forward + backward (cache-sized: faster on CPU)
@@ -98,7 +98,7 @@ class JWRunSettings:
     max_instances: int | None = None
     use_cache: bool = True
     algorithm: JWSettings = field(default_factory=JWSettings)
-    # transformers classifiers (hf_attn.analysis.jw.transformer): which attention is explained — the
+    # transformers classifiers (hf_attn.batteries.jw.transformer): which attention is explained — the
     # query row(s) the head reads in ``transformer_layer`` (−1: the last), averaged over heads or one
     # head — and the
     # dataset to analyse when the folder has no run.json (a model not trained here, a Hub id).

@@ -1,5 +1,6 @@
 """ERASER + integrated gradients for transformers classifiers: ``hf-attn eraser
-DIR`` on a folder (or Hub id) holding a ``transformers`` BERT/RoBERTa/… sequence classifier.
+DIR`` (:func:`hf_attn.runs.eraser.run_transformer_eraser`) on a folder (or Hub id) holding a
+``transformers`` BERT/RoBERTa/… sequence classifier.
 
 ERASER comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020, "ERASER: A Benchmark to
 Evaluate Rationalized NLP Models", §4) exactly as :mod:`hf_attn.methods.eraser` defines them for
@@ -11,9 +12,9 @@ ceil(fraction · n), ties by position, all 1 + 2K variants of an instance batche
   the last layer, mean over heads; Jain & Wallace 2019 §2);
 - ``rollout``: the ``[CLS]`` row of attention rollout (Abnar & Zuidema 2020, §3);
 - ``gradient``: |Σ_d ∂ŷ_c/∂e_t,d · e_t,d| on the word-piece embeddings with the explained row
-  detached (J&W Alg. 1; :func:`hf_attn.analysis.jw.transformer.gradient_importance`);
+  detached (J&W Alg. 1; :func:`hf_attn.batteries.jw.transformer.gradient_importance`);
 - ``loo``: TVD(ŷ(x₋t), ŷ(x)) with piece t deleted (J&W §4.1;
-  :func:`hf_attn.analysis.jw.transformer.leave_one_out`);
+  :func:`hf_attn.batteries.jw.transformer.leave_one_out`);
 - ``ig`` / ``ig_abs``: integrated gradients (Sundararajan et al. 2017, "Axiomatic Attribution for
   Deep Networks", Eq. 1) of ŷ_c on the word-piece input embeddings, signed / absolute
   (:func:`integrated_gradients_transformer`);
@@ -46,18 +47,15 @@ Tc content pieces (left-aligned, right-padded), K fraction bins, m path interval
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
-from hf_attn.analysis.eraser.battery import eraser_parameters, erase_each_measure, ig_scores, pairwise_correlations
+from hf_attn.batteries.eraser.battery import eraser_parameters, erase_each_measure, ig_scores, pairwise_correlations
 from hf_attn.core.batching import length_batches
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS, EraserResult, eraser_scores
 from hf_attn.methods.integrated_gradients import IntegratedGradientsResult
-from hf_attn.adapters import AttentionSpec, adapter_for
 
 TRANSFORMER_MEASURES = ("attention", "rollout", "gradient", "loo", "ig", "ig_abs", "random")
 TRANSFORMER_MEASURE_DESCRIPTIONS = {
@@ -323,7 +321,7 @@ def transformer_importance_scores(adapter, input_ids: torch.Tensor, attention_ma
 
 def _importance_correlations(scores: dict, units: torch.Tensor, predicted, num_classes: int) -> dict:
     """J&W Table 2-style Kendall τ (per predicted class) between every pair of measures over the
-    units (as :func:`hf_attn.analysis.eraser.battery.eraser_table` reports them; rollout
+    units (as :func:`hf_attn.batteries.eraser.battery.eraser_table` reports them; rollout
     included)."""
     names = [n for n in ("attention", "rollout", "gradient", "loo", "ig_abs", "ig") if n in scores]
     keep = units.numpy()
@@ -337,7 +335,7 @@ def transformer_eraser_table(adapter, input_ids: torch.Tensor, attention_mask: t
                              ig_baseline: str = "zero", seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
                              gradient_token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET,
                              progress: bool = False) -> dict:
-    """The ERASER table of :func:`hf_attn.analysis.eraser.battery.eraser_table` (same keys:
+    """The ERASER table of :func:`hf_attn.batteries.eraser.battery.eraser_table` (same keys:
     ``measures`` {name: :func:`summarize_eraser` + description}, ``kendall_tau``, ``parameters``,
     ``seconds``, ``ig_completeness``) for a transformers classifier (through its adapter) on tokenized
     rows (:func:`encode`)."""
@@ -370,95 +368,6 @@ def transformer_eraser_table(adapter, input_ids: torch.Tensor, attention_mask: t
     return out
 
 
-# ----------------------------------------------------------------------------------------------
-# `hf-attn eraser DIR` on a BERT-family folder or Hub id
-
-
-def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
-                           measures: Sequence[str] | None = None,
-                           fractions: Sequence[float] = DEFAULT_FRACTIONS, *, ig_steps: int = 50,
-                           ig_baseline: str = "zero", seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                           max_instances: int | None = None, progress: bool = True, dataset: str | None = None,
-                           text_column: str | None = None, label_column: str | None = None,
-                           layer: int = -1, heads: str | int = "mean", max_length: int = 512,
-                           device: str = "auto", precision: str = "float32") -> dict:
-    """``hf-attn eraser DIR`` for a BERT-family classifier (dispatched by
-    :func:`hf_attn.analysis.eraser.battery.run_eraser`): the data of
-    :func:`hf_attn.analysis.jw.transformer.load_analysis_data` (the folder's run.json, or
-    ``dataset`` with ``text_column`` / ``label_column``; a single file whole), the first
-    ``max_instances``; writes ``OUT/results.json`` (the BiLSTM eraser command's keys; atomic),
-    ``OUT/eraser.md`` and ``OUT/eraser.png``. A finished ``OUT/results.json`` with the same
-    request is returned as is."""
-    import json
-
-    from hf_attn.analysis.eraser.battery import format_eraser_table, write_eraser_figure
-    from hf_attn.analysis.jw.transformer import analysis_split, load_analysis_data
-    from hf_attn.core.environment import environment_versions
-    from hf_attn.core.io import write_json_atomic, write_text_atomic
-    from hf_attn.models.transformer_attention import load_transformer_classifier
-
-    measures = list(measures or TRANSFORMER_MEASURES)
-    heads = heads if heads == "mean" else int(heads)
-    spec = AttentionSpec(layer=layer, heads=heads)
-    path = os.path.join(output_dir, "results.json")
-    params = {"split": split, "measures": measures, "fractions": list(fractions), "ig_steps": ig_steps,
-              "ig_baseline": ig_baseline, "seed": seed, "max_instances": max_instances, "dataset": dataset,
-              "text_column": text_column, "label_column": label_column, "layer": layer, "heads": heads,
-              "precision": precision}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            previous = json.load(f)
-        if previous.get("request") == params:
-            return previous
-    texts, labels, label_names, name = load_analysis_data(model_dir, dataset, split, text_column, label_column)
-    recorded_split = analysis_split(dataset, split)
-    if max_instances:
-        texts, labels = texts[:max_instances], labels[:max_instances]
-    model, tokenizer = load_transformer_classifier(model_dir)
-    limit = min(max_length, int(getattr(model.config, "max_position_embeddings", max_length)))
-    adapter = adapter_for(model, tokenizer, layer=layer, heads=heads, device=device, precision=precision,
-                          token_budget=token_budget, max_length=limit)
-    ids, mask, units = encode(tokenizer, texts, limit)
-    empty = ~units.any(1)
-    if bool(empty.any()):  # nothing to rank (e.g. a text of special tokens only): left out, counted
-        keep = ~empty
-        ids, mask, units = ids[keep], mask[keep], units[keep]
-        labels = [label for label, k in zip(labels, keep.tolist()) if k]
-    width = int(mask.sum(1).max())
-    ids, mask, units = ids[:, :width], mask[:, :width], units[:, :width]
-    table = transformer_eraser_table(adapter, ids, mask, units, measures, fractions, ig_steps=ig_steps,
-                                     ig_baseline=ig_baseline, seed=seed, token_budget=token_budget,
-                                     progress=progress)
-    with torch.no_grad():
-        from hf_attn.methods.eraser import batched_probabilities
-
-        predicted = batched_probabilities(model, ids.to(adapter.device), mask.to(adapter.device),
-                                          4 * token_budget).argmax(-1).cpu().numpy()
-    accuracy = float((predicted == np.asarray(labels)).mean()) if labels else None
-    local = os.path.isdir(model_dir)
-    results = {"analysis": "eraser", "paper": "DeYoung et al. 2020, ERASER, §4; Sundararajan et al. 2017 (IG)",
-               "model_dir": os.path.abspath(model_dir) if local else model_dir, "dataset": name,
-               "split": recorded_split, "num_instances": int(len(ids)), "skipped_without_pieces": int(empty.sum()),
-               "label_names": label_names, "accuracy": accuracy,
-               "model": {"encoder": "transformer", "attention": spec.describe(), "variant": "base",
-                         "architecture": type(model).__name__, "model_type": model.config.model_type,
-                         "num_layers": adapter.num_layers, "num_heads": adapter.num_heads},
-               "units": {"name": "word pieces", "mean_per_instance": float(units.sum(1).double().mean()),
-                         "max_length": limit},
-               "request": params, **table, "versions": environment_versions()}
-    os.makedirs(output_dir, exist_ok=True)
-    text = format_eraser_table(results)
-    write_text_atomic(os.path.join(output_dir, "eraser.md"),
-                      f"ERASER on {name} {recorded_split} ({len(ids)} instances, word pieces), {model_dir}; "
-                      f"attention = {spec.describe()}\n\n{text}\n")
-    title = f"ERASER, {name} {recorded_split}, {model.config.model_type} ({spec.describe()})"
-    results["figure"] = os.path.basename(write_eraser_figure(results, os.path.join(output_dir, "eraser.png"), title))
-    write_json_atomic(path, results)
-    if progress:
-        print(text)
-    return results
-
-
 __all__ = ["TRANSFORMER_MEASURES", "FramedClassifier", "content_layout", "encode", "integrated_gradients_transformer",
-           "run_transformer_eraser", "special_frame", "transformer_eraser_scores", "transformer_eraser_table",
+           "special_frame", "transformer_eraser_scores", "transformer_eraser_table",
            "transformer_importance_scores"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hf_attn.analysis import BATTERY_MODULES, available_batteries
+from hf_attn.runs import BATTERY_MODULES, available_batteries
 
 
 def _named_battery(argv) -> list[str] | None:
@@ -41,7 +41,7 @@ def add_parser(subparsers, argv: list[str] | None = None) -> None:
 def _run(args) -> int:
     import os
 
-    from hf_attn.analysis.folder import claimed_output_folder
+    from hf_attn.runs.folder import claimed_output_folder
     from hf_attn.core.io import exclusive_output_folder
 
     battery = available_batteries([args.battery])[args.battery]

@@ -1,6 +1,6 @@
 """One analysis per output folder.
 
-``hf-attn analyze`` (and :func:`hf_attn.analysis.run_battery`) claim the output folder before
+``hf-attn analyze`` (and :func:`hf_attn.runs.run_battery`) claim the output folder before
 anything is computed: ``OUT/.hf_attn-analysis.json`` records the battery, the model (its weights'
 checksum) and the settings that change results. A rerun with the same record resumes or repeats the
 analysis; any other analysis (another battery, other settings, another model) is refused with the

@@ -187,7 +187,7 @@ def add_parser(subparsers) -> None:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from hf_attn.analysis.ts.battery import analyze_grid, summarize_grid, train_consistent_adversaries
+    from hf_attn.batteries.ts.battery import analyze_grid, summarize_grid, train_consistent_adversaries
 
     if args.wp_lambdas:
         train_consistent_adversaries(args.grid_dir, args.output_dir, args.wp_cells, args.wp_lambdas,
@@ -215,7 +215,7 @@ def _run(args: argparse.Namespace) -> int:
     runs = grid_runs(base, args.variants, args.attentions, args.seed_list or args.seeds)
     summary = train_grid(runs, args.output_dir, progress=not args.quiet)
     failed = [r for r in summary["runs"] if r["status"] == "failed"]
-    from hf_attn.cli import print_json
+    from hf_attn.core.io import print_json
 
     print_json({k: summary[k] for k in ("num_runs", "trained_runs", "wall_seconds",
                                               "seconds_per_trained_run")})

@@ -1,8 +1,8 @@
 """The ERASER table: ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020,
 §4) of every per-token importance measure of one model on one split — attention, gradient,
 leave-one-out (J&W), integrated gradients (Sundararajan et al. 2017) and a random floor — plus the
-Kendall τ between the measures; ``hf-attn eraser DIR --output-dir OUT`` writes results.json,
-eraser.md and eraser.png.
+Kendall τ between the measures; ``hf-attn eraser DIR --output-dir OUT`` (:mod:`hf_attn.runs.eraser`)
+writes results.json, eraser.md and eraser.png.
 
 The methods themselves are :mod:`hf_attn.methods.eraser` and
 :mod:`hf_attn.methods.integrated_gradients` (their names stay importable from here).
@@ -12,15 +12,13 @@ Shapes: N instances, T tokens (right-padded), K fraction bins.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 
 import torch
 
-from hf_attn.core.arguments import check_count, finite_float, positive_int
 from hf_attn.core.batching import in_row_chunks, length_batches
-from hf_attn.core.io import save_figure_atomic, write_text_atomic
+from hf_attn.core.io import save_figure_atomic
 from hf_attn.methods.eraser import (DEFAULT_FRACTIONS, DEFAULT_TOKEN_BUDGET, EraserResult, aopc,
                                     batched_probabilities, eraser_scores, eraser_scores_slow,
                                     erasure_variants, rank_tokens, summarize_eraser, tokens_per_fraction)
@@ -56,7 +54,7 @@ def importance_scores(model, input_ids, attention_mask, measures: Sequence[str] 
     their one token gets 0 (any ranking of one token is the same). IG scores both ``ig`` and
     ``ig_abs`` from one run; ``random`` is seeded.
     """
-    from hf_attn.analysis.jw.common import JWSettings  # the J&W battery's gradient chunk size
+    from hf_attn.batteries.jw.common import JWSettings  # the J&W battery's gradient chunk size
 
     unknown = sorted(set(measures) - set(IMPORTANCE_MEASURES))
     if unknown:
@@ -121,10 +119,10 @@ def _importance_correlations(scores: dict, attention_mask, predicted, num_classe
 
 
 def pairwise_correlations(ragged: dict, predicted, num_classes: int) -> dict:
-    """Kendall τ summaries (:func:`hf_attn.analysis.jw.summary.correlation_summary`, per predicted
+    """Kendall τ summaries (:func:`hf_attn.batteries.jw.summary.correlation_summary`, per predicted
     class) of every pair of the measures in ``ragged`` {name: per-instance importance arrays}, in its
     order, as ``{"a~b": …}``; signed and absolute IG are not compared with each other."""
-    from hf_attn.analysis.jw.summary import correlation_summary, jsonable, strip_arrays
+    from hf_attn.batteries.jw.summary import correlation_summary, jsonable, strip_arrays
 
     names = list(ragged)
     out = {}
@@ -235,147 +233,9 @@ def write_eraser_figure(results: dict, path: str, title: str = "") -> str:
     return path
 
 
-def run_eraser(model_dir: str, output_dir: str, split: str = "test",
-               measures: Sequence[str] | None = None, fractions: Sequence[float] = DEFAULT_FRACTIONS,
-               *, ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0, token_budget: int = 16384,
-               max_instances: int | None = None, progress: bool = True, **transformer_options) -> dict:
-    """ERASER table of a model folder written by ``hf-attn train`` on ``split``: writes
-    ``OUT/results.json`` (atomic), ``OUT/eraser.md`` and ``OUT/eraser.png``; returns the results.
-    A finished ``OUT/results.json`` with the same parameters is returned as is. ``measures`` None:
-    every measure of the model kind.
-
-    A BERT-family classifier (a folder with a BERT-family ``config.json``, trained here or not, or a
-    Hub id) goes to :func:`hf_attn.analysis.eraser.transformer.run_transformer_eraser`, which also
-    takes ``transformer_options`` (``dataset``, ``text_column``, ``label_column``, ``layer``,
-    ``heads``)."""
-    import json
-
-    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
-
-    check_count("max_instances (--max-instances)", max_instances)
-    check_count("ig_steps (--ig-steps)", ig_steps, allow_none=False)
-    check_count("token_budget (--token-budget)", token_budget, allow_none=False)
-    if is_transformer_model_dir(model_dir):  # any transformers classifier, through its adapter
-        from hf_attn.analysis.eraser.transformer import run_transformer_eraser
-
-        return run_transformer_eraser(model_dir, output_dir, split, measures, fractions, ig_steps=ig_steps,
-                                      ig_baseline=ig_baseline, seed=seed, token_budget=token_budget,
-                                      max_instances=max_instances, progress=progress, **transformer_options)
-    given = {k: v for k, v in transformer_options.items() if v is not None and k in ("dataset", "text_column",
-                                                                                   "label_column")}
-    if given:
-        raise ValueError(f"{model_dir}: --{next(iter(given)).replace('_', '-')} is for BERT-family classifiers; "
-                         "an hf_attn model is analysed on the dataset of its run.json")
-    measures = IMPORTANCE_MEASURES if measures is None else measures
-
-    from hf_attn.analysis.jw.battery import load_model_and_split
-    from hf_attn.core.environment import environment_versions
-    from hf_attn.core.io import write_json_atomic
-
-    path = os.path.join(output_dir, "results.json")
-    params = {"split": split, "measures": list(measures), "fractions": list(fractions), "ig_steps": ig_steps,
-              "ig_baseline": ig_baseline, "seed": seed, "max_instances": max_instances}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            previous = json.load(f)
-        if previous.get("request") == params:
-            return previous
-    model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, split)
-    if max_instances is not None:
-        texts = texts[:max_instances]
-    max_length = int(getattr(model.config, "max_tokens", 512))
-    enc = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
-    results = eraser_table(model, enc["input_ids"], enc["attention_mask"], measures, fractions,
-                           ig_steps=ig_steps, ig_baseline=ig_baseline, seed=seed,
-                           token_budget=token_budget, progress=progress)
-    results = {"analysis": "eraser", "paper": "DeYoung et al. 2020, ERASER, §4; Sundararajan et al. 2017 (IG)",
-               "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": split,
-               "num_instances": len(texts),
-               "model": {"encoder": model.config.encoder, "attention": model.config.attention,
-                         "variant": model.config.variant},
-               "request": params, **results, "versions": environment_versions()}
-    os.makedirs(output_dir, exist_ok=True)
-    table = format_eraser_table(results)
-    write_text_atomic(os.path.join(output_dir, "eraser.md"),
-                      f"ERASER on {dataset} {split} ({len(texts)} instances), {model_dir}\n\n{table}\n")
-    name = f"{model.config.encoder}+{model.config.attention} ({model.config.variant})"
-    results["figure"] = os.path.basename(write_eraser_figure(
-        results, os.path.join(output_dir, "eraser.png"), f"ERASER, {dataset} {split}, {name}"))
-    write_json_atomic(path, results)
-    if progress:
-        print(table)
-    return results
-
-
-def add_parser(subparsers) -> None:
-    """``hf-attn eraser DIR --output-dir OUT``."""
-    p = subparsers.add_parser(
-        "eraser", help="ERASER faithfulness of attention / gradient / LOO / IG rankings",
-        description="ERASER comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020 §4) of each "
-                    "importance measure of a trained model; writes results.json, eraser.md, eraser.png.")
-    from hf_attn.analysis.eraser.transformer import TRANSFORMER_MEASURES
-
-    p.add_argument("model_dir", help="an hf_attn model folder, or a BERT-family classifier (folder or Hub id)")
-    p.add_argument("--output-dir", required=True)
-    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
-    p.add_argument("--measures", nargs="+", default=None,
-                   choices=list(dict.fromkeys([*IMPORTANCE_MEASURES, *TRANSFORMER_MEASURES])),
-                   help="default: every measure of the model kind (BERT-family models add rollout)")
-    p.add_argument("--fractions", nargs="+", type=finite_float(0, strictly_above=True), default=list(DEFAULT_FRACTIONS))
-    p.add_argument("--ig-steps", type=positive_int, default=50)
-    p.add_argument("--ig-baseline", choices=["zero", "pad"], default="zero")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--token-budget", type=positive_int, default=16384)
-    p.add_argument("--max-instances", type=positive_int, default=None, help="only the first N instances")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace what --output-dir holds (another analysis, or this one with other settings)")
-    g = p.add_argument_group("transformers classifiers")
-    g.add_argument("--dataset", default=None,
-                   help="the data to analyse for a model without run.json (trained elsewhere, a Hub id): sst, "
-                        "a CSV/JSON(L) file (analysed whole) or folder, or a Hub dataset id")
-    g.add_argument("--text-column", default=None, help="the text column of --dataset (default: text)")
-    g.add_argument("--label-column", default=None, help="the label column of --dataset (default: label)")
-    g.add_argument("--layer", type=int, default=-1, help="the layer whose [CLS] attention is explained (-1: last)")
-    g.add_argument("--heads", default="mean", help="'mean' (average the heads) or one head's index")
-    g.add_argument("--device", default="auto",
-                   help="auto | cpu | cuda | cuda:N | mps (the papers' models run on the CPU)")
-    g.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
-                   help="forward precision (the papers' models run in float32)")
-    p.set_defaults(func=_run_cli)
-
-
-def _run_cli(args) -> int:
-    from hf_attn.analysis.folder import claimed_output_folder
-    from hf_attn.core.io import exclusive_output_folder
-
-    heads = args.heads.strip().lower()
-    if heads != "mean" and not heads.isdigit():
-        raise ValueError(f"--heads must be 'mean' or a head index, got {args.heads!r}")
-    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
-
-    options = {"dataset": args.dataset, "text_column": args.text_column, "label_column": args.label_column}
-    if is_transformer_model_dir(args.model_dir):
-        options |= {"layer": args.layer, "heads": heads, "device": args.device, "precision": args.precision}
-    else:
-        from hf_attn.analysis.jw.battery import check_papers_model_device
-
-        check_papers_model_device(args.device, args.precision)
-    settings = {"split": args.split, "measures": args.measures, "fractions": args.fractions,
-                "ig_steps": args.ig_steps, "ig_baseline": args.ig_baseline, "seed": args.seed,
-                "token_budget": args.token_budget, "max_instances": args.max_instances, **options}
-    with exclusive_output_folder(args.output_dir), \
-            claimed_output_folder(args.output_dir, "eraser", args.model_dir, settings, args.overwrite):
-        run_eraser(args.model_dir, args.output_dir, args.split, args.measures, args.fractions,
-                   ig_steps=args.ig_steps, ig_baseline=args.ig_baseline, seed=args.seed,
-                   token_budget=args.token_budget, max_instances=args.max_instances, progress=not args.quiet,
-                   **options)
-    return 0
-
-
 __all__ = ["DEFAULT_FRACTIONS", "DEFAULT_IG_TOKEN_BUDGET", "DEFAULT_TOKEN_BUDGET", "EraserResult",
            "IntegratedGradientsResult", "aopc",
            "batched_probabilities", "eraser_scores", "eraser_scores_slow", "erasure_variants",
            "integrated_gradients", "integrated_gradients_importance", "length_batches",
            "rank_tokens", "summarize_eraser", "tokens_per_fraction", "IMPORTANCE_MEASURES",
-           "importance_scores", "eraser_table", "format_eraser_table", "run_eraser"]
+           "importance_scores", "eraser_table", "format_eraser_table"]

@@ -1,6 +1,6 @@
 """Wiegreffe & Pinter (2019) battery ("Attention is not not Explanation").
 
-``hf-attn analyze BASE_DIR --battery wp --output-dir OUT`` trains what is missing (resumable; one
+``hf-attn analyze BASE_DIR --battery wp --output-dir OUT`` (:mod:`hf_attn.runs.wp`) trains what is missing (resumable; one
 training at a time) into ``--wp-runs-dir`` (default ``OUT/models``) and writes ``OUT/results.json``
 plus figures:
 
@@ -23,7 +23,6 @@ The plain functions (:func:`seed_variance_statistics`, :func:`binned_summary`, .
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -37,15 +36,13 @@ from tqdm.auto import tqdm
 from hf_attn.training import wp as wpt
 from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.io import save_figure_atomic
-from hf_attn.analysis.jw.common import add_data_options, heads_option
-from hf_attn.analysis.jw.figures import class_colour, class_label
+from hf_attn.batteries.jw.figures import class_colour, class_label
 from hf_attn.data.datasets import TaskData
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.core.environment import environment_versions
-from hf_attn.core.arguments import check_count, finite_float, non_negative_int, positive_int
+from hf_attn.core.arguments import check_count
 from hf_attn.core.io import write_json_atomic
 from hf_attn.training.engine import classification_metrics, settings_from_run, task_of, tokenize_splits, train
-from hf_attn.analysis import Battery, register_battery
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
@@ -75,7 +72,7 @@ class WPSettings:
     per-instance adversary (k, optimisation steps, ε, λ); per_instance_adversary: run it at all.
     adversary_protocol: "fast" or "wp" (``hf_attn.methods.consistent_adversary.ADVERSARY_PROTOCOLS``);
     adversary_max_epochs: epoch cap of the "wp" protocol (None: 80).
-    BERT-family classifiers only (:mod:`hf_attn.analysis.wp.transformer`): transformer_layer /
+    BERT-family classifiers only (:mod:`hf_attn.batteries.wp.transformer`): transformer_layer /
     transformer_heads: the explained ``[CLS]`` attention (layer index, ``"mean"`` or a head index);
     uniform_every_layer: also make the ``[CLS]`` row uniform at every layer; seed_model_dirs:
     fine-tuning seeds for §3.3 (besides ``seed-*`` folders in ``runs_dir``); max_instances: analyse
@@ -341,7 +338,7 @@ def plot_diagnostic_mlp(path, measured: dict[str, float], published: dict[str, f
 # ---------------------------------------------------------------------------------------------
 # the battery
 def _per_instance_adversary(model, encoded, k, steps, eps, lam, seed, batch_size, progress):
-    """J&W Alg. 3 on every instance (batched by length) via ``hf_attn.analysis.jw.battery``; returns the
+    """J&W Alg. 3 on every instance (batched by length) via ``hf_attn.batteries.jw.battery``; returns the
     per-instance ε-max JSD and the TVD of the adversary attaining it (0, 0 when no adversary is
     within ε: the base attention is kept)."""
     from hf_attn.core.batching import pad_batch
@@ -656,123 +653,6 @@ def _f1s(metrics: dict) -> dict:
     return {"f1": metrics["f1"], "macro_f1": metrics["macro_f1"], "accuracy": metrics["accuracy"]}
 
 
-# ---------------------------------------------------------------------------------------------
-# CLI
-def _float_list(text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from err
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected non-negative numbers, got {text!r}")
-    return values
-
-
-def _option_defaults(defaults: WPSettings) -> dict:
-    """``hf-attn analyze`` destination → its default, from ``defaults`` (the only place they are
-    stated is :class:`WPSettings`); negative flags (``--wp-no-train``) default to False when the
-    field is True."""
-    return {"split": defaults.split, "seed": defaults.seed, "quiet": not defaults.progress,
-            "wp_runs_dir": defaults.runs_dir, "wp_num_seeds": defaults.num_seeds,
-            "wp_lambdas": list(defaults.lambdas), "wp_guide_lambda": defaults.guide_lambda,
-            "wp_guide_seeds": defaults.guide_seeds, "wp_seed_statistic": defaults.seed_statistic,
-            "wp_epochs": defaults.epochs, "wp_no_train": not defaults.train_missing,
-            "wp_adversary_steps": defaults.adversary_steps,
-            "wp_skip_per_instance_adversary": not defaults.per_instance_adversary,
-            "wp_adversary_protocol": defaults.adversary_protocol,
-            "wp_adversary_max_epochs": defaults.adversary_max_epochs,
-            "wp_layer": defaults.transformer_layer, "wp_heads": defaults.transformer_heads,
-            "device": defaults.device, "precision": defaults.precision,
-            "wp_no_uniform_every_layer": not defaults.uniform_every_layer,
-            "wp_seed_model_dirs": list(defaults.seed_model_dirs), "wp_max_instances": defaults.max_instances}
-
-
-def add_options(parser) -> None:
-    """The ``--wp-*`` flags of ``hf-attn analyze``; defaults from :class:`WPSettings`."""
-    g = parser.add_argument_group("wp battery (Wiegreffe & Pinter)")
-    default = _option_defaults(WPSettings())
-
-    def add(names, dest, **kwargs):
-        # the short alias (e.g. --num-seeds) only if no other battery took it
-        kwargs = {"dest": dest, "default": default[dest], **kwargs}
-        try:
-            g.add_argument(*names, **kwargs)
-        except argparse.ArgumentError:
-            g.add_argument(names[0], **kwargs)
-
-    add(["--wp-runs-dir", "--runs-dir"], "wp_runs_dir",
-        help="where the helper models (uniform, seeds, adversaries, MLPs) live; default OUT/models")
-    add(["--wp-num-seeds", "--num-seeds"], "wp_num_seeds", type=positive_int, help="seed models (default %(default)s)")
-    add(["--wp-lambdas", "--lambdas"], "wp_lambdas", type=_float_list,
-        help="λ sweep of the consistent adversary (default " + ",".join(f"{x:g}" for x in default["wp_lambdas"]) + ")")
-    add(["--wp-guide-lambda"], "wp_guide_lambda", type=finite_float(0),
-        help="λ of the adversary whose attention guides the diagnostic MLP (default %(default)s, as W&P)")
-    add(["--wp-guide-seeds"], "wp_guide_seeds", type=positive_int,
-        help="seeds of the guide adversary (one guided MLP each; F1 = their mean); default %(default)s, as W&P")
-    add(["--wp-seed-statistic"], "wp_seed_statistic", choices=["max", "median"],
-        help="max over seeds (W&P paper) or median (W&P code); default %(default)s")
-    add(["--wp-epochs"], "wp_epochs", type=positive_int, help="epochs of helper models (default: base's)")
-    add(["--wp-no-train"], "wp_no_train", action="store_true", help="fail instead of training missing models")
-    add(["--wp-adversary-steps"], "wp_adversary_steps", type=non_negative_int,
-        help="optimisation steps of the J&W per-instance adversary (default %(default)s)")
-    add(["--wp-skip-per-instance-adversary"], "wp_skip_per_instance_adversary", action="store_true")
-    add(["--wp-adversary-protocol"], "wp_adversary_protocol", choices=sorted(wpt.ADVERSARY_PROTOCOLS),
-        help="consistent adversary: 'wp' = W&P's code (≤ 80 epochs, early stopping on the training "
-             "objective, ½·TVD, class-weighted) or 'fast' (base's epochs, dev selection); default %(default)s")
-    add(["--wp-adversary-max-epochs"], "wp_adversary_max_epochs", type=positive_int,
-        help=f"epoch cap of the 'wp' protocol (default {wpt.ADVERSARY_PROTOCOLS['wp']['max_epochs']})")
-    add(["--wp-layer"], "wp_layer", type=int,
-        help="BERT-family models: the layer whose [CLS] attention is explained (default %(default)s: the last)")
-    add(["--wp-heads"], "wp_heads", help="BERT-family models: 'mean' (default) or one head index")
-    add(["--wp-device", "--device"], "device",
-        help="transformers models: auto | cpu | cuda | cuda:N | mps (the papers' models run on the CPU)")
-    add(["--wp-precision", "--precision"], "precision", choices=["float32", "bfloat16", "float16"],
-        help="transformers models: forward precision (the papers' models run in float32)")
-    add(["--wp-no-uniform-every-layer"], "wp_no_uniform_every_layer", action="store_true",
-        help="BERT-family models: skip the uniform [CLS] row at every layer (§3.2 extra)")
-    add(["--wp-seed-model-dirs"], "wp_seed_model_dirs", nargs="+", metavar="DIR",
-        help="BERT-family models: fine-tuning seeds of the same model for §3.3 (folders)")
-    add(["--wp-max-instances"], "wp_max_instances", type=positive_int,
-        help="BERT-family models: analyse only the first N instances of the split")
-    add_data_options(g)
-
-
-def settings_from_args(args) -> WPSettings:
-    """The parsed ``hf-attn analyze`` namespace → :class:`WPSettings`."""
-    return WPSettings(split=args.split, seed=args.seed, progress=not args.quiet, runs_dir=args.wp_runs_dir,
-                      num_seeds=args.wp_num_seeds, lambdas=tuple(args.wp_lambdas),
-                      guide_lambda=args.wp_guide_lambda, guide_seeds=args.wp_guide_seeds,
-                      seed_statistic=args.wp_seed_statistic, epochs=args.wp_epochs,
-                      train_missing=not args.wp_no_train, adversary_steps=args.wp_adversary_steps,
-                      per_instance_adversary=not args.wp_skip_per_instance_adversary,
-                      adversary_protocol=args.wp_adversary_protocol,
-                      adversary_max_epochs=args.wp_adversary_max_epochs,
-                      transformer_layer=args.wp_layer, transformer_heads=heads_option(args.wp_heads, "--wp-heads"),
-                      device=args.device, precision=args.precision,
-                      uniform_every_layer=not args.wp_no_uniform_every_layer,
-                      seed_model_dirs=tuple(args.wp_seed_model_dirs), max_instances=args.wp_max_instances,
-                      dataset=args.dataset, text_column=args.text_column or WPSettings.text_column,
-                      label_column=args.label_column or WPSettings.label_column)
-
-
-def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
-    """The registered battery: :func:`run_wp` plus a labelled summary on stdout (unless quiet). A BERT-family
-    classifier (folder or Hub id) goes to :mod:`hf_attn.analysis.wp.transformer`."""
-    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
-
-    if is_transformer_model_dir(model_dir):
-        from hf_attn.analysis.wp.transformer import run_transformer
-
-        return run_transformer(model_dir, output_dir, settings)
-    from hf_attn.analysis.jw.battery import check_papers_model_device
-
-    check_papers_model_device(settings.device, settings.precision)
-    results = run_wp(model_dir, output_dir, settings)
-    if settings.progress:
-        print(format_wp_summary(results))
-    return results
-
-
 def _num(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
 
@@ -806,10 +686,7 @@ def format_wp_summary(results: dict) -> str:
     return "\n".join(lines)
 
 
-register_battery(Battery("wp", settings_class=WPSettings, add_options=add_options,
-                         settings_from_args=settings_from_args, run=run))
-
-__all__ = ["run_wp", "WPSettings", "settings_from_args", "add_options",
+__all__ = ["run_wp", "WPSettings", "format_wp_summary",
            "seed_variance_statistics", "seed_variance_summary", "consistent_adversary_summary",
            "binned_summary", "divergence_summary", "ordering_holds",
            "plot_seed_variance", "plot_tradeoff", "plot_diagnostic_mlp"]

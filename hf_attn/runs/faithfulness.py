@@ -3,8 +3,8 @@
 
 A ``transformers`` classifier folder (``config.json`` of a transformers model, trained by
 ``hf-attn train --base-model`` or elsewhere) is loaded with
-:func:`hf_attn.models.transformer_attention.load_transformer_classifier` and its data with
-:func:`hf_attn.analysis.jw.transformer.load_analysis_data` (the folder's run.json, or
+:func:`hf_attn.adapters.transformer_attention.load_transformer_classifier` and its data with
+:func:`hf_attn.batteries.jw.transformer.load_analysis_data` (the folder's run.json, or
 ``--dataset``); one of the papers' BiLSTM / CNN / Average folders with the jw battery's loader.
 Either way the adapter is :func:`hf_attn.adapters.adapter_for` and the battery sees only the
 adapter contract. Writes ``OUT/results.json`` + ``OUT/attributions.npz`` + ``OUT/faithfulness.md``
@@ -18,7 +18,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 
-from hf_attn.analysis import Battery, register_battery
+from hf_attn.runs import Battery, register_battery
 from hf_attn.batteries.faithfulness import METHODS, FaithfulnessResult, FaithfulnessSettings, run_faithfulness
 
 
@@ -47,11 +47,11 @@ class FaithfulnessRunSettings:
 def load_texts_and_adapter(model_dir: str, settings: FaithfulnessRunSettings):
     """``(adapter, texts, labels, dataset name)`` for ``model_dir`` (module docstring)."""
     from hf_attn.adapters import adapter_for
-    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
+    from hf_attn.batteries.jw.transformer import is_transformer_model_dir
 
     if is_transformer_model_dir(model_dir):
-        from hf_attn.analysis.jw.transformer import load_analysis_data
-        from hf_attn.models.transformer_attention import load_transformer_classifier
+        from hf_attn.batteries.jw.transformer import load_analysis_data
+        from hf_attn.adapters.transformer_attention import load_transformer_classifier
 
         texts, labels, _, name = load_analysis_data(model_dir, settings.dataset, settings.split,
                                                     settings.text_column, settings.label_column)
@@ -60,7 +60,7 @@ def load_texts_and_adapter(model_dir: str, settings: FaithfulnessRunSettings):
         if settings.dataset is not None:
             raise ValueError(f"{model_dir}: --dataset is for transformers classifiers; an hf_attn model is analysed "
                              "on the dataset of its run.json")
-        from hf_attn.analysis.jw.battery import load_model_and_split
+        from hf_attn.batteries.jw.battery import load_model_and_split
 
         model, tokenizer, texts, labels, _, name = load_model_and_split(model_dir, settings.split)
     heads = settings.heads if settings.heads == "mean" else int(settings.heads)
@@ -108,7 +108,7 @@ def _tuple_of(kind):
 
 def add_options(parser) -> None:
     """The ``--faith-*`` flags of ``hf-attn analyze`` (defaults from :class:`FaithfulnessRunSettings`)."""
-    from hf_attn.analysis.jw.common import add_data_options
+    from hf_attn.batteries.jw.common import add_data_options
 
     g = parser.add_argument_group("faithfulness battery (attribution methods × faithfulness metrics)")
     table = FaithfulnessSettings()
@@ -131,7 +131,7 @@ def add_options(parser) -> None:
 
 
 def settings_from_args(args) -> FaithfulnessRunSettings:
-    from hf_attn.analysis.jw.common import heads_option
+    from hf_attn.batteries.jw.common import heads_option
 
     table = FaithfulnessSettings(methods=tuple(args.faith_methods), fractions=tuple(args.faith_fractions),
                                  ig_steps=args.faith_ig_steps, soft_seeds=tuple(args.faith_soft_seeds),

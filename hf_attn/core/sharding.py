@@ -2,7 +2,7 @@
 cache it atomically, gather the results.
 
 A *shard* is a fixed group of instance indices (e.g. one length-sorted, token-budgeted batch of
-:func:`hf_attn.analysis.jw.battery.length_batches`). :func:`run_sharded` calls ``compute(number, indices)``
+:func:`hf_attn.batteries.jw.battery.length_batches`). :func:`run_sharded` calls ``compute(number, indices)``
 for every shard that is not cached yet and
 
 * writes each shard's result atomically to ``cache_dir/shard-<key>-<number>.npz`` (temporary file +

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 
 from hf_attn.core.io import write_text_atomic
 
-from .collect import collect, read_json
-from .findings import TOLERANCE, VERDICTS, _f, findings_for
-from .layout import ReproductionLayout
-from .plan import ReproducePlan
-from .published import JW_COMMITTED_SST, JW_PUBLISHED, TS_TABLE6_SST, published_key, ts_published
+from hf_attn.runs.reproduce.collect import collect, read_json
+from hf_attn.reporting.findings import TOLERANCE, VERDICTS, _f, findings_for
+from hf_attn.runs.reproduce.layout import ReproductionLayout
+from hf_attn.runs.reproduce.plan import ReproducePlan
+from hf_attn.reporting.published import JW_COMMITTED_SST, JW_PUBLISHED, TS_TABLE6_SST, published_key, ts_published
 
 # The section headers every report has (the test checks them).
 TABLE_HEADERS = (
@@ -133,7 +133,7 @@ def _committed_tau_cell(committed: dict, name: str, key: str) -> str:
 def _ts_rows(cells: dict, tpub: dict, key: str, attentions=("additive", "dot")):
     """(variant, attention, measured cell or an empty one) for every measured cell and every cell
     with a published value, in T&Š's order: unmeasured published cells show as "–"."""
-    from hf_attn.analysis.ts.battery import VARIANT_ORDER
+    from hf_attn.batteries.ts.battery import VARIANT_ORDER
 
     empty = {"mean": None, "std": None, "n": 0}
     for attention in attentions:
@@ -287,7 +287,7 @@ def _jw_snli(data: dict, plan: ReproducePlan) -> list[str]:
             f"the first {plan.snli_train_pairs} train pairs for {plan.snli_epochs} epochs, ~"
             f"{(0.7 * plan.snli_epochs * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000 + plan.snli_jw_instances / 100) / 60:.0f}"
             " min on 2 idle cores, not calibrated).\n"]
-    from hf_attn.analysis.jw.pair import PUBLISHED_SNLI
+    from hf_attn.batteries.jw.pair import PUBLISHED_SNLI
 
     split_sizes = (facts or {}).get("split_sizes") or {}
     P.append(f"BiLSTM + additive pair model trained {facts['epochs'] if facts else '–'} epoch(s) on the first "
@@ -544,7 +544,7 @@ def _eraser_section(data: dict, findings: list[dict], figs: _Figures) -> list[st
         if not res:
             continue
         any_eraser = True
-        from hf_attn.analysis.eraser.battery import format_eraser_table
+        from hf_attn.batteries.eraser.battery import format_eraser_table
 
         gap = res.get("ig_completeness", {})
         P.append(f"\n**{cell_name}** ({res['num_instances']} test instances; IG {res['parameters']['ig_steps']} steps, "
@@ -819,7 +819,7 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
     report as written (machine paths replaced, see ``ReproductionLayout.public``)."""
     from hf_attn.core.io import write_json_atomic
 
-    from .machine import machine_info
+    from hf_attn.runs.reproduce.machine import machine_info
 
     layout = ReproductionLayout(output_dir)
     figures: list[str] = []

@@ -1,11 +1,14 @@
-"""Analysis batteries: Jain & Wallace (``jw``), Wiegreffe & Pinter (``wp``), Tutek & Šnajder (``ts``),
-the ERASER/IG table (``eraser``, its own command), and the faithfulness table of every attribution
-method (``faithfulness``, :mod:`hf_attn.batteries.faithfulness`).
+"""Runs: a battery on a model folder, written to an output folder.
 
-Each battery package (``analysis/jw``, ``analysis/wp``, ``analysis/ts``) registers one
-:class:`Battery`: a typed settings dataclass, the ``hf-attn analyze`` flags derived from it, and
-``run(model_dir, output_dir, settings) -> results`` that writes ``output_dir/results.json`` and the
-figures. ``hf-attn analyze DIR --battery NAME`` and :func:`run_battery` are the only ways in.
+The batteries themselves (:mod:`hf_attn.batteries`) compute in memory and return typed results;
+this package puts them on folders. Each ``runs`` module registers one :class:`Battery` — Jain &
+Wallace (``jw``), Wiegreffe & Pinter (``wp``), Tutek & Šnajder (``ts``) and the faithfulness table of
+every attribution method (``faithfulness``) — with a typed settings dataclass, the ``hf-attn analyze``
+flags derived from it, and ``run(model_dir, output_dir, settings) -> results`` that writes
+``output_dir/results.json`` and the figures. ``hf-attn analyze DIR --battery NAME`` and
+:func:`run_battery` are the only ways in. Beside them: :mod:`.folder` (one analysis per output
+folder, resume), :mod:`.eraser` (``hf-attn eraser``), :mod:`.grid` (the T&Š training grid) and
+:mod:`.reproduce` (the plan and the folder layout of ``hf-attn reproduce``).
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-BATTERY_MODULES = {"jw": "hf_attn.analysis.jw.battery", "wp": "hf_attn.analysis.wp.battery",
-                   "ts": "hf_attn.analysis.ts.battery", "faithfulness": "hf_attn.analysis.faithfulness.battery"}
+BATTERY_MODULES = {"jw": "hf_attn.runs.jw", "wp": "hf_attn.runs.wp", "ts": "hf_attn.runs.ts",
+                   "faithfulness": "hf_attn.runs.faithfulness"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ def run_battery(name: str, model_dir: str, output_dir: str, settings=None, overw
     battery's ``settings_class``; None: its defaults).
 
     One analysis per folder: ``output_dir`` holding another analysis (another battery, other
-    settings, another model) raises :class:`hf_attn.analysis.folder.AnalysisFolderMismatch` unless
+    settings, another model) raises :class:`hf_attn.runs.folder.AnalysisFolderMismatch` unless
     ``overwrite`` (which empties it first); the same analysis resumes. ``claim_folder=False``: the
     caller manages the folder (e.g. ``hf-attn reproduce``'s layout)."""
     battery = get_battery(name)
@@ -78,7 +81,7 @@ def run_battery(name: str, model_dir: str, output_dir: str, settings=None, overw
                         f"got {type(settings).__name__}")
     if not claim_folder:
         return battery.run(model_dir, output_dir, settings)
-    from hf_attn.analysis.folder import claimed_output_folder
+    from hf_attn.runs.folder import claimed_output_folder
     from hf_attn.core.io import exclusive_output_folder
 
     with exclusive_output_folder(output_dir), claimed_output_folder(output_dir, name, model_dir, settings, overwrite):

@@ -15,7 +15,7 @@ Every analysis is a method of :mod:`hf_attn.methods` written once against the ad
 - gradient (Alg. 1, :func:`hf_attn.methods.gradient.attention_fixed_gradient`);
 - leave-one-out (:func:`hf_attn.methods.leave_one_out.deletion_importance`);
 - Kendall τ of attention vs gradient / LOO, gradient vs LOO, and of attention vs rollout
-  (Abnar & Zuidema 2020), with :data:`hf_attn.analysis.jw.summary.TIE_TOLERANCE`; per-layer τ;
+  (Abnar & Zuidema 2020), with :data:`hf_attn.batteries.jw.summary.TIE_TOLERANCE`; per-layer τ;
 - permutation (Alg. 2, :func:`hf_attn.methods.permutation.permuted_attention_tvd`);
 - adversary (Alg. 3, Eq. 1–2, :func:`hf_attn.methods.adversary.adversarial_rows`).
 
@@ -64,7 +64,7 @@ class TransformerJWSettings:
     init_scale: float = 3.0
     seed: int = 0
     alpha: float = 0.05
-    tie_tolerance: float = 1e-6  # hf_attn.analysis.jw.summary.TIE_TOLERANCE
+    tie_tolerance: float = 1e-6  # hf_attn.batteries.jw.summary.TIE_TOLERANCE
     divergence_on: str = "content"  # the adversary's JSD: content pieces renormalised, or the full "row"
     batch_size: int = 64
     adversary_batch_size: int = 256
@@ -219,9 +219,9 @@ def run_transformer_jw_battery(adapter, texts, labels=None, settings: Transforme
 def transformer_summary(results: dict, settings: TransformerJWSettings, total: float, timings: dict,
                         num_layers: int) -> dict:
     """J&W Table 2 / permutation / adversary summaries (the BiLSTM battery's keys, computed by
-    :mod:`hf_attn.analysis.jw.summary`) over the content word pieces, plus the rollout τ and the
+    :mod:`hf_attn.batteries.jw.summary`) over the content word pieces, plus the rollout τ and the
     per-layer τ."""
-    from hf_attn.analysis.jw.summary import adversary_summary, correlation_summary, permutation_summary
+    from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, permutation_summary
 
     probabilities = np.stack(results["probabilities"])
     predictions = probabilities.argmax(-1)
@@ -254,7 +254,7 @@ def transformer_summary(results: dict, settings: TransformerJWSettings, total: f
         "special_token_mass": {"mean": float(np.mean(results["special_mass"])),
                                "note": "attention of the explained [CLS] row on [CLS]/[SEP] (not ranked)"},
     }
-    from hf_attn.analysis.jw.summary import kendall_per_instance
+    from hf_attn.batteries.jw.summary import kendall_per_instance
 
     per_layer = []
     for layer in range(num_layers):
@@ -316,7 +316,7 @@ def per_layer_figure(summary: dict, path: str, title: str = "") -> str:
 
 def _jw_instances(results: dict, summary: dict):
     """The per-instance results as the BiLSTM battery's ``JWInstances`` (for its figures)."""
-    from hf_attn.analysis.jw.common import JWInstances
+    from hf_attn.batteries.jw.common import JWInstances
 
     instances = JWInstances(
         input_ids=results["input_ids"], labels=results["labels"], probabilities=np.stack(results["probabilities"]),
@@ -330,7 +330,7 @@ def _jw_instances(results: dict, summary: dict):
 
 
 def _instance_rows(results: dict, summary: dict, tokenizer):
-    from hf_attn.models.transformer_attention import merge_word_pieces
+    from hf_attn.adapters.transformer_attention import merge_word_pieces
 
     taus = {name: summary[key]["tau"] for name, key in (("attention_gradient", "tau_gradient"),
                                                         ("attention_loo", "tau_loo"),
@@ -362,11 +362,11 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
     battery on ``texts`` (default: the data :func:`load_analysis_data` finds for ``dataset`` /
     ``split`` / ``text_column`` / ``label_column``, first ``max_instances``) and write
     ``OUT/results.json`` (the BiLSTM battery's top-level keys; atomic), ``OUT/instances.jsonl`` and
-    the figures (J&W Figs 2–5 via :func:`hf_attn.analysis.jw.figures.write_jw_figures`, plus
+    the figures (J&W Figs 2–5 via :func:`hf_attn.batteries.jw.figures.write_jw_figures`, plus
     ``fig_tau_per_layer.png``)."""
     from hf_attn.core.io import write_json_atomic, write_jsonl_atomic
-    from hf_attn.analysis.jw.summary import PUBLISHED_SST, strip_arrays
-    from hf_attn.models.transformer_attention import load_transformer_classifier
+    from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
+    from hf_attn.adapters.transformer_attention import load_transformer_classifier
     from hf_attn.core.environment import environment_versions
     from hf_attn.training.transformer import read_transformer_run
 
@@ -389,7 +389,7 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
     instances = _jw_instances(results, summary)
     if instances is not None:
         try:
-            from hf_attn.analysis.jw.figures import write_jw_figures
+            from hf_attn.batteries.jw.figures import write_jw_figures
 
             figures |= write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
                                         model_name=f"{model.config.model_type}, {described['text']}")
@@ -444,7 +444,7 @@ def is_transformer_model_dir(model_dir: str) -> bool:
 
 
 def settings_from_jw(run) -> TransformerJWSettings:
-    """The J&W battery's typed settings (:class:`hf_attn.analysis.jw.common.JWRunSettings`, from
+    """The J&W battery's typed settings (:class:`hf_attn.batteries.jw.common.JWRunSettings`, from
     ``hf-attn analyze --battery jw``) → :class:`TransformerJWSettings`: the same algorithm
     parameters, budgets and threads, the attention chosen by ``--jw-layer`` / ``--jw-heads``, the
     device and the precision. Every flag reaches the transformer battery."""
@@ -464,7 +464,7 @@ def settings_from_jw(run) -> TransformerJWSettings:
 
 def run_transformer(model_dir: str, output_dir: str, run) -> dict:
     """``hf-attn analyze DIR --battery jw`` for a transformers folder or Hub id (dispatched by
-    :func:`hf_attn.analysis.jw.battery.run` with its ``JWRunSettings``): the data of
+    :func:`hf_attn.batteries.jw.battery.run` with its ``JWRunSettings``): the data of
     :func:`load_analysis_data` (``run.dataset`` with ``run.text_column`` / ``run.label_column``, or
     the folder's own run.json; split ``run.split``), the first ``run.max_instances``."""
     return transformer_jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(run),

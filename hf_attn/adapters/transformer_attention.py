@@ -19,7 +19,7 @@ import torch
 
 from hf_attn.adapters.base import AttentionSpec as TransformerAttentionSpec  # noqa: F401 (the older name)
 from hf_attn.adapters.interface import ATTN_IMPLEMENTATION, register
-from hf_attn.methods.rollout import attention_rollout  # noqa: F401 (re-exported)
+from hf_attn.adapters.rollout import attention_rollout  # noqa: F401 (re-exported)
 
 # the base-model aliases live in hf_attn.models.pretrained; re-exported for existing callers
 from hf_attn.models.pretrained import (BASE_MODEL_ALIASES, MINILM_DISTRIBUTION, MINILM_PACKAGE,  # noqa: F401

@@ -1,5 +1,7 @@
-"""``hf-attn`` command line. Each subcommand lives beside the code it drives and registers itself
-here through an ``add_parser(subparsers)`` function."""
+"""``hf-attn`` command line (argparse only). ``train`` is defined here; every other subcommand is an
+``add_parser(subparsers)`` function of the module named in :data:`SUBCOMMANDS` (``hf_attn.cli.analyze``,
+``hf_attn.cli.eraser``, ``hf_attn.cli.reproduce``, and the commands that still sit beside the code
+they drive: ``hf_attn.runs.grid``, ``hf_attn.training.wp``, ``hf_attn.hub.push``)."""
 
 from __future__ import annotations
 
@@ -116,13 +118,10 @@ def _run_train(args) -> int:
 
 
 def print_json(payload) -> None:
-    """Print ``payload`` as strict, indented JSON: a NaN/inf metric (e.g. ROC-AUC of a one-class
-    test split) is ``null``, never a bare ``NaN`` that JSON readers reject."""
-    import json
+    """:func:`hf_attn.core.io.print_json` (imported on use: ``hf-attn --help`` loads no numpy)."""
+    from hf_attn.core import io
 
-    from hf_attn.core.io import json_safe
-
-    print(json.dumps(json_safe(payload), indent=2, allow_nan=False))
+    io.print_json(payload)
 
 
 def _cell(value) -> str:
@@ -154,15 +153,15 @@ def format_train_summary(metrics: dict, output_dir: str) -> str:
 # command → (module defining it with ``add_parser(subparsers)``, one-line help), in --help order
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("hf_attn.cli", "train one attentive classifier"),
-    "analyze": ("hf_attn.analysis.cli", "run a diagnostic battery on a trained model"),
-    "train-grid": ("hf_attn.training.grid", "train the T&Š variant × attention × seed grid (resumable)"),
-    "ts-report": ("hf_attn.training.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
+    "analyze": ("hf_attn.cli.analyze", "run a diagnostic battery on a trained model"),
+    "train-grid": ("hf_attn.runs.grid", "train the T&Š variant × attention × seed grid (resumable)"),
+    "ts-report": ("hf_attn.runs.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
     "push": ("hf_attn.hub.push", "publish a trained run as a Hub model repo"),
     "push-metric": ("hf_attn.hub.push", "publish an evaluate module as a metric Space"),
     "push-space": ("hf_attn.hub.push", "publish the Gradio attention explorer as a Space"),
     "train-seeds": ("hf_attn.training.wp", "train N copies of a model that differ only in seed (W&P §3.3)"),
-    "eraser": ("hf_attn.analysis.eraser.battery", "ERASER faithfulness of attention / gradient / LOO / IG rankings"),
-    "reproduce": ("hf_attn.reproduce.cli", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
+    "eraser": ("hf_attn.cli.eraser", "ERASER faithfulness of attention / gradient / LOO / IG rankings"),
+    "reproduce": ("hf_attn.cli.reproduce", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
 }
 # Modules that contribute subcommands (each defines `add_parser(subparsers)`), in --help order: the
 # table's, so that a moved module cannot drop out of the full parser unnoticed.
@@ -497,6 +496,3 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("transformers").removeHandler(run_log)
             run_log.close()
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,7 +15,7 @@ differs from the single-sequence battery:
   so ``pair_adversarial_attention`` back-propagates the TVD penalty through it (autograd on the
   tiny decoder only). With ``pair_decoder="linear"`` it equals the single-sequence adversary.
 
-``hf-attn analyze DIR --battery jw`` (:func:`hf_attn.analysis.jw.battery.run`) dispatches to
+``hf-attn analyze DIR --battery jw`` (:func:`hf_attn.batteries.jw.battery.run`) dispatches to
 :func:`run_pair` for a folder holding an ``hf_attn_pair`` model. This module does not import
 :mod:`.battery`.
 """
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from hf_attn.analysis.jw.common import (JWInstances, JWRunSettings, JWSettings, adversary_options, batch_rows,
+from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, adversary_options, batch_rows,
                                         battery_summary, format_summary, instance_analysis_row, instance_fields,
                                         settings_key, timer)
 from hf_attn.core.published import JW_SNLI_SUMMARY
@@ -82,11 +82,11 @@ def _run_pair_batch(model, ids, mask, hyp_ids, hyp_mask, settings: JWSettings, b
 def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
                         settings: JWSettings | None = None, progress: bool = True,
                         cache_dir: str | None = None) -> tuple[PairJWInstances, dict]:
-    """:func:`hf_attn.analysis.jw.battery.run_jw_battery` for pairs: the battery over the premise tokens of
+    """:func:`hf_attn.batteries.jw.battery.run_jw_battery` for pairs: the battery over the premise tokens of
     every (premise, hypothesis) pair, in premise-length-sorted batches bounded by
     ``settings.token_budget`` padded premise tokens; resumable through ``cache_dir``. Same summary
     keys as the single-sequence battery (per predicted class, here 3 classes for NLI)."""
-    from hf_attn.analysis.sharding import run_sharded, scatter_rows
+    from hf_attn.core.sharding import run_sharded, scatter_rows
 
     settings = settings or JWSettings()
     settings.validate()
@@ -178,8 +178,8 @@ def _pair_instance_rows(instances: PairJWInstances, tokenizer):
 def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     """The ``jw`` battery for pair models: ``OUT/results.json`` (summary with the published SNLI values
     beside it), ``OUT/instances.jsonl`` and the J&W figures (over premise tokens)."""
-    from hf_attn.analysis.jw.figures import write_jw_figures
-    from hf_attn.analysis.jw.summary import strip_arrays
+    from hf_attn.batteries.jw.figures import write_jw_figures
+    from hf_attn.batteries.jw.summary import strip_arrays
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic
 

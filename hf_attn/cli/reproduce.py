@@ -13,12 +13,12 @@ from hf_attn.core.arguments import positive_int
 from hf_attn.core.io import exclusive_output_folder, write_text_atomic
 from hf_attn.core.threads import threads_argument
 
-from .collect import read_json
-from .findings import VERDICTS, regrade
-from .layout import ReproductionLayout
-from .pipeline import reproduce
-from .plan import AGNEWS_PATH_ENV, DATASETS
-from .report import format_findings_table
+from hf_attn.runs.reproduce.collect import read_json
+from hf_attn.reporting.findings import VERDICTS, regrade
+from hf_attn.runs.reproduce.layout import ReproductionLayout
+from hf_attn.reproduce.pipeline import reproduce
+from hf_attn.runs.reproduce.plan import AGNEWS_PATH_ENV, DATASETS
+from hf_attn.reporting.report import format_findings_table
 
 
 def add_parser(subparsers) -> None:
@@ -97,7 +97,7 @@ def _run_cli(args) -> int:
                            bert_model_dir=args.bert_model_dir, bert_instances=args.bert_instances,
                            bert_base_model=args.bert_base_model)
     counts = {v: sum(f["verdict"] == v for f in report["findings"]) for v in VERDICTS}
-    from hf_attn.cli import print_json
+    from hf_attn.core.io import print_json
 
     print_json({"report": ReproductionLayout(args.output_dir).report_md,
                       "verdicts": {k: v for k, v in counts.items() if v},

@@ -1,16 +1,16 @@
 """Wiegreffe & Pinter (2019)'s battery (§3.2–3.4) on transformers classifiers.
 
 ``hf-attn analyze DIR --battery wp`` on a BERT-family folder (or Hub id) comes here
-(:func:`run_transformer`, dispatched by :func:`hf_attn.analysis.wp.battery.run`). The explained
+(:func:`run_transformer`, dispatched by :func:`hf_attn.batteries.wp.battery.run`). The explained
 attention is the ``[CLS]`` query row of one layer (default the last), mean over heads
 (:class:`hf_attn.adapters.AttentionSpec`); interventions go through the model's adapter
 (:mod:`hf_attn.adapters`).
 Divergences between attention distributions are measured, as in the J&W battery on transformers
-(:mod:`hf_attn.analysis.jw.transformer`), on the explained row restricted to the *content* word
+(:mod:`hf_attn.batteries.jw.transformer`), on the explained row restricted to the *content* word
 pieces (not ``[CLS]``/``[SEP]``/``[UNK]``/pads) and renormalised there.
 
 1. **Uniform attention (W&P §3.2).** W&P train a second model whose attention is frozen to uniform
-   and compare test F1 (positive class for binary tasks, as :mod:`hf_attn.analysis.wp.battery`). A
+   and compare test F1 (positive class for binary tasks, as :mod:`hf_attn.batteries.wp.battery`). A
    transformer's attention cannot be removed and the model retrained cheaply, so here the uniform
    variant is an *intervention* on the fine-tuned model: the explained layer's ``[CLS]`` row of
    every head is replaced by the uniform distribution over the real (non-padding) tokens (specials
@@ -26,7 +26,7 @@ pieces (not ``[CLS]``/``[SEP]``/``[UNK]``/pads) and renormalised there.
    fine-tuning seed (``seed_model_dirs``, or the ``seed-*`` folders of the runs folder), per
    instance JSD(α_seed, α_base) of the explained attention and TVD(ŷ_seed, ŷ_base); the max (W&P
    paper) or median (W&P code) over seeds against the max base attention, per gold class
-   (``seed_variance.png`` = W&P Fig. 3, via :func:`hf_attn.analysis.wp.battery.plot_seed_variance`).
+   (``seed_variance.png`` = W&P Fig. 3, via :func:`hf_attn.batteries.wp.battery.plot_seed_variance`).
    No seed models: the section says ``"not run: no seed models given"``. Seeds are never trained here.
 3. **Diagnostic MLP (W&P §3.4).** W&P's MLP: token embeddings → per-token affine + tanh (no
    context) → average weighted by a fixed per-instance *guide* distribution (in training and
@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hf_attn.analysis.jw import transformer as jwt
+from hf_attn.batteries.jw import transformer as jwt
 from hf_attn.methods.adversary import restrict_to_content
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.adapters import AttentionSpec
@@ -148,7 +148,7 @@ class TransformerWPSettings:
 
 
 def settings_from_wp(wp) -> TransformerWPSettings:
-    """The battery's :class:`hf_attn.analysis.wp.battery.WPSettings` (what ``hf-attn analyze
+    """The battery's :class:`hf_attn.batteries.wp.battery.WPSettings` (what ``hf-attn analyze
     --battery wp`` parses) → :class:`TransformerWPSettings`: split, progress, runs folder, number of
     seeds, seed statistic, epochs (of the MLPs), ``--wp-no-train``, ``seed`` (the MLPs' seed) and
     the transformer fields (layer, heads, every-layer uniform, seed folders, instance limit,
@@ -344,9 +344,9 @@ def seed_variance_section(base_outputs: dict[str, np.ndarray], seed_outputs: lis
                           labels, seed_names: list[str], statistic: str = "max", label_names=None) -> dict:
     """W&P §3.3 from :func:`split_forward` outputs of the base and of each seed model (same
     sequences): per instance JSD of the explained attention over the content pieces and TVD of the
-    outputs (:func:`hf_attn.analysis.wp.battery.seed_variance_statistics`), max/median over seeds,
+    outputs (:func:`hf_attn.batteries.wp.battery.seed_variance_statistics`), max/median over seeds,
     per-seed summaries and the per-(class, max-attention bin) table of W&P Fig. 3."""
-    from hf_attn.analysis.wp.battery import binned_summary, divergence_summary, seed_variance_statistics
+    from hf_attn.batteries.wp.battery import binned_summary, divergence_summary, seed_variance_statistics
     from hf_attn.training.engine import classification_metrics
 
     labels = np.asarray(labels)
@@ -628,10 +628,10 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
     folder's ``run.json`` dataset, else ``settings.dataset``), first ``max_instances``; §3.4 needs
     ``task`` (train/validation/test). Writes ``OUT/results.json`` (atomic; paths relative to
     ``OUT``) and the figures; returns the results dict."""
-    from hf_attn.analysis.wp.battery import divergence_summary, plot_seed_variance
+    from hf_attn.batteries.wp.battery import divergence_summary, plot_seed_variance
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic
-    from hf_attn.models.transformer_attention import load_transformer_classifier
+    from hf_attn.adapters.transformer_attention import load_transformer_classifier
     from hf_attn.training.transformer import read_transformer_run
 
     settings = settings or TransformerWPSettings()
@@ -759,7 +759,7 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
 
 def run_transformer(model_dir: str, output_dir: str, settings) -> dict:
     """``hf-attn analyze DIR --battery wp`` for a BERT-family folder or Hub id, dispatched by
-    :func:`hf_attn.analysis.wp.battery.run` with its :class:`~hf_attn.analysis.wp.battery.WPSettings`
+    :func:`hf_attn.batteries.wp.battery.run` with its :class:`~hf_attn.batteries.wp.battery.WPSettings`
     (or given :class:`TransformerWPSettings`); prints a short JSON summary like the BiLSTM battery."""
     if not isinstance(settings, TransformerWPSettings):
         settings = settings_from_wp(settings)
