@@ -311,7 +311,7 @@ def test_missing_tokenizer_names_the_file(trained_model_dir, tmp_path, capsys):
 
 def test_a_real_bug_keeps_its_traceback(monkeypatch, trained_model_dir, tmp_path):
     from hf_attn import cli
-    from hf_attn.batteries.jw import battery as jw
+    from hf_attn.runs import jw
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")

@@ -24,7 +24,7 @@ from hf_attn.methods.leave_one_out import deletion_importance
 from hf_attn.methods.permutation import content_permutations, permuted_attention_tvd
 from hf_attn.methods.rollout import attention_rollout
 from hf_attn.models import pretrained
-from hf_attn.models import transformer_attention as ta
+from hf_attn.adapters import transformer_attention as ta
 from hf_attn.adapters.transformer_attention import merge_word_pieces
 from conftest import needs_minilm
 

@@ -15,7 +15,7 @@ from hf_attn.adapters import adapter_for
 from hf_attn.batteries.jw import transformer as jwt  # noqa: F401
 from hf_attn.batteries.wp import transformer as wpt
 from hf_attn.core.measures import tvd
-from hf_attn.models import transformer_attention as ta
+from hf_attn.adapters import transformer_attention as ta
 import test_transformer
 from test_transformer import bert_tokenizer
 

@@ -1,7 +1,6 @@
-"""``hf-attn`` command line (argparse only). ``train`` is defined here; every other subcommand is an
-``add_parser(subparsers)`` function of the module named in :data:`SUBCOMMANDS` (``hf_attn.cli.analyze``,
-``hf_attn.cli.eraser``, ``hf_attn.cli.reproduce``, and the commands that still sit beside the code
-they drive: ``hf_attn.runs.grid``, ``hf_attn.training.wp``, ``hf_attn.hub.push``)."""
+"""``hf-attn`` command line (argparse only). ``train`` is defined here; every other subcommand is the
+``add_parser(subparsers)`` function of its module in this package, named in :data:`SUBCOMMANDS`
+(``analyze``, ``eraser``, ``grid``, ``push``, ``reproduce``, ``train_seeds``)."""
 
 from __future__ import annotations
 
@@ -154,12 +153,12 @@ def format_train_summary(metrics: dict, output_dir: str) -> str:
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("hf_attn.cli", "train one attentive classifier"),
     "analyze": ("hf_attn.cli.analyze", "run a diagnostic battery on a trained model"),
-    "train-grid": ("hf_attn.runs.grid", "train the T&Š variant × attention × seed grid (resumable)"),
-    "ts-report": ("hf_attn.runs.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
-    "push": ("hf_attn.hub.push", "publish a trained run as a Hub model repo"),
-    "push-metric": ("hf_attn.hub.push", "publish an evaluate module as a metric Space"),
-    "push-space": ("hf_attn.hub.push", "publish the Gradio attention explorer as a Space"),
-    "train-seeds": ("hf_attn.training.wp", "train N copies of a model that differ only in seed (W&P §3.3)"),
+    "train-grid": ("hf_attn.cli.grid", "train the T&Š variant × attention × seed grid (resumable)"),
+    "ts-report": ("hf_attn.cli.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
+    "push": ("hf_attn.cli.push", "publish a trained run as a Hub model repo"),
+    "push-metric": ("hf_attn.cli.push", "publish an evaluate module as a metric Space"),
+    "push-space": ("hf_attn.cli.push", "publish the Gradio attention explorer as a Space"),
+    "train-seeds": ("hf_attn.cli.train_seeds", "train N copies of a model that differ only in seed (W&P §3.3)"),
     "eraser": ("hf_attn.cli.eraser", "ERASER faithfulness of attention / gradient / LOO / IG rankings"),
     "reproduce": ("hf_attn.cli.reproduce", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
 }

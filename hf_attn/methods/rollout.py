@@ -19,3 +19,6 @@ def rollout_importance(adapter, batch) -> torch.Tensor:
     if rolled is None:
         raise UnsupportedModelError(f"{type(adapter).__name__} has no attention rollout (no stack of attention layers)")
     return torch.where(batch.content, rolled.float(), torch.zeros((), device=rolled.device))
+
+
+__all__ = ["attention_rollout", "rollout_importance"]

@@ -291,7 +291,7 @@ def _stage_ts_grid(run: DatasetRun) -> None:
 
 def _stage_eraser(run: DatasetRun) -> None:
     """ERASER / integrated gradients on the grid's seed-0 models of ``plan.eraser_cells``."""
-    from hf_attn.batteries.eraser.battery import run_eraser
+    from hf_attn.runs.eraser import run_eraser
 
     for cell, out in run.paths["eraser"].items():
         model_dir = os.path.join(run.paths["grid"], cell, "seed0")
@@ -304,7 +304,7 @@ def _stage_ts(run: DatasetRun) -> None:
     """The T&Š battery on every grid run (MI on the MI seeds), then T&Š Fig. 1's adversaries."""
     from tqdm.auto import tqdm
 
-    from hf_attn.batteries.ts.battery import summarize_grid, train_consistent_adversaries
+    from hf_attn.runs.ts import summarize_grid, train_consistent_adversaries
 
     plan, grid_dir, out_dir = run.plan, run.paths["grid"], run.paths["ts"]
     for relative, settings in tqdm(run.grid, desc="T&Š battery", unit="run", disable=not run.progress):
@@ -323,7 +323,7 @@ def _stage_ts_layers(run: DatasetRun) -> None:
     """T&Š appendix B, Table 6: the same grid with ``plan.ts_multilayer_layers`` LSTM layers; fragility only."""
     from tqdm.auto import tqdm
 
-    from hf_attn.batteries.ts.battery import summarize_grid
+    from hf_attn.runs.ts import summarize_grid
     from hf_attn.runs.grid import grid_runs
 
     plan, grid_dir, out_dir = run.plan, run.paths["ts_layers_grid"], run.paths["ts_layers"]

@@ -100,7 +100,7 @@ def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
                            layer: int = -1, heads: str | int = "mean", max_length: int = 512,
                            device: str = "auto", precision: str = "float32") -> dict:
     """``hf-attn eraser DIR`` for a BERT-family classifier (dispatched by
-    :func:`hf_attn.batteries.eraser.battery.run_eraser`): the data of
+    :func:`run_eraser`): the data of
     :func:`hf_attn.batteries.jw.transformer.load_analysis_data` (the folder's run.json, or
     ``dataset`` with ``text_column`` / ``label_column``; a single file whole), the first
     ``max_instances``; writes ``OUT/results.json`` (the BiLSTM eraser command's keys; atomic),

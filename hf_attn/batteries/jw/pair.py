@@ -15,7 +15,7 @@ differs from the single-sequence battery:
   so ``pair_adversarial_attention`` back-propagates the TVD penalty through it (autograd on the
   tiny decoder only). With ``pair_decoder="linear"`` it equals the single-sequence adversary.
 
-``hf-attn analyze DIR --battery jw`` (:func:`hf_attn.batteries.jw.battery.run`) dispatches to
+``hf-attn analyze DIR --battery jw`` (:func:`hf_attn.runs.jw.run`) dispatches to
 :func:`run_pair` for a folder holding an ``hf_attn_pair`` model. This module does not import
 :mod:`.battery`.
 """

@@ -464,7 +464,7 @@ def settings_from_jw(run) -> TransformerJWSettings:
 
 def run_transformer(model_dir: str, output_dir: str, run) -> dict:
     """``hf-attn analyze DIR --battery jw`` for a transformers folder or Hub id (dispatched by
-    :func:`hf_attn.batteries.jw.battery.run` with its ``JWRunSettings``): the data of
+    :func:`hf_attn.runs.jw.run` with its ``JWRunSettings``): the data of
     :func:`load_analysis_data` (``run.dataset`` with ``run.text_column`` / ``run.label_column``, or
     the folder's own run.json; split ``run.split``), the first ``run.max_instances``."""
     return transformer_jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(run),

@@ -1,7 +1,7 @@
 """Wiegreffe & Pinter (2019)'s battery (§3.2–3.4) on transformers classifiers.
 
 ``hf-attn analyze DIR --battery wp`` on a BERT-family folder (or Hub id) comes here
-(:func:`run_transformer`, dispatched by :func:`hf_attn.batteries.wp.battery.run`). The explained
+(:func:`run_transformer`, dispatched by :func:`hf_attn.runs.wp.run`). The explained
 attention is the ``[CLS]`` query row of one layer (default the last), mean over heads
 (:class:`hf_attn.adapters.AttentionSpec`); interventions go through the model's adapter
 (:mod:`hf_attn.adapters`).
@@ -759,7 +759,7 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
 
 def run_transformer(model_dir: str, output_dir: str, settings) -> dict:
     """``hf-attn analyze DIR --battery wp`` for a BERT-family folder or Hub id, dispatched by
-    :func:`hf_attn.batteries.wp.battery.run` with its :class:`~hf_attn.batteries.wp.battery.WPSettings`
+    :func:`hf_attn.runs.wp.run` with its :class:`~hf_attn.batteries.wp.battery.WPSettings`
     (or given :class:`TransformerWPSettings`); prints a short JSON summary like the BiLSTM battery."""
     if not isinstance(settings, TransformerWPSettings):
         settings = settings_from_wp(settings)
