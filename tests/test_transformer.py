@@ -254,7 +254,9 @@ def test_battery_runner_writes_results(model, tokenizer, tmp_path):
     tokenizer.save_pretrained(folder)
     settings = jwt.TransformerJWSettings(num_permutations=8, k=2, steps=10, batch_size=2, adversary_batch_size=3)
     out = tmp_path / "out"
-    record = jwt.transformer_jw_battery_runner(str(folder), str(out), texts=TEXTS, labels=[1, 0, 0, 0, 1],
+    from hf_attn.runs.jw import transformer_jw_battery_runner
+
+    record = transformer_jw_battery_runner(str(folder), str(out), texts=TEXTS, labels=[1, 0, 0, 0, 1],
                                                settings=settings, dataset="toy", label_names=["neg", "pos"],
                                                progress=False)
     on_disk = json.loads((out / "results.json").read_text())

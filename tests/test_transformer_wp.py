@@ -14,6 +14,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from hf_attn.adapters import adapter_for
 from hf_attn.batteries.jw import transformer as jwt  # noqa: F401
 from hf_attn.batteries.wp import transformer as wpt
+from hf_attn.runs.wp import run_transformer_wp
 from hf_attn.core.measures import tvd
 from hf_attn.adapters import transformer_attention as ta
 import test_transformer
@@ -263,7 +264,7 @@ def test_bad_settings_and_inputs(model, tokenizer, tmp_path):
         wpt.content_columns(wpt.split_forward(adapt(model, tokenizer), seqs, uniform=False), seqs)
     folder = _folder(model, tokenizer, tmp_path / "tiny")
     with pytest.raises(ValueError, match="layer 5 out of range"):
-        wpt.run_transformer_wp(str(folder), str(tmp_path / "o"), wpt.TransformerWPSettings(layer=5),
+        run_transformer_wp(str(folder), str(tmp_path / "o"), wpt.TransformerWPSettings(layer=5),
                                texts=TEXTS, labels=LABELS)
 
 

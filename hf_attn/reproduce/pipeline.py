@@ -249,7 +249,8 @@ def _stage_snli(run: DatasetRun) -> None:
 
 def _stage_wp(run: DatasetRun) -> None:
     """The W&P battery: uniform, seed models, λ sweep of consistent adversaries, guided MLPs."""
-    from hf_attn.batteries.wp.battery import WPSettings, run_wp
+    from hf_attn.batteries.wp.battery import WPSettings
+    from hf_attn.runs.wp import run_wp
 
     plan, base_dir, wp_runs, out = run.plan, run.paths["base"], run.paths["wp_runs"], run.paths["wp"]
     request = {"model": base_dir, "runs": wp_runs, "seeds": plan.wp_seeds, "lambdas": list(plan.wp_lambdas),
@@ -355,7 +356,8 @@ def _stage_bert_family(run: DatasetRun) -> None:
     already there, or ``plan.bert_family.model_dir`` names a folder to reuse), the J&W battery on its
     ``[CLS]`` attention over ``jw_instances`` seeded-sampled test sentences, and W&P's uniform attention on
     the same sentences when hf_attn has the W&P transformer battery."""
-    from hf_attn.batteries.jw.transformer import TransformerJWSettings, transformer_jw_battery_runner
+    from hf_attn.batteries.jw.transformer import TransformerJWSettings
+    from hf_attn.runs.jw import transformer_jw_battery_runner
     from hf_attn.training.transformer import read_transformer_run, train_transformer_classifier
 
     plan, section = run.plan, run.plan.bert_family
@@ -382,10 +384,11 @@ def _stage_bert_family(run: DatasetRun) -> None:
 
 def _bert_family_wp_uniform(run: DatasetRun, model_dir: str) -> None:
     """W&P §3.2 on the BERT-family model (its explained [CLS] row made uniform at test time), when
-    ``hf_attn.batteries.wp.transformer`` provides it; without that battery (or with another interface)
+    ``hf_attn.runs.wp.run_transformer_wp`` provides it; without that battery (or with another interface)
     the report says "not measured"."""
     try:
-        from hf_attn.batteries.wp.transformer import TransformerWPSettings, run_transformer_wp
+        from hf_attn.batteries.wp.transformer import TransformerWPSettings
+        from hf_attn.runs.wp import run_transformer_wp
     except ImportError:
         return
     section = run.plan.bert_family

@@ -16,24 +16,22 @@ differs from the single-sequence battery:
   tiny decoder only). With ``pair_decoder="linear"`` it equals the single-sequence adversary.
 
 ``hf-attn analyze DIR --battery jw`` (:func:`hf_attn.runs.jw.run`) dispatches to
-:func:`run_pair` for a folder holding an ``hf_attn_pair`` model. This module does not import
-:mod:`.battery`.
+:func:`hf_attn.runs.jw.run_pair` for a folder holding an ``hf_attn_pair`` model. This module does not
+import :mod:`.battery`.
 """
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, adversary_options, batch_rows,
-                                        battery_summary, format_summary, instance_analysis_row, instance_fields,
-                                        settings_key, timer)
+from hf_attn.batteries.jw.common import (JWInstances, JWSettings, adversary_options, batch_rows, battery_summary,
+                                         instance_fields, settings_key, timer)
 from hf_attn.core.published import JW_SNLI_SUMMARY
 from hf_attn.core.batching import length_batches, pad_batch
-from hf_attn.core.io import write_jsonl_atomic
 from hf_attn.methods.adversary import pair_adversarial_attention
 from hf_attn.methods.gradient import pair_gradient_importance
 from hf_attn.methods.leave_one_out import pair_leave_one_out
@@ -166,58 +164,6 @@ def load_pair_model_and_split(model_dir: str, split: str = "test"):
             task.label_names, task.name)
 
 
-def _pair_instance_rows(instances: PairJWInstances, tokenizer):
-    for i in range(len(instances.attention)):
-        yield {"index": i,
-               "premise_tokens": tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]]),
-               "hypothesis_tokens": tokenizer.convert_ids_to_tokens(
-                   [int(t) for t in instances.hypothesis_ids[i]]),
-               **instance_analysis_row(instances, i)}
-
-
-def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
-    """The ``jw`` battery for pair models: ``OUT/results.json`` (summary with the published SNLI values
-    beside it), ``OUT/instances.jsonl`` and the J&W figures (over premise tokens)."""
-    from hf_attn.batteries.jw.figures import write_jw_figures
-    from hf_attn.batteries.jw.summary import strip_arrays
-    from hf_attn.core.environment import environment_versions
-    from hf_attn.core.io import write_json_atomic
-
-    model, tokenizer, premises, hypotheses, labels, label_names, dataset = \
-        load_pair_model_and_split(model_dir, settings.split)
-    limit = settings.max_instances
-    if limit:
-        premises, hypotheses, labels = premises[:limit], hypotheses[:limit], labels[:limit]
-    os.makedirs(output_dir, exist_ok=True)
-    cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
-    instances, summary = run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels, settings.algorithm,
-                                             progress=settings.progress, cache_dir=cache_dir)
-    figures = write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
-                               model_name=f"{model.config.encoder}+{model.config.attention}, premise")
-    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"),
-                       _pair_instance_rows(instances, tokenizer))
-    results = {
-        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4 (NLI: §3)",
-        "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": settings.split,
-        "label_names": label_names, "pair": True,
-        "attended": "premise tokens; query = encoded hypothesis",
-        "model": {"encoder": model.config.encoder, "attention": model.config.attention,
-                  "variant": model.config.variant, "pair_decoder": model.config.pair_decoder},
-        "parameters": asdict(settings.algorithm), "summary": strip_arrays(summary),
-        "published": PUBLISHED_SNLI if dataset == "snli" else None,
-        "figures": {name: os.path.basename(path) for name, path in figures.items()},
-        "instances_file": "instances.jsonl", "versions": environment_versions()}
-    write_json_atomic(os.path.join(output_dir, "results.json"), results)
-    if cache_dir:
-        import shutil
-
-        shutil.rmtree(cache_dir, ignore_errors=True)
-    if settings.progress:
-        print(format_summary(results))
-    return results
-
-
 __all__ = ["PUBLISHED_SNLI", "bind_query", "pair_predict", "pair_gradient_importance",
            "pair_leave_one_out", "pair_permutation_tvd", "pair_adversarial_attention",
-           "run_pair_jw_battery", "PairJWInstances", "is_pair_model_dir", "load_pair_model_and_split",
-           "run_pair"]
+           "run_pair_jw_battery", "PairJWInstances", "is_pair_model_dir", "load_pair_model_and_split"]

@@ -22,15 +22,15 @@ Every analysis is a method of :mod:`hf_attn.methods` written once against the ad
 On the last layer the permutation and the adversary run on the adapter's exact query-only fast
 path; elsewhere through the full forward with the intervention.
 
-:func:`transformer_jw_battery_runner` writes ``results.json`` with the BiLSTM battery's top-level
-keys, ``instances.jsonl`` and the figures (J&W Figs 2–5 + τ per layer).
+:func:`hf_attn.runs.jw.transformer_jw_battery_runner` writes ``results.json`` with the BiLSTM
+battery's top-level keys, ``instances.jsonl`` and the figures (J&W Figs 2–5 + τ per layer).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -314,112 +314,8 @@ def per_layer_figure(summary: dict, path: str, title: str = "") -> str:
         plt.close(fig)
 
 
-def _jw_instances(results: dict, summary: dict):
-    """The per-instance results as the BiLSTM battery's ``JWInstances`` (for its figures)."""
-    from hf_attn.batteries.jw.common import JWInstances
-
-    instances = JWInstances(
-        input_ids=results["input_ids"], labels=results["labels"], probabilities=np.stack(results["probabilities"]),
-        attention=results["attention"], gradient=results["gradient"], loo=results["loo"],
-        permutation_tvd=np.stack(results["permutation_tvd"]), adversary_attention=results["adversary_attention"],
-        adversary_probabilities=np.stack(results["adversary_probabilities"]),
-        adversary_tvd=np.stack(results["adversary_tvd"]), adversary_jsd=np.stack(results["adversary_jsd"]),
-        eps_max_jsd=np.array(results["eps_max_jsd"]))
-    instances.predictions = instances.probabilities.argmax(-1)
-    return instances
-
-
-def _instance_rows(results: dict, summary: dict, tokenizer):
-    from hf_attn.adapters.transformer_attention import merge_word_pieces
-
-    taus = {name: summary[key]["tau"] for name, key in (("attention_gradient", "tau_gradient"),
-                                                        ("attention_loo", "tau_loo"),
-                                                        ("gradient_loo", "tau_gradient_loo"),
-                                                        ("attention_rollout", "tau_rollout"))}
-    for i in range(len(results["attention"])):
-        ids, words = results["input_ids"][i], results["word_ids"][i]
-        yield {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in ids]),
-               "word_ids": words,
-               "label": None if results["labels"] is None else int(results["labels"][i]),
-               "prediction": int(np.argmax(results["probabilities"][i])),
-               "probabilities": results["probabilities"][i].tolist(),
-               "attention": results["attention"][i].tolist(), "gradient": results["gradient"][i].tolist(),
-               "loo": results["loo"][i].tolist(), "rollout": results["rollout"][i].tolist(),
-               "word_attention": merge_word_pieces(results["attention"][i], words).tolist() if words else [],
-               "permutation_tvd_median": float(np.median(results["permutation_tvd"][i])),
-               "adversary_tvd": results["adversary_tvd"][i].tolist(),
-               "adversary_jsd": results["adversary_jsd"][i].tolist(),
-               "eps_max_jsd": float(results["eps_max_jsd"][i]),
-               "kendall_tau": {n: (None if not np.isfinite(t[i]) else float(t[i])) for n, t in taus.items()}}
-
-
-def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None,
-                                  settings: TransformerJWSettings | None = None, dataset: str | None = None,
-                                  split: str = "test", max_instances: int | None = None,
-                                  label_names=None, progress: bool = True, text_column: str | None = None,
-                                  label_column: str | None = None) -> dict:
-    """``hf-attn analyze DIR --battery jw`` for a transformers classifier folder (or Hub id): run the
-    battery on ``texts`` (default: the data :func:`load_analysis_data` finds for ``dataset`` /
-    ``split`` / ``text_column`` / ``label_column``, first ``max_instances``) and write
-    ``OUT/results.json`` (the BiLSTM battery's top-level keys; atomic), ``OUT/instances.jsonl`` and
-    the figures (J&W Figs 2–5 via :func:`hf_attn.batteries.jw.figures.write_jw_figures`, plus
-    ``fig_tau_per_layer.png``)."""
-    from hf_attn.core.io import write_json_atomic, write_jsonl_atomic
-    from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
-    from hf_attn.adapters.transformer_attention import load_transformer_classifier
-    from hf_attn.core.environment import environment_versions
-    from hf_attn.training.transformer import read_transformer_run
-
-    settings = settings or TransformerJWSettings()
-    run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
-    if texts is None:  # the data first: a bad --dataset / column fails before the model loads
-        texts, labels, label_names, name = load_analysis_data(model_dir, dataset, split, text_column,
-                                                              label_column)
-        dataset, split = name, analysis_split(dataset, split)
-    model, tokenizer = load_transformer_classifier(model_dir)
-    adapter = settings.adapter(model, tokenizer)  # refuses a model it cannot intervene on, with the reason
-    if max_instances:
-        texts = texts[:max_instances]
-        labels = None if labels is None else labels[:max_instances]
-    os.makedirs(output_dir, exist_ok=True)
-    results, summary = run_transformer_jw_battery(adapter, texts, labels, settings, progress)
-    described = adapter.describe()
-    figures = {"fig_tau_per_layer": per_layer_figure(summary, os.path.join(output_dir, "fig_tau_per_layer.png"),
-                                                     f"{os.path.basename(os.path.normpath(model_dir))}: τ by layer")}
-    instances = _jw_instances(results, summary)
-    if instances is not None:
-        try:
-            from hf_attn.batteries.jw.figures import write_jw_figures
-
-            figures |= write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
-                                        model_name=f"{model.config.model_type}, {described['text']}")
-        except (ImportError, KeyError, ValueError) as error:  # figures are extras; say why they are missing
-            figures["error"] = f"J&W figures not written: {error}"
-    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _instance_rows(results, summary, tokenizer))
-    record = {
-        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4 (on a transformer)",
-        "model_dir": os.path.abspath(model_dir) if os.path.isdir(model_dir) else model_dir,
-        "dataset": dataset, "split": split, "label_names": label_names,
-        "model": {"encoder": "transformer", "architecture": type(model).__name__, "model_type": model.config.model_type,
-                  "attention": described["text"], "variant": "base",
-                  "num_layers": adapter.num_layers, "num_heads": adapter.num_heads,
-                  "base_model": run["settings"]["base_model"] if run else None},
-        "attention_spec": {"layer": settings.layer, "heads": settings.heads, "query": described["query"],
-                           "pooling": described["pooling"], "padding": described["padding"],
-                           "fast_path": described["fast_path_reason"] if described["fast_path"] else None,
-                           "units": "tokens (content only; special tokens keep their mass, are not ranked)",
-                           "rollout": "Abnar & Zuidema 2020 (½A + ½I, head mean, product over layers)"},
-        "parameters": asdict(settings) | {"max_instances": max_instances, "device": described["device"]},
-        "summary": strip_arrays(summary),
-        "published": PUBLISHED_SST if dataset == "sst" else None,
-        "figures": {n: (os.path.basename(p) if n != "error" else p) for n, p in figures.items()},
-        "instances_file": "instances.jsonl", "processes": 1, "versions": environment_versions()}
-    write_json_atomic(os.path.join(output_dir, "results.json"), record)
-    return record
-
-
 # ----------------------------------------------------------------------------------------------
-# CLI glue (`hf-attn analyze DIR --battery jw` dispatches here for transformers folders)
+# which folders are transformers classifiers (`hf-attn analyze DIR --battery jw` asks)
 
 OWN_MODEL_TYPES = ("hf_attn", "hf_attn_pair")
 
@@ -441,36 +337,6 @@ def is_transformer_model_dir(model_dir: str) -> bool:
 
     model_type = read_json(config).get("model_type")
     return model_type not in (None, *OWN_MODEL_TYPES)
-
-
-def settings_from_jw(run) -> TransformerJWSettings:
-    """The J&W battery's typed settings (:class:`hf_attn.batteries.jw.common.JWRunSettings`, from
-    ``hf-attn analyze --battery jw``) → :class:`TransformerJWSettings`: the same algorithm
-    parameters, budgets and threads, the attention chosen by ``--jw-layer`` / ``--jw-heads``, the
-    device and the precision. Every flag reaches the transformer battery."""
-    a = run.algorithm
-    heads = run.transformer_heads
-    settings = TransformerJWSettings(
-        layer=run.transformer_layer, heads=heads if heads == "mean" else int(heads),
-        num_permutations=a.num_permutations, k=a.k, lam=a.lam, eps=a.eps, steps=a.steps, lr=a.lr,
-        init_scale=a.init_scale, seed=a.seed, alpha=a.alpha, tie_tolerance=a.tie_tolerance,
-        token_budget=a.token_budget, gradient_token_budget=a.gradient_token_budget,
-        loo_token_budget=a.loo_token_budget, num_threads=a.num_threads, device=run.device,
-        precision=run.precision)
-    if a.max_length is not None:
-        settings.max_length = a.max_length
-    return settings
-
-
-def run_transformer(model_dir: str, output_dir: str, run) -> dict:
-    """``hf-attn analyze DIR --battery jw`` for a transformers folder or Hub id (dispatched by
-    :func:`hf_attn.runs.jw.run` with its ``JWRunSettings``): the data of
-    :func:`load_analysis_data` (``run.dataset`` with ``run.text_column`` / ``run.label_column``, or
-    the folder's own run.json; split ``run.split``), the first ``run.max_instances``."""
-    return transformer_jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(run),
-                                         dataset=run.dataset, split=run.split,
-                                         max_instances=run.max_instances, progress=run.progress,
-                                         text_column=run.text_column, label_column=run.label_column)
 
 
 # ----------------------------------------------------------------------------------------------

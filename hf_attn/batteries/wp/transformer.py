@@ -1,7 +1,7 @@
 """Wiegreffe & Pinter (2019)'s battery (§3.2–3.4) on transformers classifiers.
 
 ``hf-attn analyze DIR --battery wp`` on a BERT-family folder (or Hub id) comes here
-(:func:`run_transformer`, dispatched by :func:`hf_attn.runs.wp.run`). The explained
+(:func:`hf_attn.runs.wp.run_transformer`, dispatched by :func:`hf_attn.runs.wp.run`). The explained
 attention is the ``[CLS]`` query row of one layer (default the last), mean over heads
 (:class:`hf_attn.adapters.AttentionSpec`); interventions go through the model's adapter
 (:mod:`hf_attn.adapters`).
@@ -51,7 +51,7 @@ import glob
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -75,7 +75,7 @@ SEED_STATUS_NOT_RUN = "not run: no seed models given"
 
 @dataclass
 class TransformerWPSettings:
-    """Settings of the W&P battery on a BERT-family classifier (:func:`run_transformer_wp`).
+    """Settings of the W&P battery on a BERT-family classifier (:func:`hf_attn.runs.wp.run_transformer_wp`).
 
     layer / heads: the explained row (:class:`hf_attn.adapters.AttentionSpec`; default the last
     layer, mean over heads). split: the split analysed (§3.2, §3.3). max_instances: only the first N
@@ -319,11 +319,6 @@ def uniform_divergence(outputs: dict[str, np.ndarray]) -> np.ndarray:
 
 # ----------------------------------------------------------------------------------------------
 # §3.3: seed variance
-
-
-def _same_vocabulary(tokenizer, other, where: str) -> None:
-    if other.get_vocab() != tokenizer.get_vocab():
-        raise ValueError(f"{where} has another vocabulary than the base model: attention would not line up")
 
 
 def find_seed_model_dirs(runs_dir: str | None, limit: int) -> list[str]:
@@ -609,176 +604,8 @@ def plot_diagnostic_mlp(path: str, section: dict) -> str:
         plt.close(fig)
 
 
-# ----------------------------------------------------------------------------------------------
-# the runner
-
-
-def _relative(path: str, start: str) -> str:
-    """A path as written into results.json: relative to the output folder (no machine paths)."""
-    if not os.path.exists(path):  # a Hub id
-        return path
-    return os.path.relpath(os.path.abspath(path), os.path.abspath(start))
-
-
-def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPSettings | None = None,
-                       texts=None, labels=None, task=None, label_names=None) -> dict:
-    """The W&P battery (§3.2, §3.3, §3.4; see the module docstring) on the BERT-family classifier in
-    ``model_dir`` (folder or Hub id). Data: ``texts``/``labels`` for §3.2/§3.3 when given, else the
-    split ``settings.split`` of ``task`` (a :class:`hf_attn.data.datasets.TaskData`; default the
-    folder's ``run.json`` dataset, else ``settings.dataset``), first ``max_instances``; §3.4 needs
-    ``task`` (train/validation/test). Writes ``OUT/results.json`` (atomic; paths relative to
-    ``OUT``) and the figures; returns the results dict."""
-    from hf_attn.batteries.wp.battery import divergence_summary, plot_seed_variance
-    from hf_attn.core.environment import environment_versions
-    from hf_attn.core.io import write_json_atomic
-    from hf_attn.adapters.transformer_attention import load_transformer_classifier
-    from hf_attn.training.transformer import read_transformer_run
-
-    settings = settings or TransformerWPSettings()
-    settings.validate()
-    wall = time.perf_counter()
-    model, tokenizer = load_transformer_classifier(model_dir)
-    run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
-    max_length = int(run["settings"]["max_length"]) if run else int(min(tokenizer.model_max_length or 512, 512))
-    adapter = settings.adapter(model, tokenizer, max_length)  # refuses a model it cannot intervene on
-    dataset = run["dataset"] if run else settings.dataset
-    if task is None and (texts is None or settings.diagnostic_mlp):
-        from hf_attn.data.datasets import load_task
-
-        task = load_task(dataset, text_column=settings.text_column, label_column=settings.label_column) \
-            if not run else load_task(dataset)
-    if task is not None:
-        dataset = task.name
-        label_names = label_names or list(task.label_names)
-    if texts is None:
-        data = task.splits[settings.split]
-        texts, labels = list(data["text"]), list(data["label"])
-    if labels is None:
-        raise ValueError("the wp battery needs gold labels (F1 of the uniform variant)")
-    if settings.max_instances:
-        texts, labels = list(texts)[:settings.max_instances], list(labels)[:settings.max_instances]
-    labels = np.asarray(labels, dtype=np.int64)
-    if len(texts) != len(labels):
-        raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
-    num_labels = model.config.num_labels
-    label_names = list(label_names) if label_names else [str(i) for i in range(num_labels)]
-    if labels.min() < 0 or labels.max() >= num_labels:
-        raise ValueError(f"labels must be in [0, {num_labels}), got {sorted(set(labels.tolist()))}")
-    os.makedirs(output_dir, exist_ok=True)
-    runs_dir = settings.runs_dir or os.path.join(output_dir, "models")
-    spec = settings.spec
-    timing = {}
-
-    # 1. §3.2 uniform
-    started = time.perf_counter()
-    sequences = encode_texts(tokenizer, texts, max_length)
-    base = split_forward(adapter, sequences, settings.batch_size, uniform=True,
-                         every_layer=settings.uniform_every_layer, progress=settings.progress,
-                         desc="wp: model and uniform variants")
-    uniform = uniform_section(base, labels, settings.split)
-    uniform_point = divergence_summary(uniform_divergence(base), tvd(torch.from_numpy(base["uniform"]),
-                                                                     torch.from_numpy(base["probabilities"])).numpy())
-    timing["uniform_seconds"] = round(time.perf_counter() - started, 1)
-
-    # 2. §3.3 seed variance
-    started = time.perf_counter()
-    seed_dirs = list(settings.seed_model_dirs) or find_seed_model_dirs(runs_dir, settings.num_seeds)
-    figures = {}
-    if seed_dirs:
-        seed_outputs = []
-        for path in tqdm(seed_dirs, desc="wp: seed models", disable=not settings.progress):
-            seed_model, seed_tokenizer = load_transformer_classifier(path)
-            _same_vocabulary(tokenizer, seed_tokenizer, path)
-            seed_adapter = settings.adapter(seed_model, tokenizer, max_length)
-            seed_outputs.append(split_forward(seed_adapter, sequences, settings.batch_size, uniform=False))
-            del seed_adapter
-            del seed_model
-        seed_section = seed_variance_section(base, seed_outputs, labels, [_relative(p, output_dir) for p in seed_dirs],
-                                             settings.seed_statistic, label_names)
-        arrays = seed_section.pop("_arrays")
-        figures["seed_variance"] = "seed_variance.png"
-        plot_seed_variance(os.path.join(output_dir, figures["seed_variance"]), arrays["values"], None,
-                           arrays["max_attention"], labels, label_names, statistic=settings.seed_statistic,
-                           num_seeds=len(seed_dirs))
-        seed_points = [{k: p[k] for k in ("seed_model", "mean_jsd", "mean_tvd", "f1")} for p in seed_section["per_seed"]]
-    else:
-        seed_section = {"run": False, "status": SEED_STATUS_NOT_RUN,
-                        "how": "fine-tune the base with other seeds (hf-attn train --base-model ... --seed S) and "
-                               "pass the folders as seed_model_dirs, or put them in the runs folder as seed-S"}
-        seed_points = []
-    timing["seed_variance_seconds"] = round(time.perf_counter() - started, 1)
-
-    # 3. §3.4 diagnostic MLP
-    started = time.perf_counter()
-    if settings.diagnostic_mlp:
-        if task is None:
-            raise ValueError("the diagnostic MLP needs the task's train/validation/test splits (task=...)")
-        model_label = _relative(model_dir, output_dir)
-        mlp_section = diagnostic_mlp_section(adapter, task, settings, runs_dir, max_length, model_label)
-        figures["diagnostic_mlp"] = "diagnostic_mlp.png"
-        plot_diagnostic_mlp(os.path.join(output_dir, figures["diagnostic_mlp"]), mlp_section)
-    else:
-        mlp_section = {"run": False, "status": "not run: diagnostic_mlp=False"}
-    timing["diagnostic_mlp_seconds"] = round(time.perf_counter() - started, 1)
-
-    figures["uniform_attention"] = "uniform_attention.png"
-    tvds = {name: tvd(torch.from_numpy(base[name]), torch.from_numpy(base["probabilities"])).numpy()
-            for name in uniform["variants"]}
-    plot_uniform(os.path.join(output_dir, figures["uniform_attention"]), uniform | {"_tvd": tvds},
-                 f"W&P §3.2 on {model.config.model_type} ({spec.describe()}): uniform attention")
-    timing["wall_seconds"] = round(time.perf_counter() - wall, 1)
-
-    content_counts = base["content"].sum(1)
-    results = {
-        "battery": "wp", "paper": "Wiegreffe & Pinter 2019, Attention is not not Explanation (§3.2–3.4, on a transformer)",
-        "model_dir": _relative(model_dir, output_dir), "runs_dir": _relative(runs_dir, output_dir),
-        "dataset": dataset if not os.path.exists(str(dataset)) else _relative(dataset, output_dir),
-        "split": settings.split, "num_instances": int(len(labels)), "label_names": label_names,
-        "model": {"encoder": "transformer", "architecture": type(model).__name__,
-                  "model_type": model.config.model_type, "num_layers": adapter.num_layers,
-                  "num_heads": adapter.num_heads, "attention": spec.describe(),
-                  "base_model": run["settings"]["base_model"] if run else None, "max_length": max_length},
-        "attention_spec": {"layer": settings.layer, "heads": settings.heads, "query": adapter.query_rule,
-                           "units": "word pieces; divergences over the content pieces ([CLS]/[SEP]/[UNK]/pads "
-                                    "excluded), the explained row renormalised there",
-                           "mean_content_pieces": float(content_counts.mean())},
-        "base": uniform["base"],
-        "uniform_baseline": uniform, "seed_variance": seed_section,
-        "per_instance_adversary": {"run": False, "status": "not part of this battery on transformers: "
-                                                           "hf-attn analyze DIR --battery jw"},
-        "consistent_adversary": {"run": False, "status": "not run: W&P §4 fine-tunes new transformers against the base"},
-        "diagnostic_mlp": mlp_section,
-        "tradeoff_points": {"uniform": uniform_point, "seeds": seed_points},
-        "figures": figures, "timing": timing,
-        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()
-                    if k not in ("seed_model_dirs", "runs_dir")},
-        "versions": environment_versions()}
-    write_json_atomic(os.path.join(output_dir, "results.json"), results)
-    return results
-
-
-def run_transformer(model_dir: str, output_dir: str, settings) -> dict:
-    """``hf-attn analyze DIR --battery wp`` for a BERT-family folder or Hub id, dispatched by
-    :func:`hf_attn.runs.wp.run` with its :class:`~hf_attn.batteries.wp.battery.WPSettings`
-    (or given :class:`TransformerWPSettings`); prints a short JSON summary like the BiLSTM battery."""
-    if not isinstance(settings, TransformerWPSettings):
-        settings = settings_from_wp(settings)
-    results = run_transformer_wp(model_dir, output_dir, settings)
-    mlp = results["diagnostic_mlp"]
-    print(json.dumps({"f1": round(results["base"]["f1"], 4),
-                      "uniform_f1": round(results["uniform_baseline"]["uniform"]["f1"], 4),
-                      "uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
-                      "uniform_mean_tvd": round(results["uniform_baseline"]["mean_tvd"], 4),
-                      "seed_variance": (results["seed_variance"]["summary"] if results["seed_variance"]["run"]
-                                        else results["seed_variance"]["status"]),
-                      "diagnostic_mlp_f1": ({g: round(v["test_f1"], 4) for g, v in mlp["guides"].items()}
-                                            if "guides" in mlp else mlp["status"]),
-                      "wall_seconds": results["timing"]["wall_seconds"]}, indent=2))
-    return results
-
-
 __all__ = ["TransformerWPSettings", "settings_from_wp", "uniform_cls_rows", "encode_texts",
            "forward_batch", "split_forward", "uniform_section", "uniform_divergence", "find_seed_model_dirs",
            "seed_variance_section", "content_columns", "uniform_columns", "mlp_train_settings",
            "train_transformer_guided_mlp", "guide_run_dir", "diagnostic_mlp_section", "plot_uniform",
-           "plot_diagnostic_mlp", "run_transformer_wp", "run_transformer", "MLP_GUIDES", "SEED_STATUS_NOT_RUN"]
+           "plot_diagnostic_mlp", "MLP_GUIDES", "SEED_STATUS_NOT_RUN"]
