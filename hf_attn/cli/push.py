@@ -11,7 +11,6 @@ from hf_attn.hub.push import (HubError, build_metric_space_folder, build_model_f
                               metric_module_dir, push_metric, push_model, push_space)
 
 
-# --------------------------------------------------------------------------------------- CLI
 def _check_repo_id(repo_id: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*", repo_id):
         raise HubError(f"--repo-id must look like USER/NAME, got {repo_id!r}")

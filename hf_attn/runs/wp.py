@@ -25,6 +25,7 @@ from hf_attn.batteries.wp.battery import (WPSettings, binned_summary, divergence
 from hf_attn.batteries.wp.transformer import (SEED_STATUS_NOT_RUN, TransformerWPSettings, diagnostic_mlp_section,
                                               encode_texts, find_seed_model_dirs, plot_uniform, seed_variance_section,
                                               settings_from_wp, split_forward, uniform_divergence, uniform_section)
+from hf_attn.batteries.wp.transformer import plot_diagnostic_mlp as plot_transformer_diagnostic_mlp
 from hf_attn.core.arguments import finite_float, non_negative_int, positive_int
 from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.environment import environment_versions
@@ -39,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------
-# CLI
+# `hf-attn analyze --battery wp`: the flags and the registered entry
 def _float_list(text: str) -> list[float]:
     try:
         values = [float(x) for x in text.replace(" ", "").split(",") if x]
@@ -154,7 +155,7 @@ def run(model_dir: str, output_dir: str, settings: WPSettings) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# the battery
+# the papers' models: helper trainings, then the battery on the folder
 def _per_instance_adversary(model, encoded, k, steps, eps, lam, seed, batch_size, progress):
     """J&W Alg. 3 on every instance (batched by length) via ``hf_attn.batteries.jw.battery``; returns the
     per-instance ε-max JSD and the TVD of the adversary attaining it (0, 0 when no adversary is
@@ -571,7 +572,7 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
         model_label = _relative(model_dir, output_dir)
         mlp_section = diagnostic_mlp_section(adapter, task, settings, runs_dir, max_length, model_label)
         figures["diagnostic_mlp"] = "diagnostic_mlp.png"
-        plot_diagnostic_mlp(os.path.join(output_dir, figures["diagnostic_mlp"]), mlp_section)
+        plot_transformer_diagnostic_mlp(os.path.join(output_dir, figures["diagnostic_mlp"]), mlp_section)
     else:
         mlp_section = {"run": False, "status": "not run: diagnostic_mlp=False"}
     timing["diagnostic_mlp_seconds"] = round(time.perf_counter() - started, 1)
