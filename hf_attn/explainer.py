@@ -324,7 +324,7 @@ class Explainer:
             if model_type == "hf_attn_pair":
                 raise ValueError(f"{name_or_path}: a sentence-pair model; the explainer takes single-text "
                                  "classifiers (use hf-attn analyze for pairs)")
-        from hf_attn.models.transformer_attention import load_transformer_classifier
+        from hf_attn.adapters.transformer_attention import load_transformer_classifier
 
         model, tokenizer = load_transformer_classifier(name_or_path)
         return cls(model, tokenizer, **kwargs)
@@ -391,8 +391,8 @@ class Explainer:
     def jw(self, texts, labels=None, **settings) -> BatteryResult:
         """Jain & Wallace's battery (§4: τ of attention vs gradient and leave-one-out, permutation,
         adversary) on ``texts`` in memory. ``settings``: the fields of
-        :class:`hf_attn.analysis.jw.transformer.TransformerJWSettings` (transformers) or
-        :class:`hf_attn.analysis.jw.common.JWSettings` (hf_attn models), e.g. ``num_permutations``,
+        :class:`hf_attn.batteries.jw.transformer.TransformerJWSettings` (transformers) or
+        :class:`hf_attn.batteries.jw.common.JWSettings` (hf_attn models), e.g. ``num_permutations``,
         ``k``, ``steps``, ``seed``."""
         items = checked_texts(texts)
         if labels is not None:
@@ -401,7 +401,7 @@ class Explainer:
                 raise ValueError(f"{len(items)} texts but {len(labels)} labels")
         if self.adapter.model_type == "hf_attn":
             return self._jw_papers_model(items, labels, settings)
-        from hf_attn.analysis.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
+        from hf_attn.batteries.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
 
         unknown = sorted(set(settings) - set(TransformerJWSettings.__dataclass_fields__))
         if unknown:
@@ -418,14 +418,14 @@ class Explainer:
                                 results["gradient"][i], results["loo"][i], results["probabilities"][i],
                                 results["permutation_tvd"][i], results["eps_max_jsd"][i],
                                 {n: t[i] for n, t in tau.items()}, None if labels is None else labels[i]))
-        from hf_attn.analysis.jw.summary import strip_arrays
+        from hf_attn.batteries.jw.summary import strip_arrays
 
         return BatteryResult("jw", json_safe(strip_arrays(summary)), rows, self.describe(), asdict(typed))
 
     def _jw_papers_model(self, items, labels, settings) -> BatteryResult:
-        from hf_attn.analysis.jw.battery import run_jw_battery
-        from hf_attn.analysis.jw.common import JWSettings
-        from hf_attn.analysis.jw.summary import strip_arrays
+        from hf_attn.batteries.jw.battery import run_jw_battery
+        from hf_attn.batteries.jw.common import JWSettings
+        from hf_attn.batteries.jw.summary import strip_arrays
 
         unknown = sorted(set(settings) - set(JWSettings.__dataclass_fields__))
         if unknown:
@@ -449,14 +449,14 @@ class Explainer:
         rollout, gradient, leave-one-out, integrated gradients and random scores, in memory."""
         items = checked_texts(texts)
         if self.adapter.model_type == "hf_attn":
-            from hf_attn.analysis.eraser.battery import eraser_table
+            from hf_attn.batteries.eraser.battery import eraser_table
             from hf_attn.core.batching import pad_batch
 
             encoded = self.tokenizer(items, truncation=True, max_length=self.adapter.max_length)["input_ids"]
             ids, mask = pad_batch(encoded, self.adapter.pad_id)
             table = eraser_table(self.model, ids, mask, fractions=fractions, ig_steps=ig_steps, seed=seed)
         else:
-            from hf_attn.analysis.eraser.transformer import encode, transformer_eraser_table
+            from hf_attn.batteries.eraser.transformer import encode, transformer_eraser_table
 
             ids, mask, units = encode(self.tokenizer, items, self.adapter.max_length or 512)
             if not bool(units.any(1).all()):
@@ -532,7 +532,7 @@ class Explainer:
         uniform distribution (at the explained layer, and at every layer for transformers): F1 of
         each and the output TVD per instance. The seed-variance (§3.3) and diagnostic-MLP (§3.4)
         sections need other trained models: ``hf-attn analyze DIR --battery wp``."""
-        from hf_attn.analysis.wp.transformer import forward_batch, uniform_section
+        from hf_attn.batteries.wp.transformer import forward_batch, uniform_section
 
         items = checked_texts(texts)
         labels = np.asarray([int(y) for y in labels], dtype=np.int64)
@@ -575,9 +575,9 @@ def _jw_row(text, tokens, attention, gradient, loo, probabilities, permutation, 
 
 
 def _words(tokenizer, ids: list[int], word_ids: list[int | None]) -> list[str]:
-    """The words of one text indexed by word id (:func:`hf_attn.models.transformer_attention.words_of`
+    """The words of one text indexed by word id (:func:`hf_attn.adapters.transformer_attention.words_of`
     decodes each word's tokens together)."""
-    from hf_attn.models.transformer_attention import words_of
+    from hf_attn.adapters.transformer_attention import words_of
 
     present = sorted({w for w in word_ids if w is not None})
     words = [""] * (present[-1] + 1 if present else 0)

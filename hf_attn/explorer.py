@@ -14,7 +14,7 @@ of :mod:`hf_attn.methods` (nothing re-implemented here):
   (Tutek & Šnajder 2020, §5 / Fig. 2), for the predicted class;
 - the sentence's Kendall τ of attention vs gradient, attention vs leave-one-out and gradient vs
   leave-one-out (J&W Table 2's statistic, :func:`hf_attn.core.measures.kendall_tau` with the battery's
-  tie tolerance :attr:`hf_attn.analysis.jw.common.JWSettings.tie_tolerance`);
+  tie tolerance :attr:`hf_attn.batteries.jw.common.JWSettings.tie_tolerance`);
 - the words as typed: each token's substring of the text (from the tokenizer's offsets), so the
   page shows "Don't" and an unknown word as typed, marked, instead of ``[UNK]``.
 
@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hf_attn.analysis.jw.common import JWSettings
+from hf_attn.batteries.jw.common import JWSettings
 from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary
 from hf_attn.methods.gradient import gradient_importance
 from hf_attn.methods.leave_one_out import leave_one_out
@@ -303,7 +303,7 @@ def _token_probability(model, hidden_states: torch.Tensor, predicted: int) -> to
 
 def is_transformer_model(model) -> bool:
     """A transformers classifier (explained through its adapter), not one of hf_attn's own models."""
-    from hf_attn.analysis.jw.transformer import OWN_MODEL_TYPES
+    from hf_attn.batteries.jw.transformer import OWN_MODEL_TYPES
 
     return getattr(getattr(model, "config", None), "model_type", None) not in (None, *OWN_MODEL_TYPES)
 
@@ -325,9 +325,9 @@ def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offset
                                   settings: dict, limit: int) -> "SentenceExplanation":
     """:func:`explain_sentence` for a BERT-family classifier: J&W's measures on the word pieces between
     [CLS] and [SEP], for the last layer's [CLS] attention averaged over heads (renormalised over those
-    pieces), by :mod:`hf_attn.analysis.jw.transformer` on this one sentence. The per-token p̂_t row is
+    pieces), by :mod:`hf_attn.batteries.jw.transformer` on this one sentence. The per-token p̂_t row is
     T&Š's BiLSTM read-out and does not exist here (NaN)."""
-    from hf_attn.analysis.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
+    from hf_attn.batteries.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
     from hf_attn.methods.adversary import best_feasible_adversary
 
     jw_settings = TransformerJWSettings(num_permutations=settings["num_permutations"], k=settings["k"],
@@ -940,7 +940,7 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
     _check_model_type(folder, name)
     try:
         if model_type_of(folder) != SINGLE_MODEL_TYPE:  # BERT-family: transformers' own classes, no remote code
-            from hf_attn.models.transformer_attention import load_transformer_classifier
+            from hf_attn.adapters.transformer_attention import load_transformer_classifier
 
             # transformers' own class for the config's model_type; an auto_map (remote code) is never followed
             weights = os.path.join(folder, "model.safetensors")

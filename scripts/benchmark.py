@@ -53,7 +53,7 @@ def _batched(ctx: Context, analysis, per_token: bool = True, forward: bool = Tru
     whole split → ({row: result}, best-of-two seconds). The time includes the model forward that provides
     probs/attention/hidden unless ``forward=False`` (analyses that run their own forward get
     ``None`` for those)."""
-    from hf_attn.analysis.jw.battery import length_batches, pad_batch, predict
+    from hf_attn.batteries.jw.battery import length_batches, pad_batch, predict
 
     lengths = [len(e) for e in ctx.encoded]
     best = float("inf")
@@ -96,7 +96,7 @@ def _one(ctx: Context, i: int):
 
 
 def jw_gradient(ctx: Context) -> dict:
-    from hf_attn.analysis.jw.battery import JWSettings, _in_row_chunks, gradient_importance
+    from hf_attn.batteries.jw.battery import JWSettings, _in_row_chunks, gradient_importance
 
     budget = JWSettings().gradient_token_budget  # as the battery runs it: cache-sized chunks
     batched, seconds = _batched(ctx, lambda ids, mask, *_: _in_row_chunks(
@@ -118,10 +118,10 @@ def jw_gradient(ctx: Context) -> dict:
 
 
 def jw_leave_one_out(ctx: Context) -> dict:
-    from hf_attn.analysis.jw.battery import leave_one_out
+    from hf_attn.batteries.jw.battery import leave_one_out
     from hf_attn.core.measures import tvd
 
-    from hf_attn.analysis.jw.battery import JWSettings
+    from hf_attn.batteries.jw.battery import JWSettings
 
     batched, seconds = _batched(ctx, lambda ids, mask, probs, *_: leave_one_out(
         ctx.model, ids, mask, JWSettings().loo_token_budget, probabilities=probs))
@@ -146,7 +146,7 @@ def jw_leave_one_out(ctx: Context) -> dict:
 
 
 def jw_permutation(ctx: Context, num_permutations: int = 100) -> dict:
-    from hf_attn.analysis.jw.battery import permutation_tvd, random_permutations
+    from hf_attn.batteries.jw.battery import permutation_tvd, random_permutations
     from hf_attn.core.measures import tvd
 
     permutations = {}
@@ -159,7 +159,7 @@ def jw_permutation(ctx: Context, num_permutations: int = 100) -> dict:
 
     batched, seconds = _batched(ctx, analysis, per_token=False)
     # the same permutations, decoded one at a time through the full decoder (context vector)
-    from hf_attn.analysis.jw.battery import length_batches
+    from hf_attn.batteries.jw.battery import length_batches
 
     where = {}
     for number, rows in enumerate(length_batches([len(e) for e in ctx.encoded], ctx.token_budget)):
@@ -190,7 +190,7 @@ def jw_permutation(ctx: Context, num_permutations: int = 100) -> dict:
 def jw_adversary(ctx: Context, k: int = 5, steps: int = 500, loop_limit: int = 40) -> dict:
     """Batched closed-form search vs J&W's own per-instance formulation: autograd on Eq. 1–2 and
     torch.optim.Adam(amsgrad) for each instance, from the same initial noise."""
-    from hf_attn.analysis.jw.battery import adversarial_attention, adversary_objective
+    from hf_attn.batteries.jw.battery import adversarial_attention, adversary_objective
     from hf_attn.core.measures import jsd, tvd
 
     noises = {}
@@ -203,7 +203,7 @@ def jw_adversary(ctx: Context, k: int = 5, steps: int = 500, loop_limit: int = 4
         return result.eps_max_jsd
 
     batched, seconds = _batched(ctx, analysis, per_token=False)
-    from hf_attn.analysis.jw.battery import length_batches
+    from hf_attn.batteries.jw.battery import length_batches
 
     where = {}
     for number, rows in enumerate(length_batches([len(e) for e in ctx.encoded], ctx.token_budget)):
@@ -247,7 +247,7 @@ def jw_adversary(ctx: Context, k: int = 5, steps: int = 500, loop_limit: int = 4
 
 def jw_battery(ctx: Context) -> dict:
     """The whole battery as `hf-attn analyze` runs it (tokenize → all analyses → summaries)."""
-    from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
+    from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
     from hf_attn.data.datasets import load_sst
 
     texts = list(load_sst().splits["test"]["text"])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark sections for ERASER and integrated gradients (hf_attn.analysis.eraser.battery).
+"""Benchmark sections for ERASER and integrated gradients (hf_attn.batteries.eraser.battery).
 
     python scripts/benchmark_faithfulness.py [--model-dir runs/sst-lstm-additive]
         [--sections eraser integrated_gradients] [--loop-instances 200] [--threads N]
@@ -47,7 +47,7 @@ def _row(name, n_batched, batched_seconds, n_loop, loop_seconds, max_abs_diff, t
 
 
 def _padded(encoded, rows=None):
-    from hf_attn.analysis.jw.battery import pad_batch
+    from hf_attn.batteries.jw.battery import pad_batch
 
     rows = range(len(encoded)) if rows is None else rows
     return pad_batch([encoded[i] for i in rows])
@@ -55,7 +55,7 @@ def _padded(encoded, rows=None):
 
 def eraser(ctx) -> dict:
     """``ctx``: any object with ``model``, ``encoded`` (token id lists) and ``loop_rows``."""
-    from hf_attn.analysis.eraser.battery import eraser_scores, eraser_scores_slow
+    from hf_attn.batteries.eraser.battery import eraser_scores, eraser_scores_slow
 
     ids, mask = _padded(ctx.encoded)
     with torch.inference_mode():
@@ -75,7 +75,7 @@ def eraser(ctx) -> dict:
 
 
 def integrated_gradients(ctx, steps: int = 50) -> dict:
-    from hf_attn.analysis.eraser.battery import integrated_gradients as ig
+    from hf_attn.batteries.eraser.battery import integrated_gradients as ig
 
     ids, mask = _padded(ctx.encoded)
     start = time.perf_counter()

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output", help="write the result as JSON here")
     args = parser.parse_args(argv)
 
-    from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
+    from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
     from hf_attn.data.tokenization import build_tokenizer
     from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
     from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification

@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     import torch
     from transformers import PreTrainedTokenizerFast
 
-    from hf_attn.analysis.jw.battery import JWSettings, length_batches, run_jw_battery
+    from hf_attn.batteries.jw.battery import JWSettings, length_batches, run_jw_battery
     from hf_attn.data.datasets import load_task
     from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
     from hf_attn.core.environment import environment_versions

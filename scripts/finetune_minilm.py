@@ -41,7 +41,8 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from hf_attn.analysis.jw.transformer import TransformerJWSettings, transformer_jw_battery_runner
+    from hf_attn.batteries.jw.transformer import TransformerJWSettings
+    from hf_attn.runs.jw import transformer_jw_battery_runner
     from hf_attn.training.transformer import (TransformerTrainSettings, read_transformer_run,
                                               train_transformer_classifier)
 

@@ -104,7 +104,7 @@ def post_hoc(battery_dir: str, tie_tolerance: float, alpha: float) -> dict:
     evaluation choices do to τ, not what training on J&W's text does."""
     import numpy as np
 
-    from hf_attn.analysis.jw.summary import correlation_summary
+    from hf_attn.batteries.jw.summary import correlation_summary
     from hf_attn.data.datasets import jw_length_filter, jw_sst_rows
 
     rows = [json.loads(line) for line in open(os.path.join(battery_dir, "instances.jsonl"), encoding="utf-8")]

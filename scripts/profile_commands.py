@@ -31,9 +31,9 @@ START = time.perf_counter()
 # (module, object path, stage id, stage name): the library functions timed, per command
 STAGES = {
     "analyze": [
-        ("hf_attn.analysis.jw.battery", "load_model_and_split", "load", "load model, tokenizer, data split"),
-        ("hf_attn.analysis.jw.battery", "run_jw_battery", "battery", "J&W battery (all analyses)"),
-        ("hf_attn.analysis.jw.figures", "write_jw_figures", "figures", "figures (matplotlib import included)"),
+        ("hf_attn.batteries.jw.battery", "load_model_and_split", "load", "load model, tokenizer, data split"),
+        ("hf_attn.batteries.jw.battery", "run_jw_battery", "battery", "J&W battery (all analyses)"),
+        ("hf_attn.batteries.jw.figures", "write_jw_figures", "figures", "figures (matplotlib import included)"),
         ("hf_attn.core.io", "write_jsonl_atomic", "instances", "instances.jsonl"),
     ],
     "train": [
@@ -97,8 +97,8 @@ def main() -> int:
         print(f"usage: profile_commands.py {{{'|'.join(STAGES)}}} ARGS... [--record FILE]", file=sys.stderr)
         return 2
     from hf_attn.cli import main as cli_main
-    import hf_attn.analysis.jw.battery  # noqa: F401 (the modules whose functions are wrapped)
-    import hf_attn.analysis.jw.figures  # noqa: F401
+    import hf_attn.batteries.jw.battery  # noqa: F401 (the modules whose functions are wrapped)
+    import hf_attn.batteries.jw.figures  # noqa: F401
     import hf_attn.training.engine  # noqa: F401
     import transformers  # noqa: F401
     import accelerate  # noqa: F401

@@ -12,7 +12,7 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from hf_attn.reproduce import main  # noqa: E402
+from hf_attn.cli.reproduce import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -42,11 +42,11 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     from hf_attn.adapters import adapter_for
-    from hf_attn.analysis.jw.transformer import load_analysis_data
+    from hf_attn.batteries.jw.transformer import load_analysis_data
     from hf_attn.batteries.faithfulness import erasure_scores
     from hf_attn.methods.captum_attributions import captum_attribution
     from hf_attn.methods.deletion import leave_one_out_deletion
-    from hf_attn.models.transformer_attention import load_transformer_classifier
+    from hf_attn.adapters.transformer_attention import load_transformer_classifier
 
     texts, _, _, name = load_analysis_data(args.model_dir, args.dataset, args.split)
     texts = list(texts)[: args.instances]

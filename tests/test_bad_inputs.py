@@ -163,7 +163,7 @@ def test_unknown_or_punctuation_texts_become_unk_tokens(model, tokenizer, text, 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t "])
 def test_empty_or_whitespace_text_is_rejected_everywhere(model, tokenizer, text):
-    from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
+    from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
     from hf_attn.explorer import ExplainError, explain_sentence
 
     expect_error(f"explain_sentence({text!r})", ExplainError, "empty", explain_sentence, model, tokenizer,
@@ -182,7 +182,7 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     than ``config.max_tokens`` real tokens."""
     from datasets import Dataset, DatasetDict
 
-    from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
+    from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
     from hf_attn.data.datasets import TaskData
     from hf_attn.explorer import ExplainError, explain_sentence
     from hf_attn.training.engine import tokenize_splits
@@ -214,7 +214,7 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
 
 
 def test_single_token_through_every_analysis(model, tokenizer):
-    from hf_attn.analysis.jw import battery as jw
+    from hf_attn.batteries.jw import battery as jw
     from hf_attn.explorer import explain_sentence
 
     ids = torch.tensor([tokenizer("good")["input_ids"]])
@@ -576,7 +576,7 @@ def test_cli_arguments_out_of_range(argv, pattern, tmp_path, model_dir, capsys):
 
 
 def test_atomic_writes_leave_nothing_behind_on_failure(tmp_path):
-    from hf_attn.analysis.sharding import load_shard, save_shard_atomic
+    from hf_attn.core.sharding import load_shard, save_shard_atomic
 
     path = tmp_path / "results.json"
     with pytest.raises(TypeError):

@@ -78,8 +78,8 @@ def test_train_summary_is_a_table():
 
 
 def test_wp_and_ts_summaries_are_labelled():
-    from hf_attn.analysis.ts.battery import format_ts_summary
-    from hf_attn.analysis.wp.battery import format_wp_summary
+    from hf_attn.batteries.ts.battery import format_ts_summary
+    from hf_attn.batteries.wp.battery import format_wp_summary
 
     wp = format_wp_summary({"num_instances": 1821, "split": "test", "base": {"f1": 0.81},
                             "uniform_baseline": {"base": {"f1": 0.81}, "uniform": {"f1": 0.79}, "f1_gap": 0.02},

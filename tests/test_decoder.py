@@ -138,7 +138,7 @@ def test_missing_decoder_extra_names_it(monkeypatch, tmp_path):
 
 def test_aliases_cache_and_reexport(monkeypatch, tmp_path):
     """The old import path still works; the SmolLM2 aliases; the cache follows $HF_ATTN_CACHE."""
-    from hf_attn.models import transformer_attention as ta
+    from hf_attn.adapters import transformer_attention as ta
 
     assert ta.resolve_base_model is pretrained.resolve_base_model
     assert ta.MissingExtraError is pretrained.MissingExtraError

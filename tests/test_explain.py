@@ -189,7 +189,7 @@ def test_kendall_tau_of_the_sentence(explanation):
     tying values within the battery's tolerance; equal to scipy's τ-b of the merged values."""
     from scipy.stats import kendalltau
 
-    from hf_attn.analysis.jw.common import JWSettings
+    from hf_attn.batteries.jw.common import JWSettings
 
     e = explanation
     assert TIE_TOLERANCE == JWSettings().tie_tolerance == e.tie_tolerance

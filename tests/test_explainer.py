@@ -87,8 +87,8 @@ def test_wp_and_eraser_in_memory(explainer):
 
 def test_papers_model_through_the_same_api(trained_model_dir, tmp_path):
     """A trained BiLSTM: the same calls; jw equals the BiLSTM battery's own numbers."""
-    from hf_attn.analysis.jw.battery import run_jw_battery
-    from hf_attn.analysis.jw.common import JWSettings
+    from hf_attn.batteries.jw.battery import run_jw_battery
+    from hf_attn.batteries.jw.common import JWSettings
     from hf_attn.models.loading import load_model_folder
 
     ex = Explainer.from_pretrained(trained_model_dir)

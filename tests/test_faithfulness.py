@@ -1,5 +1,5 @@
 """ERASER comprehensiveness/sufficiency and integrated gradients (hf_attn.methods.eraser,
-hf_attn.methods.integrated_gradients) and the ERASER table (hf_attn.analysis.eraser.battery)."""
+hf_attn.methods.integrated_gradients) and the ERASER table (hf_attn.batteries.eraser.battery)."""
 
 import os
 
@@ -256,7 +256,7 @@ def test_run_eraser_writes_results_and_resumes(trained_model_dir, tmp_path):
     import json
 
     from hf_attn.cli import main
-    from hf_attn.analysis.eraser.battery import IMPORTANCE_MEASURES
+    from hf_attn.batteries.eraser.battery import IMPORTANCE_MEASURES
 
     out = tmp_path / "eraser"
     code = main(["eraser", trained_model_dir, "--output-dir", str(out), "--max-instances", "16",

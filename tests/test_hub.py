@@ -77,8 +77,8 @@ def run_client(script: str, hub: HubServer, workdir: Path, block_hf_attn: bool =
 def run_jw_battery(model_dir: Path, output_dir: Path) -> dict:
     """The real ``hf-attn analyze --battery jw`` on 40 test sentences (few permutations and adversary
     steps): the results.json and figures a user publishes."""
-    from hf_attn.analysis import run_battery
-    from hf_attn.analysis.jw.battery import JWRunSettings, JWSettings
+    from hf_attn.runs import run_battery
+    from hf_attn.batteries.jw.battery import JWRunSettings, JWSettings
 
     settings = JWRunSettings(split="test", progress=False, max_instances=40, use_cache=False,
                              algorithm=JWSettings(num_permutations=20, steps=40, num_threads=1))
@@ -230,7 +230,7 @@ def test_pushed_model_card(hub, published):
     no None and no local path anywhere; the server's own validation accepts it."""
     from huggingface_hub import ModelCard
 
-    from hf_attn.analysis.jw.summary import PUBLISHED_SST
+    from hf_attn.batteries.jw.summary import PUBLISHED_SST
 
     files = hub.state.repos[("model", "tester/lstm-sst")].resolve("main").files
     readme = files["README.md"].content.decode()

@@ -60,7 +60,7 @@ def test_temporary_names_are_unique_and_not_derived_from_the_target(tmp_path):
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_results_files_respect_the_umask(tmp_path, umask, mode):
-    from hf_attn.analysis.sharding import save_shard_atomic
+    from hf_attn.core.sharding import save_shard_atomic
 
     old = os.umask(umask)
     try:
@@ -311,7 +311,7 @@ def test_missing_tokenizer_names_the_file(trained_model_dir, tmp_path, capsys):
 
 def test_a_real_bug_keeps_its_traceback(monkeypatch, trained_model_dir, tmp_path):
     from hf_attn import cli
-    from hf_attn.analysis.jw import battery as jw
+    from hf_attn.runs import jw
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")

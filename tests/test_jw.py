@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from hf_attn.analysis.jw import battery as jw
-from hf_attn.analysis.jw.summary import (adversary_summary, correlation_summary, jsonable,
+from hf_attn.batteries.jw import battery as jw
+from hf_attn.batteries.jw.summary import (adversary_summary, correlation_summary, jsonable,
                                          permutation_summary)
 from hf_attn.core.batching import in_row_chunks
 from hf_attn.core.measures import merge_near_ties, tvd
@@ -183,7 +183,7 @@ def test_evaluate_modules_equal_plain_functions():
 
 
 def test_cli_writes_results_and_figures(trained_model_dir, tmp_path):
-    from hf_attn.analysis import run_battery
+    from hf_attn.runs import run_battery
 
     settings = jw.JWRunSettings(progress=False, max_instances=30,
                                 algorithm=jw.JWSettings(steps=20, num_permutations=10, k=3))
@@ -390,9 +390,11 @@ def test_tie_tolerance_is_a_validated_setting_and_cli_option():
     parser.add_argument("--split", default="test")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true")
-    jw.add_options(parser)
-    assert jw.settings_from_args(parser.parse_args([])).algorithm.tie_tolerance == 1e-6
-    assert jw.settings_from_args(parser.parse_args(["--jw-tie-tolerance", "0"])).algorithm.tie_tolerance == 0.0
+    from hf_attn.runs import jw as jw_run
+
+    jw_run.add_options(parser)
+    assert jw_run.settings_from_args(parser.parse_args([])).algorithm.tie_tolerance == 1e-6
+    assert jw_run.settings_from_args(parser.parse_args(["--jw-tie-tolerance", "0"])).algorithm.tie_tolerance == 0.0
     for bad in (-1e-6, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="tie_tolerance"):
             jw.JWSettings(tie_tolerance=bad).validate()
@@ -438,7 +440,7 @@ def _analyze_args(*flags):
     """``hf-attn analyze`` as the command line parses it (the real parser, jw options included)."""
     import argparse
 
-    from hf_attn.analysis.cli import add_parser
+    from hf_attn.cli.analyze import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers(dest="command"))
@@ -446,7 +448,7 @@ def _analyze_args(*flags):
 
 
 def test_jw_flag_defaults_are_the_settings_dataclass_defaults():
-    from hf_attn.analysis import get_battery
+    from hf_attn.runs import get_battery
 
     battery = get_battery("jw")
     assert battery.settings_class is jw.JWRunSettings

@@ -15,7 +15,7 @@ import torch
 from datasets import DatasetDict
 from scipy.stats import kendalltau
 
-from hf_attn.analysis.jw import battery as jw
+from hf_attn.batteries.jw import battery as jw
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
 from hf_attn.data.datasets import (DataError, TaskData, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw,
                           load_task)

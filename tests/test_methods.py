@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hf_attn import AttnPairClassifierConfig, AttnPairClassifierForSequenceClassification
-from hf_attn.analysis.jw.summary import adversary_summary
+from hf_attn.batteries.jw.summary import adversary_summary
 from hf_attn.core.batching import in_row_chunks, length_batches
 from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary, pair_adversarial_attention
 from hf_attn.methods.pair_query import bind_query
@@ -175,7 +175,7 @@ def test_pair_adversary_with_a_linear_decoder_is_the_single_adversary_on_the_bou
 def test_methods_do_not_import_the_batteries():
     code = ("import sys\n"
             "from hf_attn.methods import adversary, eraser, gradient, integrated_gradients, leave_one_out, permutation\n"
-            "print(sorted(m for m in sys.modules if m.startswith('hf_attn.analysis')))")
+            "print(sorted(m for m in sys.modules if m.startswith('hf_attn.runs')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -165,10 +165,10 @@ TOLERANCE = {"ts_token_probability": 1e-6}
 
 def library_value(module: str, kw: dict):
     """What hf_attn's own function returns for the arguments of ``metric.compute(**kw)``."""
-    from hf_attn.analysis.ts import battery as ts
-    from hf_attn.analysis.wp import battery as wp
-    from hf_attn.analysis.jw.summary import adversary_summary, correlation_summary, jsonable, permutation_summary
-    from hf_attn.analysis.eraser.battery import DEFAULT_FRACTIONS, summarize_eraser
+    from hf_attn.batteries.ts import battery as ts
+    from hf_attn.batteries.wp import battery as wp
+    from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, jsonable, permutation_summary
+    from hf_attn.batteries.eraser.battery import DEFAULT_FRACTIONS, summarize_eraser
 
     if module == "jw_correlation":
         importance = [[float("nan") if v is None else v for v in row] for row in kw["importance"]]
@@ -418,7 +418,7 @@ def test_jw_wp_eraser_summaries_equal_the_library(measures):
 def test_ts_ports_equal_the_library(measures):
     """The T&Š functions are NumPy ports: the same permutations as torch's generator for a seed,
     the same F1 as scikit-learn, the same fragility; token probability within float32 rounding."""
-    from hf_attn.analysis.ts import battery as ts
+    from hf_attn.batteries.ts import battery as ts
 
     for seed in (0, 1, 2, 12345, 2 ** 31 + 7, 2 ** 32 - 1):
         for shape in ((1,), (3, 4, 17), (2, 40)):
@@ -656,7 +656,7 @@ def test_renamed_space_starts_like_a_space(hub_server, published, from_hub):
     127.0.0.1; a gradio_client query returns the library's value."""
     from gradio_client import Client
 
-    from hf_attn.analysis.jw.summary import correlation_summary, jsonable
+    from hf_attn.batteries.jw.summary import correlation_summary, jsonable
 
     repo = "attention-tau"
     app_dir = published / "spaces" / repo / "app"

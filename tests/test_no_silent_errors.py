@@ -112,7 +112,7 @@ def test_counts_and_limits_are_refused_where_parsed(argv, flag, tmp_path, capsys
 @pytest.mark.parametrize("battery, settings", [("jw", {"max_instances": 0}), ("jw", {"max_instances": -5}),
                                                ("wp", {"max_instances": 0}), ("ts", {"adversary_limit": 0})])
 def test_python_api_refuses_the_same_limits(battery, settings, tmp_path):
-    from hf_attn.analysis import get_battery, run_battery
+    from hf_attn.runs import get_battery, run_battery
 
     settings = get_battery(battery).settings_class(**settings)
     with pytest.raises(ValueError, match="must be a whole number >= 1"):
@@ -145,7 +145,7 @@ def test_jw_max_instances_analyses_exactly_that_many(toy_run, tmp_path, capsys):
 
 
 def test_damaged_cache_shard_is_reported_discarded_and_recomputed(tmp_path, caplog):
-    from hf_attn.analysis.sharding import run_sharded, shard_path
+    from hf_attn.core.sharding import run_sharded, shard_path
 
     shards = [np.arange(3), np.arange(3, 6)]
     computed = []
@@ -163,7 +163,7 @@ def test_damaged_cache_shard_is_reported_discarded_and_recomputed(tmp_path, capl
                                else data[:40] + bytes(b ^ 0xFF for b in data[40:80]) + data[80:])
         computed.clear()
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="hf_attn.analysis.sharding"):
+        with caplog.at_level(logging.WARNING, logger="hf_attn.core.sharding"):
             again = run_sharded(shards, compute, cache_dir=cache, key="k", accelerator=None, progress=False)
         assert computed == [1], damage
         messages = [r.getMessage() for r in caplog.records]
@@ -452,9 +452,9 @@ def test_overwrite_never_empties_a_model_folder(toy_run, tmp_path, capsys):
 
 
 def test_python_api_claims_the_folder_too(toy_run, tmp_path):
-    from hf_attn.analysis import run_battery
-    from hf_attn.analysis.folder import AnalysisFolderMismatch
-    from hf_attn.analysis.jw.common import JWRunSettings, JWSettings
+    from hf_attn.runs import run_battery
+    from hf_attn.runs.folder import AnalysisFolderMismatch
+    from hf_attn.batteries.jw.common import JWRunSettings, JWSettings
 
     quick = JWSettings(num_permutations=3, k=1, steps=2)
     run_battery("jw", str(toy_run), str(tmp_path / "jw"), JWRunSettings(max_instances=4, progress=False, algorithm=quick))

@@ -13,8 +13,8 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from transformers import AutoModelForSequenceClassification
 
 from hf_attn import AttnPairClassifierConfig, AttnPairClassifierForSequenceClassification
-from hf_attn.analysis.jw import pair as jw_pair
-from hf_attn.analysis.jw.common import JWSettings
+from hf_attn.batteries.jw import pair as jw_pair
+from hf_attn.batteries.jw.common import JWSettings
 from hf_attn.methods import adversary, gradient, leave_one_out
 from hf_attn.methods.pair_query import bind_query
 from hf_attn.data.datasets import DataError, SNLI_ENV, load_snli, load_task
@@ -322,7 +322,7 @@ def test_pair_adversary_equals_the_single_sequence_one_for_a_linear_decoder():
 
 
 def test_train_on_snli_fixture_and_analyze_with_the_jw_battery(tmp_path, monkeypatch):
-    from hf_attn.analysis.cli import _run
+    from hf_attn.cli.analyze import _run
     from hf_attn.training.engine import TrainSettings, train
 
     monkeypatch.delenv(SNLI_ENV, raising=False)
@@ -337,7 +337,7 @@ def test_train_on_snli_fixture_and_analyze_with_the_jw_battery(tmp_path, monkeyp
 
     import argparse
 
-    from hf_attn.analysis.cli import add_parser
+    from hf_attn.cli.analyze import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers(dest="command"))

@@ -288,15 +288,15 @@ def _modules_after_command(*args) -> tuple[int, set[str], str]:
 def test_console_script_help_imports_no_heavy_module():
     code, modules, _ = _modules_after_command("--help")
     assert code == 0 and "hf_attn.cli" in modules
-    assert not {"torch", "transformers", "datasets", "numpy", "hf_attn.analysis"} & modules
+    assert not {"torch", "transformers", "datasets", "numpy", "hf_attn.runs"} & modules
 
 
 def test_analyze_jw_imports_only_the_jw_battery(tmp_path):
     code, modules, stderr = _modules_after_command("analyze", str(tmp_path / "missing"), "--battery", "jw",
                                                    "--output-dir", str(tmp_path / "o"))
     assert code == 2 and "no model folder" in stderr
-    assert "hf_attn.analysis.jw.battery" in modules and "torch" in modules
-    assert not {"hf_attn.analysis.wp.battery", "hf_attn.analysis.ts.battery", "hf_attn.training.wp", "sklearn"} & modules
+    assert "hf_attn.batteries.jw.battery" in modules and "torch" in modules
+    assert not {"hf_attn.batteries.wp.battery", "hf_attn.batteries.ts.battery", "hf_attn.training.wp", "sklearn"} & modules
     full = _cli("analyze", "--help")
     assert full.returncode == 0 and "--jw-permutations" in full.stdout and "--wp-num-seeds" in full.stdout
 

@@ -247,8 +247,8 @@ def test_vendored_package_is_source_and_package_data_only(tmp_path, secret_file)
                 and p.relative_to(package).parts[0] not in hub.VENDOR_SKIP}  # the Space app sits beside it
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "hub.cpython-311.pyc").write_bytes(b"\0")
-    (package / "analysis" / "__pycache__").mkdir()
-    (package / "analysis" / "__pycache__" / "jw.cpython-311.pyc").write_bytes(b"\0")
+    (package / "runs" / "__pycache__").mkdir()
+    (package / "runs" / "__pycache__" / "jw.cpython-311.pyc").write_bytes(b"\0")
     for name in ("notes.txt", "secret.key", ".env", "metrics/stray.log", "metrics/jw_correlation/secret.key",
                  "data/.DS_Store", "data/sst/.~lock.train.txt#"):
         (package / name).write_text(SECRET)

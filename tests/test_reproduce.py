@@ -12,8 +12,9 @@ import re
 import pytest
 import torch
 
-from hf_attn.analysis.ts.battery import PUBLISHED_SST as TS_SST
-from hf_attn.reproduce import TABLE_HEADERS, VERDICTS, main, reproduce
+from hf_attn.batteries.ts.battery import PUBLISHED_SST as TS_SST
+from hf_attn.cli.reproduce import main
+from hf_attn.reproduce import TABLE_HEADERS, VERDICTS, reproduce
 from hf_attn.training.wp import WP_TABLE3_SST
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -145,7 +145,7 @@ def test_same_seed_gives_bit_identical_training_and_analysis(trained_twice, smal
     gives the same arrays bit for bit."""
     from transformers import PreTrainedTokenizerFast
 
-    from hf_attn.analysis.jw.battery import JWSettings, run_jw_battery
+    from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
     from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 
     reference = trained_twice[0]

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from hf_attn.analysis import get_battery, run_battery
-from hf_attn.analysis.cli import add_parser
-from hf_attn.analysis.ts.battery import TSSettings
-from hf_attn.analysis.wp.battery import WPSettings
+from hf_attn.runs import get_battery, run_battery
+from hf_attn.cli.analyze import add_parser
+from hf_attn.batteries.ts.battery import TSSettings
+from hf_attn.batteries.wp.battery import WPSettings
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 

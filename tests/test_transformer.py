@@ -16,7 +16,7 @@ from transformers import BertConfig, BertForSequenceClassification, PreTrainedTo
 
 from hf_attn.adapters import adapter_for
 from hf_attn.adapters.interface import Intervention
-from hf_attn.analysis.jw import transformer as jwt
+from hf_attn.batteries.jw import transformer as jwt
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
 from hf_attn.methods.gradient import attention_fixed_gradient
@@ -24,8 +24,8 @@ from hf_attn.methods.leave_one_out import deletion_importance
 from hf_attn.methods.permutation import content_permutations, permuted_attention_tvd
 from hf_attn.methods.rollout import attention_rollout
 from hf_attn.models import pretrained
-from hf_attn.models import transformer_attention as ta
-from hf_attn.models.transformer_attention import merge_word_pieces
+from hf_attn.adapters import transformer_attention as ta
+from hf_attn.adapters.transformer_attention import merge_word_pieces
 from conftest import needs_minilm
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -254,7 +254,9 @@ def test_battery_runner_writes_results(model, tokenizer, tmp_path):
     tokenizer.save_pretrained(folder)
     settings = jwt.TransformerJWSettings(num_permutations=8, k=2, steps=10, batch_size=2, adversary_batch_size=3)
     out = tmp_path / "out"
-    record = jwt.transformer_jw_battery_runner(str(folder), str(out), texts=TEXTS, labels=[1, 0, 0, 0, 1],
+    from hf_attn.runs.jw import transformer_jw_battery_runner
+
+    record = transformer_jw_battery_runner(str(folder), str(out), texts=TEXTS, labels=[1, 0, 0, 0, 1],
                                                settings=settings, dataset="toy", label_names=["neg", "pos"],
                                                progress=False)
     on_disk = json.loads((out / "results.json").read_text())
@@ -400,7 +402,7 @@ def test_other_architectures_run_and_unsupported_ones_are_refused_with_the_reaso
     from transformers import (DebertaV2Config, DebertaV2ForSequenceClassification, DistilBertConfig,
                               DistilBertForSequenceClassification)
 
-    from hf_attn.analysis.jw.transformer import is_transformer_model_dir
+    from hf_attn.batteries.jw.transformer import is_transformer_model_dir
     from hf_attn.cli import main
 
     tokenizer = bert_tokenizer()

@@ -13,8 +13,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from hf_attn.analysis.eraser import transformer as et
-from hf_attn.models import transformer_attention as ta
+from hf_attn.batteries.eraser import transformer as et
+from hf_attn.adapters import transformer_attention as ta
 from test_transformer import TEXTS, bert_tokenizer
 
 

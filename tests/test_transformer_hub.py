@@ -101,7 +101,7 @@ def minilm_like_run(bert_run, tmp_path_factory) -> Path:
     base model's folder in site-packages recorded as a fresh run records it) and
     its J&W analysis (analysis/jw: results.json, the per-layer figure), plus the junk of
     :func:`with_junk`."""
-    from hf_attn.models.transformer_attention import resolve_base_model
+    from hf_attn.adapters.transformer_attention import resolve_base_model
 
     if needs_minilm.args[0]:
         pytest.skip(needs_minilm.kwargs["reason"])

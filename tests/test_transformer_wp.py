@@ -1,4 +1,4 @@
-"""W&P's battery on transformers classifiers (hf_attn.analysis.wp.transformer), on a tiny random
+"""W&P's battery on transformers classifiers (hf_attn.batteries.wp.transformer), on a tiny random
 BertConfig with a WordPiece tokenizer built here (no download, no fine-tuned seeds)."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import torch
 from sklearn.metrics import accuracy_score, f1_score
 
 from hf_attn.adapters import adapter_for
-from hf_attn.analysis.jw import transformer as jwt  # noqa: F401
-from hf_attn.analysis.wp import transformer as wpt
+from hf_attn.batteries.jw import transformer as jwt  # noqa: F401
+from hf_attn.batteries.wp import transformer as wpt
+from hf_attn.runs.wp import run_transformer_wp
 from hf_attn.core.measures import tvd
-from hf_attn.models import transformer_attention as ta
+from hf_attn.adapters import transformer_attention as ta
 import test_transformer
 from test_transformer import bert_tokenizer
 
@@ -263,7 +264,7 @@ def test_bad_settings_and_inputs(model, tokenizer, tmp_path):
         wpt.content_columns(wpt.split_forward(adapt(model, tokenizer), seqs, uniform=False), seqs)
     folder = _folder(model, tokenizer, tmp_path / "tiny")
     with pytest.raises(ValueError, match="layer 5 out of range"):
-        wpt.run_transformer_wp(str(folder), str(tmp_path / "o"), wpt.TransformerWPSettings(layer=5),
+        run_transformer_wp(str(folder), str(tmp_path / "o"), wpt.TransformerWPSettings(layer=5),
                                texts=TEXTS, labels=LABELS)
 
 
@@ -306,8 +307,8 @@ def test_analyze_flags_reach_the_transformer_wp_settings():
     """``hf-attn analyze DIR --battery wp`` flags for BERT-family models become the typed
     :class:`TransformerWPSettings` fields (no fallbacks): layer, head, every-layer switch, seed
     folders, instance limit and dataset."""
-    from hf_attn.analysis.wp.battery import settings_from_args
-    from hf_attn.analysis.wp.transformer import settings_from_wp
+    from hf_attn.runs.wp import settings_from_args
+    from hf_attn.batteries.wp.transformer import settings_from_wp
     from hf_attn.cli import build_parser
 
     argv = ["analyze", "m", "--battery", "wp", "--output-dir", "o", "--wp-layer", "2", "--wp-heads", "3",

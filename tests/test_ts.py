@@ -15,8 +15,8 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.metrics import mutual_info_score
 
 from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
-from hf_attn.analysis.ts import battery as ts
-from hf_attn.training.grid import grid_runs, train_grid
+from hf_attn.batteries.ts import battery as ts
+from hf_attn.runs.grid import grid_runs, train_grid
 from hf_attn.training.engine import TrainSettings
 
 METRICS = os.path.join(os.path.dirname(__file__), "..", "hf_attn", "metrics")
@@ -221,7 +221,9 @@ def test_grid_runs_order_equal_footing_and_resume(tmp_path):
 def test_battery_smoke_on_trained_model(trained_model_dir, tmp_path):
     settings = ts.TSSettings(split="test", seed=0, progress=False, permutation_draws=2, mi_split="test",
                              mi_max_occurrences=3000, mi_words=30, mi_clusters=10, adversary_limit=20)
-    results = ts.run_battery(trained_model_dir, str(tmp_path), settings)
+    from hf_attn.runs.ts import run_battery
+
+    results = run_battery(trained_model_dir, str(tmp_path), settings)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["fragility"]["instances"] == 1821
     # (the fixture was trained on small SST; the battery reads the run's dataset, full SST)

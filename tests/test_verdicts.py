@@ -16,8 +16,9 @@ import re
 
 import pytest
 
-from hf_attn.reproduce import QUOTES, VERDICTS, Check, format_findings_table, main, regrade, verdict_of
-from hf_attn.reproduce.report import _verdict_lines
+from hf_attn.cli.reproduce import main
+from hf_attn.reproduce import QUOTES, VERDICTS, Check, format_findings_table, regrade, verdict_of
+from hf_attn.reporting.report import _verdict_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The numbers of the SST reproduction committed on 21 Nov 2026 (before the W&P/J&W protocols of the current report), kept
@@ -137,7 +138,7 @@ def test_a_number_check_that_could_not_fail_is_not_graded(committed):
     narrow spread the same number fails."""
     import copy
 
-    from hf_attn.reproduce.findings import MAX_F1_TOLERANCE
+    from hf_attn.reporting.findings import MAX_F1_TOLERANCE
 
     wp3 = _verdicts(committed)["WP-3"]
     adversary = next(c for c in wp3["checks"] if c["name"] == "adversary")

@@ -12,7 +12,8 @@ import pytest
 import torch
 from datasets import DatasetDict
 
-from hf_attn.analysis.wp import battery as wp
+from hf_attn.batteries.wp import battery as wp
+from hf_attn.runs.wp import run_wp
 from hf_attn.core.batching import ragged_to_padded
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
 from hf_attn.data.datasets import TaskData
@@ -230,7 +231,7 @@ def test_battery_smoke(tmp_path, tiny_task, frozen_gc):
     base_dir = str(tmp_path / "base")
     train(settings, base_dir, task=tiny_task, progress=False)
     out = str(tmp_path / "wp")
-    results = wp.run_wp(base_dir, out, num_seeds=2, lambdas=[0.01], guide_lambda=0.01, task=tiny_task,
+    results = run_wp(base_dir, out, num_seeds=2, lambdas=[0.01], guide_lambda=0.01, task=tiny_task,
                         adversary_steps=5, progress=False)
     with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
         saved = json.load(f)
@@ -263,7 +264,7 @@ def test_battery_smoke(tmp_path, tiny_task, frozen_gc):
     assert not np.allclose(guided, own)
 
     # resumable: everything is reused, nothing retrained
-    again = wp.run_wp(base_dir, out, num_seeds=2, lambdas=[0.01], guide_lambda=0.01, task=tiny_task,
+    again = run_wp(base_dir, out, num_seeds=2, lambdas=[0.01], guide_lambda=0.01, task=tiny_task,
                       per_instance_adversary=False, progress=False)
     assert again["timing"]["models_trained_this_run"] == 0
     assert again["seed_variance"]["summary"] == pytest.approx(results["seed_variance"]["summary"])
@@ -271,7 +272,7 @@ def test_battery_smoke(tmp_path, tiny_task, frozen_gc):
 
     # guide adversary with 2 seeds: exactly one more adversary and one more guided MLP; the ADVERSARY
     # F1 is the mean of the two guided MLPs, each guided by its own adversary
-    seeded = wp.run_wp(base_dir, out, num_seeds=2, lambdas=[0.01], guide_lambda=0.01, task=tiny_task,
+    seeded = run_wp(base_dir, out, num_seeds=2, lambdas=[0.01], guide_lambda=0.01, task=tiny_task,
                        per_instance_adversary=False, guide_seeds=2, progress=False)
     assert seeded["timing"]["models_trained_this_run"] == 2
     adversary = seeded["diagnostic_mlp"]["guides"]["adversary"]
@@ -284,7 +285,7 @@ def test_battery_smoke(tmp_path, tiny_task, frozen_gc):
     with open(os.path.join(wpt.adversary_run_dir(runs, 0.01, 1), "run.json"), encoding="utf-8") as f:
         assert json.load(f)["settings"]["seed"] == 1
     with pytest.raises(ValueError, match="guide_seeds"):
-        wp.run_wp(base_dir, out, guide_seeds=0, task=tiny_task, progress=False)
+        run_wp(base_dir, out, guide_seeds=0, task=tiny_task, progress=False)
 
 
 # ---------------------------------------------------------------------------------------------

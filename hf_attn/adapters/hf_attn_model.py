@@ -34,6 +34,9 @@ class HfAttnAdapter:
     left_padding = False
     fast_path = True
     fast_path_reason = "linear decoder: logits under any attention from cached states"
+    # the methods' exact model-level versions apply (hf_attn.methods.gradient.gradient_importance,
+    # hf_attn.methods.leave_one_out.leave_one_out on ``self.model``): used instead of the generic loops
+    exact_model_methods = True
 
     def __init__(self, model, tokenizer, spec: AttentionSpec | None = None, device="auto", precision="float32",
                  token_budget: int = 16384, max_length: int | None = None):
@@ -76,7 +79,7 @@ class HfAttnAdapter:
         return self.from_token_lists(sequences, texts=texts, word_ids=word_ids)
 
     def from_token_lists(self, sequences, texts=None, word_ids=None) -> Batch:
-        from hf_attn.methods.masks import attended_mask
+        from hf_attn.models.masks import attended_mask
 
         sequences = [list(map(int, s)) for s in sequences]
         width = max(len(s) for s in sequences)
@@ -93,7 +96,7 @@ class HfAttnAdapter:
                      texts=None if texts is None else list(texts))
 
     def batch_from_tensors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Batch:
-        from hf_attn.methods.masks import attended_mask
+        from hf_attn.models.masks import attended_mask
 
         width = int(attention_mask.sum(1).max())
         ids, mask = input_ids[:, :width], attention_mask[:, :width]
@@ -139,21 +142,6 @@ class HfAttnAdapter:
                                detach_attention: bool = False) -> torch.Tensor:
         return self.model(inputs_embeds=embeddings, attention_mask=batch.attention_mask,
                           detach_attention=detach_attention).logits.float()
-
-    # ------------------------------------------------------------------------------------------
-    # exact shortcuts the methods use when present
-
-    def fast_gradient(self, batch: Batch) -> torch.Tensor:
-        from hf_attn.methods.gradient import gradient_importance
-
-        return gradient_importance(self.model, batch.input_ids, batch.attention_mask)
-
-    def fast_leave_one_out(self, batch: Batch, probabilities=None, token_budget=None) -> torch.Tensor:
-        from hf_attn.methods.leave_one_out import leave_one_out
-
-        values = leave_one_out(self.model, batch.input_ids, batch.attention_mask, token_budget or self.token_budget,
-                               probabilities)
-        return torch.nan_to_num(values, nan=0.0) * batch.content
 
     def describe(self) -> dict:
         config = self.model.config

@@ -40,7 +40,7 @@ from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedMode
 from hf_attn.adapters.device import autocast, resolve_device, resolve_precision
 from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention,
                                         eager_function_of, register)
-from hf_attn.methods.rollout import attention_rollout
+from hf_attn.adapters.rollout import attention_rollout
 
 PROBE_TEXT = "the film is a gripping and wonderfully acted story"
 

@@ -92,6 +92,12 @@ def json_safe(value):
     return value
 
 
+def print_json(payload) -> None:
+    """Print ``payload`` as strict, indented JSON: a NaN/inf metric (e.g. ROC-AUC of a one-class
+    test split) is ``null``, never a bare ``NaN`` that JSON readers reject."""
+    print(json.dumps(json_safe(payload), indent=2, allow_nan=False))
+
+
 def read_json(path: str | os.PathLike):
     """The content of JSON file ``path``; a file that is not JSON is a ``ValueError`` naming the file
     (``json.load`` alone says "Expecting value: line 1 column 1" without saying where)."""
@@ -215,5 +221,5 @@ def exclusive_output_folder(folder: str | os.PathLike, command: str | None = Non
         os.close(fd)  # releases the flock
 
 
-__all__ = ["atomic_write", "json_safe", "read_json", "write_json_atomic", "write_text_atomic", "write_jsonl_atomic",
+__all__ = ["atomic_write", "json_safe", "print_json", "read_json", "write_json_atomic", "write_text_atomic", "write_jsonl_atomic",
            "save_figure_atomic", "exclusive_output_folder", "OutputFolderBusy", "LOCK_NAME"]

@@ -1,6 +1,6 @@
 """Explanation methods as plain tensor functions, one method per module (in the style of captum):
 explicit arguments, shapes in every docstring, no settings objects and no I/O. The batteries in
-:mod:`hf_attn.analysis` walk a dataset in batches and call these.
+:mod:`hf_attn.runs` walk a dataset in batches and call these.
 
 - :mod:`~hf_attn.methods.gradient`: gradient × input importance with α detached
   (Jain & Wallace 2019, §4.1, Alg. 1; pairs: appendix B) — ``gradient_importance``,
@@ -18,7 +18,7 @@ explicit arguments, shapes in every docstring, no settings objects and no I/O. T
 - :mod:`~hf_attn.methods.eraser`: comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020,
   §4) — ``eraser_scores``, ``aopc``, ``summarize_eraser``, ``rank_tokens``, ``erasure_variants``.
 
-Helpers: :mod:`~hf_attn.methods.masks` (real and attended tokens), :mod:`~hf_attn.methods.pair_query`
+Helpers: :mod:`~hf_attn.models.masks` (real and attended tokens), :mod:`~hf_attn.methods.pair_query`
 (a pair model with its hypothesis query fixed), :mod:`~hf_attn.methods.inputs` (checks of padded
 token batches). Batching lives in :mod:`hf_attn.core.batching`.
 

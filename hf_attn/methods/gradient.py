@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from hf_attn.methods.masks import input_mask
+from hf_attn.models.masks import input_mask
 
 
 def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -170,11 +170,10 @@ def attention_fixed_gradient(adapter, batch) -> torch.Tensor:
     embeddings e_t (the embedding table's rows), ŷ the predicted class's probability, with the
     explained attention rows detached (J&W §4.1 "we disconnect the computation graph at the
     attention module"); 0 outside ``batch.content``. One backward for the batch (instances are
-    independent). An adapter with an exact shortcut (``adapter.fast_gradient``, the one-layer BiLSTM)
-    uses it."""
-    fast = getattr(adapter, "fast_gradient", None)
-    if fast is not None:
-        return fast(batch) * batch.content.to(torch.float32)
+    independent). An adapter over hf_attn's own models (``adapter.exact_model_methods``, the one-layer
+    BiLSTM) gets the exact :func:`gradient_importance` of its model."""
+    if getattr(adapter, "exact_model_methods", False):
+        return gradient_importance(adapter.model, batch.input_ids, batch.attention_mask) * batch.content.to(torch.float32)
     with torch.enable_grad():
         embeddings = adapter.embeddings(batch).detach().requires_grad_(True)
         probabilities = adapter.logits_from_embeddings(batch, embeddings, detach_attention=True).softmax(-1)

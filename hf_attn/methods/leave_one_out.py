@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from hf_attn.core.measures import tvd
-from hf_attn.methods.masks import attended_mask, input_mask
+from hf_attn.models.masks import attended_mask, input_mask
 from hf_attn.models.modeling_hf_attn import AdditiveAttention, masked_softmax, reverse_within_length
 
 
@@ -417,11 +417,13 @@ def deletion_importance(adapter, batch, probabilities: torch.Tensor | None = Non
     """Leave-one-out over an adapter (J&W Alg. 1, §4.1): Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) ``(B, T)`` for
     each content token t (0 elsewhere), x₋t the sequence without t (one shorter). Every deletion of
     the batch runs in length-sorted chunks of at most ``token_budget`` padded tokens (default the
-    adapter's), each chunk trimmed to its longest row. An adapter with an exact shortcut
-    (``adapter.fast_leave_one_out``, the BiLSTM/Average models) uses it."""
-    fast = getattr(adapter, "fast_leave_one_out", None)
-    if fast is not None:
-        return fast(batch, probabilities, token_budget)
+    adapter's), each chunk trimmed to its longest row. An adapter over hf_attn's own models
+    (``adapter.exact_model_methods``, the BiLSTM/Average models) gets the exact :func:`leave_one_out`
+    of its model."""
+    if getattr(adapter, "exact_model_methods", False):
+        values = leave_one_out(adapter.model, batch.input_ids, batch.attention_mask,
+                               token_budget or adapter.token_budget, probabilities)
+        return torch.nan_to_num(values, nan=0.0) * batch.content
     if probabilities is None:
         probabilities = adapter.logits(batch).softmax(-1)
     ids, mask, instance, position = deletion_rows(batch)

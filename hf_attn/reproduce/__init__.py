@@ -1,10 +1,10 @@
 """One-command reproduction report: ``hf-attn reproduce --datasets sst --output-dir OUT``.
 
 Trains every model the three batteries need (resumable: a finished run is reused as is, a killed
-one resumes from its checkpoint), runs the Jain & Wallace 2019 (``hf_attn.analysis.jw.battery``),
-Wiegreffe & Pinter 2019 (``hf_attn.analysis.wp.battery``) and Tutek & Šnajder 2020 (``hf_attn.analysis.ts.battery``
-over an ``hf_attn.training.grid`` variant grid) batteries and the ERASER / integrated-gradients table
-(``hf_attn.analysis.eraser.battery``), and writes
+one resumes from its checkpoint), runs the Jain & Wallace 2019 (``hf_attn.batteries.jw.battery``),
+Wiegreffe & Pinter 2019 (``hf_attn.batteries.wp.battery``) and Tutek & Šnajder 2020 (``hf_attn.batteries.ts.battery``
+over an ``hf_attn.runs.grid`` variant grid) batteries and the ERASER / integrated-gradients table
+(``hf_attn.batteries.eraser.battery``), and writes
 
 * ``OUT/REPORT.md``: for every published table of the three papers the published value beside the measured
   one (mean ± std over seeds where the paper averaged runs), and per finding the paper's sentence
@@ -28,39 +28,38 @@ meaningless). ``--bert-family`` (opt-in, SST) adds a BERT-family section: all-Mi
 SST (~7 min on one thread; or a folder given with ``--bert-model-dir``) and the J&W battery on its
 last-layer ``[CLS]`` attention over the first 500 test sentences, beside the BiLSTM's numbers.
 
-Which file holds what:
+Which file holds what (the reproduction spans three floors of the package):
 
-* ``plan.py``: :class:`ReproducePlan` (what is trained and analysed), :func:`stage_estimates`, the
-  stage titles, :data:`DATASETS`, :func:`dataset_source` and :func:`snli_folder`;
-* ``layout.py``: :class:`ReproductionLayout`, the folder layout of OUT (runs, analyses, data, figures,
-  stages.json, the report files) and the path scrubbing of what is shipped;
-* ``pipeline.py``: :func:`reproduce` and :func:`run_dataset` (one function per stage; which runs are
-  shared between batteries), :class:`StageClock`, :func:`machine_info`, :func:`train_and_analyse_snli`
-  and the battery settings;
-* ``collect.py``: :func:`collect`, the numbers of one dataset read back from its folders;
-* ``published.py``: the papers' published numbers and the verbatim sentences the findings quote;
-* ``findings.py``: :class:`Check`, :func:`verdict_of`, :data:`VERDICTS`, one function per finding
-  (the :data:`FINDINGS` table), :func:`findings_for` and :func:`regrade`;
-* ``report.py``: :func:`write_report`, :func:`dataset_section` (one function per table),
-  :func:`format_findings_table` and :data:`TABLE_HEADERS`;
-* ``cli.py``: ``hf-attn reproduce`` (:func:`add_parser`, :func:`main`) and :func:`regrade_file`.
+* ``hf_attn/runs/reproduce/plan.py``: :class:`ReproducePlan` (what is trained and analysed),
+  :func:`stage_estimates`, the stage titles, :data:`DATASETS`, :func:`dataset_source` and :func:`snli_folder`;
+* ``hf_attn/runs/reproduce/layout.py``: :class:`ReproductionLayout`, the folder layout of OUT (runs,
+  analyses, data, figures, stages.json, the report files) and the path scrubbing of what is shipped;
+* ``hf_attn/runs/reproduce/collect.py``: :func:`collect`, the numbers of one dataset read back from its folders;
+* ``hf_attn/runs/reproduce/machine.py``: :func:`machine_info`;
+* ``hf_attn/reporting/published.py``: the papers' published numbers and the verbatim sentences the findings quote;
+* ``hf_attn/reporting/findings.py``: :class:`Check`, :func:`verdict_of`, :data:`VERDICTS`, one function per
+  finding (the :data:`FINDINGS` table), :func:`findings_for` and :func:`regrade`;
+* ``hf_attn/reporting/report.py``: :func:`write_report`, :func:`dataset_section` (one function per
+  table), :func:`format_findings_table` and :data:`TABLE_HEADERS`;
+* ``pipeline.py`` (this package): :func:`reproduce` and :func:`run_dataset` (one function per stage;
+  which runs are shared between batteries), :class:`StageClock`, :func:`train_and_analyse_snli` and
+  the battery settings. It drives the runs and then the reporting, so it sits above both;
+* ``hf_attn/cli/reproduce.py``: ``hf-attn reproduce`` (``add_parser``, ``main``) and ``regrade_file``.
 """
 
-from .cli import add_parser, main, regrade_file
-from .collect import collect
-from .findings import FINDINGS, TOLERANCE, VERDICTS, Check, findings_for, regrade, verdict_of
-from .layout import ReproductionLayout
-from .pipeline import StageClock, machine_info, reproduce, run_dataset, train_and_analyse_snli
-from .plan import (AGNEWS_PATH_ENV, DATASETS, STAGE_TITLES, BertFamilyPlan, ReproducePlan, dataset_source, snli_folder,
-                   stage_estimates)
-from .published import (JW_AVERAGE_LOO_GAIN, JW_COMMITTED_SST, JW_GRADIENT_LOO_GAP, JW_PUBLISHED, JW_RELEASED_SST,
-                        QUOTES, TS_PUBLISHED_EXTRA, TS_TABLE6_SST, ts_published)
-from .report import BERT_FAMILY_HEADER, FAITHFULNESS_HEADER, TABLE_HEADERS, dataset_section, format_findings_table, write_report
+from hf_attn.reporting.findings import FINDINGS, TOLERANCE, VERDICTS, Check, findings_for, regrade, verdict_of
+from hf_attn.reporting.published import (JW_AVERAGE_LOO_GAIN, JW_COMMITTED_SST, JW_GRADIENT_LOO_GAP, JW_PUBLISHED,
+                                         JW_RELEASED_SST, QUOTES, TS_PUBLISHED_EXTRA, TS_TABLE6_SST, ts_published)
+from hf_attn.reporting.report import BERT_FAMILY_HEADER, FAITHFULNESS_HEADER, TABLE_HEADERS, dataset_section, format_findings_table, write_report
+from hf_attn.reproduce.pipeline import StageClock, machine_info, reproduce, run_dataset, train_and_analyse_snli
+from hf_attn.runs.reproduce.collect import collect
+from hf_attn.runs.reproduce.layout import ReproductionLayout
+from hf_attn.runs.reproduce.plan import (AGNEWS_PATH_ENV, DATASETS, STAGE_TITLES, BertFamilyPlan, ReproducePlan,
+                                         dataset_source, snli_folder, stage_estimates)
 
 __all__ = ["reproduce", "run_dataset", "ReproducePlan", "BertFamilyPlan", "BERT_FAMILY_HEADER", "FAITHFULNESS_HEADER", "ReproductionLayout", "StageClock", "machine_info",
            "train_and_analyse_snli", "stage_estimates", "snli_folder", "dataset_source", "DATASETS",
-           "AGNEWS_PATH_ENV", "STAGE_TITLES", "collect", "findings_for", "regrade", "regrade_file", "verdict_of",
+           "AGNEWS_PATH_ENV", "STAGE_TITLES", "collect", "findings_for", "regrade", "verdict_of",
            "Check", "FINDINGS", "TOLERANCE", "VERDICTS", "format_findings_table", "write_report", "dataset_section",
            "TABLE_HEADERS", "QUOTES", "JW_PUBLISHED", "JW_COMMITTED_SST", "JW_GRADIENT_LOO_GAP",
-           "JW_AVERAGE_LOO_GAIN", "JW_RELEASED_SST", "TS_PUBLISHED_EXTRA", "TS_TABLE6_SST", "ts_published",
-           "add_parser", "main"]
+           "JW_AVERAGE_LOO_GAIN", "JW_RELEASED_SST", "TS_PUBLISHED_EXTRA", "TS_TABLE6_SST", "ts_published"]

@@ -24,11 +24,11 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
-from .collect import read_json, seed_model_dirs
-from .layout import ReproductionLayout
-from .machine import machine_info
-from .plan import DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, snli_folder, stage_estimates
-from .report import write_report
+from hf_attn.runs.reproduce.collect import read_json, seed_model_dirs
+from hf_attn.runs.reproduce.layout import ReproductionLayout
+from hf_attn.runs.reproduce.machine import machine_info
+from hf_attn.runs.reproduce.plan import DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, snli_folder, stage_estimates
+from hf_attn.reporting.report import write_report
 
 
 # ------------------------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ class StageClock:
 
 def _jw_battery_settings(plan: ReproducePlan, progress: bool, max_instances: int | None):
     """J&W battery settings (J&W's settings; only the permutations, steps and instances vary)."""
-    from hf_attn.analysis.jw.battery import JWRunSettings, JWSettings
+    from hf_attn.batteries.jw.battery import JWRunSettings, JWSettings
 
     return JWRunSettings(split="test", progress=progress, max_instances=max_instances,
                          algorithm=JWSettings(num_permutations=plan.jw_permutations, steps=plan.jw_steps, seed=0))
@@ -104,7 +104,7 @@ def _jw_battery_settings(plan: ReproducePlan, progress: bool, max_instances: int
 def _ts_battery_settings(plan: ReproducePlan, want_mi: bool, adversary: bool = True):
     """T&Š battery settings for one grid run: MI only where ``want_mi``; without ``adversary`` (the
     multi-layer grid, fragility only) no J&W adversary either."""
-    from hf_attn.analysis.ts.battery import TSSettings
+    from hf_attn.batteries.ts.battery import TSSettings
 
     return TSSettings(split="test", seed=0, progress=False, permutation_draws=plan.ts_permutation_draws,
                       mi=want_mi, mi_split="train", mi_words=plan.mi_words, mi_clusters=plan.mi_clusters,
@@ -119,7 +119,7 @@ def _request_of(settings) -> dict:
 
 def _run_jw_battery(model_dir: str, out: str, settings, **recorded) -> None:
     """The J&W battery on ``model_dir`` into ``out`` unless it is already there with these settings."""
-    from hf_attn.analysis import run_battery
+    from hf_attn.runs import run_battery
 
     request = {"model": model_dir, **recorded, **_request_of(settings)}
     if not _done(out, request):
@@ -129,7 +129,7 @@ def _run_jw_battery(model_dir: str, out: str, settings, **recorded) -> None:
 
 def _run_ts_battery(model_dir: str, out: str, settings) -> None:
     """The T&Š battery on one grid run unless it is already there with these settings."""
-    from hf_attn.analysis import run_battery
+    from hf_attn.runs import run_battery
 
     request = {"model": model_dir, **_request_of(settings)}
     if not _done(out, request):
@@ -197,15 +197,15 @@ class DatasetRun:
 
     @cached_property
     def grid_settings(self):
-        """T&Š grid: the grid's own regulariser defaults (δ = 10, η = 1; hf_attn.training.grid docstring)."""
-        from hf_attn.training.grid import DEFAULT_MLM_WEIGHT, DEFAULT_TYING_DELTA
+        """T&Š grid: the grid's own regulariser defaults (δ = 10, η = 1; hf_attn.runs.grid docstring)."""
+        from hf_attn.runs.grid import DEFAULT_MLM_WEIGHT, DEFAULT_TYING_DELTA
 
         return replace(self.base_settings, tying_delta=DEFAULT_TYING_DELTA, mlm_weight=DEFAULT_MLM_WEIGHT)
 
     @cached_property
     def grid(self) -> list:
         """``[(relative run folder, settings)]`` of the T&Š grid."""
-        from hf_attn.training.grid import grid_runs
+        from hf_attn.runs.grid import grid_runs
 
         plan = self.plan
         return grid_runs(self.grid_settings, plan.ts_variants, plan.ts_attentions, plan.ts_seeds)
@@ -249,7 +249,8 @@ def _stage_snli(run: DatasetRun) -> None:
 
 def _stage_wp(run: DatasetRun) -> None:
     """The W&P battery: uniform, seed models, λ sweep of consistent adversaries, guided MLPs."""
-    from hf_attn.analysis.wp.battery import WPSettings, run_wp
+    from hf_attn.batteries.wp.battery import WPSettings
+    from hf_attn.runs.wp import run_wp
 
     plan, base_dir, wp_runs, out = run.plan, run.paths["base"], run.paths["wp_runs"], run.paths["wp"]
     request = {"model": base_dir, "runs": wp_runs, "seeds": plan.wp_seeds, "lambdas": list(plan.wp_lambdas),
@@ -275,7 +276,7 @@ def _stage_jw_seeds(run: DatasetRun) -> None:
 
 def _train_grid(runs: list, folder: str, run: DatasetRun, what: str) -> None:
     """Train the missing runs of a T&Š grid (loading the data only if one is missing)."""
-    from hf_attn.training.grid import train_grid
+    from hf_attn.runs.grid import train_grid
 
     missing = [r for r, _ in runs if not os.path.exists(os.path.join(folder, r, "metrics.json"))]
     summary = train_grid(runs, folder, task=run.task() if missing else None, progress=run.progress)
@@ -291,7 +292,7 @@ def _stage_ts_grid(run: DatasetRun) -> None:
 
 def _stage_eraser(run: DatasetRun) -> None:
     """ERASER / integrated gradients on the grid's seed-0 models of ``plan.eraser_cells``."""
-    from hf_attn.analysis.eraser.battery import run_eraser
+    from hf_attn.runs.eraser import run_eraser
 
     for cell, out in run.paths["eraser"].items():
         model_dir = os.path.join(run.paths["grid"], cell, "seed0")
@@ -304,7 +305,7 @@ def _stage_ts(run: DatasetRun) -> None:
     """The T&Š battery on every grid run (MI on the MI seeds), then T&Š Fig. 1's adversaries."""
     from tqdm.auto import tqdm
 
-    from hf_attn.analysis.ts.battery import summarize_grid, train_consistent_adversaries
+    from hf_attn.runs.ts import summarize_grid, train_consistent_adversaries
 
     plan, grid_dir, out_dir = run.plan, run.paths["grid"], run.paths["ts"]
     for relative, settings in tqdm(run.grid, desc="T&Š battery", unit="run", disable=not run.progress):
@@ -323,8 +324,8 @@ def _stage_ts_layers(run: DatasetRun) -> None:
     """T&Š appendix B, Table 6: the same grid with ``plan.ts_multilayer_layers`` LSTM layers; fragility only."""
     from tqdm.auto import tqdm
 
-    from hf_attn.analysis.ts.battery import summarize_grid
-    from hf_attn.training.grid import grid_runs
+    from hf_attn.runs.ts import summarize_grid
+    from hf_attn.runs.grid import grid_runs
 
     plan, grid_dir, out_dir = run.plan, run.paths["ts_layers_grid"], run.paths["ts_layers"]
     layered = grid_runs(replace(run.grid_settings, num_layers=plan.ts_multilayer_layers),
@@ -355,7 +356,8 @@ def _stage_bert_family(run: DatasetRun) -> None:
     already there, or ``plan.bert_family.model_dir`` names a folder to reuse), the J&W battery on its
     ``[CLS]`` attention over ``jw_instances`` seeded-sampled test sentences, and W&P's uniform attention on
     the same sentences when hf_attn has the W&P transformer battery."""
-    from hf_attn.analysis.jw.transformer import TransformerJWSettings, transformer_jw_battery_runner
+    from hf_attn.batteries.jw.transformer import TransformerJWSettings
+    from hf_attn.runs.jw import transformer_jw_battery_runner
     from hf_attn.training.transformer import read_transformer_run, train_transformer_classifier
 
     plan, section = run.plan, run.plan.bert_family
@@ -413,10 +415,11 @@ def _stage_faithfulness(run: DatasetRun) -> None:
 
 def _bert_family_wp_uniform(run: DatasetRun, model_dir: str) -> None:
     """W&P §3.2 on the BERT-family model (its explained [CLS] row made uniform at test time), when
-    ``hf_attn.analysis.wp.transformer`` provides it; without that battery (or with another interface)
+    ``hf_attn.runs.wp.run_transformer_wp`` provides it; without that battery (or with another interface)
     the report says "not measured"."""
     try:
-        from hf_attn.analysis.wp.transformer import TransformerWPSettings, run_transformer_wp
+        from hf_attn.batteries.wp.transformer import TransformerWPSettings
+        from hf_attn.runs.wp import run_transformer_wp
     except ImportError:
         return
     section = run.plan.bert_family

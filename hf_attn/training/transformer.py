@@ -5,7 +5,7 @@
 :func:`train_transformer_classifier`. The folder it writes holds the model (``save_pretrained``,
 safetensors), the base model's fast tokenizer, ``run.json`` (settings, dev and test metrics, wall
 time, versions) and ``eval_results.json``; it loads with
-``hf_attn.models.transformer_attention.load_transformer_classifier(DIR)``.
+``hf_attn.adapters.transformer_attention.load_transformer_classifier(DIR)``.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
 
     from hf_attn.core.io import write_json_atomic
     from hf_attn.models.pretrained import resolve_base_model
-    from hf_attn.models.transformer_attention import register_override_attention
+    from hf_attn.adapters.transformer_attention import register_override_attention
 
     if settings is None:
         settings = TransformerTrainSettings(base_model=base_model, epochs=epochs, freeze_layers=freeze_layers,

@@ -38,7 +38,6 @@ import torch
 from tqdm.auto import tqdm
 from transformers import EarlyStoppingCallback
 
-from hf_attn.core.arguments import positive_int
 from hf_attn.core.published import WP_TABLE3_SST  # noqa: F401 (W&P Table 3: the diagnostic MLP's SST F1)
 from hf_attn.data.datasets import TaskData
 from hf_attn.methods.consistent_adversary import (ADVERSARY_DIVERGENCES, ADVERSARY_PROTOCOLS,  # noqa: F401
@@ -378,32 +377,6 @@ def train_guided_mlp(base_dir: str, output_dir: str, guide: str, guide_source_di
                            "base_dir": os.path.abspath(base_dir)}})
     return train(settings, output_dir, task=task, progress=progress, keep_checkpoints=keep_checkpoints,
                  hooks=hooks)
-
-
-# ---------------------------------------------------------------------------------------------
-# CLI: hf-attn train-seeds
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "train-seeds", help="train N copies of a model that differ only in seed (W&P §3.3)",
-        description="Train N models identical to BASE_DIR's settings except the seed (base+1 … base+N) "
-                    "into OUTPUT_DIR/seed-S. Rerun to resume; finished runs are skipped.")
-    p.add_argument("base_dir")
-    p.add_argument("--num-seeds", type=positive_int, default=8)
-    p.add_argument("--first-seed", type=int, default=None)
-    p.add_argument("--output-dir", required=True)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=_run_train_seeds)
-
-
-def _run_train_seeds(args) -> int:
-    results = train_seeds(args.base_dir, args.output_dir, args.num_seeds, progress=not args.quiet,
-                          first_seed=args.first_seed)
-    from hf_attn.cli import print_json
-
-    print_json({seed: {k: round(v, 4) for k, v in m.items() if k in ("test_f1", "test_macro_f1",
-                                                                           "test_accuracy")}
-                      for seed, m in results.items()})
-    return 0
 
 
 # The objective's names (hf_attn.methods.consistent_adversary) and the collator (hf_attn.training.engine)

@@ -1,6 +1,6 @@
 """Jain & Wallace 2019 §4.2.2 / Figs 4–5: ε-max JSD of adversarial attention, per predicted class
 and by max attention. Thin wrapper over ``adversary_summary`` of ``_hf_attn_measures.py``, shipped
-beside this script: the NumPy copy of ``hf_attn.analysis.jw_summary.adversary_summary``, so the
+beside this script: the NumPy copy of ``hf_attn.batteries.jw.summary.adversary_summary``, so the
 module runs without hf_attn."""
 
 import datasets
@@ -13,7 +13,7 @@ from ._hf_attn_measures import (adversary_summary, check_class_ids, check_range,
 
 _DESCRIPTION = """J&W Alg. 3: k adversarial attention distributions per instance are searched to be as far
 (JSD) from the original attention and from each other as possible while the output changes by at
-most ε in TVD (``hf_attn.analysis.jw.adversarial_attention``). Given each adversary's output TVD
+most ε in TVD (``hf_attn.batteries.jw.adversarial_attention``). Given each adversary's output TVD
 and attention JSD, the metric reports ε-max JSD = max JSD over adversaries with TVD ≤ ε (0 if
 none) per instance, its distribution per predicted class, the fraction of instances with at least
 one feasible adversary, and ε-max JSD per max-attention bin (the data of J&W Figs 4–5)."""

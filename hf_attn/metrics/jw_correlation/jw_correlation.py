@@ -1,7 +1,7 @@
 """Jain & Wallace 2019 Table 2 / Fig. 2: Kendall τ between attention and a feature-importance
 measure (gradient or leave-one-out), per predicted class. Thin wrapper over
 ``correlation_summary`` of ``_hf_attn_measures.py``, shipped beside this script: the NumPy copy of
-``hf_attn.analysis.jw_summary.correlation_summary``, so the module runs without hf_attn."""
+``hf_attn.batteries.jw.summary.correlation_summary``, so the module runs without hf_attn."""
 
 import datasets
 import evaluate

@@ -1,7 +1,7 @@
 """Jain & Wallace 2019 §4.2.1 / Fig. 3: median output change under random permutations of the
 attention weights, per predicted class and by max attention. Thin wrapper over
 ``permutation_summary`` of ``_hf_attn_measures.py``, shipped beside this script: the NumPy copy of
-``hf_attn.analysis.jw_summary.permutation_summary``, so the module runs without hf_attn."""
+``hf_attn.batteries.jw.summary.permutation_summary``, so the module runs without hf_attn."""
 
 import datasets
 import evaluate
@@ -12,7 +12,7 @@ from ._hf_attn_measures import check_class_ids, check_range, check_same_count, j
 
 _DESCRIPTION = """J&W Alg. 2: the attention weights of an instance are permuted at random among its
 tokens (encoder states unchanged) and the decoder re-run; Δŷ_p = TVD(ŷ_p, ŷ). The metric takes each
-instance's Δŷ_p over the permutations (``hf_attn.analysis.jw.permutation_tvd``), reports
+instance's Δŷ_p over the permutations (``hf_attn.batteries.jw.permutation_tvd``), reports
 Δŷ_med = median_p Δŷ_p per instance and its distribution per predicted class and per max-attention
 bin (the data of J&W Fig. 3)."""
 

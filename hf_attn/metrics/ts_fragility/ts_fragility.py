@@ -1,7 +1,7 @@
 """Tutek & Šnajder 2020 Table 1 (fragility of attention): F1 with trained, uniform and randomly
 permuted attention, from per-instance decoder outputs. Thin wrapper over
 ``fragility_from_token_logits`` of ``_hf_attn_measures.py``, shipped beside this script: the NumPy
-port of ``hf_attn.analysis.ts.fragility_from_token_logits`` (the same random permutations for a
+port of ``hf_attn.batteries.ts.fragility_from_token_logits`` (the same random permutations for a
 seed), so the module runs without hf_attn or torch."""
 
 import datasets

@@ -1,7 +1,7 @@
 """Tutek & Šnajder 2020 Table 2 (mutual information between input embeddings and hidden states,
 after Voita et al. 2019). Thin wrapper over ``clustered_mutual_information`` of
 ``_hf_attn_measures.py``, shipped beside this script: the copy of
-``hf_attn.analysis.ts.clustered_mutual_information`` (scikit-learn), so the module runs without
+``hf_attn.batteries.ts.clustered_mutual_information`` (scikit-learn), so the module runs without
 hf_attn."""
 
 import datasets

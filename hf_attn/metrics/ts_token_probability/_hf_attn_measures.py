@@ -31,7 +31,7 @@ LN2 = math.log(2.0)
 # float32 attention over a few thousand tokens sums to 1 within ~1e-5; 1e-3 leaves room for
 # values rounded when written to JSON/CSV, and still catches unnormalised scores.
 SUM_TOLERANCE = 1e-3
-BASE_ATTENTION_FLOOR = 1e-12  # hf_attn.wp_training.BASE_ATTENTION_FLOOR
+BASE_ATTENTION_FLOOR = 1e-12  # hf_attn.training.wp.BASE_ATTENTION_FLOOR
 MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)  # hf_attn.faithfulness.DEFAULT_FRACTIONS
 
@@ -288,7 +288,7 @@ def kendall_tau(x, y, mask=None, tie_tolerance: float = 0.0) -> KendallResult:
 
 
 # ------------------------------------------------------------------------------------------------
-# Jain & Wallace summaries: hf_attn.analysis.jw_summary (copied verbatim)
+# Jain & Wallace summaries: hf_attn.batteries.jw.summary (copied verbatim)
 def ragged_to_padded(arrays, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """List of 1-D arrays → ``(N, T)`` float64 values (``fill`` beyond each length) and bool mask."""
     arrays = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
@@ -449,10 +449,10 @@ def jsonable(value):
 
 
 # ------------------------------------------------------------------------------------------------
-# Wiegreffe & Pinter: hf_attn.analysis.wp and hf_attn.wp_training (NumPy ports)
+# Wiegreffe & Pinter: hf_attn.batteries.wp and hf_attn.training.wp (NumPy ports)
 def pad_ragged(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """List of ``(T_i,)`` arrays → ``(N, T_max)`` float64 zero-padded array and its bool mask
-    (``hf_attn.wp_training.pad_ragged``)."""
+    (``hf_attn.training.wp.pad_ragged``)."""
     lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
     out = np.zeros((len(rows), int(lengths.max()) if len(rows) else 0), dtype=np.float64)
     mask = np.arange(out.shape[1])[None, :] < lengths[:, None]
@@ -461,7 +461,7 @@ def pad_ragged(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def seed_variance_statistics(base_attention, seed_attentions, base_probs, seed_probs, mask) -> dict:
-    """W&P §3.3 per instance (``hf_attn.analysis.wp.seed_variance_statistics``): ``jsd``/``tvd``
+    """W&P §3.3 per instance (``hf_attn.batteries.wp.seed_variance_statistics``): ``jsd``/``tvd``
     ``(S, B)``, their max and median over seeds ``(B,)`` and the base's ``max_attention``."""
     base_attention = np.asarray(base_attention, dtype=np.float64)
     seed_attentions = np.asarray(seed_attentions, dtype=np.float64)
@@ -481,7 +481,7 @@ def seed_variance_statistics(base_attention, seed_attentions, base_probs, seed_p
 
 def binned_summary(values, max_attention, labels, bins=MAX_ATTENTION_BINS, label_names=None) -> list[dict]:
     """Per (class, bin of max attention): count, mean, median, quartiles of ``values``
-    (``hf_attn.analysis.wp.binned_summary``)."""
+    (``hf_attn.batteries.wp.binned_summary``)."""
     values, max_attention, labels = (np.asarray(values, dtype=np.float64), np.asarray(max_attention),
                                      np.asarray(labels))
     edges = np.asarray(bins, dtype=np.float64)
@@ -501,7 +501,7 @@ def binned_summary(values, max_attention, labels, bins=MAX_ATTENTION_BINS, label
 
 
 def divergence_summary(jsd_values, tvd_values) -> dict:
-    """Mean/median/std of per-instance JSD and TVD (``hf_attn.analysis.wp.divergence_summary``)."""
+    """Mean/median/std of per-instance JSD and TVD (``hf_attn.batteries.wp.divergence_summary``)."""
     j, t = np.asarray(jsd_values, dtype=np.float64), np.asarray(tvd_values, dtype=np.float64)
     return {"mean_jsd": float(j.mean()), "median_jsd": float(np.median(j)), "std_jsd": float(j.std()),
             "mean_tvd": float(t.mean()), "median_tvd": float(np.median(t)), "std_tvd": float(t.std())}
@@ -509,7 +509,7 @@ def divergence_summary(jsd_values, tvd_values) -> dict:
 
 def seed_variance_summary(base_attention, seed_attentions, base_probabilities, seed_probabilities,
                           labels=None, statistic: str = "max", bins=MAX_ATTENTION_BINS) -> dict:
-    """Ragged-input W&P §3.3 summary (``hf_attn.analysis.wp.seed_variance_summary``)."""
+    """Ragged-input W&P §3.3 summary (``hf_attn.batteries.wp.seed_variance_summary``)."""
     if statistic not in ("max", "median"):
         raise ValueError(f"statistic must be 'max' or 'median', got {statistic!r}")
     base, mask = pad_ragged([np.asarray(a, dtype=np.float64) for a in base_attention])
@@ -540,7 +540,7 @@ def consistent_adversary_loss(adversary_probs, base_probs, adversary_attention, 
                               lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """W&P §4 Eq. (3) per instance: ``(loss, tvd, kl)`` with L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b), the
     base attention floored at ``BASE_ATTENTION_FLOOR`` on real tokens
-    (``hf_attn.wp_training.consistent_adversary_loss``, ``reduction="none"``)."""
+    (``hf_attn.training.wp.consistent_adversary_loss``, ``reduction="none"``)."""
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
     mask = np.asarray(mask, dtype=bool)
@@ -554,7 +554,7 @@ def consistent_adversary_loss(adversary_probs, base_probs, adversary_attention, 
 def consistent_adversary_summary(adversary_attention, base_attention, adversary_probabilities,
                                  base_probabilities, lam: float = 0.001) -> dict:
     """W&P §4 measures of an adversary against its base over a set of instances
-    (``hf_attn.analysis.wp.consistent_adversary_summary``)."""
+    (``hf_attn.batteries.wp.consistent_adversary_summary``)."""
     a, mask = pad_ragged([np.asarray(x, dtype=np.float64) for x in adversary_attention])
     b, mask_b = pad_ragged([np.asarray(x, dtype=np.float64) for x in base_attention])
     if a.shape != b.shape or not (mask == mask_b).all():
@@ -569,11 +569,11 @@ def consistent_adversary_summary(adversary_attention, base_attention, adversary_
 
 
 # ------------------------------------------------------------------------------------------------
-# Tutek & Šnajder: hf_attn.analysis.ts (NumPy ports of the list-level functions)
+# Tutek & Šnajder: hf_attn.batteries.ts (NumPy ports of the list-level functions)
 def pad_token_logits(token_logits, attentions=None):
     """Ragged per-instance ``token_logits`` (each ``(T_i, K)`` or ``(T_i,)``) and ``attentions``
     (each ``(T_i,)``) → float32 ``(B, T, K)``, ``(B, T)`` and mask ``(B, T)``
-    (``hf_attn.analysis.ts.pad_token_logits``)."""
+    (``hf_attn.batteries.ts.pad_token_logits``)."""
     rows = [np.asarray(x, dtype=np.float32) for x in token_logits]
     if not rows:
         raise ValueError("no instances")
@@ -630,7 +630,7 @@ def torch_uniform_keys(seed: int, shape: tuple[int, ...]) -> np.ndarray:
 
 def permute_attention(attention: np.ndarray, mask: np.ndarray, seed: int, draws: int = 1) -> np.ndarray:
     """``draws`` uniformly random permutations of each row's α within its real tokens ``(draws, B, T)``,
-    pads 0: the permutations ``hf_attn.analysis.ts.permute_attention`` draws with
+    pads 0: the permutations ``hf_attn.batteries.ts.permute_attention`` draws with
     ``torch.Generator().manual_seed(seed)`` (random keys, pads sorted last)."""
     batch, steps = mask.shape
     keys = torch_uniform_keys(seed, (draws, batch, steps))
@@ -641,7 +641,7 @@ def permute_attention(attention: np.ndarray, mask: np.ndarray, seed: int, draws:
 
 
 def f1_score_of(predictions, labels, num_labels: int) -> float:
-    """F1 as ``hf_attn.analysis.ts.f1_score_of`` (scikit-learn's ``f1_score``, zero_division=0):
+    """F1 as ``hf_attn.batteries.ts.f1_score_of`` (scikit-learn's ``f1_score``, zero_division=0):
     positive class for binary tasks, macro over classes 0 … C−1 otherwise (in [0, 1])."""
     predictions, labels = np.asarray(predictions).reshape(-1), np.asarray(labels).reshape(-1)
     classes = [1] if num_labels == 2 else list(range(num_labels))
@@ -654,7 +654,7 @@ def f1_score_of(predictions, labels, num_labels: int) -> float:
 
 
 def fragility_scores(labels, trained, uniform, permuted, num_labels: int) -> dict[str, float]:
-    """T&Š Table 1 row in percent (``hf_attn.analysis.ts.fragility_scores``)."""
+    """T&Š Table 1 row in percent (``hf_attn.batteries.ts.fragility_scores``)."""
     labels = np.asarray(labels)
     permuted = np.atleast_2d(np.asarray(permuted))
     if not (len(labels) == len(trained) == len(uniform) == permuted.shape[1]):
@@ -675,7 +675,7 @@ def fragility_scores(labels, trained, uniform, permuted, num_labels: int) -> dic
 def fragility_from_token_logits(token_logits, attentions, references, seed: int = 0,
                                 permutation_draws: int = 10) -> dict[str, float]:
     """T&Š Table 1 from per-instance decoder outputs ``(T_i, K)`` and trained α ``(T_i,)``
-    (``hf_attn.analysis.ts.fragility_from_token_logits``, the same permutations for a seed)."""
+    (``hf_attn.batteries.ts.fragility_from_token_logits``, the same permutations for a seed)."""
     tok, alpha, mask = pad_token_logits(token_logits, attentions)
     trained = logits_from_token_logits(tok, alpha).argmax(-1)
     uniform = logits_from_token_logits(tok, uniform_attention(mask)).argmax(-1)
@@ -692,7 +692,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 def token_probability_score(per_instance, correct) -> dict[str, float]:
     """T&Š Table 3: mean of the per-instance values over correctly classified instances
-    (``hf_attn.analysis.ts.token_probability_score``)."""
+    (``hf_attn.batteries.ts.token_probability_score``)."""
     per_instance = np.asarray(per_instance, dtype=np.float64)
     correct = np.asarray(correct, dtype=bool)
     if not correct.any():
@@ -703,7 +703,7 @@ def token_probability_score(per_instance, correct) -> dict[str, float]:
 
 def token_probability_from_token_logits(token_logits, attentions, references) -> dict[str, float]:
     """T&Š Table 3 from per-instance decoder outputs ``(T_i, K)`` and trained α ``(T_i,)``
-    (``hf_attn.analysis.ts.token_probability_from_token_logits``)."""
+    (``hf_attn.batteries.ts.token_probability_from_token_logits``)."""
     tok, alpha, mask = pad_token_logits(token_logits, attentions)
     predicted = logits_from_token_logits(tok, alpha).argmax(-1)
     probabilities = softmax(expand_logits(tok.astype(np.float64)))  # (B, T, C): all attention on t
@@ -714,7 +714,7 @@ def token_probability_from_token_logits(token_logits, attentions, references) ->
 
 def cluster_labels(vectors: np.ndarray, n_clusters: int = 1000, batch_size: int = 100,
                    seed: int = 0) -> np.ndarray:
-    """MiniBatchKMeans labels ``(N,)`` of ``vectors (N, dim)`` (``hf_attn.analysis.ts.cluster_labels``)."""
+    """MiniBatchKMeans labels ``(N,)`` of ``vectors (N, dim)`` (``hf_attn.batteries.ts.cluster_labels``)."""
     from sklearn.cluster import MiniBatchKMeans
 
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -730,7 +730,7 @@ def cluster_labels(vectors: np.ndarray, n_clusters: int = 1000, batch_size: int 
 
 def clustered_mutual_information(inputs: np.ndarray, hidden: np.ndarray, n_clusters: int = 1000,
                                  batch_size: int = 100, seed: int = 0) -> float:
-    """I(cluster(e); cluster(h)) in nats (``hf_attn.analysis.ts.clustered_mutual_information``)."""
+    """I(cluster(e); cluster(h)) in nats (``hf_attn.batteries.ts.clustered_mutual_information``)."""
     from sklearn.metrics import mutual_info_score
 
     if len(inputs) != len(hidden):

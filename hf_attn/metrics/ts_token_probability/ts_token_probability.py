@@ -1,6 +1,6 @@
 """Tutek & Šnajder 2020 Table 3 (average per-token prediction probability). Thin wrapper over
 ``token_probability_from_token_logits`` of ``_hf_attn_measures.py``, shipped beside this script: the
-NumPy port of ``hf_attn.analysis.ts.token_probability_from_token_logits``, so the module runs
+NumPy port of ``hf_attn.batteries.ts.token_probability_from_token_logits``, so the module runs
 without hf_attn or torch."""
 
 import datasets

@@ -1,7 +1,7 @@
 """Wiegreffe & Pinter 2019 §4: divergence of a model-consistent adversary from its base model.
 Thin wrapper over ``consistent_adversary_summary`` of ``_hf_attn_measures.py``, shipped beside
-this script: the NumPy port of ``hf_attn.analysis.wp.consistent_adversary_summary``, so the module
-runs without hf_attn (and without the Trainer stack ``hf_attn.analysis.wp`` imports)."""
+this script: the NumPy port of ``hf_attn.batteries.wp.consistent_adversary_summary``, so the module
+runs without hf_attn (and without the Trainer stack ``hf_attn.batteries.wp`` imports)."""
 
 import datasets
 import evaluate

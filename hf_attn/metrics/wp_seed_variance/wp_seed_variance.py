@@ -1,7 +1,7 @@
 """Wiegreffe & Pinter 2019 §3.3 / Fig. 3: variance of attention across random seeds.
 Thin wrapper over ``seed_variance_summary`` of ``_hf_attn_measures.py``, shipped beside this
-script: the NumPy port of ``hf_attn.analysis.wp.seed_variance_summary``, so the module runs without
-hf_attn (and without the Trainer stack ``hf_attn.analysis.wp`` imports)."""
+script: the NumPy port of ``hf_attn.batteries.wp.seed_variance_summary``, so the module runs without
+hf_attn (and without the Trainer stack ``hf_attn.batteries.wp`` imports)."""
 
 import datasets
 import evaluate

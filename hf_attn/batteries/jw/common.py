@@ -1,0 +1,288 @@
+"""What the single-sequence J&W battery (:mod:`.battery`) and the sentence-pair one (:mod:`.pair`)
+share (Jain & Wallace 2019, §4): the settings (:class:`JWSettings` of the analyses,
+:class:`JWRunSettings` of one ``hf-attn analyze --battery jw`` run), the per-instance results
+(:class:`JWInstances`), one batch's results → per-instance rows, the summary of a finished run
+(J&W Table 2, Figs 3–5) and its printed table.
+
+Shapes: N instances, B a batch's instances, T tokens, P permutations, k adversaries, C classes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, permutation_summary
+from hf_attn.methods.adversary import AdversaryResult
+
+
+def add_data_options(group) -> None:
+    """``--dataset`` / ``--text-column`` / ``--label-column`` of ``hf-attn analyze`` (BERT-family
+    models without a run.json), shared by the jw and wp batteries: added once when both batteries'
+    flags are listed, whichever comes first; defaults None (each battery's own default applies)."""
+    import argparse
+
+    for flag, text in [("--dataset", "BERT-family models without a run.json (trained elsewhere, a Hub id): the "
+                                     "dataset to analyse (sst, agnews, imdb, a CSV/JSON(L) file or folder, or a Hub "
+                                     "dataset id; a single file is analysed whole by the jw battery)"),
+                       ("--text-column", "BERT-family models: the text column of --dataset (default: text)"),
+                       ("--label-column", "BERT-family models: the label column of --dataset (default: label)")]:
+        try:
+            group.add_argument(flag, default=None, help=text)
+        except argparse.ArgumentError:  # the other battery's group added it already
+            pass
+
+
+def heads_option(value: str, flag: str) -> str:
+    """A ``--jw-heads`` / ``--wp-heads`` value: ``"mean"`` or a head index (digits), normalised;
+    anything else is a ValueError naming ``flag``."""
+    heads = str(value).strip().lower()
+    if heads != "mean" and not heads.isdigit():
+        raise ValueError(f"{flag} must be 'mean' or a head index, got {value!r}")
+    return heads
+
+
+@dataclass
+class JWSettings:
+    """Parameters of :func:`run_jw_battery` (recorded in results.json). Defaults: J&W §4 / code."""
+
+    num_permutations: int = 100
+    k: int = 5
+    lam: float = 500.0
+    eps: float = 0.01
+    steps: int = 500
+    lr: float = 0.01
+    init_scale: float = 3.0
+    seed: int = 0
+    alpha: float = 0.05  # significance level of the Kendall τ tests
+    # Importances of one instance within this (absolute) distance are tied before Kendall τ:
+    # attention, gradient and leave-one-out carry float32 noise of up to ~5e-7, enough to order
+    # exact ties (two adjacent identical tokens give the same sentence when either is deleted).
+    # 0 ranks the raw values. Why 1e-6: hf_attn.batteries.jw.summary.TIE_TOLERANCE.
+    tie_tolerance: float = 1e-6
+    token_budget: int = 16384  # padded tokens per batch (forward, permutations, adversaries)
+    gradient_token_budget: int = 4096  # per forward + backward (cache-sized: faster on CPU)
+    loo_token_budget: int = 32768  # padded tokens per chunk of leave-one-out deletions
+    max_length: int | None = None  # truncate texts (default: the model's max_tokens)
+    num_threads: int | None = None  # torch threads while running (None: leave torch's setting)
+
+    def validate(self) -> None:
+        for name in ("num_permutations", "k", "token_budget", "gradient_token_budget", "loo_token_budget"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.steps < 0 or not self.lr > 0 or self.eps < 0 or self.lam < 0:
+            raise ValueError("need steps >= 0, lr > 0, eps >= 0, lam >= 0")
+        if not (0 <= self.tie_tolerance < float("inf")):
+            raise ValueError(f"tie_tolerance must be a finite number >= 0, got {self.tie_tolerance}")
+
+
+@dataclass
+class JWRunSettings:
+    """One ``hf-attn analyze DIR --battery jw`` run (single-sequence or sentence-pair model): which
+    data, how it is reported, and the analyses' :class:`JWSettings`. Its defaults (and those of
+    :class:`JWSettings`) are the command's defaults: the ``--jw-*`` flags take theirs from here.
+
+    ``split``: the split of the model's dataset analysed; ``progress``: progress bars and the printed
+    summary (``--quiet`` turns them off); ``max_instances``: only the first N instances (None:
+    all; N >= 1); ``use_cache``: cache finished batches in ``OUT/cache`` so a killed run resumes
+    (``--jw-no-cache`` turns it off); ``algorithm``: the analyses' parameters (``--seed`` is
+    ``algorithm.seed``), recorded as ``parameters`` in results.json."""
+
+    split: str = "test"
+    progress: bool = True
+    max_instances: int | None = None
+    use_cache: bool = True
+    algorithm: JWSettings = field(default_factory=JWSettings)
+    # transformers classifiers (hf_attn.batteries.jw.transformer): which attention is explained — the
+    # query row(s) the head reads in ``transformer_layer`` (−1: the last), averaged over heads or one
+    # head — and the
+    # dataset to analyse when the folder has no run.json (a model not trained here, a Hub id).
+    transformer_layer: int = -1
+    transformer_heads: str = "mean"
+    # where the analyses run ("auto" | "cpu" | "cuda" | "cuda:N" | "mps") and the forward precision of
+    # transformers classifiers ("float32" | "bfloat16" | "float16"; the papers' models run in float32)
+    device: str = "auto"
+    precision: str = "float32"
+    dataset: str | None = None
+    # the text and label columns of ``dataset`` (a CSV/JSON(L) file or folder, or a Hub dataset id);
+    # None: "text" / "label", or the ones recorded in the folder's run.json
+    text_column: str | None = None
+    label_column: str | None = None
+
+
+@dataclass
+class JWInstances:
+    """Per-instance results over a split (N instances; ragged lists hold one array per instance)."""
+
+    input_ids: list = field(default_factory=list)
+    labels: np.ndarray | None = None
+    probabilities: np.ndarray | None = None  # (N, C)
+    predictions: np.ndarray | None = None  # (N,)
+    attention: list = field(default_factory=list)  # (L,)
+    gradient: list = field(default_factory=list)  # (L,)
+    loo: list = field(default_factory=list)  # (L,), NaN for single-token instances
+    permutation_tvd: np.ndarray | None = None  # (N, P)
+    adversary_attention: list = field(default_factory=list)  # (k, L)
+    adversary_probabilities: np.ndarray | None = None  # (N, k, C)
+    adversary_tvd: np.ndarray | None = None  # (N, k)
+    adversary_jsd: np.ndarray | None = None  # (N, k)
+    eps_max_jsd: np.ndarray | None = None  # (N,)
+    # Per-instance Kendall τ and its p-value, set by battery_summary: {"attention_gradient":
+    # (tau (N,), pvalue (N,)), "attention_loo": …, "gradient_loo": …}; NaN where τ is undefined.
+    kendall: dict = field(default_factory=dict)
+
+    @property
+    def max_attention(self) -> np.ndarray:
+        return np.array([float(a.max()) for a in self.attention])
+
+
+def settings_key(settings: JWSettings, model, lengths: np.ndarray) -> str:
+    with torch.no_grad():
+        weights = sum(float(p.double().sum()) for p in model.parameters())
+    payload = json.dumps({"settings": asdict(settings), "params": weights, "lengths": lengths.tolist()},
+                         sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def timer(timings: dict):
+    """``timed(name, fn)``: run ``fn()`` and add its wall time to ``timings[name]``."""
+    def timed(name, fn):
+        start = time.perf_counter()
+        value = fn()
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+        return value
+    return timed
+
+
+def adversary_options(settings: JWSettings, batch_seed: int) -> dict:
+    """Keyword arguments of the (single or pair) adversary for one batch, seeded by the batch."""
+    return dict(k=settings.k, lam=settings.lam, eps=settings.eps, steps=settings.steps, lr=settings.lr,
+                init_scale=settings.init_scale, generator=torch.Generator().manual_seed(batch_seed + 1))
+
+
+def batch_rows(mask: torch.Tensor, probabilities, attention, gradient, loo, permutation,
+                adversary: AdversaryResult, attended: torch.Tensor | None = None) -> dict:
+    """One batch's results → numpy, per-token arrays cut to each row's length (shared by the
+    single-sequence and the sentence-pair batteries); with ``attended`` (B, T), to each row's
+    attended positions (J&W's markers dropped, as their ``[1:L-1]``)."""
+    lengths = mask.sum(1).tolist()
+
+    def cut(values):
+        if attended is not None:
+            keep = attended.numpy()
+            return [v[..., k] for v, k in zip(values.double().numpy(), keep)]
+        return [v[..., :n] for v, n in zip(values.double().numpy(), lengths)]
+
+    return {"probabilities": probabilities.double().numpy(), "attention": cut(attention),
+            "gradient": cut(gradient), "loo": cut(loo), "permutation_tvd": permutation.double().numpy(),
+            "adversary_attention": cut(adversary.attention),
+            "adversary_probabilities": adversary.probabilities.double().numpy(),
+            "adversary_tvd": adversary.tvd.double().numpy(), "adversary_jsd": adversary.jsd.double().numpy(),
+            "eps_max_jsd": adversary.eps_max_jsd.double().numpy()}
+
+
+def instance_fields(per_row: list[dict]) -> dict:
+    """Per-row results (:func:`batch_rows` rows, in instance order) → the analysis fields of
+    :class:`JWInstances`: ragged per-token lists, stacked fixed-size arrays."""
+    ragged = ("attention", "gradient", "loo", "adversary_attention")
+    stacked = ("probabilities", "permutation_tvd", "adversary_probabilities", "adversary_tvd",
+               "adversary_jsd", "eps_max_jsd")
+    return ({name: [r[name] for r in per_row] for name in ragged}
+            | {name: np.stack([r[name] for r in per_row]) for name in stacked})
+
+
+def battery_summary(instances, lengths: np.ndarray, settings: JWSettings, total: float,
+                    timings: dict[str, float]) -> dict:
+    """Summary of a finished battery from its per-instance results (sets
+    ``instances.predictions``): Table 2 per predicted class (τ of attention vs gradient / LOO and
+    gradient vs LOO, values within ``settings.tie_tolerance`` tied first), permutation and
+    adversary summaries, timings. Shared by the single-sequence and the sentence-pair batteries.
+
+    Instances with fewer than 2 tokens are skipped alike by all five statistics (no τ; a single
+    token's permutations and adversaries cannot move its attention, Δŷ = JSD = 0): each block
+    counts them in ``skipped``, ``length.single_token`` gives the total."""
+    instances.predictions = instances.probabilities.argmax(-1)
+    num_classes = instances.probabilities.shape[1]
+    predictions, max_attention = instances.predictions, instances.max_attention
+    ties = settings.tie_tolerance
+    summary = {
+        "num_instances": len(lengths), "num_classes": num_classes,
+        "length": {"mean": float(lengths.mean()), "max": int(lengths.max()),
+                   "single_token": int((lengths < 2).sum())},
+        "predicted_class_counts": np.bincount(predictions, minlength=num_classes).tolist(),
+        "tau_gradient": correlation_summary(instances.attention, instances.gradient, predictions,
+                                            num_classes, settings.alpha, tie_tolerance=ties),
+        "tau_loo": correlation_summary(instances.attention, instances.loo, predictions, num_classes,
+                                       settings.alpha, tie_tolerance=ties),
+        "tau_gradient_loo": correlation_summary(instances.gradient, instances.loo, predictions,
+                                                num_classes, settings.alpha, tie_tolerance=ties),
+        "permutation": permutation_summary(instances.permutation_tvd, max_attention, predictions,
+                                           num_classes, lengths=lengths),
+        "adversary": adversary_summary(instances.adversary_tvd, instances.adversary_jsd,
+                                       max_attention, predictions, settings.eps, num_classes,
+                                       lengths=lengths),
+        "seconds": {"total": total, **timings},
+    }
+    for name, key in (("attention_gradient", "tau_gradient"), ("attention_loo", "tau_loo"),
+                      ("gradient_loo", "tau_gradient_loo")):
+        block = summary[key]
+        valid = np.asarray(block["valid"], dtype=bool)
+        instances.kendall[name] = (np.where(valid, block["tau"], np.nan), np.where(valid, block["pvalue"], np.nan))
+    # the batched ε-max JSD and the summary's recomputation from (TVD, JSD) must agree
+    counted = summary["adversary"]["valid"]
+    if not np.allclose(summary["adversary"]["eps_max_jsd"][counted], instances.eps_max_jsd[counted], atol=1e-6):
+        raise RuntimeError("inconsistent ε-max JSD between the optimiser and the summary")
+    if instances.labels is not None:
+        summary["accuracy"] = float((predictions == instances.labels).mean())
+    return summary
+
+
+def instance_analysis_row(instances: JWInstances, i: int) -> dict:
+    """Instance ``i``'s results as a JSON-ready dict (shared by the single and pair ``instances.jsonl``)."""
+    return {"label": None if instances.labels is None else int(instances.labels[i]),
+            "prediction": int(instances.predictions[i]),
+            "probabilities": instances.probabilities[i].tolist(),
+            "attention": instances.attention[i].tolist(), "gradient": instances.gradient[i].tolist(),
+            "loo": [None if not np.isfinite(v) else float(v) for v in instances.loo[i]],
+            "permutation_tvd_median": float(np.median(instances.permutation_tvd[i])),
+            "adversary_tvd": instances.adversary_tvd[i].tolist(),
+            "adversary_jsd": instances.adversary_jsd[i].tolist(),
+            "eps_max_jsd": float(instances.eps_max_jsd[i]),
+            "adversary_attention": instances.adversary_attention[i].tolist(),
+            # J&W Table 2's per-instance statistic (null: fewer than 2 tokens or a constant ranking)
+            "kendall_tau": {name: _finite_or_none(tau[i]) for name, (tau, _) in instances.kendall.items()},
+            "kendall_pvalue": {name: _finite_or_none(p[i]) for name, (_, p) in instances.kendall.items()}}
+
+
+def _finite_or_none(value) -> float | None:
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
+def _fmt(value, digits=3):
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def format_summary(results: dict) -> str:
+    """A short human-readable table of results.json."""
+    s = results["summary"]
+    names = results.get("label_names") or [str(c) for c in range(s["num_classes"])]
+    lines = [f"J&W battery: {results['model_dir']} [{results['split']}], {s['num_instances']} instances"
+             + (f", accuracy {s['accuracy']:.3f}" if "accuracy" in s else "")]
+    for key, title in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO)"),
+                       ("tau_gradient_loo", "τ(gradient, LOO)")):
+        parts = [f"{names[int(c)]}: {_fmt(v['mean'])}±{_fmt(v['std'], 2)} sig {_fmt(v['fraction_significant'], 2)}"
+                 f" (n={v['count']}, skipped {v['skipped']})" for c, v in s[key]["per_class"].items()]
+        lines.append(f"  {title:24s} " + "; ".join(parts))
+    lines.append("  permutation Δŷ_med        " + "; ".join(
+        f"{names[int(c)]}: median {_fmt(v['median'], 4)}" for c, v in s["permutation"]["per_class"].items()))
+    lines.append(f"  ε-max JSD (ε={s['adversary']['eps']})     " + "; ".join(
+        f"{names[int(c)]}: mean {_fmt(v['mean'])} feasible {_fmt(v['fraction_feasible'], 2)}"
+        for c, v in s["adversary"]["per_class"].items()))
+    lines.append("  seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in s["seconds"].items()))
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""``hf-attn analyze DIR --battery jw|wp|ts|faithfulness --split test --output-dir OUT``."""
+
+from __future__ import annotations
+
+from hf_attn.runs import BATTERY_MODULES, available_batteries
+
+
+def _named_battery(argv) -> list[str] | None:
+    """``[NAME]`` when ``argv`` runs one battery (``--battery NAME``, no --help): only that battery's
+    module (and options) is then imported; None: all of them."""
+    if argv is None or "-h" in argv or "--help" in argv:
+        return None
+    for i, word in enumerate(argv):
+        name = argv[i + 1] if word == "--battery" and i + 1 < len(argv) else (
+            word.split("=", 1)[1] if word.startswith("--battery=") else None)
+        if name is not None:
+            return [name] if name in BATTERY_CHOICES else None
+    return None
+
+
+def add_parser(subparsers, argv: list[str] | None = None) -> None:
+    p = subparsers.add_parser("analyze", help="run a diagnostic battery on a trained model",
+                              description="Run the Jain & Wallace (jw), Wiegreffe & Pinter (wp), "
+                                          "Tutek & Šnajder (ts) or faithfulness battery; writes results.json + "
+                                          "figures.")
+    p.add_argument("model_dir", help="a folder written by `hf-attn train` (or any hf_attn model folder)")
+    p.add_argument("--battery", required=True, choices=sorted(BATTERY_CHOICES))
+    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace what --output-dir holds (another battery's analysis, or this battery's with "
+                        "other settings or another model): its whole content is removed first. Without it "
+                        "such a folder is refused; the same analysis resumes")
+    for battery in available_batteries(_named_battery(argv)).values():
+        battery.add_options(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    import os
+
+    from hf_attn.runs.folder import claimed_output_folder
+    from hf_attn.core.io import exclusive_output_folder
+
+    battery = available_batteries([args.battery])[args.battery]
+    settings = battery.settings_from_args(args)  # built once, typed; the run sees nothing else
+    if os.environ.get("RANK", "0") != "0":  # `accelerate launch` workers: the main process holds the folder
+        battery.run(args.model_dir, args.output_dir, settings)
+        return 0
+    with exclusive_output_folder(args.output_dir):  # one writer per output folder
+        with claimed_output_folder(args.output_dir, args.battery, args.model_dir, settings, args.overwrite):
+            battery.run(args.model_dir, args.output_dir, settings)
+    return 0
+
+
+BATTERY_CHOICES = tuple(BATTERY_MODULES)

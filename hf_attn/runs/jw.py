@@ -1,0 +1,327 @@
+"""``hf-attn analyze DIR --battery jw``: the Jain & Wallace battery on a model folder, written to
+an output folder (``results.json``, ``instances.jsonl``, the figures; batches cached in ``OUT/cache``
+so a killed run resumes): :func:`run` for the papers' models, :func:`run_pair` for sentence-pair (NLI)
+models, :func:`transformer_jw_battery_runner` for any transformers classifier (folder or Hub id). The
+computation itself is :mod:`hf_attn.batteries.jw`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import asdict
+
+import numpy as np
+import torch
+
+from hf_attn.batteries.jw.battery import check_papers_model_device, load_model_and_split, run_jw_battery
+from hf_attn.batteries.jw.pair import (PUBLISHED_SNLI, PairJWInstances, is_pair_model_dir, load_pair_model_and_split,
+                                       run_pair_jw_battery)
+from hf_attn.batteries.jw.transformer import (TransformerJWSettings, analysis_split, is_transformer_model_dir,
+                                              load_analysis_data, per_layer_figure, run_transformer_jw_battery)
+from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, add_data_options, format_summary,
+                                         heads_option, instance_analysis_row)
+from hf_attn.core.arguments import check_count, finite_float, non_negative_int, positive_int
+from hf_attn.core.io import write_jsonl_atomic
+from hf_attn.runs import Battery, register_battery
+
+
+def _instance_rows(instances: JWInstances, tokenizer):
+    for i in range(len(instances.attention)):
+        yield {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]]),
+               **instance_analysis_row(instances, i)}
+
+
+def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
+    """``hf-attn analyze DIR --battery jw``: run the battery on ``settings.split`` and write
+    ``OUT/results.json`` (every summary number, parameters, versions; atomic), ``OUT/instances.jsonl``
+    (per-instance arrays) and the figures ``OUT/fig*.png``. Batches are cached in ``OUT/cache`` so
+    a killed run resumes. Sentence-pair (NLI) models go to :mod:`hf_attn.batteries.jw.pair` (premise attention)."""
+    check_count("max_instances (--jw-max-instances)", settings.max_instances)
+    settings.algorithm.validate()
+    if is_pair_model_dir(model_dir):
+        return run_pair(model_dir, output_dir, settings)
+    if is_transformer_model_dir(model_dir):  # any transformers classifier, through its adapter
+        return run_transformer(model_dir, output_dir, settings)
+    check_papers_model_device(settings.device, settings.precision)
+    from hf_attn.batteries.jw.figures import write_jw_figures
+    from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
+    from hf_attn.core.sharding import distributed_world_size, is_main_process
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.core.io import write_json_atomic
+
+    model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, settings.split)
+    if settings.max_instances is not None:
+        texts, labels = texts[:settings.max_instances], labels[:settings.max_instances]
+    os.makedirs(output_dir, exist_ok=True)
+    cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
+    # the torch threads the battery ran with: its own override, else the command's --threads (in effect)
+    threads_used = settings.algorithm.num_threads or torch.get_num_threads()
+    instances, summary = run_jw_battery(model, tokenizer, texts, labels, settings.algorithm,
+                                        progress=settings.progress, cache_dir=cache_dir)
+    if not is_main_process():  # `accelerate launch`: every process has all results; one writes
+        return {"battery": "jw", "main_process": False}
+    figures = write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
+                               model_name=f"{model.config.encoder}+{model.config.attention}")
+    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _instance_rows(instances, tokenizer))
+    results = {
+        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4",
+        "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": settings.split,
+        "label_names": label_names,
+        "model": {"encoder": model.config.encoder, "attention": model.config.attention,
+                  "variant": model.config.variant},
+        "parameters": asdict(settings.algorithm) | {"num_threads": threads_used}, "summary": strip_arrays(summary),
+        "published": PUBLISHED_SST if dataset == "sst" else None,
+        "figures": {name: os.path.basename(path) for name, path in figures.items()},
+        "instances_file": "instances.jsonl", "processes": distributed_world_size(),
+        "versions": environment_versions()}
+    write_json_atomic(os.path.join(output_dir, "results.json"), results)
+    if cache_dir:  # finished: the per-batch cache is only needed to resume
+        import shutil
+
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    if settings.progress:
+        print(format_summary(results))
+    return results
+
+
+def add_options(parser) -> None:
+    """The ``--jw-*`` flags of ``hf-attn analyze``; every default is the :class:`JWRunSettings` /
+    :class:`JWSettings` default (``--split``, ``--seed``, ``--quiet`` are the command's own)."""
+    run_defaults = JWRunSettings()
+    defaults = run_defaults.algorithm
+    g = parser.add_argument_group("jw battery (Jain & Wallace 2019 §4)")
+    g.add_argument("--jw-permutations", type=positive_int, default=defaults.num_permutations,
+                   help="permutations per instance (Alg. 2)")
+    g.add_argument("--jw-adversaries", type=positive_int, default=defaults.k, help="k adversaries per instance (Alg. 3)")
+    g.add_argument("--jw-lambda", type=finite_float(0), default=defaults.lam, help="λ of the relaxed Eq. 1")
+    g.add_argument("--jw-eps", type=finite_float(0), default=defaults.eps, help="ε: allowed TVD of an adversary's output")
+    g.add_argument("--jw-steps", type=non_negative_int, default=defaults.steps, help="Adam steps of the adversary search")
+    g.add_argument("--jw-lr", type=finite_float(0, strictly_above=True), default=defaults.lr, help="Adam learning rate of the adversary search")
+    g.add_argument("--jw-token-budget", type=positive_int, default=defaults.token_budget, help="padded tokens per batch")
+    g.add_argument("--jw-gradient-token-budget", type=positive_int, default=defaults.gradient_token_budget,
+                   help="padded tokens per gradient forward + backward")
+    g.add_argument("--jw-loo-token-budget", type=positive_int, default=defaults.loo_token_budget,
+                   help="padded tokens per chunk of leave-one-out deletions")
+    g.add_argument("--jw-tie-tolerance", type=finite_float(0), default=defaults.tie_tolerance,
+                   help="importances within this absolute distance count as tied in Kendall τ "
+                        "(float32 noise; 0: rank the raw values)")
+    g.add_argument("--jw-threads", type=positive_int, default=defaults.num_threads,
+                   help="torch threads (1 is much faster on an oversubscribed CPU)")
+    g.add_argument("--jw-max-instances", type=positive_int, default=run_defaults.max_instances,
+                   help="only the first N instances")
+    g.add_argument("--jw-no-cache", action="store_true", default=not run_defaults.use_cache,
+                   help="do not cache batches for resuming")
+    g.add_argument("--jw-layer", type=int, default=run_defaults.transformer_layer,
+                   help="transformers models: the layer whose attention is explained (-1: the last)")
+    g.add_argument("--jw-heads", default=run_defaults.transformer_heads,
+                   help="transformers models: 'mean' (average the heads) or one head's index")
+    g.add_argument("--device", default=run_defaults.device,
+                   help="auto | cpu | cuda | cuda:N | mps (auto: a GPU when there is one)")
+    g.add_argument("--precision", default=run_defaults.precision, choices=["float32", "bfloat16", "float16"],
+                   help="forward precision of transformers models (the papers' models run in float32)")
+    add_data_options(g)
+
+
+def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
+    """The parsed ``hf-attn analyze`` namespace (``--split``, ``--seed``, ``--quiet`` and the flags of
+    :func:`add_options`) → :class:`JWRunSettings`. Every attribute must be there (no fallbacks)."""
+    algorithm = JWSettings(
+        num_permutations=args.jw_permutations, k=args.jw_adversaries, lam=args.jw_lambda, eps=args.jw_eps,
+        steps=args.jw_steps, lr=args.jw_lr, seed=args.seed, token_budget=args.jw_token_budget,
+        gradient_token_budget=args.jw_gradient_token_budget, loo_token_budget=args.jw_loo_token_budget,
+        num_threads=args.jw_threads, tie_tolerance=args.jw_tie_tolerance)
+    heads = heads_option(args.jw_heads, "--jw-heads")
+    return JWRunSettings(split=args.split, progress=not args.quiet, max_instances=args.jw_max_instances,
+                         use_cache=not args.jw_no_cache, algorithm=algorithm,
+                         transformer_layer=args.jw_layer, transformer_heads=heads, dataset=args.dataset,
+                         device=args.device, precision=args.precision,
+                         text_column=args.text_column, label_column=args.label_column)
+
+
+def _pair_instance_rows(instances: PairJWInstances, tokenizer):
+    for i in range(len(instances.attention)):
+        yield {"index": i,
+               "premise_tokens": tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]]),
+               "hypothesis_tokens": tokenizer.convert_ids_to_tokens(
+                   [int(t) for t in instances.hypothesis_ids[i]]),
+               **instance_analysis_row(instances, i)}
+
+
+def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
+    """The ``jw`` battery for pair models: ``OUT/results.json`` (summary with the published SNLI values
+    beside it), ``OUT/instances.jsonl`` and the J&W figures (over premise tokens)."""
+    from hf_attn.batteries.jw.figures import write_jw_figures
+    from hf_attn.batteries.jw.summary import strip_arrays
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.core.io import write_json_atomic
+
+    model, tokenizer, premises, hypotheses, labels, label_names, dataset = \
+        load_pair_model_and_split(model_dir, settings.split)
+    limit = settings.max_instances
+    if limit:
+        premises, hypotheses, labels = premises[:limit], hypotheses[:limit], labels[:limit]
+    os.makedirs(output_dir, exist_ok=True)
+    cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
+    instances, summary = run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels, settings.algorithm,
+                                             progress=settings.progress, cache_dir=cache_dir)
+    figures = write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
+                               model_name=f"{model.config.encoder}+{model.config.attention}, premise")
+    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"),
+                       _pair_instance_rows(instances, tokenizer))
+    results = {
+        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4 (NLI: §3)",
+        "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": settings.split,
+        "label_names": label_names, "pair": True,
+        "attended": "premise tokens; query = encoded hypothesis",
+        "model": {"encoder": model.config.encoder, "attention": model.config.attention,
+                  "variant": model.config.variant, "pair_decoder": model.config.pair_decoder},
+        "parameters": asdict(settings.algorithm), "summary": strip_arrays(summary),
+        "published": PUBLISHED_SNLI if dataset == "snli" else None,
+        "figures": {name: os.path.basename(path) for name, path in figures.items()},
+        "instances_file": "instances.jsonl", "versions": environment_versions()}
+    write_json_atomic(os.path.join(output_dir, "results.json"), results)
+    if cache_dir:
+        import shutil
+
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    if settings.progress:
+        print(format_summary(results))
+    return results
+
+
+def _jw_instances(results: dict, summary: dict):
+    """The per-instance results as the BiLSTM battery's ``JWInstances`` (for its figures)."""
+    from hf_attn.batteries.jw.common import JWInstances
+
+    instances = JWInstances(
+        input_ids=results["input_ids"], labels=results["labels"], probabilities=np.stack(results["probabilities"]),
+        attention=results["attention"], gradient=results["gradient"], loo=results["loo"],
+        permutation_tvd=np.stack(results["permutation_tvd"]), adversary_attention=results["adversary_attention"],
+        adversary_probabilities=np.stack(results["adversary_probabilities"]),
+        adversary_tvd=np.stack(results["adversary_tvd"]), adversary_jsd=np.stack(results["adversary_jsd"]),
+        eps_max_jsd=np.array(results["eps_max_jsd"]))
+    instances.predictions = instances.probabilities.argmax(-1)
+    return instances
+
+
+def _transformer_instance_rows(results: dict, summary: dict, tokenizer):
+    from hf_attn.adapters.transformer_attention import merge_word_pieces
+
+    taus = {name: summary[key]["tau"] for name, key in (("attention_gradient", "tau_gradient"),
+                                                        ("attention_loo", "tau_loo"),
+                                                        ("gradient_loo", "tau_gradient_loo"),
+                                                        ("attention_rollout", "tau_rollout"))}
+    for i in range(len(results["attention"])):
+        ids, words = results["input_ids"][i], results["word_ids"][i]
+        yield {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in ids]),
+               "word_ids": words,
+               "label": None if results["labels"] is None else int(results["labels"][i]),
+               "prediction": int(np.argmax(results["probabilities"][i])),
+               "probabilities": results["probabilities"][i].tolist(),
+               "attention": results["attention"][i].tolist(), "gradient": results["gradient"][i].tolist(),
+               "loo": results["loo"][i].tolist(), "rollout": results["rollout"][i].tolist(),
+               "word_attention": merge_word_pieces(results["attention"][i], words).tolist() if words else [],
+               "permutation_tvd_median": float(np.median(results["permutation_tvd"][i])),
+               "adversary_tvd": results["adversary_tvd"][i].tolist(),
+               "adversary_jsd": results["adversary_jsd"][i].tolist(),
+               "eps_max_jsd": float(results["eps_max_jsd"][i]),
+               "kendall_tau": {n: (None if not np.isfinite(t[i]) else float(t[i])) for n, t in taus.items()}}
+
+
+def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None,
+                                  settings: TransformerJWSettings | None = None, dataset: str | None = None,
+                                  split: str = "test", max_instances: int | None = None,
+                                  label_names=None, progress: bool = True, text_column: str | None = None,
+                                  label_column: str | None = None) -> dict:
+    """``hf-attn analyze DIR --battery jw`` for a transformers classifier folder (or Hub id): run the
+    battery on ``texts`` (default: the data :func:`load_analysis_data` finds for ``dataset`` /
+    ``split`` / ``text_column`` / ``label_column``, first ``max_instances``) and write
+    ``OUT/results.json`` (the BiLSTM battery's top-level keys; atomic), ``OUT/instances.jsonl`` and
+    the figures (J&W Figs 2–5 via :func:`hf_attn.batteries.jw.figures.write_jw_figures`, plus
+    ``fig_tau_per_layer.png``)."""
+    from hf_attn.core.io import write_json_atomic, write_jsonl_atomic
+    from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
+    from hf_attn.adapters.transformer_attention import load_transformer_classifier
+    from hf_attn.core.environment import environment_versions
+    from hf_attn.training.transformer import read_transformer_run
+
+    settings = settings or TransformerJWSettings()
+    run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
+    if texts is None:  # the data first: a bad --dataset / column fails before the model loads
+        texts, labels, label_names, name = load_analysis_data(model_dir, dataset, split, text_column,
+                                                              label_column)
+        dataset, split = name, analysis_split(dataset, split)
+    model, tokenizer = load_transformer_classifier(model_dir)
+    adapter = settings.adapter(model, tokenizer)  # refuses a model it cannot intervene on, with the reason
+    if max_instances:
+        texts = texts[:max_instances]
+        labels = None if labels is None else labels[:max_instances]
+    os.makedirs(output_dir, exist_ok=True)
+    results, summary = run_transformer_jw_battery(adapter, texts, labels, settings, progress)
+    described = adapter.describe()
+    figures = {"fig_tau_per_layer": per_layer_figure(summary, os.path.join(output_dir, "fig_tau_per_layer.png"),
+                                                     f"{os.path.basename(os.path.normpath(model_dir))}: τ by layer")}
+    instances = _jw_instances(results, summary)
+    if instances is not None:
+        try:
+            from hf_attn.batteries.jw.figures import write_jw_figures
+
+            figures |= write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
+                                        model_name=f"{model.config.model_type}, {described['text']}")
+        except (ImportError, KeyError, ValueError) as error:  # figures are extras; say why they are missing
+            figures["error"] = f"J&W figures not written: {error}"
+    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _transformer_instance_rows(results, summary, tokenizer))
+    record = {
+        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4 (on a transformer)",
+        "model_dir": os.path.abspath(model_dir) if os.path.isdir(model_dir) else model_dir,
+        "dataset": dataset, "split": split, "label_names": label_names,
+        "model": {"encoder": "transformer", "architecture": type(model).__name__, "model_type": model.config.model_type,
+                  "attention": described["text"], "variant": "base",
+                  "num_layers": adapter.num_layers, "num_heads": adapter.num_heads,
+                  "base_model": run["settings"]["base_model"] if run else None},
+        "attention_spec": {"layer": settings.layer, "heads": settings.heads, "query": described["query"],
+                           "pooling": described["pooling"], "padding": described["padding"],
+                           "fast_path": described["fast_path_reason"] if described["fast_path"] else None,
+                           "units": "tokens (content only; special tokens keep their mass, are not ranked)",
+                           "rollout": "Abnar & Zuidema 2020 (½A + ½I, head mean, product over layers)"},
+        "parameters": asdict(settings) | {"max_instances": max_instances, "device": described["device"]},
+        "summary": strip_arrays(summary),
+        "published": PUBLISHED_SST if dataset == "sst" else None,
+        "figures": {n: (os.path.basename(p) if n != "error" else p) for n, p in figures.items()},
+        "instances_file": "instances.jsonl", "processes": 1, "versions": environment_versions()}
+    write_json_atomic(os.path.join(output_dir, "results.json"), record)
+    return record
+
+
+def settings_from_jw(run) -> TransformerJWSettings:
+    """The J&W battery's typed settings (:class:`hf_attn.batteries.jw.common.JWRunSettings`, from
+    ``hf-attn analyze --battery jw``) → :class:`TransformerJWSettings`: the same algorithm
+    parameters, budgets and threads, the attention chosen by ``--jw-layer`` / ``--jw-heads``, the
+    device and the precision. Every flag reaches the transformer battery."""
+    a = run.algorithm
+    heads = run.transformer_heads
+    settings = TransformerJWSettings(
+        layer=run.transformer_layer, heads=heads if heads == "mean" else int(heads),
+        num_permutations=a.num_permutations, k=a.k, lam=a.lam, eps=a.eps, steps=a.steps, lr=a.lr,
+        init_scale=a.init_scale, seed=a.seed, alpha=a.alpha, tie_tolerance=a.tie_tolerance,
+        token_budget=a.token_budget, gradient_token_budget=a.gradient_token_budget,
+        loo_token_budget=a.loo_token_budget, num_threads=a.num_threads, device=run.device,
+        precision=run.precision)
+    if a.max_length is not None:
+        settings.max_length = a.max_length
+    return settings
+
+
+def run_transformer(model_dir: str, output_dir: str, run) -> dict:
+    """``hf-attn analyze DIR --battery jw`` for a transformers folder or Hub id (dispatched by
+    :func:`hf_attn.runs.jw.run` with its ``JWRunSettings``): the data of
+    :func:`load_analysis_data` (``run.dataset`` with ``run.text_column`` / ``run.label_column``, or
+    the folder's own run.json; split ``run.split``), the first ``run.max_instances``."""
+    return transformer_jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(run),
+                                         dataset=run.dataset, split=run.split,
+                                         max_instances=run.max_instances, progress=run.progress,
+                                         text_column=run.text_column, label_column=run.label_column)
+
+
+register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_options,
+                         settings_from_args=settings_from_args, run=run))
