@@ -17,6 +17,7 @@ from transformers import BertConfig, BertForSequenceClassification, PreTrainedTo
 from hf_attn.adapters import adapter_for
 from hf_attn.adapters.interface import Intervention
 from hf_attn.batteries.jw import transformer as jwt
+from hf_attn.batteries.jw.summary import strip_arrays
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
 from hf_attn.methods.gradient import attention_fixed_gradient
@@ -277,6 +278,69 @@ def test_battery_runner_writes_results(model, tokenizer, tmp_path):
     assert sum(first["word_attention"]) == pytest.approx(sum(first["attention"]))
 
 
+def _same_results(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        if a[name] is None:
+            assert b[name] is None
+            continue
+        for x, y in zip(a[name], b[name], strict=True):
+            x, y = np.asarray(x), np.asarray(y)
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y, equal_nan=True), name
+
+
+def test_battery_resumes_from_its_cache_and_recomputes_only_missing_batches(model, tokenizer, tmp_path, monkeypatch):
+    """A killed run (batches missing from the cache) resumes: the finished batches are read back, only
+    the missing ones are computed, and the results equal an uncached run bit for bit."""
+    adapter = adapter_for(model, tokenizer)
+    settings = jwt.TransformerJWSettings(num_permutations=6, k=2, steps=6, batch_size=2, adversary_batch_size=2)
+    labels = [1, 0, 0, 0, 1]
+    plain, plain_summary = jwt.run_transformer_jw_battery(adapter, TEXTS, labels, settings, progress=False)
+    cache = tmp_path / "cache"
+    cached, _ = jwt.run_transformer_jw_battery(adapter, TEXTS, labels, settings, progress=False, cache_dir=str(cache))
+    _same_results(plain, cached)
+    shards = sorted(cache.glob("shard-*.npz"))
+    assert len(shards) == 3 + 3  # 5 texts in batches of 2: three main batches, three adversary batches
+    for path in (shards[0], shards[-1]):
+        path.unlink()
+    calls = []
+    original = jwt.deletion_importance
+    monkeypatch.setattr(jwt, "deletion_importance", lambda *a, **k: calls.append(1) or original(*a, **k))
+    resumed, resumed_summary = jwt.run_transformer_jw_battery(adapter, TEXTS, labels, settings, progress=False,
+                                                              cache_dir=str(cache))
+    assert len(calls) == 1  # one main batch recomputed, two read back
+    _same_results(plain, resumed)
+    assert json.dumps(strip_arrays(resumed_summary | {"seconds": 0}), sort_keys=True) == \
+        json.dumps(strip_arrays(plain_summary | {"seconds": 0}), sort_keys=True)
+    # other settings (or other texts) never read these batches
+    other = jwt.TransformerJWSettings(num_permutations=7, k=2, steps=6, batch_size=2, adversary_batch_size=2)
+    calls.clear()
+    jwt.run_transformer_jw_battery(adapter, TEXTS, labels, other, progress=False, cache_dir=str(cache))
+    assert len(calls) == 3
+    calls.clear()
+    jwt.run_transformer_jw_battery(adapter, TEXTS[::-1], labels[::-1], settings, progress=False, cache_dir=str(cache))
+    assert len(calls) == 3
+
+
+def test_battery_runner_cache_is_removed_when_finished_and_can_be_switched_off(model, tokenizer, tmp_path,
+                                                                                monkeypatch):
+    folder = tmp_path / "tiny"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    settings = jwt.TransformerJWSettings(num_permutations=4, k=2, steps=4, batch_size=2, adversary_batch_size=3)
+    from hf_attn.runs import jw as runs_jw
+
+    seen = []
+    original = runs_jw.run_transformer_jw_battery
+    monkeypatch.setattr(runs_jw, "run_transformer_jw_battery",
+                        lambda *a, **k: seen.append(a[5] if len(a) > 5 else k.get("cache_dir")) or original(*a, **k))
+    for use_cache, expected in ((True, str(tmp_path / "out" / "cache")), (False, None)):
+        runs_jw.transformer_jw_battery_runner(str(folder), str(tmp_path / "out"), texts=TEXTS, labels=[1, 0, 0, 0, 1],
+                                              settings=settings, dataset="toy", progress=False, use_cache=use_cache)
+        assert seen[-1] == expected
+        assert not (tmp_path / "out" / "cache").exists()
+
+
 @needs_minilm
 def test_resolve_base_model_finds_the_packaged_minilm():
     folder = ta.resolve_base_model("minilm-l6")
@@ -478,3 +542,22 @@ def test_transformer_run_stores_paths_relative_and_is_analysed_from_anywhere(mod
     assert main(["analyze", str(out), "--battery", "jw", "--output-dir", str(tmp_path / "jw"), "--jw-permutations",
                  "3", "--jw-adversaries", "2", "--jw-steps", "2", "--quiet", "--threads", "1"]) == 0
     assert json.loads((tmp_path / "jw" / "results.json").read_text())["summary"]["num_instances"] == len(TEXTS) * 2
+
+
+def test_deleting_a_texts_only_token_is_undefined_not_a_crash():
+    """A decoder whose tokenizer adds no special tokens (GPT-2) has nothing to run on once a
+    one-token text loses its token: that Δŷ is NaN, the other rows are unaffected, and the battery
+    skips the instance in τ (a single token has no ranking)."""
+    from architectures import tiny_classifier
+
+    model, tok = tiny_classifier("gpt2")
+    adapter = adapter_for(model, tok)
+    both = adapter.encode(["dull", "the good movies"])
+    loo = deletion_importance(adapter, both)
+    alone = deletion_importance(adapter, adapter.encode(["the good movies"]))
+    assert torch.isnan(loo[0][both.content[0]]).all() and not torch.isnan(loo[1]).any()
+    torch.testing.assert_close(loo[1][both.content[1]], alone[0][adapter.encode(["the good movies"]).content[0]])
+    settings = jwt.TransformerJWSettings(num_permutations=4, k=2, steps=4)
+    _, summary = jwt.run_transformer_jw_battery(adapter, ["dull", "the good movies", "very good acting"], [0, 1, 1],
+                                                settings, progress=False)
+    assert summary["tau_loo"]["overall"]["skipped"] == 1 and summary["tau_loo"]["overall"]["count"] == 2

@@ -419,7 +419,11 @@ def deletion_importance(adapter, batch, probabilities: torch.Tensor | None = Non
     the batch runs in length-sorted chunks of at most ``token_budget`` padded tokens (default the
     adapter's), each chunk trimmed to its longest row. An adapter over hf_attn's own models
     (``adapter.exact_model_methods``, the BiLSTM/Average models) gets the exact :func:`leave_one_out`
-    of its model."""
+    of its model.
+
+    Deleting a text's only token leaves nothing to run the model on when the tokenizer adds no
+    special tokens (e.g. GPT-2): that Δŷ is undefined and comes back as NaN (a one-token text has
+    no ranking for τ either)."""
     if getattr(adapter, "exact_model_methods", False):
         values = leave_one_out(adapter.model, batch.input_ids, batch.attention_mask,
                                token_budget or adapter.token_budget, probabilities)
@@ -432,6 +436,12 @@ def deletion_importance(adapter, batch, probabilities: torch.Tensor | None = Non
         return out
     budget = token_budget or adapter.token_budget
     lengths = mask.sum(1)
+    empty = lengths == 0
+    if empty.any():  # nothing left to run the model on: undefined
+        out[instance[empty], position[empty]] = float("nan")
+        ids, mask, instance, position, lengths = ids[~empty], mask[~empty], instance[~empty], position[~empty], lengths[~empty]
+        if len(ids) == 0:
+            return out
     order = lengths.argsort()
     rows = max(1, budget // max(int(lengths.max()), 1))
     for start in range(0, len(order), rows):

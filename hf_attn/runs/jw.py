@@ -22,6 +22,7 @@ from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings,
                                          heads_option, instance_analysis_row)
 from hf_attn.core.arguments import check_count, finite_float, non_negative_int, positive_int
 from hf_attn.core.io import write_jsonl_atomic
+from hf_attn.core.sharding import distributed_world_size, is_main_process
 from hf_attn.runs import Battery, register_battery
 
 
@@ -45,7 +46,6 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     check_papers_model_device(settings.device, settings.precision)
     from hf_attn.batteries.jw.figures import write_jw_figures
     from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
-    from hf_attn.core.sharding import distributed_world_size, is_main_process
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic
 
@@ -232,13 +232,15 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
                                   settings: TransformerJWSettings | None = None, dataset: str | None = None,
                                   split: str = "test", max_instances: int | None = None,
                                   label_names=None, progress: bool = True, text_column: str | None = None,
-                                  label_column: str | None = None) -> dict:
+                                  label_column: str | None = None, use_cache: bool = True) -> dict:
     """``hf-attn analyze DIR --battery jw`` for a transformers classifier folder (or Hub id): run the
     battery on ``texts`` (default: the data :func:`load_analysis_data` finds for ``dataset`` /
     ``split`` / ``text_column`` / ``label_column``, first ``max_instances``) and write
     ``OUT/results.json`` (the BiLSTM battery's top-level keys; atomic), ``OUT/instances.jsonl`` and
     the figures (J&W Figs 2–5 via :func:`hf_attn.batteries.jw.figures.write_jw_figures`, plus
-    ``fig_tau_per_layer.png``)."""
+    ``fig_tau_per_layer.png``). With ``use_cache`` finished batches are kept in ``OUT/cache`` until
+    the results are written, so a killed run resumes; under ``accelerate launch`` the batches are
+    split between the processes and the main process writes."""
     from hf_attn.core.io import write_json_atomic, write_jsonl_atomic
     from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
     from hf_attn.adapters.transformer_attention import load_transformer_classifier
@@ -257,7 +259,10 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
         texts = texts[:max_instances]
         labels = None if labels is None else labels[:max_instances]
     os.makedirs(output_dir, exist_ok=True)
-    results, summary = run_transformer_jw_battery(adapter, texts, labels, settings, progress)
+    cache_dir = os.path.join(output_dir, "cache") if use_cache else None
+    results, summary = run_transformer_jw_battery(adapter, texts, labels, settings, progress, cache_dir)
+    if not is_main_process():  # `accelerate launch`: every process has all results; one writes
+        return {"battery": "jw", "main_process": False}
     described = adapter.describe()
     figures = {"fig_tau_per_layer": per_layer_figure(summary, os.path.join(output_dir, "fig_tau_per_layer.png"),
                                                      f"{os.path.basename(os.path.normpath(model_dir))}: τ by layer")}
@@ -288,8 +293,13 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
         "summary": strip_arrays(summary),
         "published": PUBLISHED_SST if dataset == "sst" else None,
         "figures": {n: (os.path.basename(p) if n != "error" else p) for n, p in figures.items()},
-        "instances_file": "instances.jsonl", "processes": 1, "versions": environment_versions()}
+        "instances_file": "instances.jsonl", "processes": distributed_world_size(),
+        "versions": environment_versions()}
     write_json_atomic(os.path.join(output_dir, "results.json"), record)
+    if cache_dir:  # finished: the per-batch cache is only needed to resume
+        import shutil
+
+        shutil.rmtree(cache_dir, ignore_errors=True)
     return record
 
 
@@ -320,7 +330,8 @@ def run_transformer(model_dir: str, output_dir: str, run) -> dict:
     return transformer_jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(run),
                                          dataset=run.dataset, split=run.split,
                                          max_instances=run.max_instances, progress=run.progress,
-                                         text_column=run.text_column, label_column=run.label_column)
+                                         text_column=run.text_column, label_column=run.label_column,
+                                         use_cache=run.use_cache)
 
 
 register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_options,

@@ -28,14 +28,16 @@ battery's top-level keys, ``instances.jsonl`` and the figures (J&W Figs 2–5 + 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
 from hf_attn.adapters import AttentionSpec
+from hf_attn.core.sharding import cache_key, run_sharded, scatter_rows
 from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
 from hf_attn.methods.gradient import attention_fixed_gradient
 from hf_attn.methods.leave_one_out import deletion_importance
@@ -122,16 +124,21 @@ def _length_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> 
 
 
 def run_transformer_jw_battery(adapter, texts, labels=None, settings: TransformerJWSettings | None = None,
-                               progress: bool = True) -> tuple[dict, dict]:
+                               progress: bool = True, cache_dir: str | None = None) -> tuple[dict, dict]:
     """The whole J&W battery on ``texts`` through ``adapter`` → ``(per-instance results, summary)``.
     Texts are tokenized (truncated to ``max_length`` tokens), sorted by length and batched; every
     analysis is batched over instances (and permutations / adversaries as rows). Tensors stay on
     the adapter's device until each batch's results are cut out.
 
-    Long on purpose, like the BiLSTM battery's batch loop: one pass per batch through the five
-    analyses in J&W's order, each a call into :mod:`hf_attn.methods`, then the summaries."""
-    from tqdm.auto import tqdm
+    With ``cache_dir`` each finished batch is saved there atomically, so a killed run resumes where
+    it stopped (the cache is keyed by the settings, the model's weights and the token ids), and under
+    ``accelerate launch`` the batches are split between the processes and gathered on every one
+    (:func:`hf_attn.core.sharding.run_sharded`). Every batch is seeded by its number only, so
+    the results do not depend on the number of processes or on resuming.
 
+    One pass per batch through the four analyses in J&W's order, each a call into
+    :mod:`hf_attn.methods`; the adversary runs in its own, larger batches (its cost is per step, not
+    per instance); then the summaries."""
     settings = settings or TransformerJWSettings()
     texts = list(texts)
     if not texts:
@@ -155,65 +162,79 @@ def run_transformer_jw_battery(adapter, texts, labels=None, settings: Transforme
     def encode(rows):
         return adapter.from_token_lists([encoded[i] for i in rows], word_ids=[word_ids[i] for i in rows])
 
-    per: dict[int, dict] = {}
+    def main_batch(number, rows):  # forward, gradient, leave-one-out, permutation
+        batch = encode(rows)
+        content = batch.content
+        fwd = timed("forward", lambda: adapter.forward(batch))
+        grad = timed("gradient", lambda: _in_chunks(lambda b: attention_fixed_gradient(adapter, b), batch,
+                                                    settings.gradient_token_budget))
+        loo = timed("leave_one_out", lambda: deletion_importance(adapter, batch, fwd.probabilities,
+                                                                 settings.loo_token_budget))
+        generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + 2 * number)
+        perm = timed("permutation", lambda: permuted_attention_tvd(adapter, batch, fwd,
+                                                                   settings.num_permutations, generator))
+        mask = batch.attention_mask.bool()
+        # the explained attention over the content tokens, renormalised (τ is unaffected; the
+        # heatmaps, max-attention bins and the adversary's JSD compare this distribution)
+        return {"attention": _cut(restrict_to_content(fwd.attention, content), content),
+                "gradient": _cut(grad, content),
+                "loo": _cut(loo, content), "rollout": _cut(fwd.rollout, content),
+                "layer_rows": _cut(fwd.layer_rows, content),
+                "probabilities": fwd.probabilities.double().cpu().numpy(),
+                "permutation_tvd": perm.double().cpu().numpy(),
+                "special_mass": (fwd.attention * (mask & ~content)).sum(-1).double().cpu().numpy(),
+                "content": [c[m] for c, m in zip(content.cpu().numpy(), mask.cpu().numpy())]}
+
+    def adversary_batch(number, rows):
+        batch = encode(rows)
+        content = batch.content
+        fwd = adapter.forward(batch, rollout=False)
+        generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + 2 * number + 1)
+        adv = timed("adversary", lambda: adversarial_rows(
+            adapter, batch, fwd, k=settings.k, lam=settings.lam, eps=settings.eps, steps=settings.steps,
+            lr=settings.lr, init_scale=settings.init_scale, generator=generator,
+            divergence_on=settings.divergence_on))
+        return {"adversary_attention": _cut(adv.attention, content),
+                "adversary_tvd": adv.tvd.double().cpu().numpy(), "adversary_jsd": adv.jsd.double().cpu().numpy(),
+                "adversary_jsd_row": adv.jsd_row.double().cpu().numpy(),
+                "eps_max_jsd": adv.eps_max_jsd.double().cpu().numpy(),
+                "adversary_probabilities": adv.probabilities.double().cpu().numpy()}
+
+    key = None
+    if cache_dir is not None:
+        ids = np.concatenate([np.asarray(e, dtype=np.int64) for e in encoded])
+        key = cache_key("transformer-jw", asdict(settings) | {"num_threads": None}, _weights_checksum(adapter.model),
+                        lengths.tolist(), hashlib.sha256(ids.tobytes()).hexdigest(), adapter.describe()["text"])
     started = time.perf_counter()
     try:
         batches = _length_batches(lengths, settings.batch_size, settings.token_budget)
         adversary_batches = _length_batches(lengths, settings.adversary_batch_size, 1 << 62)
-        bar = tqdm(total=len(batches) + len(adversary_batches), desc="J&W battery", unit="batch", disable=not progress)
-        for number, rows in enumerate(batches):
-            batch = encode(rows)
-            content = batch.content
-            fwd = timed("forward", lambda: adapter.forward(batch))
-            grad = timed("gradient", lambda: _in_chunks(lambda b: attention_fixed_gradient(adapter, b), batch,
-                                                        settings.gradient_token_budget))
-            loo = timed("leave_one_out", lambda: deletion_importance(adapter, batch, fwd.probabilities,
-                                                                     settings.loo_token_budget))
-            generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + 2 * number)
-            perm = timed("permutation", lambda: permuted_attention_tvd(adapter, batch, fwd,
-                                                                       settings.num_permutations, generator))
-            mask = batch.attention_mask.bool()
-            # the explained attention over the content tokens, renormalised (τ is unaffected; the
-            # heatmaps, max-attention bins and the adversary's JSD compare this distribution)
-            per_batch = {"attention": _cut(restrict_to_content(fwd.attention, content), content),
-                         "gradient": _cut(grad, content),
-                         "loo": _cut(loo, content), "rollout": _cut(fwd.rollout, content),
-                         "layer_rows": _cut(fwd.layer_rows, content),
-                         "probabilities": list(fwd.probabilities.double().cpu().numpy()),
-                         "permutation_tvd": list(perm.double().cpu().numpy()),
-                         "special_mass": list((fwd.attention * (mask & ~content)).sum(-1).double().cpu().numpy())}
-            for j, i in enumerate(rows):
-                per[int(i)] = {name: values[j] for name, values in per_batch.items()}
-                per[int(i)]["content"] = content[j][mask[j]].cpu().numpy()
-            bar.update(1)
-        # the adversary in larger batches (its cost is per step, not per instance)
-        for number, rows in enumerate(adversary_batches):
-            batch = encode(rows)
-            content = batch.content
-            fwd = adapter.forward(batch, rollout=False)
-            generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + 2 * number + 1)
-            adv = timed("adversary", lambda: adversarial_rows(
-                adapter, batch, fwd, k=settings.k, lam=settings.lam, eps=settings.eps, steps=settings.steps,
-                lr=settings.lr, init_scale=settings.init_scale, generator=generator,
-                divergence_on=settings.divergence_on))
-            cut = _cut(adv.attention, content)
-            for j, i in enumerate(rows):
-                per[int(i)].update(adversary_attention=cut[j], adversary_tvd=adv.tvd[j].double().cpu().numpy(),
-                                   adversary_jsd=adv.jsd[j].double().cpu().numpy(),
-                                   adversary_jsd_row=adv.jsd_row[j].double().cpu().numpy(),
-                                   eps_max_jsd=float(adv.eps_max_jsd[j]),
-                                   adversary_probabilities=adv.probabilities[j].double().cpu().numpy())
-            bar.update(1)
-        bar.close()
+        main = run_sharded(batches, main_batch, cache_dir=cache_dir, key=None if key is None else key + "-m",
+                           progress=progress, desc="J&W battery")
+        adversary = run_sharded(adversary_batches, adversary_batch, cache_dir=cache_dir,
+                                key=None if key is None else key + "-a", progress=progress, desc="J&W adversary")
     finally:
         torch.set_num_threads(previous)
     total = time.perf_counter() - started
-    results = {name: [per[i][name] for i in range(len(texts))] for name in per[0]}
-    results["input_ids"] = [np.asarray(e)[per[i]["content"]] for i, e in enumerate(encoded)]
-    results["word_ids"] = [[w for w, c in zip(word_ids[i], per[i]["content"]) if c] for i in range(len(texts))]
+    per = [row | extra for row, extra in zip(scatter_rows(batches, main, len(texts)),
+                                             scatter_rows(adversary_batches, adversary, len(texts)))]
+    results = {name: [np.asarray(row[name]) if name not in FLOAT_FIELDS else float(row[name]) for row in per]
+               for name in per[0]}
+    content = results["content"]
+    results["input_ids"] = [np.asarray(e)[c] for e, c in zip(encoded, content)]
+    results["word_ids"] = [[w for w, c in zip(word_ids[i], content[i]) if c] for i in range(len(texts))]
     results["labels"] = None if labels is None else np.asarray(list(labels), dtype=np.int64)
     summary = transformer_summary(results, settings, total, timings, adapter.num_layers)
     return results, summary
+
+
+# per-instance scalars (every other field is a per-instance array)
+FLOAT_FIELDS = ("eps_max_jsd",)
+
+
+def _weights_checksum(model) -> float:
+    with torch.no_grad():
+        return sum(float(p.double().sum()) for p in model.parameters())
 
 
 def transformer_summary(results: dict, settings: TransformerJWSettings, total: float, timings: dict,
