@@ -559,7 +559,9 @@ def _captum_worker(job):
                 # features 1…T are the text's tokens; feature 0 (the specials) is never ablated alone:
                 # captum ablates every feature id, so it is attributed but dropped below
                 attr = FeatureAblation(deleting).attribute(x, baselines=-1, target=target, feature_mask=mask,
-                                                           perturbations_per_eval=max(1, int(sum(content[i])) + 1))
+                                                           perturbations_per_eval=max(1, min(
+                                                               int(sum(content[i])) + 1,
+                                                               job["adapter_budget"] // lengths[i])))
                 out[i] = attr[0].double().cpu().numpy()
     else:
         for group in _groups(lengths, job["budget"]):
@@ -919,8 +921,11 @@ def growth(args) -> list:
     stream = [t for p in tokenizer(sst_sentences(1821), add_special_tokens=False)["input_ids"] for t in p]
     counts = [c for c in GROWTH_COUNTS if c <= args.growth_max_count] or [args.growth_max_count]
     cells = []
+    chosen = [m for m in GROWTH_METHODS if m in args.methods]
+    if not chosen:
+        raise ArgumentError(f"--methods: --growth runs {list(GROWTH_METHODS)}, none of them was chosen")
     with tempfile.TemporaryDirectory(prefix="hf_attn-growth-") as folder:
-        for method in GROWTH_METHODS:
+        for method in chosen:
             for count in counts:
                 for length in args.growth_lengths:
                     job = {"model": os.path.abspath(args.model), "device": device, "threads": args.threads,
