@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
+from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import autocast, resolve_device, resolve_precision
 from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention,
                                         eager_function_of, register)
@@ -394,7 +395,9 @@ class TransformersAdapter:
         return None if batch.position_ids is None else batch.position_ids[rows]
 
     def _chunks(self, count: int, width: int):
-        step = max(1, self.token_budget // max(width, 1))
+        """Row slices of the no-gradient forwards: ``token_budget`` padded tokens each, capped on a CPU
+        (:func:`hf_attn.core.batching.forward_tokens`)."""
+        step = max(1, forward_tokens(self.token_budget, self.device) // max(width, 1))
         return [slice(start, start + step) for start in range(0, count, step)]
 
     @torch.no_grad()

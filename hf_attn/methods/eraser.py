@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hf_attn.core.batching import length_batches
+from hf_attn.core.batching import forward_tokens, length_batches
 from hf_attn.methods.inputs import check_importance, check_token_inputs
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
@@ -52,11 +52,12 @@ DEFAULT_TOKEN_BUDGET = 65536  # padded tokens per forward pass
 def batched_probabilities(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                           token_budget: int = DEFAULT_TOKEN_BUDGET) -> torch.Tensor:
     """ŷ for many right-padded rows ``(R, T)`` → ``(R, C)``: rows sorted by length, one forward per
-    batch of at most ``token_budget`` padded tokens, each batch trimmed to its longest row."""
+    batch of at most ``token_budget`` padded tokens (on a CPU at most
+    :data:`hf_attn.core.batching.CPU_FORWARD_TOKENS`), each batch trimmed to its longest row."""
     lengths = attention_mask.sum(1).cpu().numpy()
     device = next(model.parameters()).device
     out = torch.empty(len(lengths), model.config.num_labels, dtype=torch.float32)
-    for batch in length_batches(lengths, token_budget):
+    for batch in length_batches(lengths, forward_tokens(token_budget, device)):
         width = int(lengths[batch].max())
         index = torch.from_numpy(batch)
         logits = model(input_ids=input_ids[index, :width].to(device),

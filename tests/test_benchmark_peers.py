@@ -1,0 +1,133 @@
+"""scripts/benchmark_peers.py's pure parts: argument validation, the agreement numbers, the ERASER bins
+given to ferret, the tables and the generated page. No peer is installed and nothing is timed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bp():
+    spec = importlib.util.spec_from_file_location("benchmark_peers", ROOT / "scripts" / "benchmark_peers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    return str(tmp_path)
+
+
+def test_defaults_of_the_modes(bp, model_dir):
+    quick = bp.parse_args(["--quick", "--model", model_dir])
+    assert (quick.sentences, quick.rounds, quick.ig_steps) == (20, 1, 8)
+    full = bp.parse_args(["--full", "--model", model_dir])
+    assert full.sentences == 1821 and full.rounds == 3 and full.ig_steps == 50
+    assert bp.parse_args(["--model", model_dir]).methods == list(bp.METHODS)
+    growth = bp.parse_args(["--growth", "--growth-max-count", "100"])
+    assert growth.growth_max_count == 100 and growth.growth_lengths == list(bp.GROWTH_LENGTHS)
+
+
+@pytest.mark.parametrize("argv, name", [
+    (["--rounds", "0"], "--rounds"), (["--rounds", "two"], "--rounds"), (["--sentences", "0"], "--sentences"),
+    (["--sentences", "5000"], "--sentences"), (["--ig-steps", "-1"], "--ig-steps"), (["--device", "tpu"], "--device"),
+    (["--methods", "shap"], "--methods"), (["--peers", "inseq"], "--peers"), (["--tolerance", "0"], "--tolerance"),
+    (["--tolerance", "nan"], "--tolerance"), (["--write", "out.txt"], "--write"), (["--threads", "0"], "--threads"),
+    (["--growth-lengths", "2"], "--growth-lengths"), (["--growth-max-count", "x"], "--growth-max-count"),
+])
+def test_bad_arguments_are_one_line_naming_the_argument(bp, model_dir, capsys, argv, name):
+    assert bp.main(argv + ["--model", model_dir]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and name in err
+
+
+def test_a_missing_model_folder_and_unknown_options_exit_2(bp, tmp_path, capsys):
+    assert bp.main(["--model", str(tmp_path / "nowhere")]) == 2
+    assert "--model" in capsys.readouterr().err
+    assert bp.main(["--no-such-option"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_device_resolution(bp):
+    assert bp.resolve_device("auto", False) == "cpu"
+    assert bp.resolve_device("auto", True) == "cuda"
+    assert bp.resolve_device("cuda", True) == "cuda"
+    with pytest.raises(bp.ArgumentError, match="--device cuda"):
+        bp.resolve_device("cuda", False)
+
+
+def test_agreement_on_hand_made_arrays(bp):
+    a = [np.array([0.1, 0.2, 0.3]), np.array([1.0]), np.array([0.5, 0.5])]
+    b = [np.array([0.1, 0.2, 0.3 + 2e-6]), np.array([1.0 + 1e-3]), np.array([0.5, 0.5])]
+    out = bp.agreement(a, b, tolerance=1e-5)
+    assert out["compared"] == 3
+    assert out["max_abs"] == pytest.approx(1e-3)
+    assert out["equal_share"] == pytest.approx(2 / 3)
+
+
+def test_agreement_leaves_out_missing_sentences_and_counts_shape_mismatches_unequal(bp):
+    a = [np.array([0.0, 1.0]), np.array([2.0]), np.array([3.0, 4.0])]
+    b = [None, np.array([2.0]), np.array([3.0])]
+    out = bp.agreement(a, b)
+    assert out["compared"] == 2 and out["equal_share"] == 0.5 and out["max_abs"] == 0.0
+    assert math.isnan(bp.agreement([None], [None])["max_abs"])
+    with pytest.raises(ValueError, match="sentences"):
+        bp.agreement(a, b[:2])
+
+
+def test_erasure_bins_given_to_ferret(bp):
+    # k = ceil(p·n) in [1, n] per ERASER bin, repeats removed
+    assert bp.distinct_k(8) == [1, 2, 4]
+    assert bp.distinct_k(30) == [1, 2, 3, 6, 15]  # 0.1 · 30 is 3, not 4
+    assert bp.distinct_k(1) == [1]
+    # hf_attn's per-bin values averaged over the bins of distinct k: the first bin of each k
+    # n = 8: k = 1, 1, 1, 2, 4 → bins 1, 4 and 5
+    assert bp.distinct_bin_mean([0.1, 0.1, 0.2, 0.4, 0.6], 8) == pytest.approx((0.1 + 0.4 + 0.6) / 3)
+
+
+def test_table_ratio_is_peer_over_hf_attn(bp):
+    rows = [{"method": "leave_one_out", "seconds": {"hf_attn": 2.0, "captum": 3.0, "ferret": 1.0},
+             "rss_mb": {"hf_attn": 600.0, "captum": 500.0},
+             "agreement": {"captum": {"max_abs": 3e-7, "equal_share": 1.0}}}]
+    table = bp.format_table(rows)
+    lines = table.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("| method | hf_attn s | captum s | ferret s")
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[:6] == ["leave_one_out", "2.00", "3.00", "1.00", "1.50×", "0.50×"]
+    assert cells[6] == "600 / 500 / –"
+    assert cells[7] == "3.0e-07, 100 %" and cells[8] == "–"
+
+
+def test_generated_page_starts_with_the_marker(bp, tmp_path):
+    record = {"setup": {"sentences": 20, "rounds": 1, "ig_steps": 8, "device": "cpu", "threads": 1,
+                        "peers": ["captum"]},
+              "rows": [{"method": "saliency", "seconds": {"hf_attn": 1.0, "captum": 1.1}, "rss_mb": {},
+                        "agreement": {}}],
+              "notes": ["ferret not run: reason"], "flops": {},
+              "growth": [{"method": "saliency", "length": 16, "count": 100, "seconds": 0.5, "rss_mb": 700.0}]}
+    path = tmp_path / "peers.json"
+    bp.write_record(str(path), record)
+    page = path.with_suffix(".md").read_text(encoding="utf-8")
+    assert page.splitlines()[0] == "<!-- generated by scripts/benchmark_peers.py -->"
+    assert "1.10×" in page and "ferret not run: reason" in page and "## Growth" in page
+    assert json.loads(path.read_text())["rows"][0]["method"] == "saliency"
+
+
+def test_growth_table_and_flop_count(bp):
+    table = bp.format_growth([{"method": "erasure", "length": 64, "count": 100, "seconds": 3.2, "rss_mb": 800.0}])
+    assert "| erasure | 64 | 100 | 3.20 | 0.5000 | 800 |" in table
+
+    class Config:
+        hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
+    # per layer: 2·T·(4h² + 2hf) + 4·T²·h with T = 3
+    assert bp.model_gflop(Config, 3) == pytest.approx(2 * (2 * 3 * (64 + 64) + 4 * 9 * 4) / 1e9)
