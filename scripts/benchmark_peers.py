@@ -2,7 +2,7 @@
 """hf_attn against captum and ferret on the same transformer, the same sentences and the same
 definitions: seconds, peak memory and agreement of the numbers.
 
-    python scripts/benchmark_peers.py [--quick | --full] [--model /work/runs/minilm-sst]
+    python scripts/benchmark_peers.py [--quick | --full] [--model runs/minilm-sst]
         [--sentences N] [--rounds R] [--ig-steps S] [--device cpu|cuda|auto]
         [--methods ...] [--peers captum ferret] [--cache DIR] [--write docs/benchmarks/peers.json]
     python scripts/benchmark_peers.py --growth [--growth-max-count 1000] [--write ...]
@@ -102,7 +102,7 @@ FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 GROWTH_LENGTHS = (16, 32, 64, 128, 256, 512)
 GROWTH_COUNTS = (100, 1000, 10000)
 GROWTH_METHODS = ("saliency", "gradient_x_input", "integrated_gradients", "leave_one_out", "erasure")
-DEFAULT_MODEL = "/work/runs/minilm-sst"
+DEFAULT_MODEL = "runs/minilm-sst"  # e.g. hf-attn train --dataset sst --base-model minilm-l6 --output-dir runs/minilm-sst
 DEFAULT_CACHE = "~/.cache/hf_attn-bench"
 FULL_LONG_LENGTHS = (128, 256, 512)  # --full adds inputs of these token lengths
 FULL_LONG_PER_LENGTH = 8
@@ -139,7 +139,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="cap the sentence counts of --growth (default: no cap)")
     parser.add_argument("--growth-lengths", nargs="+", default=None, help="token lengths of --growth")
     parser.add_argument("--baseline", default=None, help="--bilstm: the commit to compare with")
-    parser.add_argument("--run", default="/work/runs/sst-lstm", help="--bilstm: the trained BiLSTM folder")
+    parser.add_argument("--run", default="runs/sst-lstm", help="--bilstm: the trained BiLSTM folder (the README quick start's)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
 
     def error(message):  # argparse's own errors: one line too

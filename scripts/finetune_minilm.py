@@ -1,7 +1,7 @@
 """Fine-tune all-MiniLM-L6-v2 on binary SST with transformers.Trainer, then run the J&W battery on
 it. Usage::
 
-    HF_HUB_OFFLINE=1 python scripts/finetune_minilm.py --output-dir /work/runs/minilm-sst \\
+    HF_HUB_OFFLINE=1 python scripts/finetune_minilm.py --output-dir runs/minilm-sst \\
         --threads 2 --battery-instances 500
 
 Skips training when ``OUTPUT_DIR/run.json`` already exists (``--retrain`` to redo it); the battery
