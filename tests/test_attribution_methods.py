@@ -376,7 +376,7 @@ def test_leave_one_out_matches_full_recomputation(setup):
 
 
 def test_captum_integrated_gradients_equals_ours_and_kernel_shap_runs():
-    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install torch==2.13.0 'hf_attn[captum]'; the test extra has it)")
     from hf_attn.methods.captum_attributions import captum_attribution
 
     model, tokenizer = tiny_classifier("bert")
@@ -416,7 +416,7 @@ def _dense_batch():
 
 
 def test_captum_deeplift_equals_the_rescale_rule_computed_by_hand():
-    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install torch==2.13.0 'hf_attn[captum]'; the test extra has it)")
     from hf_attn.methods.captum_attributions import captum_attribution
 
     torch.manual_seed(0)
@@ -449,7 +449,7 @@ def test_captum_deeplift_equals_the_rescale_rule_computed_by_hand():
 
 
 def test_captum_deeplift_sums_to_the_output_difference():
-    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install torch==2.13.0 'hf_attn[captum]'; the test extra has it)")
     from hf_attn.methods.captum_attributions import deeplift_attribution
 
     torch.manual_seed(1)
@@ -469,7 +469,7 @@ def test_captum_deeplift_sums_to_the_output_difference():
 
 
 def test_captum_deeplift_on_a_transformer_and_refused_on_the_papers_bilstm():
-    pytest.importorskip("captum", reason="captum is an optional extra (pip install 'hf_attn[captum]' --no-deps)")
+    pytest.importorskip("captum", reason="captum is an optional extra (pip install torch==2.13.0 'hf_attn[captum]'; the test extra has it)")
     from hf_attn.batteries.faithfulness import FaithfulnessSettings, run_faithfulness
     from hf_attn.data.tokenization import build_tokenizer
     from hf_attn.methods.captum_attributions import captum_attribution
