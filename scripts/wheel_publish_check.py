@@ -138,6 +138,20 @@ print("space app builds:", type(demo).__name__, sorted(demo.get_api_info()["name
 """
 
 
+_SKIPPED_EVERYWHERE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+                                            ".hypothesis")
+_SKIPPED_AT_TOP = {"runs", "out", "test-artifacts"}  # run outputs of the checkout; hf_attn/runs is code
+
+
+def _skipped_in_copy(folder: str, names: list[str]) -> set[str]:
+    """``shutil.copytree`` ignore rule for the clean copy: build leftovers anywhere, and the top-level
+    output folders (``runs/``, ``out/``) of the checkout only, never the package's ``hf_attn/runs``."""
+    skipped = set(_SKIPPED_EVERYWHERE(folder, names))
+    if Path(folder).resolve() == Path(REPO_ROOT).resolve():
+        skipped |= _SKIPPED_AT_TOP & set(names)
+    return skipped
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", help="working folder (default: a new temporary folder)")
@@ -156,8 +170,7 @@ def main(argv=None) -> int:
         # from a clean copy of the project's files: no build/ or *.egg-info left in the checkout, and
         # nothing stale from an earlier build in the wheel
         source = work / "source"
-        shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
-            ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", "runs", "out"))
+        shutil.copytree(REPO_ROOT, source, ignore=_skipped_in_copy)
         check.run("build the wheel", [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist, source],
                   cwd=work, env=clean_env(), quiet=True)
         wheels = sorted(dist.glob("hf_attn-*.whl"))

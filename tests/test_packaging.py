@@ -71,3 +71,18 @@ def test_space_vendors_the_package_without_the_app_folder(tmp_path):
     assert (out / "app.py").is_file() and (out / "hf_attn" / "explorer.py").is_file()
     assert not (out / "hf_attn" / "app").exists()
     assert not any(p.suffix == ".md" and p.parent.name == "templates" for p in out.rglob("*"))
+
+
+def test_wheel_check_copies_every_package_folder_and_leaves_out_the_run_outputs(tmp_path):
+    """The wheel check builds from a clean copy of the checkout: the top-level output folders
+    (runs/, out/) stay behind, but a package folder of the same name (hf_attn/runs) is code and is copied."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wheel_publish_check", REPO_ROOT / "scripts" / "wheel_publish_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    top = check.REPO_ROOT
+    assert check._skipped_in_copy(str(top), ["runs", "out", "hf_attn", "build"]) == {"runs", "out", "build"}
+    assert check._skipped_in_copy(str(top / "hf_attn"), ["runs", "core", "__pycache__"]) == {"__pycache__"}
+    package = {p.name for p in (top / "hf_attn").iterdir() if (p / "__init__.py").is_file()}
+    assert "runs" in package
