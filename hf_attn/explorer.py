@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hf_attn.batteries.faithfulness import FaithfulnessSettings
 from hf_attn.batteries.jw.common import JWSettings
 from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary
 from hf_attn.methods.gradient import gradient_importance
@@ -658,7 +659,7 @@ COMPARE_TITLES = {"attention": "attention α", "rollout": "attention rollout", "
                   "attention_norm": "attention norm ‖αf(x)‖", "alti": "ALTI", "value_zeroing": "value zeroing",
                   "saliency": "saliency ‖∂ŷ/∂e‖", "gradient_x_input": "gradient × input",
                   "integrated_gradients": "integrated gradients", "leave_one_out": "leave-one-out Δŷ"}
-COMPARE_IG_STEPS = 16  # Gauss–Legendre nodes of integrated gradients (the faithfulness table's default)
+COMPARE_IG_STEPS = FaithfulnessSettings.ig_steps  # Gauss–Legendre nodes of integrated gradients (the table's default)
 POSITIVE_COLOUR, NEGATIVE_COLOUR = (214, 39, 40), (31, 119, 180)
 
 

@@ -139,21 +139,16 @@ def _method_function(name: str, settings: FaithfulnessSettings):
             scores = torch.rand(batch.input_ids.shape, generator=generator).to(batch.input_ids.device)
             return torch.where(batch.content, scores, torch.zeros((), device=scores.device))
         return random_scores
-    if name == "kernel_shap":
-        from hf_attn.methods.captum_attributions import captum_attribution, captum_available
+    if name in ("kernel_shap", "deeplift"):  # the optional captum extra
+        from hf_attn.methods.captum_attributions import captum_attribution, captum_available, deeplift_attribution
 
         reason = captum_available()
         if reason:
             raise ImportError(reason)
+        if name == "deeplift":
+            return deeplift_attribution
         return lambda adapter, batch: captum_attribution(adapter, batch, "kernel_shap", settings.shap_samples,
                                                          seed=settings.seed)
-    if name == "deeplift":
-        from hf_attn.methods.captum_attributions import captum_available, deeplift_attribution
-
-        reason = captum_available()
-        if reason:
-            raise ImportError(reason)
-        return deeplift_attribution
     if name == "integrated_gradients":
         return lambda adapter, batch: adapter_integrated_gradients.integrated_gradients_attribution(
             adapter, batch, settings.ig_steps, settings.ig_rule).attributions
@@ -614,8 +609,9 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
     cost, skipped = {}, {}
     for name in settings.methods:
         description, internals = METHODS[name]
-        if _refusal(adapter, name):
-            skipped[name] = _refusal(adapter, name)
+        reason = _refusal(adapter, name)
+        if reason:
+            skipped[name] = reason
             continue
         try:
             function = _method_function(name, settings)

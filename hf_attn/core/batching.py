@@ -23,8 +23,8 @@ CPU_FORWARD_TOKENS = 1024
 def forward_tokens(token_budget: int, device=None) -> int:
     """Padded tokens per no-gradient forward: ``token_budget``, capped at :data:`CPU_FORWARD_TOKENS`
     when ``device`` is a CPU (or None). Rows are independent, so the cap changes no result."""
-    kind = getattr(device, "type", None) if device is not None and not isinstance(device, str) else device
-    if kind is None or str(kind).split(":")[0] == "cpu":
+    kind = "cpu" if device is None else str(getattr(device, "type", device)).split(":")[0]
+    if kind == "cpu":
         return max(1, min(int(token_budget), CPU_FORWARD_TOKENS))
     return max(1, int(token_budget))
 

@@ -141,9 +141,14 @@ class JWInstances:
         return np.array([float(a.max()) for a in self.attention])
 
 
-def settings_key(settings: JWSettings, model, lengths: np.ndarray) -> str:
+def weights_checksum(model) -> float:
+    """The sum of every parameter in float64: part of a batch cache's key (other weights, other key)."""
     with torch.no_grad():
-        weights = sum(float(p.double().sum()) for p in model.parameters())
+        return sum(float(p.double().sum()) for p in model.parameters())
+
+
+def settings_key(settings: JWSettings, model, lengths: np.ndarray) -> str:
+    weights = weights_checksum(model)
     payload = json.dumps({"settings": asdict(settings), "params": weights, "lengths": lengths.tolist()},
                          sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

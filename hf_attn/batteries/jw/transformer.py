@@ -37,6 +37,8 @@ import numpy as np
 import torch
 
 from hf_attn.adapters import AttentionSpec
+from hf_attn.batteries.jw.common import weights_checksum
+from hf_attn.core.batching import length_batches
 from hf_attn.core.sharding import cache_key, run_sharded, scatter_rows
 from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
 from hf_attn.methods.gradient import attention_fixed_gradient
@@ -117,8 +119,6 @@ def _in_chunks(fn, batch, budget: int):
 def _length_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> list[np.ndarray]:
     """Length-sorted batches of at most ``token_budget`` padded tokens
     (:func:`hf_attn.core.batching.length_batches`), each cut to at most ``batch_size`` instances."""
-    from hf_attn.core.batching import length_batches
-
     return [chunk for batch in length_batches(lengths, token_budget)
             for chunk in np.array_split(batch, -(-len(batch) // batch_size))]
 
@@ -203,7 +203,7 @@ def run_transformer_jw_battery(adapter, texts, labels=None, settings: Transforme
     key = None
     if cache_dir is not None:
         ids = np.concatenate([np.asarray(e, dtype=np.int64) for e in encoded])
-        key = cache_key("transformer-jw", asdict(settings) | {"num_threads": None}, _weights_checksum(adapter.model),
+        key = cache_key("transformer-jw", asdict(settings) | {"num_threads": None}, weights_checksum(adapter.model),
                         lengths.tolist(), hashlib.sha256(ids.tobytes()).hexdigest(), adapter.describe()["text"])
     started = time.perf_counter()
     try:
@@ -230,11 +230,6 @@ def run_transformer_jw_battery(adapter, texts, labels=None, settings: Transforme
 
 # per-instance scalars (every other field is a per-instance array)
 FLOAT_FIELDS = ("eps_max_jsd",)
-
-
-def _weights_checksum(model) -> float:
-    with torch.no_grad():
-        return sum(float(p.double().sum()) for p in model.parameters())
 
 
 def transformer_summary(results: dict, settings: TransformerJWSettings, total: float, timings: dict,
