@@ -23,8 +23,10 @@ def remote_code_logits(folder, inputs: dict, workdir) -> torch.Tensor:
     trust_remote_code=True)(**inputs)`` computed in a subprocess without ``hf_attn``."""
     inputs_path, logits_path = os.path.join(workdir, "inputs.pt"), os.path.join(workdir, "logits.pt")
     torch.save(inputs, inputs_path)
+    # The caller's thread count: bitwise equality holds only when the sums are split the same way.
     script = BLOCK_HF_ATTN + textwrap.dedent(f"""
         import torch
+        torch.set_num_threads({torch.get_num_threads()})
         from transformers import AutoModelForSequenceClassification
         try:
             import hf_attn
