@@ -72,7 +72,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_PIN = "torch==2.13.0"
 PEER_PINS = {
-    "captum": [TORCH_PIN, "transformers==5.23.0", "tokenizers==0.23.3", "captum==0.9.0", "safetensors", "numpy"],
+    "captum": [TORCH_PIN, "transformers==5.23.0", "tokenizers==0.23.3", "captum==0.9.0", "safetensors", "numpy", "scipy==1.17.1"],
     "ferret": [TORCH_PIN, "ferret-xai==0.4.2", "transformers==4.57.6", "pyarrow==17.0.0"],
 }
 PEERS = tuple(PEER_PINS)
@@ -87,7 +87,11 @@ METHODS = {
     "leave_one_out": ("captum", "ferret"),
     "erasure": ("ferret",),
     "erasure_eraser": ("ferret",),
+    "faithfulness_table": ("captum", "ferret"),
 }
+TABLE_METHODS = ("gradient_x_input", "integrated_gradients")  # ferret's explainers that hf_attn has
+TABLE_METRICS = ("comprehensiveness", "sufficiency", "tau_loo")
+TABLE_PEER_IG_STEPS = 50  # captum's IntegratedGradients default (ferret calls it with the defaults)
 DEFINITIONS = {
     "integrated_gradients": "ŷ_c, zero baseline on the text, Gauss–Legendre nodes",
     "integrated_gradients_logit": "z_c, [PAD] baseline on the text, Gauss–Legendre nodes (ferret's IG)",
@@ -97,6 +101,10 @@ DEFINITIONS = {
     "leave_one_out": "ŷ_c(x) − ŷ_c(x₋t), token deleted",
     "erasure": "ERASER comprehensiveness + sufficiency per sentence, mean over the distinct k = ceil(p·n)",
     "erasure_eraser": "the same through hf_attn.methods.eraser.eraser_scores (the ERASER table's scorer)",
+    "faithfulness_table": "the whole table: gradient × input and integrated gradients (z_c, [PAD] baseline) × "
+                          "comprehensiveness, sufficiency (mean over the distinct k) and τ with leave-one-out; "
+                          "per sentence 6 numbers; each side with its own default IG nodes (hf_attn's "
+                          "faithfulness table 16 Gauss–Legendre nodes, captum's and ferret's 50)",
 }
 FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 GROWTH_LENGTHS = (16, 32, 64, 128, 256, 512)
@@ -429,6 +437,27 @@ def _hf_attn_worker(job):
     lengths = [len(s) for s in ids]
     out = [None] * len(ids)
     start = time.perf_counter()
+    if method == "faithfulness_table":
+        from hf_attn.batteries.faithfulness import FaithfulnessSettings, erasure_scores, run_faithfulness
+
+        settings = FaithfulnessSettings(methods=TABLE_METHODS + ("leave_one_out",), metrics=TABLE_METRICS,
+                                        fractions=FRACTIONS, gradient_target="logit", ig_baseline="pad")
+        result = run_faithfulness(adapter, job["texts"], settings)
+        _sync(job["device"])
+        seconds = time.perf_counter() - start
+        # not timed: the table's AOPC averages the bins (repeated k's included); the peers average the
+        # distinct k's (ferret's rule), so the agreement recomputes the bins of the table's rankings
+        columns = []
+        for name in TABLE_METHODS:
+            given = [np.asarray(row)[np.asarray(c, bool)] for row, c in zip(result.attributions[name], result.content)]
+            bins = erasure_scores(adapter, job["texts"], given, FRACTIONS)
+            columns.append([[distinct_bin_mean(bins["comprehensiveness"][i], int(np.sum(c))),
+                             distinct_bin_mean(bins["sufficiency"][i], int(np.sum(c))),
+                             result.per_instance[name]["tau_loo"][i]] for i, c in enumerate(result.content)])
+        out = [np.array(a + b, dtype=np.float64) for a, b in zip(*columns)]
+        table = {name: {metric: result.table[name][metric]["mean"] for metric in TABLE_METRICS}
+                 for name in TABLE_METHODS}
+        return out, seconds, {"table": table}
     if method == "erasure_eraser":
         from hf_attn.methods.eraser import eraser_scores
 
@@ -513,10 +542,84 @@ def _torch_model(job):
     return model, torch
 
 
-def _captum_worker(job):
+def _erase_by_hand(model, torch, ids, content, scores, target, device):
+    """ERASER comprehensiveness and sufficiency of one sentence, as a captum user writes it: the
+    text's top-k tokens (ties by position) deleted / kept alone with the special tokens, every
+    distinct k of the bins in one forward; the mean over the distinct k's."""
+    import numpy as np
+
+    text = [j for j, c in enumerate(content) if c]
+    order = [text[j] for j in np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")]
+    specials = [j for j, c in enumerate(content) if not c]
+    variants = []
+    for k in distinct_k(len(text)):
+        top = set(order[:k])
+        variants.append([ids[j] for j in range(len(ids)) if j not in top])
+        variants.append([ids[j] for j in range(len(ids)) if j in top or j in specials])
+    width = len(ids)
+    x = torch.full((len(variants) + 1, width), int(model.config.pad_token_id or 0), dtype=torch.long)
+    m = torch.zeros_like(x)
+    for r, v in enumerate([ids] + variants):
+        x[r, :len(v)], m[r, :len(v)] = torch.tensor(v), 1
+    with torch.no_grad():
+        p = model(input_ids=x.to(device), attention_mask=m.to(device)).logits.float().softmax(-1)[:, target]
+    p = p.double().cpu().numpy()
+    return float(np.mean(p[0] - p[1::2])), float(np.mean(p[0] - p[2::2]))
+
+
+def _captum_table(job, model, torch):
+    """The faithfulness table as a captum script: InputXGradient and IntegratedGradients on the
+    logit (pad baseline), FeatureAblation with deletion for leave-one-out, ERASER by hand, τ by scipy."""
+    import numpy as np
+    from captum.attr import InputXGradient, IntegratedGradients
+    from scipy.stats import kendalltau
+
+    device, ids, content = job["device"], job["ids"], job["content"]
+    embedding = model.get_input_embeddings()
+    pad_row = embedding.weight[int(model.config.pad_token_id or 0)]
+    start = time.perf_counter()
+    loo, _, _ = _captum_worker(dict(job, method="leave_one_out"), model)
+    lengths = [len(s) for s in ids]
+    out = [[] for _ in ids]
+
+    def logits(inputs_embeds, mask):
+        return model(inputs_embeds=inputs_embeds, attention_mask=mask).logits.float()
+
+    for name in TABLE_METHODS:
+        for group in _groups(lengths, job["budget"]):
+            width = max(lengths[i] for i in group)
+            x = torch.zeros((len(group), width), dtype=torch.long)
+            m, c = torch.zeros_like(x), torch.zeros((len(group), width), dtype=torch.bool)
+            for r, i in enumerate(group):
+                x[r, :lengths[i]], m[r, :lengths[i]], c[r, :lengths[i]] = torch.tensor(ids[i]), 1, torch.tensor(content[i])
+            x, m, c = x.to(device), m.to(device), c.to(device)
+            with torch.no_grad():
+                e = embedding(x)
+                target = logits(e, m).argmax(-1)
+            if name == "gradient_x_input":
+                attr = InputXGradient(logits).attribute(e, target=target, additional_forward_args=(m,)).sum(-1)
+            else:
+                base = torch.where(c[..., None], pad_row.expand_as(e), e)
+                attr = IntegratedGradients(logits).attribute(
+                    e, baselines=base, target=target, additional_forward_args=(m,), n_steps=TABLE_PEER_IG_STEPS,
+                    method="gausslegendre", internal_batch_size=max(1, job["adapter_budget"] // width)).sum(-1)
+            for r, i in enumerate(group):
+                scores = attr[r, :lengths[i]][c[r, :lengths[i]]].detach().double().cpu().numpy()
+                comp, suff = _erase_by_hand(model, torch, ids[i], content[i], scores, int(target[r]), device)
+                out[i] += [comp, suff, float(kendalltau(scores, loo[i]).statistic)]
+    _sync(device)
+    return [np.array(o) for o in out], time.perf_counter() - start, {}
+
+
+def _captum_worker(job, model=None):
     from captum.attr import FeatureAblation, InputXGradient, IntegratedGradients, Saliency
 
-    model, torch = _torch_model(job)
+    if model is None:
+        model, torch = _torch_model(job)
+    else:
+        import torch
+    if job["method"] == "faithfulness_table":
+        return _captum_table(job, model, torch)
     device, ids, content, method = job["device"], job["ids"], job["content"], job["method"]
     embedding = model.get_input_embeddings()
     pad = int(model.config.pad_token_id or 0)
@@ -652,6 +755,52 @@ def _ferret_worker(job):
                 out[i] = None
                 roundtrip += 1
         extra["decode_roundtrip_changed"] = roundtrip
+    elif method == "faithfulness_table":
+        from ferret import Benchmark, GradientExplainer, IntegratedGradientExplainer
+        from ferret.evaluators.faithfulness_measures import (AOPC_Comprehensiveness_Evaluation,
+                                                             AOPC_Sufficiency_Evaluation, TauLOO_Evaluation)
+
+        explainers = [GradientExplainer(model, tokenizer, multiply_by_inputs=True),
+                      IntegratedGradientExplainer(model, tokenizer, multiply_by_inputs=True)]
+        calls = [{}, {}]  # ferret's IG with its defaults: captum's 50 Gauss–Legendre nodes
+        bench = Benchmark(model, tokenizer, explainers=explainers,
+                          evaluators=[e(model, tokenizer) for e in (AOPC_Comprehensiveness_Evaluation,
+                                                                    AOPC_Sufficiency_Evaluation, TauLOO_Evaluation)])
+        kept = []
+        for i, text in enumerate(texts):
+            with torch.no_grad():
+                target = int(model(input_ids=torch.tensor([ids[i]], device=job["device"])).logits.argmax(-1))
+            explanations = [e(text, target=target, **kw) for e, kw in zip(explainers, calls)]
+            kept.append(explanations)
+            for explanation in explanations:  # positive scores, the same ranking (see the erasure row)
+                given = np.asarray(explanation.scores, dtype=np.float64)
+                shifted = np.zeros(len(given))
+                keep = np.asarray(content[i], bool)
+                shifted[keep] = given[keep] - given[keep].min() + 1.0
+                explanation.scores = shifted
+            n = int(np.sum(content[i]))
+            evaluations = bench.evaluate_explanations(
+                explanations, target=target, show_progress=False, only_pos=True,
+                removal_args={"based_on": "k", "thresholds": distinct_k(n)})
+            out[i] = np.array([{x.name: x.score for x in ev.evaluation_scores}[key] for ev in evaluations
+                               for key in ("aopc_compr", "aopc_suff", "taucorr_loo")], dtype=np.float64)
+        seconds = time.perf_counter() - start
+        # not timed: sentences whose erased or token-deleted inputs change in ferret's decode → tokenize
+        # round trip are scored on other inputs by ferret (left out of the agreement, counted)
+        roundtrip = 0
+        for i, explanations in enumerate(kept):
+            text_ids = [t for t, c in zip(ids[i], content[i]) if c]
+            n = len(text_ids)
+            same = all(_roundtrip_exact(tokenizer, ids[i], content[i], e.scores[np.asarray(content[i], bool)], n)
+                       for e in explanations) and all(
+                tokenizer(tokenizer.decode(text_ids[:j] + text_ids[j + 1:]), add_special_tokens=False)["input_ids"]
+                == text_ids[:j] + text_ids[j + 1:] for j in range(n))
+            if not same:
+                out[i] = None
+                roundtrip += 1
+        extra["decode_roundtrip_changed"] = roundtrip
+        out = [None if i in mismatched else v for i, v in enumerate(out)]
+        return out, seconds, extra
     else:
         raise ValueError(f"ferret has no row {method}")
     _sync(job["device"])
@@ -830,7 +979,7 @@ def compare(args) -> dict:
     for method in args.methods:
         for side, extra in extras[method].items():
             for key, value in extra.items():
-                if value:
+                if value and key != "table":
                     notes.append(f"{side} {method}: {key} = {value} sentence(s) (left out of the agreement)")
     flops = floors(args, texts, ids, table)
     return {"setup": {"argv": " ".join(sys.argv[1:]), "model": os.path.basename(os.path.normpath(args.model)),

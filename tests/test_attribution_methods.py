@@ -355,6 +355,35 @@ def test_integrated_gradients_completeness_and_slow_reference(name):
     torch.testing.assert_close(one.attributions, gradient_x_input(adapter, batch).float(), atol=1e-6, rtol=1e-5)
 
 
+def test_integrated_gradients_keeps_every_forward_within_the_token_budget(setup):
+    """A budget below one instance's path points splits the points (memory bounded at any length);
+    the attributions, f(x), f(x') and the gap equal the unsplit run's; the weights are frozen only
+    during the forwards (no weight gradient, flags restored)."""
+    adapter, _, _, batch = setup
+    width = batch.input_ids.shape[1]
+    reference = integrated_gradients_attribution(adapter, batch, steps=6, token_budget=10 ** 6)
+    seen, frozen = [], []
+    inner = adapter.logits_from_embeddings
+
+    def recording(sub, embeddings, **kwargs):
+        seen.append(embeddings.shape[0] * embeddings.shape[1])
+        out = inner(sub, embeddings, **kwargs)
+        frozen.append(out.requires_grad == embeddings.requires_grad)
+        return out
+
+    adapter.logits_from_embeddings = recording
+    try:
+        split = integrated_gradients_attribution(adapter, batch, steps=6, token_budget=3 * width)
+    finally:
+        del adapter.logits_from_embeddings
+    assert max(seen) <= 3 * width and len(seen) > len(batch) * 2  # some points of one instance per pass
+    assert all(frozen)
+    for name in ("attributions", "target_input", "target_baseline", "completeness_gap"):
+        torch.testing.assert_close(getattr(split, name), getattr(reference, name), atol=1e-6, rtol=1e-5)
+    assert all(p.requires_grad for p in adapter.model.parameters())
+    assert all(p.grad is None for p in adapter.model.parameters())
+
+
 def test_leave_one_out_matches_full_recomputation(setup):
     adapter, reference, _, batch = setup
     got = leave_one_out_deletion(adapter, batch)

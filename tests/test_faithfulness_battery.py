@@ -152,6 +152,40 @@ def test_settings_are_validated():
         run_faithfulness(None, [], FaithfulnessSettings())
 
 
+def test_chosen_metrics_and_gradient_options_give_the_full_tables_cells(table):
+    """``metrics`` computes only the chosen columns, with the same values as the full table;
+    ``gradient_target="logit"`` / ``ig_baseline="pad"`` give the methods' own logit/pad results."""
+    from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+    from hf_attn.methods.gradient_x_input import gradient_x_input
+
+    adapter, full = table
+    chosen = ("comprehensiveness", "sufficiency", "tau_loo")
+    settings = FaithfulnessSettings(**FAST | {"methods": ("gradient_x_input", "leave_one_out"), "metrics": chosen})
+    result = run_faithfulness(adapter, TEXTS, settings)
+    for method in result.methods:
+        assert set(result.table[method]) == set(chosen) - ({"tau_loo"} if method == "leave_one_out" else set())
+        for metric, cell in result.table[method].items():
+            assert cell["mean"] == pytest.approx(full.table[method][metric]["mean"], abs=1e-6, nan_ok=True)
+    assert result.forwards["requested"] < full.forwards["requested"]
+    logit = run_faithfulness(adapter, TEXTS, FaithfulnessSettings(**FAST | {
+        "methods": ("gradient_x_input", "integrated_gradients"), "metrics": ("comprehensiveness",),
+        "gradient_target": "logit", "ig_baseline": "pad"}))
+    batch = adapter.encode(TEXTS)
+    expected = {"gradient_x_input": gradient_x_input(adapter, batch, target="logit"),
+                "integrated_gradients": integrated_gradients_attribution(
+                    adapter, batch, FAST["ig_steps"], target="logit", baseline="pad").attributions}
+    for method, values in expected.items():
+        for i, row in enumerate(logit.attributions[method]):
+            real = batch.attention_mask[i].bool()
+            np.testing.assert_allclose(row, values[i][real].double().numpy(), atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="metrics must be"):
+        FaithfulnessSettings(metrics=("comprehensiveness", "beauty"))
+    with pytest.raises(ValueError, match="gradient_target"):
+        FaithfulnessSettings(gradient_target="loss")
+    with pytest.raises(ValueError, match="ig_baseline"):
+        FaithfulnessSettings(ig_baseline="mask")
+
+
 def test_erasure_scores_of_outside_attributions_equal_the_tables(table):
     from hf_attn.batteries.faithfulness import erasure_scores
 

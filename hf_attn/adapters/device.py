@@ -64,3 +64,22 @@ def autocast(device: torch.device, dtype: torch.dtype):
     if dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def frozen_parameters(model: torch.nn.Module):
+    """The model's parameters set to ``requires_grad=False`` for the forwards inside (restored after).
+
+    Gradients with respect to the inputs (saliency, gradient × input, integrated gradients) need no
+    gradient for the weights, and a layer whose weight needs none does not keep its input for the
+    backward: the same gradients in less memory (measured on MiniLM: peak RSS of integrated
+    gradients 2.5 → 2.2–2.3 GB, times equal)."""
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    for p, _ in flags:
+        p.requires_grad_(False)
+    try:
+        yield model
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
+

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
+from hf_attn.adapters.device import frozen_parameters
 
 
 class HfAttnAdapter:
@@ -140,8 +141,9 @@ class HfAttnAdapter:
 
     def logits_from_embeddings(self, batch: Batch, embeddings: torch.Tensor,
                                detach_attention: bool = False) -> torch.Tensor:
-        return self.model(inputs_embeds=embeddings, attention_mask=batch.attention_mask,
-                          detach_attention=detach_attention).logits.float()
+        with frozen_parameters(self.model):  # the weights need no gradient here
+            return self.model(inputs_embeds=embeddings, attention_mask=batch.attention_mask,
+                              detach_attention=detach_attention).logits.float()
 
     def describe(self) -> dict:
         config = self.model.config

@@ -38,7 +38,7 @@ import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
 from hf_attn.core.batching import forward_tokens
-from hf_attn.adapters.device import autocast, resolve_device, resolve_precision
+from hf_attn.adapters.device import autocast, frozen_parameters, resolve_device, resolve_precision
 from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention,
                                         eager_function_of, register)
 from hf_attn.adapters.rollout import attention_rollout
@@ -537,7 +537,8 @@ class TransformersAdapter:
         if detach_attention:
             head = None if self.spec.heads == "mean" else int(self.spec.heads)
             intervention = Intervention(layer=self.layer, query=batch.query, detach=True, head=head)
-        with _quiet(type(self.model).__module__):  # decoders warn that inputs_embeds hide pads: left padding
+        # decoders warn that inputs_embeds hide pads (left padding); the weights need no gradient here
+        with _quiet(type(self.model).__module__), frozen_parameters(self.model):
             return self._model_call(None, batch.attention_mask, embeddings, intervention,
                                     batch.position_ids).logits.float()
 

@@ -89,7 +89,12 @@ class FaithfulnessSettings:
     ``shap_samples``: coalitions per instance for Kernel SHAP; ``batch_tokens``: padded tokens per
     method batch; ``soft_clip``: clip Soft-NC / Soft-NS to [0, 1] (default False: the formula as
     printed; instances whose zeroed input ŷ(0) is almost as confident as ŷ(x) give large values);
-    ``seed``: the random floor; ``confidence``: of the intervals."""
+    ``seed``: the random floor; ``confidence``: of the intervals. ``metrics``: the columns computed
+    (a subset of :data:`METRICS`; the soft and NAOPC columns cost the most forwards; ``tau_loo``
+    exists only when ``leave_one_out`` is among the methods).
+    ``gradient_target``: f of saliency, gradient × input and integrated gradients, ``"probability"``
+    ŷ_c (default) or ``"logit"`` z_c (ferret's and inseq's choice); ``ig_baseline``: ``"zero"`` (the
+    text's embeddings replaced by 0, default) or ``"pad"`` (by the pad token's embedding)."""
 
     methods: tuple[str, ...] = DEFAULT_METHODS
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
@@ -102,9 +107,12 @@ class FaithfulnessSettings:
     soft_clip: bool = False
     seed: int = 0
     confidence: float = 0.95
+    metrics: tuple[str, ...] = METRICS
+    gradient_target: str = "probability"
+    ig_baseline: str = "zero"
 
     def __post_init__(self):
-        for name in ("methods", "fractions", "soft_seeds"):
+        for name in ("methods", "fractions", "soft_seeds", "metrics"):
             if isinstance(getattr(self, name), (str, int, float)):
                 raise ValueError(f"{name} must be a tuple, got {getattr(self, name)!r}")
         unknown = [m for m in self.methods if m not in METHODS]
@@ -122,6 +130,13 @@ class FaithfulnessSettings:
             raise ValueError(f"soft_seeds must be a non-empty tuple of ints, got {self.soft_seeds!r}")
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {self.confidence!r}")
+        unknown = [m for m in self.metrics if m not in METRICS]
+        if unknown or not self.metrics:
+            raise ValueError(f"metrics must be a non-empty subset of {list(METRICS)}, got {list(self.metrics)}")
+        if self.gradient_target not in ("probability", "logit"):
+            raise ValueError(f"gradient_target must be 'probability' or 'logit', got {self.gradient_target!r}")
+        if self.ig_baseline not in ("zero", "pad"):
+            raise ValueError(f"ig_baseline must be 'zero' or 'pad', got {self.ig_baseline!r}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -149,13 +164,17 @@ def _method_function(name: str, settings: FaithfulnessSettings):
             return deeplift_attribution
         return lambda adapter, batch: captum_attribution(adapter, batch, "kernel_shap", settings.shap_samples,
                                                          seed=settings.seed)
+    target = settings.gradient_target
     if name == "integrated_gradients":
         return lambda adapter, batch: adapter_integrated_gradients.integrated_gradients_attribution(
-            adapter, batch, settings.ig_steps, settings.ig_rule).attributions
+            adapter, batch, settings.ig_steps, settings.ig_rule, target=target,
+            baseline=settings.ig_baseline).attributions
+    if name in ("saliency", "gradient_x_input"):
+        function = saliency.saliency if name == "saliency" else gradient_x_input.gradient_x_input
+        return lambda adapter, batch: function(adapter, batch, target=target)
     return {"attention": raw_attention.raw_attention, "rollout": rollout.rollout_importance,
             "attention_flow": attention_flow.attention_flow, "attention_norm": attention_norm.attention_norm,
-            "alti": alti.alti, "value_zeroing": value_zeroing.value_zeroing, "saliency": saliency.saliency,
-            "gradient_x_input": gradient_x_input.gradient_x_input,
+            "alti": alti.alti, "value_zeroing": value_zeroing.value_zeroing,
             "leave_one_out": deletion.leave_one_out_deletion}[name]
 
 
@@ -666,12 +685,13 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
         cell(method, "comprehensiveness", comp_aopc[method])
         cell(method, "sufficiency", suff_aopc[method])
 
+    soft_wanted = {"soft_comprehensiveness", "soft_sufficiency"} & set(settings.metrics)
     # soft metrics: Bernoulli-masked embeddings, per group of instances, every method and seed
     soft = {m: {"kept": np.zeros((len(settings.soft_seeds), len(instances))),
                 "removed": np.zeros((len(settings.soft_seeds), len(instances)))} for m in methods}
     null = np.zeros(len(instances))
     predicted_t = torch.as_tensor(predicted, device=adapter.device)
-    for group in groups:
+    for group in groups if soft_wanted else ():
         batch = _trim(full_batch.select(group.tolist()), int(lengths[group].max()), adapter)
         real = batch.attention_mask.bool()
         with torch.no_grad():
@@ -691,7 +711,7 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
             soft[method]["removed"][:, group] = _soft_probabilities(adapter, batch, 1 - keep_p, predicted_t[group],
                                                                     [s + 10_000 for s in settings.soft_seeds],
                                                                     settings.batch_tokens)
-    for method in methods:
+    for method in methods if soft_wanted else ():
         nc = fm.soft_normalised_comprehensiveness(p_full, soft[method]["removed"], null)
         ns = fm.soft_normalised_sufficiency(p_full, soft[method]["kept"], null)
         if settings.soft_clip:
@@ -701,7 +721,7 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
             cell(method, "soft_comprehensiveness", np.nanmean(nc, 0), nc)
             cell(method, "soft_sufficiency", np.nanmean(ns, 0), ns)
 
-    if settings.naopc_beam > 0:
+    if settings.naopc_beam > 0 and {"naopc_comprehensiveness", "naopc_sufficiency"} & set(settings.metrics):
         start = time.perf_counter()
         comp_low, comp_high = _aopc_bounds(cache, instances, p_full, predicted, counts, pad, settings.naopc_beam, False)
         suff_low, suff_high = _aopc_bounds(cache, instances, p_full, predicted, counts, pad, settings.naopc_beam, True)
@@ -737,12 +757,15 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
                 with np.errstate(invalid="ignore"):
                     agreement[a][b] = float(np.nanmean(tau)) if np.isfinite(tau).any() else math.nan
     for method in methods:
-        if "leave_one_out" in dense and method != "leave_one_out":
+        if "leave_one_out" in dense and method != "leave_one_out" and "tau_loo" in settings.metrics:
             cell(method, "tau_loo", fm.rank_agreement(dense[method][0], dense["leave_one_out"][0], dense[method][1]))
         others = [agreement[method][b] for b in methods if b != method and b != "random"
                   and not math.isnan(agreement[method][b])]
         table[method]["agreement"] = {"mean": float(np.mean(others)) if others else math.nan, "low": math.nan,
                                       "high": math.nan, "n": len(others)}
+    wanted = set(settings.metrics)
+    table = {m: {k: v for k, v in row.items() if k in wanted} for m, row in table.items()}
+    per_metric = {m: {k: v for k, v in row.items() if k in wanted} for m, row in per_metric.items()}
     describe = adapter.describe() if hasattr(adapter, "describe") else {}
     model = {"name": getattr(adapter, "name", type(adapter).__name__), **describe}
     return FaithfulnessResult(

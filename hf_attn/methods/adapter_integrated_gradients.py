@@ -25,10 +25,11 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
                                      target: str = "probability", target_class: torch.Tensor | None = None,
                                      baseline: str = "zero", token_budget: int | None = None
                                      ) -> IntegratedGradientsResult:
-    """Integrated gradients (module docstring) of every instance of ``batch``: all path points of
-    as many instances as ``token_budget`` (default the adapter's) padded tokens allow in one forward
-    + backward. ``baseline``: ``"zero"`` (the text's embeddings replaced by 0) or ``"pad"`` (by the
-    pad token's embedding)."""
+    """Integrated gradients (module docstring) of every instance of ``batch``: at most
+    ``token_budget`` (default the adapter's) padded tokens per forward + backward, so memory stays
+    bounded at any length (all path points of several instances, or some points of one).
+    ``baseline``: ``"zero"`` (the text's embeddings replaced by 0) or ``"pad"`` (by the pad token's
+    embedding)."""
     if baseline not in ("zero", "pad"):
         raise ValueError(f"baseline must be 'zero' or 'pad', got {baseline!r}")
     if target not in ("probability", "logit"):
@@ -39,32 +40,47 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     value = torch.zeros_like(embeddings) if baseline == "zero" else \
         adapter.model.get_input_embeddings().weight[adapter.pad_id].detach().expand_as(embeddings)
     baseline = torch.where(moving, value, embeddings)
-    with torch.no_grad():
-        ends = adapter.logits_from_embeddings(batch, embeddings)
+    count, width = batch.input_ids.shape
+    budget = token_budget or getattr(adapter, "token_budget", 8192)
+    ends = []
+    with torch.no_grad():  # f(x) and f(x') of as many instances as the budget allows per forward
+        step = max(1, budget // max(2 * width, 1))
+        for start in range(0, count, step):
+            rows = list(range(start, min(count, start + step)))
+            ends.append(adapter.logits_from_embeddings(batch.select(rows * 2),
+                                                       torch.cat([embeddings[rows], baseline[rows]])
+                                                       ).view(2, len(rows), -1))
+        ends = torch.cat(ends, dim=1)  # (2, B, C)
         if target_class is None:
-            target_class = ends.argmax(-1)
-        f_input = class_scores(ends, target_class, target).double()
-        f_base = class_scores(adapter.logits_from_embeddings(batch, baseline), target_class, target).double()
+            target_class = ends[0].argmax(-1)
+        f_input = class_scores(ends[0], target_class, target).double()
+        f_base = class_scores(ends[1], target_class, target).double()
     delta = embeddings - baseline
     device = embeddings.device
     a = torch.as_tensor(alphas, dtype=embeddings.dtype, device=device)
     w = torch.as_tensor(weights, dtype=torch.float64, device=device)
     grads = torch.zeros(embeddings.shape, dtype=torch.float64, device=device)
-    count, width = batch.input_ids.shape
-    budget = token_budget or getattr(adapter, "token_budget", 8192)
-    per_chunk = max(1, budget // max(width * len(a), 1))
+    # instances × path points × width ≤ budget per forward + backward: several instances with all
+    # their points, or, when one instance's points alone exceed it, one instance and some points
+    if width * len(a) <= budget:
+        per_chunk, per_pass = budget // (width * len(a)), len(a)
+    else:
+        per_chunk, per_pass = 1, max(1, budget // width)
     for start in range(0, count, per_chunk):
         rows = list(range(start, min(count, start + per_chunk)))
-        sub = batch.select(rows)
         n = len(rows)
-        path = (baseline[rows][None] + a[:, None, None, None] * delta[rows][None]).reshape(-1, width, delta.shape[-1])
-        repeated = sub.select([i for _ in range(len(a)) for i in range(n)])
-        path.requires_grad_(True)
-        with torch.enable_grad():
-            logits = adapter.logits_from_embeddings(repeated, path)
-            values = class_scores(logits, target_class[rows].repeat(len(a)), target)
-            (grad,) = torch.autograd.grad(values.sum(), path)
-        grads[rows] = (grad.view(len(a), n, width, -1).double() * w[:, None, None, None]).sum(0)
+        for first in range(0, len(a), per_pass):
+            nodes = a[first:first + per_pass]
+            m = len(nodes)
+            path = (baseline[rows][None] + nodes[:, None, None, None] * delta[rows][None]
+                    ).reshape(-1, width, delta.shape[-1])
+            repeated = batch.select([i for _ in range(m) for i in rows])
+            path.requires_grad_(True)
+            with torch.enable_grad():
+                logits = adapter.logits_from_embeddings(repeated, path)
+                values = class_scores(logits, target_class[rows].repeat(m), target)
+                (grad,) = torch.autograd.grad(values.sum(), path)
+            grads[rows] += (grad.view(m, n, width, -1).double() * w[first:first + m, None, None, None]).sum(0)
     attributions = (grads * delta.double()).sum(-1)
     attributions = torch.where(batch.content, attributions, torch.zeros((), dtype=torch.float64, device=device))
     gap = attributions.sum(-1) - (f_input - f_base)
