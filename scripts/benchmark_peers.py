@@ -45,6 +45,16 @@ Rows (only where the definitions are equal; the differences are said in ``DEFINI
   the ERASER bins, repeated k's removed, ``only_pos=False``) and hf_attn's bins are averaged over the
   same distinct k's. ferret decodes each erased input to text and tokenizes it again; sentences where
   that round trip changes the ids are counted apart.
+- ``faithfulness_table``: the whole table, same methods × same metrics: gradient × input and integrated
+  gradients (z_c, [PAD] baseline, 50 Gauss–Legendre nodes: each library's default) × comprehensiveness,
+  sufficiency and Kendall τ with leave-one-out. hf_attn ``run_faithfulness`` (leave-one-out a row of
+  its own, every erased input scored once) vs a captum script (``InputXGradient``,
+  ``IntegratedGradients``, ``FeatureAblation`` deleting tokens, the erasures batched per sentence by
+  hand, ``scipy.stats.kendalltau``) vs ferret's ``Benchmark.evaluate_explanations`` with
+  ``AOPC_Comprehensiveness_Evaluation``, ``AOPC_Sufficiency_Evaluation`` and ``TauLOO_Evaluation``.
+  Comprehensiveness and sufficiency average the distinct k's (ferret's rule; hf_attn's table averages
+  the bins, so its agreement numbers recompute the bins of its rankings, untimed). The floor: the FLOPs
+  of the forwards and backwards the table needs, and each side's GFLOP/s.
 
 Agreement: max |Δ| over the sentences' tokens (or per-sentence values), and the share of sentences
 whose values all agree within ``--tolerance``.
@@ -91,7 +101,8 @@ METHODS = {
 }
 TABLE_METHODS = ("gradient_x_input", "integrated_gradients")  # ferret's explainers that hf_attn has
 TABLE_METRICS = ("comprehensiveness", "sufficiency", "tau_loo")
-TABLE_PEER_IG_STEPS = 50  # captum's IntegratedGradients default (ferret calls it with the defaults)
+TABLE_PEER_IG_STEPS = 50  # captum's IntegratedGradients default (ferret calls it with the defaults), and
+# hf_attn's faithfulness table's
 DEFINITIONS = {
     "integrated_gradients": "ŷ_c, zero baseline on the text, Gauss–Legendre nodes",
     "integrated_gradients_logit": "z_c, [PAD] baseline on the text, Gauss–Legendre nodes (ferret's IG)",
@@ -103,8 +114,8 @@ DEFINITIONS = {
     "erasure_eraser": "the same through hf_attn.methods.eraser.eraser_scores (the ERASER table's scorer)",
     "faithfulness_table": "the whole table: gradient × input and integrated gradients (z_c, [PAD] baseline) × "
                           "comprehensiveness, sufficiency (mean over the distinct k) and τ with leave-one-out; "
-                          "per sentence 6 numbers; each side with its own default IG nodes (hf_attn's "
-                          "faithfulness table 16 Gauss–Legendre nodes, captum's and ferret's 50)",
+                          "per sentence 6 numbers; integrated gradients with 50 Gauss–Legendre nodes on every side "
+                          "(each library's default)",
 }
 FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 GROWTH_LENGTHS = (16, 32, 64, 128, 256, 512)
@@ -264,6 +275,27 @@ def distinct_bin_mean(values, n: int, fractions=FRACTIONS) -> float:
     return sum(kept) / len(kept)
 
 
+TABLE_COLUMNS = [f"{m} {c}" for m in TABLE_METHODS for c in TABLE_METRICS]
+
+
+def table_means(rows) -> dict:
+    """The faithfulness table of one side: each column's mean over the sentences it scored (NaN
+    τ of constant scores left out)."""
+    import numpy as np
+
+    kept = np.array([r for r in rows if r is not None], dtype=np.float64).reshape(-1, len(TABLE_COLUMNS))
+    return {c: float(np.nanmean(kept[:, j])) if len(kept) else None for j, c in enumerate(TABLE_COLUMNS)}
+
+
+def format_columns(columns: dict) -> str:
+    """Markdown: the table's cells (rows) by side (columns)."""
+    sides = list(columns)
+    lines = ["| cell | " + " | ".join(sides) + " |", "|---" * (len(sides) + 1) + "|"]
+    for c in TABLE_COLUMNS:
+        lines.append(f"| {c} | " + " | ".join(_fmt(columns[s].get(c), ".4f") for s in sides) + " |")
+    return "\n".join(lines)
+
+
 def median(values) -> float:
     values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return statistics.median(values) if values else math.nan
@@ -327,12 +359,24 @@ def markdown_page(record: dict) -> str:
         lines += ["Definitions compared:", ""]
         lines += [f"- `{r['method']}`: {DEFINITIONS.get(r['method'], '')}" for r in record["rows"]]
         lines.append("")
+    for row in record.get("rows", []):
+        if row.get("columns"):
+            lines += ["", "The whole faithfulness table, each side's means over the sentences it scored (ferret's "
+                          "over those whose erased inputs survive its decode → tokenize round trip):", "",
+                      format_columns(row["columns"]), ""]
+            ig = row.get("extra", {}).get("hf_attn", {}).get("ig_completeness")
+            if ig:
+                lines.append(f"hf_attn's integrated gradients: |completeness gap| within 1 % of |f(x) − f(x')| on "
+                             f"{100 * ig['completeness_within_1pct_share']:.0f} % of the sentences (mean |gap| "
+                             f"{ig['completeness_gap_mean_abs']:.2g}).")
+                lines.append("")
     for note in record.get("notes", []):
         lines.append(f"- {note}")
     if record.get("flops"):
         lines += ["", "Floors (FLOPs of the forwards a method cannot avoid, and the rate achieved):", ""]
         for name, f in record["flops"].items():
-            lines.append(f"- `{name}`: {f['gflop']:.1f} GFLOP in {f['seconds']:.2f} s = {f['gflops']:.1f} GFLOP/s")
+            peers = "".join(f"; {p} {v:.1f} GFLOP/s" for p, v in f.get("peers_gflops", {}).items())
+            lines.append(f"- `{name}`: {f['gflop']:.1f} GFLOP in {f['seconds']:.2f} s = {f['gflops']:.1f} GFLOP/s{peers}")
     if record.get("growth"):
         lines += ["", "## Growth (hf_attn)", "", format_growth(record["growth"])]
     return "\n".join(lines).rstrip() + "\n"
@@ -441,7 +485,8 @@ def _hf_attn_worker(job):
         from hf_attn.batteries.faithfulness import FaithfulnessSettings, erasure_scores, run_faithfulness
 
         settings = FaithfulnessSettings(methods=TABLE_METHODS + ("leave_one_out",), metrics=TABLE_METRICS,
-                                        fractions=FRACTIONS, gradient_target="logit", ig_baseline="pad")
+                                        fractions=FRACTIONS, gradient_target="logit", ig_baseline="pad",
+                                        ig_steps=TABLE_PEER_IG_STEPS)
         result = run_faithfulness(adapter, job["texts"], settings)
         _sync(job["device"])
         seconds = time.perf_counter() - start
@@ -457,7 +502,8 @@ def _hf_attn_worker(job):
         out = [np.array(a + b, dtype=np.float64) for a, b in zip(*columns)]
         table = {name: {metric: result.table[name][metric]["mean"] for metric in TABLE_METRICS}
                  for name in TABLE_METHODS}
-        return out, seconds, {"table": table}
+        completeness = {k: v for k, v in result.cost["integrated_gradients"].items() if "completeness" in k}
+        return out, seconds, {"table": table, "ig_completeness": completeness}
     if method == "erasure_eraser":
         from hf_attn.methods.eraser import eraser_scores
 
@@ -975,11 +1021,13 @@ def compare(args) -> dict:
         for peer in METHODS[method]:
             if reference is not None and peer in results[method]:
                 row["agreement"][peer] = agreement(reference, results[method][peer], args.tolerance)
+        if method == "faithfulness_table":  # each side's table: the column means over its sentences
+            row["columns"] = {side: table_means(rows) for side, rows in results[method].items()}
         table.append(row)
     for method in args.methods:
         for side, extra in extras[method].items():
             for key, value in extra.items():
-                if value and key != "table":
+                if value and not isinstance(value, dict):
                     notes.append(f"{side} {method}: {key} = {value} sentence(s) (left out of the agreement)")
     flops = floors(args, texts, ids, table)
     return {"setup": {"argv": " ".join(sys.argv[1:]), "model": os.path.basename(os.path.normpath(args.model)),
@@ -998,7 +1046,8 @@ def model_gflop(config, length: int) -> float:
 
 
 def floors(args, texts, ids, table) -> dict:
-    """The leave-one-out floor: one forward per deleted token, its FLOPs and the achieved rate."""
+    """The floors: leave-one-out (one forward per deleted token) and the whole faithfulness table (the
+    forwards and backwards any tool computing it needs), their FLOPs and the rates achieved."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(args.model)
@@ -1012,6 +1061,21 @@ def floors(args, texts, ids, table) -> dict:
             total += model_gflop(config, n) + content * model_gflop(config, n - 1)
         out["leave_one_out"] = {"gflop": total, "seconds": row["seconds"]["hf_attn"],
                                 "gflops": total / row["seconds"]["hf_attn"]}
+    row = next((r for r in table if r["method"] == "faithfulness_table"), None)
+    if row and "hf_attn" in row["seconds"]:
+        # per sentence of L tokens, n of them the text's: IG's nodes forward + backward (the backward to the
+        # inputs alone ≈ one forward) and f(x), f(x'); gradient × input's forward + backward; leave-one-out's
+        # n deletions and the full input; each ranking's distinct-k deletions and keeps
+        total = 0.0
+        for s in ids:
+            length, n = len(s), len(s) - 2
+            total += (2 * TABLE_PEER_IG_STEPS + 2 + 2) * model_gflop(config, length)
+            total += model_gflop(config, length) + n * model_gflop(config, length - 1)
+            total += len(TABLE_METHODS) * sum(model_gflop(config, length - k) + model_gflop(config, k + 2)
+                                              for k in distinct_k(n))
+        out["faithfulness_table"] = {"gflop": total, "seconds": row["seconds"]["hf_attn"],
+                                     "gflops": total / row["seconds"]["hf_attn"],
+                                     "peers_gflops": {p: total / v for p, v in row["seconds"].items() if p != "hf_attn"}}
     return out
 
 
@@ -1150,10 +1214,14 @@ def main(argv=None) -> int:
         else:
             record = compare(args)
             print(format_table(record["rows"], tuple(args.peers)))
+            for row in record["rows"]:
+                if row.get("columns"):
+                    print(format_columns(row["columns"]))
             for note in record["notes"]:
                 print(f"- {note}")
             for name, f in record["flops"].items():
-                print(f"- floor {name}: {f['gflop']:.1f} GFLOP in {f['seconds']:.2f} s = {f['gflops']:.1f} GFLOP/s")
+                peers = "".join(f"; {p} {v:.1f} GFLOP/s" for p, v in f.get("peers_gflops", {}).items())
+                print(f"- floor {name}: {f['gflop']:.1f} GFLOP in {f['seconds']:.2f} s = {f['gflops']:.1f} GFLOP/s{peers}")
     except ArgumentError as error:
         print(f"benchmark_peers.py: error: {error}", file=sys.stderr)
         return 2

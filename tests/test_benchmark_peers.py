@@ -131,3 +131,42 @@ def test_growth_table_and_flop_count(bp):
         hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
     # per layer: 2·T·(4h² + 2hf) + 4·T²·h with T = 3
     assert bp.model_gflop(Config, 3) == pytest.approx(2 * (2 * 3 * (64 + 64) + 4 * 9 * 4) / 1e9)
+
+
+def test_whole_table_columns_means_and_page(bp, tmp_path):
+    # per sentence: gradient × input (comp, suff, τ), integrated gradients (comp, suff, τ); None = not scored
+    rows = [np.array([0.1, 0.2, 0.5, 0.3, -0.1, float("nan")]), None, np.array([0.3, 0.4, 0.1, 0.5, 0.1, 0.2])]
+    means = bp.table_means(rows)
+    assert list(means) == bp.TABLE_COLUMNS and len(means) == 6
+    assert means["gradient_x_input comprehensiveness"] == pytest.approx(0.2)
+    assert means["integrated_gradients tau_loo"] == pytest.approx(0.2)  # the NaN τ left out
+    assert bp.table_means([None])["gradient_x_input sufficiency"] is None
+    page = bp.format_columns({"hf_attn": means, "captum": means})
+    assert page.splitlines()[0] == "| cell | hf_attn | captum |"
+    assert "| integrated_gradients sufficiency | 0.0000 | 0.0000 |" in page
+    record = {"setup": {"sentences": 3, "peers": ["captum"]}, "notes": [], "flops": {},
+              "rows": [{"method": "faithfulness_table", "seconds": {"hf_attn": 1.0, "captum": 2.0}, "rss_mb": {},
+                        "agreement": {}, "columns": {"hf_attn": means, "captum": means},
+                        "extra": {"hf_attn": {"ig_completeness": {"completeness_within_1pct_share": 0.5,
+                                                                  "completeness_gap_mean_abs": 1e-3}}}}]}
+    bp.write_record(str(tmp_path / "p.json"), record)
+    text = (tmp_path / "p.md").read_text(encoding="utf-8")
+    assert "The whole faithfulness table" in text and "on 50 % of the sentences" in text and "2.00×" in text
+
+
+def test_whole_table_flop_floor_counts_every_forward(bp, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 4, "intermediate_size": 8,
+                                                      "num_hidden_layers": 2, "num_attention_heads": 2}))
+
+    class Args:
+        model = str(tmp_path)
+    ids = [[101, 5, 6, 7, 102]]  # L = 5, n = 3: distinct k 1, 2
+    table = [{"method": "faithfulness_table", "seconds": {"hf_attn": 2.0, "captum": 4.0}}]
+    floor = bp.floors(Args, None, ids, table)["faithfulness_table"]
+
+    class Config:
+        hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
+    g = lambda t: bp.model_gflop(Config, t)  # noqa: E731
+    expected = (2 * bp.TABLE_PEER_IG_STEPS + 4) * g(5) + g(5) + 3 * g(4) + 2 * (g(4) + g(3) + g(3) + g(4))
+    assert floor["gflop"] == pytest.approx(expected)
+    assert floor["gflops"] == pytest.approx(expected / 2.0) and floor["peers_gflops"]["captum"] == pytest.approx(expected / 4)

@@ -38,6 +38,13 @@ def test_table_has_every_method_and_metric(table, tmp_path):
     frame = result.to_pandas()
     assert list(frame.index) == result.methods and "comprehensiveness_low" in frame
     assert result.forwards["unique"] < result.forwards["requested"]  # identical inputs shared
+    ig = result.cost["integrated_gradients"]  # the completeness gap of the run, recomputed here
+    from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+    direct = integrated_gradients_attribution(adapter, adapter.encode(TEXTS), FAST["ig_steps"])
+    assert ig["completeness_gap_mean_abs"] == pytest.approx(float(direct.completeness_gap.abs().mean()), abs=1e-5)
+    assert ig["completeness_within_1pct_share"] == pytest.approx(float(np.mean(
+        direct.completeness_gap.abs().numpy() <= 0.01 * (direct.target_input - direct.target_baseline).abs().numpy())))
+    assert "completeness gap" in result.summary()
     text = result.summary()
     assert "raw attention has mean rank" in text and "| attention |" in text
     result.save(str(tmp_path))

@@ -85,7 +85,9 @@ HIGHER_IS_BETTER = {"comprehensiveness": True, "sufficiency": False, "soft_compr
 class FaithfulnessSettings:
     """What :func:`run_faithfulness` computes (module docstring). ``methods``: names from
     :data:`METHODS`; ``fractions``: ERASER bins; ``ig_steps`` / ``ig_rule``: integrated gradients'
-    quadrature; ``soft_seeds``: one Bernoulli draw per seed; ``naopc_beam``: 0 skips NAOPC;
+    quadrature (default 50 Gauss–Legendre nodes, captum's default: on MiniLM fine-tuned on SST, 50
+    sentences, 16 nodes left a completeness gap above 1 % of f(x) − f(x') on 24 % of the sentences,
+    50 nodes on 6 %; the table reports the gap of its run); ``soft_seeds``: one Bernoulli draw per seed; ``naopc_beam``: 0 skips NAOPC;
     ``shap_samples``: coalitions per instance for Kernel SHAP; ``batch_tokens``: padded tokens per
     method batch; ``soft_clip``: clip Soft-NC / Soft-NS to [0, 1] (default False: the formula as
     printed; instances whose zeroed input ŷ(0) is almost as confident as ŷ(x) give large values);
@@ -98,7 +100,7 @@ class FaithfulnessSettings:
 
     methods: tuple[str, ...] = DEFAULT_METHODS
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
-    ig_steps: int = 16
+    ig_steps: int = 50
     ig_rule: str = "gauss-legendre"
     soft_seeds: tuple[int, ...] = (0, 1, 2)
     naopc_beam: int = 1
@@ -166,9 +168,7 @@ def _method_function(name: str, settings: FaithfulnessSettings):
                                                          seed=settings.seed)
     target = settings.gradient_target
     if name == "integrated_gradients":
-        return lambda adapter, batch: adapter_integrated_gradients.integrated_gradients_attribution(
-            adapter, batch, settings.ig_steps, settings.ig_rule, target=target,
-            baseline=settings.ig_baseline).attributions
+        return _IntegratedGradients(settings)
     if name in ("saliency", "gradient_x_input"):
         function = saliency.saliency if name == "saliency" else gradient_x_input.gradient_x_input
         return lambda adapter, batch: function(adapter, batch, target=target)
@@ -176,6 +176,31 @@ def _method_function(name: str, settings: FaithfulnessSettings):
             "attention_flow": attention_flow.attention_flow, "attention_norm": attention_norm.attention_norm,
             "alti": alti.alti, "value_zeroing": value_zeroing.value_zeroing,
             "leave_one_out": deletion.leave_one_out_deletion}[name]
+
+
+class _IntegratedGradients:
+    """The table's integrated gradients: attributions per batch, and the completeness gaps
+    Σ_t IG_t − (f(x) − f(x')) with f(x) − f(x') of every instance kept for :meth:`completeness`."""
+
+    def __init__(self, settings: FaithfulnessSettings):
+        self.settings, self.gaps, self.differences = settings, [], []
+
+    def __call__(self, adapter, batch):
+        from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+
+        s = self.settings
+        result = integrated_gradients_attribution(adapter, batch, s.ig_steps, s.ig_rule, target=s.gradient_target,
+                                                  baseline=s.ig_baseline)
+        self.gaps.append(result.completeness_gap.double().cpu().numpy())
+        self.differences.append((result.target_input - result.target_baseline).double().cpu().numpy())
+        return result.attributions
+
+    def completeness(self) -> dict:
+        """Mean |gap|, mean |f(x) − f(x')| and the share of instances whose |gap| is within 1 % of
+        their |f(x) − f(x')| (Sundararajan et al. 2017 §3: completeness checks the quadrature)."""
+        gaps, differences = np.abs(np.concatenate(self.gaps)), np.abs(np.concatenate(self.differences))
+        return {"completeness_gap_mean_abs": float(gaps.mean()), "output_difference_mean_abs": float(differences.mean()),
+                "completeness_within_1pct_share": float(np.mean(gaps <= 0.01 * differences))}
 
 
 ROLLOUT_OF_ONE_LAYER = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
@@ -354,6 +379,11 @@ class FaithfulnessResult:
         return sorted(self.methods, key=lambda m: (math.isnan(values[m]), -sign * (values[m] if not math.isnan(values[m])
                                                                                        else 0)))
 
+    def _ranked_metrics(self) -> list[str]:
+        """The faithfulness metrics (agreement excluded) with at least one number in the table."""
+        return [m for m in METRICS if m != "agreement" and not all(
+            math.isnan(self.table[x].get(m, {}).get("mean", math.nan)) for x in self.methods)]
+
     def mean_rank(self, metrics=None) -> dict:
         """Each method's mean rank (1 = best) over ``metrics`` (default: the faithfulness metrics,
         agreement excluded), the random floor included."""
@@ -382,7 +412,7 @@ class FaithfulnessResult:
         best_other = min(others, key=lambda m: ranks[m])
         random_rank = ranks.get("random", math.nan)
         parts = [f"Over {self.num_instances} sentences, raw attention has mean rank {ranks['attention']:.1f} of "
-                 f"{len(order)} methods across {len([m for m in METRICS if m != 'agreement'])} faithfulness metrics "
+                 f"{len(order)} methods across {len(self._ranked_metrics())} faithfulness metrics "
                  f"(1 = best; the random floor {random_rank:.1f}); the best overall is {best} ({ranks[best]:.1f}).",
                  f"By ERASER comprehensiveness, attention scores {att['mean']:.3f} [{att['low']:.3f}, {att['high']:.3f}] "
                  f"against {best}'s {top['mean']:.3f} [{top['low']:.3f}, {top['high']:.3f}]"
@@ -420,6 +450,13 @@ class FaithfulnessResult:
                       "unique forwards."]
         for method, reason in self.skipped.items():
             lines.append(f"- skipped {method}: {reason}")
+        ig = self.cost.get("integrated_gradients", {})
+        if "completeness_gap_mean_abs" in ig:
+            lines.append(f"- integrated gradients ({self.settings.get('ig_steps')} {self.settings.get('ig_rule')} nodes): "
+                         f"|completeness gap| within 1 % of |f(x) − f(x')| on "
+                         f"{100 * ig['completeness_within_1pct_share']:.0f} % of the sentences (mean |gap| "
+                         f"{ig['completeness_gap_mean_abs']:.2g}, mean |f(x) − f(x')| {ig['output_difference_mean_abs']:.2g}); "
+                         "more nodes (ig_steps) close the gap")
         lines += ["", self.sentence()]
         return "\n".join(lines)
 
@@ -661,6 +698,8 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
         scores[name] = per_instance
         cost[name] = {"seconds": seconds, "seconds_per_sentence": seconds / len(instances),
                       "peak_mb_per_sentence": float(np.mean(memory)) if memory else 0.0}
+        if isinstance(function, _IntegratedGradients):
+            cost[name] |= function.completeness()
     methods = list(scores)
 
     counts = tokens_per_fraction([int(i.content.sum()) for i in instances], settings.fractions)

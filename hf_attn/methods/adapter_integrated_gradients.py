@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from hf_attn.core.batching import forward_tokens
 from hf_attn.methods.integrated_gradients import RULES, IntegratedGradientsResult, quadrature  # noqa: F401
 from hf_attn.methods.saliency import class_scores
 
@@ -26,8 +27,11 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
                                      baseline: str = "zero", token_budget: int | None = None
                                      ) -> IntegratedGradientsResult:
     """Integrated gradients (module docstring) of every instance of ``batch``: at most
-    ``token_budget`` (default the adapter's) padded tokens per forward + backward, so memory stays
-    bounded at any length (all path points of several instances, or some points of one).
+    ``token_budget`` padded tokens per forward + backward, so memory stays bounded at any length (all
+    path points of several instances, or some points of one). The default is the adapter's budget,
+    capped on a CPU as :func:`hf_attn.core.batching.forward_tokens` caps forwards (measured on
+    MiniLM, 40 SST sentences, 16 nodes: 1024 tokens 7.7 s and 0.8 GB peak RSS, 8192 tokens 8.4 s
+    and 1.9–2.0 GB).
     ``baseline``: ``"zero"`` (the text's embeddings replaced by 0) or ``"pad"`` (by the pad token's
     embedding)."""
     if baseline not in ("zero", "pad"):
@@ -41,7 +45,7 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
         adapter.model.get_input_embeddings().weight[adapter.pad_id].detach().expand_as(embeddings)
     baseline = torch.where(moving, value, embeddings)
     count, width = batch.input_ids.shape
-    budget = token_budget or getattr(adapter, "token_budget", 8192)
+    budget = token_budget or forward_tokens(getattr(adapter, "token_budget", 8192), getattr(adapter, "device", None))
     ends = []
     with torch.no_grad():  # f(x) and f(x') of as many instances as the budget allows per forward
         step = max(1, budget // max(2 * width, 1))

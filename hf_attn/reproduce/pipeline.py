@@ -393,7 +393,7 @@ def _run_faithfulness_table(run: DatasetRun, model_dir: str, out: str, instances
     from hf_attn.batteries.faithfulness import FaithfulnessSettings, run_faithfulness
     from hf_attn.explainer import Explainer
 
-    settings = FaithfulnessSettings(methods=tuple(run.plan.faithfulness_methods))
+    settings = FaithfulnessSettings(methods=tuple(run.plan.faithfulness_methods), ig_steps=run.plan.faithfulness_ig_steps)
     request = {"model": model_dir, "instances": instances, "sample": "seeded test sample (seed 0)",
                **asdict(settings)}
     if _done(out, request):
