@@ -204,3 +204,34 @@ def test_erasure_scores_of_outside_attributions_equal_the_tables(table):
                                atol=1e-6)  # float32 forwards batched differently
     with pytest.raises(ValueError, match=r"attributions\[0\] has 1 scores"):
         erasure_scores(adapter, TEXTS[:1], [[0.5]])
+
+
+def test_cli_faithfulness_battery_with_chosen_metrics_and_logit_gradients(tmp_path, capsys):
+    """``hf-attn analyze DIR --battery faithfulness`` with ``--faith-metrics``,
+    ``--faith-gradient-target`` and ``--faith-ig-baseline``: the run's table has exactly the chosen
+    columns and its settings say what ran; an unknown metric is one line, exit 2."""
+    import json
+
+    from hf_attn.cli import main
+
+    model, tokenizer = tiny_classifier("bert")
+    folder = tmp_path / "bert"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": i % 3}) + "\n" for i, t in enumerate(TEXTS)))
+    base = ["analyze", str(folder), "--battery", "faithfulness", "--dataset", str(data), "--quiet", "--threads", "1",
+            "--faith-methods", "attention,integrated_gradients,leave_one_out", "--faith-ig-steps", "4"]
+    out = tmp_path / "out"
+    code = main(base + ["--output-dir", str(out), "--faith-metrics", "comprehensiveness,tau_loo",
+                        "--faith-gradient-target", "logit", "--faith-ig-baseline", "pad"])
+    assert code == 0, capsys.readouterr().err
+    result = FaithfulnessResult.load(str(out))
+    assert result.methods == ["attention", "integrated_gradients", "leave_one_out"]
+    assert set(result.table["attention"]) == {"comprehensiveness", "tau_loo"}
+    assert result.settings["gradient_target"] == "logit" and result.settings["ig_baseline"] == "pad"
+    assert "completeness_gap_mean_abs" in result.cost["integrated_gradients"]
+    capsys.readouterr()
+    code = main(base + ["--output-dir", str(tmp_path / "bad"), "--faith-metrics", "beauty"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1 and "metrics must be" in err[0]

@@ -65,11 +65,13 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     w = torch.as_tensor(weights, dtype=torch.float64, device=device)
     grads = torch.zeros(embeddings.shape, dtype=torch.float64, device=device)
     # instances × path points × width ≤ budget per forward + backward: several instances with all
-    # their points, or, when one instance's points alone exceed it, one instance and some points
+    # their points, or, when one instance's points alone exceed it, one instance and its points in
+    # passes of equal size (50 points of 25 tokens in a 1024-token budget: 25 + 25, not 40 + 10)
     if width * len(a) <= budget:
         per_chunk, per_pass = budget // (width * len(a)), len(a)
     else:
-        per_chunk, per_pass = 1, max(1, budget // width)
+        passes = -(-len(a) // max(1, budget // width))
+        per_chunk, per_pass = 1, -(-len(a) // passes)
     for start in range(0, count, per_chunk):
         rows = list(range(start, min(count, start + per_chunk)))
         n = len(rows)

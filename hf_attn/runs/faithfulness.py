@@ -19,7 +19,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 
 from hf_attn.runs import Battery, register_battery
-from hf_attn.batteries.faithfulness import METHODS, FaithfulnessResult, FaithfulnessSettings, run_faithfulness
+from hf_attn.batteries.faithfulness import METHODS, METRICS, FaithfulnessResult, FaithfulnessSettings, run_faithfulness
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,14 @@ def add_options(parser) -> None:
                    help=f"comma-separated subset of {', '.join(METHODS)} (default: all)")
     g.add_argument("--faith-fractions", type=_tuple_of(float), default=table.fractions,
                    help="ERASER bins (default 0.01,0.05,0.1,0.2,0.5)")
-    g.add_argument("--faith-ig-steps", type=int, default=table.ig_steps)
+    g.add_argument("--faith-ig-steps", type=int, default=table.ig_steps,
+                   help="integrated gradients' Gauss–Legendre nodes (default %(default)s)")
+    g.add_argument("--faith-ig-baseline", choices=["zero", "pad"], default=table.ig_baseline,
+                   help="the text's embeddings start from 0 or from the pad token's (default %(default)s)")
+    g.add_argument("--faith-gradient-target", choices=["probability", "logit"], default=table.gradient_target,
+                   help="f of saliency, gradient × input and integrated gradients: ŷ_c or z_c (default %(default)s)")
+    g.add_argument("--faith-metrics", type=_tuple_of(str), default=table.metrics,
+                   help=f"comma-separated subset of {', '.join(METRICS)} (default: all)")
     g.add_argument("--faith-soft-seeds", type=_tuple_of(int), default=table.soft_seeds)
     g.add_argument("--faith-soft-clip", action="store_true", help="clip Soft-NC / Soft-NS to [0, 1]")
     g.add_argument("--faith-naopc-beam", type=int, default=table.naopc_beam, help="0: no normalised AOPC")
@@ -137,7 +144,8 @@ def settings_from_args(args) -> FaithfulnessRunSettings:
                                  ig_steps=args.faith_ig_steps, soft_seeds=tuple(args.faith_soft_seeds),
                                  soft_clip=bool(args.faith_soft_clip), naopc_beam=args.faith_naopc_beam,
                                  shap_samples=args.faith_shap_samples, batch_tokens=args.faith_batch_tokens,
-                                 seed=args.seed)
+                                 seed=args.seed, metrics=tuple(args.faith_metrics),
+                                 gradient_target=args.faith_gradient_target, ig_baseline=args.faith_ig_baseline)
     heads = heads_option(args.faith_heads, "--faith-heads")
     return FaithfulnessRunSettings(split=args.split, max_instances=args.faith_max_instances or None,
                                    dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
