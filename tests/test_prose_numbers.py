@@ -48,6 +48,11 @@ SOURCES = {
     "bf16": "docs/benchmarks/bf16_training.json",  # scripts/benchmark_training.py --compare bf16
     "profile": "docs/benchmarks/profile_analyze.json",  # scripts/profile_commands.py analyze
     "trainprofile": "docs/benchmarks/profile_train.json",  # scripts/profile_commands.py train
+    "peers": "docs/benchmarks/peers.json",  # scripts/benchmark_peers.py --quick
+    "peerstable": "docs/benchmarks/peers_table.json",  # scripts/benchmark_peers.py --methods faithfulness_table
+    "peersfull": "docs/benchmarks/peers_full.json",  # scripts/benchmark_peers.py --full
+    "growth": "docs/benchmarks/growth.json",  # scripts/benchmark_peers.py --growth
+    "igc": "docs/benchmarks/ig_completeness.json",  # scripts/ig_completeness.py
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
 
