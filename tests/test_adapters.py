@@ -365,3 +365,36 @@ def test_every_battery_takes_device_and_precision_or_refuses_them(tmp_path, trai
     assert main(["eraser", str(folder), "--dataset", str(data), "--output-dir", str(tmp_path / "e"), "--device", "cpu",
                  "--precision", "bfloat16", "--ig-steps", "2", "--quiet"]) == 0
     assert json.loads((tmp_path / "e" / "results.json").read_text())["request"]["precision"] == "bfloat16"
+
+
+@pytest.mark.parametrize("name", [a for a in ARCHITECTURES if a != "deberta-v2"])
+def test_input_gradients_run_the_fused_kernel_with_the_eager_results(name, monkeypatch):
+    """Gradients to the input embeddings run transformers' sdpa kernel once the adapter has checked
+    it on the model (the kernel is really called), with the eager forward's logits and gradients;
+    a model that does not declare sdpa support stays eager and says why."""
+    import transformers.integrations.sdpa_attention as sdpa_module
+
+    model, tokenizer = tiny_classifier(name)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.fused and adapter.describe()["fused_attention"], adapter.fused_reason
+    batch = adapter.encode(TEXTS)
+    calls = []
+    real = sdpa_module.sdpa_attention_forward
+    monkeypatch.setattr(sdpa_module, "sdpa_attention_forward", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def gradient(fused: bool):
+        adapter.fused = fused
+        embeddings = adapter.embeddings(batch).detach().requires_grad_(True)
+        logits = adapter.logits_from_embeddings(batch, embeddings)
+        (grad,) = torch.autograd.grad(logits.softmax(-1)[:, 0].sum(), embeddings)
+        return logits, grad
+
+    eager_logits, eager_grad = gradient(False)
+    assert not calls
+    fused_logits, fused_grad = gradient(True)
+    assert len(calls) == adapter.num_layers
+    torch.testing.assert_close(fused_logits, eager_logits, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(fused_grad, eager_grad, atol=1e-5, rtol=1e-3)
+    monkeypatch.setattr(type(model), "_supports_sdpa", False)
+    again = adapter_for(model, tokenizer, device="cpu")
+    assert not again.fused and "does not declare support" in again.fused_reason

@@ -50,7 +50,11 @@ class Intervention:
     bool: value vectors set to 0 at that layer (every head; value zeroing). ``cached_values``: the
     query-only mode of the fast path, see :func:`intervened_attention`. ``record``: when a list, every
     call appends ``(module, probabilities, value)`` (probabilities and values as used, values with the
-    grouped heads repeated to one per query head). ``calls`` counts the attention calls."""
+    grouped heads repeated to one per query head). ``fused``: nothing is changed or recorded, so every
+    call runs transformers' fused kernel (``sdpa_attention_forward``) instead of the eager
+    arithmetic — the same output up to rounding, without the (T × T) probabilities kept for the
+    backward; the adapter uses it only after checking it on the model. ``calls`` counts the
+    attention calls."""
 
     layer: int = -1
     query: torch.Tensor | None = None
@@ -61,6 +65,7 @@ class Intervention:
     cached_values: torch.Tensor | None = None
     record: list | None = None
     every_layer: bool = False
+    fused: bool = False
     calls: int = field(default=0)
 
 
@@ -122,6 +127,10 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     iv = hf_attn_intervention
     if iv is None:
         return eager(module, query, key, value, attention_mask, *args, **kwargs)
+    if iv.fused:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, *args, **kwargs)
     if module.training:
         raise InterventionError("interventions need the model in eval mode (dropout would change the rows)")
     index = iv.calls

@@ -151,6 +151,7 @@ class TransformersAdapter:
         return 0
 
     def _probe(self) -> None:
+        self.fused, self.fused_reason = False, "not checked yet"  # eager until _check_fused says otherwise
         ids = self.tokenizer(PROBE_TEXT)["input_ids"]
         if len(ids) < 3:
             raise UnsupportedModelError(f"the tokenizer turns a 9-word probe sentence into {len(ids)} tokens")
@@ -190,6 +191,31 @@ class TransformersAdapter:
         self._check_effective(input_ids, mask)
         self.fast_path = True  # the check's forward fills the fast path's cache
         self.fast_path, self.fast_path_reason = self._check_fast_path(input_ids, mask)
+        self.fused, self.fused_reason = self._check_fused(input_ids, mask)
+
+    def _check_fused(self, input_ids, mask) -> tuple[bool, str]:
+        """Whether the gradients to the input embeddings (saliency, gradient × input, integrated
+        gradients: forwards that change and record nothing) can run transformers' fused attention
+        kernel, which keeps no (T × T) probabilities for the backward: it must run on this model and
+        give the eager forward's logits (within 1e-4 of their scale); otherwise they stay eager, with
+        the reason. The no-gradient forwards (``logits``: deletions, erasures) stay eager, so every
+        difference of two such forwards (leave-one-out, comprehensiveness) compares like with like."""
+        if not getattr(self.model, "_supports_sdpa", False):
+            return False, f"{type(self.model).__name__} does not declare support for transformers' sdpa kernel"
+        try:
+            with torch.no_grad():
+                fused = self._model_call(input_ids, mask, None, Intervention(fused=True)).logits.float()
+                eager = self._model_call(input_ids, mask, None, None).logits.float()
+        except Exception as error:  # noqa: BLE001 - any failure means: stay eager, and say why
+            return False, f"the fused kernel fails on this model ({type(error).__name__}: {str(error)[:160]})"
+        if not bool(torch.isfinite(fused).all()) or float((fused - eager).abs().max()) > 1e-4 * (
+                1.0 + float(eager.abs().max())):
+            return False, "the fused kernel's logits differ from the eager forward's on the probe sentence"
+        return True, "gradients to the inputs use transformers' sdpa kernel (checked on a probe sentence)"
+
+    def _plain(self) -> Intervention | None:
+        """The intervention argument of a differentiable forward that changes and records nothing."""
+        return Intervention(fused=True) if self.fused else None
 
     def _find_layers(self, modules):
         """The ``ModuleList`` whose i-th layer holds the i-th attention call's module (None when
@@ -533,7 +559,7 @@ class TransformersAdapter:
                                detach_attention: bool = False) -> torch.Tensor:
         """``(B, C)`` logits from input embeddings ``(B, T, E)``; with ``detach_attention`` no gradient
         flows through the explained attention rows (J&W Alg. 1 holds attention fixed)."""
-        intervention = None
+        intervention = self._plain()
         if detach_attention:
             head = None if self.spec.heads == "mean" else int(self.spec.heads)
             intervention = Intervention(layer=self.layer, query=batch.query, detach=True, head=head)
@@ -549,5 +575,6 @@ class TransformersAdapter:
                 "num_heads": self.num_heads, "heads": self.spec.heads, "query": self.query_rule,
                 "pooling": self.pooling, "padding": "left" if self.left_padding else "right",
                 "fast_path": self.fast_path, "fast_path_reason": self.fast_path_reason,
+                "fused_attention": self.fused, "fused_attention_reason": self.fused_reason,
                 "device": str(self.device), "precision": str(self.dtype).replace("torch.", ""),
                 "text": f"layer {self.spec.layer}, {self.query_rule} query row(s), {heads}"}
