@@ -90,3 +90,19 @@ def tiny_classifier(name: str, seed: int = 0, layers: int = 2, **extra):
     config = tiny_config(name, len(tokenizer), layers=layers, **extra)
     model = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
     return model.eval(), tokenizer
+
+
+def saved_classifier(name: str, folder):
+    """``tiny_classifier(name)`` saved in ``folder / name`` and :data:`TEXTS` as a JSON-lines data set
+    (labels cycling over 3 classes) beside it: ``(model folder, data file)``, the inputs of
+    ``hf-attn analyze DIR --dataset FILE``."""
+    import json
+
+    model, tokenizer = tiny_classifier(name)
+    target = folder / name
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    data = folder / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": i % 3}) + "\n" for i, t in enumerate(TEXTS)))
+    return target, data
+

@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from architectures import ARCHITECTURES, DECODERS, TEXTS, tiny_classifier
+from architectures import ARCHITECTURES, DECODERS, TEXTS, saved_classifier, tiny_classifier
 from hf_attn.adapters import AttentionSpec, UnsupportedModelError, adapter_for
 from hf_attn.adapters.interface import Intervention
 
@@ -302,12 +302,7 @@ def test_cli_jw_battery_on_every_architecture(name, tmp_path, capsys):
 
     from hf_attn.cli import main
 
-    model, tokenizer = tiny_classifier(name)
-    folder = tmp_path / name
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"text": t, "label": i % 3}) + "\n" for i, t in enumerate(TEXTS)))
+    folder, data = saved_classifier(name, tmp_path)
     out = tmp_path / "out"
     code = main(["analyze", str(folder), "--battery", "jw", "--dataset", str(data), "--output-dir", str(out),
                  "--jw-permutations", "4", "--jw-adversaries", "2", "--jw-steps", "3", "--device", "cpu",
@@ -356,12 +351,7 @@ def test_every_battery_takes_device_and_precision_or_refuses_them(tmp_path, trai
         code = main(argv + ["--output-dir", str(tmp_path / f"{battery}-p"), "--precision", "bfloat16", "--quiet"])
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert code == 2 and "analysed in float32" in err[-1], (battery, err)
-    model, tokenizer = tiny_classifier("bert")
-    folder = tmp_path / "bert"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"text": t, "label": i % 3}) + "\n" for i, t in enumerate(TEXTS)))
+    folder, data = saved_classifier("bert", tmp_path)
     assert main(["eraser", str(folder), "--dataset", str(data), "--output-dir", str(tmp_path / "e"), "--device", "cpu",
                  "--precision", "bfloat16", "--ig-steps", "2", "--quiet"]) == 0
     assert json.loads((tmp_path / "e" / "results.json").read_text())["request"]["precision"] == "bfloat16"

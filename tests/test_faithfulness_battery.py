@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from architectures import TEXTS, tiny_classifier
+from architectures import TEXTS, saved_classifier, tiny_classifier
 from hf_attn.adapters import adapter_for
 from hf_attn.batteries.faithfulness import (METRICS, FaithfulnessResult, FaithfulnessSettings, _aopc_bounds,
                                             _Instance, _ProbabilityCache, run_faithfulness)
@@ -210,16 +210,9 @@ def test_cli_faithfulness_battery_with_chosen_metrics_and_logit_gradients(tmp_pa
     """``hf-attn analyze DIR --battery faithfulness`` with ``--faith-metrics``,
     ``--faith-gradient-target`` and ``--faith-ig-baseline``: the run's table has exactly the chosen
     columns and its settings say what ran; an unknown metric is one line, exit 2."""
-    import json
-
     from hf_attn.cli import main
 
-    model, tokenizer = tiny_classifier("bert")
-    folder = tmp_path / "bert"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"text": t, "label": i % 3}) + "\n" for i, t in enumerate(TEXTS)))
+    folder, data = saved_classifier("bert", tmp_path)
     base = ["analyze", str(folder), "--battery", "faithfulness", "--dataset", str(data), "--quiet", "--threads", "1",
             "--faith-methods", "attention,integrated_gradients,leave_one_out", "--faith-ig-steps", "4"]
     out = tmp_path / "out"
