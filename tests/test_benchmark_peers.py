@@ -170,3 +170,14 @@ def test_whole_table_flop_floor_counts_every_forward(bp, tmp_path):
     expected = (2 * bp.TABLE_PEER_IG_STEPS + 4) * g(5) + g(5) + 3 * g(4) + 2 * (g(4) + g(3) + g(3) + g(4))
     assert floor["gflop"] == pytest.approx(expected)
     assert floor["gflops"] == pytest.approx(expected / 2.0) and floor["peers_gflops"]["captum"] == pytest.approx(expected / 4)
+
+
+def test_growth_record_page_and_the_commit_in_the_setup(bp, tmp_path):
+    record = {"setup": {"argv": "--growth --growth-lengths 32", "device": "cpu", "threads": 1},
+              "growth": [{"method": "saliency", "length": 32, "count": 100, "seconds": 1.0, "rss_mb": 650.0}]}
+    bp.write_record(str(tmp_path / "growth.json"), record)
+    page = (tmp_path / "growth.md").read_text(encoding="utf-8")
+    assert page.splitlines()[2] == "# hf_attn's cost against length and count"
+    assert "`scripts/benchmark_peers.py --growth --growth-lengths 32`" in page and "| saliency | 32 | 100 |" in page
+    commit = bp.checkout_commit()
+    assert commit is None or (4 <= len(commit) <= 40 and all(c in "0123456789abcdef" for c in commit))
