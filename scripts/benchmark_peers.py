@@ -1175,7 +1175,8 @@ def growth(args) -> list:
                         continue
                     with open(job["out"] + ".json", encoding="utf-8") as f:
                         info = json.load(f)
-                    cell = {"method": method, "length": length, "count": count, **info}
+                    cell = {"cell": f"{method}-{length}-{count}", "method": method, "length": length, "count": count,
+                            **info}
                     cells.append(cell)
                     print(f"{method:22s} {length:4d} tokens × {count:6d}: {info['seconds']:8.2f} s "
                           f"{info['rss_mb']:7.0f} MB", flush=True)

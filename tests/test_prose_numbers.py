@@ -53,6 +53,7 @@ SOURCES = {
     "peersfull": "docs/benchmarks/peers_full.json",  # scripts/benchmark_peers.py --full
     "growth": "docs/benchmarks/growth.json",  # scripts/benchmark_peers.py --growth
     "igc": "docs/benchmarks/ig_completeness.json",  # scripts/ig_completeness.py
+    "training": "docs/benchmarks/training_vs_plain_loop.json",  # scripts/benchmark_training.py --epochs E
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
 

@@ -87,7 +87,8 @@ class FaithfulnessSettings:
     :data:`METHODS`; ``fractions``: ERASER bins; ``ig_steps`` / ``ig_rule``: integrated gradients'
     quadrature (default 50 Gauss–Legendre nodes, captum's default: on MiniLM fine-tuned on SST, 50
     sentences, 16 nodes left a completeness gap above 1 % of f(x) − f(x') on 24 % of the sentences,
-    50 nodes on 6 %; the table reports the gap of its run); ``soft_seeds``: one Bernoulli draw per seed; ``naopc_beam``: 0 skips NAOPC;
+    50 nodes on 6 %; the table reports the gap of its run); ``soft_seeds``: one Bernoulli draw per
+    seed; ``naopc_beam``: 0 skips NAOPC;
     ``shap_samples``: coalitions per instance for Kernel SHAP; ``batch_tokens``: padded tokens per
     method batch; ``soft_clip``: clip Soft-NC / Soft-NS to [0, 1] (default False: the formula as
     printed; instances whose zeroed input ŷ(0) is almost as confident as ŷ(x) give large values);
