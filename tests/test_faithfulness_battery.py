@@ -42,8 +42,10 @@ def test_table_has_every_method_and_metric(table, tmp_path):
     from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
     direct = integrated_gradients_attribution(adapter, adapter.encode(TEXTS), FAST["ig_steps"])
     assert ig["completeness_gap_mean_abs"] == pytest.approx(float(direct.completeness_gap.abs().mean()), abs=1e-5)
-    assert ig["completeness_within_1pct_share"] == pytest.approx(float(np.mean(
-        direct.completeness_gap.abs().numpy() <= 0.01 * (direct.target_input - direct.target_baseline).abs().numpy())))
+    share = float(np.mean(direct.completeness_gap.abs().numpy()
+                          <= 0.01 * (direct.target_input - direct.target_baseline).abs().numpy()))
+    # the table's batches are trimmed to their own width: a sentence right at the 1 % line may fall either side
+    assert abs(ig["completeness_within_1pct_share"] - share) <= 1 / len(TEXTS) + 1e-9
     assert "completeness gap" in result.summary()
     text = result.summary()
     assert "raw attention has mean rank" in text and "| attention |" in text
