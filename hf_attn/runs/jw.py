@@ -311,9 +311,7 @@ def settings_from_jw(run) -> TransformerJWSettings:
     a = run.algorithm
     heads = run.transformer_heads
     settings = TransformerJWSettings(
-        layer=run.transformer_layer, heads=heads if heads == "mean" else int(heads),
-        num_permutations=a.num_permutations, k=a.k, lam=a.lam, eps=a.eps, steps=a.steps, lr=a.lr,
-        init_scale=a.init_scale, seed=a.seed, alpha=a.alpha, tie_tolerance=a.tie_tolerance,
+        layer=run.transformer_layer, heads=heads if heads == "mean" else int(heads), **a.algorithm(),
         token_budget=a.token_budget, gradient_token_budget=a.gradient_token_budget,
         loo_token_budget=a.loo_token_budget, num_threads=a.num_threads, device=run.device,
         precision=run.precision)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import torch
@@ -48,8 +48,10 @@ def heads_option(value: str, flag: str) -> str:
 
 
 @dataclass
-class JWSettings:
-    """Parameters of :func:`run_jw_battery` (recorded in results.json). Defaults: J&W §4 / code."""
+class JWAlgorithm:
+    """The J&W analyses' own parameters, shared by the papers' models' battery (:class:`JWSettings`)
+    and the transformers' (``hf_attn.batteries.jw.transformer.TransformerJWSettings``). Defaults:
+    J&W §4 / code."""
 
     num_permutations: int = 100
     k: int = 5
@@ -65,6 +67,17 @@ class JWSettings:
     # exact ties (two adjacent identical tokens give the same sentence when either is deleted).
     # 0 ranks the raw values. Why 1e-6: hf_attn.batteries.jw.summary.TIE_TOLERANCE.
     tie_tolerance: float = 1e-6
+
+    def algorithm(self) -> dict:
+        """These parameters as keyword arguments (to carry them from one settings class to the other)."""
+        return {f.name: getattr(self, f.name) for f in fields(JWAlgorithm)}
+
+
+@dataclass
+class JWSettings(JWAlgorithm):
+    """Parameters of :func:`run_jw_battery` (recorded in results.json): the analyses'
+    (:class:`JWAlgorithm`) and how they run here."""
+
     token_budget: int = 16384  # padded tokens per batch (forward, permutations, adversaries)
     gradient_token_budget: int = 4096  # per forward + backward (cache-sized: faster on CPU)
     loo_token_budget: int = 32768  # padded tokens per chunk of leave-one-out deletions

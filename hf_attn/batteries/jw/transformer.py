@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from hf_attn.adapters import AttentionSpec
-from hf_attn.batteries.jw.common import weights_checksum
+from hf_attn.batteries.jw.common import JWAlgorithm, weights_checksum
 from hf_attn.core.batching import length_batches
 from hf_attn.core.sharding import cache_key, run_sharded, scatter_rows
 from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
@@ -47,9 +47,10 @@ from hf_attn.methods.permutation import permuted_attention_tvd
 
 
 @dataclass
-class TransformerJWSettings:
-    """Parameters of :func:`run_transformer_jw_battery` (recorded in results.json); J&W §4 / code
-    defaults, which attention is explained, and where and how it runs.
+class TransformerJWSettings(JWAlgorithm):
+    """Parameters of :func:`run_transformer_jw_battery` (recorded in results.json): the analyses'
+    (:class:`hf_attn.batteries.jw.common.JWAlgorithm`), which attention is explained, and where and
+    how it runs.
 
     ``batch_size``: instances per batch of the forward, gradient and permutation, further bounded
     by ``token_budget`` padded tokens; ``gradient_token_budget`` bounds the gradient's backward
@@ -59,16 +60,6 @@ class TransformerJWSettings:
 
     layer: int = -1
     heads: str | int = "mean"
-    num_permutations: int = 100
-    k: int = 5
-    lam: float = 500.0
-    eps: float = 0.01
-    steps: int = 500
-    lr: float = 0.01
-    init_scale: float = 3.0
-    seed: int = 0
-    alpha: float = 0.05
-    tie_tolerance: float = 1e-6  # hf_attn.batteries.jw.summary.TIE_TOLERANCE
     divergence_on: str = "content"  # the adversary's JSD: content pieces renormalised, or the full "row"
     batch_size: int = 64
     adversary_batch_size: int = 256
