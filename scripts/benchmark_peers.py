@@ -780,9 +780,7 @@ def _ferret_worker(job):
                 target = int(model(input_ids=torch.tensor([ids[i]], device=job["device"])).logits.argmax(-1))
             out[i] = -evaluator.compute_leave_one_out_occlusion(text, target=target).numpy().astype(np.float64)
         text_ids = [[t for t, c in zip(s, m) if c] for s, m in zip(ids, content)]
-        changed = [i for i, s in enumerate(text_ids) if not all(
-            tokenizer(tokenizer.decode(s[:j] + s[j + 1:]), add_special_tokens=False)["input_ids"] == s[:j] + s[j + 1:]
-            for j in range(len(s)))]
+        changed = [i for i, s in enumerate(text_ids) if not _survive_roundtrip(tokenizer, _deletions(s))]
         extra["decode_roundtrip_changed"] = len(changed)
         out = [None if i in mismatched or i in changed else v for i, v in enumerate(out)]
     elif method in ("erasure", "erasure_eraser"):
@@ -806,7 +804,7 @@ def _ferret_worker(job):
             c = comp.compute_evaluation(explanation, target=target, **args).score
             s = suff.compute_evaluation(explanation, target=target, **args).score
             out[i] = np.array([c, s], dtype=np.float64)
-            if not _roundtrip_exact(tokenizer, ids[i], content[i], job["scores"][i], n):
+            if not _roundtrip_exact(tokenizer, ids[i], content[i], job["scores"][i]):
                 out[i] = None
                 roundtrip += 1
         extra["decode_roundtrip_changed"] = roundtrip
@@ -845,11 +843,8 @@ def _ferret_worker(job):
         roundtrip = 0
         for i, explanations in enumerate(kept):
             text_ids = [t for t, c in zip(ids[i], content[i]) if c]
-            n = len(text_ids)
-            same = all(_roundtrip_exact(tokenizer, ids[i], content[i], e.scores[np.asarray(content[i], bool)], n)
-                       for e in explanations) and all(
-                tokenizer(tokenizer.decode(text_ids[:j] + text_ids[j + 1:]), add_special_tokens=False)["input_ids"]
-                == text_ids[:j] + text_ids[j + 1:] for j in range(n))
+            same = all(_roundtrip_exact(tokenizer, ids[i], content[i], e.scores[np.asarray(content[i], bool)])
+                       for e in explanations) and _survive_roundtrip(tokenizer, _deletions(text_ids))
             if not same:
                 out[i] = None
                 roundtrip += 1
@@ -862,18 +857,28 @@ def _ferret_worker(job):
     return out, time.perf_counter() - start, extra
 
 
-def _roundtrip_exact(tokenizer, ids, content, scores, n) -> bool:
-    """Whether every erased input of the sentence survives ferret's decode → tokenize round trip."""
+def _survive_roundtrip(tokenizer, token_lists) -> bool:
+    """Whether every token list is given back unchanged by ferret's decode → tokenize round trip."""
+    return all(tokenizer(tokenizer.decode(t), add_special_tokens=False)["input_ids"] == t for t in token_lists)
+
+
+def _deletions(text_ids) -> list[list[int]]:
+    """The text's single-token deletions (leave-one-out's inputs), in token order."""
+    return [text_ids[:j] + text_ids[j + 1:] for j in range(len(text_ids))]
+
+
+def _roundtrip_exact(tokenizer, ids, content, scores) -> bool:
+    """Whether every erased input of the sentence (the top-k tokens of ``scores`` deleted, or kept
+    alone, for each distinct k) survives ferret's decode → tokenize round trip."""
     import numpy as np
 
     text_ids = [t for t, c in zip(ids, content) if c]
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    for k in distinct_k(n):
+    erased = []
+    for k in distinct_k(len(text_ids)):
         top = set(order[:k].tolist())
-        for kept in ([t for j, t in enumerate(text_ids) if j not in top], [t for j, t in enumerate(text_ids) if j in top]):
-            if tokenizer(tokenizer.decode(kept), add_special_tokens=False)["input_ids"] != kept:
-                return False
-    return True
+        erased += [[t for j, t in enumerate(text_ids) if j not in top], [t for j, t in enumerate(text_ids) if j in top]]
+    return _survive_roundtrip(tokenizer, erased)
 
 
 def run_worker(job_path: str) -> int:

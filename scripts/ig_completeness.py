@@ -46,32 +46,29 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import numpy as np
     import torch
 
     from hf_attn import Explainer
     from hf_attn.data.datasets import load_sst
     from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+    from hf_attn.methods.integrated_gradients import completeness_summary
 
     torch.set_num_threads(1)
     texts = list(load_sst().splits["test"]["text"][:args.sentences])
     adapter = Explainer.from_pretrained(args.model, device="cpu").adapter
     rows = []
     for nodes in args.nodes:
-        gaps, differences, start = [], [], time.perf_counter()
+        results, start = [], time.perf_counter()
         for begin in range(0, len(texts), 8):
-            result = integrated_gradients_attribution(adapter, adapter.encode(texts[begin:begin + 8]), nodes,
-                                                      target=args.target, baseline=args.baseline)
-            gaps.append(result.completeness_gap.abs().double().numpy())
-            differences.append((result.target_input - result.target_baseline).abs().double().numpy())
-        gap, difference = np.concatenate(gaps), np.concatenate(differences)
-        row = {"nodes": nodes, "seconds": time.perf_counter() - start, "gap_mean_abs": float(gap.mean()),
-               "gap_max_abs": float(gap.max()), "output_difference_mean_abs": float(difference.mean()),
-               "within_1pct_share": float(np.mean(gap <= 0.01 * difference))}
+            results.append(integrated_gradients_attribution(adapter, adapter.encode(texts[begin:begin + 8]), nodes,
+                                                            target=args.target, baseline=args.baseline))
+        seconds = time.perf_counter() - start
+        largest = max(float(r.completeness_gap.abs().max()) for r in results)
+        row = {"nodes": nodes, "seconds": seconds, **completeness_summary(results), "completeness_gap_max_abs": largest}
         rows.append(row)
-        print(f"{nodes:4d} nodes: mean |gap| {row['gap_mean_abs']:.2e}, max {row['gap_max_abs']:.2e}, "
+        print(f"{nodes:4d} nodes: mean |gap| {row['completeness_gap_mean_abs']:.2e}, max {largest:.2e}, "
               f"mean |f(x) − f(x')| {row['output_difference_mean_abs']:.3f}, within 1 % on "
-              f"{100 * row['within_1pct_share']:.0f} % of the sentences ({row['seconds']:.1f} s)", flush=True)
+              f"{100 * row['completeness_within_1pct_share']:.0f} % of the sentences ({seconds:.1f} s)", flush=True)
     if args.write:
         record = {"command": "scripts/ig_completeness.py " + " ".join(sys.argv[1:] if argv is None else argv),
                   "model": os.path.basename(os.path.normpath(args.model)), "sentences": len(texts),

@@ -181,3 +181,21 @@ def test_growth_record_page_and_the_commit_in_the_setup(bp, tmp_path):
     assert "`scripts/benchmark_peers.py --growth --growth-lengths 32`" in page and "| saliency | 32 | 100 |" in page
     commit = bp.checkout_commit()
     assert commit is None or (4 <= len(commit) <= 40 and all(c in "0123456789abcdef" for c in commit))
+
+
+def test_ferret_roundtrip_checks_every_erased_and_deleted_input(bp):
+    class Tokenizer:  # token 9 does not survive decode → tokenize (it comes back as 8)
+        def decode(self, ids):
+            return " ".join(map(str, ids))
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [8 if t == "9" else int(t) for t in text.split()]}
+
+    tok = Tokenizer()
+    assert bp._deletions([1, 2, 3]) == [[2, 3], [1, 3], [1, 2]]
+    assert bp._survive_roundtrip(tok, bp._deletions([1, 2, 3]))
+    assert not bp._survive_roundtrip(tok, bp._deletions([1, 9, 3]))
+    ids, content = [101, 1, 2, 3, 102], [False, True, True, True, False]
+    assert bp._roundtrip_exact(tok, ids, content, [0.1, 0.9, 0.5])
+    # n = 3: k = 1 only; the top token kept alone is [9]: it changes
+    assert not bp._roundtrip_exact(tok, [101, 1, 9, 3, 102], content, [0.1, 0.9, 0.5])

@@ -180,11 +180,11 @@ def _method_function(name: str, settings: FaithfulnessSettings):
 
 
 class _IntegratedGradients:
-    """The table's integrated gradients: attributions per batch, and the completeness gaps
-    Σ_t IG_t − (f(x) − f(x')) with f(x) − f(x') of every instance kept for :meth:`completeness`."""
+    """The table's integrated gradients: attributions per batch, each batch's result kept for
+    :meth:`completeness`."""
 
     def __init__(self, settings: FaithfulnessSettings):
-        self.settings, self.gaps, self.differences = settings, [], []
+        self.settings, self.results = settings, []
 
     def __call__(self, adapter, batch):
         from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
@@ -192,16 +192,14 @@ class _IntegratedGradients:
         s = self.settings
         result = integrated_gradients_attribution(adapter, batch, s.ig_steps, s.ig_rule, target=s.gradient_target,
                                                   baseline=s.ig_baseline)
-        self.gaps.append(result.completeness_gap.double().cpu().numpy())
-        self.differences.append((result.target_input - result.target_baseline).double().cpu().numpy())
+        self.results.append(result)
         return result.attributions
 
     def completeness(self) -> dict:
-        """Mean |gap|, mean |f(x) − f(x')| and the share of instances whose |gap| is within 1 % of
-        their |f(x) − f(x')| (Sundararajan et al. 2017 §3: completeness checks the quadrature)."""
-        gaps, differences = np.abs(np.concatenate(self.gaps)), np.abs(np.concatenate(self.differences))
-        return {"completeness_gap_mean_abs": float(gaps.mean()), "output_difference_mean_abs": float(differences.mean()),
-                "completeness_within_1pct_share": float(np.mean(gaps <= 0.01 * differences))}
+        """:func:`hf_attn.methods.integrated_gradients.completeness_summary` of the run."""
+        from hf_attn.methods.integrated_gradients import completeness_summary
+
+        return completeness_summary(self.results)
 
 
 ROLLOUT_OF_ONE_LAYER = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
