@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Screenshot of the explorer Space (hf_attn/app/space/app.py) started locally on a model folder, e.g. a
+"""Screenshot of the explorer Space (spaces_app/app.py) started locally on a model folder, e.g. a
 BERT-family classifier that `hf-attn push` does not publish yet (docs/bert_family/space_minilm.png).
 
     python scripts/space_screenshot_local.py --model ./runs/minilm-sst --cwd . \

@@ -16,7 +16,8 @@ and the page says which model it serves and where that choice comes from. Withou
 the first one cannot be loaded, the app refuses to start with one line on stderr (exit code 2): it
 never picks or trains a model by itself. Visitors see model names (a Hub id, or ``local:<folder>``
 for a server folder), never server paths. Visitor errors are logged as one line each.
-Run it locally with ``HF_ATTN_MODEL=runs/sst-lstm python -m hf_attn.app.space.app``.
+Run it locally with ``HF_ATTN_MODEL=runs/sst-lstm python -m hf_attn.spaces_app.app`` (from a checkout,
+``python spaces_app/app.py`` too).
 ``HF_ATTN_ALLOW_ANY_MODEL=1`` lets them type any other Hub id as well (still never a server path, and
 never remote code). ``HF_ATTN_MODEL_CACHE_SIZE`` (default 4) bounds the models held in memory.
 ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` pick host and port (Gradio reads them); analytics
@@ -35,7 +36,11 @@ APP_DIR = Path(__file__).resolve().parent
 if (APP_DIR / "hf_attn").is_dir():  # the Space carries its own copy of the package
     sys.path.insert(0, str(APP_DIR))
 
-import gradio as gr  # noqa: E402
+try:
+    import gradio as gr  # noqa: E402
+except ImportError:  # the library installs without the Space's dependencies
+    print('the explorer Space needs gradio, which is not installed: pip install "hf_attn[space]"', file=sys.stderr)
+    raise SystemExit(2) from None
 import torch  # noqa: E402
 
 from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402

@@ -1,4 +1,4 @@
-"""The Space app (hf_attn/app/space/app.py), launched for real on 127.0.0.1: through gradio_client (every
+"""The Space app (spaces_app/app.py), launched for real on 127.0.0.1: through gradio_client (every
 output of the explain endpoint, error messages) and in a headless Chromium (the page renders the
 heatmaps after typing a sentence and clicking Explain; screenshot in test-artifacts/)."""
 
@@ -34,13 +34,13 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_app(env: dict, log: Path, cwd: Path | None = None):
-    """``hf_attn/app/space/app.py`` in a subprocess on a free 127.0.0.1 port, with ``env`` added to the
+    """``spaces_app/app.py`` in a subprocess on a free 127.0.0.1 port, with ``env`` added to the
     (offline) environment; yields its URL once the page answers, stops it afterwards."""
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **env}
     with open(log, "w") as out:
-        process = subprocess.Popen([sys.executable, str(REPO_ROOT / "hf_attn" / "app" / "space" / "app.py")], env=env,
+        process = subprocess.Popen([sys.executable, str(REPO_ROOT / "spaces_app" / "app.py")], env=env,
                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 180

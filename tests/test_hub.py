@@ -380,8 +380,12 @@ def test_space_repo(hub, published):
         print(json.dumps({"files": files, "readme": readme, "config": config,
                           "sdk": api.space_info("tester/attention-explorer").sdk}))
     """, hub, published["work"])
-    expected = {p.name for p in (REPO_ROOT / "hf_attn" / "app" / "space").iterdir() if p.is_file()}
-    assert expected <= set(result["files"])
+    # exactly spaces_app/'s files at the top (README.md rendered from it), beside the model list and the
+    # vendored package
+    expected = {p.name for p in (REPO_ROOT / "spaces_app").iterdir() if p.is_file() and not p.name.startswith(".")}
+    top = {name for name in result["files"] if "/" not in name} - {".gitattributes"}
+    assert top == expected | {"space_config.json"}, sorted(top)
+    assert not any(name.startswith(("hf_attn/spaces_app/", "hf_attn/hub_cards/")) for name in result["files"])
     assert "hf_attn/models/modeling_hf_attn.py" in result["files"]
     assert result["sdk"] == "gradio"
     assert result["config"] == {"default_model": "tester/lstm-sst", "models": ["tester/lstm-sst"]}

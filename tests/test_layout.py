@@ -12,7 +12,7 @@ Floors, lowest first (docs/layout.md draws them):
     explainer                              Explainer = adapter + batteries
     runs                                   batteries on folders: registry, resume, grid, reproduction plan
     reporting                              REPORT.md, findings, published numbers
-    cli, app, explorer, reproduce          argparse commands, the Gradio Space, the reproduction pipeline
+    cli, app, spaces_app, explorer, reproduce   argparse commands, the Gradio Space, the reproduction pipeline
 
 Every ``import`` counts, at module level and inside functions alike (a function-level import must not
 hide an upward dependency or a circle); imports of third-party packages are not ruled here, so
@@ -39,7 +39,7 @@ FLOORS = {
     "explainer": 6,
     "runs": 7,
     "reporting": 8,
-    "cli": 9, "app": 9, "explorer": 9, "reproduce": 9,
+    "cli": 9, "app": 9, "spaces_app": 9, "explorer": 9, "reproduce": 9,
 }
 # ``hf_attn/__init__.py`` registers the models' auto classes (it imports models only) and holds
 # ``__version__``, which any floor may read.
@@ -53,9 +53,16 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+# Top-level folders that the build maps into the package (setup.py): the Space's files.
+MAPPED_FOLDERS = {"spaces_app": "hf_attn.spaces_app"}
+
+
 def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))
-            if "__pycache__" not in p.parts}
+    modules = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in p.parts}
+    for folder, package in MAPPED_FOLDERS.items():
+        for path in sorted((PACKAGE.parent / folder).glob("*.py")):
+            modules[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+    return modules
 
 
 MODULES = _modules()

@@ -8,7 +8,7 @@
 2. Numeric settings are bounded on the server, and unexpected errors reach the visitor as a clear
    message (the server logs one line with the exception).
 
-The apps run for real (``hf_attn/app/space/app.py`` in a subprocess, see tests/test_app.py); the Hub is the
+The apps run for real (``spaces_app/app.py`` in a subprocess, see tests/test_app.py); the Hub is the
 loopback server of tests/hub_server.py.
 """
 
@@ -256,8 +256,8 @@ def test_app_bounds_settings_on_the_server(client, trained_model_dir):
 
 # ------------------------------------------------------------------------- unexpected errors
 def load_app_module():
-    """hf_attn/app/space/app.py imported (not run) in this process."""
-    spec = importlib.util.spec_from_file_location("hf_attn_space_app", REPO_ROOT / "hf_attn" / "app" / "space" / "app.py")
+    """spaces_app/app.py imported (not run) in this process."""
+    spec = importlib.util.spec_from_file_location("hf_attn_space_app", REPO_ROOT / "spaces_app" / "app.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

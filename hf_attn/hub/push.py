@@ -24,14 +24,24 @@ from hf_attn.core.arguments import bounded_text
 from hf_attn.core import metric_copies
 from hf_attn.core.published import JW_GRADIENT_LOO_GAP, JW_PUBLISHED, TS_PUBLISHED_EXTRA, TS_SST
 
-# Everything a push needs ships inside the package (package data), so an installed wheel publishes
-# exactly as a checkout does: the card templates, the Space app and the evaluate modules.
-CARDS_DIR = Path(os.fspath(resources.files("hf_attn.hub") / "templates"))
-SPACE_APP_DIR = Path(os.fspath(resources.files("hf_attn") / "app" / "space"))
 PACKAGE_DIR = Path(os.fspath(resources.files("hf_attn")))
-# Folders of the package a Space's vendored copy leaves out: the Space app itself (it sits beside the
-# copy as app.py) and the publishing templates.
-VENDOR_SKIP = ("app",)
+
+
+def _shipped_folder(name: str) -> Path:
+    """``hf_attn/NAME/`` of an installed wheel (setup.py maps the checkout's top-level ``NAME/`` into
+    the package), else the checkout's own top-level ``NAME/`` (a source tree, an editable install)."""
+    installed = PACKAGE_DIR / name
+    return installed if installed.is_dir() else PACKAGE_DIR.parent / name
+
+
+# Everything a push needs ships inside the wheel, so an installed hf_attn publishes exactly as a
+# checkout does: the card templates (hub_cards/), the Space's files (spaces_app/: app.py,
+# requirements.txt, the README.md card template) and the evaluate modules (hf_attn/metrics/).
+CARDS_DIR = _shipped_folder("hub_cards")
+SPACE_APP_DIR = _shipped_folder("spaces_app")
+# Folders of an installed package that a Space's vendored copy leaves out: the Space's own files (they
+# sit beside the copy) and the card templates.
+VENDOR_SKIP = ("spaces_app", "hub_cards")
 
 # The only top-level files of a run folder that are uploaded (an allow-list: notes, keys, dotfiles, Trainer
 # state such as the pickled training_args.bin, and anything else stay local): what save_pretrained writes
@@ -1107,7 +1117,7 @@ def build_transformer_model_card(folder: Path, repo_id: str, analyses: list[Anal
                                  template_path: str | os.PathLike | None = None, license: str = "apache-2.0"):
     """The model card (``huggingface_hub.ModelCard``) of a packaged BERT-family folder: metadata
     (license, base_model, datasets, metrics and model-index from run.json's test metrics, pipeline_tag
-    text-classification, library_name transformers) and a body from ``hf_attn/hub/templates/transformer_model_card.md``."""
+    text-classification, library_name transformers) and a body from ``hub_cards/transformer_model_card.md``."""
     from huggingface_hub import ModelCard, ModelCardData
 
     config = _read_json(folder / "config.json")
@@ -1209,11 +1219,34 @@ def push_model(run_dir, repo_id: str, private: bool = False, analysis_dirs=(), t
 
 
 # --------------------------------------------------------------------------------------- Spaces
-def _space_metadata(title: str, emoji: str, description: str, tags: list[str], extra: dict | None = None) -> dict:
-    from importlib.metadata import version
+# gradio is the `space` extra (pyproject.toml pins GRADIO_PIN; a test keeps the two equal): the
+# explorer Space needs it, the library does not.
+GRADIO_PIN = "6.31.0"
+SPACE_EXTRA_INSTALL = 'pip install "hf_attn[space]"'
 
+
+def require_space_extra(what: str = "the explorer Space") -> None:
+    """:class:`HubError` naming ``pip install "hf_attn[space]"`` when gradio is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("gradio") is None:
+        raise HubError(f"{what} needs gradio, which is not installed: {SPACE_EXTRA_INSTALL}")
+
+
+def _gradio_version() -> str:
+    """The Spaces' ``sdk_version``: the installed gradio's, else :data:`GRADIO_PIN` (a metric Space
+    can be built without the `space` extra)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gradio")
+    except PackageNotFoundError:
+        return GRADIO_PIN
+
+
+def _space_metadata(title: str, emoji: str, description: str, tags: list[str], extra: dict | None = None) -> dict:
     meta = {"title": title, "emoji": emoji, "colorFrom": "blue", "colorTo": "red", "sdk": "gradio",
-            "sdk_version": version("gradio"), "app_file": "app.py", "pinned": False,
+            "sdk_version": _gradio_version(), "app_file": "app.py", "pinned": False,
             "license": "apache-2.0", "tags": tags, "short_description": description[:60]}
     meta.update(extra or {})
     return meta
@@ -1481,8 +1514,8 @@ def _checked_hub_model_ids(models: list[str]) -> list[str]:
 
 
 def render_space_card(default_model: str | None = None, title: str = "Is attention explanation?",
-                      models=()) -> str:
-    """README.md of the explorer Space (``hf_attn/hub/templates/space_card.md``): the models visitors pick from
+                      models=(), template: str | os.PathLike | None = None) -> str:
+    """README.md of the explorer Space (from the template ``spaces_app/README.md``): the models visitors pick from
     (``default_model`` first, then ``models``), also in the ``models`` metadata that links the Space to
     their Hub pages."""
     from huggingface_hub import CardData, RepoCard
@@ -1493,7 +1526,7 @@ def render_space_card(default_model: str | None = None, title: str = "Is attenti
                            ["hf_attn", "attention", "interpretability", "explainability"],
                            {"models": hub_models or None})
     meta = {k: v for k, v in meta.items() if v is not None}
-    card = RepoCard.from_template(CardData(**meta), template_path=str(CARDS_DIR / "space_card.md"),
+    card = RepoCard.from_template(CardData(**meta), template_path=str(template or SPACE_APP_DIR / "README.md"),
                                   title=title, default_model=models[0] if models else None, models=models)
     return str(card)
 
@@ -1501,10 +1534,11 @@ def render_space_card(default_model: str | None = None, title: str = "Is attenti
 def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = None,
                        app_dir: str | os.PathLike = SPACE_APP_DIR, vendor_package: bool = True,
                        models=()) -> Path:
-    """The explorer Space: ``hf_attn/app/space/`` (app.py, requirements.txt) + README.md rendered from
-    ``hf_attn/hub/templates/space_card.md`` + a vendored hf_attn + ``space_config.json`` with the models visitors
+    """The explorer Space: the files of ``spaces_app/`` (app.py, requirements.txt, and README.md
+    rendered from it as a card template) + a vendored hf_attn + ``space_config.json`` with the models visitors
     may pick (``"models"``: ``default_model`` then ``models``) and the one it opens first
     (``"default_model"``, the first of them; the Space's ``HF_ATTN_MODEL`` variable overrides it)."""
+    require_space_extra("hf-attn push-space (the explorer Space)")
     app_dir, out_dir = Path(app_dir), Path(out_dir)
     if not (app_dir / "app.py").is_file():
         raise HubError(f"{app_dir} has no app.py")
@@ -1515,7 +1549,8 @@ def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = N
     out_dir.mkdir(parents=True, exist_ok=True)
     for item, real in copies:
         shutil.copy2(real, out_dir / item.name)
-    (out_dir / "README.md").write_text(render_space_card(models=models), encoding="utf-8")
+    template = app_dir / "README.md" if (app_dir / "README.md").is_file() else None  # checked above: no symlink
+    (out_dir / "README.md").write_text(render_space_card(models=models, template=template), encoding="utf-8")
     if models:
         config = {"default_model": models[0], "models": models}
         (out_dir / "space_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -1530,6 +1565,7 @@ def push_space(repo_id: str, default_model: str | None = None, private: bool = F
     """Create (or reuse) the Space ``repo_id`` and upload the folder of :func:`build_space_folder`
     offering ``default_model`` and ``models`` (Hub ids that exist on the Hub; the first opens).
     Returns the ``CommitInfo``."""
+    require_space_extra("hf-attn push-space (the explorer Space)")
     _checked_hub_model_ids(_space_models(default_model, models))
     api = _api(token, endpoint)
     for name in _space_models(default_model, models):  # a Space whose model is missing would not start
