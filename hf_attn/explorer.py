@@ -801,9 +801,8 @@ HUB_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_co
 
 def is_hub_id(name: str) -> bool:
     """Whether ``name`` is spelled like a Hub repo id (``NAME`` or ``USER/NAME``) rather than a local
-    path (absolute, ``./``, ``../``, ``~``, two or more ``/``). A Hub id is always loaded from the Hub,
-    even when a folder of that name exists in the working directory; write ``./runs/x`` to mean the
-    folder."""
+    path (absolute, ``./``, ``../``, ``~``, two or more ``/``). Spelling only: whether a name the
+    operator gave means a folder or a Hub repo is :func:`names_hub_repo`'s question."""
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
 
@@ -814,6 +813,14 @@ def is_hub_id(name: str) -> bool:
     except HFValidationError:
         return False
     return True
+
+
+def names_hub_repo(name: str) -> bool:
+    """Whether a trusted name (the operator's list, a script) means a Hub repo: spelled like a Hub id
+    and no folder of that name exists here. An existing folder always wins (``runs/sst-lstm`` is
+    the folder, ``./`` is never needed). Names visitors type are never looked up on disk: they are
+    Hub ids or nothing (:meth:`ModelPolicy.resolve`)."""
+    return is_hub_id(name) and not os.path.isdir(os.path.expanduser(name))
 
 
 @dataclass(frozen=True)
@@ -837,9 +844,9 @@ class ModelPolicy:
         name = name.strip() if isinstance(name, str) else ""
         if not name:
             raise ExplainError("Please choose a model.")
-        if name in self.models:
-            return name, is_hub_id(name)
-        if self.allow_any_hub_id and is_hub_id(name):
+        if name in self.models:  # the operator's: an existing folder wins over a Hub id
+            return name, names_hub_repo(name)
+        if self.allow_any_hub_id and is_hub_id(name):  # a visitor's: a Hub id, even if such a folder exists
             return name, True
         raise ModelNotAllowed(NOT_ALLOWED_MESSAGE)
 
@@ -929,12 +936,13 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
     "hf_attn"`` before anything else is loaded, and loading goes through
     :func:`hf_attn.models.loading.load_model_folder` (our concrete classes, safetensors only, so ``auto_map``
     and bundled Python files are ignored, as with ``trust_remote_code=False``). Hub ids
-    (:func:`is_hub_id`) are downloaded from the Hub, anything else is a local folder."""
+    (:func:`names_hub_repo`: spelled like one, and no such folder here) are downloaded from the Hub,
+    anything else is a local folder."""
     if policy is None:
         name = (name_or_path or "").strip() if isinstance(name_or_path, str) else ""
         if not name:
             raise ExplainError("Please give a model: a local folder or a Hub id (USER/NAME).")
-        hub = is_hub_id(name)
+        hub = names_hub_repo(name)
     else:
         name, hub = policy.resolve(name_or_path)
     folder = _download_hub_model(name) if hub else os.path.expanduser(name)
@@ -1060,6 +1068,6 @@ def default_model(app_dir: str | os.PathLike | None = None, train_if_missing: bo
 __all__ = ["explain_sentence", "markdown_text", "SentenceExplanation", "ExplainError", "ModelNotAllowed", "check_settings",
            "INT_LIMITS", "FLOAT_LIMITS", "MAX_TEXT_CHARS", "MAX_TOKENS_LIMIT", "TIE_TOLERANCE", "model_max_tokens",
            "sentence_kendall", "typed_spans", "token_groups", "NOT_ALLOWED_MESSAGE", "heatmap_html",
-           "summary_markdown", "permutation_figure", "is_hub_id", "ModelPolicy", "model_policy",
+           "summary_markdown", "permutation_figure", "is_hub_id", "names_hub_repo", "ModelPolicy", "model_policy",
            "configured_models", "load_model", "ModelCache", "find_local_model", "default_model",
            "train_quick_model"]

@@ -45,7 +45,7 @@ import torch  # noqa: E402
 
 from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
                              ModelPolicy, check_settings, compare_methods, explain_sentence, heatmap_html,
-                             is_hub_id, is_transformer_model,
+                             is_transformer_model, names_hub_repo,
                              markdown_text, methods_heatmap_html, model_max_tokens, model_policy,
                              permutation_figure, summary_markdown)
 
@@ -94,7 +94,7 @@ def display_names(models) -> dict[str, str]:
     (numbered when two folders share a name), so that no server path reaches the page."""
     shown: dict[str, str] = {}
     for model in models:
-        name = model if is_hub_id(model) else f"local:{Path(model.rstrip('/')).name or 'model'}"
+        name = model if names_hub_repo(model) else f"local:{Path(model.rstrip('/')).name or 'model'}"
         base, n = name, 2
         while name in shown:
             name, n = f"{base} ({n})", n + 1

@@ -18,7 +18,7 @@ from test_space_security import load_app_module
 
 from hf_attn.explorer import ModelCache, ModelPolicy
 
-APP = REPO_ROOT / "hf_attn" / "app" / "space" / "app.py"
+APP = REPO_ROOT / "spaces_app" / "app.py"
 MODEL_ENV = ("HF_ATTN_MODEL", "HF_ATTN_MODELS", "HF_ATTN_ALLOW_ANY_MODEL")
 
 

@@ -356,7 +356,7 @@ def test_requirements_install_on_a_cpu_space():
 
     from packaging.utils import canonicalize_name
 
-    options, requirements = requirement_lines(REPO_ROOT / "hf_attn" / "app" / "space" / "requirements.txt")
+    options, requirements = requirement_lines(REPO_ROOT / "spaces_app" / "requirements.txt")
     assert options == [f"--extra-index-url {PYTORCH_CPU_INDEX}"]
     names = {canonicalize_name(r.name): r for r in requirements}
     assert not set(names) & set(TRAINING_DATA_DISTRIBUTIONS)

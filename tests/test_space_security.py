@@ -3,8 +3,9 @@
 1. A typed model name never runs code: a folder (or Hub repo) with ``auto_map`` and a Python module
    that writes a marker file when imported is refused, through the app and through
    ``hf_attn.explorer.load_model``, with the operator's free-Hub-id flag on or off; names off the
-   allow-list all get one message, so the app does not reveal which server paths exist; a Hub id is
-   loaded from the Hub even when a folder of that name exists; the model cache is bounded.
+   allow-list all get one message, so the app does not reveal which server paths exist; a Hub id a
+   visitor types is loaded from the Hub even when a folder of that name exists (the operator's names
+   are folders when such a folder exists); the model cache is bounded.
 2. Numeric settings are bounded on the server, and unexpected errors reach the visitor as a clear
    message (the server logs one line with the exception).
 
@@ -109,13 +110,18 @@ def test_allowed_or_trusted_folders_never_run_their_code(attack):
     assert not attack["marker"].exists()
 
 
-def test_hub_id_is_never_a_local_folder(attack, monkeypatch, tmp_path):
-    """"tester/decoy" exists as a folder in the working directory, but a Hub id is fetched from the
-    Hub (offline here: a clear "cannot download", nothing read from the folder)."""
+def test_a_visitors_hub_id_is_never_a_local_folder(attack, monkeypatch, tmp_path):
+    """"tester/decoy" exists as a folder in the working directory, but a Hub id a visitor types (the
+    free-Hub-id flag) is fetched from the Hub (offline here: a clear "cannot download", nothing read
+    from the folder). The same name on the operator's list is that folder, loaded only through
+    hf_attn's classes (its auto_map ignored: the attack's code never runs)."""
     make_attack_folder(tmp_path / "tester" / "decoy", attack["marker"])
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ExplainError, match="Cannot download 'tester/decoy' from the Hugging Face Hub"):
-        load_model("tester/decoy", ModelPolicy(("tester/decoy",)))
+        load_model("tester/decoy", ModelPolicy((), allow_any_hub_id=True))
+    for given in (ModelPolicy(("tester/decoy",)), None):
+        with pytest.raises(ExplainError, match="Cannot load model 'tester/decoy': .*no model weights"):
+            load_model("tester/decoy", given)
     assert not attack["marker"].exists()
 
 
@@ -310,8 +316,8 @@ def add_hub_repo(hub: HubServer, repo_id: str, folder) -> None:
 def hub_app(trained_model_dir, attack, tmp_path_factory):
     """The app with ``HF_ATTN_ALLOW_ANY_MODEL=1`` against a loopback Hub holding the trained model
     (tester/lstm-sst) and two attack repos; in its working directory a decoy folder
-    ``tester/lstm-sst`` (the trained model relabelled DECOY, with auto_map); a corrupt model folder is
-    also on its allow-list."""
+    ``tester/lstm-sst`` (the trained model relabelled DECOY, with auto_map); its allow-list is the
+    trained model's folder and a corrupt model folder (visitors type the Hub ids)."""
     root = tmp_path_factory.mktemp("hub-app")
     hub = HubServer().start()
     add_hub_repo(hub, "tester/lstm-sst", trained_model_dir)
@@ -326,7 +332,7 @@ def hub_app(trained_model_dir, attack, tmp_path_factory):
     shutil.copytree(trained_model_dir, corrupt)
     (corrupt / "model.safetensors").write_bytes(b"\x10\0\0\0\0\0\0\0{not json" + b"\0" * 64)
     hf_home = root / "hf_home"
-    env = {"HF_ATTN_MODEL": "", "HF_ATTN_MODELS": os.pathsep.join(["tester/lstm-sst", str(corrupt)]),
+    env = {"HF_ATTN_MODEL": "", "HF_ATTN_MODELS": os.pathsep.join([str(trained_model_dir), str(corrupt)]),
            "HF_ATTN_ALLOW_ANY_MODEL": "1", "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.endpoint,
            "HF_HOME": str(hf_home), "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
     log = root / "app.log"
