@@ -339,19 +339,33 @@ class Explainer:
         RMSNorm models such as Llama are steep near the zero embedding, where the completeness gap
         reported per sentence shows whether more steps or the pad baseline are needed) and rollout, plus the
         adversary's strength (ε-max JSD over ``k`` adversaries, ``adversary_steps`` Adam steps; skip
-        it with ``adversary=False``). ``texts``: a string, a list or a ``datasets`` column."""
+        it with ``adversary=False``). ``texts``: a string, a list or a ``datasets`` column. A text
+        longer than the model's limit is cut, with a
+        :class:`~hf_attn.adapters.contract.TruncationWarning` (decoders keep its end). Every setting
+        out of its range (``k``, ``ig_steps``, ``batch_size`` < 1, ``eps`` < 0 or not finite, …) is a
+        ``ValueError`` naming it."""
         from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
         from hf_attn.methods.gradient import attention_fixed_gradient
         from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
         from hf_attn.methods.leave_one_out import deletion_importance
 
+        from hf_attn.core.validation import check_number, check_whole
+
+        check_whole("ig_steps", ig_steps)
+        check_whole("k", k)
+        check_whole("adversary_steps", adversary_steps, 0)
+        check_number("eps", eps, 0.0)
+        check_whole("seed", seed, -(2 ** 63))
+        check_whole("batch_size", batch_size)
+        if ig_baseline not in ("zero", "pad"):
+            raise ValueError(f"ig_baseline must be 'zero' or 'pad', got {ig_baseline!r}")
         items = checked_texts(texts)
         adapter = self.adapter
         names = self._label_names()
         sentences: list[SentenceExplanation] = []
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
-            batch = adapter.encode(chunk)
+            batch = adapter.encode(chunk, first_index=start)
             forward = adapter.forward(batch)
             content = batch.content
             values = {"attention": restrict_to_content(forward.attention, content),
@@ -388,6 +402,14 @@ class Explainer:
         id2label = getattr(config, "id2label", None) or {}
         return [str(id2label.get(i, id2label.get(str(i), i))) for i in range(count)]
 
+    def _checked_labels(self, labels, count: int) -> list[int]:
+        """Labels checked against the model's classes: class ids in ``[0, num_labels)`` (``1.0`` is 1;
+        ``0.7``, ``-1``, ``5`` of 2 are refused) or the model's own class names (``id2label``)."""
+        from hf_attn.core.validation import check_labels
+
+        names = self._label_names()
+        return check_labels(labels, count, len(names), names)
+
     def jw(self, texts, labels=None, **settings) -> BatteryResult:
         """Jain & Wallace's battery (§4: τ of attention vs gradient and leave-one-out, permutation,
         adversary) on ``texts`` in memory. ``settings``: the fields of
@@ -396,9 +418,7 @@ class Explainer:
         ``k``, ``steps``, ``seed``."""
         items = checked_texts(texts)
         if labels is not None:
-            labels = [int(y) for y in labels]
-            if len(labels) != len(items):
-                raise ValueError(f"{len(items)} texts but {len(labels)} labels")
+            labels = self._checked_labels(labels, len(items))
         if self.adapter.model_type == "hf_attn":
             return self._jw_papers_model(items, labels, settings)
         from hf_attn.batteries.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
@@ -535,9 +555,7 @@ class Explainer:
         from hf_attn.batteries.wp.transformer import forward_batch, uniform_section
 
         items = checked_texts(texts)
-        labels = np.asarray([int(y) for y in labels], dtype=np.int64)
-        if len(labels) != len(items):
-            raise ValueError(f"{len(items)} texts but {len(labels)} labels")
+        labels = np.asarray(self._checked_labels(labels, len(items)), dtype=np.int64)
         outputs: dict[str, list] = {}
         for start in range(0, len(items), 32):
             batch = self.adapter.encode(items[start:start + 32])

@@ -15,6 +15,7 @@ instance, E embedding size.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 from typing import Literal, Protocol, runtime_checkable
 
 import torch
@@ -23,11 +24,28 @@ Heads = Literal["mean"] | int
 Query = Literal["auto", "first", "last", "mean"]
 
 
+# Characters that show nothing and carry no word: zero-width spaces and joiners, the byte-order mark,
+# soft hyphens, word joiners, bidirectional marks (Unicode categories Cf, Cc, Zs, Zl, Zp).
+_EMPTY_CATEGORIES = ("Cf", "Cc", "Zs", "Zl", "Zp")
+
+
+def _nothing_to_explain(text: str) -> bool:
+    import unicodedata
+
+    return all(c.isspace() or unicodedata.category(c) in _EMPTY_CATEGORIES for c in text)
+
+
 def checked_texts(texts) -> list[str]:
     """A string, a list of strings or any iterable of strings (e.g. a ``datasets`` column) → a
-    non-empty list of non-empty strings; anything else is a ``ValueError`` naming the item."""
+    non-empty list of strings that each hold something to explain; anything else is a
+    ``ValueError`` naming the item. A mapping (a dict, a ``datasets`` row) is refused rather than
+    having its keys explained; a text of only whitespace or invisible characters (zero-width
+    spaces, a byte-order mark) is refused as empty."""
     if isinstance(texts, str):
-        return [texts]
+        texts = [texts]
+    if isinstance(texts, (Mapping, bytes, bytearray)):
+        raise ValueError(f"texts must be a string or a list of strings, got a {type(texts).__name__} "
+                         "(pass its text column, e.g. texts['text'])")
     try:
         items = list(texts)
     except TypeError:
@@ -39,6 +57,9 @@ def checked_texts(texts) -> list[str]:
             raise ValueError(f"texts[{i}] is a {type(text).__name__}, not a string")
         if not text.strip():
             raise ValueError(f"texts[{i}] is empty")
+        if _nothing_to_explain(text):
+            raise ValueError(f"texts[{i}] holds only invisible characters (zero-width spaces, a byte-order "
+                             "mark, control characters): nothing to explain")
     return items
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
+from hf_attn.adapters.contract import check_model_contract, tokenize_texts
 from hf_attn.adapters.device import frozen_parameters
 
 
@@ -55,13 +56,15 @@ class HfAttnAdapter:
             raise UnsupportedModelError(f"{type(model).__name__} is not a single-sentence hf_attn model")
         if not isinstance(token_budget, int) or token_budget < 1:
             raise ValueError(f"token_budget must be a positive int, got {token_budget!r}")
+        check_model_contract(model)
         self.spec = spec
         self.device = torch.device("cpu")
         self.dtype = torch.float32
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.token_budget = token_budget
-        self.max_length = max_length or int(getattr(model.config, "max_tokens", 512))
+        own = int(getattr(model.config, "max_tokens", 512))  # the forward refuses longer inputs
+        self.max_length = own if max_length is None else min(int(max_length), own)
         self.name = getattr(model.config, "_name_or_path", "") or "hf_attn"
         self.model_type = "hf_attn"
         self.pad_id = int(tokenizer.pad_token_id or 0)
@@ -69,14 +72,21 @@ class HfAttnAdapter:
     # ------------------------------------------------------------------------------------------
     # encoding
 
-    def encode(self, texts, max_length: int | None = None) -> Batch:
+    kept_end = "start"
+
+    def tokenize(self, texts, limit: int | None = None, first_index: int = 0):
+        """``(token id lists, word id lists)``, each cut to ``limit`` (default: the model's
+        ``max_tokens``) keeping the start, with a :class:`~hf_attn.adapters.contract.TruncationWarning`."""
+        return tokenize_texts(self.tokenizer, list(texts), self.max_length if limit is None else limit, "start",
+                              first_index)
+
+    def encode(self, texts, max_length: int | None = None, first_index: int = 0) -> Batch:
         texts = checked_texts(texts)
-        encoding = self.tokenizer(texts, truncation=True, max_length=max_length or self.max_length)
-        sequences = encoding["input_ids"]
+        limit = self.max_length if max_length is None else min(max_length, self.max_length)
+        sequences, word_ids = self.tokenize(texts, limit, first_index)
         empty = [i for i, s in enumerate(sequences) if not s]
         if empty:
             raise ValueError(f"text {empty[0]} has no tokens ({len(empty)} empty text(s)): remove empty texts first")
-        word_ids = [encoding.word_ids(i) for i in range(len(texts))]
         return self.from_token_lists(sequences, texts=texts, word_ids=word_ids)
 
     def from_token_lists(self, sequences, texts=None, word_ids=None) -> Batch:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
+from hf_attn.adapters.contract import check_model_contract, model_token_limit, tokenize_texts
 from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import autocast, frozen_parameters, resolve_device, resolve_precision
 from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention,
@@ -101,8 +102,12 @@ class TransformersAdapter:
     attention is explained; ``device``: ``"auto" | "cpu" | "cuda" | "mps"``; ``precision``:
     ``"float32" | "bfloat16" | "float16"`` for the forwards (autocast; results in float32);
     ``token_budget``: padded tokens per forward when many rows are scored at once; ``max_length``:
-    tokens per text (longer texts are truncated). The model is moved to the device, put in eval
-    mode and switched to the intervention attention implementation in place."""
+    tokens per text, at most the model's own limit (:func:`hf_attn.adapters.contract.model_token_limit`);
+    longer texts are cut with a :class:`~hf_attn.adapters.contract.TruncationWarning`, keeping the
+    start for encoders and the end for decoders (the token their head reads). Regression and
+    multi-label models are refused (:func:`hf_attn.adapters.contract.check_model_contract`). The
+    model is moved to the device, put in eval mode and switched to the intervention attention
+    implementation in place."""
 
     def __init__(self, model, tokenizer, spec: AttentionSpec | None = None, device="auto", precision="float32",
                  token_budget: int = 8192, max_length: int | None = 512):
@@ -113,11 +118,12 @@ class TransformersAdapter:
             raise ValueError(f"token_budget must be a positive int, got {token_budget!r}")
         if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
             raise ValueError(f"max_length must be an int ≥ 2 or None, got {max_length!r}")
+        check_model_contract(model)
         self.spec = spec or AttentionSpec()
         self.device = resolve_device(device)
         self.dtype = resolve_precision(precision, self.device)
         self.token_budget = token_budget
-        self.max_length = max_length
+        self.max_length = model_token_limit(model, tokenizer, max_length)
         self.tokenizer = tokenizer
         self.model = model.to(self.device).eval()
         self.name = getattr(model.config, "_name_or_path", "") or type(model).__name__
@@ -141,7 +147,13 @@ class TransformersAdapter:
         except (ValueError, TypeError, AttributeError, NotImplementedError) as error:
             raise UnsupportedModelError(f"{refusal} ({str(error).splitlines()[0][:200]})") from None
         if getattr(self.model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
-            raise UnsupportedModelError(refusal)
+            from hf_attn.adapters.own_attention import install
+
+            families = install(self.model)  # attention computed in the model's own modules: hooks there
+            if not families:
+                raise UnsupportedModelError(f"{refusal} (its attention module computes attention itself, and hf_attn "
+                                            f"has no hook for {type(self.model).__name__}'s attention class){instead}")
+            self.own_attention = families
 
     def _pad_id(self) -> int:
         for candidate in (self.tokenizer.pad_token_id, getattr(self.model.config, "pad_token_id", None),
@@ -177,7 +189,8 @@ class TransformersAdapter:
             raise ValueError(f"heads={self.spec.heads}: layer {self.spec.layer} has {heads_here} heads")
         self.num_heads = heads_here
         for _, module, probs, values in record:  # the attention output must be probabilities × values
-            if probs.dim() != 4 or probs.shape[-1] != input_ids.shape[1] or values.shape[2] != input_ids.shape[1]:
+            if probs.dim() != 4 or probs.shape[-1] != input_ids.shape[1] or (
+                    values is not None and values.shape[2] != input_ids.shape[1]):
                 raise UnsupportedModelError(f"{type(module).__name__}: attention of shape {tuple(probs.shape)} is "
                                             "not (batch, heads, queries, keys) over the input tokens")
         self.layers = self._find_layers(modules)
@@ -186,10 +199,14 @@ class TransformersAdapter:
             self.query_rule = self.pooling
         else:
             self.query_rule = self.spec.query
-        self.left_padding = self.pooling == "last"
+        # decoders are padded on the left; encoder-decoders (BART, T5) find their end-of-sentence token
+        # in the ids themselves and keep their right padding
+        self.left_padding = self.pooling == "last" and not getattr(self.model.config, "is_encoder_decoder", False)
         self.fast_path = False
         self._check_effective(input_ids, mask)
         self.fast_path = True  # the check's forward fills the fast path's cache
+        names = {id(m): n for n, m in self.model.named_modules()}
+        self.explained_module = names.get(id(record[self.layer][1]), type(record[self.layer][1]).__name__)
         self.fast_path, self.fast_path_reason = self._check_fast_path(input_ids, mask)
         self.fused, self.fused_reason = self._check_fused(input_ids, mask)
 
@@ -218,6 +235,8 @@ class TransformersAdapter:
         return Intervention(fused=True) if self.fused else None
 
     def _find_layers(self, modules):
+        if self.own_attention:
+            return False, "the attention is computed in the model's own modules (hooked), not through the interface"
         """The ``ModuleList`` whose i-th layer holds the i-th attention call's module (None when
         layers share modules, as ALBERT's do, or no such list exists)."""
         if len(set(map(id, modules))) != len(modules):

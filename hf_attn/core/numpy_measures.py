@@ -113,8 +113,48 @@ def check_same_shapes(first_name: str, first, second_name: str, second, axis: in
                              f"they must match (one value per token / per adversary of the instance)")
 
 
+# The most classes a summary is built for: a per-class table is allocated per class, so a count
+# beyond any real label set (a typo, 10**9) is refused before anything is allocated.
+MAX_CLASSES = 100_000
+
+
+def check_number(name: str, value, low: float | None = None, high: float | None = None, *,
+                 low_open: bool = False, high_open: bool = False) -> float:
+    """A finite real number in ``[low, high]`` (``low_open`` / ``high_open``: the bound excluded);
+    a ``ValueError`` naming ``name`` otherwise (NaN and ±inf included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if low is not None and (number <= low if low_open else number < low):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low:g}, got {value!r}")
+    if high is not None and (number >= high if high_open else number > high):
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high:g}, got {value!r}")
+    return number
+
+
+def check_whole(name: str, value, low: int = 1, high: int | None = None) -> int:
+    """A whole number (not a bool, not a float) in ``[low, high]``; a ``ValueError`` naming ``name``
+    otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return int(value)
+
+
+def check_num_classes(num_classes, name: str = "num_classes") -> int | None:
+    """None, or a class count in ``[1, MAX_CLASSES]`` (checked before any per-class allocation)."""
+    if num_classes is None:
+        return None
+    return check_whole(name, num_classes, 1, MAX_CLASSES)
+
+
 def check_class_ids(name: str, values, num_classes: int | None = None) -> np.ndarray:
     """Integer class ids in ``[0, num_classes)``."""
+    num_classes = check_num_classes(num_classes)
     array = np.asarray(values)
     if array.size and not np.issubdtype(array.dtype, np.integer):
         if not np.all(np.isfinite(array)) or not np.all(np.asarray(array, dtype=np.float64) % 1 == 0):
@@ -331,9 +371,11 @@ def kendall_per_instance(x, y, pair_budget: int = 500_000) -> dict[str, np.ndarr
 
 
 def _class_ids(predictions, num_classes: int | None) -> tuple[np.ndarray, int]:
+    num_classes = check_num_classes(num_classes)
     predictions = np.asarray(predictions, dtype=np.int64).reshape(-1)
     if num_classes is None:
         num_classes = int(predictions.max()) + 1 if len(predictions) else 0
+        check_num_classes(max(num_classes, 1), "the largest prediction + 1")
     if len(predictions) and (predictions.min() < 0 or predictions.max() >= num_classes):
         raise ValueError(f"predictions must be class ids in [0, {num_classes})")
     return predictions, num_classes
@@ -350,6 +392,7 @@ def correlation_summary(x, y, predictions, num_classes: int | None = None, alpha
                         pair_budget: int = 4_000_000) -> dict:
     """J&W Table 2 for one pair of rankings: per predicted class and overall, mean ± std of τ over
     valid instances, fraction with p < ``alpha``, number of skipped instances."""
+    alpha = check_number("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
     predictions, num_classes = _class_ids(predictions, num_classes)
     if len(predictions) != len(x):
         raise ValueError(f"{len(x)} instances but {len(predictions)} predictions")
@@ -403,11 +446,16 @@ def permutation_summary(permutation_tvd, max_attention, predictions, num_classes
 
 def adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions, eps: float = 0.01,
                       num_classes: int | None = None) -> dict:
-    """J&W Alg. 3 / Figs 4–5: ε-max JSD per instance, per predicted class and by max attention."""
+    """J&W Alg. 3 / Figs 4–5: ε-max JSD per instance, per predicted class and by max attention.
+    ``eps`` must be a finite number >= 0 and every instance needs at least one adversary (an ε-max
+    JSD of "none found" is 0, which would be indistinguishable from a search that never ran)."""
+    eps = check_number("eps", eps, 0.0)
     predictions, num_classes = _class_ids(predictions, num_classes)
     eps_max, feasible_any = [], []
-    for t, j in zip(adversary_tvd, adversary_jsd):
+    for i, (t, j) in enumerate(zip(adversary_tvd, adversary_jsd)):
         t, j = np.asarray(t, dtype=np.float64), np.asarray(j, dtype=np.float64)
+        if t.size == 0:
+            raise ValueError(f"adversary_tvd: instance {i} has no adversaries (k must be >= 1)")
         ok = t <= eps
         eps_max.append(float(j[ok].max()) if ok.any() else 0.0)
         feasible_any.append(bool(ok.any()))
@@ -510,6 +558,9 @@ def seed_variance_summary(base_attention, seed_attentions, base_probabilities, s
     """Ragged-input W&P §3.3 summary (``hf_attn.batteries.wp.seed_variance_summary``)."""
     if statistic not in ("max", "median"):
         raise ValueError(f"statistic must be 'max' or 'median', got {statistic!r}")
+    if labels is not None:
+        classes = np.asarray(base_probabilities, dtype=np.float64)
+        check_class_ids("labels", labels, classes.shape[-1] if classes.ndim == 2 else None)
     base, mask = pad_ragged([np.asarray(a, dtype=np.float64) for a in base_attention])
     seeds = [np.asarray(s, dtype=np.float64) for s in seed_attentions]
     num_seeds = {s.shape[0] for s in seeds}
@@ -539,8 +590,7 @@ def consistent_adversary_loss(adversary_probs, base_probs, adversary_attention, 
     """W&P §4 Eq. (3) per instance: ``(loss, tvd, kl)`` with L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b), the
     base attention floored at ``BASE_ATTENTION_FLOOR`` on real tokens
     (``hf_attn.training.wp.consistent_adversary_loss``, ``reduction="none"``)."""
-    if lam < 0:
-        raise ValueError(f"lambda must be >= 0, got {lam}")
+    lam = check_number("lam", lam, 0.0)
     mask = np.asarray(mask, dtype=bool)
     base_attention = np.asarray(base_attention, dtype=np.float64)
     floored = np.where(mask & (base_attention <= 0), BASE_ATTENTION_FLOOR, base_attention)

@@ -6,13 +6,53 @@ not inside hot loops.
 
 One source: the checks live in ``hf_attn/core/numpy_measures.py``, the self-contained NumPy file
 that every ``evaluate`` module ships as a generated copy (``scripts/generate_metric_copies.py``).
+
+Settings use the same source: :func:`check_number` (finite, within bounds), :func:`check_whole`
+(a whole number within bounds) and :func:`check_num_classes` (at most :data:`MAX_CLASSES`, checked
+before any per-class table is allocated) serve the settings dataclasses, the ``Explainer``, the
+explorer Space and the ``evaluate`` modules alike; :func:`check_labels` checks labels against a
+model's classes.
 """
 
 from __future__ import annotations
 
-from hf_attn.core.numpy_measures import (SUM_TOLERANCE, _rows, check_class_ids,  # noqa: F401
-                                         check_distributions, check_finite, check_range,
-                                         check_same_count, check_same_shapes)
+from hf_attn.core.numpy_measures import (MAX_CLASSES, SUM_TOLERANCE, _rows, check_class_ids,  # noqa: F401
+                                         check_distributions, check_finite, check_num_classes, check_number,
+                                         check_range, check_same_count, check_same_shapes, check_whole)
+
+
+def check_labels(labels, count: int, num_classes: int, label_names=None, name: str = "labels") -> list[int]:
+    """``labels`` (one per text) → class ids of a model with ``num_classes`` classes. A label is a
+    class id (an int, or a float that is a whole number such as ``1.0``) in ``[0, num_classes)``, or
+    one of the model's class names ``label_names`` (its ``id2label``); anything else — ``5`` or ``-1``
+    for a 2-class model, ``0.7``, a name the model does not have — is a ``ValueError`` naming the
+    item, never rounded or remapped."""
+    import numpy as np
+
+    if isinstance(labels, (str, bytes)) or isinstance(labels, dict):
+        raise ValueError(f"{name} must be a list with one label per text, got a {type(labels).__name__}")
+    items = list(labels)
+    if len(items) != count:
+        raise ValueError(f"{count} texts but {len(items)} {name}")
+    names = [str(n) for n in (label_names or [])]
+    out = []
+    for i, label in enumerate(items):
+        if isinstance(label, str):
+            if label not in names:
+                raise ValueError(f"{name}[{i}] = {label!r} is not one of the model's classes {names}")
+            out.append(names.index(label))
+            continue
+        if isinstance(label, bool) or not isinstance(label, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{name}[{i}] must be a class id or a class name, got {label!r}")
+        if not np.isfinite(float(label)) or float(label) != int(label):
+            raise ValueError(f"{name}[{i}] = {label!r} is not a whole class id")
+        if not 0 <= int(label) < num_classes:
+            raise ValueError(f"{name}[{i}] = {int(label)} is outside the model's {num_classes} classes "
+                             f"[0, {num_classes})")
+        out.append(int(label))
+    return out
+
 
 __all__ = ["check_finite", "check_distributions", "check_range", "check_same_count", "check_same_shapes",
-           "check_class_ids", "SUM_TOLERANCE"]
+           "check_class_ids", "check_number", "check_whole", "check_num_classes", "check_labels",
+           "MAX_CLASSES", "SUM_TOLERANCE"]

@@ -78,17 +78,16 @@ def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | 
     texts = list(texts)
     if not texts:
         raise ValueError("no texts to analyse")
-    max_length = settings.max_length or int(getattr(model.config, "max_tokens", 512))
-    encoded = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    own = int(getattr(model.config, "max_tokens", 512))  # the forward refuses longer inputs
+    max_length = own if settings.max_length is None else min(settings.max_length, own)
+    from hf_attn.adapters.contract import tokenize_texts
+
+    # documented policy: truncate to the model's limit and say so (a TruncationWarning per call)
+    encoded, _ = tokenize_texts(tokenizer, texts, max_length, "start")
     lengths = np.array([len(e) for e in encoded], dtype=np.int64)
     if (lengths == 0).any():
         raise ValueError(f"{int((lengths == 0).sum())} text(s) have no tokens, e.g. index "
                          f"{int(np.flatnonzero(lengths == 0)[0])}: remove empty texts first")
-    if (lengths >= max_length).any():  # documented policy: truncate to the model's limit, say so
-        import logging
-
-        logging.getLogger(__name__).warning("%d text(s) reached max_length=%d tokens and were truncated",
-                                            int((lengths >= max_length).sum()), max_length)
     model.eval()
     previous_threads = torch.get_num_threads()
     if settings.num_threads:  # on an oversubscribed CPU one thread avoids OpenMP barrier stalls

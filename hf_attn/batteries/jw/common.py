@@ -68,6 +68,24 @@ class JWAlgorithm:
     # 0 ranks the raw values. Why 1e-6: hf_attn.batteries.jw.summary.TIE_TOLERANCE.
     tie_tolerance: float = 1e-6
 
+    def __post_init__(self):
+        """Every parameter within its bounds, checked where the settings are made (the Python API, the
+        CLI's flags and the Space build them): counts are whole numbers >= 1 (``steps`` >= 0), the
+        seed a whole number, ε, λ, the learning rate and the tie tolerance finite and >= 0 (the rate
+        > 0), α in (0, 1)."""
+        from hf_attn.core.validation import check_number, check_whole
+
+        check_whole("num_permutations", self.num_permutations)
+        check_whole("k", self.k)
+        check_whole("steps", self.steps, 0)
+        check_whole("seed", self.seed, -(2 ** 63))
+        check_number("eps", self.eps, 0.0)
+        check_number("lam", self.lam, 0.0)
+        check_number("lr", self.lr, 0.0, low_open=True)
+        check_number("init_scale", self.init_scale, 0.0)
+        check_number("alpha", self.alpha, 0.0, 1.0, low_open=True, high_open=True)
+        check_number("tie_tolerance", self.tie_tolerance, 0.0)
+
     def algorithm(self) -> dict:
         """These parameters as keyword arguments (to carry them from one settings class to the other)."""
         return {f.name: getattr(self, f.name) for f in fields(JWAlgorithm)}
@@ -83,6 +101,10 @@ class JWSettings(JWAlgorithm):
     loo_token_budget: int = 32768  # padded tokens per chunk of leave-one-out deletions
     max_length: int | None = None  # truncate texts (default: the model's max_tokens)
     num_threads: int | None = None  # torch threads while running (None: leave torch's setting)
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.validate()
 
     def validate(self) -> None:
         for name in ("num_permutations", "k", "token_budget", "gradient_token_budget", "loo_token_budget"):

@@ -72,6 +72,7 @@ class TransformerJWSettings(JWAlgorithm):
     precision: str = "float32"
 
     def __post_init__(self):
+        super().__post_init__()
         for name in ("num_permutations", "k", "steps", "batch_size", "adversary_batch_size", "token_budget",
                      "gradient_token_budget", "loo_token_budget", "max_length"):
             value = getattr(self, name)
@@ -117,7 +118,8 @@ def _length_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> 
 def run_transformer_jw_battery(adapter, texts, labels=None, settings: TransformerJWSettings | None = None,
                                progress: bool = True, cache_dir: str | None = None) -> tuple[dict, dict]:
     """The whole J&W battery on ``texts`` through ``adapter`` → ``(per-instance results, summary)``.
-    Texts are tokenized (truncated to ``max_length`` tokens), sorted by length and batched; every
+    Texts are tokenized (cut to ``max_length`` tokens, at most the model's limit, keeping the end the
+    head reads, with a warning: :meth:`adapter.tokenize`), sorted by length and batched; every
     analysis is batched over instances (and permutations / adversaries as rows). Tensors stay on
     the adapter's device until each batch's results are cut out.
 
@@ -134,10 +136,9 @@ def run_transformer_jw_battery(adapter, texts, labels=None, settings: Transforme
     texts = list(texts)
     if not texts:
         raise ValueError("no texts to analyse")
-    tokenizer = adapter.tokenizer
-    encoding = tokenizer(texts, truncation=True, max_length=settings.max_length)
-    encoded = encoding["input_ids"]
-    word_ids = [encoding.word_ids(i) for i in range(len(texts))]
+    # cut to the model's limit keeping the end its head reads, with a TruncationWarning (the adapter's rule)
+    limit = settings.max_length if adapter.max_length is None else min(settings.max_length, adapter.max_length)
+    encoded, word_ids = adapter.tokenize(texts, limit)
     lengths = np.array([len(e) for e in encoded])
     previous = torch.get_num_threads()
     if settings.num_threads:

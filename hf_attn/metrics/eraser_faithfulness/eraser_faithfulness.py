@@ -9,7 +9,7 @@ import evaluate
 # (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 
-from ._hf_attn_measures import DEFAULT_FRACTIONS, summarize_eraser
+from ._hf_attn_measures import DEFAULT_FRACTIONS, summarize_eraser, jsonable
 
 _DESCRIPTION = """ERASER faithfulness of a per-token importance ranking (attention, gradient,
 leave-one-out, integrated gradients, ...). Per instance and bin k (a fraction of its tokens):
@@ -53,4 +53,4 @@ class EraserFaithfulness(evaluate.Metric):
 
     def _compute(self, comprehensiveness, sufficiency, fractions=None, include_zero_bin=False):
         fractions = list(DEFAULT_FRACTIONS) if fractions is None else list(fractions)
-        return summarize_eraser(comprehensiveness, sufficiency, fractions, bool(include_zero_bin))
+        return jsonable(summarize_eraser(comprehensiveness, sufficiency, fractions, bool(include_zero_bin)))

@@ -10,7 +10,7 @@ import evaluate
 import numpy
 
 from ._hf_attn_measures import (check_class_ids, check_distributions, check_finite, check_same_count,
-                                check_same_shapes, fragility_from_token_logits)
+                                check_same_shapes, fragility_from_token_logits, jsonable)
 
 _DESCRIPTION = """F1 (percent) with the trained attention and the signed change in F1 when the attention
 is replaced by the uniform distribution over the real tokens or by a random permutation of itself
@@ -61,5 +61,5 @@ class TsFragility(evaluate.Metric):
         check_class_ids("references", references, 2 if units == 1 else units)
         if int(permutation_draws) != permutation_draws or permutation_draws < 1:
             raise ValueError(f"permutation_draws must be a positive integer, got {permutation_draws!r}")
-        return fragility_from_token_logits(token_logits, attentions, references, seed=seed,
-                                           permutation_draws=permutation_draws)
+        return jsonable(fragility_from_token_logits(token_logits, attentions, references, seed=seed,
+                                                    permutation_draws=permutation_draws))

@@ -9,7 +9,7 @@ import evaluate
 import numpy
 
 from ._hf_attn_measures import (check_class_ids, check_distributions, check_finite, check_same_count,
-                                check_same_shapes, token_probability_from_token_logits)
+                                check_same_shapes, token_probability_from_token_logits, jsonable)
 
 _DESCRIPTION = """For every correctly classified instance, the mean over its tokens of the probability of
 the predicted class when the decoder sees h_t alone (all attention on t; T&Š §5, Eq. 9), averaged
@@ -55,4 +55,4 @@ class TsTokenProbability(evaluate.Metric):
         units = units.pop()
         # K = 1: one sigmoid logit, classes {0, 1}; K > 1: classes 0 … K-1
         references = check_class_ids("references", references, 2 if units == 1 else units)
-        return token_probability_from_token_logits(token_logits, attentions, references)
+        return jsonable(token_probability_from_token_logits(token_logits, attentions, references))

@@ -8,7 +8,7 @@ import evaluate
 # (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 
-from ._hf_attn_measures import check_distributions, check_same_count, consistent_adversary_summary
+from ._hf_attn_measures import check_distributions, check_same_count, consistent_adversary_summary, jsonable
 
 _DESCRIPTION = """W&P §4 train ONE adversarial model M_a against a fixed base M_b with
 L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b): the adversary must keep the predictions while moving all of its
@@ -55,5 +55,5 @@ class WpConsistentAdversary(evaluate.Metric):
         check_distributions("base_attention", base_attention)
         check_distributions("adversary_probabilities", adversary_probabilities)
         check_distributions("base_probabilities", base_probabilities)
-        return consistent_adversary_summary(adversary_attention, base_attention, adversary_probabilities,
-                                            base_probabilities, lam)
+        return jsonable(consistent_adversary_summary(adversary_attention, base_attention, adversary_probabilities,
+                                                     base_probabilities, lam))

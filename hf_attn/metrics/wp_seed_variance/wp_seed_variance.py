@@ -8,7 +8,7 @@ import evaluate
 # (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 
-from ._hf_attn_measures import check_distributions, check_same_count, seed_variance_summary
+from ._hf_attn_measures import check_distributions, check_same_count, seed_variance_summary, jsonable
 
 _DESCRIPTION = """W&P §3.3: models that differ from a base model only in the random seed give the
 baseline amount of attention variance that is "normal". Per instance, the metric takes the JSD of
@@ -58,5 +58,5 @@ class WpSeedVariance(evaluate.Metric):
         check_distributions("seed_attentions", seed_attentions)
         check_distributions("base_probabilities", base_probabilities)
         check_distributions("seed_probabilities", seed_probabilities)
-        return seed_variance_summary(base_attention, seed_attentions, base_probabilities,
-                                     seed_probabilities, labels, statistic)
+        return jsonable(seed_variance_summary(base_attention, seed_attentions, base_probabilities,
+                                              seed_probabilities, labels, statistic))
