@@ -147,13 +147,7 @@ class TransformersAdapter:
         except (ValueError, TypeError, AttributeError, NotImplementedError) as error:
             raise UnsupportedModelError(f"{refusal} ({str(error).splitlines()[0][:200]})") from None
         if getattr(self.model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
-            from hf_attn.adapters.own_attention import install
-
-            families = install(self.model)  # attention computed in the model's own modules: hooks there
-            if not families:
-                raise UnsupportedModelError(f"{refusal} (its attention module computes attention itself, and hf_attn "
-                                            f"has no hook for {type(self.model).__name__}'s attention class){instead}")
-            self.own_attention = families
+            raise UnsupportedModelError(refusal)
 
     def _pad_id(self) -> int:
         for candidate in (self.tokenizer.pad_token_id, getattr(self.model.config, "pad_token_id", None),
@@ -164,7 +158,7 @@ class TransformersAdapter:
 
     def _probe(self) -> None:
         self.fused, self.fused_reason = False, "not checked yet"  # eager until _check_fused says otherwise
-        ids = self.tokenizer(PROBE_TEXT)["input_ids"]
+        ids = self.tokenizer(PROBE_TEXT)["input_ids"][: self.max_length]
         if len(ids) < 3:
             raise UnsupportedModelError(f"the tokenizer turns a 9-word probe sentence into {len(ids)} tokens")
         input_ids = torch.tensor([ids], device=self.device)
@@ -189,8 +183,7 @@ class TransformersAdapter:
             raise ValueError(f"heads={self.spec.heads}: layer {self.spec.layer} has {heads_here} heads")
         self.num_heads = heads_here
         for _, module, probs, values in record:  # the attention output must be probabilities × values
-            if probs.dim() != 4 or probs.shape[-1] != input_ids.shape[1] or (
-                    values is not None and values.shape[2] != input_ids.shape[1]):
+            if probs.dim() != 4 or probs.shape[-1] != input_ids.shape[1] or values.shape[2] != input_ids.shape[1]:
                 raise UnsupportedModelError(f"{type(module).__name__}: attention of shape {tuple(probs.shape)} is "
                                             "not (batch, heads, queries, keys) over the input tokens")
         self.layers = self._find_layers(modules)
@@ -199,14 +192,10 @@ class TransformersAdapter:
             self.query_rule = self.pooling
         else:
             self.query_rule = self.spec.query
-        # decoders are padded on the left; encoder-decoders (BART, T5) find their end-of-sentence token
-        # in the ids themselves and keep their right padding
-        self.left_padding = self.pooling == "last" and not getattr(self.model.config, "is_encoder_decoder", False)
+        self.left_padding = self.pooling == "last"
         self.fast_path = False
         self._check_effective(input_ids, mask)
         self.fast_path = True  # the check's forward fills the fast path's cache
-        names = {id(m): n for n, m in self.model.named_modules()}
-        self.explained_module = names.get(id(record[self.layer][1]), type(record[self.layer][1]).__name__)
         self.fast_path, self.fast_path_reason = self._check_fast_path(input_ids, mask)
         self.fused, self.fused_reason = self._check_fused(input_ids, mask)
 
@@ -235,8 +224,6 @@ class TransformersAdapter:
         return Intervention(fused=True) if self.fused else None
 
     def _find_layers(self, modules):
-        if self.own_attention:
-            return False, "the attention is computed in the model's own modules (hooked), not through the interface"
         """The ``ModuleList`` whose i-th layer holds the i-th attention call's module (None when
         layers share modules, as ALBERT's do, or no such list exists)."""
         if len(set(map(id, modules))) != len(modules):
@@ -332,13 +319,15 @@ class TransformersAdapter:
     # ------------------------------------------------------------------------------------------
     # encoding
 
-    def encode(self, texts, max_length: int | None = None) -> Batch:
-        """Texts → a padded :class:`Batch` on the device (``max_length`` defaults to the adapter's)."""
+    def encode(self, texts, max_length: int | None = None, first_index: int = 0) -> Batch:
+        """Texts → a padded :class:`Batch` on the device, each cut to ``max_length`` tokens (default
+        and at most the adapter's limit) keeping the end the head reads (decoders: the end; others:
+        the start), with a :class:`~hf_attn.adapters.contract.TruncationWarning` naming the texts cut
+        (numbered from ``first_index``)."""
         texts = checked_texts(texts)
-        limit = max_length if max_length is not None else self.max_length
-        encoding = self.tokenizer(texts, truncation=limit is not None, max_length=limit)
-        sequences = encoding["input_ids"]
-        word_ids = [encoding.word_ids(i) for i in range(len(texts))]
+        limit = self.max_length if max_length is None else (
+            max_length if self.max_length is None else min(max_length, self.max_length))
+        sequences, word_ids = self.tokenize(texts, limit, first_index)
         return self._pad(sequences, word_ids, texts)
 
     def from_token_lists(self, sequences, texts=None, word_ids=None) -> Batch:
@@ -435,6 +424,17 @@ class TransformersAdapter:
             out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
                                         self._positions(batch, rows)).logits.float())
         return torch.cat(out)
+    @property
+    def kept_end(self) -> str:
+        """Which end of a long text is kept: ``"end"`` for heads that read the last token."""
+        return "end" if self.pooling == "last" else "start"
+
+    def tokenize(self, texts, limit: int | None = None, first_index: int = 0):
+        """``(token id lists, word id lists)`` of ``texts`` cut to ``limit`` (default: the adapter's)
+        the way :meth:`encode` cuts them (:func:`hf_attn.adapters.contract.tokenize_texts`)."""
+        return tokenize_texts(self.tokenizer, list(texts), self.max_length if limit is None else limit,
+                              self.kept_end, first_index)
+
 
     def _positions(self, batch: Batch, rows):
         return None if batch.position_ids is None else batch.position_ids[rows]
@@ -468,6 +468,9 @@ class TransformersAdapter:
         def query_rows(probs):  # (B, H, T, T) → (B, H, T): the query rows, averaged over the rows
             return torch.einsum("bq,bhqt->bht", query, probs.float()) / count.view(-1, 1, 1)
 
+        if self.max_length is not None and width > self.max_length:
+            raise ValueError(f"a token list of {width} tokens is longer than the model's limit of "
+                             f"{self.max_length} tokens (its position table); cut it first")
         head_rows = query_rows(record[self.layer][2])
         attention = head_rows.mean(1) if self.spec.heads == "mean" else head_rows[:, self.spec.heads]
         layer_rows = torch.stack([query_rows(p).mean(1) for _, _, p, _ in record], 1)
