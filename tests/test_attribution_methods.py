@@ -114,7 +114,10 @@ def test_max_flow_hand_computed():
 
 
 def test_attention_flow_matches_networkx_on_the_model(setup):
+    """Raw flows against networkx per (source, sink); the default against the authors' compute_flows:
+    each output node's flows over every input node (specials included) divided by their sum."""
     adapter, _, _, batch = setup
+    raw = attention_flow(adapter, batch, normalise=False)
     got = attention_flow(adapter, batch)
     matrices = torch.stack([residual_attention(layer.probs, batch.attention_mask)
                             for layer in record_internals(adapter, batch)], 1)
@@ -123,9 +126,11 @@ def test_attention_flow_matches_networkx_on_the_model(setup):
         cap = matrices[b][:, real][:, :, real].double().numpy()
         local = {int(p): i for i, p in enumerate(real)}
         sink = local[int(batch.query[b].float().argmax())]
+        every = {int(p): _networkx_flow(cap, local[int(p)], sink) for p in real}
+        total = sum(every.values())
         for position in batch.content[b].nonzero().flatten().tolist():
-            expected = _networkx_flow(cap, local[position], sink)
-            assert abs(float(got[b, position]) - expected) < 1e-4
+            assert abs(float(raw[b, position]) - every[position]) < 1e-4
+            assert abs(float(got[b, position]) - every[position] / total) < 1e-4
 
 
 def test_one_layer_flow_is_the_residual_attention():
@@ -135,7 +140,10 @@ def test_one_layer_flow_is_the_residual_attention():
     with torch.no_grad():
         attention = model(**_inputs(batch, output_attentions=True)).attentions[0]
     a = residual_attention(attention, batch.attention_mask)[:, 0]  # [CLS] row
-    torch.testing.assert_close(attention_flow(adapter, batch), torch.where(batch.content, a, 0.0), atol=2e-6, rtol=0)
+    # one layer: the raw flow is the residual attention row; normalised, the row sums to 1 already
+    torch.testing.assert_close(attention_flow(adapter, batch, normalise=False), torch.where(batch.content, a, 0.0),
+                               atol=2e-6, rtol=0)
+    torch.testing.assert_close(attention_flow(adapter, batch), torch.where(batch.content, a, 0.0), atol=4e-6, rtol=0)
     torch.testing.assert_close(rollout_importance(adapter, batch), torch.where(batch.content, a, 0.0))
 
 
@@ -523,5 +531,5 @@ def test_captum_deeplift_on_a_transformer_and_refused_on_the_papers_bilstm():
     with pytest.raises(UnsupportedModelError, match="recurrent modules"):
         captum_attribution(lstm_adapter, lstm_adapter.encode(TEXTS), "deeplift")
     result = run_faithfulness(lstm_adapter, TEXTS[:2], FaithfulnessSettings(
-        methods=("attention", "deeplift"), fractions=(0.5,), soft_seeds=(0,), naopc_beam=0))
+        methods=("attention", "deeplift"), fractions=(0.5,), soft_draws=1, soft_max_draws=1, naopc_beam=0))
     assert result.methods == ["attention"] and "recurrent modules" in result.skipped["deeplift"]

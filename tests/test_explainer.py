@@ -131,7 +131,7 @@ def test_from_pretrained_and_bad_input(tmp_path):
 
 def test_faithfulness_table_in_memory(explainer):
     result = explainer.faithfulness(TEXTS[:3], methods=("attention", "saliency", "leave_one_out", "random"),
-                                    naopc_beam=0, soft_seeds=(0,))
+                                    naopc_beam=0, soft_draws=1, soft_max_draws=1)
     frame = result.to_pandas()
     assert len(frame) and set(result.methods) == {"attention", "saliency", "leave_one_out", "random"}
     with pytest.raises(ValueError, match="unknown faithfulness setting"):

@@ -13,11 +13,10 @@ import torch
 
 from architectures import TEXTS, saved_classifier, tiny_classifier
 from hf_attn.adapters import adapter_for
-from hf_attn.batteries.faithfulness import (METRICS, FaithfulnessResult, FaithfulnessSettings, _aopc_bounds,
-                                            _Instance, _ProbabilityCache, run_faithfulness)
-from hf_attn.methods.eraser import tokens_per_fraction
+from hf_attn.batteries.faithfulness import (METRICS, FaithfulnessResult, FaithfulnessSettings, _Instance,
+                                            run_faithfulness)
 
-FAST = dict(ig_steps=4, soft_seeds=(0, 1), shap_samples=16, batch_tokens=64)
+FAST = dict(ig_steps=4, ig_target=None, soft_draws=2, soft_max_draws=2, shap_samples=16, batch_tokens=64)
 
 
 @pytest.fixture(scope="module", params=["bert", "llama", "distilbert"])
@@ -89,38 +88,196 @@ def test_eraser_cells_match_full_recomputation(table):
     np.testing.assert_allclose(result.per_instance["attention"]["comprehensiveness"], comp, atol=1e-5)
 
 
-def test_naopc_search_with_a_wide_beam_is_every_ordering():
+def _brute_force_naopc(model, instance, p_full, c):
+    """Every ordering of the instance's tokens, each deletion a plain model call: the lowest and
+    highest AOPC over every k (Edin et al. 2024 §3) and the drop of each deleted set."""
+    content = np.flatnonzero(instance.content)
+    n = len(content)
+    drops = {}
+
+    def drop(deleted):
+        key = frozenset(deleted)
+        if key not in drops:
+            keep = np.ones(len(instance.tokens), bool)
+            keep[content[list(key)]] = False
+            tokens = instance.tokens[keep].tolist() or [0]
+            with torch.no_grad():
+                p = model(input_ids=torch.tensor([tokens])).logits.softmax(-1)[0, c]
+            drops[key] = p_full - float(p)
+        return drops[key]
+
+    values = [np.mean([drop(order[:k]) for k in range(1, n + 1)]) for order in itertools.permutations(range(n))]
+    return min(values), max(values), drop
+
+
+def test_naopc_bounds_and_values_equal_every_ordering():
+    """The table's exact bounds (dynamic programming) and beam search of full width are the extremes
+    over every ordering, and each method's NAOPC is its own ordering's AOPC rescaled by them."""
     model, tokenizer = tiny_classifier("bert")
     adapter = adapter_for(model, tokenizer, device="cpu")
-    batch = adapter.encode(["the good movies", "a dull plot"])
-    instances = [_Instance(batch.input_ids[b][batch.attention_mask[b].bool()].numpy(),
-                           batch.content[b][batch.attention_mask[b].bool()].numpy()) for b in range(2)]
-    cache = _ProbabilityCache(adapter, 512)
-    full = cache.get([tuple(i.tokens.tolist()) for i in instances])
-    predicted = full.argmax(1)
-    p_full = full[np.arange(2), predicted]
-    fractions = (0.3, 0.6, 1.0)
-    counts = tokens_per_fraction([int(i.content.sum()) for i in instances], fractions)
-    for keep in (False, True):
-        low, high = _aopc_bounds(cache, instances, p_full, predicted, counts, 0, beam=1000, keep=keep)
-        greedy_low, greedy_high = _aopc_bounds(cache, instances, p_full, predicted, counts, 0, beam=1, keep=keep)
-        for i, inst in enumerate(instances):
-            n = int(inst.content.sum())
-            values = []
-            for order in itertools.permutations(range(n)):
-                drops = []
-                for k in counts[i]:
-                    chosen = np.zeros(n, bool)
-                    chosen[list(order[:k])] = True
-                    content = np.flatnonzero(inst.content)
-                    mask = ~inst.content.copy()
-                    mask[content[chosen if keep else ~chosen]] = True
-                    with torch.no_grad():
-                        p = model(input_ids=torch.tensor([inst.tokens[mask].tolist()])).logits.softmax(-1)[0]
-                    drops.append(p_full[i] - float(p[predicted[i]]))
-                values.append(np.mean(drops))
-            assert abs(low[i] - min(values)) < 1e-6 and abs(high[i] - max(values)) < 1e-6
-            assert min(values) - 1e-6 <= greedy_low[i] and greedy_high[i] <= max(values) + 1e-6
+    texts = ["the good movies", "a dull plot , sadly", "not very fun"]
+    for exact_max, beam in ((10, 1), (0, 1000)):
+        settings = FaithfulnessSettings(**FAST | {"methods": ("attention", "leave_one_out", "random"),
+                                                  "metrics": ("naopc_comprehensiveness", "naopc_sufficiency"),
+                                                  "naopc_exact_max": exact_max, "naopc_beam": beam})
+        result = run_faithfulness(adapter, texts, settings)
+        details = result.metric_details["naopc"]
+        assert details["bounds"] == ({"exact": 3, "beam": 0, "orderings": 0} if exact_max else
+                                     {"exact": 0, "beam": 3, "orderings": 0})
+        batch = adapter.encode(texts)
+        for i in range(len(texts)):
+            real = batch.attention_mask[i].bool()
+            instance = _Instance(batch.input_ids[i][real].numpy(), batch.content[i][real].numpy())
+            with torch.no_grad():
+                full = model(input_ids=torch.tensor([instance.tokens.tolist()])).logits.softmax(-1)[0]
+            c = int(full.argmax())
+            low, high, drop = _brute_force_naopc(model, instance, float(full[c]), c)
+            assert details["aopc_min"][i] == pytest.approx(low, abs=1e-6)
+            assert details["aopc_max"][i] == pytest.approx(high, abs=1e-6)
+            scores = result.attributions["attention"][i][instance.content]
+            n = len(scores)
+            for metric, order in (("naopc_comprehensiveness", np.argsort(-scores, kind="stable")),
+                                  ("naopc_sufficiency", np.argsort(scores, kind="stable"))):
+                aopc = np.mean([drop(tuple(order[:k])) for k in range(1, n + 1)])
+                assert result.per_instance["attention"][metric][i] == pytest.approx((aopc - low) / (high - low),
+                                                                                     abs=1e-6)
+
+
+def test_naopc_long_sentences_use_the_tables_orderings_and_mask_option():
+    """Beyond the beam's length the bounds are the extremes of the table's own orderings (recorded);
+    the mask-token perturbation replaces instead of deleting, and needs a mask token."""
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    settings = FaithfulnessSettings(**FAST | {"methods": ("attention", "random"), "metrics": ("naopc_comprehensiveness",),
+                                              "naopc_exact_max": 2, "naopc_beam_max": 3})
+    result = run_faithfulness(adapter, TEXTS, settings)
+    lengths = [int(c.sum()) for c in result.content]
+    expected = ["exact" if n <= 2 else "beam" if n <= 3 else "orderings" for n in lengths]
+    assert result.metric_details["naopc"]["bound_method"] == expected
+    values = result.per_instance["attention"]["naopc_comprehensiveness"]
+    for i, how in enumerate(expected):  # with the table's orderings as bounds one method sits at 0 or 1
+        if how == "orderings" and np.isfinite(values[i]):
+            other = result.per_instance["random"]["naopc_comprehensiveness"][i]
+            assert {round(values[i], 9), round(other, 9)} & {0.0, 1.0}
+    masked = run_faithfulness(adapter, TEXTS[:2], FaithfulnessSettings(**FAST | {
+        "methods": ("attention",), "metrics": ("naopc_comprehensiveness",), "naopc_perturbation": "mask"}))
+    assert masked.metric_details["naopc"]["perturbation"] == "mask"
+    tokenizer.mask_token = None
+    with pytest.raises(ValueError, match="mask token"):
+        run_faithfulness(adapter_for(model, tokenizer, device="cpu"), TEXTS[:2], FaithfulnessSettings(**FAST | {
+            "methods": ("attention",), "metrics": ("naopc_comprehensiveness",), "naopc_perturbation": "mask"}))
+
+
+def test_soft_metrics_do_not_depend_on_the_other_texts_their_order_or_the_batch():
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    settings = dict(FAST | {"methods": ("attention", "integrated_gradients"),
+                            "metrics": ("soft_comprehensiveness", "soft_sufficiency"), "soft_draws": 3,
+                            "soft_max_draws": 3})
+    texts = TEXTS + ["an unexpectedly moving and funny story"]
+    base = run_faithfulness(adapter, texts, FaithfulnessSettings(**settings))
+    order = [4, 2, 0, 5, 1, 3]
+    again = run_faithfulness(adapter, [texts[i] for i in order], FaithfulnessSettings(**settings | {"batch_tokens": 9}))
+    alone = run_faithfulness(adapter, [texts[3]], FaithfulnessSettings(**settings))
+    for method in base.methods:
+        for metric in ("soft_comprehensiveness", "soft_sufficiency"):
+            np.testing.assert_allclose(again.per_instance[method][metric],
+                                       base.per_instance[method][metric][order], atol=1e-6, equal_nan=True)
+            np.testing.assert_allclose(alone.per_instance[method][metric], base.per_instance[method][metric][3:4],
+                                       atol=1e-6, equal_nan=True)
+            values = base.per_instance[method][metric]
+            assert np.all((values[np.isfinite(values)] >= 0) & (values[np.isfinite(values)] <= 1))  # clipped
+
+
+def test_soft_metrics_equal_a_slow_reference_from_the_paper():
+    """Soft-NC / Soft-NS of one sentence rebuilt by hand: the BERT embedding module's output times
+    a Bernoulli mask (the table's per-sentence draws), the encoder, pooler and classifier called
+    directly; the null input every id 0; Zhao & Aletras's normalisation and clipping."""
+    from hf_attn.batteries.faithfulness import _sentence_generator
+    from hf_attn.core.faithfulness import soft_keep_probabilities
+
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    settings = FaithfulnessSettings(**FAST | {"methods": ("attention",), "soft_draws": 2, "soft_max_draws": 2,
+                                              "metrics": ("soft_comprehensiveness", "soft_sufficiency")})
+    result = run_faithfulness(adapter, TEXTS, settings)
+    batch = adapter.encode(TEXTS)
+    reference = tiny_classifier("bert")[0].eval()
+    reference.load_state_dict(model.state_dict())
+    for i in range(len(TEXTS)):
+        real = batch.attention_mask[i].bool()
+        ids = batch.input_ids[i][real][None]
+        content = batch.content[i][real].numpy()
+        with torch.no_grad():
+            full = reference(input_ids=ids).logits.softmax(-1)[0]
+            c = int(full.argmax())
+            null = float(reference(input_ids=torch.zeros_like(ids)).logits.softmax(-1)[0, c])
+            embedded = reference.bert.embeddings(input_ids=ids)
+
+            def through(hidden):
+                encoded = reference.bert.encoder(hidden)[0]
+                return reference.classifier(reference.bert.pooler(encoded)).softmax(-1)[0, c]
+            denominator = max(0.0, float(full[c]) - null)
+            if denominator <= 1e-12:  # ŷ(x) ≤ ŷ(0): undefined, counted
+                assert np.isnan(result.per_instance["attention"]["soft_sufficiency"][i])
+                continue
+            scores = result.attributions["attention"][i][content]
+            p = np.ones(len(content))
+            p[content] = soft_keep_probabilities(scores[None], np.ones((1, len(scores)), bool))[0]
+            nc, ns = [], []
+            for draw in range(2):
+                kept = []
+                for kind, probability in (("kept", p), ("removed", np.where(content, 1 - p, 1.0))):
+                    generator = _sentence_generator(settings, "attention", ids[0].numpy(), kind, draw)
+                    mask = torch.bernoulli(torch.as_tensor(probability).float()[:, None].expand(-1, embedded.shape[-1]),
+                                           generator=generator)
+                    kept.append(float(through(embedded * mask)))
+                s_null = 1 - denominator
+                ns.append(min(max(((1 - max(0.0, float(full[c]) - kept[0])) - s_null) / denominator, 0.0), 1.0))
+                nc.append(min(max(max(0.0, float(full[c]) - kept[1]) / denominator, 0.0), 1.0))
+        assert result.per_instance["attention"]["soft_sufficiency"][i] == pytest.approx(np.mean(ns), abs=1e-5)
+        assert result.per_instance["attention"]["soft_comprehensiveness"][i] == pytest.approx(np.mean(nc), abs=1e-5)
+
+
+def test_integrated_gradients_reaches_its_completeness_target():
+    model, tokenizer = tiny_classifier("gpt2")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    base = dict(FAST | {"methods": ("integrated_gradients",), "metrics": ("comprehensiveness",)})
+    fixed = run_faithfulness(adapter, TEXTS, FaithfulnessSettings(**base | {"ig_steps": 2, "ig_target": None}))
+    adaptive = run_faithfulness(adapter, TEXTS, FaithfulnessSettings(**base | {"ig_steps": 2, "ig_target": 0.01,
+                                                                                "ig_max_steps": 512}))
+    ig_fixed, ig = fixed.cost["integrated_gradients"], adaptive.cost["integrated_gradients"]
+    assert ig_fixed["ig_steps_max"] == 2 and "ig_target_missed" not in ig_fixed
+    assert ig["ig_target_missed"] == 0 and ig["completeness_within_1pct_share"] == 1.0
+    assert ig["ig_steps_max"] > 2 and ig["completeness_gap_mean_abs"] < ig_fixed["completeness_gap_mean_abs"]
+    capped = run_faithfulness(adapter, TEXTS, FaithfulnessSettings(**base | {"ig_steps": 1, "ig_max_steps": 2,
+                                                                              "ig_target": 0.01}))
+    missed = capped.cost["integrated_gradients"]["ig_target_missed"]
+    assert capped.cost["integrated_gradients"]["ig_steps_max"] == 2 and missed > 0
+    assert f"{missed} sentences missed the target at 2 nodes" in capped.summary()
+
+
+def test_rankings_share_ties_leave_undefined_out_and_refuse_to_rank_alike_methods():
+    from hf_attn.batteries.faithfulness import FaithfulnessResult
+
+    def result(values, per_instance=None):
+        table = {m: {"comprehensiveness": {"mean": v, "low": math.nan, "high": math.nan, "n": 3, "median": v,
+                                           "undefined": 0}} for m, v in values.items()}
+        return FaithfulnessResult(methods=list(values), table=table, cost={}, skipped={}, agreement={},
+                                  per_instance=per_instance or {}, attributions={}, content=[], settings={},
+                                  num_instances=3)
+    tied = result({"attention": 0.2, "saliency": 0.2, "random": 0.1, "rollout": math.nan})
+    assert tied.ranks("comprehensiveness") == {"attention": 1.5, "saliency": 1.5, "random": 3.0,
+                                               "rollout": pytest.approx(math.nan, nan_ok=True)}
+    assert tied.ranking("comprehensiveness") == ["attention", "saliency", "random"]
+    alike = result({"attention": 0.3, "saliency": 0.3, "random": 0.3})
+    assert "cannot rank" in alike.sentence() and "mean rank" not in alike.sentence()
+    # a difference the paired test cannot carry is not claimed
+    per = {"attention": {"comprehensiveness": np.array([0.3, 0.1, 0.2])},
+           "saliency": {"comprehensiveness": np.array([0.31, 0.12, 0.2])},
+           "random": {"comprehensiveness": np.array([0.1, 0.3, 0.2])}}
+    close = result({"attention": 0.2, "saliency": 0.21, "random": 0.2}, per)
+    assert "do not differ significantly" in close.sentence() and "not distinguishable" in close.sentence()
 
 
 class ContractOnly:
@@ -133,7 +290,7 @@ class ContractOnly:
 
     def __getattr__(self, name):
         if name in ("encode", "from_token_lists", "forward", "logits", "logits_under", "embeddings",
-                    "logits_from_embeddings", "tokens"):
+                    "logits_from_embeddings", "logits_with_embedding_output", "tokens"):
             return getattr(self._inner, name)
         raise AttributeError(name)
 
@@ -157,6 +314,11 @@ def test_settings_are_validated():
         FaithfulnessSettings(fractions=(0.0,))
     with pytest.raises(ValueError, match="naopc_beam"):
         FaithfulnessSettings(naopc_beam=-1)
+    for bad in ({"ig_target": 0.0}, {"ig_target": float("nan")}, {"soft_stderr": 2.0}, {"soft_variant": "noise"},
+                {"naopc_exact_max": 30}, {"naopc_perturbation": "blank"}, {"ig_max_steps": 2, "ig_steps": 4},
+                {"soft_draws": 0}, {"methods": ("attention", "attention")}, {"flow_normalise": 1}):
+        with pytest.raises(ValueError):
+            FaithfulnessSettings(**bad)
     with pytest.raises(ValueError, match="texts"):
         run_faithfulness(None, [], FaithfulnessSettings())
 

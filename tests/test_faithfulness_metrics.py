@@ -57,9 +57,16 @@ def test_soft_normalised_metrics_hand_computed():
     # removed 0.6 → max(0, 0.3) / 0.4 = 0.75; removed 0.85 → 0 / 0.4 = 0
     nc = soft_normalised_comprehensiveness(full, [0.6, 0.85, 0.1], null)
     np.testing.assert_allclose(nc[:2], [0.75, 0.0])
-    # seeds on the first axis
+    # draws on the first axis; removed 0.5 → 0.4 / 0.4 = 1; removed 0.4 → 0.4 / 0.4 = 1
     np.testing.assert_allclose(soft_normalised_comprehensiveness(full, [[0.6, 0.85, 0.1], [0.5, 0.4, 0.1]], null)[1, :2],
                                [1.0, 1.0])
+    # clipping (the authors' code): removed 0.1 with ŷ(x) 0.9, ŷ(0) 0.5 → 0.8 / 0.4 = 2 → 1; kept 0.95 → 1
+    wide = soft_normalised_comprehensiveness(full, [0.1, 0.85, 0.1], null, clip=False)
+    np.testing.assert_allclose(wide[0], 2.0)
+    np.testing.assert_allclose(soft_normalised_comprehensiveness(full, [0.1, 0.85, 0.1], null)[0], 1.0)
+    # sufficiency below the null input's: S = 1 − 0.8 = 0.2 < S0 = 0.6 → −1 unclipped, 0 clipped
+    np.testing.assert_allclose(soft_normalised_sufficiency(full, [0.1, 0.9, 0.5], null, clip=False)[0], -1.0)
+    np.testing.assert_allclose(soft_normalised_sufficiency(full, [0.1, 0.9, 0.5], null)[0], 0.0)
 
 
 def test_normalised_aopc_hand_computed():
@@ -93,3 +100,33 @@ def test_top_k_agreement_hand_computed():
     np.testing.assert_allclose(top_k_agreement(a, a, mask, 1.0), [1.0, 1.0])
     with pytest.raises(ValueError, match="fraction"):
         top_k_agreement(a, b, mask, 0.0)
+
+
+def test_naopc_exact_bounds_are_every_ordering_also_for_bins_below_all_tokens():
+    """Dynamic programming over subsets against brute force over every ordering, on random set
+    functions (drops may be negative): every k (Edin et al.), and ERASER-style bins whose last bin
+    stays below 100 % of the tokens; the beam search of full width finds the same extremes."""
+    import itertools
+
+    from hf_attn.core.naopc import BeamSearch, exact_bounds, ordering_aopc, ordering_masks
+
+    rng = np.random.default_rng(7)
+    for n in range(1, 7):
+        drops = rng.uniform(-0.4, 1.0, 1 << n)
+        drops[0] = 0.0
+        orders = list(itertools.permutations(range(n)))
+        every = [ordering_aopc(order, drops) for order in orders]
+        low, high = exact_bounds(n, drops)
+        assert low == pytest.approx(min(every), abs=1e-12) and high == pytest.approx(max(every), abs=1e-12)
+        if n >= 3:
+            sizes = [1, n - 1]  # the last bin leaves one token
+            binned = [np.mean([drops[ordering_masks(order)[k - 1]] for k in sizes]) for order in orders]
+            low, high = exact_bounds(n, drops, sizes)
+            assert low == pytest.approx(min(binned), abs=1e-12) and high == pytest.approx(max(binned), abs=1e-12)
+        for highest in (True, False):
+            search = BeamSearch(n, 10_000, highest)
+            while not search.done:
+                search.update(drops[search.requests()])
+            assert search.value == pytest.approx(max(every) if highest else min(every), abs=1e-12)
+    with pytest.raises(ValueError, match="2\\^3"):
+        exact_bounds(3, np.zeros(5))

@@ -184,4 +184,9 @@ class AttentionAdapter(Protocol):
         the embeddings only (the weights are frozen during the call)."""
         ...
 
+    def logits_with_embedding_output(self, batch: Batch, transform) -> torch.Tensor:
+        """``(B, C)`` logits with the embedding layer's output ``h`` (the input of the first layer)
+        replaced by ``transform(h, rows)`` (the soft faithfulness metrics perturb it there)."""
+        ...
+
     def tokens(self, batch: Batch, index: int) -> list[str]: ...

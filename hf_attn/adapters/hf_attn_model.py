@@ -155,6 +155,13 @@ class HfAttnAdapter:
             return self.model(inputs_embeds=embeddings, attention_mask=batch.attention_mask,
                               detach_attention=detach_attention).logits.float()
 
+    @torch.no_grad()
+    def logits_with_embedding_output(self, batch: Batch, transform) -> torch.Tensor:
+        """``(B, C)`` logits with the embedding layer's output (the word embeddings: the papers'
+        models add no positions) replaced by ``transform(h, rows)`` (``rows``: a slice of the batch)."""
+        embeddings = self.embeddings(batch)
+        return self.logits_from_embeddings(batch, transform(embeddings, slice(0, len(batch))))
+
     def describe(self) -> dict:
         config = self.model.config
         return {"model_type": "hf_attn", "layer": -1, "num_layers": 1, "num_heads": 1, "heads": "mean",

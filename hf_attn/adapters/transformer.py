@@ -587,8 +587,41 @@ class TransformersAdapter:
             intervention = Intervention(layer=self.layer, query=batch.query, detach=True, head=head)
         # decoders warn that inputs_embeds hide pads (left padding); the weights need no gradient here
         with _quiet(type(self.model).__module__), frozen_parameters(self.model):
-            return self._model_call(None, batch.attention_mask, embeddings, intervention,
+            return self._model_call(batch.input_ids, batch.attention_mask, embeddings, intervention,
                                     batch.position_ids).logits.float()
+
+    @torch.no_grad()
+    def logits_with_embedding_output(self, batch: Batch, transform) -> torch.Tensor:
+        """``(B, C)`` logits with the embedding layer's output ``h`` — word, position and token-type
+        embeddings summed and normalised, the input of the first layer — replaced by
+        ``transform(h, rows)`` (``h`` ``(b, T, E)`` for the batch rows ``rows``, a slice: forwards run
+        in chunks of the token budget). Zhao & Aletras 2023 perturb the input there. Hooked on the
+        base model's ``embeddings`` module when it has one (BERT family; ALBERT's narrower output
+        included), else on the input of the first layer (decoders add positions inside the model)."""
+        embeddings = getattr(self.model.base_model, "embeddings", None)
+        if not isinstance(embeddings, torch.nn.Module) and self.layers is None:
+            raise UnsupportedModelError(f"{type(self.model).__name__} has neither an embeddings module nor a list of "
+                                        "layers: the embedding layer's output cannot be reached")
+        out = []
+        for rows in self._chunks(len(batch), batch.input_ids.shape[1]):
+            if isinstance(embeddings, torch.nn.Module):
+                def hook(module, args, output, rows=rows):
+                    if isinstance(output, tuple):
+                        return (transform(output[0], rows),) + tuple(output[1:])
+                    return transform(output, rows)
+                handle = embeddings.register_forward_hook(hook)
+            else:
+                def hook(module, args, kwargs, rows=rows):
+                    if args:
+                        return (transform(args[0], rows),) + tuple(args[1:]), kwargs
+                    return args, {**kwargs, "hidden_states": transform(kwargs["hidden_states"], rows)}
+                handle = self.layers[0].register_forward_pre_hook(hook, with_kwargs=True)
+            try:
+                out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
+                                            self._positions(batch, rows)).logits.float())
+            finally:
+                handle.remove()
+        return torch.cat(out)
 
     def describe(self) -> dict:
         """What is explained, for results files and summaries."""

@@ -12,18 +12,30 @@ Metrics (:mod:`hf_attn.core.faithfulness`):
   al. 2020, §4): the text's top-k tokens deleted / the only ones kept (special tokens always kept;
   sequences shortened, not masked; ties by position; k = ceil(f·n) in [1, n]);
 - ``soft_comprehensiveness`` ↑ / ``soft_sufficiency`` ↑: Soft-NC / Soft-NS (Zhao & Aletras 2023,
-  §3), the embedding elements kept with the min–max-normalised importance (sufficiency) or 1 − it
-  (comprehensiveness), one Bernoulli draw per seed of ``soft_seeds``; intervals over sentences and,
-  separately, over the seeds;
-- ``naopc_comprehensiveness`` ↑ / ``naopc_sufficiency`` ↑: the ERASER AOPC normalised by the best and
-  worst AOPC of any ordering of the instance's tokens (Edin et al. 2024, §3), the bounds found by a
-  beam search of width ``naopc_beam`` over one-token extensions (Edin et al. §4 also search;
-  width 1 = greedy, the default: approximate bounds), widened to include every method's own AOPC
-  (each ranking is an ordering too). For sufficiency (lower AOPC is better) the
-  score is (max − AOPC) / (max − min), so 1 is the best ordering for both;
+  §3) as the authors' code computes them (``casszhao/multilingual-faith``,
+  ``src/models/bert_components.py`` and ``src/common_code/metrics.py``): each element of a text
+  token's vector at the embedding layer's output kept with the token's min–max-normalised importance
+  (sufficiency) or 1 − it (comprehensiveness), normalised by the null input (every input id 0),
+  clipped to [0, 1]. Special tokens are never masked (the authors' code masks them with their own
+  normalised score). Each sentence draws its masks from a seed of its own tokens, so its value never
+  depends on the other texts, their order or the batch size; the cell's Monte-Carlo standard error
+  is reported and kept under ``soft_stderr`` by adding draws. ``soft_variant="embedding"`` is the
+  other measurement (the word embeddings masked, the text's embeddings zeroed as the null input,
+  unclipped and unbounded);
+- ``naopc_comprehensiveness`` ↑ / ``naopc_sufficiency`` ↓: normalised AOPC (Edin et al. 2024, §3):
+  the AOPC over **every** k = 1..N of deleting the tokens in descending (comprehensiveness) or
+  ascending (sufficiency) order of importance, rescaled by the lowest and highest AOPC of any
+  ordering. Bounds exact by dynamic programming over subsets for short sentences, by the paper's
+  beam search (§4, ranked by the AOPC itself) for longer ones, and for the longest the extremes over
+  the table's own orderings; the method of each sentence is in ``metric_details["naopc"]``
+  (:mod:`hf_attn.core.naopc`; the authors' code: ``JoakimEdin/naopc``, ``aopc/aopc/methods.py``);
 - ``tau_loo`` ↑: Kendall τ-b with leave-one-out (Jain & Wallace 2019, §3);
 - ``agreement``: the mean over the other methods of the mean Kendall τ-b with them (Krishna et al.
   2022's rank agreement); the full matrix is :attr:`FaithfulnessResult.agreement`.
+
+Every column reports its mean, interval, median, the sentences it covers and those where it is
+undefined (``undefined``), and for every method a paired Wilcoxon test against the random floor
+(``vs_random``). Rankings let ties share a rank and leave undefined values out.
 
 Sharing: every deletion input (ERASER variants of every method and bin, the NAOPC searches, the
 full inputs) is a token tuple scored once (:class:`_ProbabilityCache`): identical inputs across
@@ -43,6 +55,7 @@ import os
 import threading
 import time
 import warnings
+import zlib
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
@@ -77,37 +90,71 @@ DEFAULT_METHODS = tuple(METHODS)
 METRICS = ("comprehensiveness", "sufficiency", "soft_comprehensiveness", "soft_sufficiency",
            "naopc_comprehensiveness", "naopc_sufficiency", "tau_loo", "agreement")
 HIGHER_IS_BETTER = {"comprehensiveness": True, "sufficiency": False, "soft_comprehensiveness": True,
-                    "soft_sufficiency": True, "naopc_comprehensiveness": True, "naopc_sufficiency": True,
+                    "soft_sufficiency": True, "naopc_comprehensiveness": True, "naopc_sufficiency": False,
                     "tau_loo": True, "agreement": True}
+UNDEFINED = {
+    "comprehensiveness": "no tokens to delete", "sufficiency": "no tokens to delete",
+    "soft_comprehensiveness": "ŷ(x) ≤ ŷ(null input): the normaliser 1 − S(x, ŷ, 0) is 0",
+    "soft_sufficiency": "ŷ(x) ≤ ŷ(null input): the normaliser 1 − S(x, ŷ, 0) is 0",
+    "naopc_comprehensiveness": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
+    "naopc_sufficiency": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
+    "tau_loo": "fewer than 2 tokens or constant scores", "agreement": "fewer than 2 tokens or constant scores"}
+
+
+SOFT_VARIANTS = ("reference", "embedding")
+NAOPC_PERTURBATIONS = ("delete", "mask")
 
 
 @dataclass(frozen=True)
 class FaithfulnessSettings:
-    """What :func:`run_faithfulness` computes (module docstring). ``methods``: names from
-    :data:`METHODS`; ``fractions``: ERASER bins; ``ig_steps`` / ``ig_rule``: integrated gradients'
-    quadrature (default 50 Gauss–Legendre nodes, captum's default: on MiniLM fine-tuned on SST, 50
-    sentences, 16 nodes left a completeness gap above 1 % of f(x) − f(x') on 24 % of the sentences,
-    50 nodes on 6 %; the table reports the gap of its run); ``soft_seeds``: one Bernoulli draw per
-    seed; ``naopc_beam``: 0 skips NAOPC;
-    ``shap_samples``: coalitions per instance for Kernel SHAP; ``batch_tokens``: padded tokens per
-    method batch; ``soft_clip``: clip Soft-NC / Soft-NS to [0, 1] (default False: the formula as
-    printed; instances whose zeroed input ŷ(0) is almost as confident as ŷ(x) give large values);
-    ``seed``: the random floor; ``confidence``: of the intervals. ``metrics``: the columns computed
-    (a subset of :data:`METRICS`; the soft and NAOPC columns cost the most forwards; ``tau_loo``
-    exists only when ``leave_one_out`` is among the methods).
-    ``gradient_target``: f of saliency, gradient × input and integrated gradients, ``"probability"``
-    ŷ_c (default) or ``"logit"`` z_c (ferret's and inseq's choice); ``ig_baseline``: ``"zero"`` (the
-    text's embeddings replaced by 0, default) or ``"pad"`` (by the pad token's embedding)."""
+    """What :func:`run_faithfulness` computes (module docstring).
+
+    ``methods``: names from :data:`METHODS`; ``metrics``: the columns (a subset of :data:`METRICS`;
+    ``tau_loo`` exists only when ``leave_one_out`` is among the methods); ``fractions``: ERASER bins.
+
+    Integrated gradients: ``ig_rule`` quadrature (Gauss–Legendre by default) starting from
+    ``ig_steps`` nodes; with ``ig_target`` (default 0.01) each sentence's nodes are doubled until its
+    completeness gap |Σ_t IG_t − (f(x) − f(x'))| is within ``ig_target`` · |f(x) − f(x')| or
+    ``ig_max_steps`` is reached (the sentences that miss it are counted); ``ig_target=None``: exactly
+    ``ig_steps`` nodes. ``gradient_target``: f of saliency, gradient × input and IG,
+    ``"probability"`` ŷ_c (default) or ``"logit"`` z_c (ferret's and inseq's choice);
+    ``ig_baseline``: ``"zero"`` or ``"pad"`` (the pad token's embedding).
+
+    Soft metrics: ``soft_variant`` ``"reference"`` (default: Zhao & Aletras's code — the mask on the
+    embedding layer's output, the null input every id 0, scores clipped to [0, 1]) or
+    ``"embedding"`` (the mask on the word embeddings, the null input the text's embeddings zeroed,
+    no clipping); every sentence draws its own Bernoulli masks from a seed of its tokens, ``seed``
+    and the method, ``soft_draws`` of them, doubled while a cell's Monte-Carlo standard error
+    exceeds ``soft_stderr`` and the draws stay within ``soft_max_draws``.
+
+    NAOPC (Edin et al. 2024): ``naopc_beam`` the beam width (0: no NAOPC columns); bounds exact for
+    sentences of at most ``naopc_exact_max`` tokens (2^n forwards), by beam search up to
+    ``naopc_beam_max`` tokens, beyond that the extremes over the table's own orderings (every
+    method's, both directions) — each sentence's method is recorded; ``naopc_perturbation``
+    ``"delete"`` (default) or ``"mask"`` (the tokenizer's mask token, as the authors' code).
+
+    ``flow_normalise``: attention flow divided per output row by its sum over the input tokens (the
+    authors' code; default) or raw. ``shap_samples``: Kernel SHAP coalitions; ``batch_tokens``:
+    padded tokens per method batch; ``seed``: the random floor and the soft draws; ``confidence``:
+    of the intervals and the significance level (1 − confidence) of the paired tests."""
 
     methods: tuple[str, ...] = DEFAULT_METHODS
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
-    ig_steps: int = 50
+    ig_steps: int = 16
     ig_rule: str = "gauss-legendre"
-    soft_seeds: tuple[int, ...] = (0, 1, 2)
+    ig_target: float | None = 0.01
+    ig_max_steps: int = 256
+    soft_variant: str = "reference"
+    soft_draws: int = 10
+    soft_max_draws: int = 40
+    soft_stderr: float = 0.01
     naopc_beam: int = 1
+    naopc_exact_max: int = 10
+    naopc_beam_max: int = 32
+    naopc_perturbation: str = "delete"
+    flow_normalise: bool = True
     shap_samples: int = 64
     batch_tokens: int = 1024
-    soft_clip: bool = False
     seed: int = 0
     confidence: float = 0.95
     metrics: tuple[str, ...] = METRICS
@@ -115,31 +162,56 @@ class FaithfulnessSettings:
     ig_baseline: str = "zero"
 
     def __post_init__(self):
-        for name in ("methods", "fractions", "soft_seeds", "metrics"):
-            if isinstance(getattr(self, name), (str, int, float)):
-                raise ValueError(f"{name} must be a tuple, got {getattr(self, name)!r}")
+        for name in ("methods", "fractions", "metrics"):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)):
+                raise ValueError(f"{name} must be a tuple, got {value!r}")
+            if len(set(value)) != len(value):
+                raise ValueError(f"{name} lists an item twice: {list(value)}")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ValueError(f"methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
-        if not self.fractions or any(not 0 < float(f) <= 1 for f in self.fractions):
+        if not self.fractions or any(not _is_number(f) or not 0 < float(f) <= 1 for f in self.fractions):
             raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1], got {self.fractions!r}")
-        for name in ("ig_steps", "shap_samples", "batch_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not isinstance(self.naopc_beam, int) or self.naopc_beam < 0:
-            raise ValueError(f"naopc_beam must be an int ≥ 0 (0: no NAOPC), got {self.naopc_beam!r}")
-        if not self.soft_seeds or any(not isinstance(s, int) for s in self.soft_seeds):
-            raise ValueError(f"soft_seeds must be a non-empty tuple of ints, got {self.soft_seeds!r}")
-        if not 0 < self.confidence < 1:
+        for name in ("ig_steps", "ig_max_steps", "soft_draws", "soft_max_draws", "shap_samples", "batch_tokens"):
+            _check_int(name, getattr(self, name), 1)
+        for name in ("naopc_beam", "naopc_exact_max", "naopc_beam_max"):
+            _check_int(name, getattr(self, name), 0)
+        from hf_attn.core.naopc import EXACT_LIMIT
+
+        if self.naopc_exact_max > EXACT_LIMIT:
+            raise ValueError(f"naopc_exact_max must be ≤ {EXACT_LIMIT} (2^n forwards per sentence), got "
+                             f"{self.naopc_exact_max}")
+        if self.ig_max_steps < self.ig_steps:
+            raise ValueError(f"ig_max_steps ({self.ig_max_steps}) must be ≥ ig_steps ({self.ig_steps})")
+        if self.soft_max_draws < self.soft_draws:
+            raise ValueError(f"soft_max_draws ({self.soft_max_draws}) must be ≥ soft_draws ({self.soft_draws})")
+        if self.ig_target is not None and (not _is_number(self.ig_target) or not 0 < self.ig_target < 1):
+            raise ValueError(f"ig_target must be None or a number in (0, 1), got {self.ig_target!r}")
+        if not _is_number(self.soft_stderr) or not 0 < self.soft_stderr < 1:
+            raise ValueError(f"soft_stderr must be a number in (0, 1), got {self.soft_stderr!r}")
+        if not _is_number(self.confidence) or not 0 < self.confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {self.confidence!r}")
+        _check_int("seed", self.seed, 0)
         unknown = [m for m in self.metrics if m not in METRICS]
         if unknown or not self.metrics:
             raise ValueError(f"metrics must be a non-empty subset of {list(METRICS)}, got {list(self.metrics)}")
-        if self.gradient_target not in ("probability", "logit"):
-            raise ValueError(f"gradient_target must be 'probability' or 'logit', got {self.gradient_target!r}")
-        if self.ig_baseline not in ("zero", "pad"):
-            raise ValueError(f"ig_baseline must be 'zero' or 'pad', got {self.ig_baseline!r}")
+        choices = {"gradient_target": ("probability", "logit"), "ig_baseline": ("zero", "pad"),
+                   "soft_variant": SOFT_VARIANTS, "naopc_perturbation": NAOPC_PERTURBATIONS}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
+        if not isinstance(self.flow_normalise, bool):
+            raise ValueError(f"flow_normalise must be True or False, got {self.flow_normalise!r}")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_int(name: str, value, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an int ≥ {low}, got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -174,32 +246,65 @@ def _method_function(name: str, settings: FaithfulnessSettings):
         function = saliency.saliency if name == "saliency" else gradient_x_input.gradient_x_input
         return lambda adapter, batch: function(adapter, batch, target=target)
     return {"attention": raw_attention.raw_attention, "rollout": rollout.rollout_importance,
-            "attention_flow": attention_flow.attention_flow, "attention_norm": attention_norm.attention_norm,
+            "attention_flow": lambda adapter, batch: attention_flow.attention_flow(
+                adapter, batch, normalise=settings.flow_normalise),
+            "attention_norm": attention_norm.attention_norm,
             "alti": alti.alti, "value_zeroing": value_zeroing.value_zeroing,
             "leave_one_out": deletion.leave_one_out_deletion}[name]
 
 
 class _IntegratedGradients:
-    """The table's integrated gradients: attributions per batch, each batch's result kept for
-    :meth:`completeness`."""
+    """The table's integrated gradients: each sentence's nodes doubled from ``ig_steps`` until its
+    completeness gap is within ``ig_target`` of |f(x) − f(x')| (or ``ig_max_steps``), per batch;
+    each sentence's final result is kept for :meth:`completeness`."""
 
     def __init__(self, settings: FaithfulnessSettings):
-        self.settings, self.results = settings, []
+        self.settings = settings
+        self.gaps, self.differences, self.steps = [], [], []
 
     def __call__(self, adapter, batch):
         from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
 
         s = self.settings
-        result = integrated_gradients_attribution(adapter, batch, s.ig_steps, s.ig_rule, target=s.gradient_target,
+        steps = s.ig_steps
+        result = integrated_gradients_attribution(adapter, batch, steps, s.ig_rule, target=s.gradient_target,
                                                   baseline=s.ig_baseline)
-        self.results.append(result)
-        return result.attributions
+        attributions = result.attributions.clone()
+        gap = result.completeness_gap.double().cpu().clone()
+        difference = (result.target_input - result.target_baseline).double().cpu().clone()
+        used = torch.full((len(batch),), steps)
+        while s.ig_target is not None and steps < s.ig_max_steps:
+            missing = (gap.abs() > s.ig_target * difference.abs()) & (gap.abs() > 1e-9)
+            if not bool(missing.any()):
+                break
+            steps = min(2 * steps, s.ig_max_steps)
+            rows = missing.nonzero().flatten().tolist()
+            again = integrated_gradients_attribution(adapter, batch.select(rows), steps, s.ig_rule,
+                                                     target=s.gradient_target, baseline=s.ig_baseline)
+            index = torch.tensor(rows)
+            attributions[index.to(attributions.device)] = again.attributions
+            gap[index] = again.completeness_gap.double().cpu()
+            difference[index] = (again.target_input - again.target_baseline).double().cpu()
+            used[index] = steps
+        self.gaps.append(gap.numpy())
+        self.differences.append(difference.numpy())
+        self.steps.append(used.numpy())
+        return attributions
 
     def completeness(self) -> dict:
-        """:func:`hf_attn.methods.integrated_gradients.completeness_summary` of the run."""
-        from hf_attn.methods.integrated_gradients import completeness_summary
-
-        return completeness_summary(self.results)
+        """Mean |gap|, mean |f(x) − f(x')|, the share of sentences within 1 % (and within the
+        target), the nodes used (mean, max) and the sentences that missed the target at the cap."""
+        gaps, differences = np.abs(np.concatenate(self.gaps)), np.abs(np.concatenate(self.differences))
+        steps = np.concatenate(self.steps)
+        s = self.settings
+        within = gaps <= np.maximum(0.01 * differences, 1e-9)
+        out = {"completeness_gap_mean_abs": float(gaps.mean()), "output_difference_mean_abs": float(differences.mean()),
+               "completeness_within_1pct_share": float(np.mean(within)),
+               "ig_steps_mean": float(steps.mean()), "ig_steps_max": int(steps.max())}
+        if s.ig_target is not None:
+            met = gaps <= np.maximum(s.ig_target * differences, 1e-9)
+            out |= {"ig_target": s.ig_target, "ig_target_missed": int((~met).sum())}
+        return out
 
 
 ROLLOUT_OF_ONE_LAYER = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
@@ -353,9 +458,11 @@ class FaithfulnessResult:
     num_instances: int = 0
     forwards: dict = field(default_factory=dict)
     texts: list = field(default_factory=list)
+    metric_details: dict = field(default_factory=dict)
 
     def to_pandas(self):
-        """DataFrame: one row per method that ran; per metric its mean and interval, then the cost."""
+        """DataFrame: one row per method that ran; per metric its mean, interval, median, the
+        sentences it covers and the paired test's p against random, then the cost."""
         import pandas as pd
 
         rows = []
@@ -367,65 +474,167 @@ class FaithfulnessResult:
                     row[metric] = cell["mean"]
                     row[f"{metric}_low"] = cell["low"]
                     row[f"{metric}_high"] = cell["high"]
+                    row[f"{metric}_median"] = cell.get("median", math.nan)
+                    row[f"{metric}_n"] = cell.get("n", 0)
+                    if "vs_random" in cell:
+                        row[f"{metric}_p_vs_random"] = cell["vs_random"]["p"]
             row |= self.cost.get(method, {})
             rows.append(row)
         return pd.DataFrame(rows).set_index("method")
 
+    @property
+    def alpha(self) -> float:
+        """The significance level of the paired tests: 1 − the intervals' confidence."""
+        return 1 - float(self.settings.get("confidence", 0.95))
+
+    def _mean(self, method: str, metric: str) -> float:
+        return self.table.get(method, {}).get(metric, {}).get("mean", math.nan)
+
+    def ranks(self, metric: str) -> dict:
+        """{method: rank} on ``metric`` (1 = best): ties share a rank, undefined means get none (NaN)."""
+        return fm.shared_ranks({m: self._mean(m, metric) for m in self.methods}, HIGHER_IS_BETTER[metric])
+
     def ranking(self, metric: str) -> list[str]:
-        """Methods from best to worst by ``metric`` (NaN last)."""
-        sign = 1 if HIGHER_IS_BETTER[metric] else -1
-        values = {m: self.table[m].get(metric, {}).get("mean", math.nan) for m in self.methods}
-        return sorted(self.methods, key=lambda m: (math.isnan(values[m]), -sign * (values[m] if not math.isnan(values[m])
-                                                                                       else 0)))
+        """Methods with a defined value on ``metric``, best first (tied methods in table order)."""
+        ranks = self.ranks(metric)
+        return sorted((m for m in self.methods if not math.isnan(ranks[m])), key=lambda m: ranks[m])
 
     def _ranked_metrics(self) -> list[str]:
-        """The faithfulness metrics (agreement excluded) with at least one number in the table."""
-        return [m for m in METRICS if m != "agreement" and not all(
-            math.isnan(self.table[x].get(m, {}).get("mean", math.nan)) for x in self.methods)]
+        """The faithfulness metrics (agreement excluded) that can rank: at least two methods with a
+        defined mean, and not all equal (one-token texts give every method the same score)."""
+        out = []
+        for metric in METRICS:
+            if metric == "agreement":
+                continue
+            values = [v for v in (self._mean(m, metric) for m in self.methods) if math.isfinite(v)]
+            if len(values) >= 2 and max(values) - min(values) > 1e-12:
+                out.append(metric)
+        return out
 
     def mean_rank(self, metrics=None) -> dict:
-        """Each method's mean rank (1 = best) over ``metrics`` (default: the faithfulness metrics,
-        agreement excluded), the random floor included."""
-        metrics = metrics or [m for m in METRICS if m != "agreement"]
-        ranks = {m: [] for m in self.methods}
+        """Each method's mean rank (1 = best; ties share a rank) over ``metrics`` (default: the
+        metrics that can rank, :meth:`_ranked_metrics`), the random floor included; a metric where a
+        method is undefined does not count for it."""
+        metrics = [m for m in (metrics or self._ranked_metrics()) if m in self._ranked_metrics()]
+        collected = {m: [] for m in self.methods}
         for metric in metrics:
-            if all(math.isnan(self.table[m].get(metric, {}).get("mean", math.nan)) for m in self.methods):
+            for method, rank in self.ranks(metric).items():
+                if not math.isnan(rank):
+                    collected[method].append(rank)
+        return {m: float(np.mean(r)) if r else math.nan for m, r in collected.items()}
+
+    def compare(self, a: str, b: str, metric: str) -> dict | None:
+        """Paired Wilcoxon test of methods ``a`` and ``b`` on ``metric`` over the sentences where
+        both are defined: ``{"p", "n", "median_difference", "better"}`` (``better``: which of the two
+        is better when p < :attr:`alpha`, else None); None without per-sentence values."""
+        values = self.per_instance
+        if metric not in values.get(a, {}) or metric not in values.get(b, {}):
+            return None
+        test = fm.paired_test(values[a][metric], values[b][metric])
+        pa, pb = np.asarray(values[a][metric], float), np.asarray(values[b][metric], float)
+        both = np.isfinite(pa) & np.isfinite(pb)
+        mean_difference = float((pa[both] - pb[both]).mean()) if both.any() else math.nan
+        better = None
+        if math.isfinite(test["p"]) and test["p"] < self.alpha and mean_difference != 0:
+            better = a if (mean_difference > 0) == HIGHER_IS_BETTER[metric] else b
+        return test | {"better": better}
+
+    def below_random(self) -> list[tuple[str, str, float]]:
+        """(method, metric, p) where a method is significantly *worse* than the random floor."""
+        out = []
+        for method in self.methods:
+            if method == "random":
                 continue
-            for position, method in enumerate(self.ranking(metric), 1):
-                ranks[method].append(position)
-        return {m: float(np.mean(r)) if r else math.nan for m, r in ranks.items()}
+            for metric in self._ranked_metrics():
+                test = self.compare(method, "random", metric)
+                if test and test["better"] == "random":
+                    out.append((method, metric, test["p"]))
+        return out
 
     def sentence(self) -> str:
-        """What the table says about attention vs the other methods, computed from the numbers."""
+        """What the table says about attention vs the other methods, computed from the numbers: mean
+        ranks (ties shared), and only the differences a paired test finds significant."""
         attention = [m for m in self.methods if m in ATTENTION_FAMILY]
         others = [m for m in self.methods if m not in ATTENTION_FAMILY and m != "random"]
         if "attention" not in self.methods or not others:
             return "The table has no raw attention row or no other method to compare it with."
+        ranked = self._ranked_metrics()
+        if not ranked:
+            return (f"Over {self.num_instances} sentences every method scores alike on every metric (or no metric "
+                    "is defined, e.g. one-token texts): the table cannot rank them.")
         ranks = self.mean_rank()
         order = sorted((m for m in self.methods if not math.isnan(ranks[m])), key=lambda m: ranks[m])
         best = order[0]
-        metric = "comprehensiveness"
-        att, top = self.table["attention"][metric], self.table[best][metric]
-        overlap = not (att["high"] < top["low"] or top["high"] < att["low"])
-        best_family = min(attention, key=lambda m: ranks[m])
-        best_other = min(others, key=lambda m: ranks[m])
-        random_rank = ranks.get("random", math.nan)
+        floor = (f"; the random floor {ranks['random']:.1f}" if not math.isnan(ranks.get("random", math.nan)) else "")
         parts = [f"Over {self.num_instances} sentences, raw attention has mean rank {ranks['attention']:.1f} of "
-                 f"{len(order)} methods across {len(self._ranked_metrics())} faithfulness metrics "
-                 f"(1 = best; the random floor {random_rank:.1f}); the best overall is {best} ({ranks[best]:.1f}).",
-                 f"By ERASER comprehensiveness, attention scores {att['mean']:.3f} [{att['low']:.3f}, {att['high']:.3f}] "
-                 f"against {best}'s {top['mean']:.3f} [{top['low']:.3f}, {top['high']:.3f}]"
-                 + (" (95 % intervals overlap)." if overlap else " (95 % intervals do not overlap)."),
-                 f"The best attention-family method is {best_family} ({ranks[best_family]:.1f}), the best of the "
-                 f"others {best_other} ({ranks[best_other]:.1f}): "
-                 + ("attention-based explanations are competitive here." if ranks[best_family] <= ranks[best_other]
-                    else "the other methods are more faithful than any attention-based explanation here.")]
-        if "tau_loo" in self.table["attention"] and not math.isnan(self.table["attention"]["tau_loo"]["mean"]):
-            parts.append(f"Attention's Kendall τ with leave-one-out is {self.table['attention']['tau_loo']['mean']:.2f}.")
+                 f"{len(order)} methods across {len(ranked)} faithfulness metrics (1 = best, ties share a rank"
+                 f"{floor}); the best overall is {best} ({ranks[best]:.1f})."]
+        parts += self._comprehensiveness_claims()
+        best_family = min(attention, key=lambda m: (math.isnan(ranks[m]), ranks[m]))
+        best_other = min(others, key=lambda m: (math.isnan(ranks[m]), ranks[m]))
+        claim = f"The best attention-family method is {best_family} ({ranks[best_family]:.1f}), the best of the " \
+                f"others {best_other} ({ranks[best_other]:.1f})"
+        test = self.compare(best_family, best_other, "comprehensiveness") if "comprehensiveness" in ranked else None
+        if test is None or not math.isfinite(test["p"]):
+            parts.append(claim + ".")
+        elif test["better"] is None:
+            parts.append(claim + f"; their comprehensiveness does not differ significantly (p = {test['p']:.2g}).")
+        else:
+            parts.append(claim + f"; by comprehensiveness {test['better']} is the more faithful (p = {test['p']:.2g}).")
+        below = self.below_random()
+        if below:
+            parts.append("Below the random floor (paired test, p < " + f"{self.alpha:.2g}): "
+                         + ", ".join(f"{m} on {k} (p = {p:.2g})" for m, k, p in below) + ".")
+        tau = self._mean("attention", "tau_loo")
+        if math.isfinite(tau):
+            parts.append(f"Attention's Kendall τ with leave-one-out is {tau:.2f}.")
         return " ".join(parts)
 
+    def _comprehensiveness_claims(self) -> list[str]:
+        """Attention against the random floor and against the most comprehensive method, each only as
+        far as a paired test carries it."""
+        if "comprehensiveness" not in self._ranked_metrics():
+            return []
+        att = self.table["attention"]["comprehensiveness"]
+        out = []
+        if "random" in self.methods:
+            test = self.compare("attention", "random", "comprehensiveness")
+            if test and math.isfinite(test["p"]):
+                verdict = ("not distinguishable from" if test["better"] is None else
+                           "more comprehensive than" if test["better"] == "attention" else "less comprehensive than")
+                out.append(f"By ERASER comprehensiveness attention ({att['mean']:.3f}) is {verdict} the random floor "
+                           f"({self._mean('random', 'comprehensiveness'):.3f}; paired Wilcoxon p = {test['p']:.2g}).")
+        top = next((m for m in self.ranking("comprehensiveness") if m not in ("attention", "random")), None)
+        if top is not None:
+            test = self.compare("attention", top, "comprehensiveness")
+            if test and math.isfinite(test["p"]):
+                if test["better"] is None:
+                    out.append(f"Attention and {top}, the most comprehensive other method "
+                               f"({self._mean(top, 'comprehensiveness'):.3f}), do not differ significantly "
+                               f"(p = {test['p']:.2g}).")
+                else:
+                    out.append(f"{test['better']} is the more comprehensive of attention and {top} "
+                               f"({att['mean']:.3f} vs {self._mean(top, 'comprehensiveness'):.3f}, p = {test['p']:.2g}).")
+        return out
+
+    def coverage(self) -> list[str]:
+        """Per column: the sentences it covers, and why the others are undefined."""
+        lines = []
+        for metric in METRICS:
+            cells = [self.table[m][metric] for m in self.methods if metric in self.table[m]]
+            if not cells or metric == "agreement":  # agreement averages over methods, not sentences
+                continue
+            undefined = max(c.get("undefined", 0) for c in cells)
+            line = f"{metric}: {min(c.get('n', 0) for c in cells)}–{max(c.get('n', 0) for c in cells)} of " \
+                   f"{self.num_instances} sentences"
+            if undefined:
+                line += f" (up to {undefined} undefined: {UNDEFINED[metric]})"
+            lines.append(line)
+        return lines
+
     def summary(self) -> str:
-        """Markdown: the table (mean [interval]), the cost, the skipped methods and :meth:`sentence`."""
+        """Markdown: the table (mean [interval], median), coverage, the cost, the skipped methods and
+        :meth:`sentence`."""
         metrics = [m for m in METRICS if any(m in self.table[x] for x in self.methods)]
         arrows = {m: "↑" if HIGHER_IS_BETTER[m] else "↓" for m in metrics}
         lines = ["| method | " + " | ".join(f"{m} {arrows[m]}" for m in metrics) + " | s / sentence | peak MB / sentence |",
@@ -436,28 +645,55 @@ class FaithfulnessResult:
                 c = self.table[method].get(metric)
                 if c is None or math.isnan(c["mean"]):
                     cells.append("–")
-                elif math.isnan(c["low"]):
-                    cells.append(f"{c['mean']:.3f}")
-                else:
-                    cells.append(f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]")
+                    continue
+                text = f"{c['mean']:.3f}" if math.isnan(c["low"]) else f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
+                if math.isfinite(c.get("median", math.nan)):
+                    text += f" med {c['median']:.3f}"
+                if c.get("vs_random", {}).get("p", 1.0) < self.alpha:
+                    text += " *"
+                cells.append(text)
             cost = self.cost.get(method, {})
             lines.append(f"| {method} | " + " | ".join(cells)
                          + f" | {cost.get('seconds_per_sentence', math.nan):.4f} | {cost.get('peak_mb_per_sentence', math.nan):.2f} |")
         conf = int(round(100 * self.settings.get("confidence", 0.95)))
-        lines += ["", f"{self.num_instances} sentences; [low, high] = {conf} % interval over sentences (Student t). "
+        lines += ["", f"{self.num_instances} sentences; [low, high] = {conf} % interval over sentences (Student t); "
+                      f"med = median; * = differs from the random floor (paired Wilcoxon, p < {self.alpha:.2g}). "
                       f"Erasure inputs: {self.forwards.get('requested', 0)} requested, {self.forwards.get('unique', 0)} "
                       "unique forwards."]
+        lines += [f"- {line}" for line in self.coverage()]
+        lines += self._detail_lines()
         for method, reason in self.skipped.items():
             lines.append(f"- skipped {method}: {reason}")
-        ig = self.cost.get("integrated_gradients", {})
-        if "completeness_gap_mean_abs" in ig:
-            lines.append(f"- integrated gradients ({self.settings.get('ig_steps')} {self.settings.get('ig_rule')} nodes): "
-                         f"|completeness gap| within 1 % of |f(x) − f(x')| on "
-                         f"{100 * ig['completeness_within_1pct_share']:.0f} % of the sentences (mean |gap| "
-                         f"{ig['completeness_gap_mean_abs']:.2g}, mean |f(x) − f(x')| {ig['output_difference_mean_abs']:.2g}); "
-                         "more nodes (ig_steps) close the gap")
         lines += ["", self.sentence()]
         return "\n".join(lines)
+
+    def _detail_lines(self) -> list[str]:
+        """How the soft metrics, NAOPC and integrated gradients were computed in this run."""
+        lines = []
+        soft = self.metric_details.get("soft")
+        if soft:
+            target = self.settings.get("soft_stderr", 0.01)
+            lines.append(f"- soft metrics ({soft['variant']}): {soft['draws']} Bernoulli draws per sentence, largest "
+                         f"Monte-Carlo standard error of a cell {soft['max_mc_stderr']:.3g}"
+                         + (f" (above the {target:g} target at soft_max_draws; more sentences or draws lower it)"
+                            if soft["max_mc_stderr"] > target else ""))
+        naopc = self.metric_details.get("naopc")
+        if naopc:
+            b = naopc["bounds"]
+            lines.append(f"- NAOPC bounds ({naopc['perturbation']}): exact on {b['exact']} sentences (≤ "
+                         f"{naopc['exact_max_tokens']} tokens), beam search (width {naopc['beam_width']}, an "
+                         f"approximation) on {b['beam']}, the extremes of the table's orderings (an approximation) "
+                         f"on {b['orderings']}")
+        ig = self.cost.get("integrated_gradients", {})
+        if "completeness_gap_mean_abs" in ig:
+            text = (f"- integrated gradients ({self.settings.get('ig_rule')}, {ig.get('ig_steps_mean', math.nan):.0f} "
+                    f"nodes on average, at most {ig.get('ig_steps_max', '?')}): |completeness gap| within 1 % of "
+                    f"|f(x) − f(x')| on {100 * ig['completeness_within_1pct_share']:.0f} % of the sentences (mean |gap| "
+                    f"{ig['completeness_gap_mean_abs']:.2g}, mean |f(x) − f(x')| {ig['output_difference_mean_abs']:.2g})")
+            if "ig_target_missed" in ig:
+                text += f"; {ig['ig_target_missed']} sentences missed the target at {self.settings.get('ig_max_steps')} nodes"
+            lines.append(text)
+        return lines
 
     def plot(self, path: str | None = None):
         """Heatmap methods × metrics (each column scaled to [0, 1] with 1 = best, the mean printed);
@@ -569,74 +805,230 @@ def _erasure(cache, instances, scores, counts, pad):
     return p_removed, p_kept
 
 
-def _aopc_bounds(cache, instances, full, predicted, counts, pad, beam: int, keep: bool):
-    """Lowest and highest AOPC (mean over the bins of ŷ_c(x) − ŷ_c(x̃)) over orderings of each
-    instance's content tokens, by beam search over one-token extensions (``keep``: sufficiency, the
-    ordered tokens are the only ones kept; else comprehensiveness, they are deleted). All instances'
-    candidates of a step are scored in one batched call. Returns ``(lower (N,), upper (N,))``."""
-    n = len(instances)
-    out = np.zeros((2, n))
-    for direction, sign in ((0, -1.0), (1, 1.0)):
-        # a beam: list per instance of (score, chosen positions (content indices), drops at bins)
-        beams = [[(0.0, (), {})] for _ in range(n)]
-        steps = counts.max(1)
-        for step in range(1, int(steps.max()) + 1):
-            requests, owners = [], []
-            for i, inst in enumerate(instances):
-                if step > steps[i]:
-                    continue
-                size = int(inst.content.sum())
-                for b, (_, chosen, _) in enumerate(beams[i]):
-                    for t in range(size):
-                        if t in chosen:
-                            continue
-                        mask = np.zeros(size, bool)
-                        mask[list(chosen) + [t]] = True
-                        requests.append(_subset(inst, mask if keep else ~mask, pad))
-                        owners.append((i, b, t))
-            if not requests:
-                break
-            probs = cache.get(requests)
-            candidates: dict[int, list] = {}
-            for (i, b, t), p in zip(owners, probs):
-                score, chosen, drops = beams[i][b]
-                drop = full[i] - p[predicted[i]]
-                new = dict(drops)
-                for bin_index in np.flatnonzero(counts[i] == step):
-                    new[int(bin_index)] = drop
-                # score: the drops at the bins reached, plus this step's drop as the look-ahead
-                candidates.setdefault(i, []).append((sign * (sum(new.values()) + drop), chosen + (t,), new))
-            for i, options in candidates.items():
-                options.sort(key=lambda o: -o[0])
-                unique, seen = [], set()
-                for option in options:  # one state per (set so far, drops at the bins): no duplicates
-                    key = (frozenset(option[1]), tuple(sorted(option[2].items())))
-                    if key not in seen:
-                        seen.add(key)
-                        unique.append(option)
-                    if len(unique) == beam:
-                        break
-                beams[i] = unique
-        for i in range(n):
-            drops = beams[i][0][2]
-            out[direction, i] = np.mean([drops[k] for k in range(counts.shape[1])])
-    return out[0], out[1]
+def _perturbed(instance: _Instance, removed: int, pad: int, mask_id: int | None) -> tuple:
+    """The instance's tokens with the content tokens in the bit mask ``removed`` deleted (``mask_id``
+    None) or replaced by ``mask_id``; special tokens always kept; an empty result is one pad token."""
+    content = np.flatnonzero(instance.content)
+    hit = np.array([bool(removed >> t & 1) for t in range(len(content))], dtype=bool)
+    if mask_id is not None:
+        tokens = instance.tokens.copy()
+        tokens[content[hit]] = mask_id
+        return tuple(int(t) for t in tokens)
+    return _subset(instance, ~hit, pad)
 
 
-def _soft_probabilities(adapter, batch, keep_probabilities, predicted, seeds, budget):
-    """ŷ_c under Bernoulli-masked embeddings: ``keep_probabilities`` ``(B, T)`` per token, one draw
-    per seed and embedding element; returns ``(S, B)``."""
-    embeddings = adapter.embeddings(batch).detach()
-    out = np.zeros((len(seeds), len(batch)))
-    for s, seed in enumerate(seeds):
-        generator = torch.Generator().manual_seed(int(seed))
-        p = keep_probabilities.unsqueeze(-1).expand(embeddings.shape).float().cpu()
-        mask = torch.bernoulli(p, generator=generator).to(embeddings.device, embeddings.dtype)
-        mask = torch.where(batch.content.unsqueeze(-1), mask, torch.ones_like(mask))
-        with torch.no_grad():
-            logits = adapter.logits_from_embeddings(batch, embeddings * mask)
-        out[s] = logits.float().softmax(-1).gather(1, predicted[:, None]).squeeze(1).cpu().numpy()
+class _Drops:
+    """d(S) = ŷ_c(x) − ŷ_c(x with S perturbed) for bit masks S over each instance's content tokens,
+    through the shared probability cache (one forward per distinct input)."""
+
+    def __init__(self, cache, instances, p_full, predicted, pad, mask_id):
+        self.cache, self.instances, self.p_full, self.predicted = cache, instances, p_full, predicted
+        self.pad, self.mask_id = pad, mask_id
+
+    def __call__(self, requests: list[tuple[int, int]]) -> np.ndarray:
+        """``requests``: (instance, bit mask) pairs → their drops."""
+        if not requests:
+            return np.zeros(0)
+        inputs = [_perturbed(self.instances[i], mask, self.pad, self.mask_id) for i, mask in requests]
+        probs = self.cache.get(inputs)
+        rows = np.array([i for i, _ in requests])
+        return self.p_full[rows] - probs[np.arange(len(requests)), self.predicted[rows]]
+
+
+def _ordering_aopcs(drops: _Drops, orders: list[np.ndarray]) -> np.ndarray:
+    """AOPC over every k (Edin et al. §3) of one ordering per instance: ``(N,)``."""
+    from hf_attn.core.naopc import ordering_masks
+
+    requests = [(i, m) for i, order in enumerate(orders) for m in ordering_masks(order)]
+    values = drops(requests)
+    out, at = np.zeros(len(orders)), 0
+    for i, order in enumerate(orders):
+        out[i] = values[at:at + len(order)].mean() if len(order) else math.nan
+        at += len(order)
     return out
+
+
+def _naopc_bounds(drops: _Drops, sizes: np.ndarray, settings, own: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """AOPC_min and AOPC_max per instance (:mod:`hf_attn.core.naopc`), with the method used:
+    ``"exact"`` (n ≤ ``naopc_exact_max``), ``"beam"`` (n ≤ ``naopc_beam_max``), else
+    ``"orderings"``; ``own`` ``(M, N)``: the AOPC of the table's orderings, which every bound is
+    widened to contain (each is an ordering too)."""
+    from hf_attn.core.naopc import BeamSearch, all_subsets, exact_bounds
+
+    n = len(sizes)
+    low, high = own.min(0).copy(), own.max(0).copy()
+    how = ["orderings"] * n
+    exact = [i for i in range(n) if sizes[i] <= settings.naopc_exact_max]
+    requests = [(i, m) for i in exact for m in all_subsets(int(sizes[i]))[1:]]
+    values = drops(requests)
+    at = 0
+    for i in exact:
+        count = (1 << int(sizes[i])) - 1
+        lo, hi = exact_bounds(int(sizes[i]), np.concatenate([[0.0], values[at:at + count]]))
+        low[i], high[i], how[i] = min(lo, low[i]), max(hi, high[i]), "exact"
+        at += count
+    searches = {(i, highest): BeamSearch(int(sizes[i]), settings.naopc_beam, highest)
+                for i in range(n) if settings.naopc_exact_max < sizes[i] <= settings.naopc_beam_max
+                for highest in (True, False)}
+    while any(not b.done for b in searches.values()):
+        asked = {key: b.requests() for key, b in searches.items() if not b.done}
+        values = drops([(key[0], m) for key, masks in asked.items() for m in masks])
+        at = 0
+        for key, masks in asked.items():
+            searches[key].update(values[at:at + len(masks)])
+            at += len(masks)
+    for (i, highest), search in searches.items():
+        if highest:
+            high[i] = max(high[i], search.value)
+        else:
+            low[i] = min(low[i], search.value)
+        how[i] = "beam"
+    return low, high, how
+
+
+def _naopc_columns(cache, instances, scores, methods, p_full, predicted, settings, pad, mask_id) -> dict:
+    """Per method ``{"naopc_comprehensiveness", "naopc_sufficiency"}`` ``(N,)`` and the bounds'
+    provenance (Edin et al. 2024 §3–4; :mod:`hf_attn.core.naopc`)."""
+    start = time.perf_counter()
+    drops = _Drops(cache, instances, p_full, predicted, pad, mask_id)
+    sizes = np.array([int(i.content.sum()) for i in instances])
+    descending, ascending = {}, {}
+    for method in methods:
+        content_scores = [row[inst.content] for row, inst in zip(scores[method], instances)]
+        descending[method] = _ordering_aopcs(drops, [np.argsort(-c, kind="stable") for c in content_scores])
+        ascending[method] = _ordering_aopcs(drops, [np.argsort(c, kind="stable") for c in content_scores])
+    own = np.stack([descending[m] for m in methods] + [ascending[m] for m in methods])
+    low, high, how = _naopc_bounds(drops, sizes, settings, own)
+    from hf_attn.core.naopc import normalised
+
+    columns = {m: {"naopc_comprehensiveness": normalised(descending[m], low, high),
+                   "naopc_sufficiency": normalised(ascending[m], low, high)} for m in methods}
+    info = {"bounds": {k: how.count(k) for k in ("exact", "beam", "orderings")},
+            "bound_method": how, "aopc_min": low.tolist(), "aopc_max": high.tolist(),
+            "perturbation": settings.naopc_perturbation, "exact_max_tokens": settings.naopc_exact_max,
+            "beam_max_tokens": settings.naopc_beam_max, "beam_width": settings.naopc_beam,
+            "seconds": time.perf_counter() - start}
+    return {"columns": columns, "info": info}
+
+
+def _sentence_generator(settings, method: str, tokens: np.ndarray, kind: str, draw: int) -> torch.Generator:
+    """A generator seeded by the sentence's own tokens, the method, the kind of mask and the draw
+    (never by its place in a batch)."""
+    material = np.random.SeedSequence([settings.seed, zlib.crc32(method.encode()), zlib.crc32(kind.encode()),
+                                       zlib.crc32(np.asarray(tokens, dtype=np.int64).tobytes()), draw])
+    return torch.Generator().manual_seed(int(material.generate_state(1, dtype=np.uint64)[0] >> 1))
+
+
+def _soft_null(adapter, batch, variant: str) -> torch.Tensor:
+    """ŷ of the null input ``(B, C)``: every input id 0 (the authors' code), or the text's word
+    embeddings zeroed (``"embedding"``)."""
+    from dataclasses import replace
+
+    with torch.no_grad():
+        if variant == "reference":
+            return adapter.logits(replace(batch, input_ids=torch.zeros_like(batch.input_ids))).float().softmax(-1)
+        embeddings = adapter.embeddings(batch).detach()
+        zeroed = torch.where(batch.content.unsqueeze(-1), torch.zeros_like(embeddings), embeddings)
+        return adapter.logits_from_embeddings(batch, zeroed).float().softmax(-1)
+
+
+def _soft_draw(adapter, batch, instances_of_rows, keep, settings, method, kind, draw) -> np.ndarray:
+    """ŷ ``(B, C)`` with one Bernoulli draw: each element of a token's vector (the embedding layer's
+    output, or the word embedding) kept with probability ``keep`` ``(B, T)`` (1 on specials and pads),
+    the draw seeded per sentence (:func:`_sentence_generator`)."""
+    real = batch.attention_mask.bool().cpu()
+
+    def transform(hidden, rows=slice(None)):
+        mask = torch.ones(hidden.shape, dtype=hidden.dtype)
+        for r in range(len(batch))[rows]:
+            positions = real[r].nonzero().flatten()
+            p = keep[r, positions].unsqueeze(-1).expand(len(positions), hidden.shape[-1]).float()
+            generator = _sentence_generator(settings, method, instances_of_rows[r].tokens, kind, draw)
+            mask[r - (rows.start or 0), positions] = torch.bernoulli(p, generator=generator).to(hidden.dtype)
+        return hidden * mask.to(hidden.device)
+
+    with torch.no_grad():
+        if settings.soft_variant == "reference":
+            logits = adapter.logits_with_embedding_output(batch, transform)
+        else:
+            logits = adapter.logits_from_embeddings(batch, transform(adapter.embeddings(batch).detach()))
+    return logits.float().softmax(-1).cpu().numpy()
+
+
+def _soft_columns(adapter, full_batch, instances, groups, lengths, scores, methods, predicted, p_full, settings) -> dict:
+    """Soft-NC / Soft-NS per method (Zhao & Aletras 2023 §3): per sentence the mean over its draws,
+    draws added (doubling) while a cell's Monte-Carlo standard error exceeds ``soft_stderr``."""
+    start = time.perf_counter()
+    n = len(instances)
+    null = np.zeros(n)
+    draws = {m: {"kept": [[] for _ in range(n)], "removed": [[] for _ in range(n)]} for m in methods}
+    batches = []
+    for group in groups:
+        batch = _trim(full_batch.select(group.tolist()), int(lengths[group].max()), adapter)
+        null[group] = _soft_null(adapter, batch, settings.soft_variant)[np.arange(len(group)), predicted[group]].cpu().numpy()
+        real = batch.attention_mask.bool().cpu()
+        keeps = {}
+        for method in methods:
+            keep = torch.ones(batch.input_ids.shape, dtype=torch.float64)
+            for r, i in enumerate(group):
+                row = scores[method][i]
+                content = instances[i].content
+                p = fm.soft_keep_probabilities(row[content][None], np.ones((1, int(content.sum())), bool))[0]
+                values = np.ones(len(row))
+                values[content] = p
+                keep[r, real[r]] = torch.as_tensor(values)
+            keeps[method] = keep
+        batches.append((group, batch, keeps))
+    clip = settings.soft_variant == "reference"
+    done, count = 0, settings.soft_draws
+    while True:
+        for group, batch, keeps in batches:
+            rows = [instances[i] for i in group]
+            for method in methods:
+                for draw in range(done, count):
+                    for kind, keep in (("kept", keeps[method]), ("removed", 1 - keeps[method])):
+                        if kind == "removed":  # specials and pads stay whole in both masks
+                            keep = torch.where(batch.content.cpu(), keep, torch.ones_like(keep))
+                        probs = _soft_draw(adapter, batch, rows, keep, settings, method, kind, draw)
+                        for r, i in enumerate(group):
+                            draws[method][kind][i].append(float(probs[r, predicted[i]]))
+        done = count
+        per_sentence, stderr = _soft_values(draws, methods, p_full, null, clip)
+        if max(stderr.values()) <= settings.soft_stderr or count >= settings.soft_max_draws:
+            break
+        count = min(2 * count, settings.soft_max_draws)
+    return {"columns": per_sentence, "stderr": stderr, "draws": count, "null": null,
+            "seconds": time.perf_counter() - start}
+
+
+def _soft_values(draws, methods, p_full, null, clip) -> tuple[dict, dict]:
+    """Per method and column the per-sentence means over the draws, and each cell's Monte-Carlo
+    standard error sqrt(Σ_i var_i / D) / n over the defined sentences."""
+    columns, stderr = {}, {}
+    for method in methods:
+        kept = np.array(draws[method]["kept"]).T  # (D, N)
+        removed = np.array(draws[method]["removed"]).T
+        ns = fm.soft_normalised_sufficiency(p_full, np.clip(kept, 0, 1), null, clip=clip)
+        nc = fm.soft_normalised_comprehensiveness(p_full, np.clip(removed, 0, 1), null, clip=clip)
+        columns[method] = {}
+        for name, values in (("soft_comprehensiveness", nc), ("soft_sufficiency", ns)):
+            defined = np.isfinite(values).all(0)
+            mean = np.where(defined, np.nanmean(np.where(np.isfinite(values), values, 0), 0), np.nan)
+            columns[method][name] = mean
+            d = values.shape[0]
+            var = values[:, defined].var(0, ddof=1) if d > 1 else np.zeros(int(defined.sum()))
+            stderr[(method, name)] = float(np.sqrt(var.sum() / d) / max(int(defined.sum()), 1))
+    return columns, stderr
+
+
+def _mask_token(adapter) -> int:
+    """The tokenizer's mask token id (NAOPC's "mask" perturbation), or a one-line refusal."""
+    tokenizer = getattr(adapter, "tokenizer", None)
+    mask_id = getattr(tokenizer, "mask_token_id", None)
+    if mask_id is None:
+        raise ValueError("naopc_perturbation='mask' needs a tokenizer with a mask token; this model's has none "
+                         "(use naopc_perturbation='delete')")
+    return int(mask_id)
 
 
 def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = None, progress: bool = False
@@ -705,12 +1097,13 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
     table: dict = {m: {} for m in methods}
     per_metric: dict = {m: {} for m in methods}
 
-    def cell(method, metric, values, seeds=None):
-        per_metric[method][metric] = np.asarray(values, dtype=float)
-        table[method][metric] = fm.mean_ci(values, settings.confidence)
-        if seeds is not None:
-            over = fm.mean_ci_over_seeds(seeds, settings.confidence)
-            table[method][metric] |= {"seed_low": over["low"], "seed_high": over["high"], "seeds": over["seeds"]}
+    def cell(method, metric, values):
+        values = np.asarray(values, dtype=float)
+        per_metric[method][metric] = values
+        finite = values[np.isfinite(values)]
+        table[method][metric] = fm.mean_ci(values, settings.confidence) | {
+            "median": float(np.median(finite)) if len(finite) else math.nan,
+            "undefined": int(len(values) - len(finite))}
 
     rows = np.arange(len(instances))
     comp_aopc, suff_aopc = {}, {}
@@ -723,57 +1116,29 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
         cell(method, "comprehensiveness", comp_aopc[method])
         cell(method, "sufficiency", suff_aopc[method])
 
+    extra = {}
     soft_wanted = {"soft_comprehensiveness", "soft_sufficiency"} & set(settings.metrics)
-    # soft metrics: Bernoulli-masked embeddings, per group of instances, every method and seed
-    soft = {m: {"kept": np.zeros((len(settings.soft_seeds), len(instances))),
-                "removed": np.zeros((len(settings.soft_seeds), len(instances)))} for m in methods}
-    null = np.zeros(len(instances))
-    predicted_t = torch.as_tensor(predicted, device=adapter.device)
-    for group in groups if soft_wanted else ():
-        batch = _trim(full_batch.select(group.tolist()), int(lengths[group].max()), adapter)
-        real = batch.attention_mask.bool()
-        with torch.no_grad():
-            embeddings = adapter.embeddings(batch).detach()
-            zeroed = torch.where(batch.content.unsqueeze(-1), torch.zeros_like(embeddings), embeddings)
-            null[group] = adapter.logits_from_embeddings(batch, zeroed).float().softmax(-1).gather(
-                1, predicted_t[group][:, None]).squeeze(1).cpu().numpy()
+    if soft_wanted and settings.soft_variant == "reference" and not hasattr(adapter, "logits_with_embedding_output"):
+        raise ValueError(f"{type(adapter).__name__} cannot reach its model's embedding-layer output "
+                         "(logits_with_embedding_output): use soft_variant='embedding' or leave the soft metrics out")
+    if soft_wanted:
+        soft = _soft_columns(adapter, full_batch, instances, groups, lengths, scores, methods, predicted, p_full,
+                             settings)
         for method in methods:
-            dense = torch.zeros(batch.input_ids.shape, dtype=torch.float64)
-            mask_np = np.zeros(batch.input_ids.shape, bool)
-            for r, i in enumerate(group):
-                dense[r, real[r].cpu()] = torch.as_tensor(scores[method][i])
-                mask_np[r, real[r].cpu().numpy()] = instances[i].content
-            keep_p = torch.as_tensor(fm.soft_keep_probabilities(dense.numpy(), mask_np), device=adapter.device)
-            soft[method]["kept"][:, group] = _soft_probabilities(adapter, batch, keep_p, predicted_t[group],
-                                                                 settings.soft_seeds, settings.batch_tokens)
-            soft[method]["removed"][:, group] = _soft_probabilities(adapter, batch, 1 - keep_p, predicted_t[group],
-                                                                    [s + 10_000 for s in settings.soft_seeds],
-                                                                    settings.batch_tokens)
-    for method in methods if soft_wanted else ():
-        nc = fm.soft_normalised_comprehensiveness(p_full, soft[method]["removed"], null)
-        ns = fm.soft_normalised_sufficiency(p_full, soft[method]["kept"], null)
-        if settings.soft_clip:
-            nc, ns = np.clip(nc, 0, 1), np.clip(ns, 0, 1)
-        with warnings.catch_warnings():  # an instance with ŷ(x) ≤ ŷ(0) is NaN for every seed
-            warnings.simplefilter("ignore", RuntimeWarning)
-            cell(method, "soft_comprehensiveness", np.nanmean(nc, 0), nc)
-            cell(method, "soft_sufficiency", np.nanmean(ns, 0), ns)
-
+            for metric, values in soft["columns"][method].items():
+                cell(method, metric, values)
+                table[method][metric]["mc_stderr"] = soft["stderr"][(method, metric)]
+                table[method][metric]["draws"] = soft["draws"]
+        extra["soft"] = {"variant": settings.soft_variant, "draws": soft["draws"], "seconds": soft["seconds"],
+                         "max_mc_stderr": max(soft["stderr"].values()),
+                         "null_probability": soft["null"].tolist()}
     if settings.naopc_beam > 0 and {"naopc_comprehensiveness", "naopc_sufficiency"} & set(settings.metrics):
-        start = time.perf_counter()
-        comp_low, comp_high = _aopc_bounds(cache, instances, p_full, predicted, counts, pad, settings.naopc_beam, False)
-        suff_low, suff_high = _aopc_bounds(cache, instances, p_full, predicted, counts, pad, settings.naopc_beam, True)
-        naopc_seconds = time.perf_counter() - start
-        # every method's ranking is an ordering too: the bounds are at least as extreme as all of them
-        comp_all, suff_all = np.stack(list(comp_aopc.values())), np.stack(list(suff_aopc.values()))
-        comp_low, comp_high = np.minimum(comp_low, comp_all.min(0)), np.maximum(comp_high, comp_all.max(0))
-        suff_low, suff_high = np.minimum(suff_low, suff_all.min(0)), np.maximum(suff_high, suff_all.max(0))
+        mask_id = _mask_token(adapter) if settings.naopc_perturbation == "mask" else None
+        naopc = _naopc_columns(cache, instances, scores, methods, p_full, predicted, settings, pad, mask_id)
         for method in methods:
-            cell(method, "naopc_comprehensiveness", fm.normalised_aopc(comp_aopc[method], comp_low, comp_high))
-            # lower sufficiency AOPC is better: (max − AOPC) / (max − min)
-            cell(method, "naopc_sufficiency", 1 - fm.normalised_aopc(suff_aopc[method], suff_low, suff_high))
-    else:
-        naopc_seconds = 0.0
+            for metric, values in naopc["columns"][method].items():
+                cell(method, metric, values)
+        extra["naopc"] = naopc["info"]
 
     masks = [i.content for i in instances]
     width = max(int(m.sum()) for m in masks)
@@ -801,6 +1166,13 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
                   and not math.isnan(agreement[method][b])]
         table[method]["agreement"] = {"mean": float(np.mean(others)) if others else math.nan, "low": math.nan,
                                       "high": math.nan, "n": len(others)}
+    if "random" in per_metric:  # a paired test of every method against the random floor, per column
+        for method in methods:
+            if method == "random":
+                continue
+            for metric, values in per_metric[method].items():
+                if metric in per_metric["random"]:
+                    table[method][metric]["vs_random"] = fm.paired_test(values, per_metric["random"][metric])
     wanted = set(settings.metrics)
     table = {m: {k: v for k, v in row.items() if k in wanted} for m, row in table.items()}
     per_metric = {m: {k: v for k, v in row.items() if k in wanted} for m, row in per_metric.items()}
@@ -810,11 +1182,11 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
         methods=methods, table=table, cost=cost, skipped=skipped, agreement=agreement, per_instance=per_metric,
         attributions={m: scores[m] for m in methods}, content=masks,
         settings=asdict(settings) | {"descriptions": {m: METHODS[m][0] for m in settings.methods},
-                                     "naopc_seconds": naopc_seconds,
+                                     "naopc_seconds": extra.get("naopc", {}).get("seconds", 0.0),
                                      "memory": "peak RSS above each batch's start (psutil, 5 ms samples) / sentences "
                                                "in the batch; CUDA: allocator peak"},
         model=model, num_instances=len(instances),
-        forwards={"requested": cache.requested, "unique": len(cache.store)}, texts=texts)
+        forwards={"requested": cache.requested, "unique": len(cache.store)}, texts=texts, metric_details=extra)
 
 
 def erasure_scores(adapter, texts, attributions, fractions=DEFAULT_FRACTIONS) -> dict:

@@ -7,9 +7,11 @@ probabilities they need come from :mod:`hf_attn.batteries.faithfulness`).
 - Soft normalised comprehensiveness / sufficiency (Zhao & Aletras 2023, "Incorporating Attribution
   Importance for Improving Faithfulness Metrics", ACL, §3): :func:`soft_normalised_comprehensiveness`,
   :func:`soft_normalised_sufficiency`, with the soft masks of :func:`soft_keep_probabilities`.
-- Normalised AOPC (Edin, Motzfeldt, Christensen, Maistro, Hansen & Ruder 2024, "Normalized AOPC:
+- Normalised AOPC (Edin, Motzfeldt, Christensen, Ruotsalo, Maaløe & Maistro 2024, "Normalized AOPC:
   Fixing Misleading Faithfulness Metrics for Feature Attribution Explainability", ACL, §3):
-  :func:`normalised_aopc`.
+  :func:`normalised_aopc`; its bounds over every ordering are :mod:`hf_attn.core.naopc`.
+- Paired tests between two methods' per-sentence values (:func:`paired_test`, Wilcoxon signed-rank)
+  and rankings in which ties share a rank (:func:`shared_ranks`).
 - Rank agreement: Kendall τ-b per instance (:func:`rank_agreement`; with leave-one-out as one side,
   τ with LOO, Jain & Wallace 2019 §3) and top-k feature agreement (Krishna et al. 2022, "The
   Disagreement Problem in Explainable Machine Learning", §3.1: |top-k(a) ∩ top-k(b)| / k,
@@ -111,12 +113,17 @@ def _null_denominator(full, null):
     return np.maximum(0.0, full - null)
 
 
-def soft_normalised_sufficiency(full_probability, soft_kept_probability, null_probability) -> np.ndarray:
+def soft_normalised_sufficiency(full_probability, soft_kept_probability, null_probability, clip: bool = True
+                                ) -> np.ndarray:
     """Soft-NS (Zhao & Aletras 2023, §3) per instance:
     (S(x, ŷ, x') − S(x, ŷ, 0)) / (1 − S(x, ŷ, 0)), S(x, ŷ, x') = 1 − max(0, ŷ(x) − ŷ(x')), x' the
-    soft-kept input (each embedding element kept with the token's normalised importance), 0 the
-    input with every token's embedding zeroed. Higher = more sufficient (better). NaN where
-    ŷ(x) ≤ ŷ(0) (the normaliser is 0). ``soft_kept_probability`` ``(N,)`` or ``(S, N)`` (seeds)."""
+    soft-kept input (each element of the embedding layer's output kept with the token's normalised
+    importance), 0 the null input (every input id 0). Higher = more sufficient (better).
+    ``clip`` (default, as the authors' ``normalized_sufficiency_soft_`` in
+    ``casszhao/multilingual-faith``, ``src/common_code/metrics.py``): max(0, ·) and clipped to
+    [0, 1]. NaN where ŷ(x) ≤ ŷ(0) (the normaliser is 0: the authors' code subtracts 1e-4 from
+    S(x, ŷ, 0) instead, which turns these instances into 0 or 1). ``soft_kept_probability``
+    ``(N,)`` or ``(S, N)`` (draws)."""
     full = _probabilities(full_probability, "full_probability", 1)
     kept = _probabilities(soft_kept_probability, "soft_kept_probability")
     null = _probabilities(null_probability, "null_probability", 1)
@@ -124,20 +131,28 @@ def soft_normalised_sufficiency(full_probability, soft_kept_probability, null_pr
     s_kept = 1 - np.maximum(0.0, full - kept)
     s_null = 1 - denominator
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 1e-12, (s_kept - s_null) / np.where(denominator > 1e-12, denominator, 1), np.nan)
+        value = (s_kept - s_null) / np.where(denominator > 1e-12, denominator, 1)
+    if clip:
+        value = np.clip(value, 0.0, 1.0)
+    return np.where(denominator > 1e-12, value, np.nan)
 
 
-def soft_normalised_comprehensiveness(full_probability, soft_removed_probability, null_probability) -> np.ndarray:
+def soft_normalised_comprehensiveness(full_probability, soft_removed_probability, null_probability,
+                                      clip: bool = True) -> np.ndarray:
     """Soft-NC (Zhao & Aletras 2023, §3) per instance: max(0, ŷ(x) − ŷ(x'')) / (1 − S(x, ŷ, 0)),
-    x'' the soft-removed input (each embedding element kept with 1 − the token's normalised
-    importance). Higher = more comprehensive (better). NaN where ŷ(x) ≤ ŷ(0)."""
+    x'' the soft-removed input (each element kept with 1 − the token's normalised importance).
+    Higher = more comprehensive (better). ``clip`` (default, as the authors' code): clipped to
+    [0, 1]; without it the ratio is unbounded when ŷ(0) is almost as confident as ŷ(x). NaN where
+    ŷ(x) ≤ ŷ(0)."""
     full = _probabilities(full_probability, "full_probability", 1)
     removed = _probabilities(soft_removed_probability, "soft_removed_probability")
     null = _probabilities(null_probability, "null_probability", 1)
     denominator = _null_denominator(full, null)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 1e-12,
-                        np.maximum(0.0, full - removed) / np.where(denominator > 1e-12, denominator, 1), np.nan)
+        value = np.maximum(0.0, full - removed) / np.where(denominator > 1e-12, denominator, 1)
+    if clip:
+        value = np.clip(value, 0.0, 1.0)
+    return np.where(denominator > 1e-12, value, np.nan)
 
 
 def normalised_aopc(aopc_value, lower, upper) -> np.ndarray:
@@ -196,6 +211,42 @@ def top_k_agreement(scores_a, scores_b, mask, fraction: float = 0.2) -> np.ndarr
         return np.where(n > 0, (top(a) & top(b)).sum(1) / k, np.nan)
 
 
-__all__ = ["aopc", "erasure_differences", "mean_ci", "mean_ci_over_seeds", "normalised_aopc", "rank_agreement",
-           "soft_keep_probabilities", "soft_normalised_comprehensiveness", "soft_normalised_sufficiency",
-           "top_k_agreement"]
+
+def paired_test(values_a, values_b) -> dict:
+    """Two-sided Wilcoxon signed-rank test of paired per-instance values (instances where either is
+    undefined left out): ``{"p", "n", "median_difference"}`` (a − b). p = 1 when every pair is equal,
+    NaN for fewer than 2 pairs. Used to say whether two methods' columns differ, sentence by sentence."""
+    from scipy.stats import wilcoxon
+
+    a = _array(values_a, "values_a").ravel()
+    b = _array(values_b, "values_b").ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"values_a and values_b must pair up, got {a.shape} and {b.shape}")
+    both = np.isfinite(a) & np.isfinite(b)
+    diff = a[both] - b[both]
+    n = int(both.sum())
+    if n < 2:
+        return {"p": math.nan, "n": n, "median_difference": float(np.median(diff)) if n else math.nan}
+    if np.all(np.abs(diff) <= 1e-12):
+        return {"p": 1.0, "n": n, "median_difference": 0.0}
+    return {"p": float(wilcoxon(a[both], b[both], zero_method="zsplit").pvalue), "n": n,
+            "median_difference": float(np.median(diff))}
+
+
+def shared_ranks(values: dict, higher_is_better: bool) -> dict:
+    """Rank (1 = best) of each key of ``values`` {name: number}: ties share the mean of their
+    positions (``scipy.stats.rankdata``, "average"); undefined (NaN) values get no rank (NaN)."""
+    from scipy.stats import rankdata
+
+    names = [k for k, v in values.items() if v is not None and math.isfinite(v)]
+    out = {k: math.nan for k in values}
+    if names:
+        key = np.array([-values[k] if higher_is_better else values[k] for k in names], dtype=np.float64)
+        for name, rank in zip(names, rankdata(np.round(key, 12), method="average")):
+            out[name] = float(rank)
+    return out
+
+
+__all__ = ["aopc", "erasure_differences", "mean_ci", "mean_ci_over_seeds", "normalised_aopc", "paired_test",
+           "rank_agreement", "shared_ranks", "soft_keep_probabilities", "soft_normalised_comprehensiveness",
+           "soft_normalised_sufficiency", "top_k_agreement"]

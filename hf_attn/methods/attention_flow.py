@@ -101,11 +101,17 @@ def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
 
 
 @torch.no_grad()
-def attention_flow(adapter, batch, scale: int = DEFAULT_SCALE) -> torch.Tensor:
+def attention_flow(adapter, batch, scale: int = DEFAULT_SCALE, normalise: bool = True) -> torch.Tensor:
     """``(B, T)`` attention flow (Abnar & Zuidema 2020, §3) from each text token to the query rows
     the head reads (the mean over them when several), 0 on pads and special tokens: one recording
     forward for the attention of every layer, then one batched max-flow solve (module docstring)
-    over every (instance, content token, query row). ``scale``: capacities are rounded to 1/scale."""
+    over every (instance, source token, query row). ``scale``: capacities are rounded to 1/scale.
+
+    ``normalise`` (default): each query row's flows are divided by their sum over every input
+    position, special tokens included, as the authors' ``compute_flows``
+    (``samiraabnar/attention_flow``, ``attention_graph_util.py``: ``flow_values[u] /=
+    flow_values[u].sum()``) reports them; False gives the raw max-flow values (same ranking, other
+    scale)."""
     matrices = torch.stack([residual_attention(p, batch.attention_mask)
                             for p in attention_matrices(adapter, batch)], 1)  # (B, L, T, T)
     real = batch.attention_mask.bool().cpu()
@@ -117,16 +123,25 @@ def attention_flow(adapter, batch, scale: int = DEFAULT_SCALE) -> torch.Tensor:
         positions = real[b].nonzero().flatten().numpy()
         local = np.full(real.shape[1], -1)
         local[positions] = np.arange(len(positions))
-        sources = local[content[b].numpy()]
+        # the normaliser needs the flow from every real position, specials included
+        source_positions = real[b] if normalise else content[b]
+        sources = local[source_positions.numpy()]
+        keep = content[b].numpy()[source_positions.numpy()]  # which sources are text tokens
         sinks = local[query[b].numpy()]
         cap = arrays[b][:, positions][:, :, positions]
         graphs.append((cap, np.repeat(sources, len(sinks)), np.tile(sinks, len(sources))))
-        where.append((content[b].nonzero().flatten(), len(sources), len(sinks)))
+        where.append((content[b].nonzero().flatten(), len(sources), len(sinks), keep))
     flows = max_flows(graphs, scale)
     out = torch.zeros(real.shape, dtype=torch.float32)
-    for b, (flow, (positions, count, rows)) in enumerate(zip(flows, where)):
+    for b, (flow, (positions, count, rows, keep)) in enumerate(zip(flows, where)):
         if count:
-            out[b, positions] = torch.from_numpy(flow.reshape(count, rows).mean(1)).float()
+            values = flow.reshape(count, rows)  # (sources, query rows)
+            if normalise:
+                total = values.sum(0, keepdims=True)
+                values = np.where(total > 0, values / np.where(total > 0, total, 1.0), 0.0)
+            values = values[keep]
+            if len(values):
+                out[b, positions] = torch.from_numpy(values.mean(1)).float()
     return out.to(batch.input_ids.device)
 
 

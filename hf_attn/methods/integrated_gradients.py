@@ -36,7 +36,7 @@ class IntegratedGradientsResult:
 
 
 def completeness_summary(results) -> dict:
-    """How well the quadrature of ``results`` (:class:`IntegratedGradientsResult`\ s, e.g. one per
+    r"""How well the quadrature of ``results`` (:class:`IntegratedGradientsResult`\ s, e.g. one per
     batch) met completeness (§3: Σ_t IG_t = f(x) − f(x') for the exact integral): the mean |gap|, the
     mean |f(x) − f(x')| and the share of instances whose |gap| is ≤ 1 % of their |f(x) − f(x')|."""
     gaps = np.abs(np.concatenate([r.completeness_gap.double().cpu().numpy() for r in results]))

@@ -572,9 +572,12 @@ def _faithfulness_table(res: dict, label: str, folder: str, figs: _Figures) -> l
     fractions = ", ".join(f"{100 * f:g}" for f in settings.get("fractions") or [])
     return [f"\n### {label}\n",
             f"{result.num_instances} SST test sentences (a seeded sample); ERASER bins {{{fractions}}} %, integrated "
-            f"gradients {settings.get('ig_steps')} {settings.get('ig_rule')} steps, Soft-NC / Soft-NS over seeds "
-            f"{', '.join(map(str, settings.get('soft_seeds') or []))}, NAOPC beam width {settings.get('naopc_beam')} "
-            "(0: not computed).\n",
+            f"gradients from {settings.get('ig_steps')} {settings.get('ig_rule')} nodes"
+            + (f" doubled per sentence to a completeness gap within {100 * settings['ig_target']:g} %"
+               if settings.get("ig_target") else "")
+            + f", Soft-NC / Soft-NS ({settings.get('soft_variant', 'embedding')}) over per-sentence Bernoulli draws, "
+            f"NAOPC over every k with bounds exact up to {settings.get('naopc_exact_max', 0)} tokens and beam width "
+            f"{settings.get('naopc_beam')} beyond (0: not computed).\n",
             result.summary() + "\n",
             figs.add(folder, "faithfulness.png", f"Faithfulness table, {label} (colour: 1 = best per column)")]
 
@@ -586,7 +589,7 @@ def _faithfulness_section(data: dict, figs: _Figures, plan: ReproducePlan) -> li
          "Rows: attribution methods (attention, its rollout / flow / norm / ALTI / value zeroing where the model has "
          "transformer layers, saliency, gradient × input, integrated gradients, leave-one-out, a random floor; "
          "docs/faithfulness.md has each paper and equation). Columns: ERASER comprehensiveness ↑ and sufficiency ↓ "
-         "(DeYoung et al. 2020), Soft-NC / Soft-NS ↑ (Zhao & Aletras 2023), normalised AOPC ↑ (Edin et al. 2024), "
+         "(DeYoung et al. 2020), Soft-NC / Soft-NS ↑ (Zhao & Aletras 2023), normalised AOPC ↑ / ↓ (Edin et al. 2024), "
          "Kendall τ with leave-one-out ↑ and the mean τ with the other methods; each cell the mean over sentences "
          "with its 95 % Student-t interval; then seconds and peak memory per sentence of the method itself. The "
          "optional captum methods are not run here (the report does not depend on an optional extra). No "

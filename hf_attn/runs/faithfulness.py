@@ -117,16 +117,34 @@ def add_options(parser) -> None:
     g.add_argument("--faith-fractions", type=_tuple_of(float), default=table.fractions,
                    help="ERASER bins (default 0.01,0.05,0.1,0.2,0.5)")
     g.add_argument("--faith-ig-steps", type=int, default=table.ig_steps,
-                   help="integrated gradients' Gauss–Legendre nodes (default %(default)s)")
+                   help="integrated gradients' Gauss–Legendre nodes to start from (default %(default)s)")
+    g.add_argument("--faith-ig-target", type=float, default=table.ig_target,
+                   help="nodes doubled per sentence until |completeness gap| ≤ this share of |f(x) − f(x')| "
+                        "(default %(default)s; 0: exactly --faith-ig-steps nodes)")
+    g.add_argument("--faith-ig-max-steps", type=int, default=table.ig_max_steps,
+                   help="the most nodes per sentence (default %(default)s)")
     g.add_argument("--faith-ig-baseline", choices=["zero", "pad"], default=table.ig_baseline,
                    help="the text's embeddings start from 0 or from the pad token's (default %(default)s)")
     g.add_argument("--faith-gradient-target", choices=["probability", "logit"], default=table.gradient_target,
                    help="f of saliency, gradient × input and integrated gradients: ŷ_c or z_c (default %(default)s)")
     g.add_argument("--faith-metrics", type=_tuple_of(str), default=table.metrics,
                    help=f"comma-separated subset of {', '.join(METRICS)} (default: all)")
-    g.add_argument("--faith-soft-seeds", type=_tuple_of(int), default=table.soft_seeds)
-    g.add_argument("--faith-soft-clip", action="store_true", help="clip Soft-NC / Soft-NS to [0, 1]")
-    g.add_argument("--faith-naopc-beam", type=int, default=table.naopc_beam, help="0: no normalised AOPC")
+    g.add_argument("--faith-soft-variant", choices=["reference", "embedding"], default=table.soft_variant,
+                   help="reference: the authors' code (embedding-layer output masked, null input ids 0, clipped); "
+                        "embedding: word embeddings masked, unclipped (default %(default)s)")
+    g.add_argument("--faith-soft-draws", type=int, default=table.soft_draws,
+                   help="Bernoulli draws per sentence to start from (default %(default)s)")
+    g.add_argument("--faith-soft-max-draws", type=int, default=table.soft_max_draws,
+                   help="draws are doubled up to this while a cell's Monte-Carlo standard error is above 0.01 "
+                        "(default %(default)s)")
+    g.add_argument("--faith-naopc-beam", type=int, default=table.naopc_beam,
+                   help="NAOPC beam width (default %(default)s; 0: no normalised AOPC)")
+    g.add_argument("--faith-naopc-exact-max", type=int, default=table.naopc_exact_max,
+                   help="exact NAOPC bounds up to this many tokens (2^n forwards; default %(default)s)")
+    g.add_argument("--faith-naopc-beam-max", type=int, default=table.naopc_beam_max,
+                   help="beam-searched bounds up to this many tokens, the table's orderings beyond (default %(default)s)")
+    g.add_argument("--faith-naopc-perturbation", choices=["delete", "mask"], default=table.naopc_perturbation,
+                   help="NAOPC deletes tokens or replaces them by the mask token (default %(default)s)")
     g.add_argument("--faith-shap-samples", type=int, default=table.shap_samples)
     g.add_argument("--faith-batch-tokens", type=int, default=table.batch_tokens)
     g.add_argument("--faith-max-instances", type=int, default=FaithfulnessRunSettings.max_instances,
@@ -141,8 +159,12 @@ def settings_from_args(args) -> FaithfulnessRunSettings:
     from hf_attn.batteries.jw.common import heads_option
 
     table = FaithfulnessSettings(methods=tuple(args.faith_methods), fractions=tuple(args.faith_fractions),
-                                 ig_steps=args.faith_ig_steps, soft_seeds=tuple(args.faith_soft_seeds),
-                                 soft_clip=bool(args.faith_soft_clip), naopc_beam=args.faith_naopc_beam,
+                                 ig_steps=args.faith_ig_steps, ig_target=args.faith_ig_target or None,
+                                 ig_max_steps=args.faith_ig_max_steps, soft_variant=args.faith_soft_variant,
+                                 soft_draws=args.faith_soft_draws, soft_max_draws=args.faith_soft_max_draws,
+                                 naopc_beam=args.faith_naopc_beam, naopc_exact_max=args.faith_naopc_exact_max,
+                                 naopc_beam_max=args.faith_naopc_beam_max,
+                                 naopc_perturbation=args.faith_naopc_perturbation,
                                  shap_samples=args.faith_shap_samples, batch_tokens=args.faith_batch_tokens,
                                  seed=args.seed, metrics=tuple(args.faith_metrics),
                                  gradient_target=args.faith_gradient_target, ig_baseline=args.faith_ig_baseline)

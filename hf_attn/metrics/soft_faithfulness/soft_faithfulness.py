@@ -9,21 +9,23 @@ import numpy
 import scipy.stats
 
 _DESCRIPTION = """Soft-NC and Soft-NS of a per-token attribution. Instead of deleting the top-k tokens,
-each embedding element of token t is kept with probability s_t (Soft-NS; s_t the attribution
-min-max normalised to [0, 1] over the instance) or 1 - s_t (Soft-NC), so every token's importance
-counts. With y(x) the probability of the predicted class for the full input, y(0) for the input
-with every token's embedding zeroed, S(x, x') = 1 - max(0, y(x) - y(x')):
-Soft-NS = (S(x, x') - S(x, 0)) / (1 - S(x, 0)) and Soft-NC = max(0, y(x) - y(x'')) / (1 - S(x, 0)).
-Both: higher = more faithful. Instances with y(x) <= y(0) are undefined (left out, counted)."""
+each element of token t's vector at the embedding layer's output is kept with probability s_t
+(Soft-NS; s_t the attribution min-max normalised to [0, 1] over the instance) or 1 - s_t (Soft-NC),
+so every token's importance counts. With y(x) the probability of the predicted class for the full
+input, y(0) for the null input (every input id 0, as the authors' code), S(x, x') = 1 - max(0, y(x) - y(x')):
+Soft-NS = (S(x, x') - S(x, 0)) / (1 - S(x, 0)) and Soft-NC = max(0, y(x) - y(x'')) / (1 - S(x, 0)),
+each clipped to [0, 1] per draw as the authors' code does. Both: higher = more faithful. Instances
+with y(x) <= y(0) are undefined (left out, counted)."""
 
 _KWARGS = """
 Args:
     full_probability: per instance, y(x) in [0, 1].
     null_probability: per instance, y(0) in [0, 1].
-    soft_removed_probability: per instance, a list of y(x'') (one per seed of the soft mask).
-    soft_kept_probability: per instance, a list of y(x') (one per seed, the same number).
+    soft_removed_probability: per instance, a list of y(x'') (one per draw of the soft mask).
+    soft_kept_probability: per instance, a list of y(x') (one per draw, the same number).
     confidence: of the intervals (default 0.95).
-    clip: clip the per-instance values to [0, 1] (default False: the formula as printed).
+    clip: clip each draw's value to [0, 1] (default True, as the authors' code; False: the ratio as
+        printed, unbounded when y(0) is almost as confident as y(x)).
 Returns:
     soft_comprehensiveness, soft_sufficiency (means over instances of the seed-mean), their
     *_low / *_high (Student-t interval over instances) and *_seed_low / *_seed_high (over the seed
@@ -56,7 +58,7 @@ def mean_ci(values, confidence=0.95):
     return mean, mean - half, mean + half, len(arr)
 
 
-def soft_scores(full, null, removed, kept, clip=False):
+def soft_scores(full, null, removed, kept, clip=True):
     """(Soft-NC, Soft-NS) arrays of shape (seeds, instances), NaN where y(x) <= y(0)."""
     denominator = numpy.maximum(0.0, full - null)
     defined = denominator > 1e-12
@@ -69,7 +71,7 @@ def soft_scores(full, null, removed, kept, clip=False):
 
 
 def summarize_soft(full_probability, null_probability, soft_removed_probability, soft_kept_probability,
-                   confidence=0.95, clip=False):
+                   confidence=0.95, clip=True):
     full = _probabilities(full_probability, "full_probability")
     null = _probabilities(null_probability, "null_probability")
     if full.ndim != 1 or len(full) == 0 or null.shape != full.shape:
@@ -115,6 +117,6 @@ class SoftFaithfulness(evaluate.Metric):
             reference_urls=["https://aclanthology.org/2023.acl-long.261/"])
 
     def _compute(self, full_probability, null_probability, soft_removed_probability, soft_kept_probability,
-                 confidence=0.95, clip=False):
+                 confidence=0.95, clip=True):
         return summarize_soft(full_probability, null_probability, soft_removed_probability, soft_kept_probability,
                               confidence, clip)
