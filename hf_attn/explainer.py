@@ -510,7 +510,8 @@ class Explainer:
         does not apply to this model (or needs captum when it is missing) is left out, with the
         reason in ``skipped``. ``settings``: the method knobs of
         :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``ig_steps``, ``ig_rule``,
-        ``shap_samples``, ``seed``, ``gradient_target``, ``ig_baseline``)."""
+        ``ig_target``, ``ig_max_steps``, ``shap_samples``, ``seed``, ``gradient_target``,
+        ``ig_baseline``, ``flow_normalise``)."""
         from hf_attn.adapters.base import UnsupportedModelError
         from hf_attn.adapters.interface import InterventionError
         from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, attribution_scores
@@ -518,7 +519,8 @@ class Explainer:
         if isinstance(methods, str):
             raise ValueError(f"methods must be a list of method names, got the string {methods!r}")
         methods = tuple(m for m in METHODS if m != "random") if methods is None else tuple(methods)
-        allowed = {"ig_steps", "ig_rule", "shap_samples", "seed", "gradient_target", "ig_baseline"}
+        allowed = {"ig_steps", "ig_rule", "ig_target", "ig_max_steps", "shap_samples", "seed", "gradient_target",
+                   "ig_baseline", "flow_normalise"}
         unknown = sorted(set(settings) - allowed)
         if unknown:
             raise ValueError(f"unknown attribution setting(s) {unknown}; allowed: {sorted(allowed)}")
