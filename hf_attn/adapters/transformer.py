@@ -330,6 +330,17 @@ class TransformersAdapter:
         sequences, word_ids = self.tokenize(texts, limit, first_index)
         return self._pad(sequences, word_ids, texts)
 
+    @property
+    def kept_end(self) -> str:
+        """Which end of a long text is kept: ``"end"`` for heads that read the last token."""
+        return "end" if self.pooling == "last" else "start"
+
+    def tokenize(self, texts, limit: int | None = None, first_index: int = 0):
+        """``(token id lists, word id lists)`` of ``texts`` cut to ``limit`` (default: the adapter's)
+        the way :meth:`encode` cuts them (:func:`hf_attn.adapters.contract.tokenize_texts`)."""
+        return tokenize_texts(self.tokenizer, list(texts), self.max_length if limit is None else limit,
+                              self.kept_end, first_index)
+
     def from_token_lists(self, sequences, texts=None, word_ids=None) -> Batch:
         """Token id lists → a padded :class:`Batch`; content = the tokens that are not special tokens
         (``word_ids`` given: the tokens with a word)."""
@@ -363,6 +374,9 @@ class TransformersAdapter:
         width = max(len(s) for s in sequences)
         if width == 0:
             raise ValueError("every text encodes to zero tokens")
+        if self.max_length is not None and width > self.max_length:
+            raise ValueError(f"a token list of {width} tokens is longer than the model's limit of "
+                             f"{self.max_length} tokens (its position table); cut it first")
         count = len(sequences)
         ids = torch.full((count, width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((count, width), dtype=torch.long)
@@ -424,17 +438,6 @@ class TransformersAdapter:
             out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
                                         self._positions(batch, rows)).logits.float())
         return torch.cat(out)
-    @property
-    def kept_end(self) -> str:
-        """Which end of a long text is kept: ``"end"`` for heads that read the last token."""
-        return "end" if self.pooling == "last" else "start"
-
-    def tokenize(self, texts, limit: int | None = None, first_index: int = 0):
-        """``(token id lists, word id lists)`` of ``texts`` cut to ``limit`` (default: the adapter's)
-        the way :meth:`encode` cuts them (:func:`hf_attn.adapters.contract.tokenize_texts`)."""
-        return tokenize_texts(self.tokenizer, list(texts), self.max_length if limit is None else limit,
-                              self.kept_end, first_index)
-
 
     def _positions(self, batch: Batch, rows):
         return None if batch.position_ids is None else batch.position_ids[rows]
@@ -468,9 +471,6 @@ class TransformersAdapter:
         def query_rows(probs):  # (B, H, T, T) → (B, H, T): the query rows, averaged over the rows
             return torch.einsum("bq,bhqt->bht", query, probs.float()) / count.view(-1, 1, 1)
 
-        if self.max_length is not None and width > self.max_length:
-            raise ValueError(f"a token list of {width} tokens is longer than the model's limit of "
-                             f"{self.max_length} tokens (its position table); cut it first")
         head_rows = query_rows(record[self.layer][2])
         attention = head_rows.mean(1) if self.spec.heads == "mean" else head_rows[:, self.spec.heads]
         layer_rows = torch.stack([query_rows(p).mean(1) for _, _, p, _ in record], 1)
