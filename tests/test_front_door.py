@@ -5,6 +5,7 @@ the library installs without the Space's dependencies (gradio is the ``space`` e
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -99,3 +100,120 @@ def test_the_space_app_without_gradio_names_the_extra():
     assert result.returncode == 2
     assert result.stderr.strip() == ('the explorer Space needs gradio, which is not installed: '
                                      'pip install "hf_attn[space]"')
+
+
+# ------------------------------------------------------------------ the command line
+def _hf_attn(*args, cwd=REPO_ROOT, timeout=600) -> subprocess.CompletedProcess:
+    env = {**OFFLINE, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([sys.executable, "-m", "hf_attn.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=timeout)
+
+
+BAD_ARGUMENTS = [
+    (["analyze"], "the following arguments are required: model_dir, --battery"),
+    (["analyze", "runs/x"], "the following arguments are required: --battery"),
+    (["analyze", "runs/x", "--battery", "nope"], "argument --battery: invalid choice: 'nope'"),
+    (["analyze", "runs/x", "--battery", "jw", "--jw-permutations", "0"], "argument --jw-permutations: must be >= 1"),
+    (["analyze", "runs/x", "--battery", "jw", "--split", "dev"], "argument --split: invalid choice: 'dev'"),
+    (["analyze", "runs/x", "--battery", "jw", "--bogus"], "unrecognized arguments: --bogus"),
+    (["eraser"], "the following arguments are required: model_dir"),
+    (["eraser", "runs/x", "--ig-steps", "-1"], "argument --ig-steps: must be >= 1, got -1"),
+    (["train", "--epochs", "0", "--output-dir", "x"], "argument --epochs: must be >= 1, got 0"),
+    (["train", "--threads", "many", "--output-dir", "x"], "argument --threads"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_ARGUMENTS)
+def test_argument_errors_come_before_any_heavy_import(argv, message):
+    """A wrong or missing argument is one line, exit code 2, and is found before torch or
+    transformers are imported (as fast as --help), with the real parser's own words."""
+    code = ("import json, sys\nsys.argv = ['hf-attn', *%r]\nfrom hf_attn.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as exit:\n    code = exit.code\nelse:\n    code = 0\n"
+            "print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))]))"
+            % (argv,))
+    result = _run_python(code, env={**OFFLINE, "PYTHONPATH": str(REPO_ROOT)})
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [2, []], result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith(f"hf-attn {argv[0]}: error: "), lines
+
+
+@pytest.mark.parametrize("argv", [argv for argv, _ in BAD_ARGUMENTS])
+def test_the_quick_check_refuses_what_the_real_parser_refuses(argv, capsys):
+    from hf_attn import cli
+
+    with pytest.raises(SystemExit) as quick:
+        cli._cached_help(argv[0], check=True).parse_args(argv[1:])
+    quick_err = capsys.readouterr().err
+    with pytest.raises(SystemExit) as real:
+        cli.command_parser(argv[0], argv).parse_args(argv[1:])
+    assert quick.value.code == real.value.code == 2
+    assert quick_err == capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["analyze", "runs/x", "--battery", "jw", "--jw-permutations", "5", "--split", "validation", "--threads", "2"],
+    ["analyze", "runs/x", "--battery", "faithfulness", "--quiet", "--overwrite", "--seed", "-3"],
+    ["analyze", "owner/model", "--battery", "wp", "--wp-lambdas", "0.1,1", "--output-dir", "out"],
+    ["eraser", "runs/x", "--fractions", "0.1", "0.2", "--measures", "attention", "random", "--ig-baseline", "pad"],
+    ["train", "--dataset", "sst", "--encoder", "cnn", "--epochs", "2", "--learning-rate", "1e-3", "--output-dir", "r",
+     "--threads", "auto"],
+    ["train", "--output-dir", "r"],
+])
+def test_the_quick_check_accepts_what_the_real_parser_accepts(argv):
+    from hf_attn import cli
+
+    cli.command_parser(argv[0], argv).parse_args(argv[1:])
+    cli._cached_help(argv[0], check=True).parse_args(argv[1:])
+
+
+def test_default_output_folders():
+    from hf_attn.cli import default_output_dir
+
+    assert default_output_dir(str(REPO_ROOT / "hf_attn"), "jw") == str(REPO_ROOT / "hf_attn" / "jw")
+    assert default_output_dir("owner/distilbert-sst2", "jw") == "distilbert-sst2-jw"
+    assert default_output_dir("minilm-l6", "eraser") == "minilm-l6-eraser"
+
+
+def test_analyze_and_eraser_write_into_the_run_folder_by_default(trained_model_dir, tmp_path, capsys):
+    from hf_attn.cli import main
+
+    run = tmp_path / "sst-lstm"
+    shutil.copytree(trained_model_dir, run)
+    assert main(["analyze", str(run), "--battery", "jw", "--jw-max-instances", "4", "--jw-permutations", "3",
+                 "--jw-adversaries", "1", "--jw-steps", "2", "--threads", "1", "--quiet"]) == 0
+    assert (run / "jw" / "results.json").is_file() and (run / "jw" / "hf-attn.log").is_file()
+    assert "the default --output-dir" in (run / "jw" / "hf-attn.log").read_text()
+    assert main(["eraser", str(run), "--max-instances", "3", "--measures", "attention", "random",
+                 "--threads", "1", "--quiet"]) == 0
+    assert (run / "eraser" / "results.json").is_file()
+
+
+def test_top_level_help_is_for_users():
+    result = _hf_attn("--help")
+    assert result.returncode == 0
+    assert ":data:" not in result.stdout and "``" not in result.stdout and "add_parser" not in result.stdout
+    assert "Is attention explanation?" in result.stdout and "hf-attn COMMAND --help" in result.stdout
+
+
+def test_quiet_training_prints_only_the_summary(data_folder, tmp_path):
+    """``--quiet``: no transformers load report (with its terminal colour codes), no raw Trainer log
+    dicts and no "mtime may not be reliable" notice (short epochs on CSV data), only the result table."""
+    runs = [("train", "--dataset", data_folder, "--embeddings", "random", "--embedding-dim", "8", "--hidden-size", "4",
+             "--epochs", "3", "--threads", "1", "--quiet", "--output-dir", str(tmp_path / "lstm"))]
+    from hf_attn.models.pretrained import MissingExtraError, resolve_base_model
+
+    try:
+        resolve_base_model("minilm-l6")
+        runs.append(("train", "--base-model", "minilm-l6", "--dataset", data_folder, "--max-train-examples", "16",
+                     "--epochs", "1", "--max-length", "16", "--threads", "1", "--quiet",
+                     "--output-dir", str(tmp_path / "minilm")))
+    except MissingExtraError:
+        pass  # without the bert extra only the BiLSTM run is checked
+    for argv in runs:
+        result = _hf_attn(*argv)
+        assert result.returncode == 0, result.stderr[-3000:]
+        out = result.stdout + result.stderr
+        for noise in ("\x1b[", "LOAD REPORT", "{'", "mtime", "not sharded", "it/s", "Loading weights"):
+            assert noise not in out, (argv, noise, out[-3000:])
+        assert result.stdout.splitlines()[0].split() == ["test", "dev"] and "run.json in" in result.stdout
+        assert all(line.startswith(("WARNING", "ERROR")) for line in result.stderr.splitlines()), result.stderr

@@ -10,7 +10,7 @@ import logging
 import sys
 
 from hf_attn.core.arguments import (MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS, bounded_text,
-                                   count, finite_float, positive_int)
+                                   count, finite_float, positive_int, type_from_spec, type_spec)
 from hf_attn.core.threads import apply_threads, threads_argument
 
 # This module imports neither torch nor any subcommand's module: ``hf-attn --help`` lists the
@@ -140,6 +140,8 @@ def format_train_summary(metrics: dict, output_dir: str) -> str:
     lines += [f"{label:<10}{_cell(value('test', key)):>8}{_cell(value('dev', key)):>8}" for label, key in rows]
     facts = []
     seconds = metrics.get("train_seconds", metrics.get("seconds"))
+    if isinstance(seconds, dict):  # a BERT-family run.json: {"train": …, "total": …}
+        seconds = seconds.get("train")
     if isinstance(seconds, (int, float)):
         speed = metrics.get("train_tokens_per_second")
         facts.append(f"trained in {seconds:.1f} s" + (f" ({speed:,.0f} tokens/s)" if speed else ""))
@@ -200,10 +202,26 @@ class OneLineErrorParser(argparse.ArgumentParser):
                      f"(see {self.prog} --help)\n")
 
 
+# What `hf-attn --help` says above and below the list of commands (this module's docstring is for
+# developers).
+DESCRIPTION = """\
+Is attention explanation? Train the papers' attentive classifiers or bring any transformers
+classifier, run the Jain & Wallace, Wiegreffe & Pinter and Tutek & Šnajder diagnostics, ERASER and
+the faithfulness table of attribution methods on it, and publish models, evaluate modules and the
+explorer Space to the Hugging Face Hub."""
+EPILOG = """\
+example:
+  hf-attn train --dataset sst --output-dir runs/sst-lstm
+  hf-attn analyze runs/sst-lstm --battery jw        # results in runs/sst-lstm/jw
+
+`hf-attn COMMAND --help` describes a command and its options."""
+
+
 def _new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     from hf_attn import __version__
 
-    parser = OneLineErrorParser(prog="hf-attn", description=__doc__)
+    parser = OneLineErrorParser(prog="hf-attn", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"hf-attn {__version__}")
     return parser, parser.add_subparsers(dest="command", required=True)
 
@@ -276,17 +294,22 @@ def parser_spec(parser: argparse.ArgumentParser) -> dict | None:
         actions.append({"kind": kind, "group": group_of[id(action)], "option_strings": list(action.option_strings),
                         "dest": action.dest, "nargs": action.nargs, "default": str(action.default),
                         "required": action.required, "help": action.help, "metavar": action.metavar,
-                        "choices": None if action.choices is None else [str(c) for c in action.choices]})
+                        "choices": None if action.choices is None else [str(c) for c in action.choices],
+                        "type": type_spec(action.type) if kind in ("store", "append") else None})
     groups = [{"title": group.title, "description": group.description} for group in parser._action_groups]
     return {"prog": parser.prog, "usage": parser.usage, "description": parser.description, "epilog": parser.epilog,
             "formatter": parser.formatter_class.__name__, "groups": groups, "actions": actions}
 
 
-def parser_from_spec(spec: dict) -> argparse.ArgumentParser:
-    """A parser that formats the same help as the one :func:`parser_spec` described (for help only)."""
-    parser = argparse.ArgumentParser(prog=spec["prog"], usage=spec["usage"], description=spec["description"],
-                                     epilog=spec["epilog"], add_help=False,
-                                     formatter_class=getattr(argparse, spec["formatter"]))
+def parser_from_spec(spec: dict, check: bool = False) -> argparse.ArgumentParser:
+    """A parser that formats the same help as the one :func:`parser_spec` described. ``check=True``:
+    one that also refuses the same arguments as the real one, with the same one-line error (exit
+    code 2), but imports nothing heavy: missing, unknown and misspelt arguments, choices and the
+    value types of :mod:`hf_attn.core.arguments`; a type it cannot make again is left to the real
+    parser, and its values are not the real ones (for checking only)."""
+    parser = (OneLineErrorParser if check else argparse.ArgumentParser)(
+        prog=spec["prog"], usage=spec["usage"], description=spec["description"], epilog=spec["epilog"],
+        add_help=False, formatter_class=getattr(argparse, spec["formatter"]))
     groups = []
     for i, group in enumerate(spec["groups"]):
         target = ((parser._positionals, parser._optionals)[i] if i < 2
@@ -296,15 +319,25 @@ def parser_from_spec(spec: dict) -> argparse.ArgumentParser:
     for a in spec["actions"]:
         target, names = groups[a["group"]], a["option_strings"] or [a["dest"]]
         extra = {} if not a["option_strings"] else {"dest": a["dest"]}
+        default = argparse.SUPPRESS if check else a["default"]
         if a["kind"] == "help":
             target.add_argument(*names, action="help", help=a["help"])
         elif a["kind"] == "store_true":
-            target.add_argument(*names, action="store_true", help=a["help"], default=a["default"], **extra)
+            target.add_argument(*names, action="store_true", help=a["help"], default=default, **extra)
         else:
             if a["option_strings"]:
                 extra["required"] = a["required"]
-            target.add_argument(*names, action=a["kind"], nargs=a["nargs"], choices=a["choices"],
-                                default=a["default"], help=a["help"], metavar=a["metavar"], **extra)
+            choices = a["choices"]
+            if check:
+                kind = a.get("type")
+                extra["type"] = type_from_spec(kind)
+                if choices is not None and kind != ["str"]:
+                    try:
+                        choices = [extra["type"](c) for c in choices] if extra["type"] else None
+                    except (ValueError, TypeError, argparse.ArgumentTypeError):
+                        choices = None  # values of a type this cannot make: the real parser checks them
+            target.add_argument(*names, action=a["kind"], nargs=a["nargs"], choices=choices,
+                                default=default, help=a["help"], metavar=a["metavar"], **extra)
     return parser
 
 
@@ -321,7 +354,7 @@ def help_specs() -> dict[str, dict]:
     return {name: spec for name, spec in specs.items() if spec is not None}
 
 
-def _cached_help(command: str) -> argparse.ArgumentParser | None:
+def _cached_help(command: str, check: bool = False) -> argparse.ArgumentParser | None:
     import json
     from importlib import resources
 
@@ -330,7 +363,7 @@ def _cached_help(command: str) -> argparse.ArgumentParser | None:
     except (OSError, ValueError):
         return None
     spec = specs.get(command)
-    return parser_from_spec(spec) if spec else None
+    return parser_from_spec(spec, check=check) if spec else None
 
 
 def _asks_for_help(argv: list[str]) -> bool:
@@ -462,6 +495,19 @@ def _disable_progress_bars() -> None:
             pass
 
 
+def default_output_dir(model_dir: str, name: str) -> str:
+    """Where ``hf-attn analyze`` (``name``: the battery) and ``hf-attn eraser`` (``"eraser"``) write
+    without ``--output-dir``: ``MODEL_DIR/NAME`` for a model folder (``runs/sst-lstm/jw``, where
+    ``hf-attn push`` finds it); for a Hub id or an alias, ``LAST-NAME`` in the working directory
+    (``distilbert-sst2-jw`` for ``owner/distilbert-sst2``; never a folder spelled like the id, which
+    would then be taken for the model)."""
+    import os
+
+    if os.path.isdir(model_dir):
+        return os.path.join(model_dir, name)
+    return f"{model_dir.rstrip('/').split('/')[-1] or 'model'}-{name}"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command_of(argv)
@@ -473,8 +519,16 @@ def main(argv: list[str] | None = None) -> int:
         if cached is not None:
             cached.print_help()
             return 0
+    checker = _cached_help(command, check=True)
+    if checker is not None:  # argument errors answer as fast as --help, before the command's imports
+        checker.parse_args(argv[argv.index(command) + 1:])
     args = build_parser(command, argv).parse_args(argv)
+    default_output = getattr(args, "output_dir", "") is None and getattr(args, "model_dir", None)
+    if default_output:  # analyze, eraser: RUN/<battery>
+        args.output_dir = default_output_dir(args.model_dir, getattr(args, "battery", None) or args.command)
     run_log = console_logging(args)
+    if default_output:
+        logging.getLogger("hf_attn.cli").info("writing to %s (the default --output-dir)", args.output_dir)
     try:
         args.threads = apply_threads(args.threads)
         register_auto_classes()

@@ -1,4 +1,4 @@
-"""``hf-attn analyze DIR --battery jw|wp|ts|faithfulness --split test --output-dir OUT``."""
+"""``hf-attn analyze DIR --battery jw|wp|ts|faithfulness [--split test] [--output-dir OUT]``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ def add_parser(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("model_dir", help="a folder written by `hf-attn train` (or any hf_attn model folder)")
     p.add_argument("--battery", required=True, choices=sorted(BATTERY_CHOICES))
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
-    p.add_argument("--output-dir", required=True)
+    p.add_argument("--output-dir", default=None,
+                   help="where results.json and the figures go (default: MODEL_DIR/BATTERY for a model folder, "
+                        "./NAME-BATTERY for a Hub id)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--overwrite", action="store_true",

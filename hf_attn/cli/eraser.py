@@ -1,4 +1,4 @@
-"""``hf-attn eraser DIR --output-dir OUT``: the command's options; the folder job is
+"""``hf-attn eraser DIR [--output-dir OUT]``: the command's options; the folder job is
 :func:`hf_attn.runs.eraser.run_eraser`."""
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from hf_attn.runs.eraser import run_eraser
 
 
 def add_parser(subparsers) -> None:
-    """``hf-attn eraser DIR --output-dir OUT``."""
+    """``hf-attn eraser DIR [--output-dir OUT]``."""
     p = subparsers.add_parser(
         "eraser", help="ERASER faithfulness of attention / gradient / LOO / IG rankings",
         description="ERASER comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020 §4) of each "
                     "importance measure of a trained model; writes results.json, eraser.md, eraser.png.")
     p.add_argument("model_dir", help="an hf_attn model folder, or a BERT-family classifier (folder or Hub id)")
-    p.add_argument("--output-dir", required=True)
+    p.add_argument("--output-dir", default=None,
+                   help="where results.json, eraser.md and eraser.png go (default: MODEL_DIR/eraser for a model "
+                        "folder, ./NAME-eraser for a Hub id)")
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
     p.add_argument("--measures", nargs="+", default=None,
                    choices=list(dict.fromkeys([*IMPORTANCE_MEASURES, *TRANSFORMER_MEASURES])),

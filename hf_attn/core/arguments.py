@@ -38,11 +38,39 @@ def count(minimum: int = 1, maximum: int | None = None):
         return value
 
     parse.__name__ = "count"  # argparse names the type in "invalid count value"
+    parse.spec = ["count", minimum, maximum]  # how to make it again (hf-attn's stored parsers, cli_help.json)
     return parse
 
 
 positive_int = count(1)
 non_negative_int = count(0)
+
+
+def type_spec(kind) -> list | None:
+    """An ``argparse`` type as JSON (None: one this module cannot make again): ``["str"]`` for none,
+    ``["int"]`` / ``["float"]``, ``["count", min, max]`` / ``["finite_float", min, strictly_above]``,
+    ``["threads"]`` for :func:`hf_attn.core.threads.threads_argument`."""
+    if kind is None or kind is str:
+        return ["str"]
+    if kind in (int, float):
+        return [kind.__name__]
+    if getattr(kind, "__qualname__", "") == "threads_argument" and kind.__module__ == "hf_attn.core.threads":
+        return ["threads"]
+    spec = getattr(kind, "spec", None)
+    return list(spec) if isinstance(spec, list) else None
+
+
+def type_from_spec(spec: list | None):
+    """The ``argparse`` type :func:`type_spec` described (None for ``["str"]`` or an unknown one)."""
+    if not spec or spec[0] == "str":
+        return None
+    if spec[0] in ("int", "float"):
+        return {"int": int, "float": float}[spec[0]]
+    if spec[0] == "threads":
+        from hf_attn.core.threads import threads_argument
+
+        return threads_argument
+    return {"count": count, "finite_float": finite_float}[spec[0]](*spec[1:])
 
 
 def finite_float(minimum: float | None = None, strictly_above: bool = False):
@@ -60,6 +88,7 @@ def finite_float(minimum: float | None = None, strictly_above: bool = False):
         return value
 
     parse.__name__ = "number"
+    parse.spec = ["finite_float", minimum, strictly_above]
     return parse
 
 

@@ -831,9 +831,21 @@ class _TrainingBar(ProgressCallback):
         pass
 
 
+class _WithoutMtimeNotice(logging.Filter):
+    """transformers warns "mtime may not be reliable on this filesystem" whenever two checkpoints are
+    saved within a second (short epochs), and then orders them by step number: what hf_attn wants
+    anyway, so not a warning to show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "mtime may not be reliable" not in str(record.msg)
+
+
 def _readable_console(trainer: Trainer, progress: bool) -> None:
-    """Replace Trainer's console output (a raw log dict per line, nested bars) by one training bar
-    (``progress``) and log lines in the run's log file."""
+    """Replace Trainer's console output (a raw log dict per line, nested bars, a notice about
+    checkpoint times) by one training bar (``progress``) and log lines in the run's log file."""
+    notices = logging.getLogger("transformers.trainer_utils")
+    if not any(isinstance(f, _WithoutMtimeNotice) for f in notices.filters):
+        notices.addFilter(_WithoutMtimeNotice())
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
     if progress:

@@ -150,12 +150,12 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
 
     Long on purpose: one straight sequence (settings, data, model, freezing, Trainer, test, record)
     whose steps share many local values; each step is a few lines."""
-    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
-                              Trainer, TrainingArguments, set_seed)
+    from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
 
     from datasets import DatasetDict
 
     from hf_attn.core.io import write_json_atomic
+    from hf_attn.training.engine import _readable_console
     from hf_attn.models.pretrained import resolve_base_model
     from hf_attn.adapters.transformer_attention import register_override_attention
 
@@ -185,9 +185,8 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         label_names = list(task.label_names)
         # sdpa for training speed; analyses load the folder with the override attention
         # (load_transformer_classifier), which the saved config does not name: it loads anywhere
-        model = AutoModelForSequenceClassification.from_pretrained(
-            path, num_labels=len(label_names), id2label=dict(enumerate(label_names)),
-            label2id={n: i for i, n in enumerate(label_names)}, attn_implementation="sdpa")
+        model = _base_classifier(path, num_labels=len(label_names), id2label=dict(enumerate(label_names)),
+                                 label2id={n: i for i, n in enumerate(label_names)}, attn_implementation="sdpa")
         ensure_pad_token(tokenizer, model)
         counts = freeze_bottom(model, settings.freeze_layers)
 
@@ -213,6 +212,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         trainer = Trainer(model=model, args=args, train_dataset=encoded["train"],
                           eval_dataset=encoded["validation"], data_collator=DataCollatorWithPadding(tokenizer),
                           compute_metrics=_metrics)
+        _readable_console(trainer, progress)  # no raw log dicts on stdout: one bar, the logs in hf-attn.log
         train_output = trainer.train()
         train_seconds = time.perf_counter() - started
         dev = trainer.evaluate(encoded["validation"], metric_key_prefix="dev")
@@ -244,6 +244,42 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         return record
     finally:
         torch.set_num_threads(previous_threads)
+
+
+class _WithoutLoadReport(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in str(record.msg)
+
+
+def _base_classifier(path: str, **kwargs):
+    """``AutoModelForSequenceClassification.from_pretrained(path, **kwargs)`` without transformers' load
+    report (a table in terminal colour codes, printed whatever the console's level), which for a
+    fine-tuning says that the new classification head starts untrained: that is one INFO line here,
+    the checkpoint's unused weights (a pretraining head) another, and only missing weights of the
+    pretrained body, or weights of the wrong shape, a warning."""
+    from transformers import AutoModelForSequenceClassification
+
+    from hf_attn.core.arguments import bounded_list
+
+    report, no_report = logging.getLogger("transformers.modeling_utils"), _WithoutLoadReport()
+    report.addFilter(no_report)  # its level stays: transformers runs other checks at some levels
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(path, output_loading_info=True, **kwargs)
+    finally:
+        report.removeFilter(no_report)
+    body = f"{model.base_model_prefix}."
+    missing = sorted(info.get("missing_keys") or [])
+    head = [key for key in missing if not key.startswith(body)]
+    if head:
+        logger.info("new classification head, trained from scratch: %s", bounded_list(head))
+    if info.get("unexpected_keys"):
+        logger.info("checkpoint weights the classifier does not use: %s", bounded_list(sorted(info["unexpected_keys"])))
+    problems = [key for key in missing if key.startswith(body)]
+    problems += [f"{item[0]} (shape)" if isinstance(item, tuple) else str(item) for item in info.get("mismatched_keys") or []]
+    if problems:
+        logger.warning("%s: pretrained weights missing or of another shape, initialised at random: %s", path,
+                       bounded_list(problems))
+    return model
 
 
 def read_transformer_run(model_dir: str) -> dict | None:
