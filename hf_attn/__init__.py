@@ -67,7 +67,15 @@ def _running_the_command_line() -> bool:
     return "-m" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 2] == ["hf_attn.cli"]
 
 
+# submodules reachable after a bare ``import hf_attn`` (``hf_attn.datasets.load("sst")``)
+_SUBMODULES = ("datasets",)
+
+
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name in _LAZY:
         import importlib
 

@@ -217,3 +217,32 @@ def test_quiet_training_prints_only_the_summary(data_folder, tmp_path):
             assert noise not in out, (argv, noise, out[-3000:])
         assert result.stdout.splitlines()[0].split() == ["test", "dev"] and "run.json in" in result.stdout
         assert all(line.startswith(("WARNING", "ERROR")) for line in result.stderr.splitlines()), result.stderr
+
+
+# ------------------------------------------------------------------ the public data set loader
+def test_public_dataset_loader():
+    import hf_attn
+
+    sst = hf_attn.datasets.load("sst")
+    assert sst.label_names == ["negative", "positive"] and sst.split_names == ["train", "validation", "test"]
+    texts, labels = sst.texts("test"), sst.labels("test")
+    assert len(texts) == len(labels) == 1821 and all(isinstance(t, str) and t for t in texts[:100])
+    assert set(labels) == {0, 1} and sst.labels("dev") == sst.labels("validation")
+    assert sst["test"]["text"][:5] == texts[:5]
+    frame = sst.to_pandas("test")
+    assert list(frame.columns) == ["text", "label", "label_name"] and frame["label_name"][0] in sst.label_names
+    assert "train 6,920, validation 872, test 1,821" in repr(sst)
+    assert "sst" in hf_attn.datasets.names()
+    with pytest.raises(KeyError, match="no split 'dev2'; its splits: train, validation, test"):
+        sst.texts("dev2")
+    with pytest.raises(hf_attn.datasets.DataError, match="single-text task"):
+        sst.pairs("test")
+
+
+def test_public_dataset_loader_reads_a_local_folder(data_folder):
+    import hf_attn.datasets
+
+    local = hf_attn.datasets.load(data_folder)
+    assert local.texts("train") and len(local.labels("test")) == len(local.texts("test"))
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        hf_attn.datasets.load("./no/such/data.csv")

@@ -4,7 +4,7 @@ only its own floor or lower ones, and no two modules import each other, directly
 Floors, lowest first (docs/layout.md draws them):
 
     core                                   helpers with no hf_attn dependency above them
-    data, models                           datasets, tokenizers; our BiLSTM/CNN/Average models
+    data, models, datasets                 datasets, tokenizers; our BiLSTM/CNN/Average models; the public loader
     adapters                               the one seam between a model and the methods
     methods                                one file per attribution / diagnostic method
     training, hub                          Trainer runs of the models; publishing to the Hub
@@ -31,7 +31,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hf_attn"
 
 FLOORS = {
     "core": 0,
-    "data": 1, "models": 1,
+    "data": 1, "models": 1, "datasets": 1,
     "adapters": 2,
     "methods": 3,
     "training": 4, "hub": 4,
