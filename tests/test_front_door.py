@@ -246,3 +246,12 @@ def test_public_dataset_loader_reads_a_local_folder(data_folder):
     assert local.texts("train") and len(local.labels("test")) == len(local.texts("test"))
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         hf_attn.datasets.load("./no/such/data.csv")
+
+
+def test_the_license_file_is_apache_2():
+    """README and pyproject say Apache-2.0; LICENSE holds its full text (and the wheel carries it)."""
+    text = (REPO_ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text and "END OF TERMS AND CONDITIONS" in text
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == {"text": "Apache-2.0"}
