@@ -168,6 +168,7 @@ class SentenceExplanation:
     kendall: dict[str, dict[str, float]] = field(default_factory=dict)
     tie_tolerance: float = TIE_TOLERANCE
     max_tokens: int | None = None  # the input limit applied (the model's)
+    explained: str | None = None  # which attention rows (transformers: from the adapter's facts)
 
     @property
     def regularised(self) -> bool:
@@ -282,11 +283,13 @@ def sentence_kendall(attention, gradient, loo, tie_tolerance: float = TIE_TOLERA
 
 def model_max_tokens(model) -> int:
     """The longest sentence the explorer takes for ``model``: its ``config.max_tokens`` (the forward
-    refuses more), for a transformers classifier its position table less [CLS] and [SEP]
-    (``max_position_embeddings`` − 2), at most :data:`MAX_TOKENS_LIMIT`."""
+    refuses more), for a transformers classifier its position table less two special tokens
+    (:func:`hf_attn.adapters.contract.model_token_limit` − 2), at most :data:`MAX_TOKENS_LIMIT`."""
+    from hf_attn.adapters.contract import model_token_limit
+
     config = getattr(model, "config", None)
     limit = getattr(config, "max_tokens", None)
-    positions = getattr(config, "max_position_embeddings", None) if is_transformer_model(model) else None
+    positions = model_token_limit(model) if is_transformer_model(model) else None  # offsets included
     if isinstance(positions, int) and positions > 2:
         limit = min(int(limit), positions - 2) if limit else positions - 2
     return min(int(limit), MAX_TOKENS_LIMIT) if limit else MAX_TOKENS_LIMIT
@@ -318,8 +321,26 @@ def _adapter_of(model, tokenizer):
 
     adapter = _ADAPTERS.get(model)
     if adapter is None or adapter.tokenizer is not tokenizer:
-        adapter = _ADAPTERS[model] = adapter_for(model, tokenizer, device="cpu")
+        try:
+            adapter = _ADAPTERS[model] = adapter_for(model, tokenizer, device="cpu")
+        except ValueError as err:  # a model the engine refuses: the reason, in one line, for the visitor
+            raise ExplainError(f"This model cannot be explained here: {' '.join(str(err).split())}") from None
     return adapter
+
+
+EXPLAINED_ROWS = {"first": "the first token's row (the position its classification head reads)",
+                  "last": "the last token's row (the position its decoder head reads)",
+                  "mean": "every token's row, averaged (its head pools every position)"}
+
+
+def explained_attention(model, tokenizer) -> str:
+    """Which attention is explained for a transformers classifier, from its adapter's facts (the
+    layer, the query row(s) its head reads, the heads), never a fixed description."""
+    adapter = _adapter_of(model, tokenizer)
+    rows = EXPLAINED_ROWS.get(adapter.query_rule, f"the {adapter.query_rule} row(s)")
+    heads = "mean over" if adapter.spec.heads == "mean" else f"head {adapter.spec.heads} of"
+    layer = "the last layer" if adapter.layer == adapter.num_layers - 1 else f"layer {adapter.layer}"
+    return f"{layer}'s attention (of {adapter.num_layers}), {rows}, {heads} {adapter.num_heads} heads"
 
 
 def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offsets, special: list,
@@ -362,7 +383,7 @@ def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offset
         eps_max_jsd=float(results["eps_max_jsd"][0]), token_probability=np.full(len(tokens), np.nan),
         variant=f"{model.config.model_type} (transformers)", seconds=seconds, words=words, spans=spans, unknown=unknown,
         special=[False] * len(tokens), kendall=sentence_kendall(attention, gradient, loo),
-        tie_tolerance=TIE_TOLERANCE, max_tokens=limit)
+        tie_tolerance=TIE_TOLERANCE, max_tokens=limit, explained=explained_attention(model, tokenizer))
 
 
 def _checked_sentence(model, tokenizer, text: str, max_tokens: int | None):
@@ -755,7 +776,7 @@ def summary_markdown(explanation: SentenceExplanation) -> str:
          + (" (regularised model: T&Š Fig. 2)" if e.regularised else
             " (base model; T&Š regularisers lower it)") + ".")
         if np.isfinite(e.token_probability).any() else
-        "- Explained: the last layer's [CLS] attention over the word pieces, mean over heads (no per-token p̂_t: "
+        f"- Explained: {e.explained or 'the attention'} over the word pieces (no per-token p̂_t: "
         "that is T&Š's BiLSTM read-out).",
     ]
     if unknown:
@@ -916,14 +937,15 @@ def _download_hub_model(repo_id: str) -> str:
     try:
         config_path = hf_hub_download(repo_id, "config.json")
     except Exception as err:  # network, missing or private repo, offline cache miss: all "cannot download"
-        LOGGER.warning("cannot download config.json of %r", repo_id, exc_info=True)
+        LOGGER.warning("cannot download config.json of %r: %s: %s", repo_id, type(err).__name__,
+                       " ".join(str(err).split())[:300])
         raise ExplainError(f"Cannot download {repo_id!r} from the Hugging Face Hub (is it a public hf_attn "
                            "model repository?).") from err
     _check_model_type(os.path.dirname(config_path), repo_id)
     try:
         return snapshot_download(repo_id, allow_patterns=list(HUB_FILES))
     except Exception as err:
-        LOGGER.warning("cannot download %r", repo_id, exc_info=True)
+        LOGGER.warning("cannot download %r: %s: %s", repo_id, type(err).__name__, " ".join(str(err).split())[:300])
         raise ExplainError(f"Cannot download {repo_id!r} from the Hugging Face Hub.") from err
 
 
@@ -956,11 +978,15 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
             if os.path.isfile(weights):
                 check_finite_weights(weights)
             model, tokenizer = load_transformer_classifier(folder, trust_remote_code=False)
+            from hf_attn.adapters.contract import check_model_contract
+
+            check_model_contract(model)  # regression / multi-label heads: refused with the reason
             return model.eval(), tokenizer
         model, tokenizer = load_model_folder(folder, expected_type=SINGLE_MODEL_TYPE)
-    except (ModelFolderError, OSError) as err:  # a folder that is not a complete model; corrupt weights
-        LOGGER.warning("cannot load model %r", name, exc_info=True)
-        raise ExplainError(f"Cannot load model {name!r}: {str(err).replace(folder, name)}") from err
+    except (ValueError, OSError) as err:  # not a complete model, pickled weights, corrupt weights, a refused head
+        message = " ".join(str(err).replace(folder, name).split())
+        LOGGER.warning("cannot load model %r: %s: %s", name, type(err).__name__, message)  # one line
+        raise ExplainError(f"Cannot load model {name!r}: {message}") from None
     return model, tokenizer
 
 

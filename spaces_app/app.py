@@ -44,8 +44,8 @@ except ImportError:  # the library installs without the Space's dependencies
 import torch  # noqa: E402
 
 from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
-                             ModelPolicy, check_settings, compare_methods, explain_sentence, heatmap_html,
-                             is_transformer_model, names_hub_repo,
+                             ModelPolicy, check_settings, compare_methods, explain_sentence,
+                             explained_attention, heatmap_html, is_transformer_model, names_hub_repo,
                              markdown_text, methods_heatmap_html, model_max_tokens, model_policy,
                              permutation_figure, summary_markdown)
 
@@ -73,7 +73,8 @@ def visitor_errors(handler):
     :class:`ExplainError` messages as they are, anything else as :data:`UNEXPECTED_MESSAGE` (never
     Gradio's bare "upstream exception"). The server log gets one line per error: the visitor's
     mistakes at INFO, the unexpected ones at ERROR with the exception's type and message (which
-    may name server paths, so they never reach the page)."""
+    may name server paths, so they never reach the page); Gradio prints no traceback of them
+    (``print_exception=False``)."""
     @functools.wraps(handler)
     def wrapper(*args, **kwargs):
         try:
@@ -82,10 +83,10 @@ def visitor_errors(handler):
             raise
         except ExplainError as err:
             LOGGER.info("visitor error in %s: %s", handler.__name__, _one_line(err))
-            raise gr.Error(str(err)) from None
+            raise gr.Error(str(err), print_exception=False) from None
         except Exception as err:
             LOGGER.error("unexpected error in %s: %s: %s", handler.__name__, type(err).__name__, _one_line(err))
-            raise gr.Error(UNEXPECTED_MESSAGE) from None
+            raise gr.Error(UNEXPECTED_MESSAGE, print_exception=False) from None
     return wrapper
 
 
@@ -139,15 +140,15 @@ def make_handlers(cache: ModelCache, names: dict[str, str] | None = None):
 
     @visitor_errors
     def describe_model(name: str) -> str:
-        model, _ = cache.get(model_of(name))
+        model, tokenizer = cache.get(model_of(name))
         name = shown.get(model_of(name), name)
         c = model.config
         labels = ", ".join(markdown_text(v) for v in c.id2label.values())
         name = markdown_text(name)
-        if is_transformer_model(model):
-            return (f"Loaded **{name.strip()}**: BERT-family `{c.model_type}`, {c.num_hidden_layers} layers; "
-                    f"explained: the last layer's [CLS] attention, mean over {c.num_attention_heads} heads; "
-                    f"labels: {labels}; sentences of at most {model_max_tokens(model)} word pieces.")
+        if is_transformer_model(model):  # what is explained comes from the adapter's facts about this model
+            return (f"Loaded **{name.strip()}**: transformers `{c.model_type}`; explained: "
+                    f"{explained_attention(model, tokenizer)}; labels: {labels}; sentences of at most "
+                    f"{model_max_tokens(model)} word pieces.")
         return (f"Loaded **{name.strip()}**: encoder `{c.encoder}`, attention `{c.attention}`, "
                 f"variant `{c.variant}`, labels: {labels}; sentences of at most {model_max_tokens(model)} tokens.")
 

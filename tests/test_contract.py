@@ -258,3 +258,85 @@ def test_evaluate_modules_refuse_and_agree_on_null(load_metric):
     import json
 
     json.dumps(out, allow_nan=False)  # undefined values are null here too, never NaN
+
+
+# ----------------------------------------------------------------------------------------------
+# weights and the Space
+
+
+def _saved(tmp_path, name="bert", pickled=False, **config):
+    model, tokenizer = tiny(name, **config)
+    folder = tmp_path / f"{name}-{'bin' if pickled else 'st'}-{len(config)}"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    if pickled:  # what older transformers wrote: a pickle of the state dict
+        torch.save(model.state_dict(), folder / "pytorch_model.bin")
+        (folder / "model.safetensors").unlink()
+    return folder
+
+
+def test_pickled_weights_only_are_refused_everywhere(tmp_path, capsys):
+    """The docs promise weights are never unpickled: the Explainer, the CLI and the Space refuse a
+    folder with only pytorch_model.bin in one line."""
+    from hf_attn.cli import main
+    from hf_attn.explorer import ExplainError, load_model
+
+    folder = _saved(tmp_path, pickled=True)
+    assert (folder / "pytorch_model.bin").is_file() and not (folder / "model.safetensors").exists()
+    with pytest.raises(ValueError, match="only pickled weights"):
+        Explainer.from_pretrained(str(folder))
+    with pytest.raises(ExplainError, match="only pickled weights"):
+        load_model(str(folder))
+    capsys.readouterr()
+    code = main(["analyze", str(folder), "--battery", "jw", "--output-dir", str(tmp_path / "out"), "--dataset",
+                 "sst", "--quiet", "--jw-max-instances", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "only pickled weights" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_space_refuses_a_regression_model_with_the_reason_and_logs_one_line(tmp_path, caplog):
+    import logging
+
+    from hf_attn.explorer import ExplainError, load_model
+
+    folder = _saved(tmp_path, num_labels=1)
+    with caplog.at_level(logging.WARNING, logger="hf_attn.app"):
+        with pytest.raises(ExplainError, match="regression model"):
+            load_model(str(folder))
+    assert caplog.records and all("\n" not in r.getMessage() and not r.exc_info for r in caplog.records)
+
+
+@pytest.mark.parametrize("name, row", [("bert", "first token's row"), ("gpt2", "last token's row")])
+def test_the_space_says_which_row_is_explained_from_the_adapter(name, row):
+    """GPT-2 is not described as "BERT-family … [CLS] attention": the wording comes from the adapter."""
+    from hf_attn.explorer import explain_sentence, explained_attention, summary_markdown
+
+    model, tokenizer = tiny(name)
+    text = explained_attention(model, tokenizer)
+    assert row in text and "[CLS]" not in text
+    explanation = explain_sentence(model, tokenizer, "the good movie", steps=2, num_permutations=2)
+    assert row in summary_markdown(explanation) and "[CLS]" not in summary_markdown(explanation)
+
+
+def test_visitor_errors_print_no_traceback(monkeypatch):
+    pytest.importorskip("gradio")
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location(
+        "space_app", pathlib.Path(__file__).resolve().parents[1] / "spaces_app" / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    from hf_attn.explorer import ExplainError
+
+    def visitor_mistake():
+        raise ExplainError("Please type a sentence")
+
+    def bug():
+        raise RuntimeError("/srv/secret/path")
+
+    for handler in (visitor_mistake, bug):
+        with pytest.raises(app.gr.Error) as info:
+            app.visitor_errors(handler)()
+        assert info.value.print_exception is False

@@ -33,13 +33,17 @@ from hf_attn.models.pretrained import (BASE_MODEL_ALIASES, MINILM_DISTRIBUTION, 
 def load_transformer_classifier(name_or_path: str, num_labels: int | None = None, **kwargs):
     """``(model, tokenizer)``: ``AutoModelForSequenceClassification`` + fast tokenizer from
     :func:`resolve_base_model` (never ``trust_remote_code``), in eval mode, with the
-    :data:`ATTN_IMPLEMENTATION` attention (eager arithmetic; interventions possible)."""
+    :data:`ATTN_IMPLEMENTATION` attention (eager arithmetic; interventions possible). Weights are
+    read from safetensors only: a folder with only pickled weights (``pytorch_model.bin``) is refused
+    in one line (:func:`check_no_pickled_weights_only`), never unpickled."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = resolve_base_model(name_or_path)
+    check_no_pickled_weights_only(path, name_or_path)
     register()
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
+    kwargs.setdefault("use_safetensors", True)  # weights are never unpickled, local folder or Hub repo
     model, info = AutoModelForSequenceClassification.from_pretrained(
         path, attn_implementation=ATTN_IMPLEMENTATION, output_loading_info=True, **kwargs)
     check_loaded_weights(model, info, name_or_path)
@@ -47,6 +51,23 @@ def load_transformer_classifier(name_or_path: str, num_labels: int | None = None
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(f"{name_or_path!r}: word-piece merging needs a fast tokenizer (tokenizer.json)")
     return model.eval(), tokenizer
+
+
+def check_no_pickled_weights_only(path, name) -> None:
+    """``ValueError`` (one line) when the local folder ``path`` holds pickled weights
+    (``pytorch_model*.bin``) and no ``*.safetensors``: unpickling can run code, so hf_attn never
+    loads them (convert once with ``save_pretrained(..., safe_serialization=True)`` where the pickle
+    is trusted)."""
+    import os
+
+    if not os.path.isdir(path):
+        return
+    names = os.listdir(path)
+    pickled = sorted(n for n in names if n.startswith("pytorch_model") and n.endswith(".bin"))
+    if pickled and not any(n.endswith(".safetensors") for n in names):
+        raise ValueError(f"{name}: only pickled weights ({pickled[0]}), which hf_attn never loads (unpickling can "
+                         "run code); convert them where you trust them with "
+                         "model.save_pretrained(folder, safe_serialization=True)")
 
 
 def check_loaded_weights(model, info: dict, name: str) -> None:
