@@ -340,3 +340,47 @@ def test_visitor_errors_print_no_traceback(monkeypatch):
         with pytest.raises(app.gr.Error) as info:
             app.visitor_errors(handler)()
         assert info.value.print_exception is False
+
+
+# ----------------------------------------------------------------------------------------------
+# the data's labels against the model's classes (hf-attn analyze on a transformers classifier)
+
+
+def _jsonl(path, rows):
+    import json
+
+    path.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows))
+    return path
+
+
+def test_cli_refuses_data_with_more_classes_or_other_names_than_the_model(tmp_path, capsys):
+    from hf_attn.cli import main
+
+    folder = _saved(tmp_path, num_labels=2, id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1})
+    texts = ["the good movie", "a bad film", "dull plot", "fun story", "very good acting"]
+    five = _jsonl(tmp_path / "five.jsonl", [(t, i) for i, t in enumerate(texts)])
+    named = _jsonl(tmp_path / "named.jsonl", [(t, ["negative", "positive"][i % 2]) for i, t in enumerate(texts)])
+    for data, pattern in ((five, "the data has 5 classes"), (named, "label name(s) 'negative', 'positive'")):
+        capsys.readouterr()
+        code = main(["analyze", str(folder), "--battery", "jw", "--output-dir", str(tmp_path / data.stem),
+                     "--dataset", str(data), "--quiet", "--jw-steps", "1", "--jw-permutations", "2",
+                     "--jw-adversaries", "1"])
+        err = capsys.readouterr().err
+        assert code == 2 and pattern in err and len(err.strip().splitlines()) == 1
+
+
+def test_data_named_like_the_model_is_matched_by_name(tmp_path, capsys):
+    """Names the model has are matched by name, not by sort order: 'pos' before 'neg' in id2label."""
+    import json
+
+    from hf_attn.cli import main
+
+    folder = _saved(tmp_path, num_labels=2, id2label={0: "pos", 1: "neg"}, label2id={"pos": 0, "neg": 1})
+    data = _jsonl(tmp_path / "d.jsonl", [("the good movie", "pos"), ("a bad film", "neg"), ("fun", "pos")])
+    capsys.readouterr()
+    assert main(["analyze", str(folder), "--battery", "jw", "--output-dir", str(tmp_path / "out"), "--dataset",
+                 str(data), "--quiet", "--jw-steps", "1", "--jw-permutations", "2", "--jw-adversaries", "1"]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = [json.loads(line) for line in (tmp_path / "out" / "instances.jsonl").read_text().splitlines()]
+    assert results["label_names"] == ["pos", "neg"]
+    assert [r.get("label") for r in rows] == [0, 1, 0]

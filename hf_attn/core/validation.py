@@ -53,6 +53,34 @@ def check_labels(labels, count: int, num_classes: int, label_names=None, name: s
     return out
 
 
-__all__ = ["check_finite", "check_distributions", "check_range", "check_same_count", "check_same_shapes",
+def _default_names(names) -> bool:
+    """transformers' placeholder class names (``LABEL_0``, ``LABEL_1``, …) or bare ids."""
+    return all(str(n) in (f"LABEL_{i}", str(i)) for i, n in enumerate(names))
+
+
+def align_labels(labels, data_names, model_names) -> tuple[list[int], list[str]]:
+    """Labels of a data set (ids into ``data_names``, as the loaders number them) → ids of the model's
+    classes ``model_names`` (its ``id2label``), and the model's names. A data set with more classes
+    than the model is refused; named classes are matched by name when the model names its classes
+    (a name the model does not have is refused, never mapped by sort order); with placeholder names
+    (``LABEL_0``…) the ids are kept."""
+    data_names = [str(n) for n in data_names]
+    model_names = [str(n) for n in model_names]
+    from hf_attn.core.arguments import bounded_list
+
+    if len(data_names) > len(model_names):
+        raise ValueError(f"the data has {len(data_names)} classes ({bounded_list(data_names)}) but the model only "
+                         f"{len(model_names)} ({bounded_list(model_names)})")
+    if _default_names(model_names) or _default_names(data_names) or data_names == model_names[:len(data_names)]:
+        return [int(y) for y in labels], model_names
+    missing = [n for n in data_names if n not in model_names]
+    if missing:
+        raise ValueError(f"label name(s) {bounded_list(missing)} of the data are not classes of the model "
+                         f"({bounded_list(model_names)}); name the classes as the model's id2label does")
+    to_model = [model_names.index(n) for n in data_names]
+    return [to_model[int(y)] for y in labels], model_names
+
+
+__all__ = ["align_labels", "check_finite", "check_distributions", "check_range", "check_same_count", "check_same_shapes",
            "check_class_ids", "check_number", "check_whole", "check_num_classes", "check_labels",
            "MAX_CLASSES", "SUM_TOLERANCE"]

@@ -676,13 +676,6 @@ def load_hub(dataset_id: str, text_column: str = "text", label_column: str = "la
     return TaskData(_encode_labels(checked, names), names, dataset_id)
 
 
-def _holds_table_data(path: str) -> bool:
-    """A .csv/.jsonl/.json file, or a folder with a ``train`` file of one of those types."""
-    if os.path.isdir(path):
-        return any(os.path.isfile(os.path.join(path, f"train{e}")) for e in TABLE_SUFFIXES)
-    return os.path.isfile(path) and path.endswith(TABLE_SUFFIXES)
-
-
 def _is_hub_id(name: str) -> bool:
     try:
         from huggingface_hub.utils import validate_repo_id
@@ -717,8 +710,9 @@ def load_task(name: str, seed: int = 0, text_column: str = "text", label_column:
     ``preprocessing="jw"`` is Jain & Wallace's SST preprocessing (:func:`load_sst_jw`); it exists
     for the bundled ``sst`` only (any other name is a :class:`DataError`).
 
-    An existing local file or folder with data wins over a bundled dataset of the same name (a
-    folder ``sst/`` with train/dev/test files is loaded, with a warning). A name that does not
+    A bundled name (``sst``, ``imdb``, …) always means the bundled dataset, so that what a result
+    records as ``"dataset": "sst"`` is what was read: a local folder ``sst/`` in the working directory
+    is not read (a warning says so); write ``./sst`` to load it. A name that does not
     exist locally but looks like a path (``./x.csv``, ``data/x.csv``, ``a/b/c``, …) raises
     ``FileNotFoundError`` naming it; only names shaped like Hub ids are looked up on the Hub."""
     if preprocessing not in PREPROCESSINGS:
@@ -731,17 +725,9 @@ def load_task(name: str, seed: int = 0, text_column: str = "text", label_column:
         validate_task(task)
         return task
     local = os.path.exists(name)
-    if name in BUILTIN_DATASETS and local:
-        where = os.path.abspath(name)
-        if _holds_table_data(name):
-            logger.warning("%r is a bundled dataset name but also the local %s %s: loading the local "
-                           "data (rename or move it to use the bundled %s)",
-                           name, "folder" if os.path.isdir(name) else "file", where, name)
-            task = load_local(name, text_column, label_column, seed=seed)
-            validate_task(task)
-            return task
-        logger.warning("the local %s %s holds no train/dev/test data files: loading the bundled %r "
-                       "dataset", "folder" if os.path.isdir(name) else "file", where, name)
+    if name in BUILTIN_DATASETS and local:  # a bundled name means the bundled data, whatever the folder holds
+        logger.warning("%r names the bundled dataset; the local %s %s is not read (write ./%s to analyse it)",
+                       name, "folder" if os.path.isdir(name) else "file", os.path.abspath(name), name)
         local = False
     if name == "snli":
         task = load_snli(data_path, seed=seed)

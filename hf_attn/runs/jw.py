@@ -255,6 +255,12 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
         dataset, split = name, analysis_split(dataset, split)
     model, tokenizer = load_transformer_classifier(model_dir)
     adapter = settings.adapter(model, tokenizer)  # refuses a model it cannot intervene on, with the reason
+    if labels is not None:  # the data's classes must be the model's: counted, and matched by name
+        from hf_attn.core.validation import align_labels
+
+        id2label = getattr(model.config, "id2label", None) or {}
+        model_names = [str(id2label.get(i, id2label.get(str(i), i))) for i in range(model.config.num_labels)]
+        labels, label_names = align_labels(labels, label_names or model_names, model_names)
     if max_instances:
         texts = texts[:max_instances]
         labels = None if labels is None else labels[:max_instances]
