@@ -255,3 +255,35 @@ def test_the_license_file_is_apache_2():
     assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text and "END OF TERMS AND CONDITIONS" in text
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == {"text": "Apache-2.0"}
+
+
+# ------------------------------------------------------------------ the quick-start notebook
+def _quickstart():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_quickstart", REPO_ROOT / "scripts" / "build_quickstart.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_notebook_and_its_page_are_current():
+    """examples/quickstart.ipynb and docs/quickstart.md hold the cells of scripts/build_quickstart.py."""
+    assert _quickstart().main(["--check"]) == 0
+
+
+@pytest.mark.slow  # about 30 s on two cores: a kernel, a one-epoch training, the battery
+def test_the_quickstart_notebook_runs(tmp_path):
+    """The notebook executed top to bottom by a Jupyter kernel (nbclient), training its model from
+    scratch in a fresh folder: every cell runs, the sentence renders as HTML, the battery summarises."""
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    build = _quickstart()
+    nb = build.execute(build.notebook(), tmp_path)
+    outputs = [cell.outputs for cell in nb.cells if cell.cell_type == "code"]
+    assert not any(o.get("output_type") == "error" for cell in outputs for o in cell)
+    data = [o.get("data", {}) for cell in outputs for o in cell]
+    assert any("TextDataset('sst'" in d.get("text/plain", "") for d in data)
+    assert any("text/html" in d and d.get("text/plain", "").startswith("Explanation(") for d in data)
+    assert any("'tau_gradient'" in d.get("text/plain", "") for d in data)
+    assert (tmp_path / "runs" / "quickstart-lstm" / "config.json").is_file()
