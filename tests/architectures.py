@@ -2,6 +2,9 @@
 WordPiece tokenizer built here (no download): the test matrix of the adapters.
 
 ``ENCODERS`` read the first row ([CLS]-style pooling), ``DECODERS`` the last non-pad token.
+``ENCODER_DECODERS`` (BART, mBART) read the decoder's end-of-sentence row; their explained attention is
+the last decoder layer's cross-attention over the input tokens. ``OWN_ATTENTION`` compute attention in
+their own modules and are intervened on through hooks there (``hf_attn/adapters/own_attention.py``).
 Every model is small (hidden 16–32, 2–3 layers) and initialised with a large range so attention
 is peaky and the logits are sensitive to it: a meaningful test of interventions."""
 
@@ -9,9 +12,10 @@ from __future__ import annotations
 
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-from transformers import (AlbertConfig, AutoModelForSequenceClassification, BertConfig, DebertaV2Config,
-                          DistilBertConfig, ElectraConfig, GPT2Config, LlamaConfig, MistralConfig, ModernBertConfig,
-                          PreTrainedTokenizerFast, Qwen2Config, RobertaConfig, XLMRobertaConfig)
+from transformers import (AlbertConfig, AutoModelForSequenceClassification, BartConfig, BertConfig, BloomConfig,
+                          DebertaConfig, DebertaV2Config, DistilBertConfig, ElectraConfig, GPT2Config, LlamaConfig,
+                          MBartConfig, MistralConfig, ModernBertConfig, MPNetConfig, PreTrainedTokenizerFast,
+                          Qwen2Config, RobertaConfig, XLMConfig, XLMRobertaConfig)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<s>"]
 WORDS = ["the", "a", "good", "bad", "movie", "film", "not", "very", "fun", "plot", "act", "dull",
@@ -22,7 +26,9 @@ TEXTS = ["the good movies", "not very fun acting , but a great story", "dull",
 
 ENCODERS = ["bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "modernbert"]
 DECODERS = ["gpt2", "llama", "qwen2", "mistral"]
-REFUSED = ["deberta-v2"]
+ENCODER_DECODERS = ["bart", "mbart"]
+OWN_ATTENTION = ["deberta-v2", "deberta", "mpnet", "bloom"]
+REFUSED = ["xlm"]
 ARCHITECTURES = ENCODERS + DECODERS
 
 
@@ -68,8 +74,27 @@ def tiny_config(name: str, vocab_size: int, layers: int = 2, **extra):
                                 intermediate_size=32, max_position_embeddings=64, reference_compile=False,
                                 global_attn_every_n_layers=2, local_attention=8, classifier_dropout=0.0,
                                 **common)
-    if name == "deberta-v2":
-        return DebertaV2Config(**bert_like, **common)
+    if name == "deberta-v2":  # DeBERTa-v3's settings: disentangled attention, shared keys, log buckets
+        return DebertaV2Config(**bert_like, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8,
+                               max_relative_positions=-1, norm_rel_ebd="layer_norm", share_att_key=True,
+                               position_biased_input=False, pooler_hidden_size=16, pooler_dropout=0.0, **common)
+    if name == "deberta":
+        return DebertaConfig(**bert_like, relative_attention=True, pos_att_type=["c2p", "p2c"],
+                             max_relative_positions=16, pooler_hidden_size=16, pooler_dropout=0.0, **common)
+    if name == "mpnet":
+        return MPNetConfig(**bert_like, **common)
+    if name == "bloom":
+        return BloomConfig(hidden_size=32, n_layer=layers, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
+                           **common)
+    if name in ("bart", "mbart"):  # [CLS] = bos, [SEP] = eos (the decoder's classification token)
+        seq2seq = dict(d_model=16, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=2,
+                       decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
+                       dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, classifier_dropout=0.0,
+                       init_std=0.5, bos_token_id=2, eos_token_id=3, decoder_start_token_id=3, **common)
+        return (BartConfig if name == "bart" else MBartConfig)(**seq2seq)
+    if name == "xlm":
+        return XLMConfig(emb_dim=16, n_layers=layers, n_heads=2, max_position_embeddings=40, dropout=0.0,
+                         attention_dropout=0.0, **common)
     if name == "gpt2":
         return GPT2Config(n_embd=32, n_layer=layers, n_head=4, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
                           attn_pdrop=0.0, **common)
@@ -84,7 +109,7 @@ def tiny_config(name: str, vocab_size: int, layers: int = 2, **extra):
 
 def tiny_classifier(name: str, seed: int = 0, layers: int = 2, **extra):
     """``(model, tokenizer)`` for architecture ``name``, eval mode, float32."""
-    template = "bos" if name in ("llama", "mistral") else ("none" if name in ("gpt2", "qwen2") else "cls")
+    template = "bos" if name in ("llama", "mistral") else ("none" if name in ("gpt2", "qwen2", "bloom") else "cls")
     tokenizer = word_tokenizer(template)
     torch.manual_seed(seed)
     config = tiny_config(name, len(tokenizer), layers=layers, **extra)

@@ -221,11 +221,15 @@ def test_mean_pooled_head_replaces_every_row():
     torch.testing.assert_close(got, reference_logits(reference, batch, adapter.layer, weights), atol=1e-5, rtol=1e-4)
 
 
-def test_deberta_v2_is_refused_with_the_reason():
-    model, tokenizer = tiny_classifier("deberta-v2")
+def test_own_attention_without_a_hook_is_refused_with_what_to_do():
+    """XLM computes attention in its own module, with no dropout module to hook: refused in one line
+    that says what is wrong and what the user can do instead."""
+    model, tokenizer = tiny_classifier("xlm")
     with pytest.raises(UnsupportedModelError, match="does not route its attention through transformers' attention "
-                                                    "interface"):
+                                                    "interface") as caught:
         adapter_for(model, tokenizer, device="cpu")
+    message = str(caught.value)
+    assert "\n" not in message and "open an issue" in message and "docs/engine.md" in message
 
 
 def test_intervention_that_never_reaches_the_classifier_is_refused(monkeypatch):
@@ -357,7 +361,7 @@ def test_every_battery_takes_device_and_precision_or_refuses_them(tmp_path, trai
     assert json.loads((tmp_path / "e" / "results.json").read_text())["request"]["precision"] == "bfloat16"
 
 
-@pytest.mark.parametrize("name", [a for a in ARCHITECTURES if a != "deberta-v2"])
+@pytest.mark.parametrize("name", ARCHITECTURES)
 def test_input_gradients_run_the_fused_kernel_with_the_eager_results(name, monkeypatch):
     """Gradients to the input embeddings run transformers' sdpa kernel once the adapter has checked
     it on the model (the kernel is really called), with the eager forward's logits and gradients;

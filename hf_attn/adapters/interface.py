@@ -16,12 +16,17 @@ Every attention call of a model switched to it goes through :func:`intervened_at
 
 The per-call instruction is an :class:`Intervention` passed as the keyword argument
 :data:`INTERVENTION_KWARG` of the model's forward; transformers forwards it unchanged to every
-attention call (``**kwargs``). A model that drops it is detected when the adapter is built (no call
-is counted) and refused, never run as if the intervention worked.
+attention call (``**kwargs``). Some modelling files drop the extra keyword arguments between the
+layer and its attention module (StableLM, Nemotron, the Zamba hybrids): for them the same
+instruction is also held in :func:`active` for the duration of the forward, and read from there when
+the keyword is missing. A model whose attention calls see neither is detected when the adapter is
+built (no call is counted) and refused, never run as if the intervention worked.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 from dataclasses import dataclass, field
 
@@ -67,6 +72,25 @@ class Intervention:
     every_layer: bool = False
     fused: bool = False
     calls: int = field(default=0)
+
+
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("hf_attn_active_intervention", default=None)
+
+
+@contextlib.contextmanager
+def active(intervention: "Intervention | None"):
+    """``intervention`` is the instruction of every attention call made inside the block that does
+    not receive it as a keyword argument (per thread: a context variable)."""
+    token = _ACTIVE.set(intervention)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def current() -> "Intervention | None":
+    """The intervention of the forward running in this thread (:func:`active`), or ``None``."""
+    return _ACTIVE.get()
 
 
 def eager_function_of(module: torch.nn.Module):
@@ -124,7 +148,7 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     if eager is None:
         raise InterventionError(f"{type(module).__name__} has no eager_attention_forward in "
                                 f"{type(module).__module__}: its attention cannot be intervened on")
-    iv = hf_attn_intervention
+    iv = hf_attn_intervention if hf_attn_intervention is not None else _ACTIVE.get()
     if iv is None:
         return eager(module, query, key, value, attention_mask, *args, **kwargs)
     if iv.fused:
@@ -154,6 +178,28 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     if recording:
         iv.record.append((index, module, probs, values))
     return output, probs
+
+
+def intervene_probabilities(module: torch.nn.Module, probs: torch.Tensor, values: torch.Tensor | None,
+                            iv: Intervention) -> torch.Tensor:
+    """The interface path's intervention for attention computed in a model's own module
+    (:mod:`hf_attn.adapters.own_attention`): ``probs`` ``(B, H, T_q, T)`` as the module computed
+    them, ``values`` ``(B, H, T, d)`` or ``None`` (already zeroed by the value hook where asked).
+    Counts the call, replaces (or detaches) the query rows on the explained layer, records; returns
+    the probabilities the module multiplies with its values."""
+    if module.training:
+        raise InterventionError("interventions need the model in eval mode (dropout would change the rows)")
+    index = iv.calls
+    iv.calls += 1
+    if iv.zero_values is not None and index == iv.layer and values is None:
+        raise InterventionError(f"{type(module).__name__} computes its values in a fused projection: value zeroing "
+                                "cannot reach them")
+    if (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach):
+        rows = iv.query.to(torch.bool).view(iv.query.shape[0], 1, -1, 1)
+        probs = torch.where(rows, _replacement(probs, iv), probs)
+    if iv.record is not None:
+        iv.record.append((index, module, probs, values))
+    return probs
 
 
 def _query_only(iv: Intervention, heads: int):

@@ -40,7 +40,7 @@ from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedMode
 from hf_attn.adapters.contract import check_model_contract, model_token_limit, tokenize_texts
 from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import autocast, frozen_parameters, resolve_device, resolve_precision
-from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention,
+from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention, active,
                                         eager_function_of, register)
 from hf_attn.adapters.rollout import attention_rollout
 
@@ -113,7 +113,8 @@ class TransformersAdapter:
                  token_budget: int = 8192, max_length: int | None = 512):
         if not getattr(tokenizer, "is_fast", False):
             raise UnsupportedModelError(f"{type(tokenizer).__name__} is not a fast tokenizer: word spans need the "
-                                        "offsets of a tokenizers-backed tokenizer (tokenizer.json)")
+                                        "offsets of a tokenizers-backed tokenizer (tokenizer.json); load it with "
+                                        "AutoTokenizer.from_pretrained(..., use_fast=True)")
         if not isinstance(token_budget, int) or token_budget < 1:
             raise ValueError(f"token_budget must be a positive int, got {token_budget!r}")
         if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
@@ -131,23 +132,47 @@ class TransformersAdapter:
         self._lock = threading.RLock()
         self._use_intervention_attention()
         self.pad_id = self._pad_id()
-        self._probe()
+        self.pass_kwarg = True  # the intervention as a keyword argument (else only through `active`)
+        self.embeds_by_hook = False  # input embeddings swapped in at the embedding module (see _model_call)
+        try:
+            self._probe()
+        except (UnsupportedModelError, ValueError):
+            raise
+        except Exception as error:  # noqa: BLE001 - one line with what to do, never a raw traceback
+            first = (str(error).strip().splitlines() or [""])[0][:200]
+            raise UnsupportedModelError(
+                f"{type(self.model).__name__} ({self.model_type}): the adapter's probe forward failed "
+                f"({type(error).__name__}: {first}); check that the model runs on a plain tokenized sentence, "
+                "or open an issue with its model_type") from None
 
     # ------------------------------------------------------------------------------------------
     # set-up
 
     def _use_intervention_attention(self) -> None:
         register()
+        self.own_attention: list[str] = []  # families hooked in their own modules (own_attention.py)
         refusal = (f"{type(self.model).__name__} ({self.model_type}) does not route its attention through "
                    "transformers' attention interface, so its attention rows cannot be replaced")
-        if getattr(self.model, "_supports_attention_backend", True) is False:
-            raise UnsupportedModelError(refusal + " (its attention module computes attention itself)")
+        instead = ("; use a classifier of an architecture that does (docs/engine.md lists the ones checked), "
+                   "or open an issue with its model_type")
+        # transformers' own test of the modelling file (an attention module that calls
+        # ALL_ATTENTION_FUNCTIONS.get_interface), not `_supports_attention_backend`, which only
+        # declares custom kernels: many interface-routed models (BART, T5, StableLM) leave it False.
+        can_set = getattr(type(self.model), "_can_set_attn_implementation", None)
+        routed = can_set() if callable(can_set) else True
         try:
-            self.model.set_attn_implementation(ATTN_IMPLEMENTATION)
+            with _quiet("transformers.modeling_utils"):
+                self.model.set_attn_implementation(ATTN_IMPLEMENTATION)
         except (ValueError, TypeError, AttributeError, NotImplementedError) as error:
-            raise UnsupportedModelError(f"{refusal} ({str(error).splitlines()[0][:200]})") from None
-        if getattr(self.model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
-            raise UnsupportedModelError(refusal)
+            raise UnsupportedModelError(f"{refusal} ({str(error).splitlines()[0][:200]}){instead}") from None
+        if not routed or getattr(self.model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
+            from hf_attn.adapters.own_attention import install
+
+            families = install(self.model)  # attention computed in the model's own modules: hooks there
+            if not families:
+                raise UnsupportedModelError(f"{refusal} (its attention module computes attention itself, and hf_attn "
+                                            f"has no hook for {type(self.model).__name__}'s attention class){instead}")
+            self.own_attention = families
 
     def _pad_id(self) -> int:
         for candidate in (self.tokenizer.pad_token_id, getattr(self.model.config, "pad_token_id", None),
@@ -160,7 +185,8 @@ class TransformersAdapter:
         self.fused, self.fused_reason = False, "not checked yet"  # eager until _check_fused says otherwise
         ids = self.tokenizer(PROBE_TEXT)["input_ids"][: self.max_length]
         if len(ids) < 3:
-            raise UnsupportedModelError(f"the tokenizer turns a 9-word probe sentence into {len(ids)} tokens")
+            raise UnsupportedModelError(f"the tokenizer turns a 9-word probe sentence into {len(ids)} tokens; "
+                                        "use the tokenizer the model was trained with")
         input_ids = torch.tensor([ids], device=self.device)
         mask = torch.ones_like(input_ids)
         record: list = []
@@ -169,30 +195,41 @@ class TransformersAdapter:
         if not record:
             raise UnsupportedModelError(
                 f"{type(self.model).__name__} ({self.model_type}): no attention call reached transformers' attention "
-                "interface with the intervention argument, so interventions would silently do nothing")
+                "interface with the intervention argument, so interventions would silently do nothing; use a model "
+                "whose attention modules call the interface (docs/engine.md lists the architectures checked), or open "
+                "an issue with its model_type")
+        from hf_attn.adapters.own_attention import is_hooked
+
         modules = [m for _, m, _, _ in record]
         for module in set(modules):
-            if eager_function_of(module) is None:
+            if eager_function_of(module) is None and not is_hooked(module):
                 raise UnsupportedModelError(f"{type(module).__name__} has no eager attention function in "
-                                            f"{type(module).__module__}: its attention cannot be recomputed")
+                                            f"{type(module).__module__}: its attention cannot be recomputed; open an "
+                                            "issue with its model_type")
         self.num_layers = len(record)
         self.num_heads = int(record[-1][2].shape[1])
         self.layer = self.spec.layer_index(self.num_layers)
+        names = {id(m): n for n, m in self.model.named_modules()}
+        self.explained_module = names.get(id(record[self.layer][1]), type(record[self.layer][1]).__name__)
         heads_here = int(record[self.layer][2].shape[1])
         if self.spec.heads != "mean" and self.spec.heads >= heads_here:
             raise ValueError(f"heads={self.spec.heads}: layer {self.spec.layer} has {heads_here} heads")
         self.num_heads = heads_here
         for _, module, probs, values in record:  # the attention output must be probabilities × values
-            if probs.dim() != 4 or probs.shape[-1] != input_ids.shape[1] or values.shape[2] != input_ids.shape[1]:
+            if probs.dim() != 4 or probs.shape[-1] != input_ids.shape[1] or (
+                    values is not None and values.shape[2] != input_ids.shape[1]):
                 raise UnsupportedModelError(f"{type(module).__name__}: attention of shape {tuple(probs.shape)} is "
-                                            "not (batch, heads, queries, keys) over the input tokens")
+                                            "not (batch, heads, queries, keys) over the input tokens, so its rows are not "
+                                            "rows over the text; open an issue with its model_type")
         self.layers = self._find_layers(modules)
         self.pooling = self._find_pooling(input_ids, mask)
         if self.spec.query == "auto":
             self.query_rule = self.pooling
         else:
             self.query_rule = self.spec.query
-        self.left_padding = self.pooling == "last"
+        # decoders are padded on the left; encoder-decoders (BART, T5) find their end-of-sentence token
+        # in the ids themselves and keep their right padding
+        self.left_padding = self.pooling == "last" and not getattr(self.model.config, "is_encoder_decoder", False)
         self.fast_path = False
         self._check_effective(input_ids, mask)
         self.fast_path = True  # the check's forward fills the fast path's cache
@@ -206,6 +243,8 @@ class TransformersAdapter:
         give the eager forward's logits (within 1e-4 of their scale); otherwise they stay eager, with
         the reason. The no-gradient forwards (``logits``: deletions, erasures) stay eager, so every
         difference of two such forwards (leave-one-out, comprehensiveness) compares like with like."""
+        if self.own_attention:
+            return False, "the attention is computed in the model's own modules (hooked), not through the interface"
         if not getattr(self.model, "_supports_sdpa", False):
             return False, f"{type(self.model).__name__} does not declare support for transformers' sdpa kernel"
         try:
@@ -249,17 +288,19 @@ class TransformersAdapter:
         try:
             with torch.enable_grad():
                 embeds = self.model.get_input_embeddings()(input_ids).detach().requires_grad_(True)
-                with _quiet(type(self.model).__module__):
-                    out = self._model_call(None, mask, embeds, None, output_hidden_states=self.layers is None)
-                target = captured.get("out") if self.layers is not None else out.hidden_states[-1]
+                out = self._embeds_forward(input_ids, mask, embeds, output_hidden_states=self.layers is None)
+                hidden = getattr(out, "decoder_hidden_states", None) or getattr(out, "hidden_states", None)
+                target = captured.get("out") if self.layers is not None else (hidden[-1] if hidden else None)
                 if target is None:
-                    raise UnsupportedModelError(f"{type(self.model).__name__}: cannot see the last layer's output")
+                    raise UnsupportedModelError(f"{type(self.model).__name__}: cannot see the last layer's output, so "
+                                                "the rows its head reads are unknown; open an issue with its model_type")
                 (grad,) = torch.autograd.grad(out.logits.float().sum(), target, allow_unused=True)
         finally:
             if handle is not None:
                 handle.remove()
         if grad is None:
-            raise UnsupportedModelError(f"{type(self.model).__name__}: the logits do not depend on the last layer")
+            raise UnsupportedModelError(f"{type(self.model).__name__}: the logits do not depend on the last layer; "
+                                        "open an issue with its model_type")
         read = grad[0].abs().sum(-1) > 0  # (T,)
         steps = read.shape[0]
         positions = read.nonzero().flatten().tolist()
@@ -270,7 +311,69 @@ class TransformersAdapter:
         if len(positions) == steps:
             return "mean"
         raise UnsupportedModelError(f"{type(self.model).__name__}: the classification head reads rows {positions} of "
-                                    f"{steps}; only the first, the last or all rows are supported")
+                                    f"{steps}; only the first, the last or all rows are supported: open an issue with "
+                                    "its model_type")
+
+    def _embeds_forward(self, input_ids, mask, embeds, **kwargs):
+        """The probe's forward from input embeddings: ``inputs_embeds`` where the model takes them;
+        a model that refuses them (BART, T5 and other encoder–decoders, whose heads find the
+        end-of-sentence token in ``input_ids``) switches the adapter to swapping the embeddings in at
+        its embedding module (:meth:`_swapped_embeddings`), checked to give the ``input_ids``
+        forward's logits."""
+        try:
+            with _quiet(type(self.model).__module__):
+                return self._model_call(input_ids, mask, embeds, None, **kwargs)
+        except (NotImplementedError, ValueError, TypeError, AttributeError):
+            if self.embeds_by_hook:
+                raise
+        self.embeds_by_hook = True
+        with _quiet(type(self.model).__module__):
+            out = self._model_call(input_ids, mask, embeds, None, **kwargs)
+        with torch.no_grad():
+            plain = self._model_call(input_ids, mask, None, None).logits.float()
+        gap = float((out.logits.detach().float() - plain).abs().max())
+        if not out.logits.requires_grad:
+            raise UnsupportedModelError(
+                f"{type(self.model).__name__} ({self.model_type}) takes no input embeddings, and its logits do not "
+                "depend on the output of its input embedding module; use a model that accepts inputs_embeds, or "
+                "open an issue with its model_type")
+        if gap > 1e-5 * (1.0 + float(plain.abs().max())):
+            raise UnsupportedModelError(
+                f"{type(self.model).__name__} ({self.model_type}) takes no input embeddings, and swapping them in at "
+                f"its embedding module changes its logits by {gap:.1e}; use a model that accepts inputs_embeds, or "
+                "open an issue with its model_type")
+        return out
+
+    @contextlib.contextmanager
+    def _swapped_embeddings(self, input_ids, embeds):
+        """The embedding module returns ``embeds`` ``(B, T, E)`` when it is called on ``input_ids``,
+        and, when it is called on ``input_ids`` shifted right by one (an encoder–decoder's decoder
+        inputs), the same shift of ``embeds`` after its own first row — so the gradients to the
+        input embeddings reach the logits through the encoder and the decoder alike."""
+        modules = [self.model.get_input_embeddings()]
+        for part in ("get_encoder", "get_decoder"):  # encoder-decoders: each side's own table, when not shared
+            side = getattr(self.model, part, None)
+            side = side() if callable(side) else None
+            table = getattr(side, "embed_tokens", None) if side is not None else None
+            if isinstance(table, torch.nn.Module) and all(table is not m for m in modules):
+                modules.append(table)
+
+        def hook(mod, args, output):
+            ids = args[0] if args else None
+            if not isinstance(ids, torch.Tensor) or ids.shape != input_ids.shape:
+                return output
+            if torch.equal(ids, input_ids):
+                return embeds.to(output.dtype)
+            if ids.shape[1] > 1 and torch.equal(ids[:, 1:], input_ids[:, :-1]):
+                return torch.cat([output[:, :1], embeds[:, :-1].to(output.dtype)], 1)
+            return output
+
+        handles = [module.register_forward_hook(hook) for module in modules]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
 
     def _check_effective(self, input_ids, mask) -> None:
         batch = self.from_token_lists([input_ids[0].tolist()])
@@ -285,9 +388,12 @@ class TransformersAdapter:
         if torch.equal(changed.float(), forward.logits.float()):
             raise UnsupportedModelError(
                 f"{type(self.model).__name__}: replacing layer {self.layer}'s query row by a one-hot row left the "
-                "logits exactly unchanged: the intervention does not reach the classifier")
+                "logits exactly unchanged: the intervention does not reach the classifier; explain another layer "
+                "(layer=...) or open an issue with its model_type")
 
     def _check_fast_path(self, input_ids, mask) -> tuple[bool, str]:
+        if self.own_attention:
+            return False, "the attention is computed in the model's own modules: the query-only replay needs the interface"
         if self.layer != self.num_layers - 1:
             return False, "the explained layer is not the last one"
         if self.query_rule not in ("first", "last") or self.query_rule != self.pooling:
@@ -416,10 +522,23 @@ class TransformersAdapter:
     # forwards
 
     def _model_call(self, input_ids, mask, embeds, intervention, position_ids=None, **kwargs):
+        """One forward: from ``input_ids``, or from input embeddings ``embeds`` (``input_ids`` then
+        also given where the model needs them: :meth:`_swapped_embeddings`), with ``intervention``
+        passed as a keyword argument and held in :func:`~hf_attn.adapters.interface.active`."""
         if self.model.training:  # analyses always run the model in eval mode (no dropout)
             self.model.eval()
-        inputs = {"attention_mask": mask, INTERVENTION_KWARG: intervention}
-        if embeds is not None:
+        inputs = {"attention_mask": mask}
+        if self.pass_kwarg:
+            inputs[INTERVENTION_KWARG] = intervention
+        swap = contextlib.nullcontext()
+        if embeds is not None and embeds.is_leaf and embeds.requires_grad:
+            embeds = embeds.clone()  # some models scale their inputs_embeds in place (CTRL)
+        if embeds is not None and self.embeds_by_hook:
+            if input_ids is None:
+                raise ValueError(f"{type(self.model).__name__} takes no input embeddings: pass the ids with them")
+            inputs["input_ids"] = input_ids
+            swap = self._swapped_embeddings(input_ids, embeds)
+        elif embeds is not None:
             inputs["inputs_embeds"] = embeds
         else:
             inputs["input_ids"] = input_ids
@@ -427,8 +546,15 @@ class TransformersAdapter:
             inputs["position_ids"] = position_ids
         if getattr(self.model.config, "use_cache", None) is not None:
             inputs["use_cache"] = False
-        with autocast(self.device, self.dtype):
-            return self.model(**inputs, **kwargs)
+        with autocast(self.device, self.dtype), active(intervention), swap:
+            try:
+                return self.model(**inputs, **kwargs)
+            except TypeError as error:  # a forward without **kwargs: the intervention goes through `active`
+                if not self.pass_kwarg or INTERVENTION_KWARG not in str(error):
+                    raise
+                self.pass_kwarg = False
+                inputs.pop(INTERVENTION_KWARG)
+                return self.model(**inputs, **kwargs)
 
     @torch.no_grad()
     def logits(self, batch: Batch) -> torch.Tensor:
@@ -632,4 +758,7 @@ class TransformersAdapter:
                 "fast_path": self.fast_path, "fast_path_reason": self.fast_path_reason,
                 "fused_attention": self.fused, "fused_attention_reason": self.fused_reason,
                 "device": str(self.device), "precision": str(self.dtype).replace("torch.", ""),
+                "explained_module": self.explained_module,
+                "attention_seam": ("hooks on the model's own attention modules (" + ", ".join(self.own_attention) + ")"
+                                   if self.own_attention else "transformers' attention interface"),
                 "text": f"layer {self.spec.layer}, {self.query_rule} query row(s), {heads}"}

@@ -1,0 +1,148 @@
+"""Interventions on attention that a model computes inside its own modules, not through
+transformers' attention interface (DeBERTa and DeBERTa-v2/v3, MPNet, Falcon, Bloom, GPT-Neo, GPT-J,
+RoFormer, Megatron-BERT, ConvBERT, RemBERT, …).
+
+Each of these modules computes its probabilities (softmax of its own scores: DeBERTa's
+disentangled content/position terms, MPNet's relative buckets, Bloom's ALiBi, …) and passes them
+through one dropout module before multiplying them with the values. In eval mode that dropout is
+the identity, so a forward hook on it sees the exact probabilities ``(B, H, T_q, T)`` and may return
+others: the module's own code then computes ``probabilities @ V`` with them. That is the whole
+seam — one table row per attention class (:data:`OWN_ATTENTION`: the dropout the probabilities go
+through, and the value projection when it is a separate linear layer) and two hooks:
+
+- on the dropout: :func:`hf_attn.adapters.interface.intervene_probabilities` counts the call,
+  replaces (or detaches) the query rows on the explained layer and records the probabilities — the
+  same arithmetic as the interface path, on the module's own probabilities;
+- on the value projection (where listed): records the value vectors ``(B, H, T, d)`` and zeroes
+  those of the positions a value-zeroing intervention names.
+
+The instruction comes from :func:`hf_attn.adapters.interface.current` (these modules take no extra
+keyword arguments). The hooks do nothing outside an adapter's forward, so the model stays usable
+as it was; installing them twice is a no-op. What is not available on this path: the exact
+query-only fast path (it replays the layer through the interface) and transformers' fused kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from hf_attn.adapters.interface import InterventionError, current, intervene_probabilities
+
+_MARK = "_hf_attn_own_attention"
+_OWNER = "_hf_attn_owner"
+_VALUES = "_hf_attn_values"
+
+
+@dataclass(frozen=True)
+class OwnAttention:
+    """Where one attention class keeps its pieces: ``dropout``, the attribute of the dropout module
+    its probabilities go through (a forward hook there sees and may replace them); ``value``, the
+    attribute of its value projection (``nn.Linear`` with output ``(B, T, H·d)``), or ``None`` when
+    the values come out of a fused projection (then value zeroing is refused)."""
+
+    dropout: str
+    value: str | None
+    family: str
+
+
+# (modelling module's short name, class name) → its layout
+OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
+    ("deberta_v2", "DisentangledSelfAttention"): OwnAttention("dropout", "value_proj", "DeBERTa-v2/v3"),
+    ("deberta", "DisentangledSelfAttention"): OwnAttention("dropout", None, "DeBERTa"),
+    ("mpnet", "MPNetSelfAttention"): OwnAttention("dropout", "v", "MPNet"),
+    ("falcon", "FalconAttention"): OwnAttention("attention_dropout", None, "Falcon"),
+    ("bloom", "BloomAttention"): OwnAttention("attention_dropout", None, "Bloom"),
+    ("gpt_neo", "GPTNeoSelfAttention"): OwnAttention("attn_dropout", "v_proj", "GPT-Neo"),
+    ("gptj", "GPTJAttention"): OwnAttention("attn_dropout", "v_proj", "GPT-J"),
+    ("roformer", "RoFormerSelfAttention"): OwnAttention("dropout", "value", "RoFormer"),
+    ("megatron_bert", "MegatronBertSelfAttention"): OwnAttention("dropout", "value", "Megatron-BERT"),
+    ("convbert", "ConvBertSelfAttention"): OwnAttention("dropout", "value", "ConvBERT"),
+    ("rembert", "RemBertSelfAttention"): OwnAttention("dropout", "value", "RemBERT"),
+    ("layoutlmv3", "LayoutLMv3SelfAttention"): OwnAttention("dropout", "value", "LayoutLMv3"),
+    ("luke", "LukeSelfAttention"): OwnAttention("dropout", "value", "LUKE"),
+    ("tapas", "TapasSelfAttention"): OwnAttention("dropout", "value", "TAPAS"),
+    ("big_bird", "BigBirdSelfAttention"): OwnAttention("dropout", "value", "BigBird (full attention)"),
+    ("canine", "CanineSelfAttention"): OwnAttention("dropout", "value", "CANINE"),
+    ("ibert", "IBertSelfAttention"): OwnAttention("dropout", None, "I-BERT"),
+    ("squeezebert", "SqueezeBertSelfAttention"): OwnAttention("dropout", None, "SqueezeBERT"),
+    ("funnel", "FunnelRelMultiheadAttention"): OwnAttention("attention_dropout", None, "Funnel"),
+}
+
+
+def layout_of(module: torch.nn.Module) -> OwnAttention | None:
+    """The :data:`OWN_ATTENTION` row of ``module``'s class, or ``None``."""
+    short = type(module).__module__.rpartition(".")[2].removeprefix("modeling_")
+    return OWN_ATTENTION.get((short, type(module).__name__))
+
+
+def is_hooked(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is an attention module intervened on through these hooks."""
+    return bool(module.__dict__.get(_MARK))
+
+
+def _probabilities_hook(dropout, args, output):
+    iv = current()
+    if iv is None or iv.fused or not isinstance(output, torch.Tensor) or output.dim() != 4:
+        return None
+    owner = dropout.__dict__[_OWNER]
+    if iv.cached_values is not None:
+        raise InterventionError(f"{type(owner).__name__} computes attention in its own module: the query-only "
+                                "replay of the fast path is not available for it")
+    values = owner.__dict__.pop(_VALUES, None)
+    heads = output.shape[1]
+    if values is not None:
+        batch, steps = values.shape[:2]
+        values = values.view(batch, steps, heads, -1).transpose(1, 2)
+    return intervene_probabilities(owner, output, values, iv)
+
+
+def _value_hook(linear, args, output):
+    iv = current()
+    if iv is None or iv.fused or not isinstance(output, torch.Tensor) or output.dim() != 3:
+        return None
+    owner = linear.__dict__[_OWNER]
+    if iv.zero_values is not None and iv.calls == iv.layer:
+        keep = (~iv.zero_values.to(torch.bool)).to(output.dtype)
+        output = output * keep.unsqueeze(-1)
+    owner.__dict__[_VALUES] = output
+    return output
+
+
+def install(model: torch.nn.Module) -> list[str]:
+    """Hook every attention module of ``model`` listed in :data:`OWN_ATTENTION`; returns the
+    families hooked (empty: none of its modules is listed). Idempotent. Refuses (``InterventionError``)
+    a listed module whose dropout or value projection is not where the table says."""
+    families = []
+    for module in model.modules():
+        layout = layout_of(module)
+        if layout is None:
+            continue
+        if not is_hooked(module):
+            dropout = getattr(module, layout.dropout, None)
+            if not isinstance(dropout, torch.nn.Module):
+                raise InterventionError(f"{type(module).__name__} has no {layout.dropout} module: not the layout its "
+                                        "class is listed with")
+            dropout.__dict__[_OWNER] = module  # a plain attribute, not a sub-module (no cycle)
+            dropout.register_forward_hook(_probabilities_hook)
+            if layout.value is not None:
+                value = getattr(module, layout.value, None)
+                if not isinstance(value, torch.nn.Linear):
+                    raise InterventionError(f"{type(module).__name__} has no linear {layout.value}: not the layout "
+                                            "its class is listed with")
+                value.__dict__[_OWNER] = module
+                value.register_forward_hook(_value_hook)
+            module.__dict__[_MARK] = True
+        if layout.family not in families:
+            families.append(layout.family)
+    return families
+
+
+def hooked_value(module: torch.nn.Module) -> bool:
+    """Whether value vectors of hooked ``module`` can be recorded and zeroed."""
+    layout = layout_of(module)
+    return layout is not None and layout.value is not None
+
+
+__all__ = ["OWN_ATTENTION", "OwnAttention", "hooked_value", "install", "is_hooked", "layout_of"]

@@ -1,0 +1,257 @@
+"""The families beyond the interface-routed encoders and decoders of ``test_adapters.py``, against
+slow references of the same kind (tiny random models, no download).
+
+**Encoder–decoders (BART, mBART).** Their classification head reads the decoder's hidden state at
+the end-of-sentence token. The explained attention is the last attention call of the forward: the
+last decoder layer's **cross-attention** row of that token over the encoder's positions, which are
+the input tokens one to one — the attention through which the classification token reads the
+sentence. (The encoder's self-attention layers and the decoder's self-attention are earlier calls,
+reachable with ``layer=``.) The references are those of ``test_adapters.py``: the model's modelling
+file's ``eager_attention_forward`` patched with explicit loops; gradients from the base model's
+``inputs_embeds`` / ``decoder_inputs_embeds`` and its own head, by finite differences.
+
+**Attention computed in the model's own modules (DeBERTa-v2/v3, DeBERTa, MPNet, Bloom).** The
+adapter hooks the dropout module the probabilities pass through. The reference instead patches the
+softmax those modules call (``torch.nn.functional.softmax``), counting its 4-D calls as layers and
+overwriting the explained rows by explicit loops over instances, heads and keys; the probabilities
+the adapter records equal the model's own ``output_attentions``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from architectures import ENCODER_DECODERS, OWN_ATTENTION, TEXTS, saved_classifier, tiny_classifier
+from hf_attn.adapters import adapter_for
+from hf_attn.adapters.interface import Intervention
+from test_adapters import random_rows, reference_logits
+
+FAMILIES = ENCODER_DECODERS + OWN_ATTENTION
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def pair(request):
+    """(adapter, reference model, architecture name)."""
+    model, tokenizer = tiny_classifier(request.param)
+    reference = copy.deepcopy(model)
+    return adapter_for(model, tokenizer, device="cpu"), reference, request.param
+
+
+def softmax_reference(reference, batch, layer: int, rows, **inputs) -> torch.Tensor:
+    """Logits of ``reference`` with attention softmax call ``layer`` (4-D calls of
+    ``torch.nn.functional.softmax``, in forward order) returning, at the batch's query rows,
+    ``rows`` ``(B, H, T)`` written in by explicit loops (``None``: no change)."""
+    original = torch.nn.functional.softmax
+    calls = [0]
+
+    def patched(scores, *args, **kwargs):
+        probs = original(scores, *args, **kwargs)
+        if scores.dim() != 4:
+            return probs
+        index = calls[0]
+        calls[0] += 1
+        if rows is None or index != layer:
+            return probs
+        probs = probs.clone()
+        for b in range(probs.shape[0]):
+            for q in batch.query[b].nonzero().flatten().tolist():
+                for h in range(probs.shape[1]):
+                    for j in range(probs.shape[-1]):
+                        probs[b, h, q, j] = rows[b, h, j]
+        return probs
+
+    torch.nn.functional.softmax = patched
+    try:
+        with torch.no_grad() if not any(t.requires_grad for t in inputs.values()) else torch.enable_grad():
+            inputs["attention_mask"] = batch.attention_mask
+            if batch.position_ids is not None:
+                inputs["position_ids"] = batch.position_ids
+            logits = reference(**inputs).logits
+    finally:
+        torch.nn.functional.softmax = original
+    assert calls[0] >= 1, "the reference patch was never called"
+    return logits
+
+
+def reference(reference_model, name, batch, layer, rows):
+    if name in ENCODER_DECODERS:
+        return reference_logits(reference_model, batch, layer, rows)
+    return softmax_reference(reference_model, batch, layer, rows, input_ids=batch.input_ids)
+
+
+def test_hooks_or_interface_are_what_the_adapter_says(pair):
+    adapter, _, name = pair
+    described = adapter.describe()
+    if name in ENCODER_DECODERS:
+        assert described["attention_seam"] == "transformers' attention interface"
+        assert adapter.explained_module.endswith("decoder.layers.1.encoder_attn")
+        assert adapter.num_layers == 6  # 2 encoder self, 2 decoder self, 2 cross
+        assert adapter.pooling == "last" and not adapter.left_padding
+    else:
+        assert described["attention_seam"].startswith("hooks on the model's own attention modules")
+        assert adapter.num_layers == 2 and not adapter.fast_path and not adapter.fused
+        assert adapter.pooling == ("last" if name == "bloom" else "first")
+
+
+def test_adapter_leaves_logits_unchanged_and_padding_changes_no_instance(pair):
+    adapter, ref, name = pair
+    batch = adapter.encode(TEXTS)
+    forward = adapter.forward(batch)
+    torch.testing.assert_close(forward.logits, reference(ref, name, batch, 0, None), atol=1e-5, rtol=1e-5)
+    for i, text in enumerate(TEXTS):
+        alone = adapter.forward(adapter.encode([text]))
+        real = batch.attention_mask[i].bool()
+        torch.testing.assert_close(forward.logits[i], alone.logits[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(forward.attention[i][real], alone.attention[0], atol=1e-5, rtol=1e-5)
+
+
+def test_query_rows_are_the_classification_tokens(pair):
+    adapter, _, name = pair
+    batch = adapter.encode(TEXTS)
+    position = batch.query.float().argmax(-1)
+    lengths = batch.attention_mask.sum(-1)
+    if name in ENCODER_DECODERS:  # the end-of-sentence token, the last real one (right padding)
+        assert position.tolist() == (lengths - 1).tolist()
+        assert (batch.input_ids.gather(1, position[:, None]) == adapter.model.config.eos_token_id).all()
+    elif name == "bloom":
+        assert position.tolist() == [batch.input_ids.shape[1] - 1] * len(TEXTS)
+    else:
+        assert position.tolist() == [0] * len(TEXTS)
+
+
+def test_intervention_matches_slow_reference(pair):
+    adapter, ref, name = pair
+    batch = adapter.encode(TEXTS)
+    forward = adapter.forward(batch)
+    weights = random_rows(batch, adapter.num_heads, seed=1)
+    expected = reference(ref, name, batch, adapter.layer, weights)
+    got = adapter.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=forward)[:, 0]
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+    assert (expected - forward.logits).abs().max() > 1e-3  # never silently inactive
+    intervention = Intervention(layer=adapter.layer, query=batch.query, weights=weights)
+    with torch.no_grad():
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, intervention, batch.position_ids)
+    assert intervention.calls == adapter.num_layers
+    # an earlier layer too (the encoder's first self-attention for BART)
+    early = adapter_for(adapter.model, adapter.tokenizer, layer=0, device="cpu")
+    got = early.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=early.forward(batch))[:, 0]
+    torch.testing.assert_close(got, reference(ref, name, batch, 0, weights), atol=1e-5, rtol=1e-4)
+
+
+def test_one_head_is_replaced_alone(pair):
+    adapter, ref, name = pair
+    batch = adapter.encode(TEXTS)
+    forward = adapter.forward(batch)
+    same = adapter.logits_under(batch, forward.head_rows.unsqueeze(1), per_head=True, forward=forward)[:, 0]
+    torch.testing.assert_close(same, forward.logits, atol=1e-5, rtol=1e-4)
+    one = adapter_for(adapter.model, adapter.tokenizer, heads=1, device="cpu")  # hooks are installed once
+    row = random_rows(batch, 1, seed=5)[:, 0]
+    expected_rows = forward.head_rows.clone()
+    expected_rows[:, 1] = row
+    got = one.logits_under(batch, row.unsqueeze(1), per_head=False, forward=one.forward(batch))[:, 0]
+    torch.testing.assert_close(got, reference(ref, name, batch, adapter.layer, expected_rows), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", OWN_ATTENTION)
+def test_recorded_attention_is_the_models_own(name):
+    """The hooked probabilities are the ones the model reports with ``output_attentions``."""
+    model, tokenizer = tiny_classifier(name)
+    ref = copy.deepcopy(model)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS)
+    record: list = []
+    with torch.no_grad():
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record),
+                            batch.position_ids)
+        inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+        if batch.position_ids is not None:
+            inputs["position_ids"] = batch.position_ids
+        own = ref(**inputs, output_attentions=True).attentions
+    assert len(record) == len(own)
+    real = batch.attention_mask.bool()
+    for (_, _, probs, _), expected in zip(record, own):
+        rows = real[:, None, :, None] & real[:, None, None, :]
+        torch.testing.assert_close(probs[rows.expand_as(probs)], expected[rows.expand_as(expected)],
+                                   atol=1e-6, rtol=1e-5)
+
+
+def _embeds_reference(ref, name, batch, embeds, layer, frozen):
+    """Logits from input embeddings with the query rows of layer ``layer`` frozen at ``frozen``."""
+    if name not in ENCODER_DECODERS:
+        return softmax_reference(ref, batch, layer, frozen, inputs_embeds=embeds)
+    import sys
+
+    module = sys.modules[type(ref).__module__]
+    original = module.eager_attention_forward
+    calls = [0]
+
+    def patched(mod, query, key, value, attention_mask, *args, **kwargs):
+        out, probs = original(mod, query, key, value, attention_mask, *args, **kwargs)
+        index = calls[0]
+        calls[0] += 1
+        if index != layer:
+            return out, probs
+        new = torch.einsum("bht,bhtd->bhd", frozen.to(value.dtype), value)
+        rows = batch.query.view(batch.query.shape[0], -1, 1, 1)
+        return torch.where(rows, new.unsqueeze(1), out), probs
+
+    start = ref.get_input_embeddings()(torch.full_like(batch.input_ids[:, :1], ref.config.decoder_start_token_id))
+    decoder_embeds = torch.cat([start, embeds[:, :-1]], 1)  # the decoder's inputs: the ids shifted right
+    module.eager_attention_forward = patched
+    try:
+        with torch.no_grad():
+            hidden = ref.model(attention_mask=batch.attention_mask, inputs_embeds=embeds,
+                               decoder_inputs_embeds=decoder_embeds).last_hidden_state
+            position = batch.query.float().argmax(-1)
+            return ref.classification_head(hidden[torch.arange(len(position)), position])
+    finally:
+        module.eager_attention_forward = original
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_gradient_with_attention_fixed_matches_finite_differences(name):
+    """∂ logit / ∂ input embedding with the explained rows detached (encoder–decoders: embeddings
+    swapped in at the embedding module, through the encoder and the shifted decoder inputs alike)
+    = finite differences of the reference with those rows frozen."""
+    model, tokenizer = tiny_classifier(name)
+    dtype, step, tolerance = torch.float64, 1e-3, 1e-3
+    ref = copy.deepcopy(model).to(dtype)
+    adapter = adapter_for(model.to(dtype), tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS[1:2])
+    embeds = adapter.embeddings(batch).detach().requires_grad_(True)
+    frozen = adapter.forward(batch).head_rows.to(dtype)
+    (grad,) = torch.autograd.grad(adapter.logits_from_embeddings(batch, embeds, detach_attention=True)[:, 0].sum(),
+                                  embeds)
+    (free,) = torch.autograd.grad(adapter.logits_from_embeddings(batch, embeds)[:, 0].sum(), embeds)
+    position = int(batch.content[0].nonzero()[0])
+    for dim in (0, 3):
+        shifted = []
+        for sign in (1, -1):
+            delta = torch.zeros_like(embeds)
+            delta[0, position, dim] = sign * step
+            shifted.append(_embeds_reference(ref, name, batch, embeds.detach() + delta, adapter.layer, frozen))
+        numeric = (shifted[0][0, 0] - shifted[1][0, 0]) / (2 * step)
+        assert abs(float(numeric) - float(grad[0, position, dim])) < tolerance * (1 + abs(float(numeric)))
+    assert float((grad - free).abs().max()) > 10 * tolerance  # detaching is not silently inactive
+
+
+@pytest.mark.parametrize("name", ["bart", "mpnet"])
+def test_cli_jw_battery_runs(name, tmp_path, capsys):
+    """``hf-attn analyze DIR --battery jw`` on a saved folder: the model is loaded with the
+    intervention attention, hooked or routed, and the battery runs."""
+    import json
+
+    from hf_attn.cli import main
+
+    folder, data = saved_classifier(name, tmp_path)
+    out = tmp_path / "out"
+    code = main(["analyze", str(folder), "--battery", "jw", "--dataset", str(data), "--output-dir", str(out),
+                 "--jw-permutations", "4", "--jw-adversaries", "2", "--jw-steps", "3", "--device", "cpu",
+                 "--quiet", "--threads", "1"])
+    assert code == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert results["summary"]["num_instances"] == len(TEXTS)
+    assert results["attention_spec"]["query"] == ("last" if name == "bart" else "first")
