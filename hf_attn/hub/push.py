@@ -881,11 +881,46 @@ def _check_packaged_forward(model, folder: Path, num_labels: int, inputs_of=dict
                        f"(expected {expected}, finite) on a tokenized sentence")
 
 
+# What `hf-attn analyze` records in every output folder: the battery, the settings and the model
+# analysed (its weights' checksum).
+ANALYSIS_RECORD = ".hf_attn-analysis.json"
+
+
+def check_analysis_belongs(run_dir: Path, folder: Path, required: bool) -> None:
+    """:class:`HubError` (one line) unless the analysis in ``folder`` was computed on the model of
+    ``run_dir``: its record's weights checksum must be the run's (``model.safetensors``, or
+    ``config.json`` for sharded weights). ``required``: a folder given with ``--analysis`` must have the
+    record (a folder inside the run without one is an older analysis of the same folder)."""
+    from hf_attn.core.io import file_sha256
+
+    record_path = folder / ANALYSIS_RECORD
+    if not record_path.is_file():
+        if required:
+            raise HubError(f"analysis folder {folder.name} has no {ANALYSIS_RECORD}, so nothing shows it analysed "
+                           "this model; rerun hf-attn analyze on this model into it")
+        return
+    model = _read_json(record_path).get("model") or {}
+    for name in ("model.safetensors", "config.json"):
+        if name in model and (run_dir / name).is_file():
+            own = file_sha256(str(run_dir / name))
+            if model[name] != own:
+                raise HubError(f"analysis folder {folder.name} was computed on another model (its {name} checksum "
+                               f"{str(model[name])[:12]}… is not this model's {own[:12]}…); publish only analyses of "
+                               "this model")
+            return
+    if required:
+        raise HubError(f"analysis folder {folder.name}: {ANALYSIS_RECORD} records no weights checksum of the model "
+                       "it analysed")
+
+
 def _analysis_copies(run_dir: Path, root: Path, analysis_dirs) -> list[tuple[str, Path, list]]:
-    """``(name in the repo, folder, allowed files)`` of every analysis folder to publish."""
+    """``(name in the repo, folder, allowed files)`` of every analysis folder to publish, each checked
+    to be an analysis of this model (:func:`check_analysis_belongs`)."""
     copies = []
     used_names: set[str] = set()
+    extra = {Path(d).resolve() for d in analysis_dirs}
     for folder in find_analyses(run_dir, analysis_dirs):
+        check_analysis_belongs(run_dir, folder, required=folder in extra and not _is_relative_to(folder, root))
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", folder.name)
         while name in used_names:
             name += "_"
@@ -1201,21 +1236,29 @@ def _api(token=None, endpoint=None):
 
 
 def _upload(folder: Path, repo_id: str, repo_type: str, private: bool, message: str, token=None,
-            endpoint=None, space_sdk: str | None = None):
+            endpoint=None, space_sdk: str | None = None, replace: tuple[str, ...] = ()):
+    """Upload ``folder`` in one commit; repo files matching ``replace`` that the folder does not hold
+    are deleted in the same commit (a re-push leaves no stale analysis beside the new weights)."""
     api = _api(token, endpoint)
     url = api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True, space_sdk=space_sdk)
     info = api.upload_folder(repo_id=url.repo_id, repo_type=repo_type, folder_path=str(folder),
-                             commit_message=message)
+                             commit_message=message, delete_patterns=list(replace) or None)
     return info
+
+
+# What a model push replaces whole: the analyses (the card lists exactly the ones uploaded).
+REPLACED_ON_PUSH = ("analysis/**",)
 
 
 def push_model(run_dir, repo_id: str, private: bool = False, analysis_dirs=(), token=None, endpoint=None,
                commit_message: str = "Upload hf_attn model"):
-    """Create (or reuse) the model repo and upload the folder of ``build_model_folder``.
-    Returns the ``CommitInfo``."""
+    """Create (or reuse) the model repo and upload the folder of ``build_model_folder``; analysis
+    files the repo holds from an earlier push and this one does not are deleted in the same commit,
+    so the repo holds exactly the analyses its card lists. Returns the ``CommitInfo``."""
     with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as tmp:
         folder = build_model_folder(run_dir, Path(tmp) / "repo", repo_id, analysis_dirs)
-        return _upload(folder, repo_id, "model", private, commit_message, token, endpoint)
+        return _upload(folder, repo_id, "model", private, commit_message, token, endpoint,
+                       replace=REPLACED_ON_PUSH)
 
 
 # --------------------------------------------------------------------------------------- Spaces
