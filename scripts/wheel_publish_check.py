@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """A stranger's install, end to end: build hf_attn's wheel, install it into a fresh virtual
 environment outside the source tree and, from another folder, train a tiny model, analyze it,
-publish the model, an evaluate module and the explorer Space to a loopback Hub
-(``tests/hub_server.py``), then load all three back.
+publish the model and an evaluate module to a loopback Hub (``tests/hub_server.py``); check that the
+library came without gradio and that ``push-space`` then names the ``space`` extra; install the wheel's
+``space`` extra, publish the explorer Space, then load all three back.
 
     python scripts/wheel_publish_check.py [--work DIR] [--keep]
 
@@ -57,6 +58,19 @@ class Check:
             raise SystemExit(1)
         self.log(f"ok: {title} ({time.monotonic() - began:.1f} s)")
         return result.stdout
+
+    def refused(self, title: str, command: list[str], cwd: Path, env: dict, expected: str) -> None:
+        """``command`` must stop with exit code 2 and one line on stderr holding ``expected``."""
+        self.log(f"{title}: $ {' '.join(str(c) for c in command)}  (in {cwd})")
+        result = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True,
+                                timeout=600)
+        lines = result.stderr.strip().splitlines()
+        self.log_file.write(result.stdout + result.stderr + "\n")
+        if result.returncode != 2 or len(lines) != 1 or expected not in lines[0]:
+            self.log(f"FAILED: {title}: expected exit code 2 and one line with {expected!r}, got exit code "
+                     f"{result.returncode}:\n{result.stderr[-2000:]}")
+            raise SystemExit(1)
+        self.log(f"ok: {title}: {lines[0]}")
 
 
 def clean_env(**extra) -> dict:
@@ -118,6 +132,13 @@ assert {"app.py", "requirements.txt", "README.md", "hf_attn/explorer.py"} <= fil
 assert config["models"] == ["tester/tiny-sst"], config
 print("space:", len(files), "files; models", config["models"])
 print(space)
+"""
+
+NO_GRADIO = """
+import importlib.util
+import hf_attn, hf_attn.explainer, hf_attn.datasets
+assert importlib.util.find_spec("gradio") is None, "gradio came with the library"
+print("library without gradio:", hf_attn.datasets.load("sst"))
 """
 
 SPACE_RUN = """
@@ -202,6 +223,12 @@ def main(argv=None) -> int:
         check.run("push the model", [hf_attn, "push", "runs/tiny", "--repo-id", "tester/tiny-sst"], cwd=user, env=hub)
         check.run("push an evaluate module by name", [hf_attn, "push-metric", "jw_correlation", "--repo-id",
                                                       "tester/jw-correlation"], cwd=user, env=hub)
+        check.run("the library came without gradio", [python, "-c", NO_GRADIO], cwd=user, env=offline)
+        check.refused("push-space without the space extra", [hf_attn, "push-space", "--model", "tester/tiny-sst",
+                                                             "--repo-id", "tester/attention-explorer"], cwd=user,
+                      env=hub, expected='pip install "hf_attn[space]"')
+        check.run("install the space extra", [python, "-m", "pip", "install", "-q", TORCH, f"{wheels[-1]}[space]"],
+                  cwd=work, env=clean_env(), timeout=3600, quiet=True)
         check.run("push the explorer Space", [hf_attn, "push-space", "--model", "tester/tiny-sst", "--repo-id",
                                               "tester/attention-explorer"], cwd=user, env=hub)
         out = check.run("load model, metric and Space back", [python, "-c", LOAD_BACK, work / "space"], cwd=user,

@@ -287,3 +287,19 @@ def test_the_quickstart_notebook_runs(tmp_path):
     assert any("text/html" in d and d.get("text/plain", "").startswith("Explanation(") for d in data)
     assert any("'tau_gradient'" in d.get("text/plain", "") for d in data)
     assert (tmp_path / "runs" / "quickstart-lstm" / "config.json").is_file()
+
+
+# ------------------------------------------------------------------ the README's two commands
+def test_ci_installs_as_the_readme_says():
+    """CI's install line is the README's test command's, word for word, and the README's Python quick
+    start defines the texts it explains (through the public loader)."""
+    import re
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    install = re.search(r'^pip install torch==2\.13\.0 -e "\.\[[a-z,]+\]"', readme, re.M).group(0)
+    assert "space" in install and "test" in install
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert re.search(rf"^{re.escape(install.replace('pip install', 'pip install -q'))}$", ci, re.M), install
+    python = readme[readme.index("## Python quick start"):]
+    python = python[python.index("```python"):python.index("```", python.index("```python") + 3)]
+    assert python.index('hf_attn.datasets.load("sst")') < python.index("texts, labels =") < python.index("ex.jw(texts")
