@@ -63,6 +63,27 @@ def test_the_space_app_starts_on_a_folder_named_like_a_hub_id(trained_model_dir,
     assert "['local:sst-lstm'] set by the HF_ATTN_MODEL variable" in result.stdout
 
 
+def test_every_loader_takes_an_existing_folder_before_a_hub_id(tmp_path, monkeypatch):
+    """A transformers classifier saved as ``owner/tiny`` in the working directory: the explainer, the
+    command line's model check and the base-model resolver all take the folder, offline, without
+    asking the Hub (an id spelled the same is never looked up)."""
+    from architectures import tiny_classifier
+
+    from hf_attn import Explainer
+    from hf_attn.batteries.jw.transformer import is_transformer_model_dir
+    from hf_attn.models.pretrained import resolve_base_model
+
+    model, tokenizer = tiny_classifier("bert")
+    model.save_pretrained(tmp_path / "owner" / "tiny")
+    tokenizer.save_pretrained(tmp_path / "owner" / "tiny")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_base_model("owner/tiny") == str(tmp_path / "owner" / "tiny")
+    assert is_transformer_model_dir("owner/tiny")
+    explanation = Explainer.from_pretrained("owner/tiny").explain("a b c", adversary=False, ig_steps=2)
+    assert len(explanation.sentences) == 1
+
+
 # ------------------------------------------------------------------ the library without gradio
 def test_gradio_is_the_space_extra():
     from hf_attn.hub.push import GRADIO_PIN

@@ -89,6 +89,7 @@ def test_the_wheel_carries_the_top_level_folders(tmp_path):
         expected = {f"{package.replace('.', '/')}/{p.name}" for p in (REPO_ROOT / top).iterdir() if p.is_file()}
         assert expected <= names, sorted(expected - names)
     assert "hf_attn/cli_help.json" in names and "hf_attn/data/sst/test.txt.gz" in names
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
 
 
 def test_cards_say_how_hf_attn_installs():
