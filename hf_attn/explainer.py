@@ -244,7 +244,8 @@ class MethodAttributions:
     (:meth:`Explainer.attributions`). Per text ``i``: ``tokens[i]`` (its content tokens, special
     tokens and pads left out), ``values[method][i]`` (one score per token), ``probabilities[i]``
     and ``predicted[i]``; ``methods``: the methods that ran, in the requested order; ``skipped``:
-    method → why it did not run; ``seconds``: method → wall seconds over all texts."""
+    method → why it did not run; ``seconds``: method → wall seconds over all texts; ``padding``:
+    padded / real tokens of the length-sorted method batches (1.0 = no padding)."""
 
     texts: list[str]
     tokens: list[list[str]]
@@ -255,6 +256,7 @@ class MethodAttributions:
     probabilities: list[list[float]]
     predicted: list[int]
     label_names: list[str]
+    padding: float = 1.0
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -512,9 +514,7 @@ class Explainer:
         :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``ig_steps``, ``ig_rule``,
         ``ig_target``, ``ig_max_steps``, ``shap_samples``, ``seed``, ``gradient_target``,
         ``ig_baseline``, ``flow_normalise``)."""
-        from hf_attn.adapters.base import UnsupportedModelError
-        from hf_attn.adapters.interface import InterventionError
-        from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, attribution_scores
+        from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, length_groups, run_methods
 
         if isinstance(methods, str):
             raise ValueError(f"methods must be a list of method names, got the string {methods!r}")
@@ -532,22 +532,23 @@ class Explainer:
         if not bool(keep.any(1).all()):
             empty = [i for i, k in enumerate(keep.any(1).tolist()) if not k]
             raise ValueError(f"texts {empty[:5]} have no tokens of their own (only special tokens)")
+        # length-sorted groups within the token budget, whatever order and lengths the caller gave
+        groups = length_groups(batch, typed.batch_tokens)
+        probabilities = torch.zeros(len(items), self.model.config.num_labels)
         with torch.no_grad():
-            probabilities = adapter.logits(batch).float().softmax(-1).cpu()
-        values, skipped, seconds = {}, {}, {}
-        for name in typed.methods:
-            start = time.perf_counter()
-            try:
-                scores = attribution_scores(adapter, batch, name, typed)
-            except (UnsupportedModelError, InterventionError, ImportError) as error:
-                skipped[name] = str(error)
-                continue
-            seconds[name] = time.perf_counter() - start
-            values[name] = [scores[i][keep[i]].detach().double().cpu().tolist() for i in range(len(items))]
+            for group in groups:
+                sub = batch.select(group.tolist())
+                probabilities[torch.as_tensor(group)] = adapter.logits(sub).float().softmax(-1).cpu()
+        run = run_methods(adapter, batch, typed, groups=groups)
+        content = [keep[i][batch.attention_mask[i].bool()].cpu().numpy() for i in range(len(items))]
+        values = {name: [np.asarray(rows[i])[content[i]].tolist() for i in range(len(items))]
+                  for name, rows in run.scores.items()}
+        seconds = {name: c["seconds"] for name, c in run.cost.items()}
         tokens = [self.tokenizer.convert_ids_to_tokens(batch.input_ids[i][keep[i]].tolist()) for i in range(len(items))]
-        return MethodAttributions(texts=items, tokens=tokens, methods=list(values), values=values, skipped=skipped,
+        return MethodAttributions(texts=items, tokens=tokens, methods=list(values), values=values, skipped=run.skipped,
                                   seconds=seconds, probabilities=probabilities.tolist(),
-                                  predicted=probabilities.argmax(-1).tolist(), label_names=self._label_names())
+                                  predicted=probabilities.argmax(-1).tolist(), label_names=self._label_names(),
+                                  padding=run.padding)
 
     def wp(self, texts, labels) -> BatteryResult:
         """Wiegreffe & Pinter §3.2 in memory: the model against its own attention replaced by the

@@ -1021,6 +1021,93 @@ def _soft_values(draws, methods, p_full, null, clip) -> tuple[dict, dict]:
     return columns, stderr
 
 
+@dataclass
+class MethodRun:
+    """Every method's scores on a batch of texts: ``scores[method]`` per text its scores over the
+    text's real positions (specials included, 0 there); ``cost``, ``skipped`` as in
+    :class:`FaithfulnessResult`; ``padding``: padded / real tokens of the method batches."""
+
+    scores: dict
+    cost: dict
+    skipped: dict
+    padding: float
+
+
+MAX_PADDING = 1.1  # padded / real tokens of a method batch
+
+
+def length_groups(full_batch, budget: int, max_padding: float = MAX_PADDING) -> list[np.ndarray]:
+    """The texts of ``full_batch`` in groups of similar length, whatever order the caller gave: sorted
+    by length (longest first), a group closed when one more text would exceed ``budget`` padded
+    tokens or make its padded / real tokens exceed ``max_padding`` (each group is trimmed to its
+    longest text)."""
+    lengths = full_batch.attention_mask.sum(1).cpu().numpy().astype(np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    groups, current, width, real = [], [], 0, 0
+    for i in order:
+        n = int(lengths[i])
+        if current and ((len(current) + 1) * width > budget or (len(current) + 1) * width > max_padding * (real + n)):
+            groups.append(np.array(current))
+            current, real = [], 0
+        if not current:
+            width = n
+        current.append(int(i))
+        real += n
+    if current:
+        groups.append(np.array(current))
+    return groups
+
+
+def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: bool = False,
+                groups=None) -> MethodRun:
+    """Run ``settings.methods`` on ``full_batch`` (any order, any lengths) in length-sorted groups of
+    at most ``settings.batch_tokens`` padded tokens, each trimmed to its longest text; the table,
+    ``Explainer.attributions`` and the Space all go through here. A method that does not apply is
+    in ``skipped`` with the reason."""
+    groups = length_groups(full_batch, settings.batch_tokens) if groups is None else groups
+    count = len(full_batch)
+    real_tokens = int(full_batch.attention_mask.sum())
+    padded = sum(len(g) * int(full_batch.attention_mask[torch.as_tensor(g)].sum(1).max()) for g in groups)
+    scores: dict[str, list] = {}
+    cost, skipped = {}, {}
+    for name in settings.methods:
+        reason = _refusal(adapter, name)
+        if reason:
+            skipped[name] = reason
+            continue
+        try:
+            function = _method_function(name, settings)
+        except ImportError as error:
+            skipped[name] = str(error)
+            continue
+        per_instance: list = [None] * count
+        seconds, memory = 0.0, []
+        try:
+            for group in groups:
+                batch = full_batch.select(group.tolist())
+                batch = _trim(batch, int(batch.attention_mask.sum(1).max()), adapter)
+                with _PeakMemory(adapter.device) as peak:
+                    start = time.perf_counter()
+                    values = function(adapter, batch)
+                    if adapter.device.type == "cuda":
+                        torch.cuda.synchronize()
+                    seconds += time.perf_counter() - start
+                memory.append(peak.peak / len(group) / 2**20)
+                for i, row in zip(group, _real_scores(batch, values)):
+                    per_instance[i] = row
+        except (UnsupportedModelError, InterventionError) as error:
+            skipped[name] = f"{type(error).__name__}: {error}"
+            continue
+        if progress:
+            print(f"{name}: {seconds:.1f} s")
+        scores[name] = per_instance
+        cost[name] = {"seconds": seconds, "seconds_per_sentence": seconds / count,
+                      "peak_mb_per_sentence": float(np.mean(memory)) if memory else 0.0}
+        if isinstance(function, _IntegratedGradients):
+            cost[name] |= function.completeness()
+    return MethodRun(scores, cost, skipped, padded / max(real_tokens, 1))
+
+
 def _mask_token(adapter) -> int:
     """The tokenizer's mask token id (NAOPC's "mask" perturbation), or a one-line refusal."""
     tokenizer = getattr(adapter, "tokenizer", None)
@@ -1045,52 +1132,15 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
         raise ValueError(f"texts {dropped[:5]} have no tokens of their own (only special tokens): nothing to rank")
     instances = _instances(adapter, full_batch)
     lengths = np.array([len(i.tokens) for i in instances])
-    groups = length_batches(lengths, settings.batch_tokens)
+    groups = length_groups(full_batch, settings.batch_tokens)
     pad = int(getattr(adapter, "pad_id", 0))
     cache = _ProbabilityCache(adapter, max(settings.batch_tokens * 4, 2048))
     full = cache.get([tuple(int(t) for t in i.tokens) for i in instances])
     predicted = full.argmax(1)
     p_full = full[np.arange(len(instances)), predicted]
 
-    scores: dict[str, list] = {}
-    cost, skipped = {}, {}
-    for name in settings.methods:
-        description, internals = METHODS[name]
-        reason = _refusal(adapter, name)
-        if reason:
-            skipped[name] = reason
-            continue
-        try:
-            function = _method_function(name, settings)
-        except ImportError as error:
-            skipped[name] = str(error)
-            continue
-        per_instance: list = [None] * len(instances)
-        seconds, memory = 0.0, []
-        try:
-            for group in groups:
-                batch = full_batch.select(group.tolist())
-                width = int(batch.attention_mask.sum(1).max())
-                batch = _trim(batch, width, adapter)
-                with _PeakMemory(adapter.device) as peak:
-                    start = time.perf_counter()
-                    values = function(adapter, batch)
-                    if adapter.device.type == "cuda":
-                        torch.cuda.synchronize()
-                    seconds += time.perf_counter() - start
-                memory.append(peak.peak / len(group) / 2**20)
-                for i, row in zip(group, _real_scores(batch, values)):
-                    per_instance[i] = row
-        except (UnsupportedModelError, InterventionError) as error:
-            skipped[name] = f"{type(error).__name__}: {error}"
-            continue
-        if progress:
-            print(f"{name}: {seconds:.1f} s")
-        scores[name] = per_instance
-        cost[name] = {"seconds": seconds, "seconds_per_sentence": seconds / len(instances),
-                      "peak_mb_per_sentence": float(np.mean(memory)) if memory else 0.0}
-        if isinstance(function, _IntegratedGradients):
-            cost[name] |= function.completeness()
+    run = run_methods(adapter, full_batch, settings, progress=progress, groups=groups)
+    scores, cost, skipped = run.scores, run.cost, run.skipped
     methods = list(scores)
 
     counts = tokens_per_fraction([int(i.content.sum()) for i in instances], settings.fractions)
@@ -1235,4 +1285,4 @@ def _trim(batch, width: int, adapter):
 
 
 __all__ = ["ATTENTION_FAMILY", "DEFAULT_METHODS", "METHODS", "METRICS", "FaithfulnessResult", "FaithfulnessSettings",
-           "attribution_scores", "erasure_scores", "run_faithfulness"]
+           "MethodRun", "attribution_scores", "erasure_scores", "length_groups", "run_faithfulness", "run_methods"]
