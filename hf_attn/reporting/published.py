@@ -1,5 +1,6 @@
-"""What the papers say for the report: the verbatim sentences each finding quotes (:data:`QUOTES`) and
-lookups of the published numbers, which live in :mod:`hf_attn.core.published` (one place for every
+"""What the papers say for the report: the verbatim sentences each finding quotes (:data:`QUOTES`),
+where each published number comes from (:data:`SOURCES`, printed beside the number in every verdict)
+and lookups of the published numbers, which live in :mod:`hf_attn.core.published` (one place for every
 table, card and verdict)."""
 
 from __future__ import annotations
@@ -8,6 +9,32 @@ from hf_attn.core.published import (JW_AVERAGE_LOO_GAIN, JW_COMMITTED_SST, JW_GR
                                     JW_PUBLISHED, JW_RELEASED_READING, JW_RELEASED_SST, JW_RELEASED_SST_METRICS,
                                     JW_RELEASED_SST_TAU,
                                     TS_PUBLISHED_EXTRA, TS_SST, TS_TABLE6_SST)
+
+# Where a published number printed in a verdict comes from, by kind: "paper table" (a table of the
+# paper), "paper text" (a number stated in the paper's prose), "released outputs" (J&W's repository
+# successar/AttentionExplanation: evaluation files, not in the paper) and "released figure, read off"
+# (a value read off the geometry of a figure J&W released; the paper shows it only as a figure).
+SOURCE_KINDS = ("paper table", "paper text", "released outputs", "released figure, read off")
+SOURCES = {
+    "jw_table1": ("J&W Table 1", "paper table"),
+    "jw_table2": ("J&W Table 2", "paper table"),
+    "jw_text": ("J&W §4.1", "paper text"),
+    "jw_released": ("J&W's released SST outputs", "released outputs"),
+    "jw_released_fig3": ("J&W's released SST Fig. 3", "released figure, read off"),
+    "jw_released_fig4": ("J&W's released SST Fig. 4", "released figure, read off"),
+    "wp_table3": ("W&P Table 3", "paper table"),
+    "ts_table1": ("T&Š Table 1", "paper table"),
+    "ts_table2": ("T&Š Table 2", "paper table"),
+    "ts_table3": ("T&Š Table 3", "paper table"),
+}
+
+
+def source_label(key: str) -> str:
+    """How a published number's source is printed beside it: "J&W Table 1, paper table"."""
+    where, kind = SOURCES[key]
+    assert kind in SOURCE_KINDS, kind
+    return f"{where}, {kind}"
+
 
 # Verbatim sentences of the papers (tests/test_verdicts.py finds each in shared/papers).
 QUOTES = {
@@ -22,6 +49,9 @@ QUOTES = {
               "correspondence with attention weights")],
     "JW-3": [("J&W §4.1", "In general, observed correlations are modest (recall: 0 indicates no correspondence, "
               "1 implies perfect concordance) for the BiRNN encoder."),
+             ("J&W §4.1", "Moreover, as per Table 2, correlation is sufficiently weak that a statistically "
+              "significant correlation between attention weights and feature importance scores (both gradient "
+              "and feature erasure based) cannot consistently be established across corpora."),
              ("J&W §4.1", "on average across corpora, correlation between LOO scores and attention weights is "
               "∼0.375 points higher for this encoder, compared to the BiLSTM.")],
     "JW-4": [("J&W §4.1", "these are consistently stronger than the correlation between attention weights and "
