@@ -47,6 +47,12 @@ def add_analysis(folder: Path, model_dir: Path) -> None:
         {"battery": "jw", "model_dir": str(model_dir), "cache": str(folder / "cache"),
          "summary": {"tau_gradient": {"negative": {"mean": 0.3125}}}}))
     (folder / "figure.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
+    from hf_attn.core.io import file_sha256
+
+    # what hf-attn analyze records: the analysed model's weights checksum (push checks it)
+    (folder / ".hf_attn-analysis.json").write_text(json.dumps(
+        {"battery": "jw", "model": {"name": model_dir.name,
+                                     "model.safetensors": file_sha256(model_dir / "model.safetensors")}}))
 
 
 # --------------------------------------------------------------------------------------- symlinks
