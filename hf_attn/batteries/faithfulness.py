@@ -56,7 +56,7 @@ import threading
 import time
 import warnings
 import zlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 import torch
@@ -305,6 +305,29 @@ class _IntegratedGradients:
             met = gaps <= np.maximum(s.ig_target * differences, 1e-9)
             out |= {"ig_target": s.ig_target, "ig_target_missed": int((~met).sum())}
         return out
+
+
+class _SharedGradient:
+    """Saliency (‖∂f/∂e_t‖₂) and gradient × input (Σ_d e ∂f/∂e) of a batch from one forward +
+    backward: the saliency pass keeps gradient × input's scores per batch (keyed by its token ids),
+    the gradient × input pass (``reuse``) reads them."""
+
+    def __init__(self, target: str, store: dict, reuse: bool = False):
+        self.target, self.store, self.reuse = target, store, reuse
+
+    def __call__(self, adapter, batch):
+        from hf_attn.methods.saliency import embedding_gradient
+
+        key = (tuple(batch.input_ids.shape), batch.input_ids.cpu().numpy().tobytes())
+        if self.reuse and key in self.store:
+            return self.store.pop(key)
+        embeddings, grad, _ = embedding_gradient(adapter, batch, None, self.target)
+        zero = torch.zeros((), device=grad.device)
+        times_input = torch.where(batch.content, (embeddings * grad).sum(-1), zero)
+        if self.reuse:
+            return times_input
+        self.store[key] = times_input.detach()
+        return torch.where(batch.content, grad.norm(dim=-1), zero)
 
 
 ROLLOUT_OF_ONE_LAYER = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
@@ -658,8 +681,9 @@ class FaithfulnessResult:
         conf = int(round(100 * self.settings.get("confidence", 0.95)))
         lines += ["", f"{self.num_instances} sentences; [low, high] = {conf} % interval over sentences (Student t); "
                       f"med = median; * = differs from the random floor (paired Wilcoxon, p < {self.alpha:.2g}). "
-                      f"Erasure inputs: {self.forwards.get('requested', 0)} requested, {self.forwards.get('unique', 0)} "
-                      "unique forwards."]
+                      f"Erasure inputs (leave-one-out's deletions among them): {self.forwards.get('requested', 0)} "
+                      f"requested, {self.forwards.get('unique', 0)} unique forwards "
+                      f"({100 * self.forwards.get('saved_share', 0.0):.0f} % shared)."]
         lines += [f"- {line}" for line in self.coverage()]
         lines += self._detail_lines()
         for method, reason in self.skipped.items():
@@ -833,6 +857,26 @@ class _Drops:
         probs = self.cache.get(inputs)
         rows = np.array([i for i, _ in requests])
         return self.p_full[rows] - probs[np.arange(len(requests)), self.predicted[rows]]
+
+
+def _cached_leave_one_out(cache, instances, p_full, predicted, pad) -> list[np.ndarray]:
+    """Leave-one-out ŷ_c(x) − ŷ_c(x₋t) per text token (Li et al. 2016; the ``leave_one_out`` method's
+    definition) with every deletion scored through the shared cache, so the ERASER and NAOPC inputs
+    that delete one token reuse these forwards. Per instance, over its real positions (0 on specials)."""
+    requests, owners = [], []
+    for i, inst in enumerate(instances):
+        size = int(inst.content.sum())
+        for t in range(size):
+            keep = np.ones(size, bool)
+            keep[t] = False
+            requests.append(_subset(inst, keep, pad))
+            owners.append((i, t))
+    probs = cache.get(requests)
+    out = [np.zeros(len(inst.tokens)) for inst in instances]
+    positions = [np.flatnonzero(inst.content) for inst in instances]
+    for (i, t), p in zip(owners, probs):
+        out[i][positions[i][t]] = p_full[i] - p[predicted[i]]
+    return out
 
 
 def _ordering_aopcs(drops: _Drops, orders: list[np.ndarray]) -> np.ndarray:
@@ -1070,6 +1114,8 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
     padded = sum(len(g) * int(full_batch.attention_mask[torch.as_tensor(g)].sum(1).max()) for g in groups)
     scores: dict[str, list] = {}
     cost, skipped = {}, {}
+    shared = {}  # saliency and gradient × input from one backward: group → gradient × input's scores
+    both = {"saliency", "gradient_x_input"} <= set(settings.methods)
     for name in settings.methods:
         reason = _refusal(adapter, name)
         if reason:
@@ -1080,6 +1126,10 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
         except ImportError as error:
             skipped[name] = str(error)
             continue
+        if both and name == "saliency":
+            function = _SharedGradient(settings.gradient_target, shared)
+        elif both and name == "gradient_x_input" and "saliency" in scores:
+            function = _SharedGradient(settings.gradient_target, shared, reuse=True)
         per_instance: list = [None] * count
         seconds, memory = 0.0, []
         try:
@@ -1103,6 +1153,8 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
         scores[name] = per_instance
         cost[name] = {"seconds": seconds, "seconds_per_sentence": seconds / count,
                       "peak_mb_per_sentence": float(np.mean(memory)) if memory else 0.0}
+        if isinstance(function, _SharedGradient):
+            cost[name]["shared_backward"] = "saliency and gradient_x_input from one forward + backward"
         if isinstance(function, _IntegratedGradients):
             cost[name] |= function.completeness()
     return MethodRun(scores, cost, skipped, padded / max(real_tokens, 1))
@@ -1139,8 +1191,21 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
     predicted = full.argmax(1)
     p_full = full[np.arange(len(instances)), predicted]
 
-    run = run_methods(adapter, full_batch, settings, progress=progress, groups=groups)
+    # leave-one-out through the erasure cache: its deletions are the k = 1 erasures of every method
+    runner = replace(settings, methods=tuple(m for m in settings.methods if m != "leave_one_out") or ("random",))
+    run = run_methods(adapter, full_batch, runner, progress=progress, groups=groups)
     scores, cost, skipped = run.scores, run.cost, run.skipped
+    if "leave_one_out" in settings.methods:
+        with _PeakMemory(adapter.device) as peak:
+            start = time.perf_counter()
+            scores["leave_one_out"] = _cached_leave_one_out(cache, instances, p_full, predicted, pad)
+            seconds = time.perf_counter() - start
+        cost["leave_one_out"] = {"seconds": seconds, "seconds_per_sentence": seconds / len(instances),
+                                 "peak_mb_per_sentence": peak.peak / len(instances) / 2**20,
+                                 "shared_forwards": "deletions scored through the erasure inputs' cache"}
+    if "random" not in settings.methods:
+        scores.pop("random", None), cost.pop("random", None)
+    scores = {m: scores[m] for m in settings.methods if m in scores}  # the requested order
     methods = list(scores)
 
     counts = tokens_per_fraction([int(i.content.sum()) for i in instances], settings.fractions)
@@ -1236,7 +1301,9 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
                                      "memory": "peak RSS above each batch's start (psutil, 5 ms samples) / sentences "
                                                "in the batch; CUDA: allocator peak"},
         model=model, num_instances=len(instances),
-        forwards={"requested": cache.requested, "unique": len(cache.store)}, texts=texts, metric_details=extra)
+        forwards={"requested": cache.requested, "unique": len(cache.store),
+                  "saved_share": 1 - len(cache.store) / max(cache.requested, 1)},
+        texts=texts, metric_details=extra)
 
 
 def erasure_scores(adapter, texts, attributions, fractions=DEFAULT_FRACTIONS) -> dict:
