@@ -504,7 +504,7 @@ class Explainer:
             raise ValueError(f"unknown faithfulness setting(s) {unknown}; see FaithfulnessSettings")
         return run_faithfulness(self.adapter, checked_texts(texts), FaithfulnessSettings(**settings))
 
-    def attributions(self, texts, methods=None, **settings) -> MethodAttributions:
+    def attributions(self, texts, methods=None, time_budget: float | None = None, **settings) -> MethodAttributions:
         """Every attribution method of the faithfulness table on ``texts``, side by side, per content
         token (:func:`hf_attn.batteries.faithfulness.attribution_scores`; each method's paper and
         equation are in :mod:`hf_attn.batteries.faithfulness` and its module). ``methods``: names of
@@ -513,7 +513,8 @@ class Explainer:
         reason in ``skipped``. ``settings``: the method knobs of
         :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``ig_steps``, ``ig_rule``,
         ``ig_target``, ``ig_max_steps``, ``shap_samples``, ``seed``, ``gradient_target``,
-        ``ig_baseline``, ``flow_normalise``)."""
+        ``ig_baseline``, ``flow_normalise``). ``time_budget``: seconds after which the remaining
+        methods are skipped with that reason (None: no limit)."""
         from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, length_groups, run_methods
 
         if isinstance(methods, str):
@@ -539,7 +540,10 @@ class Explainer:
             for group in groups:
                 sub = batch.select(group.tolist())
                 probabilities[torch.as_tensor(group)] = adapter.logits(sub).float().softmax(-1).cpu()
-        run = run_methods(adapter, batch, typed, groups=groups)
+        if time_budget is not None and (not isinstance(time_budget, (int, float)) or isinstance(time_budget, bool)
+                                        or not 0 < time_budget < float("inf")):
+            raise ValueError(f"time_budget must be a positive number of seconds or None, got {time_budget!r}")
+        run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget)
         content = [keep[i][batch.attention_mask[i].bool()].cpu().numpy() for i in range(len(items))]
         values = {name: [np.asarray(rows[i])[content[i]].tolist() for i in range(len(items))]
                   for name, rows in run.scores.items()}

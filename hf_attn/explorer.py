@@ -674,8 +674,10 @@ def heatmap_html(explanation: SentenceExplanation) -> str:
 # The rows of the method comparison (hf_attn.batteries.faithfulness.METHODS; each method's paper and
 # equation are in its module): all that take well under a second for one sentence on a CPU. Kernel
 # SHAP and DeepLift (optional captum extra) and the random floor are left out.
-COMPARE_METHODS = ("attention", "rollout", "attention_flow", "attention_norm", "alti", "value_zeroing", "saliency",
-                   "gradient_x_input", "integrated_gradients", "leave_one_out")
+# Cheapest first: a long sentence spends the request's time budget on the costly ones last.
+COMPARE_METHODS = ("attention", "rollout", "saliency", "gradient_x_input", "attention_norm", "alti",
+                   "integrated_gradients", "leave_one_out", "value_zeroing", "attention_flow")
+COMPARE_SECONDS = 10.0  # time budget of one compare request: the methods after it are listed as not run
 COMPARE_TITLES = {"attention": "attention α", "rollout": "attention rollout", "attention_flow": "attention flow",
                   "attention_norm": "attention norm ‖αf(x)‖", "alti": "ALTI", "value_zeroing": "value zeroing",
                   "saliency": "saliency ‖∂ŷ/∂e‖", "gradient_x_input": "gradient × input",
@@ -695,7 +697,8 @@ def compare_methods(model, tokenizer, text: str, max_tokens: int | None = None):
     _checked_sentence(model, tokenizer, text, max_tokens)
     model.eval()
     explainer = Explainer.from_adapter(_adapter_of(model, tokenizer))
-    return explainer.attributions([text], methods=COMPARE_METHODS, ig_steps=COMPARE_IG_STEPS)
+    return explainer.attributions([text], methods=COMPARE_METHODS, ig_steps=COMPARE_IG_STEPS,
+                                  time_budget=COMPARE_SECONDS)
 
 
 def methods_heatmap_html(comparison) -> str:

@@ -32,3 +32,36 @@ def test_attributions_batched_equal_alone_with_little_padding(small_sst):
             worst = max(worst, float(np.max(np.abs(np.subtract(together.values[method][i], alone.values[method][0])))))
         np.testing.assert_allclose(together.probabilities[i], alone.probabilities[0], atol=1e-6)
     assert worst <= 1e-6, worst
+
+
+def test_a_time_budget_skips_the_remaining_methods_saying_why(monkeypatch):
+    """``Explainer.attributions(time_budget=…)`` (the Space's compare view): once the budget is spent
+    the remaining methods are listed as not run, with the reason; a bad budget is refused."""
+    import time
+
+    import pytest
+
+    import hf_attn.batteries.faithfulness as faithfulness
+
+    model, tokenizer = tiny_classifier("bert")
+    explainer = Explainer(model, tokenizer, device="cpu")
+    slow = faithfulness._method_function
+
+    def slow_attention(name, settings):
+        function = slow(name, settings)
+        if name != "attention":
+            return function
+
+        def wrapped(adapter, batch):
+            time.sleep(0.3)
+            return function(adapter, batch)
+        return wrapped
+
+    monkeypatch.setattr(faithfulness, "_method_function", slow_attention)
+    result = explainer.attributions(["a good film"], methods=("attention", "saliency", "rollout"), time_budget=0.1)
+    assert result.methods == ["attention"]
+    assert set(result.skipped) == {"saliency", "rollout"}
+    assert all("time budget of 0.1 s" in reason for reason in result.skipped.values())
+    for bad in (0, -1, float("inf"), "10"):
+        with pytest.raises(ValueError, match="time_budget"):
+            explainer.attributions(["a good film"], methods=("attention",), time_budget=bad)

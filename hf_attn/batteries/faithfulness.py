@@ -1103,11 +1103,13 @@ def length_groups(full_batch, budget: int, max_padding: float = MAX_PADDING) -> 
 
 
 def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: bool = False,
-                groups=None) -> MethodRun:
+                groups=None, time_budget: float | None = None) -> MethodRun:
     """Run ``settings.methods`` on ``full_batch`` (any order, any lengths) in length-sorted groups of
     at most ``settings.batch_tokens`` padded tokens, each trimmed to its longest text; the table,
     ``Explainer.attributions`` and the Space all go through here. A method that does not apply is
-    in ``skipped`` with the reason."""
+    in ``skipped`` with the reason; with ``time_budget`` (seconds) the methods after the budget is
+    spent are skipped too, saying so (an interactive request stays bounded)."""
+    began = time.perf_counter()
     groups = length_groups(full_batch, settings.batch_tokens) if groups is None else groups
     count = len(full_batch)
     real_tokens = int(full_batch.attention_mask.sum())
@@ -1118,6 +1120,8 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
     both = {"saliency", "gradient_x_input"} <= set(settings.methods)
     for name in settings.methods:
         reason = _refusal(adapter, name)
+        if time_budget is not None and time.perf_counter() - began > time_budget:
+            reason = f"not run: this request's time budget of {time_budget:g} s was spent by the methods before it"
         if reason:
             skipped[name] = reason
             continue
