@@ -324,3 +324,44 @@ def test_ci_installs_as_the_readme_says():
     python = readme[readme.index("## Python quick start"):]
     python = python[python.index("```python"):python.index("```", python.index("```python") + 3)]
     assert python.index('hf_attn.datasets.load("sst")') < python.index("texts, labels =") < python.index("ex.jw(texts")
+
+
+def _default_argv(parser) -> list[str]:
+    """Every option of ``parser`` given its own default value (as a user would type it), plus the
+    positionals a placeholder."""
+    import argparse
+
+    argv = []
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._StoreTrueAction)):
+            continue
+        if not action.option_strings:
+            argv.append("x")
+            continue
+        default = action.default
+        if action.required and default is None:
+            default = list(action.choices)[0] if action.choices else "x"
+        if default is None or default == argparse.SUPPRESS or (isinstance(default, (list, tuple)) and not default):
+            continue
+        values = default if isinstance(default, (list, tuple)) and action.nargs not in (None, "?") else [default]
+        if isinstance(default, (list, tuple)) and action.nargs in (None, "?"):
+            values = [",".join(str(v) for v in default)]
+        argv += [action.option_strings[0], *[str(v) for v in values]]
+    return argv
+
+
+@pytest.mark.parametrize("command", ["analyze", "eraser", "train", "train-grid", "ts-report", "train-seeds", "reproduce"])
+def test_the_quick_check_agrees_on_every_options_default(command, capsys):
+    """Each option set to its default, as typed: whatever the real parser accepts, the quick check
+    accepts too (it never refuses a valid command)."""
+    from hf_attn import cli
+
+    real = cli.command_parser(command, [command, "--help"])
+    argv = _default_argv(real)
+    if command == "analyze":
+        argv += ["--battery", "jw"]
+    try:
+        real.parse_args(argv)
+    except SystemExit:
+        pytest.skip(f"{command}: the defaults as typed are not a valid command line: {capsys.readouterr().err}")
+    cli._cached_help(command, check=True).parse_args(argv)
