@@ -255,3 +255,77 @@ def test_cli_jw_battery_runs(name, tmp_path, capsys):
     results = json.loads((out / "results.json").read_text())
     assert results["summary"]["num_instances"] == len(TEXTS)
     assert results["attention_spec"]["query"] == ("last" if name == "bart" else "first")
+
+
+# every other attention class of hf_attn.adapters.own_attention.OWN_ATTENTION, built by the sweep's
+# generic tiny config (scripts/architecture_sweep.py), against the same softmax reference
+SWEEP_HOOKED = ["gpt_neo", "gptj", "roformer", "megatron-bert", "convbert", "rembert", "luke", "tapas", "big_bird",
+                "openai-gpt", "falcon"]
+OVERRIDES = {"falcon": {"alibi": True}}  # Falcon's rotary path has no dropout to hook: refused (tested below)
+
+
+def _sweep_build(model_type, **overrides):
+    import os
+    import sys
+
+    scripts = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    from architecture_sweep import build
+
+    return build(model_type, **overrides)
+
+
+def test_every_hooked_attention_class_is_tested():
+    from hf_attn.adapters.own_attention import OWN_ATTENTION
+
+    families = {short for short, _ in OWN_ATTENTION}
+    tested = {n.replace("-", "_").removesuffix("_gpt") for n in OWN_ATTENTION_NAMES + SWEEP_HOOKED}
+    assert families <= tested, sorted(families - tested)
+
+
+OWN_ATTENTION_NAMES = list(OWN_ATTENTION)
+
+
+@pytest.mark.parametrize("model_type", SWEEP_HOOKED)
+def test_hooked_family_matches_softmax_reference(model_type):
+    """The hook's intervention equals the softmax reference on the explained layer, an earlier layer
+    too, and the recorded probabilities are the model's own ``output_attentions``."""
+    model, tokenizer = _sweep_build(model_type, **OVERRIDES.get(model_type, {}))
+    ref = copy.deepcopy(model)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.own_attention and adapter.num_layers == 2
+    batch = adapter.encode(TEXTS)
+    forward = adapter.forward(batch)
+    torch.testing.assert_close(forward.logits, softmax_reference(ref, batch, 0, None, input_ids=batch.input_ids),
+                               atol=1e-5, rtol=1e-5)
+    weights = random_rows(batch, adapter.num_heads, seed=1)
+    for layer, explained in ((adapter.layer, adapter), (0, adapter_for(model, tokenizer, layer=0, device="cpu"))):
+        expected = softmax_reference(ref, batch, layer, weights, input_ids=batch.input_ids)
+        got = explained.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=explained.forward(batch))
+        torch.testing.assert_close(got[:, 0], expected, atol=1e-5, rtol=1e-4)
+    assert (expected - forward.logits).abs().max() > 1e-4
+    record: list = []
+    with torch.no_grad():
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record),
+                            batch.position_ids)
+        inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+        if batch.position_ids is not None:
+            inputs["position_ids"] = batch.position_ids
+        own = ref(**inputs, output_attentions=True).attentions
+    real = batch.attention_mask.bool()
+    rows = real[:, None, :, None] & real[:, None, None, :]
+    for (_, _, probs, _), expected in zip(record, own):
+        torch.testing.assert_close(probs[rows.expand_as(probs)], expected[rows.expand_as(expected)],
+                                   atol=1e-6, rtol=1e-5)
+
+
+def test_hooked_module_on_a_path_without_its_dropout_is_refused():
+    """Falcon without ALiBi computes its probabilities on a path with no dropout: hooked, yet no
+    call would be intervened on, so it is refused in one line, never run as if it were."""
+    from hf_attn.adapters import UnsupportedModelError
+
+    model, tokenizer = _sweep_build("falcon", alibi=False)
+    with pytest.raises(UnsupportedModelError, match="its attention modules are hooked") as caught:
+        adapter_for(model, tokenizer, device="cpu")
+    assert "open an issue" in str(caught.value) and "\n" not in str(caught.value)

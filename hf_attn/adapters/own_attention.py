@@ -60,14 +60,10 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     ("megatron_bert", "MegatronBertSelfAttention"): OwnAttention("dropout", "value", "Megatron-BERT"),
     ("convbert", "ConvBertSelfAttention"): OwnAttention("dropout", "value", "ConvBERT"),
     ("rembert", "RemBertSelfAttention"): OwnAttention("dropout", "value", "RemBERT"),
-    ("layoutlmv3", "LayoutLMv3SelfAttention"): OwnAttention("dropout", "value", "LayoutLMv3"),
     ("luke", "LukeSelfAttention"): OwnAttention("dropout", "value", "LUKE"),
     ("tapas", "TapasSelfAttention"): OwnAttention("dropout", "value", "TAPAS"),
     ("big_bird", "BigBirdSelfAttention"): OwnAttention("dropout", "value", "BigBird (full attention)"),
-    ("canine", "CanineSelfAttention"): OwnAttention("dropout", "value", "CANINE"),
-    ("ibert", "IBertSelfAttention"): OwnAttention("dropout", None, "I-BERT"),
-    ("squeezebert", "SqueezeBertSelfAttention"): OwnAttention("dropout", None, "SqueezeBERT"),
-    ("funnel", "FunnelRelMultiheadAttention"): OwnAttention("attention_dropout", None, "Funnel"),
+    ("openai", "Attention"): OwnAttention("attn_dropout", None, "OpenAI GPT"),
 }
 
 

@@ -192,6 +192,12 @@ class TransformersAdapter:
         record: list = []
         with torch.no_grad():
             self._model_call(input_ids, mask, None, Intervention(record=record))
+        if not record and self.own_attention:
+            raise UnsupportedModelError(
+                f"{type(self.model).__name__} ({self.model_type}): its attention modules are hooked "
+                f"({', '.join(self.own_attention)}), but with this configuration they compute attention on a path "
+                "without the hooked dropout, so interventions would silently do nothing; open an issue with its "
+                "model_type and configuration")
         if not record:
             raise UnsupportedModelError(
                 f"{type(self.model).__name__} ({self.model_type}): no attention call reached transformers' attention "
