@@ -16,7 +16,10 @@ absent, with torch pinned to the version hf_attn pins:
 - ``ferret``: ferret-xai==0.4.2, which needs transformers<5 and captum<0.8 (transformers 4.57.6,
   captum 0.7.0) and numpy<2, so pyarrow==17.0.0 (newer pyarrow needs numpy 2).
 
-Every worker loads the same model folder, reads the same sentences (token ids and content masks made
+hf_attn's per-method rows call its public API as a user does — ``Explainer.attributions(texts,
+methods=[m])``, the library grouping and padding the texts itself (``--internal``: the internal
+functions on length groups made here, the earlier protocol). Every worker loads the same model
+folder, reads the same sentences (token ids and content masks made
 here once; ferret tokenizes the text itself and the worker checks it gets the same ids), sets one
 torch thread (``--threads``), computes one method, and writes the attributions (npz) with its
 seconds (the method only, model loading excluded) and its peak RSS (``ru_maxrss``). Sides alternate
@@ -159,6 +162,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--growth-lengths", nargs="+", default=None, help="token lengths of --growth")
     parser.add_argument("--baseline", default=None, help="--bilstm: the commit to compare with")
     parser.add_argument("--run", default="runs/sst-lstm", help="--bilstm: the trained BiLSTM folder (the README quick start's)")
+    parser.add_argument("--internal", action="store_true",
+                        help="hf_attn's per-method rows through its internal functions on hand-made length groups "
+                             "(the earlier protocol) instead of the public Explainer.attributions")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
 
     def error(message):  # argparse's own errors: one line too
@@ -470,7 +476,8 @@ def _hf_attn_worker(job):
     from hf_attn.methods import adapter_integrated_gradients, deletion, gradient_x_input, saliency
 
     ids, content, method = job["ids"], job["content"], job["method"]
-    adapter = Explainer.from_pretrained(job["model"], device=job["device"]).adapter
+    explainer = Explainer.from_pretrained(job["model"], device=job["device"])
+    adapter = explainer.adapter
 
     def batch_of(rows):
         return adapter.from_token_lists([ids[i] for i in rows],
@@ -495,7 +502,7 @@ def _hf_attn_worker(job):
 
         settings = FaithfulnessSettings(methods=TABLE_METHODS + ("leave_one_out",), metrics=TABLE_METRICS,
                                         fractions=FRACTIONS, gradient_target="logit", ig_baseline="pad",
-                                        ig_steps=TABLE_PEER_IG_STEPS)
+                                        ig_steps=TABLE_PEER_IG_STEPS, ig_target=None)  # equal nodes
         result = run_faithfulness(adapter, job["texts"], settings)
         _sync(job["device"])
         seconds = time.perf_counter() - start
@@ -535,7 +542,7 @@ def _hf_attn_worker(job):
             n = int(np.sum(content[i]))
             out[i] = np.array([distinct_bin_mean(result["comprehensiveness"][i], n),
                                distinct_bin_mean(result["sufficiency"][i], n)])
-    else:
+    elif job.get("internal"):  # the internal functions on hand-made length groups (the earlier protocol)
         with torch.inference_mode(False):
             for group in _groups(lengths, job["budget"]):
                 batch = batch_of(group)
@@ -545,6 +552,16 @@ def _hf_attn_worker(job):
         _sync(job["device"])
         seconds = time.perf_counter() - start
         out = _content_rows(out, ids, content)
+    else:  # the public API, as a user calls it: the texts in, the library batches them itself
+        name = method.removesuffix("_logit")
+        options = {"ig_steps": steps, "ig_target": None} if name == "integrated_gradients" else {}
+        if method.endswith("_logit"):
+            options |= {"gradient_target": "logit"} | ({"ig_baseline": "pad"} if name == "integrated_gradients" else {})
+        with torch.inference_mode(False):
+            result = explainer.attributions(job["texts"], methods=(name,), **options)
+        _sync(job["device"])
+        seconds = time.perf_counter() - start
+        out = [np.asarray(row, dtype=np.float64) for row in result.values[name]]
     return out, seconds, {}
 
 
@@ -992,7 +1009,8 @@ def compare(args) -> dict:
         else:
             pythons[peer] = python
     job = {"model": os.path.abspath(args.model), "device": device, "threads": args.threads, "ids": ids,
-           "content": content, "texts": texts, "ig_steps": args.ig_steps, "budget": 1024, "adapter_budget": 8192}
+           "content": content, "texts": texts, "ig_steps": args.ig_steps, "budget": 1024, "adapter_budget": 8192,
+           "internal": bool(args.internal)}
     seconds = {m: {s: [] for s in SIDES} for m in args.methods}
     rss = {m: {s: [] for s in SIDES} for m in args.methods}
     results, extras = {m: {} for m in args.methods}, {m: {} for m in args.methods}
@@ -1114,7 +1132,8 @@ def _growth_worker(job):
     from hf_attn.batteries.faithfulness import erasure_scores
     from hf_attn.methods import adapter_integrated_gradients, deletion, gradient_x_input, saliency
 
-    adapter = Explainer.from_pretrained(job["model"], device=job["device"]).adapter
+    explainer = Explainer.from_pretrained(job["model"], device=job["device"])
+    adapter = explainer.adapter
     stream, length, count, method = job["stream"], job["length"], job["count"], job["method"]
     special = adapter.tokenizer
     rows, at = [], 0
