@@ -474,13 +474,16 @@ class Explainer:
             from hf_attn.batteries.eraser.battery import eraser_table
             from hf_attn.core.batching import pad_batch
 
-            encoded = self.tokenizer(items, truncation=True, max_length=self.adapter.max_length)["input_ids"]
+            from hf_attn.adapters.contract import tokenize_texts
+
+            encoded, _ = tokenize_texts(self.tokenizer, items, self.adapter.max_length)
             ids, mask = pad_batch(encoded, self.adapter.pad_id)
             table = eraser_table(self.model, ids, mask, fractions=fractions, ig_steps=ig_steps, seed=seed)
         else:
             from hf_attn.batteries.eraser.transformer import encode, transformer_eraser_table
 
-            ids, mask, units = encode(self.tokenizer, items, self.adapter.max_length or 512)
+            keep = "end" if getattr(self.adapter, "left_padding", False) else "start"
+            ids, mask, units = encode(self.tokenizer, items, self.adapter.max_length or 512, keep=keep)
             if not bool(units.any(1).all()):
                 raise ValueError("a text has no tokens of its own (only special tokens): remove it first")
             table = transformer_eraser_table(self.adapter, ids, mask, units, fractions=fractions, ig_steps=ig_steps,

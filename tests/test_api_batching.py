@@ -65,3 +65,25 @@ def test_a_time_budget_skips_the_remaining_methods_saying_why(monkeypatch):
     for bad in (0, -1, float("inf"), "10"):
         with pytest.raises(ValueError, match="time_budget"):
             explainer.attributions(["a good film"], methods=("attention",), time_budget=bad)
+
+
+def test_eraser_says_when_a_text_is_cut_and_keeps_the_end_for_decoders():
+    """ERASER on transformers tokenizes on its own path: a text over the limit is cut with the same
+    TruncationWarning as everywhere (the tokens dropped, the end kept), decoders keeping the end."""
+    import pytest
+
+    from hf_attn.adapters.contract import TruncationWarning
+    from hf_attn.batteries.eraser.transformer import encode
+
+    model, tokenizer = tiny_classifier("bert")
+    long = " ".join(["good"] * 30)
+    with pytest.warns(TruncationWarning, match="start of each text was kept"):
+        ids, mask, units = encode(tokenizer, [long, "a film"], 12)
+    assert int(mask[0].sum()) == 12 and int(units[0].sum()) == 10 and int(units[1].sum()) == 2
+    reference = tokenizer(["a film"], return_tensors="pt")["input_ids"][0]
+    assert ids[1, :len(reference)].tolist() == reference.tolist()
+    model, tokenizer = tiny_classifier("gpt2")
+    text = " ".join(str(i) for i in range(30))
+    with pytest.warns(TruncationWarning, match="end of each text was kept"):
+        ids, mask, units = encode(tokenizer, [text], 8, keep="end")
+    assert ids[0].tolist() == tokenizer(text)["input_ids"][-8:]

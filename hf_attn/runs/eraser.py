@@ -134,7 +134,8 @@ def run_transformer_eraser(model_dir: str, output_dir: str, split: str = "test",
     limit = min(max_length, int(getattr(model.config, "max_position_embeddings", max_length)))
     adapter = adapter_for(model, tokenizer, layer=layer, heads=heads, device=device, precision=precision,
                           token_budget=token_budget, max_length=limit)
-    ids, mask, units = encode(tokenizer, texts, limit)
+    ids, mask, units = encode(tokenizer, texts, adapter.max_length or limit,
+                              keep="end" if getattr(adapter, "left_padding", False) else "start")
     empty = ~units.any(1)
     if bool(empty.any()):  # nothing to rank (e.g. a text of special tokens only): left out, counted
         keep = ~empty

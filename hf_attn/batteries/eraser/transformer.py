@@ -75,15 +75,29 @@ DEFAULT_GRADIENT_TOKEN_BUDGET = 4096  # padded tokens per forward + backward (gr
 # units: the word pieces between the tokenizer's added special tokens
 
 
-def encode(tokenizer, texts, max_length: int = 512) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def encode(tokenizer, texts, max_length: int = 512, keep: str = "start"
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tokenize single texts → ``(input_ids (N, T), attention_mask (N, T), units (N, T) bool)``,
-    right-padded, truncated to ``max_length``; ``units`` marks the word pieces of the text (real
-    positions that are not special tokens the tokenizer added)."""
-    enc = tokenizer(list(texts), truncation=True, max_length=max_length, padding=True,
-                    return_special_tokens_mask=True, return_tensors="pt")
-    mask = enc["attention_mask"]
-    units = mask.bool() & ~enc["special_tokens_mask"].bool()
-    return enc["input_ids"], mask, units
+    right-padded; a text longer than ``max_length`` tokens is cut keeping its ``"start"`` (encoders)
+    or its ``"end"`` (decoders, whose head reads the last token), with one
+    :class:`~hf_attn.adapters.contract.TruncationWarning` naming the texts and the tokens dropped;
+    ``units`` marks the word pieces of the text (real positions that are not special tokens the
+    tokenizer added)."""
+    from hf_attn.adapters.contract import tokenize_texts
+
+    sequences, word_ids = tokenize_texts(tokenizer, list(texts), max_length, keep=keep)
+    width = max(len(s) for s in sequences)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.full((len(sequences), width), int(pad), dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    special = torch.ones((len(sequences), width), dtype=torch.bool)
+    for i, row in enumerate(sequences):
+        ids[i, :len(row)] = torch.tensor(row)
+        mask[i, :len(row)] = 1
+        # the tokenizer's added specials have no word (an [UNK] of the text has one: it is a unit)
+        special[i, :len(row)] = torch.tensor([w is None for w in word_ids[i]], dtype=torch.bool)
+    units = mask.bool() & ~special
+    return ids, mask, units
 
 
 def special_frame(input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor
