@@ -68,8 +68,11 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     if max_instances is not None:
         texts = texts[:max_instances]
     max_length = int(getattr(model.config, "max_tokens", 512))
-    enc = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
-    results = eraser_table(model, enc["input_ids"], enc["attention_mask"], measures, fractions,
+    from hf_attn.adapters.contract import tokenize_texts
+    from hf_attn.core.batching import pad_batch
+
+    ids, mask = pad_batch(tokenize_texts(tokenizer, list(texts), max_length)[0], int(model.config.pad_token_id or 0))
+    results = eraser_table(model, ids, mask, measures, fractions,
                            ig_steps=ig_steps, ig_baseline=ig_baseline, seed=seed,
                            token_budget=token_budget, progress=progress)
     results = {"analysis": "eraser", "paper": "DeYoung et al. 2020, ERASER, §4; Sundararajan et al. 2017 (IG)",

@@ -527,7 +527,8 @@ def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPS
 
     # 1. §3.2 uniform
     started = time.perf_counter()
-    sequences = encode_texts(tokenizer, texts, max_length)
+    sequences = encode_texts(tokenizer, texts, max_length,
+                             keep="end" if getattr(adapter, "left_padding", False) else "start")
     base = split_forward(adapter, sequences, settings.batch_size, uniform=True,
                          every_layer=settings.uniform_every_layer, progress=settings.progress,
                          desc="wp: model and uniform variants")

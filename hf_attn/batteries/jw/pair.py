@@ -1,6 +1,7 @@
-"""Jain & Wallace 2019 battery on sentence-pair (NLI) models (J&W §3–4, SNLI rows of Tables 1–2):
-attention, gradient importance and leave-one-out over the PREMISE tokens, the hypothesis query Q
-held fixed; permutations and adversaries of the premise attention; TVD over the three classes.
+"""Jain & Wallace 2019 battery on sentence-pair models (J&W §3–4, SNLI and QA rows of Tables 1–2):
+attention, gradient importance and leave-one-out over the PREMISE tokens (the passage, for QA), the
+hypothesis query Q (the question) held fixed; permutations and adversaries of the premise attention;
+TVD over the classes (3 for NLI, the answers for QA; J&W's QA threshold ε = 0.05, :data:`QA_EPS`).
 
 The analyses are the pair methods of :mod:`hf_attn.methods` (``pair_gradient_importance``,
 ``pair_leave_one_out``, ``pair_permutation_tvd``, ``pair_adversarial_attention``; their names stay
@@ -30,7 +31,7 @@ import torch
 
 from hf_attn.batteries.jw.common import (JWInstances, JWSettings, adversary_options, batch_rows, battery_summary,
                                          instance_fields, settings_key, timer)
-from hf_attn.core.published import JW_SNLI_SUMMARY
+from hf_attn.core.published import JW_QA_SUMMARY, JW_SNLI_SUMMARY
 from hf_attn.core.batching import length_batches, pad_batch
 from hf_attn.methods.adversary import pair_adversarial_attention
 from hf_attn.methods.gradient import pair_gradient_importance
@@ -39,6 +40,20 @@ from hf_attn.methods.pair_query import bind_query
 from hf_attn.methods.permutation import pair_permutation_tvd
 
 PUBLISHED_SNLI = JW_SNLI_SUMMARY  # J&W Tables 1–2, SNLI (hf_attn.core.published)
+QA_EPS = 0.05  # J&W §4.2.2: the adversary's TVD threshold on QA datasets (0.01 for classification)
+
+
+def published_for(dataset: str | None) -> dict | None:
+    """J&W's published values for a pair task: SNLI (per class), bAbI 1–3 / CNN (overall; for
+    generated bAbI data the values of the released data, to compare with, not to grade against)."""
+    if dataset == "snli":
+        return PUBLISHED_SNLI
+    from hf_attn.data.babi import is_qa_task
+
+    if not is_qa_task(dataset):
+        return None
+    key = "cnn" if dataset == "cnn-qa" else dataset.split("-")[0]
+    return {**JW_QA_SUMMARY[key], "notes": JW_QA_SUMMARY["notes"]}
 
 
 @torch.no_grad()
@@ -94,8 +109,10 @@ def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
     if len(premises) != len(hypotheses):
         raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
     max_length = settings.max_length or int(getattr(model.config, "max_tokens", 512))
-    encoded = tokenizer(premises, truncation=True, max_length=max_length)["input_ids"]
-    hyp_encoded = tokenizer(hypotheses, truncation=True, max_length=max_length)["input_ids"]
+    from hf_attn.adapters.contract import tokenize_texts
+
+    encoded = tokenize_texts(tokenizer, premises, max_length)[0]
+    hyp_encoded = tokenize_texts(tokenizer, hypotheses, max_length)[0]
     lengths = np.array([len(e) for e in encoded], dtype=np.int64)
     hyp_lengths = np.array([len(e) for e in hyp_encoded], dtype=np.int64)
     for name, values in (("premise", lengths), ("hypothesis", hyp_lengths)):
@@ -164,6 +181,6 @@ def load_pair_model_and_split(model_dir: str, split: str = "test"):
             task.label_names, task.name)
 
 
-__all__ = ["PUBLISHED_SNLI", "bind_query", "pair_predict", "pair_gradient_importance",
+__all__ = ["PUBLISHED_SNLI", "QA_EPS", "published_for", "bind_query", "pair_predict", "pair_gradient_importance",
            "pair_leave_one_out", "pair_permutation_tvd", "pair_adversarial_attention",
            "run_pair_jw_battery", "PairJWInstances", "is_pair_model_dir", "load_pair_model_and_split"]

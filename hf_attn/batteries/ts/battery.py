@@ -114,8 +114,11 @@ class StateBatch:
 
 
 def encode_texts(tokenizer, texts, max_length: int) -> list[list[int]]:
-    """Token ids of each text (truncated to ``max_length``)."""
-    return tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    """Token ids of each text, cut to ``max_length`` with the shared
+    :class:`~hf_attn.adapters.contract.TruncationWarning` when a text is longer."""
+    from hf_attn.adapters.contract import tokenize_texts
+
+    return tokenize_texts(tokenizer, list(texts), max_length)[0]
 
 
 def length_sorted_batches(id_lists: list[list[int]], batch_size: int, pad_id: int = 0):

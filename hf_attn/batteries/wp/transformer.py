@@ -194,12 +194,16 @@ def _pad_id(tokenizer) -> int:
     return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
 
 
-def encode_texts(tokenizer, texts, max_length: int) -> list[list[int]]:
-    """Texts → word-piece ids with the model's specials, truncated to ``max_length``."""
+def encode_texts(tokenizer, texts, max_length: int, keep: str = "start") -> list[list[int]]:
+    """Texts → word-piece ids with the model's specials, cut to ``max_length`` keeping the
+    ``"start"`` or (decoders) the ``"end"``, with the shared
+    :class:`~hf_attn.adapters.contract.TruncationWarning` when a text is cut."""
+    from hf_attn.adapters.contract import tokenize_texts
+
     texts = list(texts)
     if not texts:
         raise ValueError("no texts to analyse")
-    return [list(x) for x in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+    return tokenize_texts(tokenizer, texts, max_length, keep=keep)[0]
 
 
 def _length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
@@ -484,7 +488,8 @@ def diagnostic_mlp_section(adapter, task, settings: TransformerWPSettings, runs_
     if missing:
         ids, transformer_guides = {}, {}
         for split in SPLITS:
-            sequences = encode_texts(tokenizer, task.splits[split]["text"], max_length)
+            sequences = encode_texts(tokenizer, task.splits[split]["text"], max_length,
+                                     keep="end" if getattr(adapter, "left_padding", False) else "start")
             outputs = split_forward(adapter, sequences, settings.batch_size, uniform=False,
                                     progress=settings.progress, desc=f"guide on {split}")
             ids[split], transformer_guides[split] = content_columns(outputs, sequences)
