@@ -1581,7 +1581,7 @@ def build_space_folder(out_dir: str | os.PathLike, default_model: str | None = N
     rendered from it as a card template) + a vendored hf_attn + ``space_config.json`` with the models visitors
     may pick (``"models"``: ``default_model`` then ``models``) and the one it opens first
     (``"default_model"``, the first of them; the Space's ``HF_ATTN_MODEL`` variable overrides it)."""
-    require_space_extra("hf-attn push-space (the explorer Space)")
+    require_space_extra()
     app_dir, out_dir = Path(app_dir), Path(out_dir)
     if not (app_dir / "app.py").is_file():
         raise HubError(f"{app_dir} has no app.py")
@@ -1608,7 +1608,7 @@ def push_space(repo_id: str, default_model: str | None = None, private: bool = F
     """Create (or reuse) the Space ``repo_id`` and upload the folder of :func:`build_space_folder`
     offering ``default_model`` and ``models`` (Hub ids that exist on the Hub; the first opens).
     Returns the ``CommitInfo``."""
-    require_space_extra("hf-attn push-space (the explorer Space)")
+    require_space_extra()
     _checked_hub_model_ids(_space_models(default_model, models))
     api = _api(token, endpoint)
     for name in _space_models(default_model, models):  # a Space whose model is missing would not start
