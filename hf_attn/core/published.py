@@ -50,6 +50,31 @@ JW_SNLI_SUMMARY = {
              "gradient and LOO do not agree with each other more than with attention.",
 }
 
+# J&W 2019 Tables 1-2, QA rows ("Overall": one value per dataset, not per class): BiLSTM τ_g and
+# τ_loo, Average τ_g (mean, std, fraction with p < 0.05), and the BiLSTM's test accuracy (Table 1).
+# bAbI: the released 10k training sets (J&W's preprocessing reads tasks_1-20_v1-2/en-10k).
+JW_QA_SUMMARY = {
+    "babi1": {"lstm": {"tau_gradient": {"mean": 0.25, "std": 0.16, "fraction_significant": 0.55},
+                       "tau_loo": {"mean": 0.16, "std": 0.14, "fraction_significant": 0.28},
+                       "test_accuracy": 1.0},
+              "average": {"tau_gradient": {"mean": 0.72, "std": 0.12, "fraction_significant": 0.99}}},
+    "babi2": {"lstm": {"tau_gradient": {"mean": -0.02, "std": 0.14, "fraction_significant": 0.27},
+                       "tau_loo": {"mean": -0.01, "std": 0.13, "fraction_significant": 0.27},
+                       "test_accuracy": 0.65},
+              "average": {"tau_gradient": {"mean": 0.68, "std": 0.06, "fraction_significant": 1.00}}},
+    "babi3": {"lstm": {"tau_gradient": {"mean": 0.24, "std": 0.11, "fraction_significant": 0.87},
+                       "tau_loo": {"mean": 0.26, "std": 0.10, "fraction_significant": 0.89},
+                       "test_accuracy": 0.64},
+              "average": {"tau_gradient": {"mean": 0.61, "std": 0.13, "fraction_significant": 1.00}}},
+    "cnn": {"lstm": {"tau_gradient": {"mean": 0.24, "std": 0.07, "fraction_significant": 0.99},
+                     "tau_loo": {"mean": 0.20, "std": 0.07, "fraction_significant": 0.98},
+                     "test_accuracy": 0.64},
+            "average": {"tau_gradient": {"mean": 0.50, "std": 0.10, "fraction_significant": 1.00}}},
+    "notes": "J&W 2019 Tables 1-2, QA rows (Overall); adversary threshold eps = 0.05 for QA (section "
+             "4.2.2); bAbI on the released 10k sets with 50-d embeddings and hidden size 30 "
+             "(appendix A), CNN on the full DeepMind CNN questions.",
+}
+
 # J&W's committed SST outputs (github.com/successar/AttentionExplanation @ 425a89a, graph_outputs/):
 # per predicted class 0 / 1, mean τ, std and fraction with p < 0.05; τ(attention, gradient) from
 # GradientPval_kendalltau/<run>.csv, τ(attention, LOO) from pyxc-pyc_pval_kendalltau/<run>.csv, test F1
@@ -134,6 +159,6 @@ JW_RELEASED_SST_METRICS = {"accuracy": 0.81, "f1": 0.784}
 # J&W's released SST evaluation outputs: the BiLSTM's τ(g, LOO), τ(α, g), τ(α, LOO)
 JW_RELEASED_SST_TAU = {"tau_gradient_loo": 0.656, "tau_gradient": 0.351, "tau_loo": 0.291}
 
-__all__ = ["JW_PUBLISHED", "JW_SST_SUMMARY", "JW_SNLI_SUMMARY", "JW_COMMITTED_SST", "TS_TABLE6_SST",
+__all__ = ["JW_PUBLISHED", "JW_SST_SUMMARY", "JW_SNLI_SUMMARY", "JW_QA_SUMMARY", "JW_COMMITTED_SST", "TS_TABLE6_SST",
            "JW_GRADIENT_LOO_GAP", "JW_AVERAGE_LOO_GAIN", "WP_TABLE3_SST", "TS_SST", "TS_PUBLISHED_EXTRA",
            "JW_RELEASED_READING", "JW_RELEASED_SST", "JW_RELEASED_SST_TAU"]

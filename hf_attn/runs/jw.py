@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import torch
 
 from hf_attn.batteries.jw.battery import check_papers_model_device, load_model_and_split, run_jw_battery
-from hf_attn.batteries.jw.pair import (PUBLISHED_SNLI, PairJWInstances, is_pair_model_dir, load_pair_model_and_split,
+from hf_attn.batteries.jw.pair import (QA_EPS, PairJWInstances, is_pair_model_dir, load_pair_model_and_split, published_for,
                                        run_pair_jw_battery)
 from hf_attn.batteries.jw.transformer import (TransformerJWSettings, analysis_split, is_transformer_model_dir,
                                               load_analysis_data, per_layer_figure, run_transformer_jw_battery)
@@ -94,7 +94,9 @@ def add_options(parser) -> None:
                    help="permutations per instance (Alg. 2)")
     g.add_argument("--jw-adversaries", type=positive_int, default=defaults.k, help="k adversaries per instance (Alg. 3)")
     g.add_argument("--jw-lambda", type=finite_float(0), default=defaults.lam, help="λ of the relaxed Eq. 1")
-    g.add_argument("--jw-eps", type=finite_float(0), default=defaults.eps, help="ε: allowed TVD of an adversary's output")
+    g.add_argument("--jw-eps", type=finite_float(0), default=None,
+                   help=f"ε: allowed TVD of an adversary's output (default {defaults.eps}; {QA_EPS} on the QA "
+                        f"datasets babi1-3 / cnn-qa, as J&W §4.2.2)")
     g.add_argument("--jw-steps", type=non_negative_int, default=defaults.steps, help="Adam steps of the adversary search")
     g.add_argument("--jw-lr", type=finite_float(0, strictly_above=True), default=defaults.lr, help="Adam learning rate of the adversary search")
     g.add_argument("--jw-token-budget", type=positive_int, default=defaults.token_budget, help="padded tokens per batch")
@@ -126,7 +128,8 @@ def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
     """The parsed ``hf-attn analyze`` namespace (``--split``, ``--seed``, ``--quiet`` and the flags of
     :func:`add_options`) → :class:`JWRunSettings`. Every attribute must be there (no fallbacks)."""
     algorithm = JWSettings(
-        num_permutations=args.jw_permutations, k=args.jw_adversaries, lam=args.jw_lambda, eps=args.jw_eps,
+        num_permutations=args.jw_permutations, k=args.jw_adversaries, lam=args.jw_lambda,
+        eps=JWSettings.eps if args.jw_eps is None else args.jw_eps,
         steps=args.jw_steps, lr=args.jw_lr, seed=args.seed, token_budget=args.jw_token_budget,
         gradient_token_budget=args.jw_gradient_token_budget, loo_token_budget=args.jw_loo_token_budget,
         num_threads=args.jw_threads, tie_tolerance=args.jw_tie_tolerance)
@@ -135,7 +138,8 @@ def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
                          use_cache=not args.jw_no_cache, algorithm=algorithm,
                          transformer_layer=args.jw_layer, transformer_heads=heads, dataset=args.dataset,
                          device=args.device, precision=args.precision,
-                         text_column=args.text_column, label_column=args.label_column)
+                         text_column=args.text_column, label_column=args.label_column,
+                         eps_given=args.jw_eps is not None)
 
 
 def _pair_instance_rows(instances: PairJWInstances, tokenizer):
@@ -154,9 +158,13 @@ def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     from hf_attn.batteries.jw.summary import strip_arrays
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic
+    from hf_attn.data.babi import GENERATED_NOTE, is_qa_task
 
     model, tokenizer, premises, hypotheses, labels, label_names, dataset = \
         load_pair_model_and_split(model_dir, settings.split)
+    qa = is_qa_task(dataset)
+    if qa and not settings.eps_given and settings.algorithm.eps == JWSettings.eps:  # J&W §4.2.2: ε = 0.05 on QA
+        settings = replace(settings, algorithm=replace(settings.algorithm, eps=QA_EPS))
     limit = settings.max_instances
     if limit:
         premises, hypotheses, labels = premises[:limit], hypotheses[:limit], labels[:limit]
@@ -165,18 +173,21 @@ def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     instances, summary = run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels, settings.algorithm,
                                              progress=settings.progress, cache_dir=cache_dir)
     figures = write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
-                               model_name=f"{model.config.encoder}+{model.config.attention}, premise")
+                               model_name=f"{model.config.encoder}+{model.config.attention}, "
+                                          f"{'passage' if qa else 'premise'}")
     write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"),
                        _pair_instance_rows(instances, tokenizer))
     results = {
-        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4 (NLI: §3)",
+        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4 (NLI, QA: §3)",
         "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": settings.split,
         "label_names": label_names, "pair": True,
-        "attended": "premise tokens; query = encoded hypothesis",
+        "attended": ("passage tokens; query = encoded question" if qa else
+                     "premise tokens; query = encoded hypothesis"),
+        **({"data": GENERATED_NOTE} if dataset.endswith("-generated") else {}),
         "model": {"encoder": model.config.encoder, "attention": model.config.attention,
                   "variant": model.config.variant, "pair_decoder": model.config.pair_decoder},
         "parameters": asdict(settings.algorithm), "summary": strip_arrays(summary),
-        "published": PUBLISHED_SNLI if dataset == "snli" else None,
+        "published": published_for(dataset),
         "figures": {name: os.path.basename(path) for name, path in figures.items()},
         "instances_file": "instances.jsonl", "versions": environment_versions()}
     write_json_atomic(os.path.join(output_dir, "results.json"), results)

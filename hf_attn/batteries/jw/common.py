@@ -143,6 +143,9 @@ class JWRunSettings:
     # transformers classifiers ("float32" | "bfloat16" | "float16"; the papers' models run in float32)
     device: str = "auto"
     precision: str = "float32"
+    # True when ``--jw-eps`` was typed. Left False with ``algorithm.eps`` at its default (0.01, J&W's
+    # classification threshold), a QA model (bAbI, CNN) gets J&W's QA threshold ε = 0.05 (§4.2.2)
+    eps_given: bool = False
     dataset: str | None = None
     # the text and label columns of ``dataset`` (a CSV/JSON(L) file or folder, or a Hub dataset id);
     # None: "text" / "label", or the ones recorded in the folder's run.json
