@@ -943,10 +943,8 @@ def _naopc_columns(cache, instances, scores, methods, p_full, predicted, setting
         ascending[method] = _ordering_aopcs(drops, [np.argsort(c, kind="stable") for c in content_scores])
     own = np.stack([descending[m] for m in methods] + [ascending[m] for m in methods])
     low, high, how = _naopc_bounds(drops, sizes, settings, own)
-    from hf_attn.core.naopc import normalised
-
-    columns = {m: {"naopc_comprehensiveness": normalised(descending[m], low, high),
-                   "naopc_sufficiency": normalised(ascending[m], low, high)} for m in methods}
+    columns = {m: {"naopc_comprehensiveness": fm.normalised_aopc(descending[m], low, high),
+                   "naopc_sufficiency": fm.normalised_aopc(ascending[m], low, high)} for m in methods}
     info = {"bounds": {k: how.count(k) for k in ("exact", "beam", "orderings")},
             "bound_method": how, "aopc_min": low.tolist(), "aopc_max": high.tolist(),
             "perturbation": settings.naopc_perturbation, "exact_max_tokens": settings.naopc_exact_max,

@@ -157,10 +157,9 @@ def soft_normalised_comprehensiveness(full_probability, soft_removed_probability
 
 def normalised_aopc(aopc_value, lower, upper) -> np.ndarray:
     """NAOPC (Edin et al. 2024, §3): (AOPC − AOPC_min) / (AOPC_max − AOPC_min) per instance, AOPC_min
-    / AOPC_max the AOPC of the worst / best ordering of that instance's tokens (for sufficiency,
-    where lower is better, pass the bounds swapped or use 1 − NAOPC). NaN where the bounds are
-    equal. With bounds from a search rather than all orderings (beam search, as Edin et al. §4),
-    values may fall slightly outside [0, 1]; they are not clipped."""
+    / AOPC_max the lowest / highest AOPC of any ordering of that instance's tokens
+    (:mod:`hf_attn.core.naopc`); for comprehensiveness higher is better, for sufficiency (ascending
+    deletion) lower. NaN where the bounds are equal (one token, or no deletion moves ŷ)."""
     value = _array(aopc_value, "aopc_value")
     low = _array(lower, "lower")
     high = _array(upper, "upper")

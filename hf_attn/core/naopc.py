@@ -12,8 +12,9 @@ Definitions (the paper's §3 and the authors' released code, ``JoakimEdin/naopc`
 - comprehensiveness deletes the most important feature first (π by descending importance),
   sufficiency the least important first (ascending): over every k the inputs "top-k kept" and
   "N − k least important deleted" are the same sets, so one pair of bounds serves both;
-- NAOPC = (AOPC − AOPC_min) / (AOPC_max − AOPC_min), AOPC_min / AOPC_max over every ordering.
-  High is good for comprehensiveness, low for sufficiency (as the authors report both).
+- NAOPC = (AOPC − AOPC_min) / (AOPC_max − AOPC_min), AOPC_min / AOPC_max over every ordering
+  (:func:`hf_attn.core.faithfulness.normalised_aopc`). High is good for comprehensiveness, low for
+  sufficiency (as the authors report both).
 
 Bounds:
 
@@ -154,19 +155,4 @@ class BeamSearch:
         return self.beam[0][0] / self.n if self.n else float("nan")
 
 
-def normalised(aopc_value, lower, upper) -> np.ndarray:
-    """(AOPC − AOPC_min) / (AOPC_max − AOPC_min) per instance; NaN where the bounds coincide (one
-    feature, or a model that no deletion moves)."""
-    value = np.asarray(aopc_value, dtype=np.float64)
-    low = np.asarray(lower, dtype=np.float64)
-    high = np.asarray(upper, dtype=np.float64)
-    if not value.shape == low.shape == high.shape:
-        raise ValueError(f"aopc, lower and upper must have one shape, got {value.shape}, {low.shape}, {high.shape}")
-    if (low > high + 1e-12).any():
-        raise ValueError("lower must not exceed upper")
-    span = high - low
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(span > 1e-12, (value - low) / np.where(span > 1e-12, span, 1), np.nan)
-
-
-__all__ = ["EXACT_LIMIT", "BeamSearch", "all_subsets", "exact_bounds", "normalised", "ordering_aopc", "ordering_masks"]
+__all__ = ["EXACT_LIMIT", "BeamSearch", "all_subsets", "exact_bounds", "ordering_aopc", "ordering_masks"]
