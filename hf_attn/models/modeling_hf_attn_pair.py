@@ -1,6 +1,11 @@
 """Sentence-pair attentive classifier (NLI): attention over the premise tokens conditioned on the
 encoded hypothesis (Jain & Wallace 2019 §2–3; SNLI in their Tables 1–2).
 
+It is also J&W's QA model (bAbI tasks 1–3, CNN; :mod:`hf_attn.data.babi`): the passage is the
+premise (the attended text), the question the hypothesis (Q = its encoding, φ(h_t, Q)), and the
+classes are the answers (bAbI answer words, CNN entity ids). The J&W code builds both from the same
+modules (``AttnDecoderQA``), so one class serves both.
+
     premise ids  → embedding → premise encoder    → h_t (B, T, D)
     hypothesis   → embedding → hypothesis encoder → Q   (B, D)
     α = softmax_t φ(h_t, Q) over real premise tokens,  c = Σ_t α_t h_t,  logits = Dec(c, Q)
