@@ -1,4 +1,6 @@
-"""The architecture matrix: each transformers architecture (a tiny random classifier, no download)
+"""The architecture matrix: each transformers architecture of the test matrix (``tests/architectures.py``:
+interface-routed encoders and decoders, encoder-decoders, models hooked in their own attention
+modules, one refused; a tiny random classifier each, no download)
 through ``hf-attn analyze DIR --battery jw`` and through the Python API (``Explainer``), with what the
 engine found (layers, heads, query rows, padding, fast path) or the exact refusal text.
 
@@ -28,7 +30,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
-    from architectures import ARCHITECTURES, REFUSED, TEXTS, tiny_classifier
+    from architectures import ARCHITECTURES, ENCODER_DECODERS, OWN_ATTENTION, REFUSED, TEXTS, tiny_classifier
 
     from hf_attn import Explainer
     from hf_attn.cli import main as cli
@@ -38,7 +40,7 @@ def main() -> int:
     data = os.path.join(scratch, "data.jsonl")
     with open(data, "w", encoding="utf-8") as f:
         f.writelines(json.dumps({"text": t, "label": i % 3}) + "\n" for i, t in enumerate(TEXTS))
-    for name in ARCHITECTURES + REFUSED:
+    for name in ARCHITECTURES + ENCODER_DECODERS + OWN_ATTENTION + REFUSED:
         model, tokenizer = tiny_classifier(name)
         folder = os.path.join(scratch, name)
         with contextlib.redirect_stderr(io.StringIO()):
@@ -62,7 +64,9 @@ def main() -> int:
             explainer = Explainer.from_pretrained(folder, device="cpu")
             result = explainer.jw(TEXTS, [i % 3 for i in range(len(TEXTS))], num_permutations=10, k=2, steps=20)
             row["api_tau_gradient"] = result.summary()["tau_gradient"]
-            row["api_matches_cli"] = abs(row["api_tau_gradient"] - row["cli_tau_gradient"]) < 1e-9
+            api, cli_tau = row["api_tau_gradient"], row["cli_tau_gradient"]
+            row["api_matches_cli"] = (api is None and cli_tau is None) or (
+                api is not None and cli_tau is not None and abs(api - cli_tau) < 1e-9)
         else:
             lines = [line for line in err.getvalue().splitlines() if "Loading weights" not in line and line.strip()]
             row["refusal"] = lines[-1] if lines else ""
@@ -71,9 +75,12 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["cli_exit"] == 0:
+            def tau(value):  # undefined when every instance's importances tie
+                return "n/a" if value is None else f"{value:.3f}"
+
             print(f"| {r['architecture']} | {r['model_class']} | 0 | {r['layers']} | {r['heads']} | {r['query']} | "
-                  f"{r['padding']} | {'yes' if r['fast_path'] else 'no'} | {r['cli_tau_gradient']:.3f} = "
-                  f"{r['api_tau_gradient']:.3f} |")
+                  f"{r['padding']} | {'yes' if r['fast_path'] else 'no'} | {tau(r['cli_tau_gradient'])} = "
+                  f"{tau(r['api_tau_gradient'])} |")
         else:
             print(f"| {r['architecture']} | {r['model_class']} | {r['cli_exit']} | refused: {r['refusal']} |||||| ")
     if args.record:

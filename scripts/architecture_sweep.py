@@ -330,10 +330,12 @@ def matrix_markdown(record: dict) -> str:
     rows = sorted(record["rows"], key=lambda r: r["model_type"])
     t = record["totals"]
     lines = [BEGIN, "",
-             f"transformers {record['transformers']}: {t['types']} `model_type`s in the sequence-classification "
-             f"mapping, **{t['built']} built** as tiny random classifiers, **{t['runs']} run** with a live "
-             f"intervention ({100 * t['runs_share_of_built']:.0f} % of those built), {t['refused']} refused in one "
-             f"line, {t['error']} raw errors.", "",
+             f"`transformers {record['transformers']}`: {t['types']}<!-- archsweep: totals.types --> `model_type`s in "
+             f"the sequence-classification mapping, **{t['built']}**<!-- archsweep: totals.built --> built as tiny "
+             f"random classifiers, **{t['runs']}**<!-- archsweep: totals.runs --> run with a live intervention "
+             f"({100 * t['runs_share_of_built']:.0f} %<!-- archsweep: totals.runs_share_of_built ×100 --> of those "
+             f"built), {t['refused']}<!-- archsweep: totals.refused --> refused in one line, "
+             f"{t['error']}<!-- archsweep: totals.error --> raw errors.", "",
              "| architecture | class | verdict | seam | explained attention (layer -1) | query rows | fast path | methods |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -346,21 +348,21 @@ def matrix_markdown(record: dict) -> str:
             lines.append(f"| {r['model_type']} | {r['model_class']} | runs | {r.get('seam', '')} | "
                          f"`{r.get('explained') or ''}` | {r['query']} | {'yes' if r['fast_path'] else 'no'} | {methods} |")
         elif verdict == "refused":
-            lines.append(f"| {r['model_type']} | {r['model_class']} | refused: {_escape(r['reason'])} | | | | | |")
+            lines.append(f"| {r['model_type']} | {r['model_class']} | refused: `{_escape(r['reason'])}` | | | | | |")
         else:
             lines.append(f"| {r['model_type']} | {r.get('model_class', '')} | error ({r.get('stage')}): "
-                         f"{_escape(r.get('error', ''))} | | | | | |")
+                         f"`{_escape(r.get('error', ''))}` | | | | | |")
     unbuilt = [r for r in rows if not r.get("built")]
     if unbuilt:
         lines += ["", "Not built by the sweep's generic tiny config (so not counted): " + "; ".join(
-            f"{r['model_type']} ({_escape((r.get('build_error') or r.get('error') or '')[:90])})" for r in unbuilt) + "."]
+            f"{r['model_type']} (`{_escape((r.get('build_error') or r.get('error') or '')[:90])}`)" for r in unbuilt) + "."]
     declined_reasons = {}
     for r in rows:
         for method, reason in r.get("declined", {}).items():
             declined_reasons.setdefault(method, reason)
     if declined_reasons:
         lines += ["", "Methods declined on some architectures, with the first reason given:", ""]
-        lines += [f"- `{m}`: {_escape(reason)}" for m, reason in sorted(declined_reasons.items())]
+        lines += [f"- `{m}`: `{_escape(reason)}`" for m, reason in sorted(declined_reasons.items())]
     lines += ["", END]
     return "\n".join(lines)
 

@@ -44,6 +44,7 @@ SOURCES = {
     "berteraser": "docs/bert_family/eraser_results.json",  # hf-attn eraser on MiniLM
     "decoderrun": "docs/decoder/train_run.json",  # hf-attn train --base-model smollm2-135m
     "archmatrix": "docs/benchmarks/architecture_matrix.json",  # scripts/architecture_matrix.py
+    "archsweep": "docs/benchmarks/architecture_sweep.json",  # scripts/architecture_sweep.py
     "pretrained": "docs/benchmarks/pretrained_jw.json",  # hf-attn analyze --battery jw on MiniLM, SmolLM2, BiLSTM
     "bf16": "docs/benchmarks/bf16_training.json",  # scripts/benchmark_training.py --compare bf16
     "profile": "docs/benchmarks/profile_analyze.json",  # scripts/profile_commands.py analyze

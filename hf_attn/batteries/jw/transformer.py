@@ -306,9 +306,11 @@ def per_layer_figure(summary: dict, path: str, title: str = "") -> str:
     ax.plot(layers, [e["tau_gradient"] for e in summary["per_layer"]], "o-", color="#2980b9",
             label="τ(attention, gradient)")
     ax.plot(layers, [e["tau_loo"] for e in summary["per_layer"]], "s-", color="#c0392b", label="τ(attention, LOO)")
-    ax.axhline(summary["tau_rollout_gradient"]["overall"]["mean"], color="#2980b9", ls="--", lw=1,
-               label="τ(rollout, gradient)")
-    ax.axhline(summary["tau_rollout_loo"]["overall"]["mean"], color="#c0392b", ls="--", lw=1, label="τ(rollout, LOO)")
+    for key, color, label in (("tau_rollout_gradient", "#2980b9", "τ(rollout, gradient)"),
+                              ("tau_rollout_loo", "#c0392b", "τ(rollout, LOO)")):
+        mean = summary[key]["overall"]["mean"]
+        if mean is not None and np.isfinite(mean):  # None when every instance's τ is undefined (all tied)
+            ax.axhline(mean, color=color, ls="--", lw=1, label=label)
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("layer ([CLS] attention row, mean over heads)")
     ax.set_ylabel("mean Kendall τ")
