@@ -51,6 +51,11 @@ def test_table_has_every_method_and_metric(table, tmp_path):
     result.save(str(tmp_path))
     again = FaithfulnessResult.load(str(tmp_path))
     assert again.methods == result.methods
+    # the sentence is rebuilt from results.json alone (the paired tests it rests on are stored)
+    import json
+    payload = json.loads((tmp_path / "results.json").read_text())
+    payload.pop("per_instance")
+    assert FaithfulnessResult.from_payload(payload).sentence() == result.sentence()
     for method in result.methods:
         for metric, cell in result.table[method].items():
             for key, value in cell.items():

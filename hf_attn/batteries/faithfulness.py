@@ -552,11 +552,20 @@ class FaithfulnessResult:
         is better when p < :attr:`alpha`, else None); None without per-sentence values."""
         values = self.per_instance
         if metric not in values.get(a, {}) or metric not in values.get(b, {}):
-            return None
-        test = fm.paired_test(values[a][metric], values[b][metric])
-        pa, pb = np.asarray(values[a][metric], float), np.asarray(values[b][metric], float)
-        both = np.isfinite(pa) & np.isfinite(pb)
-        mean_difference = float((pa[both] - pb[both]).mean()) if both.any() else math.nan
+            # a result read back without its per-sentence values: the tests the run stored
+            stored = self.metric_details.get("paired", {}).get(metric, {}).get(a, {}).get(b)
+            if stored is None and b == "random":
+                stored = self.table.get(a, {}).get(metric, {}).get("vs_random")
+            if stored is None:
+                return None
+            test = dict(stored)
+            mean_difference = test.pop("mean_difference", test.get("median_difference", math.nan))
+        else:
+            test = fm.paired_test(values[a][metric], values[b][metric])
+            pa, pb = np.asarray(values[a][metric], float), np.asarray(values[b][metric], float)
+            both = np.isfinite(pa) & np.isfinite(pb)
+            mean_difference = float((pa[both] - pb[both]).mean()) if both.any() else math.nan
+        test.pop("better", None)
         better = None
         if math.isfinite(test["p"]) and test["p"] < self.alpha and mean_difference != 0:
             better = a if (mean_difference > 0) == HIGHER_IS_BETTER[metric] else b
@@ -799,7 +808,8 @@ class FaithfulnessResult:
         kept["per_instance"] = {m: {k: np.asarray(v, dtype=float) for k, v in d.items()}
                                 for m, d in (payload.get("per_instance") or {}).items()}
         kept.setdefault("agreement", {})
-        for key in ("table", "agreement", "cost"):  # JSON wrote NaN as null
+        kept.setdefault("metric_details", {})
+        for key in ("table", "agreement", "cost", "metric_details"):  # JSON wrote NaN as null
             kept[key] = _nan_for_none(kept[key])
         return cls(attributions=attributions or {}, content=content or [], **kept)
 
@@ -857,6 +867,13 @@ class _Drops:
         probs = self.cache.get(inputs)
         rows = np.array([i for i, _ in requests])
         return self.p_full[rows] - probs[np.arange(len(requests)), self.predicted[rows]]
+
+
+def _paired(a, b) -> dict:
+    """:func:`hf_attn.core.faithfulness.paired_test` plus the mean paired difference a − b."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    both = np.isfinite(a) & np.isfinite(b)
+    return fm.paired_test(a, b) | {"mean_difference": float((a[both] - b[both]).mean()) if both.any() else math.nan}
 
 
 def _cached_leave_one_out(cache, instances, p_full, predicted, pad) -> list[np.ndarray]:
@@ -1289,7 +1306,12 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
                 continue
             for metric, values in per_metric[method].items():
                 if metric in per_metric["random"]:
-                    table[method][metric]["vs_random"] = fm.paired_test(values, per_metric["random"][metric])
+                    table[method][metric]["vs_random"] = _paired(values, per_metric["random"][metric])
+    # every pair on comprehensiveness, stored so the sentence can be rebuilt from results.json alone
+    if "comprehensiveness" in settings.metrics:
+        extra["paired"] = {"comprehensiveness": {
+            a: {b: _paired(per_metric[a]["comprehensiveness"], per_metric[b]["comprehensiveness"])
+                for b in methods if b != a} for a in methods}}
     wanted = set(settings.metrics)
     table = {m: {k: v for k, v in row.items() if k in wanted} for m, row in table.items()}
     per_metric = {m: {k: v for k, v in row.items() if k in wanted} for m, row in per_metric.items()}
