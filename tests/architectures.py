@@ -14,8 +14,8 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 from transformers import (AlbertConfig, AutoModelForSequenceClassification, BartConfig, BertConfig, BloomConfig,
                           DebertaConfig, DebertaV2Config, DistilBertConfig, ElectraConfig, GPT2Config, LlamaConfig,
-                          MBartConfig, MistralConfig, ModernBertConfig, MPNetConfig, PreTrainedTokenizerFast,
-                          Qwen2Config, RobertaConfig, XLMConfig, XLMRobertaConfig)
+                          MBartConfig, MistralConfig, ModernBertConfig, MPNetConfig, NystromformerConfig,
+                          PreTrainedTokenizerFast, Qwen2Config, RobertaConfig, XLMRobertaConfig)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<s>"]
 WORDS = ["the", "a", "good", "bad", "movie", "film", "not", "very", "fun", "plot", "act", "dull",
@@ -28,7 +28,7 @@ ENCODERS = ["bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert",
 DECODERS = ["gpt2", "llama", "qwen2", "mistral"]
 ENCODER_DECODERS = ["bart", "mbart"]
 OWN_ATTENTION = ["deberta-v2", "deberta", "mpnet", "bloom"]
-REFUSED = ["xlm"]
+REFUSED = ["nystromformer"]  # approximate attention: no probability matrix over the tokens to intervene on
 ARCHITECTURES = ENCODERS + DECODERS
 
 
@@ -92,9 +92,8 @@ def tiny_config(name: str, vocab_size: int, layers: int = 2, **extra):
                        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, classifier_dropout=0.0,
                        init_std=0.5, bos_token_id=2, eos_token_id=3, decoder_start_token_id=3, **common)
         return (BartConfig if name == "bart" else MBartConfig)(**seq2seq)
-    if name == "xlm":
-        return XLMConfig(emb_dim=16, n_layers=layers, n_heads=2, max_position_embeddings=40, dropout=0.0,
-                         attention_dropout=0.0, **common)
+    if name == "nystromformer":
+        return NystromformerConfig(**bert_like, num_landmarks=4, segment_means_seq_len=40, **common)
     if name == "gpt2":
         return GPT2Config(n_embd=32, n_layer=layers, n_head=4, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
                           attn_pdrop=0.0, **common)

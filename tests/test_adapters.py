@@ -222,9 +222,9 @@ def test_mean_pooled_head_replaces_every_row():
 
 
 def test_own_attention_without_a_hook_is_refused_with_what_to_do():
-    """XLM computes attention in its own module, with no dropout module to hook: refused in one line
-    that says what is wrong and what the user can do instead."""
-    model, tokenizer = tiny_classifier("xlm")
+    """Nyströmformer approximates attention in its own module (no probability matrix over the tokens,
+    no hook): refused in one line that says what is wrong and what the user can do instead."""
+    model, tokenizer = tiny_classifier("nystromformer")
     with pytest.raises(UnsupportedModelError, match="does not route its attention through transformers' attention "
                                                     "interface") as caught:
         adapter_for(model, tokenizer, device="cpu")

@@ -40,17 +40,24 @@ def pair(request):
     return adapter_for(model, tokenizer, device="cpu"), reference, request.param
 
 
-def softmax_reference(reference, batch, layer: int, rows, **inputs) -> torch.Tensor:
+def softmax_reference(reference, batch, layer: int, rows, heads: int | None = None, **inputs) -> torch.Tensor:
     """Logits of ``reference`` with attention softmax call ``layer`` (4-D calls of
-    ``torch.nn.functional.softmax``, in forward order) returning, at the batch's query rows,
-    ``rows`` ``(B, H, T)`` written in by explicit loops (``None``: no change)."""
+    ``torch.nn.functional.softmax``, in forward order; with ``heads``, 3-D ``(B·H, T_q, T)`` calls
+    too) returning, at the batch's query rows, ``rows`` ``(B, H, T)`` written in by explicit loops
+    (``None``: no change)."""
     original = torch.nn.functional.softmax
     calls = [0]
 
     def patched(scores, *args, **kwargs):
         probs = original(scores, *args, **kwargs)
+        if scores.dim() == 3 and heads is not None:
+            flat = probs.shape
+            return patched_4d(probs.view(-1, heads, *flat[1:])).reshape(flat)
         if scores.dim() != 4:
             return probs
+        return patched_4d(probs)
+
+    def patched_4d(probs):
         index = calls[0]
         calls[0] += 1
         if rows is None or index != layer:
@@ -260,8 +267,9 @@ def test_cli_jw_battery_runs(name, tmp_path, capsys):
 # every other attention class of hf_attn.adapters.own_attention.OWN_ATTENTION, built by the sweep's
 # generic tiny config (scripts/architecture_sweep.py), against the same softmax reference
 SWEEP_HOOKED = ["gpt_neo", "gptj", "roformer", "megatron-bert", "convbert", "rembert", "luke", "tapas", "big_bird",
-                "openai-gpt", "falcon"]
-OVERRIDES = {"falcon": {"alibi": True}}  # Falcon's rotary path has no dropout to hook: refused (tested below)
+                "openai-gpt", "falcon", "xlm", "flaubert", "mpt", "mvp"]
+OVERRIDES: dict = {}
+HEADS_3D = {"mvp": 2}  # MVP's softmax runs on (B·H, T, T)
 
 
 def _sweep_build(model_type, **overrides):
@@ -294,14 +302,16 @@ def test_hooked_family_matches_softmax_reference(model_type):
     model, tokenizer = _sweep_build(model_type, **OVERRIDES.get(model_type, {}))
     ref = copy.deepcopy(model)
     adapter = adapter_for(model, tokenizer, device="cpu")
-    assert adapter.own_attention and adapter.num_layers == 2
+    assert adapter.own_attention and adapter.num_layers == (6 if model_type == "mvp" else 2)
     batch = adapter.encode(TEXTS)
     forward = adapter.forward(batch)
-    torch.testing.assert_close(forward.logits, softmax_reference(ref, batch, 0, None, input_ids=batch.input_ids),
+    heads = HEADS_3D.get(model_type)
+    torch.testing.assert_close(forward.logits,
+                               softmax_reference(ref, batch, 0, None, heads, input_ids=batch.input_ids),
                                atol=1e-5, rtol=1e-5)
     weights = random_rows(batch, adapter.num_heads, seed=1)
     for layer, explained in ((adapter.layer, adapter), (0, adapter_for(model, tokenizer, layer=0, device="cpu"))):
-        expected = softmax_reference(ref, batch, layer, weights, input_ids=batch.input_ids)
+        expected = softmax_reference(ref, batch, layer, weights, heads, input_ids=batch.input_ids)
         got = explained.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=explained.forward(batch))
         torch.testing.assert_close(got[:, 0], expected, atol=1e-5, rtol=1e-4)
     assert (expected - forward.logits).abs().max() > 1e-4
@@ -312,7 +322,8 @@ def test_hooked_family_matches_softmax_reference(model_type):
         inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
         if batch.position_ids is not None:
             inputs["position_ids"] = batch.position_ids
-        own = ref(**inputs, output_attentions=True).attentions
+        out = ref(**inputs, output_attentions=True)
+    own = out.attentions if model_type != "mvp" else out.encoder_attentions  # MVP: the encoder's, recorded first
     real = batch.attention_mask.bool()
     rows = real[:, None, :, None] & real[:, None, None, :]
     for (_, _, probs, _), expected in zip(record, own):
@@ -320,11 +331,15 @@ def test_hooked_family_matches_softmax_reference(model_type):
                                    atol=1e-6, rtol=1e-5)
 
 
-def test_hooked_module_on_a_path_without_its_dropout_is_refused():
-    """Falcon without ALiBi computes its probabilities on a path with no dropout: hooked, yet no
-    call would be intervened on, so it is refused in one line, never run as if it were."""
+def test_hooked_module_on_a_path_without_its_dropout_is_refused(monkeypatch):
+    """A class hooked at a dropout its configuration never calls (Falcon's rotary path, were it
+    listed by its ALiBi path's dropout): no call would be intervened on, so it is refused in one
+    line, never run as if it were."""
     from hf_attn.adapters import UnsupportedModelError
+    from hf_attn.adapters.own_attention import OWN_ATTENTION, OwnAttention
 
+    monkeypatch.setitem(OWN_ATTENTION, ("falcon", "FalconAttention"),
+                        OwnAttention("attention_dropout", None, "Falcon"))
     model, tokenizer = _sweep_build("falcon", alibi=False)
     with pytest.raises(UnsupportedModelError, match="its attention modules are hooked") as caught:
         adapter_for(model, tokenizer, device="cpu")

@@ -460,11 +460,11 @@ def test_explorer_explains_a_bert_family_sentence(model, tokenizer, tmp_path):
 
 
 def test_other_architectures_run_and_unsupported_ones_are_refused_with_the_reason(tmp_path, capsys):
-    """A DistilBERT folder is a transformers classifier the engine runs; an XLM folder is
+    """A DistilBERT folder is a transformers classifier the engine runs; a Nyströmformer folder is
     refused at analyze with the reason (its attention bypasses transformers' attention interface),
     exit 2, one line; hf_attn folders are told apart as before."""
-    from transformers import (DistilBertConfig, DistilBertForSequenceClassification, XLMConfig,
-                              XLMForSequenceClassification)
+    from transformers import (DistilBertConfig, DistilBertForSequenceClassification, NystromformerConfig,
+                              NystromformerForSequenceClassification)
 
     from hf_attn.batteries.jw.transformer import is_transformer_model_dir
     from hf_attn.cli import main
@@ -473,9 +473,10 @@ def test_other_architectures_run_and_unsupported_ones_are_refused_with_the_reaso
     DistilBertForSequenceClassification(DistilBertConfig(vocab_size=len(tokenizer), dim=16, n_layers=1, n_heads=2,
                                                          hidden_dim=32)).save_pretrained(tmp_path / "distil")
     assert is_transformer_model_dir(str(tmp_path / "distil"))
-    deberta = tmp_path / "xlm"  # attention computed in its own module, with no hook in hf_attn
-    XLMForSequenceClassification(XLMConfig(vocab_size=len(tokenizer), emb_dim=16, n_layers=1, n_heads=2,
-                                           pad_token_id=0)).save_pretrained(deberta)
+    deberta = tmp_path / "nystromformer"  # approximate attention in its own module, with no hook in hf_attn
+    NystromformerForSequenceClassification(NystromformerConfig(
+        vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        num_landmarks=4, segment_means_seq_len=40, max_position_embeddings=40)).save_pretrained(deberta)
     tokenizer.save_pretrained(deberta)
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n" for i, t in enumerate(TEXTS)))

@@ -16,6 +16,12 @@ through, and the value projection when it is a separate linear layer) and two ho
 - on the value projection (where listed): records the value vectors ``(B, H, T, d)`` and zeroes
   those of the positions a value-zeroing intervention names.
 
+Classes that apply their dropout as a function (XLM, FlauBERT, MPT, MVP) or none at all (Falcon's
+rotary path) are reached at their softmax instead: the name their modelling file calls it through
+(``nn`` for ``nn.functional.softmax``, ``F`` for ``F.softmax``) is replaced, in that file only, by a
+thin proxy whose ``softmax`` hands the probabilities to the same function while one of the hooked
+modules is running (a pre-hook and a hook on the module say when) and is plain softmax otherwise.
+
 The instruction comes from :func:`hf_attn.adapters.interface.current` (these modules take no extra
 keyword arguments). The hooks do nothing outside an adapter's forward, so the model stays usable
 as it was; installing them twice is a no-op. What is not available on this path: the exact
@@ -25,6 +31,9 @@ query-only fast path (it replays the layer through the interface) and transforme
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import contextvars
+import sys
 
 import torch
 
@@ -42,9 +51,11 @@ class OwnAttention:
     attribute of its value projection (``nn.Linear`` with output ``(B, T, H·d)``), or ``None`` when
     the values come out of a fused projection (then value zeroing is refused)."""
 
-    dropout: str
+    dropout: str | None
     value: str | None
     family: str
+    softmax: str | None = None  # the modelling file's name for torch.nn ("nn") or torch.nn.functional ("F")
+    heads: str | None = None  # head-count attribute, for probabilities shaped (B·H, T_q, T)
 
 
 # (modelling module's short name, class name) → its layout
@@ -52,7 +63,7 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     ("deberta_v2", "DisentangledSelfAttention"): OwnAttention("dropout", "value_proj", "DeBERTa-v2/v3"),
     ("deberta", "DisentangledSelfAttention"): OwnAttention("dropout", None, "DeBERTa"),
     ("mpnet", "MPNetSelfAttention"): OwnAttention("dropout", "v", "MPNet"),
-    ("falcon", "FalconAttention"): OwnAttention("attention_dropout", None, "Falcon"),
+    ("falcon", "FalconAttention"): OwnAttention(None, None, "Falcon", softmax="F"),
     ("bloom", "BloomAttention"): OwnAttention("attention_dropout", None, "Bloom"),
     ("gpt_neo", "GPTNeoSelfAttention"): OwnAttention("attn_dropout", "v_proj", "GPT-Neo"),
     ("gptj", "GPTJAttention"): OwnAttention("attn_dropout", "v_proj", "GPT-J"),
@@ -64,6 +75,11 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     ("tapas", "TapasSelfAttention"): OwnAttention("dropout", "value", "TAPAS"),
     ("big_bird", "BigBirdSelfAttention"): OwnAttention("dropout", "value", "BigBird (full attention)"),
     ("openai", "Attention"): OwnAttention("attn_dropout", None, "OpenAI GPT"),
+    # reached at their softmax (functional dropout, or none)
+    ("xlm", "MultiHeadAttention"): OwnAttention(None, "v_lin", "XLM", softmax="nn"),
+    ("flaubert", "MultiHeadAttention"): OwnAttention(None, "v_lin", "FlauBERT", softmax="nn"),
+    ("mpt", "MptAttention"): OwnAttention(None, None, "MPT", softmax="nn"),
+    ("mvp", "MvpAttention"): OwnAttention(None, "v_proj", "MVP", softmax="nn", heads="num_heads"),
 }
 
 
@@ -82,16 +98,76 @@ def _probabilities_hook(dropout, args, output):
     iv = current()
     if iv is None or iv.fused or not isinstance(output, torch.Tensor) or output.dim() != 4:
         return None
-    owner = dropout.__dict__[_OWNER]
+    return _probabilities(dropout.__dict__[_OWNER], output, iv)
+
+
+_RUNNING: contextvars.ContextVar = contextvars.ContextVar("hf_attn_running_attention", default=())
+
+
+def _enter(module, args):
+    _RUNNING.set(_RUNNING.get() + (module,))
+
+
+def _leave(module, args, output):
+    running = _RUNNING.get()
+    if running and running[-1] is module:
+        _RUNNING.set(running[:-1])
+
+
+def _intercepted_softmax(*args, **kwargs):
+    probs = torch.nn.functional.softmax(*args, **kwargs)  # looked up at each call
+    running = _RUNNING.get()
+    iv = current()
+    if not running or iv is None or iv.fused or probs.dim() not in (3, 4):
+        return probs
+    owner = running[-1]
+    layout = layout_of(owner)
+    if probs.dim() == 3:  # (B·H, T_q, T)
+        if layout is None or layout.heads is None:
+            return probs
+        heads = int(getattr(owner, layout.heads))
+        shape = probs.shape
+        return _probabilities(owner, probs.view(-1, heads, *shape[1:]), iv).reshape(shape)
+    return _probabilities(owner, probs, iv)
+
+
+class _FunctionalProxy:
+    """``torch.nn.functional`` with :func:`_intercepted_softmax` as its ``softmax``."""
+
+    def __getattr__(self, name):
+        return _intercepted_softmax if name == "softmax" else getattr(torch.nn.functional, name)
+
+
+class _NNProxy:
+    """``torch.nn`` whose ``functional`` is :class:`_FunctionalProxy`."""
+
+    functional = _FunctionalProxy()
+
+    def __getattr__(self, name):
+        return getattr(torch.nn, name)
+
+
+def _proxy_softmax(module: torch.nn.Module, name: str) -> None:
+    namespace = sys.modules[type(module).__module__]
+    current_value = getattr(namespace, name, None)
+    if isinstance(current_value, (_NNProxy, _FunctionalProxy)):
+        return
+    expected = torch.nn if name == "nn" else torch.nn.functional
+    if current_value is not expected:
+        raise InterventionError(f"{namespace.__name__}.{name} is not torch's: {type(module).__name__}'s softmax "
+                                "cannot be reached")
+    setattr(namespace, name, _NNProxy() if name == "nn" else _FunctionalProxy())
+
+
+def _probabilities(owner, probs, iv):
     if iv.cached_values is not None:
         raise InterventionError(f"{type(owner).__name__} computes attention in its own module: the query-only "
                                 "replay of the fast path is not available for it")
     values = owner.__dict__.pop(_VALUES, None)
-    heads = output.shape[1]
     if values is not None:
         batch, steps = values.shape[:2]
-        values = values.view(batch, steps, heads, -1).transpose(1, 2)
-    return intervene_probabilities(owner, output, values, iv)
+        values = values.view(batch, steps, probs.shape[1], -1).transpose(1, 2)
+    return intervene_probabilities(owner, probs, values, iv)
 
 
 def _value_hook(linear, args, output):
@@ -116,12 +192,17 @@ def install(model: torch.nn.Module) -> list[str]:
         if layout is None:
             continue
         if not is_hooked(module):
-            dropout = getattr(module, layout.dropout, None)
-            if not isinstance(dropout, torch.nn.Module):
-                raise InterventionError(f"{type(module).__name__} has no {layout.dropout} module: not the layout its "
-                                        "class is listed with")
-            dropout.__dict__[_OWNER] = module  # a plain attribute, not a sub-module (no cycle)
-            dropout.register_forward_hook(_probabilities_hook)
+            if layout.softmax is not None:
+                _proxy_softmax(module, layout.softmax)
+                module.register_forward_pre_hook(_enter)
+                module.register_forward_hook(_leave, always_call=True)
+            else:
+                dropout = getattr(module, layout.dropout, None)
+                if not isinstance(dropout, torch.nn.Module):
+                    raise InterventionError(f"{type(module).__name__} has no {layout.dropout} module: not the layout "
+                                            "its class is listed with")
+                dropout.__dict__[_OWNER] = module  # a plain attribute, not a sub-module (no cycle)
+                dropout.register_forward_hook(_probabilities_hook)
             if layout.value is not None:
                 value = getattr(module, layout.value, None)
                 if not isinstance(value, torch.nn.Linear):
