@@ -28,113 +28,8 @@ import torch
 
 from hf_attn.adapters import AttentionSpec, adapter_for
 from hf_attn.adapters.base import checked_texts
-from hf_attn.core.io import (json_safe, read_json, write_json_atomic, write_jsonl_atomic,
-                            write_text_atomic)
-
-EXPLANATION_ROWS = ("attention", "gradient", "loo", "ig", "rollout")
-
-
-def _color(value: float, scale: float) -> str:
-    alpha = 0.0 if scale <= 0 or not np.isfinite(value) else min(1.0, abs(value) / scale)
-    rgb = "214,39,40" if value >= 0 else "31,119,180"
-    return f"rgba({rgb},{alpha:.3f})"
-
-
-# ----------------------------------------------------------------------------------------------
-# explanations of single texts
-
-
-@dataclass
-class SentenceExplanation:
-    """One text: ``tokens`` (the content tokens), per token ``values[name]`` for ``attention``,
-    ``gradient``, ``loo``, ``ig`` and ``rollout`` (None where a model has none), ``word_ids`` (per
-    token), ``words``; ``probabilities`` and ``predicted`` (class index), ``label_names``;
-    ``adversary_jsd``: the strongest attention an adversary found that keeps the output within ε
-    TVD (J&W Alg. 3: ε-max JSD; 0 = none found), ``ig_completeness_gap``."""
-
-    text: str
-    tokens: list[str]
-    word_ids: list[int | None]
-    words: list[str]
-    values: dict[str, list[float] | None]
-    probabilities: list[float]
-    predicted: int
-    label_names: list[str]
-    adversary_jsd: float | None = None
-    ig_completeness_gap: float | None = None
-
-    def word_values(self, name: str) -> list[float] | None:
-        """Per word: the sum of its tokens' values (the rule in the module docstring)."""
-        values = self.values.get(name)
-        if values is None:
-            return None
-        out = [0.0] * len(self.words)
-        for value, word in zip(values, self.word_ids):
-            if word is not None and word < len(out):
-                out[word] += float(value)
-        return out
-
-
-@dataclass
-class Explanation:
-    """The explanations of several texts: ``sentences`` (:class:`SentenceExplanation`) and
-    ``model`` (what was explained). ``to_pandas()`` has one row per token (``level="token"``) or
-    per word (``level="word"``); ``_repr_html_`` shows a heatmap per text; ``save_html(path)``
-    writes it as a page."""
-
-    sentences: list[SentenceExplanation]
-    model: dict = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.sentences)
-
-    def __getitem__(self, index: int) -> SentenceExplanation:
-        return self.sentences[index]
-
-    def to_pandas(self, level: str = "token"):
-        import pandas as pd
-
-        if level not in ("token", "word"):
-            raise ValueError(f"level must be 'token' or 'word', got {level!r}")
-        rows = []
-        for i, s in enumerate(self.sentences):
-            units = s.tokens if level == "token" else s.words
-            values = {n: (s.values.get(n) if level == "token" else s.word_values(n)) for n in EXPLANATION_ROWS}
-            for j, unit in enumerate(units):
-                row = {"text": i, "position": j, level: unit, "predicted": s.label_names[s.predicted]}
-                if level == "token":
-                    row["word"] = s.word_ids[j]
-                row |= {n: (None if v is None else float(v[j])) for n, v in values.items()}
-                rows.append(row)
-        return pd.DataFrame(rows)
-
-    def _repr_html_(self) -> str:
-        parts = [f"<div class='hf-attn'><p><b>{html.escape(self.model.get('text', ''))}</b></p>"]
-        for s in self.sentences:
-            probability = s.probabilities[s.predicted]
-            parts.append(f"<p>{html.escape(s.label_names[s.predicted])} ({probability:.3f})"
-                         + ("" if s.adversary_jsd is None else
-                            f"; adversarial attention within ε: JSD {s.adversary_jsd:.3f}") + "</p>")
-            parts.append("<table style='border-collapse:collapse;font-family:monospace'>")
-            parts.append("<tr><td></td>" + "".join(f"<td style='padding:2px 4px'>{html.escape(t)}</td>"
-                                                   for t in s.tokens) + "</tr>")
-            for name in EXPLANATION_ROWS:
-                values = s.values.get(name)
-                if values is None:
-                    continue
-                scale = max((abs(v) for v in values), default=0.0)
-                cells = "".join(f"<td title='{v:.4g}' style='padding:2px 4px;background:{_color(v, scale)}'>"
-                                f"{v:.2f}</td>" for v in values)
-                parts.append(f"<tr data-row='{name}'><td>{name}</td>{cells}</tr>")
-            parts.append("</table>")
-        parts.append("</div>")
-        return "".join(parts)
-
-    def save_html(self, path: str) -> str:
-        page = ("<!doctype html><html><head><meta charset='utf-8'><title>hf_attn explanation</title></head>"
-                f"<body>{self._repr_html_()}</body></html>")
-        write_text_atomic(path, page)
-        return path
+from hf_attn.core.io import json_safe, read_json, write_json_atomic, write_jsonl_atomic
+from hf_attn.explanation import EXPLANATION_ROWS, Explanation, SentenceExplanation
 
 
 # ----------------------------------------------------------------------------------------------
@@ -334,69 +229,132 @@ class Explainer:
     def describe(self) -> dict:
         return self.adapter.describe() | {"name": os.path.basename(os.path.normpath(str(self.adapter.name)))}
 
-    def explain(self, texts, *, ig_steps: int = 20, ig_baseline: str = "zero", adversary: bool = True, k: int = 5,
-                adversary_steps: int = 200, eps: float = 0.01, seed: int = 0, batch_size: int = 32) -> Explanation:
-        """Per token and per word: attention, J&W's gradient (attention held fixed), leave-one-out,
-        integrated gradients (``ig_steps`` trapezoid intervals; ``ig_baseline`` ``"zero"`` or ``"pad"``:
-        RMSNorm models such as Llama are steep near the zero embedding, where the completeness gap
-        reported per sentence shows whether more steps or the pad baseline are needed) and rollout, plus the
-        adversary's strength (ε-max JSD over ``k`` adversaries, ``adversary_steps`` Adam steps; skip
-        it with ``adversary=False``). ``texts``: a string, a list or a ``datasets`` column. A text
-        longer than the model's limit is cut, with a
+    def explain(self, texts, *, ig: bool = True, ig_steps: int = 20, ig_baseline: str = "zero", adversary: bool = True,
+                k: int = 5,
+                adversary_steps: int = 200, eps: float = 0.01, lam: float = 500.0, lr: float = 0.01,
+                num_permutations: int = 100, seed: int = 0, batch_size: int = 32) -> Explanation:
+        """The one explanation object (:class:`hf_attn.explanation.SentenceExplanation` per text), which
+        a notebook, the Space and ``hf-attn explain`` render. Per token and per word: attention, J&W's
+        gradient (attention held fixed), leave-one-out, integrated gradients (``ig_steps`` trapezoid
+        intervals; ``ig=False`` skips them; ``ig_baseline`` ``"zero"`` or ``"pad"``: RMSNorm models such as
+        Llama are steep near the zero embedding, where the completeness gap reported per sentence shows
+        whether more steps or the pad baseline are needed), rollout, the per-token read-out p̂_t of
+        hf_attn's models (T&Š Fig. 2); ``num_permutations`` random permutations of the attention (J&W
+        Alg. 2; 0 to skip); the adversary (J&W Alg. 3: ``k`` adversaries, ``adversary_steps`` Adam
+        steps, ``lam``, ``lr``; skip it with ``adversary=False``); the sentence's Kendall τ. Seeded: the
+        same call gives the same permutations and adversaries. ``texts``: a string, a list or a
+        ``datasets`` column. A text longer than the model's limit is cut, with a
         :class:`~hf_attn.adapters.contract.TruncationWarning` (decoders keep its end). Every setting
-        out of its range (``k``, ``ig_steps``, ``batch_size`` < 1, ``eps`` < 0 or not finite, …) is a
-        ``ValueError`` naming it."""
-        from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
-        from hf_attn.methods.gradient import attention_fixed_gradient
-        from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
-        from hf_attn.methods.leave_one_out import deletion_importance
-
+        out of its range (``k``, ``batch_size`` < 1, ``eps`` < 0 or not finite, …) is a ``ValueError``
+        naming it."""
         from hf_attn.core.validation import check_number, check_whole
 
         check_whole("ig_steps", ig_steps)
         check_whole("k", k)
         check_whole("adversary_steps", adversary_steps, 0)
+        check_whole("num_permutations", num_permutations, 0)
         check_number("eps", eps, 0.0)
+        check_number("lam", lam, 0.0)
+        check_number("lr", lr, 0.0)
         check_whole("seed", seed, -(2 ** 63))
         check_whole("batch_size", batch_size)
         if ig_baseline not in ("zero", "pad"):
             raise ValueError(f"ig_baseline must be 'zero' or 'pad', got {ig_baseline!r}")
         items = checked_texts(texts)
-        adapter = self.adapter
-        names = self._label_names()
+        settings = dict(ig_steps=ig_steps if ig else 0, ig_baseline=ig_baseline, adversary=adversary, k=k, steps=adversary_steps,
+                        eps=eps, lam=lam, lr=lr, num_permutations=num_permutations, seed=seed)
         sentences: list[SentenceExplanation] = []
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
-            batch = adapter.encode(chunk, first_index=start)
-            forward = adapter.forward(batch)
-            content = batch.content
-            values = {"attention": restrict_to_content(forward.attention, content),
-                      "gradient": attention_fixed_gradient(adapter, batch),
-                      "loo": deletion_importance(adapter, batch, forward.probabilities)}
-            ig = integrated_gradients_attribution(adapter, batch, steps=ig_steps, rule="trapezoid", baseline=ig_baseline)
-            values["ig"] = ig.attributions
-            has_rollout = adapter.num_layers > 1 and forward.rollout is not None
-            if has_rollout:
-                values["rollout"] = restrict_to_content(forward.rollout, content)
-            strength = None
-            if adversary:
-                generator = torch.Generator().manual_seed(seed + start)
-                strength = adversarial_rows(adapter, batch, forward, k=k, eps=eps, steps=adversary_steps,
-                                            generator=generator).eps_max_jsd
-            for i, text in enumerate(chunk):
-                keep = content[i]
-                ids = batch.input_ids[i][keep].tolist()
-                word_ids = [w for w, c in zip(batch.word_ids[i], keep.tolist()) if c]
-                words = _words(self.tokenizer, ids, word_ids)
-                probabilities = forward.probabilities[i].tolist()
-                sentences.append(SentenceExplanation(
-                    text=text, tokens=self.tokenizer.convert_ids_to_tokens(ids), word_ids=word_ids, words=words,
-                    values={n: (values[n][i][keep].double().cpu().tolist() if n in values else None)
-                            for n in EXPLANATION_ROWS},
-                    probabilities=probabilities, predicted=int(np.argmax(probabilities)), label_names=names,
-                    adversary_jsd=None if strength is None else float(strength[i]),
-                    ig_completeness_gap=float(ig.completeness_gap[i])))
+            batch = self.adapter.encode(chunk, first_index=start)
+            measured = self._measure(batch, start, settings)
+            sentences += [self._sentence(text, batch, i, measured, eps) for i, text in enumerate(chunk)]
         return Explanation(sentences, self.describe())
+
+    def _measure(self, batch, start: int, settings: dict) -> dict:
+        """Every measure of :meth:`explain` on one encoded batch: ``(B, T)`` rows (zero off the
+        content tokens) and the adversaries and permutations, with the seconds each took."""
+        from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+        from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
+        from hf_attn.methods.gradient import attention_fixed_gradient
+        from hf_attn.methods.leave_one_out import deletion_importance
+        from hf_attn.methods.permutation import permuted_attention_tvd
+
+        adapter, content, seconds = self.adapter, batch.content, {}
+        clock = time.perf_counter()
+
+        def timed(name):
+            nonlocal clock
+            now = time.perf_counter()
+            seconds[name], clock = now - clock, now
+
+        forward = adapter.forward(batch)
+        out = {"forward": forward, "attention": restrict_to_content(forward.attention, content), "seconds": seconds}
+        if adapter.num_layers > 1 and forward.rollout is not None:
+            out["rollout"] = restrict_to_content(forward.rollout, content)
+        if adapter.model_type == "hf_attn":  # T&Š Fig. 2: all attention on token t, exactly, from the cached states
+            one_hot = torch.eye(content.shape[1], dtype=forward.attention.dtype).expand(len(batch), -1, -1)
+            out["token_probability"] = adapter.logits_under(batch, one_hot, False, forward).float().softmax(-1)
+        timed("prediction")
+        out["gradient"] = attention_fixed_gradient(adapter, batch)
+        timed("gradient")
+        out["loo"] = deletion_importance(adapter, batch, forward.probabilities)
+        timed("leave_one_out")
+        if settings["ig_steps"]:
+            out["ig"] = integrated_gradients_attribution(adapter, batch, steps=settings["ig_steps"], rule="trapezoid",
+                                                         baseline=settings["ig_baseline"])
+            timed("integrated_gradients")
+        if settings["num_permutations"]:
+            generator = torch.Generator().manual_seed(settings["seed"] + start)
+            with torch.no_grad():
+                out["permutation"] = permuted_attention_tvd(adapter, batch, forward, settings["num_permutations"],
+                                                            generator=generator)
+            timed("permutation")
+        if settings["adversary"]:
+            generator = torch.Generator().manual_seed(settings["seed"] + start)
+            out["adversary"] = adversarial_rows(adapter, batch, forward, k=settings["k"], lam=settings["lam"],
+                                                eps=settings["eps"], steps=settings["steps"], lr=settings["lr"],
+                                                generator=generator)
+            timed("adversary")
+        return out
+
+    def _sentence(self, text: str, batch, i: int, measured: dict, eps: float) -> SentenceExplanation:
+        """Text ``i`` of a measured batch as one :class:`SentenceExplanation` (its content tokens)."""
+        from hf_attn.explanation import sentence_kendall
+
+        keep = batch.content[i]
+        ids = batch.input_ids[i][keep].tolist()
+        word_ids = [w for w, c in zip(batch.word_ids[i], keep.tolist()) if c]
+        tokens = self.tokenizer.convert_ids_to_tokens(ids)
+
+        def row(values):
+            return None if values is None else values[i][keep].detach().double().cpu().numpy()
+
+        probabilities = measured["forward"].probabilities[i].double().cpu().numpy()
+        predicted = int(np.argmax(probabilities))
+        rows = {n: row(measured.get(n)) for n in ("attention", "gradient", "loo", "rollout")}
+        ig = measured.get("ig")
+        read_out = measured.get("token_probability")
+        typed, spans, unknown = _typed_tokens(self.tokenizer, text, batch, i, tokens,
+                                              widen=self.adapter.model_type == "hf_attn")
+        sentence = SentenceExplanation(
+            text=text, tokens=tokens, label_names=self._label_names(), probabilities=probabilities,
+            predicted=predicted, **rows, ig=row(None if ig is None else ig.attributions),
+            ig_completeness_gap=None if ig is None else float(ig.completeness_gap[i]),
+            token_probability=(np.full(len(tokens), np.nan) if read_out is None else
+                               read_out[i][keep][:, predicted].detach().double().cpu().numpy()),
+            word_ids=word_ids, words=_words(self.tokenizer, ids, word_ids), typed=typed, spans=spans,
+            unknown=unknown, special=[False] * len(tokens),
+            kendall=sentence_kendall(rows["attention"], rows["gradient"], rows["loo"]),
+            variant=(str(getattr(self.model.config, "variant", "base")) if self.adapter.model_type == "hf_attn"
+                     else f"{self.adapter.model_type} (transformers)"),
+            explained=None if self.adapter.model_type == "hf_attn" else explained_attention(self.adapter),
+            seconds=dict(measured["seconds"]))
+        if "permutation" in measured:
+            sentence.permutation_tvd = measured["permutation"][i].double().cpu().numpy()
+        if "adversary" in measured:
+            _add_adversary(sentence, measured["adversary"], i, keep, eps)
+        return sentence
 
     def _label_names(self) -> list[str]:
         config = self.model.config
@@ -602,6 +560,67 @@ def _jw_row(text, tokens, attention, gradient, loo, probabilities, permutation, 
             **{k: (None if v is None or not np.isfinite(v) else float(v)) for k, v in tau.items()}}
 
 
+EXPLAINED_ROWS = {"first": "the first token's row (the position its classification head reads)",
+                  "last": "the last token's row (the position its decoder head reads)",
+                  "mean": "every token's row, averaged (its head pools every position)"}
+
+
+def explained_attention(adapter) -> str:
+    """Which attention is explained for a transformers classifier, in words, from its adapter's facts
+    (the layer, the query row(s) its head reads, the heads), never a fixed description."""
+    rows = EXPLAINED_ROWS.get(adapter.query_rule, f"the {adapter.query_rule} row(s)")
+    heads = "mean over" if adapter.spec.heads == "mean" else f"head {adapter.spec.heads} of"
+    layer = "the last layer" if adapter.layer == adapter.num_layers - 1 else f"layer {adapter.layer}"
+    return f"{layer}'s attention (of {adapter.num_layers}), {rows}, {heads} {adapter.num_heads} heads"
+
+
+def _add_adversary(sentence: SentenceExplanation, adversaries, i: int, keep, eps: float) -> None:
+    """The k adversaries of text ``i`` and the one shown: the largest-JSD one within ε TVD, else the
+    closest (:func:`hf_attn.methods.adversary.best_feasible_adversary`)."""
+    from hf_attn.methods.adversary import best_feasible_adversary
+
+    tvds, jsds = adversaries.tvd[i:i + 1], adversaries.jsd[i:i + 1]
+    chosen = int(best_feasible_adversary(tvds, jsds, eps).index[0])
+    sentence.adversary_attention = adversaries.attention[i, chosen][keep].detach().double().cpu().numpy()
+    sentence.adversaries_tvd = tvds[0].double().cpu().numpy()
+    sentence.adversaries_jsd = jsds[0].double().cpu().numpy()
+    sentence.adversary_tvd = float(tvds[0, chosen])
+    sentence.adversary_jsd = float(jsds[0, chosen])
+    sentence.adversary_probabilities = adversaries.probabilities[i, chosen].double().cpu().numpy()
+    sentence.adversary_feasible = bool(tvds[0, chosen] <= eps)
+    sentence.eps, sentence.eps_max_jsd = float(eps), float(adversaries.eps_max_jsd[i])
+
+
+def _typed_tokens(tokenizer, text: str, batch, i: int, tokens: list[str], widen: bool):
+    """Per content token of text ``i``: its text as typed, its ``[start, end)`` in ``text`` and whether
+    the model reads it as the unknown token, from the tokenizer's offsets (hf_attn's tokenizers:
+    widened where a normaliser rewrote the text, :func:`hf_attn.explanation.typed_spans`). Where the
+    offsets cannot be matched to the encoded tokens (a cut text, a tokenizer without offsets), the
+    tokens themselves, without spans."""
+    from hf_attn.explanation import typed_spans
+
+    keep = batch.content[i]
+    mask = batch.attention_mask[i].bool()
+    ids = batch.input_ids[i][mask].tolist()
+    content = batch.content[i][mask].tolist()
+    unk_id = getattr(tokenizer, "unk_token_id", None)
+    unknown = [unk_id is not None and t == unk_id for t, c in zip(ids, content) if c]
+    fallback = (list(tokens), [None] * len(tokens), unknown)
+    try:
+        encoded = tokenizer(text, add_special_tokens=True, truncation=False, return_offsets_mapping=True)
+    except (NotImplementedError, ValueError, TypeError, KeyError):
+        return fallback
+    if list(encoded["input_ids"]) != ids or int(keep.sum()) != len(tokens):
+        return fallback
+    offsets = [o for o, c in zip(encoded["offset_mapping"], content) if c]
+    if widen:
+        spans = typed_spans(text, tokens, offsets, [False] * len(tokens), unknown)
+    else:
+        spans = [[int(a), int(b)] if b > a else None for a, b in offsets]
+    typed = [token if span is None else text[span[0]:span[1]] for token, span in zip(tokens, spans)]
+    return typed, spans, unknown
+
+
 def _words(tokenizer, ids: list[int], word_ids: list[int | None]) -> list[str]:
     """The words of one text indexed by word id (:func:`hf_attn.adapters.transformer_attention.words_of`
     decodes each word's tokens together)."""
@@ -614,4 +633,4 @@ def _words(tokenizer, ids: list[int], word_ids: list[int | None]) -> list[str]:
     return words
 
 
-__all__ = ["AttentionSpec", "BatteryResult", "Explainer", "Explanation", "SentenceExplanation"]
+__all__ = ["AttentionSpec", "BatteryResult", "Explainer", "Explanation", "SentenceExplanation", "explained_attention"]

@@ -12,7 +12,8 @@ import time
 
 import torch
 
-from hf_attn.explorer import explain_sentence, heatmap_html, load_model, permutation_figure
+from hf_attn.app.space import explain_sentence, load_model
+from hf_attn.explanation.render import heatmap_html, permutation_figure
 
 SENTENCE_20 = ("the film is a charming , funny and often touching portrait of a family that never quite "
                "works out .")

@@ -8,7 +8,7 @@ Nothing leaves the machine.
 
     python scripts/space_screenshot.py [--model RUN_DIR] [--sentence TEXT] [--out docs/space_screenshot.png]
 
-``--model`` defaults to a local SST BiLSTM + additive run (``hf_attn.explorer.find_local_model``),
+``--model`` defaults to a local SST BiLSTM + additive run (``hf_attn.app.space.find_local_model``),
 else the explorer's quick model (trained once, ~1 minute). Needs Chromium, chromedriver and selenium.
 """
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model_dir = args.model
     if not model_dir:
-        from hf_attn.explorer import find_local_model, train_quick_model
+        from hf_attn.app.space import find_local_model, train_quick_model
 
         model_dir = find_local_model() or train_quick_model()
     hub = HubServer(user=USER).start()

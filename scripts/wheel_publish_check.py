@@ -128,7 +128,7 @@ assert "hf_attn" not in sys.modules, "the metric pulled hf_attn in"
 space = snapshot_download("tester/attention-explorer", repo_type="space", local_dir=sys.argv[1])
 files = {p for p in HfApi().list_repo_files("tester/attention-explorer", repo_type="space")}
 config = json.load(open(space + "/space_config.json"))
-assert {"app.py", "requirements.txt", "README.md", "hf_attn/explorer.py"} <= files, sorted(files)[:20]
+assert {"app.py", "requirements.txt", "README.md", "hf_attn/app/space.py"} <= files, sorted(files)[:20]
 assert config["models"] == ["tester/tiny-sst"], config
 print("space:", len(files), "files; models", config["models"])
 print(space)
@@ -148,7 +148,7 @@ import app  # the Space's app.py, next to its vendored hf_attn
 import hf_attn
 from pathlib import Path
 assert Path(hf_attn.__file__).resolve().parent == (Path.cwd() / "hf_attn").resolve(), hf_attn.__file__
-from hf_attn.explorer import explain_sentence
+from hf_attn.app.space import explain_sentence
 policy, cache, because = app.startup()  # as the Space starts: its space_config.json names the model
 print("space serves:", policy.models, because)
 model, tokenizer = cache.get("tester/tiny-sst")

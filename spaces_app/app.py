@@ -1,4 +1,4 @@
-"""Is attention explanation? — a Gradio explorer for hf_attn models.
+"""Is attention explanation? — a Gradio explorer for hf_attn models and transformers classifiers.
 
 Type a sentence; see the prediction and, aligned under the words as typed, the model's attention,
 gradient and leave-one-out importance (normalised, on one colour scale with the attention), an
@@ -6,9 +6,10 @@ adversarial attention (with its Δŷ and JSD), the per-token prediction probabil
 Kendall τ of attention vs gradient and vs leave-one-out, and the permutation Δŷ distribution; on
 request, every attribution method side by side (one heatmap row per method: attention, rollout,
 attention flow / norm, ALTI, value zeroing, saliency, gradient × input, integrated gradients,
-leave-one-out, through ``hf_attn.Explainer``). All computation lives in ``hf_attn.explorer``; this
-file only lays it out. The input limit is the model's
-(``config.max_tokens``).
+leave-one-out, through ``hf_attn.Explainer``). The explanation is ``hf_attn.Explainer``'s, drawn by
+``hf_attn.explanation.render`` as in a notebook; the Space's policy, model cache and request limits are
+``hf_attn.app.space``; this file only lays it out. The input limit is the model's
+(``config.max_tokens``, a transformer's position table).
 
 Models: visitors pick from the operator's allow-list (``HF_ATTN_MODEL``, ``HF_ATTN_MODELS``,
 ``space_config.json`` next to this file: ``"default_model"`` and ``"models"``); the first one opens,
@@ -43,11 +44,11 @@ except ImportError:  # the library installs without the Space's dependencies
     raise SystemExit(2) from None
 import torch  # noqa: E402
 
-from hf_attn.explorer import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
-                             ModelPolicy, check_settings, compare_methods, explain_sentence,
-                             explained_attention, heatmap_html, is_transformer_model, names_hub_repo,
-                             markdown_text, methods_heatmap_html, model_max_tokens, model_policy,
-                             permutation_figure, summary_markdown)
+from hf_attn.app.space import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
+                               ModelPolicy, check_settings, compare_methods, explain_sentence, explained_attention,
+                               is_transformer_model, model_max_tokens, model_policy, names_hub_repo)
+from hf_attn.explanation.render import (heatmap_html, markdown_text, methods_heatmap_html,  # noqa: E402
+                                        permutation_figure, summary_markdown)
 
 LOGGER = logging.getLogger("hf_attn.app")
 # What a visitor sees for an error we did not foresee; the traceback goes to the server log only
@@ -105,7 +106,7 @@ def display_names(models) -> dict[str, str]:
 
 def model_source(model: str, app_dir=APP_DIR) -> str:
     """Why the app serves ``model`` (the first of the operator's list): which setting names it."""
-    from hf_attn.explorer import _split_names
+    from hf_attn.app.space import _split_names
 
     if model in _split_names(os.environ.get("HF_ATTN_MODEL")):
         return "set by the HF_ATTN_MODEL variable"
@@ -175,7 +176,7 @@ def make_handlers(cache: ModelCache, names: dict[str, str] | None = None):
 
 def make_compare_handler(cache: ModelCache, names: dict[str, str] | None = None):
     """The handler of the method comparison: ``(model name, sentence)`` → the HTML of
-    :func:`hf_attn.explorer.methods_heatmap_html` (one heatmap row per attribution method), with the
+    :func:`hf_attn.explanation.render.methods_heatmap_html` (one heatmap row per attribution method), with the
     explorer's input checks; ``names`` as in :func:`make_handlers`."""
     names = names or {}
 
@@ -202,7 +203,7 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
     steps_low, steps_high = INT_LIMITS["steps"]
     eps_low, eps_high = FLOAT_LIMITS["eps"]
     with gr.Blocks(title="Is attention explanation?") as demo:
-        gr.Markdown("# Is attention explanation?\nAttention of an hf_attn classifier next to gradient and "
+        gr.Markdown("# Is attention explanation?\nAttention of the classifier (hf_attn or transformers) next to gradient and "
                     "leave-one-out importance with the sentence's Kendall τ, an adversarial attention and the "
                     "permutation Δŷ (Jain & Wallace 2019), and per-token predictions (Tutek & Šnajder 2020).")
         if initial_name:

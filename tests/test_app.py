@@ -84,7 +84,7 @@ def test_explain_endpoint_every_output(client, trained_model_dir):
     from transformers import AutoTokenizer
 
     from hf_attn import AttnClassifierForSequenceClassification
-    from hf_attn.explorer import explain_sentence
+    from hf_attn.app.space import explain_sentence
 
     label, summary, heatmaps, plot, values = client.predict(
         trained_model_dir, SENTENCE, 0.01, 500, 0, api_name="/explain")
@@ -105,7 +105,7 @@ def test_explain_endpoint_every_output(client, trained_model_dir):
     assert f"Prediction: {label['label']}" in summary and "JSD" in summary and "median Δŷ" in summary
     assert "Kendall τ" in summary and "Seconds" not in summary
     assert heatmaps.count('class="hfa-cell"') == 5 * len(expected.tokens)
-    for word, unknown in zip(expected.words, expected.unknown):  # the words as typed, unknown ones marked
+    for word, unknown in zip(expected.typed, expected.unknown):  # the words as typed, unknown ones marked
         assert (f'<span class="hfa-unk">{html.escape(word)}</span></th>' if unknown
                 else f">{html.escape(word)}</th>") in heatmaps
     # permutation plot: a real rendered matplotlib image
@@ -113,7 +113,7 @@ def test_explain_endpoint_every_output(client, trained_model_dir):
     image = base64.b64decode(plot["plot"].split(",", 1)[1])
     assert image[:4] == b"RIFF" and len(image) > 2000
     # all values
-    assert values["tokens"] == expected.tokens and values["words"] == expected.words
+    assert values["tokens"] == expected.tokens and values["typed"] == expected.typed
     for pair, result in expected.kendall.items():
         assert values["kendall"][pair]["tau"] == pytest.approx(result["tau"], abs=1e-9)
     for key in ("attention", "gradient", "token_probability", "permutation_tvd", "adversary_attention"):

@@ -164,7 +164,7 @@ def test_unknown_or_punctuation_texts_become_unk_tokens(model, tokenizer, text, 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t "])
 def test_empty_or_whitespace_text_is_rejected_everywhere(model, tokenizer, text):
     from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
-    from hf_attn.explorer import ExplainError, explain_sentence
+    from hf_attn.app.space import ExplainError, explain_sentence
 
     expect_error(f"explain_sentence({text!r})", ExplainError, "empty", explain_sentence, model, tokenizer,
                  text)
@@ -184,7 +184,7 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
 
     from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
     from hf_attn.data.datasets import TaskData
-    from hf_attn.explorer import ExplainError, explain_sentence
+    from hf_attn.app.space import ExplainError, explain_sentence
     from hf_attn.training.engine import tokenize_splits
 
     long_text = "good fun " * 200  # 400 tokens, limit 24
@@ -215,7 +215,7 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
 
 def test_single_token_through_every_analysis(model, tokenizer):
     from hf_attn.batteries.jw import battery as jw
-    from hf_attn.explorer import explain_sentence
+    from hf_attn.app.space import explain_sentence
 
     ids = torch.tensor([tokenizer("good")["input_ids"]])
     mask = torch.ones_like(ids, dtype=torch.bool)

@@ -279,7 +279,7 @@ def test_pickled_weights_only_are_refused_everywhere(tmp_path, capsys):
     """The docs promise weights are never unpickled: the Explainer, the CLI and the Space refuse a
     folder with only pytorch_model.bin in one line."""
     from hf_attn.cli import main
-    from hf_attn.explorer import ExplainError, load_model
+    from hf_attn.app.space import ExplainError, load_model
 
     folder = _saved(tmp_path, pickled=True)
     assert (folder / "pytorch_model.bin").is_file() and not (folder / "model.safetensors").exists()
@@ -298,7 +298,7 @@ def test_pickled_weights_only_are_refused_everywhere(tmp_path, capsys):
 def test_the_space_refuses_a_regression_model_with_the_reason_and_logs_one_line(tmp_path, caplog):
     import logging
 
-    from hf_attn.explorer import ExplainError, load_model
+    from hf_attn.app.space import ExplainError, load_model
 
     folder = _saved(tmp_path, num_labels=1)
     with caplog.at_level(logging.WARNING, logger="hf_attn.app"):
@@ -310,7 +310,8 @@ def test_the_space_refuses_a_regression_model_with_the_reason_and_logs_one_line(
 @pytest.mark.parametrize("name, row", [("bert", "first token's row"), ("gpt2", "last token's row")])
 def test_the_space_says_which_row_is_explained_from_the_adapter(name, row):
     """GPT-2 is not described as "BERT-family … [CLS] attention": the wording comes from the adapter."""
-    from hf_attn.explorer import explain_sentence, explained_attention, summary_markdown
+    from hf_attn.app.space import explain_sentence, explained_attention
+    from hf_attn.explanation.render import summary_markdown
 
     model, tokenizer = tiny(name)
     text = explained_attention(model, tokenizer)
@@ -328,7 +329,7 @@ def test_visitor_errors_print_no_traceback(monkeypatch):
         "space_app", pathlib.Path(__file__).resolve().parents[1] / "spaces_app" / "app.py")
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
-    from hf_attn.explorer import ExplainError
+    from hf_attn.app.space import ExplainError
 
     def visitor_mistake():
         raise ExplainError("Please type a sentence")

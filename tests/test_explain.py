@@ -1,4 +1,4 @@
-"""hf_attn.explorer (the explorer's logic) against slow, explicit per-token computations."""
+"""hf_attn.app.space (the explorer's logic) against slow, explicit per-token computations."""
 
 import json
 import os
@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from hf_attn import AttnClassifierForSequenceClassification
-from hf_attn.explorer import (TIE_TOLERANCE, ExplainError, default_model, explain_sentence, find_local_model,
-                             heatmap_html, permutation_figure, summary_markdown, token_groups, typed_spans)
+from hf_attn.app.space import ExplainError, default_model, explain_sentence, find_local_model
+from hf_attn.explanation import TIE_TOLERANCE, token_groups, typed_spans
+from hf_attn.explanation.render import heatmap_html, permutation_figure, summary_markdown
 from hf_attn.core.measures import jsd, kendall_tau, merge_near_ties, tvd
 
 TEXT = "a gorgeous , witty , seductive movie that never quite works ."
@@ -113,7 +114,7 @@ def test_rendering(explanation):
     assert page.count('class="hfa-cell"') == 5 * len(explanation.tokens)
     assert "&lt;" not in page or "<" in TEXT
     n = len(explanation.tokens)
-    escaped = heatmap_html(type(explanation)(**{**explanation.__dict__, "tokens": ["<b>"] * n, "words": ["<b>"] * n}))
+    escaped = heatmap_html(type(explanation)(**{**explanation.__dict__, "tokens": ["<b>"] * n, "typed": ["<b>"] * n}))
     assert "<b></th>" not in escaped and "&lt;b&gt;</th>" in escaped
     summary = summary_markdown(explanation)
     assert "Prediction:" in summary and "Kendall τ" in summary and "Seconds" not in summary
@@ -232,17 +233,17 @@ def test_words_as_typed(model_and_tokenizer, text, words):
     tokens it became (cannot → can + not)."""
     model, tokenizer = model_and_tokenizer
     e = explain_sentence(model, tokenizer, text, steps=2, num_permutations=2)
-    assert e.words == words
-    assert len(e.tokens) == len(e.words) == len(e.spans) == len(e.unknown)
+    assert e.typed == words
+    assert len(e.tokens) == len(e.typed) == len(e.spans) == len(e.unknown)
     groups = token_groups(e)
-    assert "".join(e.words[start] for start, _ in groups) == "".join(text.split())  # every character, once
-    assert all(text[a:b] == w for (a, b), w in zip(e.spans, e.words))
+    assert "".join(e.typed[start] for start, _ in groups) == "".join(text.split())  # every character, once
+    assert all(text[a:b] == w for (a, b), w in zip(e.spans, e.typed))
 
 
 def test_unknown_words_are_marked_not_hidden(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     e = explain_sentence(model, tokenizer, "A Zorblaxian movie.", steps=2, num_permutations=2)
-    assert e.tokens[1] == "[UNK]" and e.words[1] == "Zorblaxian" and e.unknown == [False, True, False, False]
+    assert e.tokens[1] == "[UNK]" and e.typed[1] == "Zorblaxian" and e.unknown == [False, True, False, False]
     page = heatmap_html(e)
     assert '<span class="hfa-unk">Zorblaxian</span>' in page and "[UNK]</th>" not in page
     assert "not in the vocabulary" in page and "“Zorblaxian”" in summary_markdown(e)
@@ -279,12 +280,12 @@ def test_long_sentences_wrap_in_balanced_lines(explanation):
     """Lines of similar width, at most LINE_WIDTH_PX (estimated), every token exactly once."""
     import re
 
-    from hf_attn.explorer import LINE_WIDTH_PX
+    from hf_attn.explanation.render import LINE_WIDTH_PX
 
     n = 60
     long = type(explanation)(**{**explanation.__dict__, **{name: np.resize(getattr(explanation, name), n) for name in (
         "attention", "gradient", "loo", "adversary_attention", "token_probability")},
-        "tokens": ["movie"] * n, "words": ["movie"] * n, "spans": [[6 * t, 6 * t + 5] for t in range(n)],
+        "tokens": ["movie"] * n, "typed": ["movie"] * n, "spans": [[6 * t, 6 * t + 5] for t in range(n)],
         "unknown": [False] * n, "special": [False] * n})
     page = heatmap_html(long)
     per_line = [table.count('class="hfa-tok') for table in page.split('<table class="hfa-heatmap"')[1:]]

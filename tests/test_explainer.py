@@ -57,7 +57,7 @@ def test_explain_gives_the_methods_values_per_token_and_word(explainer):
     assert set(["attention", "gradient", "loo", "ig", "rollout"]) <= set(tokens.columns)
     assert len(e.to_pandas("word")) == sum(len(s.words) for s in e.sentences)
     page = e._repr_html_()
-    assert page.count("data-row='attention'") == 3 and "data-row='rollout'" in page
+    assert page.count('data-row="attention"') == 3 and 'data-row="rollout"' in page
 
 
 def test_jw_in_memory_round_trips(explainer, tmp_path):

@@ -28,8 +28,8 @@ def _run_python(code: str, cwd=None, env=None, timeout=300) -> subprocess.Comple
 def test_the_spaces_model_folder_needs_no_dot_slash(trained_model_dir, tmp_path, monkeypatch):
     """``HF_ATTN_MODEL=runs/sst-lstm`` (the README's command) serves the folder ``runs/sst-lstm``:
     spelled like a Hub id, but an existing folder wins, and the Hub is never asked."""
-    import hf_attn.explorer as explorer
-    from hf_attn.explorer import ModelCache, load_model, model_policy, names_hub_repo
+    import hf_attn.app.space as explorer
+    from hf_attn.app.space import ModelCache, load_model, model_policy, names_hub_repo
 
     shutil.copytree(trained_model_dir, tmp_path / "runs" / "sst-lstm")
     monkeypatch.chdir(tmp_path)
@@ -97,7 +97,7 @@ def test_the_library_imports_without_gradio():
     """With gradio unimportable the library, the explainer, the Space's helpers and the command line
     load; publishing a metric works (its sdk_version is the space extra's pin)."""
     code = ("import sys; sys.modules['gradio'] = None\n"
-            "import hf_attn, hf_attn.explainer, hf_attn.explorer, hf_attn.cli, hf_attn.hub.push as push\n"
+            "import hf_attn, hf_attn.explainer, hf_attn.app.space, hf_attn.cli, hf_attn.hub.push as push\n"
             "assert push._gradio_version()\n"
             "print('ok')")
     result = _run_python(code)

@@ -9,10 +9,10 @@ Floors, lowest first (docs/layout.md draws them):
     methods                                one file per attribution / diagnostic method
     training, hub                          Trainer runs of the models; publishing to the Hub
     batteries                              jw, wp, ts, eraser, faithfulness: in memory, typed results
-    explainer                              Explainer = adapter + batteries
+    explainer, explanation                 Explainer = adapter + batteries; the one explanation object and its renderings
     runs                                   batteries on folders: registry, resume, grid, reproduction plan
     reporting                              REPORT.md, findings, published numbers
-    cli, app, spaces_app, explorer, reproduce   argparse commands, the Gradio Space, the reproduction pipeline
+    cli, app, spaces_app, reproduce        argparse commands, the Space (its policy, cache, limits; its Gradio page), the reproduction pipeline
 
 Every ``import`` counts, at module level and inside functions alike (a function-level import must not
 hide an upward dependency or a circle); imports of third-party packages are not ruled here, so
@@ -36,10 +36,10 @@ FLOORS = {
     "methods": 3,
     "training": 4, "hub": 4,
     "batteries": 5,
-    "explainer": 6,
+    "explainer": 6, "explanation": 6,
     "runs": 7,
     "reporting": 8,
-    "cli": 9, "app": 9, "spaces_app": 9, "explorer": 9, "reproduce": 9,
+    "cli": 9, "app": 9, "spaces_app": 9, "reproduce": 9,
 }
 # ``hf_attn/__init__.py`` registers the models' auto classes (it imports models only) and holds
 # ``__version__``, which any floor may read.

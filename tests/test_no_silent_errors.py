@@ -354,7 +354,7 @@ DAMAGES = {"missing": "lacks tensor(s) decoder.weight", "unexpected": "holds ten
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_damaged_weights_are_refused_naming_the_tensor(damage, toy_run, tmp_path, capsys):
-    from hf_attn.explorer import ExplainError, ModelPolicy, load_model
+    from hf_attn.app.space import ExplainError, ModelPolicy, load_model
     from hf_attn.models.loading import ModelFolderError, load_model_folder
 
     folder = _damaged_weights(toy_run, tmp_path / damage, damage)
@@ -372,7 +372,8 @@ def test_damaged_weights_are_refused_naming_the_tensor(damage, toy_run, tmp_path
 
 
 def test_label_names_with_markup_reach_the_space_as_text(toy_run, tmp_path):
-    from hf_attn.explorer import explain_sentence, load_model, markdown_text, summary_markdown
+    from hf_attn.app.space import explain_sentence, load_model
+    from hf_attn.explanation.render import markdown_text, summary_markdown
 
     folder = tmp_path / "markup"
     shutil.copytree(toy_run, folder)

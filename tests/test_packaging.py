@@ -120,7 +120,7 @@ def test_push_metric_takes_a_module_name(tmp_path, capsys):
 
 def test_space_vendors_the_package_without_the_app_folder(tmp_path):
     out = hub.build_space_folder(tmp_path / "space", models=["me/model"])
-    assert (out / "app.py").is_file() and (out / "hf_attn" / "explorer.py").is_file()
+    assert (out / "app.py").is_file() and (out / "hf_attn" / "app" / "space.py").is_file()
     assert not (out / "hf_attn" / "spaces_app").exists() and not (out / "hf_attn" / "hub_cards").exists()
     assert not any(p.suffix == ".md" and p.parent.name in ("hub_cards", "templates") for p in out.rglob("*"))
 

@@ -16,7 +16,7 @@ import pytest
 from test_app import REPO_ROOT
 from test_space_security import load_app_module
 
-from hf_attn.explorer import ModelCache, ModelPolicy
+from hf_attn.app.space import ModelCache, ModelPolicy
 
 APP = REPO_ROOT / "spaces_app" / "app.py"
 MODEL_ENV = ("HF_ATTN_MODEL", "HF_ATTN_MODELS", "HF_ATTN_ALLOW_ANY_MODEL")
@@ -109,10 +109,10 @@ def test_errors_are_logged_as_one_line(app):
     try:
         raise OSError("cannot read\n/srv/x")
     except OSError:
-        record = logging.getLogger("hf_attn.explorer").makeRecord("hf_attn.explorer", logging.WARNING, __file__, 1,
+        record = logging.getLogger("hf_attn.app.space").makeRecord("hf_attn.app.space", logging.WARNING, __file__, 1,
                                                                   "cannot load model %r", ("m",), sys.exc_info())
     line = formatter.format(record)
-    assert line == "WARNING hf_attn.explorer: cannot load model 'm': OSError: cannot read /srv/x"
+    assert line == "WARNING hf_attn.app.space: cannot load model 'm': OSError: cannot read /srv/x"
 
 
 # ------------------------------------------------------------------------------ methods side by side
@@ -134,7 +134,7 @@ def test_compare_handler_gives_one_row_per_method_for_a_tiny_bert(app):
     import torch
 
     from architectures import tiny_classifier
-    from hf_attn.explorer import COMPARE_METHODS
+    from hf_attn.app.space import COMPARE_METHODS
 
     model, tokenizer = tiny_classifier("bert")
     model.eval()

@@ -324,7 +324,7 @@ def expected(trained_model_dir):
     """The explanation computed here, from the folder that was pushed (one torch thread, as the app)."""
     import torch
 
-    from hf_attn.explorer import explain_sentence
+    from hf_attn.app.space import explain_sentence
     from hf_attn.models.loading import load_model_folder
 
     model, tokenizer = load_model_folder(trained_model_dir)
@@ -340,7 +340,7 @@ def expected(trained_model_dir):
 def test_snapshot_is_the_space_as_pushed(space):
     app = space["app"]
     assert json.loads((app / "space_config.json").read_text()) == {"default_model": MODEL_ID, "models": [MODEL_ID]}
-    assert (app / "hf_attn" / "explorer.py").is_file() and (app / "app.py").is_file()
+    assert (app / "hf_attn" / "app" / "space.py").is_file() and (app / "app.py").is_file()
     readme = (app / "README.md").read_text()
     assert "Visitors pick the model from a list" in readme and f"`{MODEL_ID}` (opened first)" in readme
     assert f"- {MODEL_ID}" in readme.split("---")[1]  # the card's models metadata links the model
@@ -398,7 +398,7 @@ def test_explain_through_gradio_client(client, space, hub, expected):
     confidences = {c["label"]: c["confidence"] for c in label["confidences"]}
     for name, p in zip(label_names, explanation.probabilities):
         assert confidences[name] == pytest.approx(p, abs=1e-6)
-    assert values["words"] == ["I", "do", "n't", "like", "it", ",", "it", "is", "n't", "good", "."]
+    assert values["typed"] == ["I", "do", "n't", "like", "it", ",", "it", "is", "n't", "good", "."]
     assert values["tokens"] == explanation.tokens and values["tokens"][0] == "i"
     for name in ("attention", "gradient", "loo", "token_probability", "adversary_attention"):
         np.testing.assert_allclose(values[name], getattr(explanation, name), atol=1e-6, err_msg=name)

@@ -2,7 +2,7 @@
 
 1. A typed model name never runs code: a folder (or Hub repo) with ``auto_map`` and a Python module
    that writes a marker file when imported is refused, through the app and through
-   ``hf_attn.explorer.load_model``, with the operator's free-Hub-id flag on or off; names off the
+   ``hf_attn.app.space.load_model``, with the operator's free-Hub-id flag on or off; names off the
    allow-list all get one message, so the app does not reveal which server paths exist; a Hub id a
    visitor types is loaded from the Hub even when a folder of that name exists (the operator's names
    are folders when such a folder exists); the model cache is bounded.
@@ -29,8 +29,8 @@ import pytest
 from hub_server import HubServer, StoredFile
 from test_app import REPO_ROOT, SENTENCE, default_app_env, free_port, running_app
 
-from hf_attn.explorer import (NOT_ALLOWED_MESSAGE, ExplainError, ModelCache, ModelNotAllowed, ModelPolicy,
-                             check_settings, explain_sentence, load_model, model_policy)
+from hf_attn.app.space import (NOT_ALLOWED_MESSAGE, ExplainError, ModelCache, ModelNotAllowed, ModelPolicy,
+                               check_settings, explain_sentence, load_model, model_policy)
 
 EVIL_MODULE = """import pathlib
 pathlib.Path({marker!r}).write_text("remote code ran")  # what an attacker's module does on import

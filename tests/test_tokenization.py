@@ -295,7 +295,7 @@ def test_readme_plain_auto_tokenizer_without_hf_attn_asks(model_dir, tmp_path):
 def test_space_explains_raw_text_like_sst(model_dir):
     """The Space loads the tokenizer from tokenizer.json and explain_sentence calls it on the raw
     text: the raw sentence and its SST spelling get the same tokens and the same prediction."""
-    from hf_attn.explorer import explain_sentence
+    from hf_attn.app.space import explain_sentence
     from hf_attn.models.loading import load_model_folder
 
     model, tokenizer = load_model_folder(model_dir)

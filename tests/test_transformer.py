@@ -436,7 +436,8 @@ def test_explorer_explains_a_bert_family_sentence(model, tokenizer, tmp_path):
     """The Space's explain_sentence on a BERT-family folder: J&W's measures over the word pieces of the
     last layer's [CLS] attention, the same SentenceExplanation as for hf_attn models (no per-token p̂_t
     row), loaded without remote code; the attention shown is the model's own."""
-    from hf_attn.explorer import explain_sentence, heatmap_html, is_transformer_model, load_model, summary_markdown
+    from hf_attn.app.space import explain_sentence, is_transformer_model, load_model
+    from hf_attn.explanation.render import heatmap_html, summary_markdown
 
     folder = tmp_path / "tiny"
     model.save_pretrained(folder)
@@ -444,7 +445,7 @@ def test_explorer_explains_a_bert_family_sentence(model, tokenizer, tmp_path):
     loaded, tok = load_model(str(folder))
     assert is_transformer_model(loaded)
     e = explain_sentence(loaded, tok, "the good movies", num_permutations=6, k=2, steps=5)
-    assert e.tokens == ["the", "good", "movie", "##s"] and e.words == ["the", "good", "movie", "s"]
+    assert e.tokens == ["the", "good", "movie", "##s"] and e.typed == ["the", "good", "movie", "s"]
     assert e.spans == [[0, 3], [4, 8], [9, 14], [14, 15]]
     np.testing.assert_allclose(e.attention.sum(), 1.0, atol=1e-6)
     ids = tok("the good movies", return_tensors="pt")

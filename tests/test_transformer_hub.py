@@ -295,7 +295,7 @@ def test_explorer_loads_a_bert_folder_with_auto_map_without_its_code(bert_run, t
     """An operator-listed BERT-family folder whose config and tokenizer config point auto_map at a
     Python file lying next to them: loaded with transformers' BertForSequenceClassification, the
     file never imported."""
-    from hf_attn.explorer import ModelPolicy, explain_sentence, load_model
+    from hf_attn.app.space import ModelPolicy, explain_sentence, load_model
 
     marker = tmp_path / "MARKER-remote-code-ran"
     folder = make_attack_folder(tmp_path / "evil-bert", marker, model_type="bert", base=str(bert_run))
@@ -352,7 +352,7 @@ def test_space_from_hub_explains_a_bert_family_model(client, space, hub, minilm_
     explain_sentence on the pushed folder here."""
     import numpy as np
 
-    from hf_attn.explorer import check_settings, explain_sentence, load_model
+    from hf_attn.app.space import check_settings, explain_sentence, load_model
 
     assert json.loads((space["app"] / "space_config.json").read_text())["default_model"] == MODEL_ID
     assert not list(space["app"].rglob("model.safetensors"))
@@ -367,7 +367,7 @@ def test_space_from_hub_explains_a_bert_family_model(client, space, hub, minilm_
         expected = explain_sentence(model, tokenizer, SENTENCE, **check_settings(eps=0.01, steps=200, seed=0))
     finally:
         torch.set_num_threads(threads)
-    assert values["tokens"] == expected.tokens and values["words"] == expected.words
+    assert values["tokens"] == expected.tokens and values["typed"] == expected.typed
     for name in ("attention", "gradient", "loo", "adversary_attention"):
         np.testing.assert_allclose(values[name], getattr(expected, name), atol=1e-5, err_msg=name)
     np.testing.assert_allclose(values["attention"], np.asarray(values["attention"]) / sum(values["attention"]))

@@ -1,68 +1,50 @@
-"""One sentence, every explanation: the logic behind the Gradio explorer (``spaces_app/app.py``).
+"""The explorer Space's own side: its policy, its model cache and its request limits. Everything it
+shows is computed by :meth:`hf_attn.explainer.Explainer.explain` (the one explanation object,
+:class:`hf_attn.explanation.SentenceExplanation`) and drawn by :mod:`hf_attn.explanation.render`, as in
+a notebook; the Gradio page itself is ``spaces_app/app.py``.
 
-For a sentence x, :func:`explain_sentence` computes with one model forward plus the J&W methods
-of :mod:`hf_attn.methods` (nothing re-implemented here):
-
-- the prediction ŷ and the attention α (J&W §2);
-- gradient importance g_t = |∂ŷ/∂e_t · e_t| with α detached (J&W Alg. 1);
-- leave-one-out Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W §4.1);
-- Δŷ for random permutations of α (J&W Alg. 2);
-- k adversarial attentions (J&W Alg. 3) and the one shown: the largest-JSD adversary with
-  TVD ≤ ε (if none is feasible, the smallest-TVD one, flagged;
-  :func:`hf_attn.methods.adversary.best_feasible_adversary`);
-- per-token prediction probabilities p̂_t = decoder(h_t) alone, i.e. all attention on t
-  (Tutek & Šnajder 2020, §5 / Fig. 2), for the predicted class;
-- the sentence's Kendall τ of attention vs gradient, attention vs leave-one-out and gradient vs
-  leave-one-out (J&W Table 2's statistic, :func:`hf_attn.core.measures.kendall_tau` with the battery's
-  tie tolerance :attr:`hf_attn.batteries.jw.common.JWSettings.tie_tolerance`);
-- the words as typed: each token's substring of the text (from the tokenizer's offsets), so the
-  page shows "Don't" and an unknown word as typed, marked, instead of ``[UNK]``.
-
-The input limit is the model's ``config.max_tokens`` (at most :data:`MAX_TOKENS_LIMIT`).
-:func:`heatmap_html` and :func:`permutation_figure` render it; :func:`load_model`,
-:func:`find_local_model` and :func:`default_model` pick the model the app opens.
+- :func:`explain_sentence`: the main view (a visitor's sentence, checked, then ``Explainer.explain``
+  on the model's adapter); :func:`compare_methods`: every attribution method side by side
+  (``Explainer.attributions`` within a time budget). Any classifier the engine accepts is served:
+  hf_attn's own models and transformers sequence classifiers; which attention rows are explained is
+  said from the adapter's facts (:func:`explained_attention`).
+- the input limit is the model's (:func:`model_max_tokens`: ``config.max_tokens``, a transformer's
+  position table), at most :data:`MAX_TOKENS_LIMIT`; :func:`load_model`, :func:`find_local_model` and
+  :func:`default_model` pick the model the app opens.
 
 The explorer runs as a public Space, so everything a visitor sends is untrusted:
 
 - models: a :class:`ModelPolicy` (the operator's allow-list, :func:`model_policy`) decides which names
   may be opened at all, with one message for every refused name (so the app does not reveal which
-  server paths exist); models are loaded only through hf_attn's own classes (never remote code), after
-  their ``config.json`` says ``model_type == "hf_attn"``; :class:`ModelCache` keeps at most a few;
+  server paths exist); models are loaded only through hf_attn's own classes or transformers' own
+  classes for the config's ``model_type`` (never remote code, never pickled weights);
+  :class:`ModelCache` keeps at most a few;
 - numbers: :func:`check_settings` bounds every numeric setting (steps, k, permutations, ε, …) on the
   server, whatever the widget allowed, so one request cannot keep a worker busy for hours.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import math
 import os
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from hf_attn.batteries.faithfulness import FaithfulnessSettings
-from hf_attn.batteries.jw.common import JWSettings
-from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary
-from hf_attn.methods.gradient import gradient_importance
-from hf_attn.methods.leave_one_out import leave_one_out
-from hf_attn.methods.permutation import permutation_tvd
+from hf_attn.explainer import explained_attention as adapter_explained_attention
+from hf_attn.explanation import SentenceExplanation
 from hf_attn.models.loading import (SINGLE_MODEL_TYPE, ModelFolderError, check_finite_weights, load_model_folder,
                                     model_type_of)
-from hf_attn.core.measures import kendall_tau
 
 LOGGER = logging.getLogger(__name__)
-
-REGULARISED_VARIANTS = ("residual", "tying", "mlm", "concat")
 
 # Server-side bounds of every numeric setting of explain_sentence (name: (lowest, highest)). A visitor
 # can call the API with any number, and the cost grows with k · steps and the permutations: these keep
@@ -76,8 +58,6 @@ MAX_TOKENS_LIMIT = INT_LIMITS["max_tokens"][1]
 # Checked before tokenising (the token limit alone would tokenise any text first); generous enough
 # that the token limit, not this one, stops any real sentence (512 tokens of English take ~2,500).
 MAX_TEXT_CHARS = 20000
-# Importances within this (absolute) distance are tied before Kendall τ, as in the J&W battery.
-TIE_TOLERANCE = JWSettings.tie_tolerance
 
 
 class ExplainError(ValueError):
@@ -130,124 +110,6 @@ def check_settings(*, num_permutations=100, k=5, lam=500.0, eps=0.01, steps=500,
     return checked
 
 
-@dataclass
-class SentenceExplanation:
-    """Everything the explorer shows for one sentence (T real tokens, C classes, k adversaries,
-    P permutations). Arrays are numpy float64."""
-
-    text: str
-    tokens: list[str]  # (T,) the model's tokens
-    label_names: list[str]  # (C,)
-    probabilities: np.ndarray  # (C,) ŷ
-    predicted: int
-    attention: np.ndarray  # (T,) α
-    gradient: np.ndarray  # (T,) g
-    loo: np.ndarray  # (T,) Δŷ_t (NaN for a one-token sentence)
-    permutation_tvd: np.ndarray  # (P,)
-    adversary_attention: np.ndarray  # (T,) the adversary shown
-    adversary_tvd: float  # its Δŷ = TVD(ŷ(α_adv), ŷ)
-    adversary_jsd: float  # its JSD(α_adv, α)
-    adversary_probabilities: np.ndarray  # (C,) ŷ(α_adv)
-    adversary_feasible: bool  # TVD ≤ ε
-    adversaries_tvd: np.ndarray  # (k,)
-    adversaries_jsd: np.ndarray  # (k,)
-    eps: float
-    eps_max_jsd: float
-    token_probability: np.ndarray  # (T,) p̂_t of the predicted class
-    variant: str
-    seconds: dict[str, float] = field(default_factory=dict)
-    # (T,) the text each token came from, as typed (tokens made from one typed word, e.g. "cannot" →
-    # "can" "not", share it); tokens the tokenizer adds (<SOS>) keep their own text.
-    words: list[str] = field(default_factory=list)
-    # (T,) [start, end) of ``words[t]`` in ``text``; None for added tokens.
-    spans: list[list[int] | None] = field(default_factory=list)
-    unknown: list[bool] = field(default_factory=list)  # (T,) read as [UNK] (not in the vocabulary)
-    special: list[bool] = field(default_factory=list)  # (T,) added by the tokenizer (<SOS>, <EOS>)
-    # Kendall τ-b and p of this sentence (J&W Table 2): "attention_gradient", "attention_loo",
-    # "gradient_loo" → {"tau", "pvalue"} (NaN when undefined: < 2 tokens or a constant ranking).
-    kendall: dict[str, dict[str, float]] = field(default_factory=dict)
-    tie_tolerance: float = TIE_TOLERANCE
-    max_tokens: int | None = None  # the input limit applied (the model's)
-    explained: str | None = None  # which attention rows (transformers: from the adapter's facts)
-
-    @property
-    def regularised(self) -> bool:
-        return self.variant in REGULARISED_VARIANTS
-
-    @property
-    def permutation_median(self) -> float:
-        return float(np.median(self.permutation_tvd))
-
-    @property
-    def gradient_share(self) -> np.ndarray:
-        """g_t / Σ g: the gradient importance as a distribution over the tokens, comparable with α."""
-        return _share(self.gradient)
-
-    @property
-    def loo_share(self) -> np.ndarray:
-        """Δŷ_t / Σ Δŷ: leave-one-out as a distribution over the tokens (NaN if undefined)."""
-        return _share(self.loo)
-
-    def to_dict(self) -> dict:
-        """JSON-ready (lists, no NaN: NaN → None)."""
-        def clean(value):
-            if isinstance(value, np.ndarray):
-                return [clean(v) for v in value.tolist()]
-            if isinstance(value, (list, tuple)):
-                return [clean(v) for v in value]
-            if isinstance(value, dict):
-                return {k: clean(v) for k, v in value.items()}
-            if isinstance(value, float) and not np.isfinite(value):
-                return None
-            return value
-
-        payload = {k: clean(v) for k, v in asdict(self).items()}
-        payload["prediction"] = self.label_names[self.predicted]
-        payload["permutation_median"] = self.permutation_median
-        payload["gradient_share"] = clean(self.gradient_share)
-        payload["loo_share"] = clean(self.loo_share)
-        return payload
-
-
-def _share(values: np.ndarray) -> np.ndarray:
-    values = np.asarray(values, dtype=np.float64)
-    total = values.sum()
-    if not np.isfinite(total) or total <= 0:
-        return np.full(values.shape, np.nan)
-    return values / total
-
-
-def typed_spans(text: str, tokens: list[str], offsets, special: list[bool], unknown: list[bool]
-                ) -> list[list[int] | None]:
-    """Each token's ``[start, end)`` in ``text`` as typed, from the tokenizer's ``offsets``; None for
-    the tokens the tokenizer adds. The offsets of hf_attn's tokenizer are exact except where a
-    normaliser rule rewrote the text (``don't`` → ``do n't``, ``1999`` → ``qqq``, ``cannot`` → ``can
-    not``): there ``tokenizers`` maps the rewritten characters to the last original one, so a token
-    whose offsets do not spell it is widened back to where the previous token ended (whitespace
-    skipped). Tokens that end where the previous one ends came from the same typed word and share its
-    span. Characters no token covers (punctuation a tokenizer drops) belong to no span."""
-    spans: list[list[int] | None] = []
-    previous_end, previous_span = 0, None
-    for token, (start, end), added, unk in zip(tokens, offsets, special, unknown):
-        start, end = int(start), int(end)
-        if added or end <= start:
-            spans.append(None)
-            continue
-        if previous_span is not None and end <= previous_span[1]:  # more tokens from the same typed word
-            spans.append(previous_span)
-            continue
-        start = max(start, previous_end)
-        if not unk and text[start:end].lower() != token.lower():  # rewritten: widen back
-            first = previous_end
-            while first < start and text[first].isspace():
-                first += 1
-            start = first
-        previous_span = [start, end]
-        previous_end = end
-        spans.append(previous_span)
-    return spans
-
-
 def _encode(tokenizer, text: str):
     """``(ids, offsets or None, special-token flags)`` of ``text``."""
     try:
@@ -262,25 +124,6 @@ def _encode(tokenizer, text: str):
     return ids, offsets, special
 
 
-def sentence_kendall(attention, gradient, loo, tie_tolerance: float = TIE_TOLERANCE) -> dict:
-    """This sentence's Kendall τ-b and p-value (J&W Table 2's per-instance statistic) of attention vs
-    gradient, attention vs leave-one-out and gradient vs leave-one-out, by
-    :func:`hf_attn.core.measures.kendall_tau` after tying values within ``tie_tolerance`` (as the J&W
-    battery does). NaN where τ is undefined (fewer than 2 tokens, a constant ranking, NaN values)."""
-    pairs = {"attention_gradient": (attention, gradient), "attention_loo": (attention, loo),
-             "gradient_loo": (gradient, loo)}
-    result = {}
-    for name, (x, y) in pairs.items():
-        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-        tau = pvalue = float("nan")
-        if x.size >= 2 and np.isfinite(x).all() and np.isfinite(y).all():
-            kendall = kendall_tau(x[None], y[None], tie_tolerance=tie_tolerance)
-            if bool(kendall.valid[0]):
-                tau, pvalue = float(kendall.tau[0]), float(kendall.pvalue[0])
-        result[name] = {"tau": tau, "pvalue": pvalue}
-    return result
-
-
 def model_max_tokens(model) -> int:
     """The longest sentence the explorer takes for ``model``: its ``config.max_tokens`` (the forward
     refuses more), for a transformers classifier its position table less two special tokens
@@ -293,16 +136,6 @@ def model_max_tokens(model) -> int:
     if isinstance(positions, int) and positions > 2:
         limit = min(int(limit), positions - 2) if limit else positions - 2
     return min(int(limit), MAX_TOKENS_LIMIT) if limit else MAX_TOKENS_LIMIT
-
-
-@torch.no_grad()
-def _token_probability(model, hidden_states: torch.Tensor, predicted: int) -> torch.Tensor:
-    """T&Š Fig. 2: p̂_t = softmax(decoder(h_t)) — one-hot attention on each token t, exact through
-    ``logits_from_token_logits`` (linear decoder, Σα = 1). ``hidden_states`` (1, T, D) → (T,)."""
-    length = hidden_states.shape[1]
-    one_hot = torch.eye(length, dtype=hidden_states.dtype).unsqueeze(0)  # (1, T, T)
-    logits = model.logits_from_token_logits(model.token_logits(hidden_states), one_hot)  # (1, T, C)
-    return logits.softmax(-1)[0, :, predicted]
 
 
 def is_transformer_model(model) -> bool:
@@ -326,64 +159,6 @@ def _adapter_of(model, tokenizer):
         except ValueError as err:  # a model the engine refuses: the reason, in one line, for the visitor
             raise ExplainError(f"This model cannot be explained here: {' '.join(str(err).split())}") from None
     return adapter
-
-
-EXPLAINED_ROWS = {"first": "the first token's row (the position its classification head reads)",
-                  "last": "the last token's row (the position its decoder head reads)",
-                  "mean": "every token's row, averaged (its head pools every position)"}
-
-
-def explained_attention(model, tokenizer) -> str:
-    """Which attention is explained for a transformers classifier, from its adapter's facts (the
-    layer, the query row(s) its head reads, the heads), never a fixed description."""
-    adapter = _adapter_of(model, tokenizer)
-    rows = EXPLAINED_ROWS.get(adapter.query_rule, f"the {adapter.query_rule} row(s)")
-    heads = "mean over" if adapter.spec.heads == "mean" else f"head {adapter.spec.heads} of"
-    layer = "the last layer" if adapter.layer == adapter.num_layers - 1 else f"layer {adapter.layer}"
-    return f"{layer}'s attention (of {adapter.num_layers}), {rows}, {heads} {adapter.num_heads} heads"
-
-
-def _explain_transformer_sentence(model, tokenizer, text: str, ids: list, offsets, special: list,
-                                  settings: dict, limit: int) -> "SentenceExplanation":
-    """:func:`explain_sentence` for a BERT-family classifier: J&W's measures on the word pieces between
-    [CLS] and [SEP], for the last layer's [CLS] attention averaged over heads (renormalised over those
-    pieces), by :mod:`hf_attn.batteries.jw.transformer` on this one sentence. The per-token p̂_t row is
-    T&Š's BiLSTM read-out and does not exist here (NaN)."""
-    from hf_attn.batteries.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
-    from hf_attn.methods.adversary import best_feasible_adversary
-
-    jw_settings = TransformerJWSettings(num_permutations=settings["num_permutations"], k=settings["k"],
-                                        lam=settings["lam"], eps=settings["eps"], steps=settings["steps"],
-                                        lr=settings["lr"], seed=settings["seed"])
-    start = time.perf_counter()
-    results, summary = run_transformer_jw_battery(_adapter_of(model, tokenizer), [text], settings=jw_settings,
-                                                  progress=False)
-    seconds = {"total": time.perf_counter() - start}
-    content = [i for i, flag in enumerate(special) if not flag]
-    tokens = tokenizer.convert_ids_to_tokens([ids[i] for i in content])
-    unk_id = getattr(tokenizer, "unk_token_id", None)
-    unknown = [ids[i] == unk_id for i in content]
-    spans = [None if offsets is None else [int(offsets[i][0]), int(offsets[i][1])] for i in content]
-    words = [token if span is None else text[span[0]:span[1]] for token, span in zip(tokens, spans)]
-    f64 = lambda values: np.asarray(values, dtype=np.float64)  # noqa: E731
-    probabilities = f64(results["probabilities"][0])
-    attention, gradient, loo = f64(results["attention"][0]), f64(results["gradient"][0]), f64(results["loo"][0])
-    tvds, jsds = f64(results["adversary_tvd"][0]), f64(results["adversary_jsd"][0])
-    eps = settings["eps"]
-    chosen = int(best_feasible_adversary(torch.from_numpy(tvds)[None], torch.from_numpy(jsds)[None], eps).index[0])
-    label_names = [str(model.config.id2label.get(i, i)) for i in range(len(probabilities))]
-    return SentenceExplanation(
-        text=text, tokens=tokens, label_names=label_names, probabilities=probabilities,
-        predicted=int(probabilities.argmax()), attention=attention, gradient=gradient, loo=loo,
-        permutation_tvd=f64(results["permutation_tvd"][0]),
-        adversary_attention=f64(results["adversary_attention"][0])[chosen], adversary_tvd=float(tvds[chosen]),
-        adversary_jsd=float(jsds[chosen]),
-        adversary_probabilities=f64(results["adversary_probabilities"][0])[chosen],
-        adversary_feasible=bool(tvds[chosen] <= eps), adversaries_tvd=tvds, adversaries_jsd=jsds, eps=eps,
-        eps_max_jsd=float(results["eps_max_jsd"][0]), token_probability=np.full(len(tokens), np.nan),
-        variant=f"{model.config.model_type} (transformers)", seconds=seconds, words=words, spans=spans, unknown=unknown,
-        special=[False] * len(tokens), kendall=sentence_kendall(attention, gradient, loo),
-        tie_tolerance=TIE_TOLERANCE, max_tokens=limit, explained=explained_attention(model, tokenizer))
 
 
 def _checked_sentence(model, tokenizer, text: str, max_tokens: int | None):
@@ -410,264 +185,35 @@ def _checked_sentence(model, tokenizer, text: str, max_tokens: int | None):
     return ids, offsets, special, limit
 
 
+def explained_attention(model, tokenizer) -> str:
+    """Which attention is explained for a transformers classifier, from its adapter's facts
+    (:func:`hf_attn.explainer.explained_attention`)."""
+    return adapter_explained_attention(_adapter_of(model, tokenizer))
+
+
 def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
                      num_permutations: int = 100, k: int = 5, lam: float = 500.0, eps: float = 0.01,
                      steps: int = 500, lr: float = 0.01, seed: int = 0) -> SentenceExplanation:
-    """Explain one sentence (see the module docstring). Raises :class:`ExplainError` with a message
-    meant for the user for empty text, text with more tokens than the limit (``max_tokens``, default
-    and at most the model's ``config.max_tokens``, :func:`model_max_tokens`) or no known word.
-    Seeded: the same call gives the same permutations and adversaries. The numeric settings must lie
-    within :data:`INT_LIMITS` / :data:`FLOAT_LIMITS` (:func:`check_settings`), the text within
-    :data:`MAX_TEXT_CHARS` characters.
+    """The Space's main view of one sentence: the visitor's request checked against the Space's limits
+    (settings within :data:`INT_LIMITS` / :data:`FLOAT_LIMITS`, :func:`check_settings`; the text within
+    :data:`MAX_TEXT_CHARS` characters and the model's token limit, ``max_tokens`` at most
+    :func:`model_max_tokens`), then :meth:`hf_attn.explainer.Explainer.explain` on the model's adapter
+    (one per loaded model): the same :class:`hf_attn.explanation.SentenceExplanation` a notebook
+    shows. Integrated gradients are left to the side-by-side view (:func:`compare_methods`). Raises
+    :class:`ExplainError` with a message meant for the visitor. Seeded: the same call gives the same
+    permutations and adversaries."""
+    from hf_attn.explainer import Explainer
 
-    Long on purpose: the measures the Space shows, one short step each and in the order it shows them
-    (checks, forward, gradient, leave-one-out, τ, permutations, adversary), over the same tensors."""
     settings = check_settings(num_permutations=num_permutations, k=k, lam=lam, eps=eps, steps=steps, lr=lr,
                               seed=seed, max_tokens=max_tokens)
-    num_permutations, k, lam, eps = settings["num_permutations"], settings["k"], settings["lam"], settings["eps"]
-    steps, lr, seed, max_tokens = settings["steps"], settings["lr"], settings["seed"], settings["max_tokens"]
-    ids, offsets, special, limit = _checked_sentence(model, tokenizer, text, max_tokens)
-    if is_transformer_model(model):  # a transformers classifier: the rows its head reads, via its adapter
-        return _explain_transformer_sentence(model, tokenizer, text, ids, offsets, special, settings, limit)
+    *_, limit = _checked_sentence(model, tokenizer, text, settings["max_tokens"])
     model.eval()
-    seconds: dict[str, float] = {}
-    input_ids = torch.tensor([ids])
-    mask = torch.ones_like(input_ids, dtype=torch.bool)
-
-    start = time.perf_counter()
-    with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-    probabilities = out.logits.softmax(-1)[0]
-    predicted = int(probabilities.argmax())
-    attention, hidden = out.attentions, out.hidden_states  # (1, T), (1, T, D)
-    token_probability = _token_probability(model, hidden, predicted)
-    seconds["prediction"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    gradient = gradient_importance(model, input_ids, mask)[0]
-    seconds["gradient"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    with torch.no_grad():
-        loo = leave_one_out(model, input_ids, mask, probabilities=probabilities.unsqueeze(0))[0]
-    seconds["leave_one_out"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        permutation = permutation_tvd(model, hidden, attention, mask, num_permutations=num_permutations,
-                                      generator=generator)[0]
-    seconds["permutation"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    adversaries = adversarial_attention(model, hidden, attention, mask, k=k, lam=lam, eps=eps, steps=steps,
-                                        lr=lr, seed=seed)
-    seconds["adversary"] = time.perf_counter() - start
-    tvds, jsds = adversaries.tvd[0], adversaries.jsd[0]
-    feasible = adversaries.feasible[0]
-    chosen = int(best_feasible_adversary(adversaries.tvd, adversaries.jsd, eps).index[0])
-
-    def numpy(t: torch.Tensor) -> np.ndarray:
-        return t.detach().to(torch.float64).cpu().numpy()
-
-    tokens = tokenizer.convert_ids_to_tokens(ids)
-    unk_id = getattr(tokenizer, "unk_token_id", None)
-    unknown = [unk_id is not None and i == unk_id and not added for i, added in zip(ids, special)]
-    if offsets is None:
-        spans: list[list[int] | None] = [None] * len(ids)
-        words = list(tokens)
-    else:
-        spans = typed_spans(text, tokens, offsets, special, unknown)
-        words = [token if span is None else text[span[0]:span[1]] for token, span in zip(tokens, spans)]
-    attention_np, gradient_np, loo_np = numpy(attention[0]), numpy(gradient), numpy(loo)
-    label_names = [str(model.config.id2label.get(i, i)) for i in range(len(probabilities))]
-    return SentenceExplanation(
-        text=text, tokens=tokens, label_names=label_names, probabilities=numpy(probabilities),
-        predicted=predicted, attention=attention_np, gradient=gradient_np, loo=loo_np,
-        permutation_tvd=numpy(permutation), adversary_attention=numpy(adversaries.attention[0, chosen]),
-        adversary_tvd=float(tvds[chosen]), adversary_jsd=float(jsds[chosen]),
-        adversary_probabilities=numpy(adversaries.probabilities[0, chosen]),
-        adversary_feasible=bool(feasible[chosen]), adversaries_tvd=numpy(tvds), adversaries_jsd=numpy(jsds),
-        eps=eps, eps_max_jsd=float(adversaries.eps_max_jsd[0]), token_probability=numpy(token_probability),
-        variant=str(getattr(model.config, "variant", "base")), seconds=seconds, words=words, spans=spans,
-        unknown=unknown, special=list(special), kendall=sentence_kendall(attention_np, gradient_np, loo_np),
-        tie_tolerance=TIE_TOLERANCE, max_tokens=limit)
-
-
-# --------------------------------------------------------------------------------------- rendering
-WEIGHT_COLOUR = (31, 119, 180)  # the shared scale of α, adversarial α and the normalised g and Δŷ
-PROBABILITY_COLOUR = (230, 115, 0)  # p̂_t, 0 … 1
-ROWS = (  # (data-row, title, values, scale): one colour scale per kind of row
-    ("attention", "attention α", lambda e: e.attention, "weight"),
-    ("gradient", "gradient g / Σg", lambda e: e.gradient_share, "weight"),
-    ("loo", "leave-one-out Δŷ / ΣΔŷ", lambda e: e.loo_share, "weight"),
-    ("adversary_attention", "adversarial α", lambda e: e.adversary_attention, "weight"),
-    ("token_probability", "per-token p̂_t", lambda e: e.token_probability, "probability"),
-)
-RAW_VALUES = {"gradient": ("|∂ŷ/∂e·e|", lambda e: e.gradient), "loo": ("Δŷ", lambda e: e.loo)}
-KENDALL_ROWS = (("attention_gradient", "attention vs gradient"), ("attention_loo", "attention vs leave-one-out"),
-                ("gradient_loo", "gradient vs leave-one-out"))
-# Estimated width of the token columns of one line of the heatmap, after which it wraps: with the row
-# labels (~190 px) a line fits a page ~900 px wide (a 1050 px window); narrower pages scroll the line.
-LINE_WIDTH_PX = 700
-LONG_WORD = 28  # characters: a longer word may break inside its header cell
-UNKNOWN_TITLE = "not in the model's vocabulary: the model reads it as [UNK]"
-HEATMAP_STYLE = (
-    "<style>"
-    ".hfa-heatmaps{font-family:sans-serif;font-size:13px;color:#111;background:#fff;padding:6px;"
-    "border-radius:6px;max-width:100%}"
-    ".hfa-line{max-width:100%;overflow-x:auto;margin:0 0 10px 0}"
-    ".hfa-heatmap{border-collapse:collapse;margin:0}"
-    ".hfa-heatmap th,.hfa-heatmap td{border:1px solid #ccc;padding:3px 5px;text-align:center;color:#111;"
-    "background:#fff;font-variant-numeric:tabular-nums;min-width:40px;white-space:nowrap}"
-    ".hfa-heatmap th.hfa-row{text-align:right;white-space:nowrap;background:#f4f4f4;font-weight:600;"
-    "min-width:0}"
-    ".hfa-heatmap th.hfa-row small{font-weight:400;color:#444}"
-    ".hfa-heatmaps .hfa-heatmap th.hfa-tok{font-weight:600;text-align:center}"
-    ".hfa-heatmaps .hfa-heatmap th.hfa-long{white-space:normal;overflow-wrap:anywhere;max-width:240px}"
-    ".hfa-heatmaps .hfa-heatmap td.hfa-cell{text-align:center}"
-    ".hfa-unk{text-decoration:underline dotted #c00 2px;text-underline-offset:3px;cursor:help}"
-    ".hfa-added{color:#777;font-weight:400}"
-    ".hfa-legend{display:flex;flex-wrap:wrap;gap:6px 22px;align-items:center;margin:2px 0 10px 0}"
-    ".hfa-legend span{display:inline-flex;align-items:center;gap:6px}"
-    ".hfa-bar{display:inline-block;width:110px;height:12px;border:1px solid #bbb}"
-    "</style>")
-
-
-def _blend(colour: tuple[int, int, int], strength: float) -> tuple[int, int, int]:
-    """``colour`` at ``strength`` in [0, 1] over white, as an opaque RGB (readable in dark mode too)."""
-    return tuple(round(255 - strength * (255 - c)) for c in colour)
-
-
-def _number(value: float, digits: int = 2) -> str:
-    return "–" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
-
-
-def _p_value(p: float) -> str:
-    if p is None or not np.isfinite(p):
-        return "–"
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _kendall_text(e: SentenceExplanation, name: str) -> str:
-    result = e.kendall.get(name, {})
-    tau, p = result.get("tau", float("nan")), result.get("pvalue", float("nan"))
-    if not np.isfinite(tau):
-        return "τ undefined"
-    return f"τ = {tau:.2f} (p {'= ' if p >= 0.001 else ''}{_p_value(p)})"
-
-
-def token_groups(explanation: SentenceExplanation) -> list[tuple[int, int]]:
-    """``[start, stop)`` token ranges that came from one typed word (one range per token unless a word
-    gave several tokens, e.g. "cannot" → "can" "not")."""
-    spans = explanation.spans or [None] * len(explanation.tokens)
-    groups: list[tuple[int, int]] = []
-    for t, span in enumerate(spans):
-        if groups and span is not None and spans[groups[-1][0]] == span:
-            groups[-1] = (groups[-1][0], t + 1)
-        else:
-            groups.append((t, t + 1))
-    return groups
-
-
-def _word_header(e: SentenceExplanation, start: int, stop: int) -> str:
-    words = e.words or e.tokens
-    tokens = " · ".join(e.tokens[start:stop])
-    word = html.escape(words[start])
-    special = e.special[start] if e.special else False
-    if special:
-        return (f'<th class="hfa-tok" colspan="{stop - start}" title="added by the tokenizer">'
-                f'<span class="hfa-added">{word}</span></th>')
-    unknown = e.unknown[start:stop] if e.unknown else []
-    title = f"model token{'s' if stop - start > 1 else ''}: {tokens}"
-    long = " hfa-long" if len(words[start]) > LONG_WORD else ""
-    if any(unknown):
-        title = f"{UNKNOWN_TITLE} ({title})"
-        word = f'<span class="hfa-unk">{word}</span>'
-    return f'<th class="hfa-tok{long}" colspan="{stop - start}" title="{html.escape(title)}">{word}</th>'
-
-
-def _lines(e: SentenceExplanation, groups: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
-    """The word groups split into lines of at most about :data:`LINE_WIDTH_PX` (estimated from the
-    words' lengths) and of similar widths, so that a long sentence wraps instead of overflowing."""
-    words = e.words or e.tokens
-    widths = [max(8 * min(len(words[start]), LONG_WORD) + 16, 56 * (stop - start)) for start, stop in groups]
-    count = max(1, math.ceil(sum(widths) / LINE_WIDTH_PX))
-    target = min(LINE_WIDTH_PX, sum(widths) / count + 28)  # balanced lines (a little slack for the last)
-    lines: list[list[tuple[int, int]]] = [[]]
-    used = 0
-    for group, width in zip(groups, widths):
-        if lines[-1] and used + width > target:
-            lines.append([])
-            used = 0
-        lines[-1].append(group)
-        used += width
-    return lines
-
-
-def heatmap_html(explanation: SentenceExplanation) -> str:
-    """Aligned token heatmaps under the words as typed (unknown words dotted-underlined), one row per
-    measure: attention α, gradient and leave-one-out normalised to sum 1 (so all three are
-    distributions over the tokens), the adversarial α, and p̂_t. Rows of one kind share one colour
-    scale (a legend gives it): α, g/Σg, Δŷ/ΣΔŷ and the adversarial α from 0 to the largest of α, g/Σg
-    and Δŷ/ΣΔŷ (an adversarial weight above it is drawn at full strength), p̂_t from 0 to 1. Each cell
-    prints its value (raw values in the tooltip); the gradient and leave-one-out labels give the
-    sentence's Kendall τ with α. Long sentences wrap onto several lines, each with the row labels."""
-    e = explanation
-    values = {row: np.asarray(get(e), dtype=np.float64) for row, _, get, _ in ROWS}
-    compared = np.concatenate([values["attention"], values["gradient"], values["loo"]])
-    compared = compared[np.isfinite(compared)]
-    weight_top = float(compared.max()) if compared.size and compared.max() > 0 else 1.0
-    tops = {"weight": weight_top, "probability": 1.0}
-    colours = {"weight": WEIGHT_COLOUR, "probability": PROBABILITY_COLOUR}
-    label_name = html.escape(e.label_names[e.predicted])
-    labels = {"attention": "attention α",
-              "gradient": f"gradient g/Σg<br><small>vs α: {_kendall_text(e, 'attention_gradient')}</small>",
-              "loo": f"leave-one-out Δŷ/ΣΔŷ<br><small>vs α: {_kendall_text(e, 'attention_loo')}</small>",
-              "adversary_attention": f"adversarial α<br><small>Δŷ {e.adversary_tvd:.4f} · JSD "
-                                     f"{e.adversary_jsd:.3f}</small>",
-              "token_probability": f"per-token p̂_t<br><small>P({label_name})</small>"}
-    words = e.words or e.tokens
-    tables = []
-    for number, line in enumerate(_lines(e, token_groups(e))):
-        head = "".join(_word_header(e, start, stop) for start, stop in line)
-        columns = [t for start, stop in line for t in range(start, stop)]
-        rows = []
-        for row, _, _, scale in ROWS:
-            if not np.isfinite(values[row]).any() and row == "token_probability":
-                continue  # T&Š's per-token read-out: BiLSTM models only
-            cells = []
-            for t in columns:
-                value = values[row][t]
-                title = f"{words[t]} ({e.tokens[t]})" if words[t] != e.tokens[t] else words[t]
-                if not np.isfinite(value):
-                    cells.append(f'<td class="hfa-cell" title="{html.escape(title)}: undefined">–</td>')
-                    continue
-                strength = min(max(value / tops[scale], 0.0), 1.0)
-                r, g, b = _blend(colours[scale], strength)
-                text_colour = "#fff" if strength > 0.6 else "#111"
-                title += f": {value:.4g}"
-                if row in RAW_VALUES:
-                    raw_name, raw = RAW_VALUES[row]
-                    title += f" (raw {raw_name} = {raw(e)[t]:.4g})"
-                cells.append(f'<td class="hfa-cell" style="background:rgb({r},{g},{b});color:{text_colour}" '
-                             f'title="{html.escape(title)}">{value:.3f}</td>')
-            rows.append(f'<tr data-row="{row}"><th class="hfa-row">{labels[row]}</th>{"".join(cells)}</tr>')
-        tables.append(f'<div class="hfa-line"><table class="hfa-heatmap" data-line="{number}"><tr>'
-                      f'<th class="hfa-row">word</th>{head}</tr>{"".join(rows)}</table></div>')
-    weight_bar = f"linear-gradient(to right, rgb{_blend(WEIGHT_COLOUR, 0)}, rgb{_blend(WEIGHT_COLOUR, 1)})"
-    probability_bar = (f"linear-gradient(to right, rgb{_blend(PROBABILITY_COLOUR, 0)}, "
-                       f"rgb{_blend(PROBABILITY_COLOUR, 1)})")
-    saturated = (" (adversarial weights above it at full colour)"
-                 if values["adversary_attention"].max() > weight_top else "")
-    legend = [f'<span>α, g/Σg, Δŷ/ΣΔŷ and adversarial α: 0 <span class="hfa-bar" '
-              f'style="background:{weight_bar}"></span> {weight_top:.3f}{saturated}</span>',
-              f'<span>p̂_t: 0 <span class="hfa-bar" style="background:{probability_bar}"></span> 1</span>']
-    if any(e.unknown):
-        legend.append(f'<span><span class="hfa-unk" title="{UNKNOWN_TITLE}">word</span> not in the vocabulary '
-                      "(read as [UNK])</span>")
-    return (f'{HEATMAP_STYLE}<div class="hfa-heatmaps" id="hfa-heatmap">'
-            f'<div class="hfa-legend" id="hfa-legend">{"".join(legend)}</div>{"".join(tables)}</div>')
+    explainer = Explainer.from_adapter(_adapter_of(model, tokenizer))
+    explanation = explainer.explain([text], ig=False, num_permutations=settings["num_permutations"],
+                                    k=settings["k"], lam=settings["lam"], eps=settings["eps"],
+                                    adversary_steps=settings["steps"], lr=settings["lr"], seed=settings["seed"])[0]
+    explanation.max_tokens = limit
+    return explanation
 
 
 # ------------------------------------------------------------------ every attribution method, side by side
@@ -678,12 +224,7 @@ def heatmap_html(explanation: SentenceExplanation) -> str:
 COMPARE_METHODS = ("attention", "rollout", "saliency", "gradient_x_input", "attention_norm", "alti",
                    "integrated_gradients", "leave_one_out", "value_zeroing", "attention_flow")
 COMPARE_SECONDS = 10.0  # time budget of one compare request: the methods after it are listed as not run
-COMPARE_TITLES = {"attention": "attention α", "rollout": "attention rollout", "attention_flow": "attention flow",
-                  "attention_norm": "attention norm ‖αf(x)‖", "alti": "ALTI", "value_zeroing": "value zeroing",
-                  "saliency": "saliency ‖∂ŷ/∂e‖", "gradient_x_input": "gradient × input",
-                  "integrated_gradients": "integrated gradients", "leave_one_out": "leave-one-out Δŷ"}
 COMPARE_IG_STEPS = FaithfulnessSettings.ig_steps  # Gauss–Legendre nodes of integrated gradients (the table's default)
-POSITIVE_COLOUR, NEGATIVE_COLOUR = (214, 39, 40), (31, 119, 180)
 
 
 def compare_methods(model, tokenizer, text: str, max_tokens: int | None = None):
@@ -699,115 +240,6 @@ def compare_methods(model, tokenizer, text: str, max_tokens: int | None = None):
     explainer = Explainer.from_adapter(_adapter_of(model, tokenizer))
     return explainer.attributions([text], methods=COMPARE_METHODS, ig_steps=COMPARE_IG_STEPS,
                                   time_budget=COMPARE_SECONDS)
-
-
-def methods_heatmap_html(comparison) -> str:
-    """The methods of ``comparison`` (a :class:`hf_attn.explainer.MethodAttributions` of one text) as
-    one token heatmap: one row per method, one column per token, each row on its own colour scale
-    (strength = |value| / the row's largest |value|; red positive, blue negative), the raw value in
-    each cell's ``data-value`` and tooltip; the methods that did not run are listed with the reason."""
-    tokens = comparison.tokens[0]
-    head = "".join(f'<th class="hfa-tok">{html.escape(t)}</th>' for t in tokens)
-    rows = []
-    for method in comparison.methods:
-        values = np.asarray(comparison.values[method][0], dtype=np.float64)
-        finite = values[np.isfinite(values)]
-        scale = float(np.abs(finite).max()) if finite.size else 0.0
-        cells = []
-        for token, value in zip(tokens, values):
-            if not np.isfinite(value):
-                cells.append(f'<td class="hfa-cell" data-value="nan" title="{html.escape(token)}: undefined">–</td>')
-                continue
-            strength = min(abs(value) / scale, 1.0) if scale > 0 else 0.0
-            r, g, b = _blend(POSITIVE_COLOUR if value >= 0 else NEGATIVE_COLOUR, strength)
-            text_colour = "#fff" if strength > 0.6 else "#111"
-            shown = value / scale if scale > 0 else 0.0
-            cells.append(f'<td class="hfa-cell" data-value="{value:.9g}" style="background:rgb({r},{g},{b});'
-                         f'color:{text_colour}" title="{html.escape(token)}: {value:.4g}">{shown:.2f}</td>')
-        title = COMPARE_TITLES.get(method, method)
-        rows.append(f'<tr data-row="{method}"><th class="hfa-row">{html.escape(title)}<br><small>max |value| '
-                    f'{scale:.3g}</small></th>{"".join(cells)}</tr>')
-    label = html.escape(comparison.label_names[comparison.predicted[0]])
-    notes = [f"<p>Explained: the predicted class <b>{label}</b>. Each row on its own scale: a cell shows its value "
-             "divided by the row's largest |value| (red positive, blue negative); the raw value is in the tooltip.</p>"]
-    if comparison.skipped:
-        items = "".join(f"<li><b>{html.escape(m)}</b>: {html.escape(reason)}</li>"
-                        for m, reason in comparison.skipped.items())
-        notes.append(f'<p>Not shown for this model:</p><ul class="hfa-skipped">{items}</ul>')
-    return (f'{HEATMAP_STYLE}<div class="hfa-heatmaps" id="hfa-methods"><div class="hfa-line">'
-            f'<table class="hfa-heatmap hfa-methods"><tr><th class="hfa-row">token</th>{head}</tr>{"".join(rows)}'
-            f'</table></div>{"".join(notes)}</div>')
-
-
-_MARKDOWN_SPECIALS = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+!|~"})
-
-
-def markdown_text(value) -> str:
-    """``value`` as literal text inside Markdown: HTML escaped (``<script>`` shows as text, whatever
-    the renderer's sanitiser does) and Markdown's own markup characters backslash-escaped. Model
-    label names and words typed by visitors go through it before they reach a Markdown block."""
-    return html.escape(str(value), quote=False).translate(_MARKDOWN_SPECIALS)
-
-
-def summary_markdown(explanation: SentenceExplanation) -> str:
-    """The prediction, the sentence's Kendall τ table and one line each on the adversary, the
-    permutations, p̂_t and the unknown words."""
-    e = explanation
-    feasible = "" if e.adversary_feasible else " (no adversary reached TVD ≤ ε; the closest is shown)"
-    limit = f" (limit {e.max_tokens})" if e.max_tokens else ""
-    kendall_rows = []
-    for name, title in KENDALL_ROWS:
-        result = e.kendall.get(name, {})
-        tau, p = result.get("tau", float("nan")), result.get("pvalue", float("nan"))
-        kendall_rows.append(f"| {title} | {_number(tau)} | {_p_value(p)} |")
-    unknown = [w for w, u in zip(e.words or e.tokens, e.unknown) if u]
-    lines = [
-        f"**Prediction: {markdown_text(e.label_names[e.predicted])}** (p = {e.probabilities[e.predicted]:.3f}), "
-        f"{len(e.tokens)} token{'s' if len(e.tokens) != 1 else ''}{limit}, model variant `{e.variant}`.",
-        "",
-        "| Kendall τ of this sentence | τ | p |",
-        "|---|---|---|",
-        *kendall_rows,
-        "",
-        f"τ-b and its p-value as in J&W Table 2 (importances within {e.tie_tolerance:g} of each other tied).",
-        "",
-        f"- Adversarial attention: Δŷ = TVD = {e.adversary_tvd:.4f}, JSD to α = {e.adversary_jsd:.3f} "
-        f"(of ln 2 ≈ 0.693); ε = {e.eps}, ε-max JSD = {e.eps_max_jsd:.3f}{feasible}.",
-        f"- Permutations: median Δŷ = {e.permutation_median:.4f} over {len(e.permutation_tvd)} "
-        f"random permutations of α (max {e.permutation_tvd.max():.4f}).",
-        (f"- Per-token p̂_t of the predicted class: mean {e.token_probability.mean():.3f}"
-         + (" (regularised model: T&Š Fig. 2)" if e.regularised else
-            " (base model; T&Š regularisers lower it)") + ".")
-        if np.isfinite(e.token_probability).any() else
-        f"- Explained: {e.explained or 'the attention'} over the word pieces (no per-token p̂_t: "
-        "that is T&Š's BiLSTM read-out).",
-    ]
-    if unknown:
-        shown = ", ".join(f"“{markdown_text(w)}”" for w in dict.fromkeys(unknown))
-        lines.append(f"- Not in the vocabulary (read as [UNK]): {shown}.")
-    return "\n".join(lines)
-
-
-def permutation_figure(explanation: SentenceExplanation):
-    """Histogram of the permutation Δŷ (J&W Alg. 2) with its median and the adversary's Δŷ."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    e = explanation
-    figure = Figure(figsize=(6.4, 2.8), dpi=100, layout="constrained")
-    ax = figure.add_subplot()
-    values = e.permutation_tvd
-    upper = max(float(values.max()), e.adversary_tvd, 1e-3)
-    ax.hist(values, bins=np.linspace(0, upper * 1.05, 31), color="#1f77b4", alpha=0.8, label="permutations")
-    ax.axvline(e.permutation_median, color="k", linestyle="--", label=f"median {e.permutation_median:.4f}")
-    ax.axvline(e.adversary_tvd, color="#9467bd", label=f"adversary {e.adversary_tvd:.4f}")
-    ax.set_xlabel("Δŷ = TVD(ŷ(permuted α), ŷ)")
-    ax.set_ylabel("permutations")
-    ax.set_title("Permutation Δŷ distribution (J&W Alg. 2)")
-    ax.legend(fontsize=8)
-    return figure
 
 
 # --------------------------------------------------------------------------------------- models
@@ -1027,7 +459,7 @@ class ModelCache:
 
 def _search_roots() -> list[Path]:
     roots = [Path(p) for p in os.environ.get("HF_ATTN_MODEL_DIRS", "").split(os.pathsep) if p]
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]  # the checkout holding hf_attn/
     roots += [Path.cwd() / "runs", Path.cwd().parent / "runs", repo / "runs", repo.parent / "runs",
               quick_model_dir().parent]
     unique: dict[Path, None] = {}
@@ -1094,9 +526,8 @@ def default_model(app_dir: str | os.PathLike | None = None, train_if_missing: bo
     return train_quick_model()
 
 
-__all__ = ["explain_sentence", "markdown_text", "SentenceExplanation", "ExplainError", "ModelNotAllowed", "check_settings",
-           "INT_LIMITS", "FLOAT_LIMITS", "MAX_TEXT_CHARS", "MAX_TOKENS_LIMIT", "TIE_TOLERANCE", "model_max_tokens",
-           "sentence_kendall", "typed_spans", "token_groups", "NOT_ALLOWED_MESSAGE", "heatmap_html",
-           "summary_markdown", "permutation_figure", "is_hub_id", "names_hub_repo", "ModelPolicy", "model_policy",
-           "configured_models", "load_model", "ModelCache", "find_local_model", "default_model",
-           "train_quick_model"]
+__all__ = ["explain_sentence", "compare_methods", "explained_attention", "ExplainError", "ModelNotAllowed",
+           "check_settings", "INT_LIMITS", "FLOAT_LIMITS", "MAX_TEXT_CHARS", "MAX_TOKENS_LIMIT", "COMPARE_METHODS",
+           "model_max_tokens", "is_transformer_model", "NOT_ALLOWED_MESSAGE", "is_hub_id", "names_hub_repo",
+           "ModelPolicy", "model_policy", "configured_models", "load_model", "ModelCache", "find_local_model",
+           "default_model", "train_quick_model"]
