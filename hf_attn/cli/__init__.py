@@ -159,6 +159,7 @@ def format_train_summary(metrics: dict, output_dir: str) -> str:
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("hf_attn.cli", "train one attentive classifier"),
     "analyze": ("hf_attn.cli.analyze", "run a diagnostic battery on a trained model"),
+    "explain": ("hf_attn.cli.explain", "explain sentences: attention, gradient, leave-one-out, IG, adversary, τ"),
     "train-grid": ("hf_attn.cli.grid", "train the T&Š variant × attention × seed grid (resumable)"),
     "ts-report": ("hf_attn.cli.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
     "push": ("hf_attn.cli.push", "publish a trained run as a Hub model repo"),

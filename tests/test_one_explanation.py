@@ -1,0 +1,141 @@
+"""One explanation object, rendered three ways: for the same sentence, the notebook's HTML
+(``Explanation._repr_html_``), the printed summary of ``hf-attn explain`` and the Space's outputs (its
+heatmap, summary and JSON, through the app's own handler) show the same numbers — on the papers'
+BiLSTM and on a BERT-family classifier whose words span several word pieces."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from architectures import tiny_classifier
+
+TEXT = "the acting is good but the plot is dull"
+STEPS, EPS, SEED = 20, 0.05, 3
+
+
+@pytest.fixture(scope="module", params=["lstm", "bert"])
+def model_dir(request, trained_model_dir, tmp_path_factory):
+    if request.param == "lstm":
+        return trained_model_dir
+    model, tokenizer = tiny_classifier("bert")
+    folder = tmp_path_factory.mktemp("bert") / "tiny-bert"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def _cells(page: str) -> dict[str, list[float]]:
+    """``data-value`` of every token-heatmap cell, per row, in the order shown."""
+    rows: dict[str, list[float]] = {}
+    for row, content in re.findall(r'<tr data-row="(\w+)">(.*?)</tr>', page):
+        rows.setdefault(row, []).extend(float(v) for v in re.findall(r'data-value="([-0-9.e+na]+)"', content))
+    return rows
+
+
+def _printed(summary: str, tokens: list[str]) -> dict[str, list[float]]:
+    """The per-token rows of the printed summary (a header line, then one line per token)."""
+    lines = summary.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["token"])
+    names = lines[start].split()[1:]
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for token, line in zip(tokens, lines[start + 1:start + 1 + len(tokens)]):
+        assert line.startswith(token)
+        for name, value in zip(names, line[len(token):].split()):
+            out[name].append(float(value))
+    return out
+
+
+def test_notebook_cli_and_space_show_the_same_numbers(model_dir, capsys):
+    pytest.importorskip("gradio")
+    from test_space_security import load_app_module
+
+    from hf_attn import Explainer
+    from hf_attn.app.space import ModelCache, ModelPolicy
+    from hf_attn.cli import main
+    from hf_attn.explanation.render import markdown_text
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the Space runs
+    try:
+        # the notebook
+        notebook = Explainer.from_pretrained(model_dir, device="cpu").explain(
+            TEXT, adversary_steps=STEPS, eps=EPS, seed=SEED)
+        page = notebook._repr_html_()
+        # the command line
+        capsys.readouterr()
+        assert main(["explain", model_dir, TEXT, "--adversary-steps", str(STEPS), "--eps", str(EPS),
+                     "--seed", str(SEED), "--device", "cpu"]) == 0
+        printed = capsys.readouterr().out
+        # the Space, through the app's own handler
+        app = load_app_module()
+        _, explain, _ = app.make_handlers(ModelCache(ModelPolicy((model_dir,))))
+        label, summary, heatmaps, _, values = explain(model_dir, TEXT, EPS, STEPS, SEED)
+    finally:
+        torch.set_num_threads(threads)
+
+    e = notebook[0]
+    # the same object's numbers on the notebook page and on the Space's heatmap
+    shown, space = _cells(page), _cells(heatmaps)
+    for row in ("attention", "gradient", "loo", "adversary_attention"):
+        np.testing.assert_allclose(space[row], shown[row], rtol=1e-6, atol=1e-9, err_msg=row)
+    np.testing.assert_allclose(shown["attention"], e.attention, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(shown["gradient"], e.gradient_share, rtol=1e-6, atol=1e-9)
+    # the Space's JSON and prediction
+    np.testing.assert_allclose(values["attention"], e.attention, atol=1e-9)
+    np.testing.assert_allclose(values["gradient"], e.gradient, atol=1e-9)
+    np.testing.assert_allclose(values["loo"], e.loo, atol=1e-9)
+    np.testing.assert_allclose(values["permutation_tvd"], e.permutation_tvd, atol=1e-9)
+    assert values["eps_max_jsd"] == pytest.approx(e.eps_max_jsd, abs=1e-9)
+    assert label == pytest.approx(dict(zip(e.label_names, e.probabilities)), abs=1e-9)
+    predicted = e.label_names[e.predicted]
+    assert f"Prediction: {markdown_text(predicted)}" in summary and f"{predicted} ({e.probabilities[e.predicted]:.3f})" in page
+    assert f"prediction: {predicted}" in printed
+    # the printed summary: the same values per token, to the 4 decimals it prints
+    rows = _printed(printed, e.tokens)
+    for name in ("attention", "gradient", "loo", "ig"):
+        np.testing.assert_allclose(rows[name], getattr(e, name), atol=5.1e-5, err_msg=name)
+    for pair in ("attention_gradient", "attention_loo"):
+        tau = e.kendall[pair]["tau"]
+        assert f"{tau:.4f}" in printed and f"{tau:.2f}" in summary and f"τ = {tau:.2f}" in page
+    assert f"ε-max JSD = {e.eps_max_jsd:.3f}" in printed and f"ε-max JSD = {e.eps_max_jsd:.3f}" in summary
+    assert f"ε-max JSD {e.eps_max_jsd:.3f}" in page
+    assert f"median Δŷ = {e.permutation_median:.4f}" in printed and f"median Δŷ = {e.permutation_median:.4f}" in summary
+    # every scale has its legend, on both pages
+    for html_page in (page, heatmaps):
+        assert 'id="hfa-legend"' in html_page and "α, g/Σg, Δŷ/ΣΔŷ and adversarial α: 0 <span" in html_page
+
+
+def test_word_level_sums_are_shown_where_a_word_has_several_tokens():
+    """The notebook heatmap adds the per-word sums under the tokens (``act`` + ``##ing`` = ``acting``),
+    the printed summary too; each row keeps the legend's scale."""
+    from hf_attn import Explainer
+
+    model, tokenizer = tiny_classifier("bert")
+    e = Explainer(model, tokenizer, device="cpu").explain(TEXT, adversary=False, num_permutations=0)
+    s = e[0]
+    assert "acting" in s.words and len(s.words) < len(s.tokens)
+    page = e._repr_html_()
+    assert 'class="hfa-words"' in page and "Per word (the sum of its tokens)" in page
+    words = re.findall(r'<tr data-word-row="attention">(.*?)</tr>', page)[0]
+    sums = [float(v) for v in re.findall(r'data-value="([-0-9.e+]+)"', words)]
+    np.testing.assert_allclose(sums, s.word_values("attention"), rtol=1e-6)
+    assert "integrated gradients: −" in page and "rollout: 0 <span" in page
+    assert "per word (the sum of its tokens):" in e.summary()
+
+
+def test_tidy_explanation_frame():
+    """``to_pandas(long=True)``: one row per (text, token, measure), no list-valued cells."""
+    from hf_attn import Explainer
+
+    model, tokenizer = tiny_classifier("bert")
+    e = Explainer(model, tokenizer, device="cpu").explain([TEXT, "fun"], adversary=False, num_permutations=0)
+    long = e.to_pandas(long=True)
+    wide = e.to_pandas()
+    assert set(long["measure"]) == {"attention", "gradient", "loo", "ig", "rollout"}
+    assert len(long) == 5 * len(wide)
+    merged = long[long["measure"] == "gradient"]["value"].to_numpy()
+    np.testing.assert_allclose(merged, wide["gradient"].to_numpy())
