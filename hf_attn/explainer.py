@@ -71,10 +71,31 @@ class BatteryResult:
             out[key] = value
         return out
 
-    def to_pandas(self):
+    def to_pandas(self, level: str = "instance"):
+        """Tidy frames, no list-valued cells: ``level="instance"`` one row per instance (its scalar
+        values); ``level="token"`` one row per (instance, token) with the per-token values (J&W:
+        ``attention``, ``gradient``, ``loo``)."""
         import pandas as pd
 
-        return pd.DataFrame(self.instances)
+        if level not in ("instance", "token"):
+            raise ValueError(f"level must be 'instance' or 'token', got {level!r}")
+        if level == "instance":
+            return pd.DataFrame([{"instance": i, **{k: v for k, v in row.items() if not isinstance(v, (list, dict))}}
+                                 for i, row in enumerate(self.instances)])
+        rows = []
+        for i, row in enumerate(self.instances):
+            lists = {k: v for k, v in row.items() if isinstance(v, list) and k != "tokens"}
+            for t, token in enumerate(row.get("tokens", [])):
+                rows.append({"instance": i, "position": t, "token": token,
+                             **{k: v[t] for k, v in lists.items() if t < len(v)}})
+        return pd.DataFrame(rows)
+
+    def tidy(self):
+        """Long format: one row per (instance, measure) of the instances' scalar values."""
+        frame = self.to_pandas()
+        keep = [c for c in frame.columns if c != "instance" and frame[c].map(lambda v: isinstance(v, (int, float))
+                                                                               or v is None).all()]
+        return frame.melt(id_vars=["instance"], value_vars=keep, var_name="measure", value_name="value")
 
     def _repr_html_(self) -> str:
         rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td></tr>"

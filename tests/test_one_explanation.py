@@ -139,3 +139,30 @@ def test_tidy_explanation_frame():
     assert len(long) == 5 * len(wide)
     merged = long[long["measure"] == "gradient"]["value"].to_numpy()
     np.testing.assert_allclose(merged, wide["gradient"].to_numpy())
+
+
+def test_battery_and_faithfulness_frames_are_tidy():
+    """``jw.to_pandas()`` has no list-valued cells (per-token values in ``to_pandas("token")``),
+    ``jw.tidy()`` and ``faithfulness().tidy()`` are long: one row per (instance, measure) and per
+    (method, metric)."""
+    from hf_attn import Explainer
+
+    model, tokenizer = tiny_classifier("bert")
+    ex = Explainer(model, tokenizer, device="cpu")
+    texts = [TEXT, "a fun film", "dull"]
+    jw = ex.jw(texts, [0, 1, 0], num_permutations=4, k=1, steps=2)
+    frame = jw.to_pandas()
+    assert len(frame) == 3 and not frame.map(lambda v: isinstance(v, (list, dict))).any().any()
+    tokens = jw.to_pandas("token")
+    assert len(tokens) == sum(len(row["tokens"]) for row in jw.instances)
+    np.testing.assert_allclose(tokens[tokens["instance"] == 0]["attention"], jw.instances[0]["attention"])
+    long = jw.tidy()
+    assert {"instance", "measure", "value"} == set(long.columns) and "eps_max_jsd" in set(long["measure"])
+    faithfulness = ex.faithfulness(texts, methods=("attention", "saliency", "random"), naopc_beam=0, soft_draws=1,
+                                   soft_max_draws=1)
+    tidy = faithfulness.tidy()
+    assert list(tidy.columns[:3]) == ["method", "metric", "mean"]
+    assert not tidy.duplicated(["method", "metric"]).any() and set(tidy["method"]) == set(faithfulness.methods)
+    wide = faithfulness.to_pandas()
+    for _, row in tidy.iterrows():
+        assert row["mean"] == pytest.approx(wide.loc[row["method"], row["metric"]], nan_ok=True)

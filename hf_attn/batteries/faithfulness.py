@@ -505,6 +505,23 @@ class FaithfulnessResult:
             rows.append(row)
         return pd.DataFrame(rows).set_index("method")
 
+    def tidy(self):
+        """Long-format DataFrame: one row per (method, metric) with ``mean``, ``low``, ``high``,
+        ``median``, ``n`` and ``p_vs_random`` (NaN where the paired test did not run); the cost of each
+        method as rows of metric ``"seconds"`` etc. is left to :meth:`to_pandas`."""
+        import pandas as pd
+
+        rows = []
+        for method in self.methods:
+            for metric in METRICS:
+                cell = self.table[method].get(metric)
+                if cell is None:
+                    continue
+                rows.append({"method": method, "metric": metric, "mean": cell["mean"], "low": cell["low"],
+                             "high": cell["high"], "median": cell.get("median", math.nan), "n": cell.get("n", 0),
+                             "p_vs_random": cell.get("vs_random", {}).get("p", math.nan)})
+        return pd.DataFrame(rows, columns=["method", "metric", "mean", "low", "high", "median", "n", "p_vs_random"])
+
     @property
     def alpha(self) -> float:
         """The significance level of the paired tests: 1 − the intervals' confidence."""
