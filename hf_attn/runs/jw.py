@@ -7,7 +7,9 @@ computation itself is :mod:`hf_attn.batteries.jw`."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import time
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -24,6 +26,17 @@ from hf_attn.core.arguments import check_count, finite_float, non_negative_int, 
 from hf_attn.core.io import write_jsonl_atomic
 from hf_attn.core.sharding import distributed_world_size, is_main_process
 from hf_attn.runs import Battery, register_battery
+
+LOGGER = logging.getLogger(__name__)
+
+
+def report_summary(results: dict, output_dir: str, progress: bool) -> None:
+    """The run's result summary (:func:`format_summary`): printed unless the run is quiet, and always
+    in the output folder's ``hf-attn.log`` (the log records of the command go there)."""
+    text = format_summary(results)
+    LOGGER.info("jw: results in %s\n%s", output_dir, text, extra={"console": False})
+    if progress:
+        print(text)
 
 
 def _instance_rows(instances: JWInstances, tokenizer):
@@ -52,12 +65,16 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, settings.split)
     if settings.max_instances is not None:
         texts, labels = texts[:settings.max_instances], labels[:settings.max_instances]
+    LOGGER.info("jw: %s (%s + %s), %d texts of %s [%s]", model_dir, model.config.encoder, model.config.attention,
+                len(texts), dataset, settings.split, extra={"console": False})
+    started = time.perf_counter()
     os.makedirs(output_dir, exist_ok=True)
     cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
     # the torch threads the battery ran with: its own override, else the command's --threads (in effect)
     threads_used = settings.algorithm.num_threads or torch.get_num_threads()
     instances, summary = run_jw_battery(model, tokenizer, texts, labels, settings.algorithm,
                                         progress=settings.progress, cache_dir=cache_dir)
+    LOGGER.info("jw: battery done in %.1f s", time.perf_counter() - started, extra={"console": False})
     if not is_main_process():  # `accelerate launch`: every process has all results; one writes
         return {"battery": "jw", "main_process": False}
     figures = write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
@@ -79,8 +96,7 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
         import shutil
 
         shutil.rmtree(cache_dir, ignore_errors=True)
-    if settings.progress:
-        print(format_summary(results))
+    report_summary(results, output_dir, settings.progress)
     return results
 
 
@@ -195,8 +211,7 @@ def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
         import shutil
 
         shutil.rmtree(cache_dir, ignore_errors=True)
-    if settings.progress:
-        print(format_summary(results))
+    report_summary(results, output_dir, settings.progress)
     return results
 
 
@@ -277,7 +292,11 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
         labels = None if labels is None else labels[:max_instances]
     os.makedirs(output_dir, exist_ok=True)
     cache_dir = os.path.join(output_dir, "cache") if use_cache else None
+    LOGGER.info("jw: %s (%s; %s), %d texts of %s [%s]", model_dir, model.config.model_type,
+                adapter.describe()["text"], len(texts), dataset, split, extra={"console": False})
+    started = time.perf_counter()
     results, summary = run_transformer_jw_battery(adapter, texts, labels, settings, progress, cache_dir)
+    LOGGER.info("jw: battery done in %.1f s", time.perf_counter() - started, extra={"console": False})
     if not is_main_process():  # `accelerate launch`: every process has all results; one writes
         return {"battery": "jw", "main_process": False}
     described = adapter.describe()
@@ -317,6 +336,7 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
         import shutil
 
         shutil.rmtree(cache_dir, ignore_errors=True)
+    report_summary(record, output_dir, progress)
     return record
 
 
