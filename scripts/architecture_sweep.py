@@ -65,6 +65,7 @@ SHRINK = {
     "max_position_embeddings": 128, "n_positions": 128, "n_ctx": 128, "max_seq_len": 128,
     **{name: 4 for name in ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")},
     **{name: 2 for name in ("num_experts_per_tok", "moe_topk", "top_k")},
+    **{name: 1 for name in ("n_group", "topk_group", "num_expert_group")},
     **{name: 0.0 for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
                                "activation_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop",
                                "classifier_dropout", "classifier_dropout_prob", "summary_first_dropout",
@@ -116,7 +117,10 @@ CONFIG_FIXES: dict[str, dict] = {
     "deepseek_v3": {**_MLA, "first_k_dense_replace": 1, "n_shared_experts": 1, "n_group": 1,
                     "topk_group": 1},
     "minicpm3": _MLA, "axk1": _MLA, "axk2": _MLA,
-    "mistral4": {**_MLA, "first_k_dense_replace": 1, "n_shared_experts": 1, "n_group": 1, "topk_group": 1},
+    # half of Mistral 4's head_dim is rotary (partial_rotary_factor 0.5)
+    "mistral4": {**_MLA, "head_dim": 16, "first_k_dense_replace": 1, "n_shared_experts": 1},
+    # its default config names no rotary parameters per layer type
+    "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
     "gpt_oss": {"layer_types": ["full_attention", "full_attention"]},
     "tapas": {"type_vocab_sizes": [3, 8, 8, 8, 8, 8, 8]},
     "layoutlmv2": {"max_2d_position_embeddings": 64},
