@@ -299,8 +299,6 @@ class Explainer:
         from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
         from hf_attn.methods.gradient import attention_fixed_gradient
         from hf_attn.methods.leave_one_out import deletion_importance
-        from hf_attn.methods.permutation import permuted_attention_tvd
-
         adapter, content, seconds = self.adapter, batch.content, {}
         clock = time.perf_counter()
 
@@ -326,10 +324,8 @@ class Explainer:
                                                          baseline=settings["ig_baseline"])
             timed("integrated_gradients")
         if settings["num_permutations"]:
-            generator = torch.Generator().manual_seed(settings["seed"] + start)
-            with torch.no_grad():
-                out["permutation"] = permuted_attention_tvd(adapter, batch, forward, settings["num_permutations"],
-                                                            generator=generator)
+            out["permutation"] = _permutations(adapter, batch, forward, settings["num_permutations"],
+                                               torch.Generator().manual_seed(settings["seed"] + start))
             timed("permutation")
         if settings["adversary"]:
             generator = torch.Generator().manual_seed(settings["seed"] + start)
@@ -354,6 +350,8 @@ class Explainer:
         probabilities = measured["forward"].probabilities[i].double().cpu().numpy()
         predicted = int(np.argmax(probabilities))
         rows = {n: row(measured.get(n)) for n in ("attention", "gradient", "loo", "rollout")}
+        if int(batch.attention_mask[i].sum()) == 1:  # deleting the only token leaves nothing to run: undefined
+            rows["loo"] = np.full(len(tokens), np.nan)
         ig = measured.get("ig")
         read_out = measured.get("token_probability")
         typed, spans, unknown = _typed_tokens(self.tokenizer, text, batch, i, tokens,
@@ -593,6 +591,25 @@ def explained_attention(adapter) -> str:
     heads = "mean over" if adapter.spec.heads == "mean" else f"head {adapter.spec.heads} of"
     layer = "the last layer" if adapter.layer == adapter.num_layers - 1 else f"layer {adapter.layer}"
     return f"{layer}'s attention (of {adapter.num_layers}), {rows}, {heads} {adapter.num_heads} heads"
+
+
+@torch.no_grad()
+def _permutations(adapter, batch, forward, count: int, generator) -> torch.Tensor:
+    """J&W Alg. 2's TVD ``(B, P)`` of ``count`` random permutations of the explained rows
+    (:func:`hf_attn.methods.permutation.permuted_attention_tvd`). A transformers classifier without a pad
+    token runs one row at a time (its pooling refuses several), over the same draws."""
+    from hf_attn.methods.permutation import content_permutations, permuted_attention_tvd
+
+    draws = content_permutations(batch.content, count, generator)
+    if adapter.model_type == "hf_attn" or getattr(adapter.model.config, "pad_token_id", None) is not None:
+        return permuted_attention_tvd(adapter, batch, forward, permutations=draws)
+    rows = []
+    for i in range(len(batch)):
+        one = batch.select([i])
+        single = adapter.forward(one)
+        rows.append(torch.cat([permuted_attention_tvd(adapter, one, single, permutations=draws[i:i + 1, p:p + 1])
+                               for p in range(count)], dim=1))
+    return torch.cat(rows)
 
 
 def _add_adversary(sentence: SentenceExplanation, adversaries, i: int, keep, eps: float) -> None:
