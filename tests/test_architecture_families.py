@@ -344,3 +344,26 @@ def test_hooked_module_on_a_path_without_its_dropout_is_refused(monkeypatch):
     with pytest.raises(UnsupportedModelError, match="its attention modules are hooked") as caught:
         adapter_for(model, tokenizer, device="cpu")
     assert "open an issue" in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("model_type", ["t5", "t5gemma"])
+def test_embeddings_swapped_in_where_inputs_embeds_are_refused(model_type):
+    """T5 (encoder and decoder share the table) and T5Gemma (the decoder has its own, whose inputs are
+    held fixed) take no inputs_embeds with their head: the embeddings are swapped in at the modules
+    holding the input table; the logits equal the ids' and the gradient equals finite differences."""
+    model, tokenizer = _sweep_build(model_type)
+    adapter = adapter_for(model.double(), tokenizer, device="cpu")
+    assert adapter.embeds_by_hook
+    batch = adapter.encode(TEXTS[1:2])
+    embeds = adapter.embeddings(batch).detach()
+    torch.testing.assert_close(adapter.logits_from_embeddings(batch, embeds), adapter.logits(batch))
+    leaf = embeds.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(adapter.logits_from_embeddings(batch, leaf)[0, 0], leaf)
+    position, step = int(batch.content[0].nonzero()[0]), 1e-3  # float64 model, float32 logits
+    for dim in (0, 5):
+        delta = torch.zeros_like(embeds)
+        delta[0, position, dim] = step
+        numeric = (adapter.logits_from_embeddings(batch, embeds + delta)[0, 0]
+                   - adapter.logits_from_embeddings(batch, embeds - delta)[0, 0]) / (2 * step)
+        assert abs(float(numeric) - float(grad[0, position, dim])) < 1e-3 * (1 + abs(float(numeric)))
+    assert float(grad.abs().max()) > 1e-3

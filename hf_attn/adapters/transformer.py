@@ -355,14 +355,13 @@ class TransformersAdapter:
         """The embedding module returns ``embeds`` ``(B, T, E)`` when it is called on ``input_ids``,
         and, when it is called on ``input_ids`` shifted right by one (an encoder–decoder's decoder
         inputs), the same shift of ``embeds`` after its own first row — so the gradients to the
-        input embeddings reach the logits through the encoder and the decoder alike."""
-        modules = [self.model.get_input_embeddings()]
-        for part in ("get_encoder", "get_decoder"):  # encoder-decoders: each side's own table, when not shared
-            side = getattr(self.model, part, None)
-            side = side() if callable(side) else None
-            table = getattr(side, "embed_tokens", None) if side is not None else None
-            if isinstance(table, torch.nn.Module) and all(table is not m for m in modules):
-                modules.append(table)
+        input embeddings reach the logits through the encoder and the decoder alike. Every module
+        holding the input embedding table is hooked (BART's shared table, T5's encoder and decoder
+        copies of it); a decoder with a table of its own (T5Gemma) keeps its inputs, held fixed."""
+        table = self.model.get_input_embeddings()
+        weight = getattr(table, "weight", None)
+        modules = [table] + [m for m in self.model.modules() if m is not table and isinstance(m, torch.nn.Embedding)
+                             and weight is not None and m.weight is weight]
 
         def hook(mod, args, output):
             ids = args[0] if args else None
