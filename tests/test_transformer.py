@@ -457,7 +457,8 @@ def test_explorer_explains_a_bert_family_sentence(model, tokenizer, tmp_path):
     assert len(e.permutation_tvd) == 6 and len(e.adversaries_tvd) == 2 and np.isnan(e.token_probability).all()
     html_text = heatmap_html(e)
     assert 'data-row="attention"' in html_text and 'data-row="token_probability"' not in html_text
-    assert "[CLS] attention" in summary_markdown(e)
+    # which row is explained comes from the adapter's facts: BERT's head reads the first token ([CLS])
+    assert "the first token's row" in summary_markdown(e)
 
 
 def test_other_architectures_run_and_unsupported_ones_are_refused_with_the_reason(tmp_path, capsys):
