@@ -307,6 +307,8 @@ class TransformersAdapter:
         if grad is None:
             raise UnsupportedModelError(f"{type(self.model).__name__}: the logits do not depend on the last layer; "
                                         "open an issue with its model_type")
+        if grad.dim() == 3 and grad.shape[0] == input_ids.shape[1] and grad.shape[1] == input_ids.shape[0] != grad.shape[0]:
+            grad = grad.transpose(0, 1)  # sequence-first layers (XLNet): (T, B, D) → (B, T, D)
         read = grad[0].abs().sum(-1) > 0  # (T,)
         steps = read.shape[0]
         positions = read.nonzero().flatten().tolist()
@@ -526,6 +528,17 @@ class TransformersAdapter:
     # ------------------------------------------------------------------------------------------
     # forwards
 
+    def _takes_position_ids(self) -> bool:
+        """Whether the model's forward takes ``position_ids`` (models with relative positions only,
+        such as XLNet, take none: left padding changes nothing for them)."""
+        import inspect
+
+        if not hasattr(self, "_position_ids_taken"):
+            parameters = inspect.signature(self.model.forward).parameters
+            self._position_ids_taken = "position_ids" in parameters or any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        return self._position_ids_taken
+
     def _model_call(self, input_ids, mask, embeds, intervention, position_ids=None, **kwargs):
         """One forward: from ``input_ids``, or from input embeddings ``embeds`` (``input_ids`` then
         also given where the model needs them: :meth:`_swapped_embeddings`), with ``intervention``
@@ -547,7 +560,7 @@ class TransformersAdapter:
             inputs["inputs_embeds"] = embeds
         else:
             inputs["input_ids"] = input_ids
-        if position_ids is not None:
+        if position_ids is not None and self._takes_position_ids():
             inputs["position_ids"] = position_ids
         if getattr(self.model.config, "use_cache", None) is not None:
             inputs["use_cache"] = False
