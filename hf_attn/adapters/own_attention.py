@@ -75,6 +75,7 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     ("tapas", "TapasSelfAttention"): OwnAttention("dropout", "value", "TAPAS"),
     ("big_bird", "BigBirdSelfAttention"): OwnAttention("dropout", "value", "BigBird (full attention)"),
     ("openai", "Attention"): OwnAttention("attn_dropout", None, "OpenAI GPT"),
+    ("ibert", "IBertSelfAttention"): OwnAttention("dropout", None, "I-BERT (float mode)"),
     ("xlnet", "XLNetRelativeAttention"): OwnAttention("dropout", None, "XLNet"),  # also drops (T, B, D) outputs
     # reached at their softmax (functional dropout, or none)
     ("xlm", "MultiHeadAttention"): OwnAttention(None, "v_lin", "XLM", softmax="nn"),

@@ -293,7 +293,7 @@ class TransformersAdapter:
             handle = self.layers[-1].register_forward_hook(hook)
         try:
             with torch.enable_grad():
-                embeds = self.model.get_input_embeddings()(input_ids).detach().requires_grad_(True)
+                embeds = self._table(input_ids).detach().requires_grad_(True)
                 out = self._embeds_forward(input_ids, mask, embeds, output_hidden_states=self.layers is None)
                 hidden = getattr(out, "decoder_hidden_states", None) or getattr(out, "hidden_states", None)
                 target = captured.get("out") if self.layers is not None else (hidden[-1] if hidden else None)
@@ -369,11 +369,14 @@ class TransformersAdapter:
             ids = args[0] if args else None
             if not isinstance(ids, torch.Tensor) or ids.shape != input_ids.shape:
                 return output
+            rows, rest = (output[0], output[1:]) if isinstance(output, tuple) else (output, None)
             if torch.equal(ids, input_ids):
-                return embeds.to(output.dtype)
-            if ids.shape[1] > 1 and torch.equal(ids[:, 1:], input_ids[:, :-1]):
-                return torch.cat([output[:, :1], embeds[:, :-1].to(output.dtype)], 1)
-            return output
+                new = embeds.to(rows.dtype)
+            elif ids.shape[1] > 1 and torch.equal(ids[:, 1:], input_ids[:, :-1]):
+                new = torch.cat([rows[:, :1], embeds[:, :-1].to(rows.dtype)], 1)
+            else:
+                return output
+            return new if rest is None else (new, *rest)
 
         handles = [module.register_forward_hook(hook) for module in modules]
         try:
@@ -719,7 +722,13 @@ class TransformersAdapter:
     def embeddings(self, batch: Batch) -> torch.Tensor:
         """``(B, T, E)`` input embeddings (the token embedding table's rows, before position
         embeddings and normalisation)."""
-        return self.model.get_input_embeddings()(batch.input_ids)
+        return self._table(batch.input_ids)
+
+    def _table(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The input embedding table's rows of ``input_ids`` (I-BERT's quantised table returns them
+        with a scaling factor: the rows alone)."""
+        rows = self.model.get_input_embeddings()(input_ids)
+        return rows[0] if isinstance(rows, tuple) else rows
 
     def logits_from_embeddings(self, batch: Batch, embeddings: torch.Tensor,
                                detach_attention: bool = False) -> torch.Tensor:
