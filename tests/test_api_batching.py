@@ -87,3 +87,21 @@ def test_eraser_says_when_a_text_is_cut_and_keeps_the_end_for_decoders():
     with pytest.warns(TruncationWarning, match="end of each text was kept"):
         ids, mask, units = encode(tokenizer, [text], 8, keep="end")
     assert ids[0].tolist() == tokenizer(text)["input_ids"][-8:]
+
+
+def test_a_decoder_without_a_pad_token_runs_several_rows_as_one():
+    """A GPT-2 classifier without a pad token refuses batches of several rows; the adapter pads on the
+    left, so it lets the head read every row's last position: several texts (and integrated
+    gradients' path points) give each text's own values, and the config is left as it was."""
+    model, tokenizer = tiny_classifier("gpt2")
+    model.config.pad_token_id = None
+    explainer = Explainer(model.double(), tokenizer, device="cpu")
+    texts = ["the good movies", "a dull plot , sadly , very", "fun"]
+    together = explainer.attributions(texts, methods=("integrated_gradients", "leave_one_out", "saliency"),
+                                      ig_steps=8, ig_target=None)
+    for i, text in enumerate(texts):
+        alone = explainer.attributions([text], methods=("integrated_gradients", "leave_one_out", "saliency"),
+                                       ig_steps=8, ig_target=None)
+        for method in together.methods:
+            np.testing.assert_allclose(together.values[method][i], alone.values[method][0], atol=1e-9)
+    assert model.config.pad_token_id is None

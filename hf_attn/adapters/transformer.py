@@ -542,6 +542,24 @@ class TransformersAdapter:
                 p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
         return self._position_ids_taken
 
+    @contextlib.contextmanager
+    def _last_position_pooling(self):
+        """A decoder classifier without a pad token refuses several rows ("Cannot handle batch sizes
+        > 1 if no padding token is defined") although the adapter pads on the left, so every row's
+        last position is its last real token, the one the head reads. For the call, its
+        ``config.pad_token_id`` is set to −1, an id no input holds: the head then reads the last
+        position of every row, as it does for one row; the config is restored after."""
+        config = self.model.config
+        if not getattr(self, "left_padding", False) or getattr(config, "pad_token_id", 0) is not None:
+            yield
+            return
+        with self._lock:
+            config.pad_token_id = -1
+            try:
+                yield
+            finally:
+                config.pad_token_id = None
+
     def _model_call(self, input_ids, mask, embeds, intervention, position_ids=None, **kwargs):
         """One forward: from ``input_ids``, or from input embeddings ``embeds`` (``input_ids`` then
         also given where the model needs them: :meth:`_swapped_embeddings`), with ``intervention``
@@ -567,7 +585,7 @@ class TransformersAdapter:
             inputs["position_ids"] = position_ids
         if getattr(self.model.config, "use_cache", None) is not None:
             inputs["use_cache"] = False
-        with autocast(self.device, self.dtype), active(intervention), swap:
+        with autocast(self.device, self.dtype), active(intervention), swap, self._last_position_pooling():
             try:
                 return self.model(**inputs, **kwargs)
             except TypeError as error:  # a forward without **kwargs: the intervention goes through `active`
