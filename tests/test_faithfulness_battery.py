@@ -164,6 +164,16 @@ def test_naopc_long_sentences_use_the_tables_orderings_and_mask_option():
         if how == "orderings" and np.isfinite(values[i]):
             other = result.per_instance["random"]["naopc_comprehensiveness"][i]
             assert {round(values[i], 9), round(other, 9)} & {0.0, 1.0}
+    # over naopc_every_k_max tokens the AOPC averages an even grid of k's (counted in the summary)
+    from hf_attn.batteries.faithfulness import naopc_sizes
+    assert naopc_sizes(5, 8).tolist() == [1, 2, 3, 4, 5] and naopc_sizes(9, 3).tolist() == [1, 5, 9]
+    gridded = run_faithfulness(adapter, TEXTS, FaithfulnessSettings(**FAST | {
+        "methods": ("attention", "random"), "metrics": ("naopc_comprehensiveness",), "naopc_exact_max": 2,
+        "naopc_beam_max": 3, "naopc_every_k_max": 3}))
+    assert gridded.metric_details["naopc"]["k_grid_sentences"] == sum(n > 3 for n in lengths)
+    assert "evenly spaced k's" in gridded.summary()
+    with pytest.raises(ValueError, match="naopc_every_k_max"):
+        FaithfulnessSettings(naopc_beam_max=40, naopc_every_k_max=32)
     masked = run_faithfulness(adapter, TEXTS[:2], FaithfulnessSettings(**FAST | {
         "methods": ("attention",), "metrics": ("naopc_comprehensiveness",), "naopc_perturbation": "mask"}))
     assert masked.metric_details["naopc"]["perturbation"] == "mask"

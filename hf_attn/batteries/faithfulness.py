@@ -130,7 +130,9 @@ class FaithfulnessSettings:
     NAOPC (Edin et al. 2024): ``naopc_beam`` the beam width (0: no NAOPC columns); bounds exact for
     sentences of at most ``naopc_exact_max`` tokens (2^n forwards), by beam search up to
     ``naopc_beam_max`` tokens, beyond that the extremes over the table's own orderings (every
-    method's, both directions) — each sentence's method is recorded; ``naopc_perturbation``
+    method's, both directions) — each sentence's method is recorded; sentences over
+    ``naopc_every_k_max`` tokens average that many evenly spaced k's instead of every k (an
+    approximation, counted); ``naopc_perturbation``
     ``"delete"`` (default) or ``"mask"`` (the tokenizer's mask token, as the authors' code).
 
     ``flow_normalise``: attention flow divided per output row by its sum over the input tokens (the
@@ -151,6 +153,7 @@ class FaithfulnessSettings:
     naopc_beam: int = 1
     naopc_exact_max: int = 10
     naopc_beam_max: int = 32
+    naopc_every_k_max: int = 64
     naopc_perturbation: str = "delete"
     flow_normalise: bool = True
     shap_samples: int = 64
@@ -177,6 +180,10 @@ class FaithfulnessSettings:
             _check_int(name, getattr(self, name), 1)
         for name in ("naopc_beam", "naopc_exact_max", "naopc_beam_max"):
             _check_int(name, getattr(self, name), 0)
+        _check_int("naopc_every_k_max", self.naopc_every_k_max, 2)
+        if max(self.naopc_exact_max, self.naopc_beam_max) > self.naopc_every_k_max:
+            raise ValueError(f"naopc_exact_max and naopc_beam_max must be ≤ naopc_every_k_max "
+                             f"({self.naopc_every_k_max}): their bounds are over every k")
         from hf_attn.core.naopc import EXACT_LIMIT
 
         if self.naopc_exact_max > EXACT_LIMIT:
@@ -733,7 +740,10 @@ class FaithfulnessResult:
             lines.append(f"- NAOPC bounds ({naopc['perturbation']}): exact on {b['exact']} sentences (≤ "
                          f"{naopc['exact_max_tokens']} tokens), beam search (width {naopc['beam_width']}, an "
                          f"approximation) on {b['beam']}, the extremes of the table's orderings (an approximation) "
-                         f"on {b['orderings']}")
+                         f"on {b['orderings']}"
+                         + (f"; {naopc['k_grid_sentences']} sentences over {naopc['every_k_max_tokens']} tokens "
+                            f"average {naopc['every_k_max_tokens']} evenly spaced k's, not every k"
+                            if naopc.get("k_grid_sentences") else ""))
         ig = self.cost.get("integrated_gradients", {})
         if "completeness_gap_mean_abs" in ig:
             text = (f"- integrated gradients ({self.settings.get('ig_rule')}, {ig.get('ig_steps_mean', math.nan):.0f} "
@@ -913,17 +923,27 @@ def _cached_leave_one_out(cache, instances, p_full, predicted, pad) -> list[np.n
     return out
 
 
-def _ordering_aopcs(drops: _Drops, orders: list[np.ndarray]) -> np.ndarray:
-    """AOPC over every k (Edin et al. §3) of one ordering per instance: ``(N,)``."""
+def naopc_sizes(n: int, every_k_max: int) -> np.ndarray:
+    """The k's an AOPC averages for a sentence of ``n`` tokens: every k = 1..n (Edin et al. §3) up to
+    ``every_k_max`` tokens; beyond, ``every_k_max`` k's evenly spaced from 1 to n (an approximation
+    that keeps a 512-token sentence to a few hundred forwards per ordering, recorded)."""
+    if n <= every_k_max:
+        return np.arange(1, n + 1)
+    return np.unique(np.round(np.linspace(1, n, every_k_max)).astype(np.int64))
+
+
+def _ordering_aopcs(drops: _Drops, orders: list[np.ndarray], every_k_max: int) -> np.ndarray:
+    """AOPC of one ordering per instance over the k's of :func:`naopc_sizes`: ``(N,)``."""
     from hf_attn.core.naopc import ordering_masks
 
-    requests = [(i, m) for i, order in enumerate(orders) for m in ordering_masks(order)]
-    values = drops(requests)
-    out, at = np.zeros(len(orders)), 0
+    requests, spans = [], []
     for i, order in enumerate(orders):
-        out[i] = values[at:at + len(order)].mean() if len(order) else math.nan
-        at += len(order)
-    return out
+        masks = ordering_masks(order)
+        chosen = [masks[k - 1] for k in naopc_sizes(len(order), every_k_max)]
+        spans.append((len(requests), len(chosen)))
+        requests += [(i, m) for m in chosen]
+    values = drops(requests)
+    return np.array([values[at:at + count].mean() if count else math.nan for at, count in spans])
 
 
 def _naopc_bounds(drops: _Drops, sizes: np.ndarray, settings, own: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
@@ -973,8 +993,9 @@ def _naopc_columns(cache, instances, scores, methods, p_full, predicted, setting
     descending, ascending = {}, {}
     for method in methods:
         content_scores = [row[inst.content] for row, inst in zip(scores[method], instances)]
-        descending[method] = _ordering_aopcs(drops, [np.argsort(-c, kind="stable") for c in content_scores])
-        ascending[method] = _ordering_aopcs(drops, [np.argsort(c, kind="stable") for c in content_scores])
+        every = settings.naopc_every_k_max
+        descending[method] = _ordering_aopcs(drops, [np.argsort(-c, kind="stable") for c in content_scores], every)
+        ascending[method] = _ordering_aopcs(drops, [np.argsort(c, kind="stable") for c in content_scores], every)
     own = np.stack([descending[m] for m in methods] + [ascending[m] for m in methods])
     low, high, how = _naopc_bounds(drops, sizes, settings, own)
     columns = {m: {"naopc_comprehensiveness": fm.normalised_aopc(descending[m], low, high),
@@ -983,6 +1004,8 @@ def _naopc_columns(cache, instances, scores, methods, p_full, predicted, setting
             "bound_method": how, "aopc_min": low.tolist(), "aopc_max": high.tolist(),
             "perturbation": settings.naopc_perturbation, "exact_max_tokens": settings.naopc_exact_max,
             "beam_max_tokens": settings.naopc_beam_max, "beam_width": settings.naopc_beam,
+            "every_k_max_tokens": settings.naopc_every_k_max,
+            "k_grid_sentences": int((sizes > settings.naopc_every_k_max).sum()),
             "seconds": time.perf_counter() - start}
     return {"columns": columns, "info": info}
 

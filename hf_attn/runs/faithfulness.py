@@ -143,6 +143,9 @@ def add_options(parser) -> None:
                    help="exact NAOPC bounds up to this many tokens (2^n forwards; default %(default)s)")
     g.add_argument("--faith-naopc-beam-max", type=int, default=table.naopc_beam_max,
                    help="beam-searched bounds up to this many tokens, the table's orderings beyond (default %(default)s)")
+    g.add_argument("--faith-naopc-every-k-max", type=int, default=table.naopc_every_k_max,
+                   help="AOPC over every k up to this many tokens, an even grid of that many k's beyond "
+                        "(default %(default)s)")
     g.add_argument("--faith-naopc-perturbation", choices=["delete", "mask"], default=table.naopc_perturbation,
                    help="NAOPC deletes tokens or replaces them by the mask token (default %(default)s)")
     g.add_argument("--faith-shap-samples", type=int, default=table.shap_samples)
@@ -164,6 +167,7 @@ def settings_from_args(args) -> FaithfulnessRunSettings:
                                  soft_draws=args.faith_soft_draws, soft_max_draws=args.faith_soft_max_draws,
                                  naopc_beam=args.faith_naopc_beam, naopc_exact_max=args.faith_naopc_exact_max,
                                  naopc_beam_max=args.faith_naopc_beam_max,
+                                 naopc_every_k_max=args.faith_naopc_every_k_max,
                                  naopc_perturbation=args.faith_naopc_perturbation,
                                  shap_samples=args.faith_shap_samples, batch_tokens=args.faith_batch_tokens,
                                  seed=args.seed, metrics=tuple(args.faith_metrics),
