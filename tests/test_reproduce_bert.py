@@ -243,7 +243,7 @@ def test_stage_end_to_end_on_a_tiny_bert(tmp_path):
 
     table = _read(out / "REPORT.md").split(f"## {FAITHFULNESS_HEADER}")[1].split("(the BERT-family section's model)")[1]
     c = faithfulness["table"]["alti"]["comprehensiveness"]
-    assert f"| alti | {c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}] |" in table
+    assert f"| alti | {c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}] med {c['median']:.3f}" in table
     wp = report["results"]["sst"]["bert_family"]["wp"]
     if wp is not None:  # the W&P transformer battery exists: its uniform numbers are in the section
         assert _row(section, "W&P §3.2")[2].startswith(f"{wp['uniform_baseline']['base']['f1']:.3f} → ")

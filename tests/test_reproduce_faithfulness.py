@@ -46,31 +46,41 @@ def _row(block: str, method: str) -> list[str]:
     raise AssertionError(f"no row {method!r} in:\n{block}")
 
 
-def _cell(table: dict, method: str, metric: str) -> str:
+def _cell(table: dict, method: str, metric: str, alpha: float = 0.05) -> str:
+    """A table cell as the summary prints it: mean [interval], the median, * when the paired test
+    against the random floor is significant."""
     c = table[method][metric]
-    return f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
+    text = f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
+    if c.get("median") is not None:
+        text += f" med {c['median']:.3f}"
+    p = (c.get("vs_random") or {}).get("p")
+    return text + (" *" if p is not None and p < alpha else "")
 
 
 def _mean_rank_of_attention(payload: dict) -> tuple[float, int]:
     """Attention's mean rank (1 = best) over the faithfulness metrics, by an explicit loop over the
-    fixture's table (higher is better except sufficiency), and the number of ranked methods."""
-    lower_better = {"sufficiency"}
-    metrics = ["comprehensiveness", "sufficiency", "soft_comprehensiveness", "soft_sufficiency",
-               "naopc_comprehensiveness", "naopc_sufficiency", "tau_loo"]
+    fixture's table: per metric, 1 + the methods strictly better + half the methods tied (ties share
+    their mean position), undefined values left out, a metric on which every method scores alike not
+    ranked; and the number of methods with a rank."""
+    higher = {"comprehensiveness": True, "sufficiency": False, "soft_comprehensiveness": True,
+              "soft_sufficiency": True, "naopc_comprehensiveness": True, "naopc_sufficiency": False,
+              "tau_loo": True}
     methods = payload["methods"]
-    ranks = []
-    for metric in metrics:
+    ranks, ranked_methods = [], set()
+    for metric, up in higher.items():
         values = {m: (payload["table"][m].get(metric) or {}).get("mean") for m in methods}
-        values = {m: (math.nan if v is None else v) for m, v in values.items()}
-        if all(math.isnan(v) for v in values.values()):
+        values = {m: v for m, v in values.items() if v is not None and not math.isnan(v)}
+        if len(values) < 2 or max(values.values()) - min(values.values()) <= 1e-12:
+            continue
+        ranked_methods |= set(values)
+        if "attention" not in values:
             continue
         mine = values["attention"]
-        better = sum(1 for m, v in values.items() if m != "attention" and not math.isnan(v)
-                     and (v < mine if metric in lower_better else v > mine))
-        ties_before = sum(1 for m, v in values.items() if m != "attention" and v == mine
-                          and methods.index(m) < methods.index("attention"))
-        ranks.append(1 + better + ties_before if not math.isnan(mine) else len(methods))
-    return float(np.mean(ranks)), len(methods)
+        better = sum(1 for m, v in values.items() if m != "attention" and round(v, 12) != round(mine, 12)
+                     and (v > mine if up else v < mine))
+        tied = sum(1 for m, v in values.items() if m != "attention" and round(v, 12) == round(mine, 12))
+        ranks.append(1 + better + tied / 2)
+    return float(np.mean(ranks)), len(ranked_methods)
 
 
 def _fixture(out: Path, plan: ReproducePlan) -> dict:
@@ -106,7 +116,7 @@ def test_section_shows_both_tables_with_their_numbers(tmp_path):
         rank, count = _mean_rank_of_attention(payload)
         assert f"raw attention has mean rank {rank:.1f} of {count} methods" in block, name
     # the numbers quoted above, from the fixtures
-    assert _row(_subsection(section, "J&W BiLSTM"), "attention")[1] == "0.182 [0.159, 0.204]"
+    assert _row(_subsection(section, "J&W BiLSTM"), "attention")[1] == "0.182 [0.159, 0.204] med 0.151 *"
     assert "(the W&P base)" in section and "(the BERT-family section's model)" in section
     assert "![Faithfulness table, J&W BiLSTM" in section and "figures/sst-faithfulness-lstm.png" in report["figures"]
     kept = report["results"]["sst"]["faithfulness"]
