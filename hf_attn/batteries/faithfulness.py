@@ -1031,27 +1031,32 @@ def _soft_null(adapter, batch, variant: str) -> torch.Tensor:
         return adapter.logits_from_embeddings(batch, zeroed).float().softmax(-1)
 
 
-def _soft_draw(adapter, batch, instances_of_rows, keep, settings, method, kind, draw) -> np.ndarray:
-    """ŷ ``(B, C)`` with one Bernoulli draw: each element of a token's vector (the embedding layer's
-    output, or the word embedding) kept with probability ``keep`` ``(B, T)`` (1 on specials and pads),
-    the draw seeded per sentence (:func:`_sentence_generator`)."""
+def _soft_draws(adapter, batch, instances_of_rows, keep, settings, method, kind, draws: range) -> np.ndarray:
+    """ŷ ``(D, B, C)`` under the Bernoulli draws ``draws`` of one method and kind: each element of a
+    token's vector (the embedding layer's output, or the word embedding) kept with probability
+    ``keep`` ``(B, T)`` (1 on specials and pads), each draw seeded per sentence
+    (:func:`_sentence_generator`). Every draw of every sentence of the batch goes through the same
+    forwards (the batch repeated once per draw, chunked by the adapter's token budget)."""
     real = batch.attention_mask.bool().cpu()
+    size, draws = len(batch), list(draws)
+    repeated = batch.select(list(range(size)) * len(draws))
 
     def transform(hidden, rows=slice(None)):
         mask = torch.ones(hidden.shape, dtype=hidden.dtype)
-        for r in range(len(batch))[rows]:
+        for j, big in enumerate(range(len(repeated))[rows]):
+            r, draw = big % size, draws[big // size]
             positions = real[r].nonzero().flatten()
             p = keep[r, positions].unsqueeze(-1).expand(len(positions), hidden.shape[-1]).float()
             generator = _sentence_generator(settings, method, instances_of_rows[r].tokens, kind, draw)
-            mask[r - (rows.start or 0), positions] = torch.bernoulli(p, generator=generator).to(hidden.dtype)
+            mask[j, positions] = torch.bernoulli(p, generator=generator).to(hidden.dtype)
         return hidden * mask.to(hidden.device)
 
     with torch.no_grad():
         if settings.soft_variant == "reference":
-            logits = adapter.logits_with_embedding_output(batch, transform)
+            logits = adapter.logits_with_embedding_output(repeated, transform)
         else:
-            logits = adapter.logits_from_embeddings(batch, transform(adapter.embeddings(batch).detach()))
-    return logits.float().softmax(-1).cpu().numpy()
+            logits = adapter.logits_from_embeddings(repeated, transform(adapter.embeddings(repeated).detach()))
+    return logits.float().softmax(-1).cpu().numpy().reshape(len(draws), size, -1)
 
 
 def _soft_columns(adapter, full_batch, instances, groups, lengths, scores, methods, predicted, p_full, settings) -> dict:
@@ -1084,13 +1089,12 @@ def _soft_columns(adapter, full_batch, instances, groups, lengths, scores, metho
         for group, batch, keeps in batches:
             rows = [instances[i] for i in group]
             for method in methods:
-                for draw in range(done, count):
-                    for kind, keep in (("kept", keeps[method]), ("removed", 1 - keeps[method])):
-                        if kind == "removed":  # specials and pads stay whole in both masks
-                            keep = torch.where(batch.content.cpu(), keep, torch.ones_like(keep))
-                        probs = _soft_draw(adapter, batch, rows, keep, settings, method, kind, draw)
-                        for r, i in enumerate(group):
-                            draws[method][kind][i].append(float(probs[r, predicted[i]]))
+                for kind, keep in (("kept", keeps[method]), ("removed", 1 - keeps[method])):
+                    if kind == "removed":  # specials and pads stay whole in both masks
+                        keep = torch.where(batch.content.cpu(), keep, torch.ones_like(keep))
+                    probs = _soft_draws(adapter, batch, rows, keep, settings, method, kind, range(done, count))
+                    for r, i in enumerate(group):
+                        draws[method][kind][i] += probs[:, r, predicted[i]].astype(float).tolist()
         done = count
         per_sentence, stderr = _soft_values(draws, methods, p_full, null, clip)
         if max(stderr.values()) <= settings.soft_stderr or count >= settings.soft_max_draws:
