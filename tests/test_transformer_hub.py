@@ -357,8 +357,8 @@ def test_space_from_hub_explains_a_bert_family_model(client, space, hub, minilm_
     assert json.loads((space["app"] / "space_config.json").read_text())["default_model"] == MODEL_ID
     assert not list(space["app"].rglob("model.safetensors"))
     status = client.predict(MODEL_ID, api_name="/load_model")
-    assert f"Loaded **{MODEL_ID}**: BERT-family `bert`, 2 layers" in status
-    assert "the last layer's [CLS] attention, mean over 2 heads" in status
+    assert f"Loaded **{MODEL_ID}**: transformers `bert`; explained: the last layer's attention (of 2)" in status
+    assert "the first token's row" in status and "mean over 2 heads" in status
     label, summary, heatmaps, _, values = client.predict(MODEL_ID, SENTENCE, 0.01, 200, 0, api_name="/explain")
     model, tokenizer = load_model(str(minilm_like_run))
     threads = torch.get_num_threads()
@@ -372,7 +372,7 @@ def test_space_from_hub_explains_a_bert_family_model(client, space, hub, minilm_
         np.testing.assert_allclose(values[name], getattr(expected, name), atol=1e-5, err_msg=name)
     np.testing.assert_allclose(values["attention"], np.asarray(values["attention"]) / sum(values["attention"]))
     assert label["label"] == expected.label_names[expected.predicted]
-    assert 'data-row="attention"' in heatmaps and "[CLS] attention" in summary
+    assert 'data-row="attention"' in heatmaps and "the first token's row" in summary
     fetched = {path for _, path, _ in hub.state.requests}
     assert any(p.startswith(f"/{MODEL_ID}/resolve/") and p.endswith("/model.safetensors") for p in fetched)
 
@@ -383,7 +383,7 @@ def test_space_never_runs_the_code_of_a_typed_bert_repo(client, space, hub):
     (and which holds evil_code.py): the Space downloads only config, weights and tokenizer files and
     loads transformers' own BertForSequenceClassification; the code is never fetched nor run."""
     status = client.predict(EVIL_ID, api_name="/load_model")
-    assert f"Loaded **{EVIL_ID}**: BERT-family `bert`" in status
+    assert f"Loaded **{EVIL_ID}**: transformers `bert`" in status
     label, *_ = client.predict(EVIL_ID, SENTENCE, 0.01, 20, 0, api_name="/explain")
     assert label["label"] in ("negative", "positive")
     fetched = {path for _, path, _ in hub.state.requests}
