@@ -44,6 +44,23 @@ def _layer_edges(capacities: np.ndarray):
     return l * n + j, (l + 1) * n + i, capacities[l, i, j]
 
 
+MAX_EDGES_PER_CALL = 4_000_000  # edges of one solver call (the union's arrays stay near 100 MB)
+
+
+def _calls(bounds: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The solver call of each copy, in order: a call closes before its flow bound would leave int32
+    or its edges exceed :data:`MAX_EDGES_PER_CALL` (one long sentence has n copies of L·n² edges:
+    all in one call would need tens of GB)."""
+    call = np.zeros(len(bounds), dtype=np.int64)
+    current, flow, count = 0, 0, 0
+    for i, (bound, size) in enumerate(zip(bounds.tolist(), edges.tolist())):
+        if count and (flow + bound > _INT32 // 2 or count + size > MAX_EDGES_PER_CALL):
+            current, flow, count = current + 1, 0, 0
+        call[i] = current
+        flow, count = flow + bound, count + size
+    return call
+
+
 def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
     """Maximum flows for a list of problems ``(capacities (L, n, n) float, sources (S,), sinks (S,))``:
     for each problem, the flow from input node (0, sources[s]) to output node (L, sinks[s]).
@@ -70,7 +87,8 @@ def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
     problem = np.concatenate([np.full(len(p[1]), i, dtype=np.int64) for i, p in enumerate(prepared)] or [np.zeros(0, int)])
     within = np.concatenate([np.arange(len(p[1])) for p in prepared] or [np.zeros(0, int)])
     bounds = np.array([p[3] for p in prepared], dtype=np.int64)[problem] if len(problem) else np.zeros(0, np.int64)
-    call = np.cumsum(bounds) // (_INT32 // 2)
+    edges = np.array([len(p[4][0]) for p in prepared], dtype=np.int64)[problem] if len(problem) else bounds
+    call = _calls(bounds, edges)
     for c in np.unique(call):
         copies = np.flatnonzero(call == c)
         tails, heads, data, starts = [], [], [], []
