@@ -54,6 +54,8 @@ SOURCES = {
     "peersfull": "docs/benchmarks/peers_full.json",  # scripts/benchmark_peers.py --full
     "growth": "docs/benchmarks/growth.json",  # scripts/benchmark_peers.py --growth
     "igc": "docs/benchmarks/ig_completeness.json",  # scripts/ig_completeness.py
+    "long": "docs/benchmarks/long_sentence.json",  # scripts/benchmark_long_sentence.py
+    "refcheck": "docs/faithfulness/reference_check.json",  # scripts/faithfulness_references.py
     "training": "docs/benchmarks/training_vs_plain_loop.json",  # scripts/benchmark_training.py --epochs E
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
