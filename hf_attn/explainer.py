@@ -496,6 +496,7 @@ class Explainer:
         ``ig_baseline``, ``flow_normalise``). ``time_budget``: seconds after which the remaining
         methods are skipped with that reason (None: no limit)."""
         from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, length_groups, run_methods
+        from hf_attn.core.numpy_measures import check_number
 
         if isinstance(methods, str):
             raise ValueError(f"methods must be a list of method names, got the string {methods!r}")
@@ -520,9 +521,8 @@ class Explainer:
             for group in groups:
                 sub = batch.select(group.tolist())
                 probabilities[torch.as_tensor(group)] = adapter.logits(sub).float().softmax(-1).cpu()
-        if time_budget is not None and (not isinstance(time_budget, (int, float)) or isinstance(time_budget, bool)
-                                        or not 0 < time_budget < float("inf")):
-            raise ValueError(f"time_budget must be a positive number of seconds or None, got {time_budget!r}")
+        if time_budget is not None:
+            check_number("time_budget", time_budget, 0, low_open=True)
         run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget)
         content = [keep[i][batch.attention_mask[i].bool()].cpu().numpy() for i in range(len(items))]
         values = {name: [np.asarray(rows[i])[content[i]].tolist() for i in range(len(items))]

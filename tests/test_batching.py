@@ -38,3 +38,16 @@ def test_pad_batch_and_ragged_to_padded():
     assert m.tolist() == [[True, True], [True, False]]
     empty, em = ragged_to_padded([])
     assert empty.shape == (0, 0) and em.shape == (0, 0)
+
+
+def test_padding_bounded_batches_hand_computed():
+    """Longest first; a batch closes when one more instance would pass the token budget or make its
+    padded / real tokens exceed 1.1."""
+    from hf_attn.core.batching import padding_bounded_batches
+
+    # 30 alone (30·2 > 1.1·40); 10 + 9 (20 ≤ 1.1·19); 5 + 4 would pad 10 for 9 real (> 9.9)
+    got = padding_bounded_batches([10, 9, 5, 4, 30], 100)
+    assert [b.tolist() for b in got] == [[4], [0, 1], [2], [3]]
+    assert [b.tolist() for b in padding_bounded_batches([5] * 5, 12)] == [[0, 1], [2, 3], [4]]
+    with pytest.raises(ValueError, match="token_budget"):
+        padding_bounded_batches([3], 0)

@@ -63,8 +63,9 @@ import torch
 
 from hf_attn.adapters.base import UnsupportedModelError
 from hf_attn.adapters.interface import InterventionError
-from hf_attn.core.batching import length_batches
+from hf_attn.core.batching import length_batches, padding_bounded_batches
 from hf_attn.core import faithfulness as fm
+from hf_attn.core.numpy_measures import check_number, check_whole
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS, tokens_per_fraction
 
 # name: (description with the paper, needs transformer internals)
@@ -174,13 +175,15 @@ class FaithfulnessSettings:
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ValueError(f"methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
-        if not self.fractions or any(not _is_number(f) or not 0 < float(f) <= 1 for f in self.fractions):
+        if not self.fractions:
             raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1], got {self.fractions!r}")
+        for i, f in enumerate(self.fractions):
+            check_number(f"fractions[{i}]", f, 0, 1, low_open=True)
         for name in ("ig_steps", "ig_max_steps", "soft_draws", "soft_max_draws", "shap_samples", "batch_tokens"):
-            _check_int(name, getattr(self, name), 1)
-        for name in ("naopc_beam", "naopc_exact_max", "naopc_beam_max"):
-            _check_int(name, getattr(self, name), 0)
-        _check_int("naopc_every_k_max", self.naopc_every_k_max, 2)
+            check_whole(name, getattr(self, name), 1)
+        for name in ("naopc_beam", "naopc_exact_max", "naopc_beam_max", "seed"):
+            check_whole(name, getattr(self, name), 0)
+        check_whole("naopc_every_k_max", self.naopc_every_k_max, 2)
         if max(self.naopc_exact_max, self.naopc_beam_max) > self.naopc_every_k_max:
             raise ValueError(f"naopc_exact_max and naopc_beam_max must be ≤ naopc_every_k_max "
                              f"({self.naopc_every_k_max}): their bounds are over every k")
@@ -193,13 +196,9 @@ class FaithfulnessSettings:
             raise ValueError(f"ig_max_steps ({self.ig_max_steps}) must be ≥ ig_steps ({self.ig_steps})")
         if self.soft_max_draws < self.soft_draws:
             raise ValueError(f"soft_max_draws ({self.soft_max_draws}) must be ≥ soft_draws ({self.soft_draws})")
-        if self.ig_target is not None and (not _is_number(self.ig_target) or not 0 < self.ig_target < 1):
-            raise ValueError(f"ig_target must be None or a number in (0, 1), got {self.ig_target!r}")
-        if not _is_number(self.soft_stderr) or not 0 < self.soft_stderr < 1:
-            raise ValueError(f"soft_stderr must be a number in (0, 1), got {self.soft_stderr!r}")
-        if not _is_number(self.confidence) or not 0 < self.confidence < 1:
-            raise ValueError(f"confidence must be in (0, 1), got {self.confidence!r}")
-        _check_int("seed", self.seed, 0)
+        for name in ("ig_target", "soft_stderr", "confidence"):  # ig_target None: a fixed node count
+            if name != "ig_target" or self.ig_target is not None:
+                check_number(name, getattr(self, name), 0, 1, low_open=True, high_open=True)
         unknown = [m for m in self.metrics if m not in METRICS]
         if unknown or not self.metrics:
             raise ValueError(f"metrics must be a non-empty subset of {list(METRICS)}, got {list(self.metrics)}")
@@ -210,15 +209,6 @@ class FaithfulnessSettings:
                 raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
         if not isinstance(self.flow_normalise, bool):
             raise ValueError(f"flow_normalise must be True or False, got {self.flow_normalise!r}")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_int(name: str, value, low: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an int ≥ {low}, got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -323,18 +313,18 @@ class _SharedGradient:
         self.target, self.store, self.reuse = target, store, reuse
 
     def __call__(self, adapter, batch):
-        from hf_attn.methods.saliency import embedding_gradient
+        from hf_attn.methods.gradient_x_input import gradient_times_input
+        from hf_attn.methods.saliency import embedding_gradient, saliency_from_gradient
 
         key = (tuple(batch.input_ids.shape), batch.input_ids.cpu().numpy().tobytes())
         if self.reuse and key in self.store:
             return self.store.pop(key)
         embeddings, grad, _ = embedding_gradient(adapter, batch, None, self.target)
-        zero = torch.zeros((), device=grad.device)
-        times_input = torch.where(batch.content, (embeddings * grad).sum(-1), zero)
+        times_input = gradient_times_input(batch, embeddings, grad)
         if self.reuse:
             return times_input
         self.store[key] = times_input.detach()
-        return torch.where(batch.content, grad.norm(dim=-1), zero)
+        return saliency_from_gradient(batch, grad)
 
 
 ROLLOUT_OF_ONE_LAYER = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
@@ -585,10 +575,8 @@ class FaithfulnessResult:
             test = dict(stored)
             mean_difference = test.pop("mean_difference", test.get("median_difference", math.nan))
         else:
-            test = fm.paired_test(values[a][metric], values[b][metric])
-            pa, pb = np.asarray(values[a][metric], float), np.asarray(values[b][metric], float)
-            both = np.isfinite(pa) & np.isfinite(pb)
-            mean_difference = float((pa[both] - pb[both]).mean()) if both.any() else math.nan
+            test = _paired(values[a][metric], values[b][metric])
+            mean_difference = test.pop("mean_difference")
         test.pop("better", None)
         better = None
         if math.isfinite(test["p"]) and test["p"] < self.alpha and mean_difference != 0:
@@ -1021,8 +1009,6 @@ def _sentence_generator(settings, method: str, tokens: np.ndarray, kind: str, dr
 def _soft_null(adapter, batch, variant: str) -> torch.Tensor:
     """ŷ of the null input ``(B, C)``: every input id 0 (the authors' code), or the text's word
     embeddings zeroed (``"embedding"``)."""
-    from dataclasses import replace
-
     with torch.no_grad():
         if variant == "reference":
             return adapter.logits(replace(batch, input_ids=torch.zeros_like(batch.input_ids))).float().softmax(-1)
@@ -1136,29 +1122,11 @@ class MethodRun:
     padding: float
 
 
-MAX_PADDING = 1.1  # padded / real tokens of a method batch
-
-
-def length_groups(full_batch, budget: int, max_padding: float = MAX_PADDING) -> list[np.ndarray]:
-    """The texts of ``full_batch`` in groups of similar length, whatever order the caller gave: sorted
-    by length (longest first), a group closed when one more text would exceed ``budget`` padded
-    tokens or make its padded / real tokens exceed ``max_padding`` (each group is trimmed to its
-    longest text)."""
-    lengths = full_batch.attention_mask.sum(1).cpu().numpy().astype(np.int64)
-    order = np.argsort(-lengths, kind="stable")
-    groups, current, width, real = [], [], 0, 0
-    for i in order:
-        n = int(lengths[i])
-        if current and ((len(current) + 1) * width > budget or (len(current) + 1) * width > max_padding * (real + n)):
-            groups.append(np.array(current))
-            current, real = [], 0
-        if not current:
-            width = n
-        current.append(int(i))
-        real += n
-    if current:
-        groups.append(np.array(current))
-    return groups
+def length_groups(full_batch, budget: int) -> list[np.ndarray]:
+    """The texts of ``full_batch`` in groups of similar length, whatever order the caller gave
+    (:func:`hf_attn.core.batching.padding_bounded_batches`: at most ``budget`` padded tokens and
+    1.1 padded tokens per real one; each group is trimmed to its longest text)."""
+    return padding_bounded_batches(full_batch.attention_mask.sum(1).cpu().numpy(), budget)
 
 
 def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: bool = False,
@@ -1284,15 +1252,13 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
             "undefined": int(len(values) - len(finite))}
 
     rows = np.arange(len(instances))
-    comp_aopc, suff_aopc = {}, {}
     for method in methods:
         content_scores = scores[method]
         p_removed, p_kept = _erasure(cache, instances, content_scores, counts, pad)
         comp = fm.erasure_differences(p_full, p_removed[rows, :, predicted])
         suff = fm.erasure_differences(p_full, p_kept[rows, :, predicted])
-        comp_aopc[method], suff_aopc[method] = fm.aopc(comp), fm.aopc(suff)
-        cell(method, "comprehensiveness", comp_aopc[method])
-        cell(method, "sufficiency", suff_aopc[method])
+        cell(method, "comprehensiveness", fm.aopc(comp))
+        cell(method, "sufficiency", fm.aopc(suff))
 
     extra = {}
     soft_wanted = {"soft_comprehensiveness", "soft_sufficiency"} & set(settings.metrics)
@@ -1411,8 +1377,6 @@ def _trim(batch, width: int, adapter):
     positions, left padding the last."""
     left = bool(getattr(adapter, "left_padding", False))
     cut = slice(batch.input_ids.shape[1] - width, None) if left else slice(0, width)
-    from dataclasses import replace
-
     return replace(batch, input_ids=batch.input_ids[:, cut], attention_mask=batch.attention_mask[:, cut],
                    content=batch.content[:, cut], query=batch.query[:, cut],
                    position_ids=None if batch.position_ids is None else batch.position_ids[:, cut],

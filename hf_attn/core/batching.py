@@ -107,4 +107,32 @@ def in_row_chunks(analysis, ids: torch.Tensor, mask: torch.Tensor, token_budget:
     return out
 
 
-__all__ = ["CPU_FORWARD_TOKENS", "forward_tokens", "length_batches", "pad_batch", "ragged_to_padded", "row_chunks", "in_row_chunks", "COSTS"]
+MAX_PADDING = 1.1  # padded / real tokens of a batch of padding_bounded_batches
+
+
+def padding_bounded_batches(lengths, token_budget: int, max_padding: float = MAX_PADDING) -> list[np.ndarray]:
+    """Instance indices sorted by length (longest first) and cut into batches of at most
+    ``token_budget`` padded tokens whose padded / real tokens stay ≤ ``max_padding`` (a batch is
+    padded to its longest instance); a batch always holds at least one instance. Unlike
+    :func:`length_batches`, mixed lengths never pad a batch beyond ``max_padding``."""
+    if token_budget < 1:
+        raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    batches, current, width, real = [], [], 0, 0
+    for i in order:
+        n = int(lengths[i])
+        rows = len(current) + 1
+        if current and (rows * width > token_budget or rows * width > max_padding * (real + n)):
+            batches.append(np.array(current))
+            current, real = [], 0
+        if not current:
+            width = n
+        current.append(int(i))
+        real += n
+    if current:
+        batches.append(np.array(current))
+    return batches
+
+
+__all__ = ["CPU_FORWARD_TOKENS", "MAX_PADDING", "forward_tokens", "length_batches", "padding_bounded_batches", "pad_batch", "ragged_to_padded", "row_chunks", "in_row_chunks", "COSTS"]

@@ -16,7 +16,13 @@ def gradient_x_input(adapter, batch, target_class: torch.Tensor | None = None,
     """``(B, T)`` Σ_d e_t,d ∂ŷ_c/∂e_t,d (module docstring; ``target`` as
     :func:`hf_attn.methods.saliency.saliency`), 0 on pads and special tokens."""
     embeddings, grad, _ = embedding_gradient(adapter, batch, target_class, target)
+    return gradient_times_input(batch, embeddings, grad)
+
+
+def gradient_times_input(batch, embeddings: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``(B, T)`` Σ_d e_t,d ∂f/∂e_t,d from the embeddings and their gradient ``(B, T, E)``, 0 on pads
+    and special tokens."""
     return torch.where(batch.content, (embeddings * grad).sum(-1), torch.zeros((), device=grad.device))
 
 
-__all__ = ["gradient_x_input"]
+__all__ = ["gradient_times_input", "gradient_x_input"]

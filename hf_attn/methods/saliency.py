@@ -37,7 +37,12 @@ def saliency(adapter, batch, target_class: torch.Tensor | None = None, target: s
     """``(B, T)`` ‖∂ŷ_c/∂e_t‖₂ (module docstring), 0 on pads and special tokens; one forward and
     backward for the batch."""
     _, grad, _ = embedding_gradient(adapter, batch, target_class, target)
+    return saliency_from_gradient(batch, grad)
+
+
+def saliency_from_gradient(batch, grad: torch.Tensor) -> torch.Tensor:
+    """``(B, T)`` ‖∂f/∂e_t‖₂ from the gradient ``(B, T, E)``, 0 on pads and special tokens."""
     return torch.where(batch.content, grad.norm(dim=-1), torch.zeros((), device=grad.device))
 
 
-__all__ = ["class_scores", "embedding_gradient", "saliency"]
+__all__ = ["class_scores", "embedding_gradient", "saliency", "saliency_from_gradient"]
