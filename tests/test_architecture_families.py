@@ -367,3 +367,35 @@ def test_embeddings_swapped_in_where_inputs_embeds_are_refused(model_type):
                    - adapter.logits_from_embeddings(batch, embeds - delta)[0, 0]) / (2 * step)
         assert abs(float(numeric) - float(grad[0, position, dim])) < 1e-3 * (1 + abs(float(numeric)))
     assert float(grad.abs().max()) > 1e-3
+
+
+def test_interface_model_taking_no_inputs_embeds_finds_its_head_rows():
+    """ESMC's base model takes no ``inputs_embeds``: the adapter swaps the embeddings in at its
+    embedding module, and the rows its head reads are found from the gradient forward's last layer
+    (not from the no-gradient forward that checks the swap). The intervention equals the slow
+    reference of the interface path; the gradient with the rows held fixed equals finite
+    differences."""
+    model, tokenizer = _sweep_build("esmc")
+    ref = copy.deepcopy(model)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.embeds_by_hook and adapter.pooling == "first" and not adapter.own_attention
+    batch = adapter.encode(TEXTS)
+    forward = adapter.forward(batch)
+    torch.testing.assert_close(forward.logits, reference_logits(ref, batch, 0, None), atol=1e-5, rtol=1e-5)
+    weights = random_rows(batch, adapter.num_heads, seed=1)
+    expected = reference_logits(ref, batch, adapter.layer, weights)
+    got = adapter.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=forward)[:, 0]
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+    assert (expected - forward.logits).abs().max() > 1e-3
+    one = adapter.encode(TEXTS[1:2])
+    embeds = adapter.embeddings(one).detach()
+    leaf = embeds.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(adapter.logits_from_embeddings(one, leaf)[0, 0], leaf)
+    position, step = int(one.content[0].nonzero()[0]), 1e-2
+    for dim in (0, 5):
+        delta = torch.zeros_like(embeds)
+        delta[0, position, dim] = step
+        numeric = (adapter.logits_from_embeddings(one, embeds + delta)[0, 0]
+                   - adapter.logits_from_embeddings(one, embeds - delta)[0, 0]) / (2 * step)
+        assert abs(float(numeric) - float(grad[0, position, dim])) < 2e-2 * (1 + abs(float(numeric)))
+    assert float(grad.abs().max()) > 1e-3

@@ -286,6 +286,8 @@ class TransformersAdapter:
         handle = None
         if self.layers is not None:
             def hook(module, args, output):
+                if not torch.is_grad_enabled():  # the no-gradient check forward of _embeds_forward
+                    return
                 tensor = _first_tensor(output)
                 if tensor is not None and tensor.requires_grad:
                     tensor.retain_grad()
