@@ -267,7 +267,7 @@ def test_cli_jw_battery_runs(name, tmp_path, capsys):
 # every other attention class of hf_attn.adapters.own_attention.OWN_ATTENTION, built by the sweep's
 # generic tiny config (scripts/architecture_sweep.py), against the same softmax reference
 SWEEP_HOOKED = ["gpt_neo", "gptj", "roformer", "megatron-bert", "convbert", "rembert", "luke", "tapas", "big_bird",
-                "openai-gpt", "falcon", "xlm", "flaubert", "mpt", "mvp", "xlnet", "ibert"]
+                "openai-gpt", "falcon", "xlm", "flaubert", "mpt", "mvp", "xlnet", "ibert", "layoutlmv3"]
 OVERRIDES: dict = {}
 HEADS_3D = {"mvp": 2}  # MVP's softmax runs on (B·H, T, T)
 
