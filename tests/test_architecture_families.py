@@ -267,9 +267,11 @@ def test_cli_jw_battery_runs(name, tmp_path, capsys):
 # every other attention class of hf_attn.adapters.own_attention.OWN_ATTENTION, built by the sweep's
 # generic tiny config (scripts/architecture_sweep.py), against the same softmax reference
 SWEEP_HOOKED = ["gpt_neo", "gptj", "roformer", "megatron-bert", "convbert", "rembert", "luke", "tapas", "big_bird",
-                "openai-gpt", "falcon", "xlm", "flaubert", "mpt", "mvp", "xlnet", "ibert", "layoutlmv3"]
+                "openai-gpt", "falcon", "xlm", "flaubert", "mpt", "mvp", "xlnet", "ibert", "layoutlmv3",
+                "squeezebert"]
 OVERRIDES: dict = {}
 HEADS_3D = {"mvp": 2}  # MVP's softmax runs on (B·H, T, T)
+SCORES = {"squeezebert"}  # its output_attentions are the masked scores before the softmax
 
 
 def _sweep_build(model_type, **overrides):
@@ -324,6 +326,8 @@ def test_hooked_family_matches_softmax_reference(model_type):
             inputs["position_ids"] = batch.position_ids
         out = ref(**inputs, output_attentions=True)
     own = out.attentions if model_type != "mvp" else out.encoder_attentions  # MVP: the encoder's, recorded first
+    if model_type in SCORES:
+        own = [scores.softmax(-1) for scores in own]
     real = batch.attention_mask.bool()
     rows = real[:, None, :, None] & real[:, None, None, :]
     for (_, _, probs, _), expected in zip(record, own):
@@ -399,3 +403,17 @@ def test_interface_model_taking_no_inputs_embeds_finds_its_head_rows():
                    - adapter.logits_from_embeddings(one, embeds - delta)[0, 0]) / (2 * step)
         assert abs(float(numeric) - float(grad[0, position, dim])) < 2e-2 * (1 + abs(float(numeric)))
     assert float(grad.abs().max()) > 1e-3
+
+
+def test_layers_called_past_their_hooks_are_not_used():
+    """SqueezeBERT's encoder calls ``layer.forward`` directly, so no hook on a layer sees its output:
+    the rows its head reads are found from the hidden states the model returns, and the adapter
+    keeps no list of layers (the methods that hook them decline in one line)."""
+    from hf_attn.methods.value_zeroing import value_zeroing
+    from hf_attn.adapters import UnsupportedModelError
+
+    model, tokenizer = _sweep_build("squeezebert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.layers is None and adapter.pooling == "first" and adapter.num_layers == 2
+    with pytest.raises(UnsupportedModelError, match="called past their forward hooks"):
+        value_zeroing(adapter, adapter.encode(TEXTS[:1]))

@@ -1,6 +1,6 @@
 """Interventions on attention that a model computes inside its own modules, not through
 transformers' attention interface (DeBERTa and DeBERTa-v2/v3, MPNet, Falcon, Bloom, GPT-Neo, GPT-J,
-RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, …).
+RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, SqueezeBERT, …).
 
 Each of these modules computes its probabilities (softmax of its own scores: DeBERTa's
 disentangled content/position terms, MPNet's relative buckets, Bloom's ALiBi, …) and passes them
@@ -77,6 +77,7 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     ("openai", "Attention"): OwnAttention("attn_dropout", None, "OpenAI GPT"),
     ("ibert", "IBertSelfAttention"): OwnAttention("dropout", None, "I-BERT (float mode)"),
     ("xlnet", "XLNetRelativeAttention"): OwnAttention("dropout", None, "XLNet"),  # also drops (T, B, D) outputs
+    ("squeezebert", "SqueezeBertSelfAttention"): OwnAttention("dropout", None, "SqueezeBERT"),
     ("layoutlmv3", "LayoutLMv3SelfAttention"): OwnAttention("dropout", "value", "LayoutLMv3 (text only)"),
     # reached at their softmax (functional dropout, or none)
     ("xlm", "MultiHeadAttention"): OwnAttention(None, "v_lin", "XLM", softmax="nn"),

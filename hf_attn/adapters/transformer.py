@@ -297,8 +297,15 @@ class TransformersAdapter:
             with torch.enable_grad():
                 embeds = self._table(input_ids).detach().requires_grad_(True)
                 out = self._embeds_forward(input_ids, mask, embeds, output_hidden_states=self.layers is None)
-                hidden = getattr(out, "decoder_hidden_states", None) or getattr(out, "hidden_states", None)
-                target = captured.get("out") if self.layers is not None else (hidden[-1] if hidden else None)
+                target = captured.get("out")
+                if target is None and self.layers is not None:
+                    # layers called past their hooks (SqueezeBERT calls layer.forward): no hook on them
+                    # sees their output, so none of the methods that hook them may use them
+                    self.layers = None
+                    out = self._embeds_forward(input_ids, mask, embeds, output_hidden_states=True)
+                if target is None:
+                    hidden = getattr(out, "decoder_hidden_states", None) or getattr(out, "hidden_states", None)
+                    target = hidden[-1] if hidden else None
                 if target is None:
                     raise UnsupportedModelError(f"{type(self.model).__name__}: cannot see the last layer's output, so "
                                                 "the rows its head reads are unknown; open an issue with its model_type")

@@ -80,8 +80,8 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
     require_internals(adapter, "value zeroing")
     if getattr(adapter, "layers", None) is None:
         from hf_attn.adapters.base import UnsupportedModelError
-        raise UnsupportedModelError("value zeroing needs each layer's output: the layers share modules or are not one "
-                                    "list")
+        raise UnsupportedModelError("value zeroing needs each layer's output: the layers share modules, are not one "
+                                    "list, or are called past their forward hooks")
     inputs, outputs = _layer_outputs(adapter, batch)
     real = batch.attention_mask.bool()
     instance, position = real.nonzero(as_tuple=True)  # one variant per (instance, real position)
