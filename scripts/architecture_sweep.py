@@ -124,6 +124,8 @@ CONFIG_FIXES: dict[str, dict] = {
     "gpt_oss": {"layer_types": ["full_attention", "full_attention"]},
     "tapas": {"type_vocab_sizes": [3, 8, 8, 8, 8, 8, 8]},
     "layoutlmv2": {"max_2d_position_embeddings": 64},
+    # six box embeddings of hidden_size // 6 each, a layout stream hidden_size // channel_shrink_ratio wide
+    "lilt": {"hidden_size": 48},
     "ctrl": {"n_embd": HIDDEN},
 }
 

@@ -40,11 +40,12 @@ def pair(request):
     return adapter_for(model, tokenizer, device="cpu"), reference, request.param
 
 
-def softmax_reference(reference, batch, layer: int, rows, heads: int | None = None, **inputs) -> torch.Tensor:
+def softmax_reference(reference, batch, layer: int, rows, heads: int | None = None, passes: int = 1,
+                      **inputs) -> torch.Tensor:
     """Logits of ``reference`` with attention softmax call ``layer`` (4-D calls of
     ``torch.nn.functional.softmax``, in forward order; with ``heads``, 3-D ``(B·H, T_q, T)`` calls
-    too) returning, at the batch's query rows, ``rows`` ``(B, H, T)`` written in by explicit loops
-    (``None``: no change)."""
+    too; with ``passes``, that many consecutive calls per layer) returning, at the batch's query
+    rows, ``rows`` ``(B, H, T)`` written in by explicit loops (``None``: no change)."""
     original = torch.nn.functional.softmax
     calls = [0]
 
@@ -58,7 +59,7 @@ def softmax_reference(reference, batch, layer: int, rows, heads: int | None = No
         return patched_4d(probs)
 
     def patched_4d(probs):
-        index = calls[0]
+        index = calls[0] // passes
         calls[0] += 1
         if rows is None or index != layer:
             return probs
@@ -290,11 +291,12 @@ def test_every_hooked_attention_class_is_tested():
     from hf_attn.adapters.own_attention import OWN_ATTENTION
 
     families = {short for short, _ in OWN_ATTENTION}
-    tested = {n.replace("-", "_").removesuffix("_gpt") for n in OWN_ATTENTION_NAMES + SWEEP_HOOKED}
+    tested = {n.replace("-", "_").removesuffix("_gpt") for n in OWN_ATTENTION_NAMES + SWEEP_HOOKED + DEDICATED}
     assert families <= tested, sorted(families - tested)
 
 
 OWN_ATTENTION_NAMES = list(OWN_ATTENTION)
+DEDICATED = ["lilt"]  # hooked classes with a test of their own below
 
 
 @pytest.mark.parametrize("model_type", SWEEP_HOOKED)
@@ -417,3 +419,75 @@ def test_layers_called_past_their_hooks_are_not_used():
     assert adapter.layers is None and adapter.pooling == "first" and adapter.num_layers == 2
     with pytest.raises(UnsupportedModelError, match="called past their forward hooks"):
         value_zeroing(adapter, adapter.encode(TEXTS[:1]))
+
+
+def test_lilt_text_and_layout_streams_share_the_replaced_rows():
+    """LiLT computes one softmax twice per layer — the layout stream's scores and the text stream's
+    are the same sum of text and layout terms — and multiplies it with each stream's values. The
+    explained attention is that one matrix: a replaced row is replaced in both streams (the softmax
+    reference overwrites both calls), the recorded probabilities are the text stream's
+    ``output_attentions``, and value zeroing zeroes the position's value vectors in both streams."""
+    from hf_attn.methods.value_zeroing import value_zeroing_matrices
+
+    model, tokenizer = _sweep_build("lilt")
+    ref = copy.deepcopy(model)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.num_layers == 2 and adapter.own_attention == ["LiLT (text and layout streams)"]
+    batch = adapter.encode(TEXTS)
+    uses = []
+    original = torch.nn.functional.softmax
+
+    def watched(scores, *args, **kwargs):
+        probs = original(scores, *args, **kwargs)
+        if scores.dim() == 4:
+            uses.append(probs)
+        return probs
+
+    torch.nn.functional.softmax = watched
+    try:
+        with torch.no_grad():
+            own = ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_attentions=True).attentions
+    finally:
+        torch.nn.functional.softmax = original
+    assert len(uses) == 4
+    for layer in range(2):
+        assert torch.equal(uses[2 * layer], uses[2 * layer + 1])  # the layout stream's = the text stream's
+    forward = adapter.forward(batch)
+    torch.testing.assert_close(forward.logits, softmax_reference(ref, batch, 0, None, passes=2,
+                                                                 input_ids=batch.input_ids), atol=1e-5, rtol=1e-5)
+    weights = random_rows(batch, adapter.num_heads, seed=1)
+    for layer, explained in ((1, adapter), (0, adapter_for(model, tokenizer, layer=0, device="cpu"))):
+        expected = softmax_reference(ref, batch, layer, weights, passes=2, input_ids=batch.input_ids)
+        got = explained.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=explained.forward(batch))
+        torch.testing.assert_close(got[:, 0], expected, atol=1e-5, rtol=1e-4)
+        assert (expected - forward.logits).abs().max() > 1e-4
+    record: list = []
+    with torch.no_grad():
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record))
+    real = batch.attention_mask.bool()
+    rows = real[:, None, :, None] & real[:, None, None, :]
+    assert len(record) == 2
+    for (_, _, probs, _), expected in zip(record, own):
+        torch.testing.assert_close(probs[rows.expand_as(probs)], expected[rows.expand_as(expected)],
+                                   atol=1e-6, rtol=1e-5)
+    got = value_zeroing_matrices(adapter, batch)
+    layers = ref.lilt.encoder.layer
+    for layer, b, j in ((0, 1, 2), (1, 3, 4)):
+        def zero(module, args, output, j=j):
+            output = output.clone()
+            output[:, j] = 0
+            return output
+
+        inputs = {"input_ids": batch.input_ids[b:b + 1], "attention_mask": batch.attention_mask[b:b + 1],
+                  "output_hidden_states": True}
+        attention = layers[layer].attention.self
+        with torch.no_grad():
+            plain = ref(**inputs).hidden_states
+            handles = [attention.value.register_forward_hook(zero), attention.layout_value.register_forward_hook(zero)]
+            try:
+                zeroed = ref(**inputs).hidden_states
+            finally:
+                for handle in handles:
+                    handle.remove()
+        expected = 1 - torch.nn.functional.cosine_similarity(zeroed[layer + 1][0], plain[layer + 1][0], dim=-1)
+        torch.testing.assert_close(got[b, layer, :, j][real[b]], expected[real[b]], atol=1e-5, rtol=1e-4)

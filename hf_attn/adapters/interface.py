@@ -181,15 +181,22 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
 
 
 def intervene_probabilities(module: torch.nn.Module, probs: torch.Tensor, values: torch.Tensor | None,
-                            iv: Intervention) -> torch.Tensor:
+                            iv: Intervention, count: bool = True) -> torch.Tensor:
     """The interface path's intervention for attention computed in a model's own module
     (:mod:`hf_attn.adapters.own_attention`): ``probs`` ``(B, H, T_q, T)`` as the module computed
     them, ``values`` ``(B, H, T, d)`` or ``None`` (already zeroed by the value hook where asked).
     Counts the call, replaces (or detaches) the query rows on the explained layer, records; returns
-    the probabilities the module multiplies with its values."""
+    the probabilities the module multiplies with its values. ``count=False``: an earlier use of the
+    same probabilities within the call (LiLT's layout stream): the rows are replaced as the counted
+    use will replace them, and nothing is counted or recorded."""
     if module.training:
         raise InterventionError("interventions need the model in eval mode (dropout would change the rows)")
     index = iv.calls
+    if not count:
+        if (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach):
+            rows = iv.query.to(torch.bool).view(iv.query.shape[0], 1, -1, 1)
+            probs = torch.where(rows, _replacement(probs, iv), probs)
+        return probs
     iv.calls += 1
     if iv.zero_values is not None and index == iv.layer and values is None:
         raise InterventionError(f"{type(module).__name__} computes its values in a fused projection: value zeroing "

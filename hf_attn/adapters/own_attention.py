@@ -1,6 +1,6 @@
 """Interventions on attention that a model computes inside its own modules, not through
 transformers' attention interface (DeBERTa and DeBERTa-v2/v3, MPNet, Falcon, Bloom, GPT-Neo, GPT-J,
-RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, SqueezeBERT, …).
+RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, LiLT, SqueezeBERT, …).
 
 Each of these modules computes its probabilities (softmax of its own scores: DeBERTa's
 disentangled content/position terms, MPNet's relative buckets, Bloom's ALiBi, …) and passes them
@@ -15,6 +15,11 @@ through, and the value projection when it is a separate linear layer) and two ho
   same arithmetic as the interface path, on the module's own probabilities;
 - on the value projection (where listed): records the value vectors ``(B, H, T, d)`` and zeroes
   those of the positions a value-zeroing intervention names.
+
+LiLT's self-attention computes one softmax twice per call — its layout stream's scores and its
+text stream's are the same sum of text and layout terms — and multiplies it with each stream's
+values: the explained attention is that one matrix, replaced in both streams (the first use is not
+counted, the second is counted and recorded), and value zeroing zeroes both streams' values.
 
 Classes that apply their dropout as a function (XLM, FlauBERT, MPT, MVP) or none at all (Falcon's
 rotary path) are reached at their softmax instead: the name their modelling file calls it through
@@ -42,6 +47,7 @@ from hf_attn.adapters.interface import InterventionError, current, intervene_pro
 _MARK = "_hf_attn_own_attention"
 _OWNER = "_hf_attn_owner"
 _VALUES = "_hf_attn_values"
+_PASS = "_hf_attn_pass"
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,10 @@ class OwnAttention:
     family: str
     softmax: str | None = None  # the modelling file's name for torch.nn ("nn") or torch.nn.functional ("F")
     heads: str | None = None  # head-count attribute, for probabilities shaped (B·H, T_q, T)
+    # uses of the same probabilities through the dropout per call (LiLT: its layout stream's, then
+    # its text stream's): every use gets the same rows, the last one is counted and recorded
+    passes: int = 1
+    zero_also: tuple[str, ...] = ()  # further value projections zeroed with ``value`` (LiLT's layout_value)
 
 
 # (modelling module's short name, class name) → its layout
@@ -78,6 +88,9 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     ("ibert", "IBertSelfAttention"): OwnAttention("dropout", None, "I-BERT (float mode)"),
     ("xlnet", "XLNetRelativeAttention"): OwnAttention("dropout", None, "XLNet"),  # also drops (T, B, D) outputs
     ("squeezebert", "SqueezeBertSelfAttention"): OwnAttention("dropout", None, "SqueezeBERT"),
+    # one softmax, used by the layout stream and then by the text stream
+    ("lilt", "LiltSelfAttention"): OwnAttention("dropout", "value", "LiLT (text and layout streams)", passes=2,
+                                               zero_also=("layout_value",)),
     ("layoutlmv3", "LayoutLMv3SelfAttention"): OwnAttention("dropout", "value", "LayoutLMv3 (text only)"),
     # reached at their softmax (functional dropout, or none)
     ("xlm", "MultiHeadAttention"): OwnAttention(None, "v_lin", "XLM", softmax="nn"),
@@ -102,7 +115,18 @@ def _probabilities_hook(dropout, args, output):
     iv = current()
     if iv is None or iv.fused or not isinstance(output, torch.Tensor) or output.dim() != 4:
         return None
-    return _probabilities(dropout.__dict__[_OWNER], output, iv)
+    owner = dropout.__dict__[_OWNER]
+    passes = layout_of(owner).passes
+    if passes > 1:
+        use = owner.__dict__.get(_PASS, 0)
+        owner.__dict__[_PASS] = use + 1
+        if use % passes != passes - 1:  # an earlier use: the same rows, not counted
+            return intervene_probabilities(owner, output, None, iv, count=False)
+    return _probabilities(owner, output, iv)
+
+
+def _reset_passes(module, args):
+    module.__dict__[_PASS] = 0
 
 
 _RUNNING: contextvars.ContextVar = contextvars.ContextVar("hf_attn_running_attention", default=())
@@ -174,16 +198,27 @@ def _probabilities(owner, probs, iv):
     return intervene_probabilities(owner, probs, values, iv)
 
 
+def _zeroed(output, iv):
+    if iv.zero_values is not None and iv.calls == iv.layer:
+        keep = (~iv.zero_values.to(torch.bool)).to(output.dtype)
+        output = output * keep.unsqueeze(-1)
+    return output
+
+
 def _value_hook(linear, args, output):
     iv = current()
     if iv is None or iv.fused or not isinstance(output, torch.Tensor) or output.dim() != 3:
         return None
-    owner = linear.__dict__[_OWNER]
-    if iv.zero_values is not None and iv.calls == iv.layer:
-        keep = (~iv.zero_values.to(torch.bool)).to(output.dtype)
-        output = output * keep.unsqueeze(-1)
-    owner.__dict__[_VALUES] = output
+    output = _zeroed(output, iv)
+    linear.__dict__[_OWNER].__dict__[_VALUES] = output
     return output
+
+
+def _zero_hook(linear, args, output):
+    iv = current()
+    if iv is None or iv.fused or not isinstance(output, torch.Tensor) or output.dim() != 3:
+        return None
+    return _zeroed(output, iv)
 
 
 def install(model: torch.nn.Module) -> list[str]:
@@ -207,6 +242,8 @@ def install(model: torch.nn.Module) -> list[str]:
                                             "its class is listed with")
                 dropout.__dict__[_OWNER] = module  # a plain attribute, not a sub-module (no cycle)
                 dropout.register_forward_hook(_probabilities_hook)
+                if layout.passes > 1:
+                    module.register_forward_pre_hook(_reset_passes)
             if layout.value is not None:
                 value = getattr(module, layout.value, None)
                 if not isinstance(value, torch.nn.Linear):
@@ -214,6 +251,12 @@ def install(model: torch.nn.Module) -> list[str]:
                                             "its class is listed with")
                 value.__dict__[_OWNER] = module
                 value.register_forward_hook(_value_hook)
+                for name in layout.zero_also:
+                    other = getattr(module, name, None)
+                    if not isinstance(other, torch.nn.Linear):
+                        raise InterventionError(f"{type(module).__name__} has no linear {name}: not the layout its "
+                                                "class is listed with")
+                    other.register_forward_hook(_zero_hook)
             module.__dict__[_MARK] = True
         if layout.family not in families:
             families.append(layout.family)
