@@ -71,7 +71,13 @@ def softmax_reference(reference, batch, layer: int, rows, heads: int | None = No
                         probs[b, h, q, j] = rows[b, h, j]
         return probs
 
-    torch.nn.functional.softmax = patched
+    original_torch = torch.softmax  # Funnel calls torch.softmax
+
+    def patched_torch(scores, *args, **kwargs):
+        probs = original_torch(scores, *args, **kwargs)
+        return patched_4d(probs) if scores.dim() == 4 else probs
+
+    torch.nn.functional.softmax, torch.softmax = patched, patched_torch
     try:
         with torch.no_grad() if not any(t.requires_grad for t in inputs.values()) else torch.enable_grad():
             inputs["attention_mask"] = batch.attention_mask
@@ -79,7 +85,7 @@ def softmax_reference(reference, batch, layer: int, rows, heads: int | None = No
                 inputs["position_ids"] = batch.position_ids
             logits = reference(**inputs).logits
     finally:
-        torch.nn.functional.softmax = original
+        torch.nn.functional.softmax, torch.softmax = original, original_torch
     assert calls[0] >= 1, "the reference patch was never called"
     return logits
 
@@ -269,8 +275,8 @@ def test_cli_jw_battery_runs(name, tmp_path, capsys):
 # generic tiny config (scripts/architecture_sweep.py), against the same softmax reference
 SWEEP_HOOKED = ["gpt_neo", "gptj", "roformer", "megatron-bert", "convbert", "rembert", "luke", "tapas", "big_bird",
                 "openai-gpt", "falcon", "xlm", "flaubert", "mpt", "mvp", "xlnet", "ibert", "layoutlmv3",
-                "squeezebert"]
-OVERRIDES: dict = {}
+                "squeezebert", "funnel"]
+OVERRIDES: dict = {"funnel": {"block_sizes": [2, 1]}}  # two layers in its first block, the block explained
 HEADS_3D = {"mvp": 2}  # MVP's softmax runs on (B·H, T, T)
 SCORES = {"squeezebert"}  # its output_attentions are the masked scores before the softmax
 
@@ -491,3 +497,22 @@ def test_lilt_text_and_layout_streams_share_the_replaced_rows():
                     handle.remove()
         expected = 1 - torch.nn.functional.cosine_similarity(zeroed[layer + 1][0], plain[layer + 1][0], dim=-1)
         torch.testing.assert_close(got[b, layer, :, j][real[b]], expected[real[b]], atol=1e-5, rtol=1e-4)
+
+
+def test_funnel_explains_its_first_block():
+    """Funnel's later blocks pool their queries (and keys) to shorter sequences: only the first
+    block's attention, whose rows and keys are the input tokens, is hooked and counted. The head
+    reads the pooled sequence's first row, which mixes every row of the first block's output: the
+    query rows are every real row."""
+    from hf_attn.adapters.own_attention import is_hooked
+
+    model, tokenizer = _sweep_build("funnel", block_sizes=[2, 1])
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.explained_module == "funnel.encoder.blocks.0.1.attention" and adapter.pooling == "mean"
+    blocks = model.funnel.encoder.blocks
+    assert all(is_hooked(layer.attention) for layer in blocks[0]) and not is_hooked(blocks[1][0].attention)
+    batch = adapter.encode(TEXTS)
+    intervention = Intervention(layer=1, query=batch.query, weights=random_rows(batch, 2, seed=3))
+    with torch.no_grad():
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, intervention)
+    assert intervention.calls == 2

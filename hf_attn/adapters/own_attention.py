@@ -1,6 +1,6 @@
 """Interventions on attention that a model computes inside its own modules, not through
 transformers' attention interface (DeBERTa and DeBERTa-v2/v3, MPNet, Falcon, Bloom, GPT-Neo, GPT-J,
-RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, LiLT, SqueezeBERT, …).
+RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, LiLT, SqueezeBERT, Funnel, …).
 
 Each of these modules computes its probabilities (softmax of its own scores: DeBERTa's
 disentangled content/position terms, MPNet's relative buckets, Bloom's ALiBi, …) and passes them
@@ -21,6 +21,11 @@ text stream's are the same sum of text and layout terms — and multiplies it wi
 values: the explained attention is that one matrix, replaced in both streams (the first use is not
 counted, the second is counted and recorded), and value zeroing zeroes both streams' values.
 
+Funnel's later blocks pool their queries (and keys) to shorter sequences, so their rows are not
+over the tokens: only the first block's attention modules are hooked and counted as layers (the
+``explained`` predicate of the row); the head reads the pooled first row, which mixes every row of
+the first block's output.
+
 Classes that apply their dropout as a function (XLM, FlauBERT, MPT, MVP) or none at all (Falcon's
 rotary path) are reached at their softmax instead: the name their modelling file calls it through
 (``nn`` for ``nn.functional.softmax``, ``F`` for ``F.softmax``) is replaced, in that file only, by a
@@ -35,6 +40,7 @@ query-only fast path (it replays the layer through the interface) and transforme
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import contextvars
@@ -66,6 +72,8 @@ class OwnAttention:
     # its text stream's): every use gets the same rows, the last one is counted and recorded
     passes: int = 1
     zero_also: tuple[str, ...] = ()  # further value projections zeroed with ``value`` (LiLT's layout_value)
+    # which modules of the class are explained (None: all); the others are not hooked and not counted
+    explained: Callable[[torch.nn.Module], bool] | None = None
 
 
 # (modelling module's short name, class name) → its layout
@@ -91,6 +99,9 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     # one softmax, used by the layout stream and then by the text stream
     ("lilt", "LiltSelfAttention"): OwnAttention("dropout", "value", "LiLT (text and layout streams)", passes=2,
                                                zero_also=("layout_value",)),
+    # the first block only: later blocks pool their queries (and keys), so their rows are not over the tokens
+    ("funnel", "FunnelRelMultiheadAttention"): OwnAttention("attention_dropout", "v_head", "Funnel (first block)",
+                                                           explained=lambda module: module.block_index == 0),
     ("layoutlmv3", "LayoutLMv3SelfAttention"): OwnAttention("dropout", "value", "LayoutLMv3 (text only)"),
     # reached at their softmax (functional dropout, or none)
     ("xlm", "MultiHeadAttention"): OwnAttention(None, "v_lin", "XLM", softmax="nn"),
@@ -228,7 +239,7 @@ def install(model: torch.nn.Module) -> list[str]:
     families = []
     for module in model.modules():
         layout = layout_of(module)
-        if layout is None:
+        if layout is None or (layout.explained is not None and not layout.explained(module)):
             continue
         if not is_hooked(module):
             if layout.softmax is not None:
