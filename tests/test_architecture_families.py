@@ -20,6 +20,7 @@ the adapter records equal the model's own ``output_attentions``.
 from __future__ import annotations
 
 import copy
+import sys
 
 import pytest
 import torch
@@ -516,3 +517,97 @@ def test_funnel_explains_its_first_block():
     with torch.no_grad():
         adapter._model_call(batch.input_ids, batch.attention_mask, None, intervention)
     assert intervention.calls == 2
+
+
+def _merged_reference(ref, batch, layer, weights):
+    """T5Gemma2's logits with attention call ``layer`` (its modelling file's
+    ``eager_attention_forward``, in call order: the encoder's self-attention, then the decoder's
+    merged attention) recomputed at the query rows by explicit loops: on a merged call, the decoder
+    part of the row unchanged and the encoder part ``share × weights`` (share: the row's own sum over
+    the encoder's positions); on a self-attention call, ``weights`` alone."""
+    def change(out, query, value, probs):
+        out = out.clone()
+        heads, groups, split = query.shape[1], query.shape[1] // value.shape[1], query.shape[2]
+        merged = value.shape[2] > split
+        for b in range(out.shape[0]):
+            for q in batch.query[b].nonzero().flatten().tolist():
+                for h in range(heads):
+                    acc = torch.zeros(value.shape[-1], dtype=value.dtype)
+                    offset, share = 0, 1.0
+                    if merged:
+                        offset, share = split, float(probs[b, h, q, split:].sum())
+                        for i in range(split):
+                            acc = acc + probs[b, h, q, i] * value[b, h // groups, i]
+                    for j in range(value.shape[2] - offset):
+                        acc = acc + share * weights[b, h, j] * value[b, h // groups, offset + j]
+                    out[b, q, h] = acc
+        return out
+
+    module = sys.modules[type(ref).__module__]
+    original = module.eager_attention_forward
+    calls = [0]
+
+    def patched(mod, query, key, value, attention_mask, *args, **kwargs):
+        out, probs = original(mod, query, key, value, attention_mask, *args, **kwargs)
+        index = calls[0]
+        calls[0] += 1
+        if weights is None or index != layer:
+            return out, probs
+        return change(out, query, value, probs), probs
+
+    module.eager_attention_forward = patched
+    try:
+        with torch.no_grad():
+            return ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    finally:
+        module.eager_attention_forward = original
+
+
+def test_merged_self_and_cross_attention_explains_the_encoder_share():
+    """T5Gemma2's decoder runs one softmax over its own positions followed by the encoder's (the
+    input tokens). The explained row of a merged call is its encoder part divided by its sum; an
+    intervention replaces that distribution and keeps the share, equal to the explicit-loop
+    reference on the last merged call, the first merged call and an encoder self-attention call;
+    the recorded rows are the model's own cross-attention weights normalised."""
+    model, tokenizer = _sweep_build("t5gemma2")
+    ref = copy.deepcopy(model)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.num_layers == 4 and adapter.pooling == "last"
+    assert adapter.explained_module == "model.decoder.layers.1.self_attn"
+    batch = adapter.encode(TEXTS)
+    forward = adapter.forward(batch)
+    torch.testing.assert_close(forward.logits, _merged_reference(ref, batch, 0, None), atol=1e-5, rtol=1e-5)
+    weights = random_rows(batch, adapter.num_heads, seed=1)
+    for layer in (3, 2, 1):
+        explained = adapter if layer == 3 else adapter_for(model, tokenizer, layer=layer, device="cpu")
+        expected = _merged_reference(ref, batch, layer, weights)
+        got = explained.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=explained.forward(batch))
+        torch.testing.assert_close(got[:, 0], expected, atol=1e-5, rtol=1e-4)
+        assert (expected - forward.logits).abs().max() > 1e-4
+    record: list = []
+    with torch.no_grad():
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record))
+    module = sys.modules[type(ref).__module__]
+    original, own = module.eager_attention_forward, []
+
+    def watched(mod, query, key, value, attention_mask, *args, **kwargs):
+        out, probs = original(mod, query, key, value, attention_mask, *args, **kwargs)
+        own.append((query.shape[2], probs))
+        return out, probs
+
+    module.eager_attention_forward = watched
+    try:
+        with torch.no_grad():
+            ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    finally:
+        module.eager_attention_forward = original
+    assert [probs.shape[-1] for _, probs in own] == [batch.input_ids.shape[1]] * 2 + [2 * batch.input_ids.shape[1]] * 2
+    for (_, _, rows, values), (split, probs) in zip(record[2:], own[2:]):
+        cross = probs[..., split:]
+        torch.testing.assert_close(rows, cross / cross.sum(-1, keepdim=True), atol=1e-6, rtol=1e-5)
+        assert values.shape[2] == batch.input_ids.shape[1]
+    embeds = adapter.embeddings(batch).detach().requires_grad_(True)
+    (held,) = torch.autograd.grad(adapter.logits_from_embeddings(batch, embeds, detach_attention=True)[:, 0].sum(),
+                                  embeds)
+    (free,) = torch.autograd.grad(adapter.logits_from_embeddings(batch, embeds)[:, 0].sum(), embeds)
+    assert bool(torch.isfinite(held).all()) and float((held - free).abs().max()) > 1e-4

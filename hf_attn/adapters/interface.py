@@ -14,6 +14,10 @@ Every attention call of a model switched to it goes through :func:`intervened_at
    the exact fast path — returns ``weights @ V`` from values cached by an earlier forward; the
    attention output is recomputed as ``probabilities @ V`` from the modified probabilities.
 
+A decoder whose one softmax runs over its own positions followed by the encoder's (T5Gemma2's
+merged self- and cross-attention, :data:`MERGED_ATTENTION`) is explained on its encoder part, as a
+distribution over the input tokens (:func:`_merged`).
+
 The per-call instruction is an :class:`Intervention` passed as the keyword argument
 :data:`INTERVENTION_KWARG` of the model's forward; transformers forwards it unchanged to every
 attention call (``**kwargs``). Some modelling files drop the extra keyword arguments between the
@@ -160,6 +164,8 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     index = iv.calls
     iv.calls += 1
     heads = query.shape[1]
+    if _is_merged(module):
+        return _merged(module, iv, index, eager, query, key, value, attention_mask, args, kwargs)
     if iv.cached_values is not None and index == iv.layer:
         return _query_only(iv, heads)
     if iv.zero_values is not None and index == iv.layer:
@@ -177,6 +183,55 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
         output = torch.matmul(probs.to(values.dtype), values).transpose(1, 2).contiguous()
     if recording:
         iv.record.append((index, module, probs, values))
+    return output, probs
+
+
+# attention modules whose one softmax runs over the decoder's own positions followed by the encoder's
+# (modelling module's short name, class name)
+MERGED_ATTENTION = {("t5gemma2", "T5Gemma2MergedAttention")}
+
+
+def _is_merged(module: torch.nn.Module) -> bool:
+    short = type(module).__module__.rpartition(".")[2].removeprefix("modeling_")
+    return (short, type(module).__name__) in MERGED_ATTENTION
+
+
+def _merged(module, iv: Intervention, index: int, eager, query, key, value, attention_mask, args, kwargs):
+    """A decoder's merged self- and cross-attention (T5Gemma2): one softmax over the keys of the
+    decoder's own ``T_q`` positions followed by the encoder's ``T`` positions — the input tokens.
+    The explained row is the **encoder part as a distribution**: the merged row's last ``T``
+    entries divided by their sum (the share of the row on the encoder). An intervention replaces
+    that distribution and keeps the share: the new merged row is the decoder part unchanged, then
+    ``share × new row``; detaching cuts the gradient through the whole merged row. Value zeroing
+    zeroes the encoder positions' values; the recorded values are the encoder's."""
+    split = query.shape[2]  # the decoder's own positions come first
+    heads = query.shape[1]
+    if iv.cached_values is not None and index == iv.layer:
+        raise InterventionError(f"{type(module).__name__} merges self- and cross-attention: the query-only replay of "
+                                "the fast path is not available for it")
+    if key.shape[2] <= split:
+        raise InterventionError(f"{type(module).__name__}: {key.shape[2]} keys for {split} queries, so no encoder "
+                                "part follows the decoder's own positions")
+    if iv.zero_values is not None and index == iv.layer:
+        keep = (~iv.zero_values.to(torch.bool)).to(value.dtype)
+        value = torch.cat([value[:, :, :split], value[:, :, split:] * keep.view(keep.shape[0], 1, -1, 1)], 2)
+    output, probs = eager(module, query, key, value, attention_mask, *args, **kwargs)
+    mass = probs[..., split:].sum(-1, keepdim=True)
+    rows = probs[..., split:] / mass.clamp_min(torch.finfo(probs.dtype).tiny)
+    values = _repeat_heads(value, heads)
+    if (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach):
+        select = iv.query.to(torch.bool).view(iv.query.shape[0], 1, -1, 1)
+        new = _replacement(rows, iv).expand_as(rows)
+        merged = torch.cat([probs[..., :split], new * mass], -1)
+        if iv.detach:
+            heads_cut = torch.ones(heads, dtype=torch.bool, device=probs.device) if iv.head is None else (
+                torch.arange(heads, device=probs.device) == iv.head)
+            merged = torch.where(heads_cut.view(1, heads, 1, 1), merged.detach(), merged)
+        probs = torch.where(select, merged, probs)
+        rows = torch.where(select, new, rows)
+        output = torch.matmul(probs.to(values.dtype), values).transpose(1, 2).contiguous()
+    if iv.record is not None:
+        iv.record.append((index, module, rows, values[:, :, split:]))
     return output, probs
 
 
