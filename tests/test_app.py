@@ -19,6 +19,10 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import needs_space
+
+pytestmark = needs_space  # the app runs on gradio, the `space` extra
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 SENTENCE = "a gorgeous , witty , seductive movie that never quite works ."

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs_space
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
 
@@ -50,6 +52,7 @@ def test_the_spaces_model_folder_needs_no_dot_slash(trained_model_dir, tmp_path,
     assert model.config.model_type == "hf_attn"
 
 
+@needs_space
 def test_the_space_app_starts_on_a_folder_named_like_a_hub_id(trained_model_dir, tmp_path):
     """The app's own start-up, as ``HF_ATTN_MODEL=runs/sst-lstm python -m hf_attn.spaces_app.app``
     runs it, offline: it serves ``local:sst-lstm`` (no Hub retries)."""

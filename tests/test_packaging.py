@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs_space
+
 import hf_attn
 import hf_attn.hub.push as hub
 from hf_attn.cli import main
@@ -118,6 +120,7 @@ def test_push_metric_takes_a_module_name(tmp_path, capsys):
     assert "jw_correlation" in err[0]
 
 
+@needs_space
 def test_space_vendors_the_package_without_the_app_folder(tmp_path):
     out = hub.build_space_folder(tmp_path / "space", models=["me/model"])
     assert (out / "app.py").is_file() and (out / "hf_attn" / "app" / "space.py").is_file()

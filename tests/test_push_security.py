@@ -13,6 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from conftest import needs_space
+
 import hf_attn.hub.push as hub
 from hf_attn.hub.push import HubError, build_metric_space_folder, build_model_folder, build_space_folder
 
@@ -228,6 +230,7 @@ def test_metric_space_folder_allow_list(tmp_path, secret_file):
         build_metric_space_folder(module, tmp_path / "out2", "me/tiny_accuracy", vendor_package=False)
 
 
+@needs_space
 def test_space_folder_allow_list(tmp_path, secret_file):
     app = tmp_path / "app"
     app.mkdir()

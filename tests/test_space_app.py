@@ -13,10 +13,13 @@ import sys
 
 import pytest
 
+from conftest import needs_space
 from test_app import REPO_ROOT
 from test_space_security import load_app_module
 
 from hf_attn.app.space import ModelCache, ModelPolicy
+
+pytestmark = needs_space  # every test here builds or starts the Gradio page
 
 APP = REPO_ROOT / "spaces_app" / "app.py"
 MODEL_ENV = ("HF_ATTN_MODEL", "HF_ATTN_MODELS", "HF_ATTN_ALLOW_ANY_MODEL")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs_space
 from hub_server import HubServer
 from test_app import CHROMEDRIVER, CHROMIUM, free_port
 
@@ -337,6 +338,7 @@ def expected(trained_model_dir):
 
 
 # ------------------------------------------------------------------------------------------ tests
+@needs_space
 def test_snapshot_is_the_space_as_pushed(space):
     app = space["app"]
     assert json.loads((app / "space_config.json").read_text()) == {"default_model": MODEL_ID, "models": [MODEL_ID]}
@@ -367,6 +369,7 @@ def test_requirements_install_on_a_cpu_space():
         assert requirement.specifier.contains(installed, prereleases=True), (name, installed, requirement)
 
 
+@needs_space
 def test_push_space_takes_several_models(tmp_path, capsys):
     """``--model`` repeats: every model goes to space_config.json's "models" (the first is the
     "default_model") and to the card; a local path is refused before anything is uploaded."""
@@ -383,6 +386,7 @@ def test_push_space_takes_several_models(tmp_path, capsys):
     assert "must be Hub model ids" in capsys.readouterr().err
 
 
+@needs_space
 def test_explain_through_gradio_client(client, space, hub, expected):
     """The raw sentence through the Space's API: prediction with the model's label names, the same
     numbers as here, the words as typed, the sentence's Kendall τ; no debug lines."""
@@ -412,6 +416,7 @@ def test_explain_through_gradio_client(client, space, hub, expected):
     assert any(p.startswith(f"/{MODEL_ID}/resolve/") and p.endswith("/model.safetensors") for p in fetched)
 
 
+@needs_space
 def test_errors_name_the_models_limit(client, expected):
     from gradio_client.exceptions import AppError
 
@@ -423,6 +428,7 @@ def test_errors_name_the_models_limit(client, expected):
         client.predict(MODEL_ID, " ", 0.01, 500, 0, api_name="/explain")
 
 
+@needs_space
 def test_space_in_chromium(space, expected):
     """A visitor: the model is preselected from the list, the sentence typed, Explain clicked; the
     heatmap shows the words as typed (unknown ones marked), τ, a legend; it wraps instead of
@@ -497,6 +503,7 @@ def test_space_in_chromium(space, expected):
         assert "Prediction:" not in driver.find_element(By.CSS_SELECTOR, "#summary").text
 
 
+@needs_space
 def test_space_ran_on_its_own_files(space):
     """Stops the Space (keep this test last): it imported the hf_attn it ships, never the installed
     one nor the training data, and every distribution it loaded is one its requirements.txt or

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs_space
 from hub_server import HubServer, StoredFile
 from test_app import REPO_ROOT, SENTENCE, default_app_env, free_port, running_app
 
@@ -221,6 +222,7 @@ def client(trained_model_dir, tmp_path_factory):
         yield Client(url, verbose=False)
 
 
+@needs_space
 def test_app_never_runs_code_of_a_typed_model(client, attack):
     from gradio_client.exceptions import AppError
 
@@ -232,6 +234,7 @@ def test_app_never_runs_code_of_a_typed_model(client, attack):
             assert str(refused.value) == NOT_ALLOWED_MESSAGE
 
 
+@needs_space
 def test_app_does_not_reveal_which_paths_exist(client, attack, trained_model_dir, tmp_path):
     from gradio_client.exceptions import AppError
 
@@ -247,6 +250,7 @@ def test_app_does_not_reveal_which_paths_exist(client, attack, trained_model_dir
     assert set(messages.values()) == {NOT_ALLOWED_MESSAGE}, messages
 
 
+@needs_space
 def test_app_bounds_settings_on_the_server(client, trained_model_dir):
     """steps=10**7 is refused at once (unbounded, it would keep the worker busy for hours)."""
     from gradio_client.exceptions import AppError
@@ -270,6 +274,7 @@ def load_app_module():
     return module
 
 
+@needs_space
 def test_unexpected_error_reaches_the_visitor_clearly(caplog):
     """An error nobody foresaw (here: the model loader crashes) gives the visitor a clear message
     through the real Gradio transport, not Gradio's bare "upstream exception"; the exception, which
@@ -346,6 +351,7 @@ def hub_app(trained_model_dir, attack, tmp_path_factory):
         hub.stop()
 
 
+@needs_space
 def test_free_hub_ids_never_run_code(hub_app, attack):
     from gradio_client.exceptions import AppError
 
@@ -364,6 +370,7 @@ def test_free_hub_ids_never_run_code(hub_app, attack):
     assert not any(path.endswith("evil_code.py") for path in fetched)
 
 
+@needs_space
 def test_hub_id_is_loaded_from_the_hub(hub_app, attack):
     hub_client = hub_app["client"]
     status = hub_client.predict("tester/lstm-sst", api_name="/load_model")
@@ -376,6 +383,7 @@ def test_hub_id_is_loaded_from_the_hub(hub_app, attack):
     assert not attack["marker"].exists()
 
 
+@needs_space
 def test_broken_allowed_model_gives_a_clear_message(hub_app):
     from gradio_client.exceptions import AppError
 
