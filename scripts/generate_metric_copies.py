@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""Write ``hf_attn/core/numpy_measures.py`` into every evaluate module folder as
-``hf_attn/metrics/<name>/_hf_attn_measures.py``; with ``--check``, write nothing and exit 1 when a
-copy is missing or stale (run by the test suite)."""
+"""Write into every evaluate module folder, as ``hf_attn/metrics/<name>/_hf_attn_measures.py``, the part
+of ``hf_attn/core/numpy_measures.py`` that folder uses: the names its scripts import from it, the
+definitions those use in turn, and the imports they need (``hf_attn.core.metric_copies``); with
+``--check``, write nothing and exit 1 when a copy is missing or stale (run by the test suite)."""
 
 from __future__ import annotations
 

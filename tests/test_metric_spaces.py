@@ -19,6 +19,7 @@ it. Checked here:
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import math
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 import urllib.request
 from pathlib import Path
 
@@ -240,13 +242,28 @@ def measures():
     sys.modules.pop(spec.name, None)
 
 
-def test_every_module_ships_the_same_self_contained_measures():
-    expected = metric_copies.copy_text()
-    assert expected.endswith(CANONICAL.read_text())
+def test_every_module_ships_the_self_contained_measures_it_uses():
+    """Each copy is what the generator writes for its folder: the definitions its script imports and
+    what they use, each as the source writes it (nothing else of the source), and it runs on its own."""
+    source = ast.parse(CANONICAL.read_text())
+    source_text = {node.name: ast.get_source_segment(CANONICAL.read_text(), node) for node in source.body
+                   if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     for name in MODULES:
         copy = METRICS / name / "_hf_attn_measures.py"
-        assert not copy.is_symlink() and copy.read_text() == expected, (
+        assert not copy.is_symlink() and copy.read_text() == metric_copies.copy_text(METRICS / name), (
             f"hf_attn/metrics/{name}/_hf_attn_measures.py is stale: run `python scripts/generate_metric_copies.py`")
+        text = copy.read_text()
+        defined = {node.name: ast.get_source_segment(text, node) for node in ast.parse(text).body
+                   if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        assert all(source_text[d] == segment for d, segment in defined.items()), name
+        assert len(defined) < len(source_text), name  # only what the module uses
+        namespace = {"__name__": f"copy_of_{name}"}
+        sys.modules[namespace["__name__"]] = types.ModuleType(namespace["__name__"])  # dataclasses look it up
+        try:
+            exec(compile(text, str(copy), "exec"), namespace)
+        finally:
+            sys.modules.pop(namespace["__name__"])
+        assert set(metric_copies.imported_names(METRICS / name)) <= set(namespace), name
         imports = hub._evaluate_imports(METRICS / name / f"{name}.py")
         assert {m for kind, m, _ in imports if kind != "library"} == {"_hf_attn_measures"}, name
         assert {m for kind, m, _ in imports if kind == "library"} <= {"datasets", "evaluate", "numpy", "scipy",
@@ -269,13 +286,34 @@ def test_generator_check_fails_on_a_stale_copy_and_rewrites_it(tmp_path):
     for name in ("jw_correlation", "ts_fragility"):
         (metrics / name).mkdir(parents=True)
         (metrics / name / f"{name}.py").write_text("import evaluate\nfrom ._hf_attn_measures import aopc\n")
-    (metrics / "jw_correlation" / "_hf_attn_measures.py").write_text(metric_copies.copy_text() + "# edited\n")
+    (metrics / "jw_correlation" / "_hf_attn_measures.py").write_text(
+        metric_copies.copy_text(metrics / "jw_correlation") + "# edited\n")
     (metrics / "ts_fragility" / "_hf_attn_measures.py").symlink_to(CANONICAL)
     stale = metric_copies.stale_copies(metrics)
     assert [p.parent.name for p in stale] == ["jw_correlation", "ts_fragility"]
     assert metric_copies.write_copies(metrics) == stale
     assert metric_copies.stale_copies(metrics) == []
     assert not (metrics / "ts_fragility" / "_hf_attn_measures.py").is_symlink()
+    written = (metrics / "ts_fragility" / "_hf_attn_measures.py").read_text()
+    assert "def aopc(" in written and "def kendall_tau(" not in written  # only what the script imports
+    assert "import numpy as np" in written and "import math" not in written  # and the imports it needs
+
+
+def test_a_copy_holds_the_transitive_dependencies_and_their_imports(tmp_path):
+    """kendall_per_instance needs kendall_tau, which needs merge_near_ties, _inversion_cdf, KendallResult
+    and the imports they use (dataclass, lru_cache, numpy); nothing of the faithfulness summaries."""
+    module = tmp_path / "only_tau"
+    module.mkdir()
+    (module / "only_tau.py").write_text("import evaluate\nfrom ._hf_attn_measures import kendall_per_instance\n")
+    text = metric_copies.copy_text(module)
+    for needed in ("def kendall_per_instance(", "def kendall_tau(", "def merge_near_ties(", "def _inversion_cdf(",
+                   "class KendallResult", "from dataclasses import dataclass", "from functools import lru_cache",
+                   "import numpy as np"):
+        assert needed in text, needed
+    assert "def summarize_eraser(" not in text and "def jsd(" not in text and "import warnings" not in text
+    (module / "only_tau.py").write_text("from ._hf_attn_measures import no_such_measure\n")
+    with pytest.raises(ValueError, match="defines no no_such_measure"):
+        metric_copies.copy_text(module)
 
 
 def test_the_library_does_not_import_the_metric_modules():
@@ -526,12 +564,12 @@ def test_build_refuses_what_evaluate_could_not_load(tmp_path, monkeypatch):
         assert not (tmp_path / "out").exists()  # refused before anything is written
     # a module folder of hf_attn whose copy of the measures is out of date
     metrics = tmp_path / "metrics"
-    stale = _module(metrics, "stale", "import evaluate\nfrom ._hf_attn_measures import x\n",
-                    files={"_hf_attn_measures.py": "x = 1\n"})
+    stale = _module(metrics, "stale", "import evaluate\nfrom ._hf_attn_measures import jsd\n",
+                    files={"_hf_attn_measures.py": "jsd = 1\n"})
     monkeypatch.setattr(hub, "METRICS_DIR", metrics)
     with pytest.raises(HubError, match=r"stale/_hf_attn_measures\.py is stale.*generate_metric_copies"):
         build_metric_space_folder(stale, tmp_path / "out", "me/stale", vendor_package=False)
-    (stale / "_hf_attn_measures.py").write_text(metric_copies.copy_text())
+    (stale / "_hf_attn_measures.py").write_text(metric_copies.copy_text(stale))
     built = build_metric_space_folder(stale, tmp_path / "out", "me/stale", vendor_package=False)
     assert (built / "requirements.txt").read_text() == "evaluate==0.4.6\n"
 
@@ -583,7 +621,7 @@ def test_spaces_hold_a_self_contained_module(hub_server, published):
         files = hub_server.state.repos[("space", f"tester/{repo}")].resolve("main").files
         assert {f"{repo}.py", "_hf_attn_measures.py", "app.py", "README.md", "requirements.txt"} <= set(files), repo
         assert files[f"{repo}.py"].content == (METRICS / module / f"{module}.py").read_bytes()
-        assert files["_hf_attn_measures.py"].content.decode() == metric_copies.copy_text()
+        assert files["_hf_attn_measures.py"].content.decode() == metric_copies.copy_text(METRICS / module)
         requirements = files["requirements.txt"].content.decode().lower()
         assert not any(bad in requirements for bad in ("hf_attn", "hf-attn", "torch", "transformers")), requirements
         assert f'with_name("{repo}.py")' in files["app.py"].content.decode()

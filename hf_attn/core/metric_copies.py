@@ -3,25 +3,145 @@
 ``evaluate.load`` downloads a module script and the files it imports relatively, nothing else, so
 every folder ``hf_attn/metrics/<name>/`` holds its own ``_hf_attn_measures.py``: a regular file (no
 symlink, so checkouts without symlink support and the Hub get the same bytes), generated from the
-library's single source with a header that says so. ``python scripts/generate_metric_copies.py``
-writes them; ``--check`` lists stale ones and fails (the pattern of transformers'
-``utils/check_copies.py``). This module reads files only: it imports nothing from ``hf_attn.metrics``.
+library's single source with a header that says so. A copy holds only what its folder needs, as
+transformers' modular converter writes a model's files: the names the folder's scripts import
+from ``._hf_attn_measures``, the constants, functions and classes those use (followed through the
+source until nothing new is needed) and the imports that these need, in the source's order and
+with its text. ``python scripts/generate_metric_copies.py`` writes them; ``--check`` lists stale
+ones and fails (the pattern of transformers' ``utils/check_copies.py``). This module reads files
+only: it imports nothing from ``hf_attn.metrics``.
 """
 
 from __future__ import annotations
 
+import ast
+from dataclasses import dataclass
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().with_name("numpy_measures.py")
 METRICS_DIR = Path(__file__).resolve().parents[1] / "metrics"
-COPY_NAME = "_hf_attn_measures.py"
+SHARED_MODULE = "_hf_attn_measures"
+COPY_NAME = f"{SHARED_MODULE}.py"
 HEADER = ("# Generated from hf_attn/core/numpy_measures.py by scripts/generate_metric_copies.py: do not edit.\n"
+          "# It holds what this folder's scripts import from it and what that uses, nothing more.\n"
           "# Edit the source and run `python scripts/generate_metric_copies.py` to update every copy.\n")
 
 
-def copy_text(source: Path = SOURCE) -> str:
-    """The exact text every module folder's ``_hf_attn_measures.py`` must hold."""
-    return HEADER + Path(source).read_text(encoding="utf-8")
+@dataclass(frozen=True)
+class _Piece:
+    """One top-level statement of the source: the names it binds, the names it reads, its text
+    (with the comments just above it), whether a blank line stands above it and what it is."""
+
+    binds: frozenset[str]
+    reads: frozenset[str]
+    text: str
+    blank_before: bool
+    is_import: bool
+    is_definition: bool  # a function or a class (two blank lines around it)
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name.split(".")[0]) for a in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _pieces(source_text: str) -> tuple[str, list[_Piece]]:
+    """(the module docstring's text, every other top-level statement as a :class:`_Piece`)."""
+    lines = source_text.splitlines(keepends=True)
+    tree = ast.parse(source_text)
+    body = list(tree.body)
+    docstring = ""
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        docstring = "".join(lines[:body[0].end_lineno])
+        previous_end = body[0].end_lineno
+        body = body[1:]
+    else:
+        previous_end = 0
+    pieces = []
+    for node in body:
+        raw = lines[previous_end:node.end_lineno]  # the comment lines just above a statement belong to it
+        reads = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        pieces.append(_Piece(frozenset(_bound_names(node)), frozenset(reads), "".join(raw).strip("\n") + "\n",
+                             bool(raw) and not raw[0].strip(),
+                             isinstance(node, (ast.Import, ast.ImportFrom)),
+                             isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
+        previous_end = node.end_lineno
+    return docstring, pieces
+
+
+def imported_names(folder: Path) -> list[str]:
+    """The names the scripts of ``folder`` import from ``._hf_attn_measures`` (``*``: all of them)."""
+    names: set[str] = set()
+    for script in sorted(Path(folder).glob("*.py")):
+        if script.name == COPY_NAME:
+            continue
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == SHARED_MODULE:
+                names.update(a.name for a in node.names)
+    return sorted(names)
+
+
+def _needed(names, pieces: list[_Piece]) -> set[int]:
+    """Indices of the pieces that define ``names`` and, transitively, what those read."""
+    definers = {name: i for i, piece in enumerate(pieces) if not piece.is_import for name in piece.binds}
+    wanted = set(definers) if "*" in names else set(names)
+    missing = sorted(wanted - set(definers))
+    if missing:
+        raise ValueError(f"numpy_measures.py defines no {', '.join(missing)}")
+    chosen: set[int] = set()
+    todo = [definers[name] for name in wanted]
+    while todo:
+        index = todo.pop()
+        if index in chosen:
+            continue
+        chosen.add(index)
+        todo.extend(definers[name] for name in pieces[index].reads if name in definers)
+    return chosen
+
+
+def _import_text(piece: _Piece, used: set[str]) -> str | None:
+    """An import statement as the source writes it, or with only the names in ``used``."""
+    node = ast.parse(piece.text).body[-1]
+    if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+        return piece.text
+    kept = [a for a in node.names if (a.asname or a.name.split(".")[0]) in used]
+    if not kept:
+        return None
+    if len(kept) == len(node.names):
+        return piece.text
+    node.names = kept
+    return ast.unparse(node) + "\n"
+
+
+def select(names, source: Path = SOURCE) -> str:
+    """The source's text reduced to the definitions of ``names``, what they use and the imports they need."""
+    docstring, pieces = _pieces(Path(source).read_text(encoding="utf-8"))
+    chosen = _needed(names, pieces)
+    used = set().union(*(pieces[i].reads for i in chosen)) if chosen else set()
+    parts = [docstring] if docstring else []
+    for piece in pieces:
+        text = _import_text(piece, used) if piece.is_import else None
+        if text:  # the import groups stay apart as in the source
+            parts.append(("\n" if piece.blank_before else "") + text)
+    previous = None
+    for i in sorted(chosen):
+        piece = pieces[i]
+        if piece.is_definition or (previous is not None and previous.is_definition):
+            gap = "\n\n"
+        else:  # constants: apart or together as in the source
+            gap = "\n" if piece.blank_before or previous is None else ""
+        parts.append(gap + piece.text)
+        previous = piece
+    return "".join(parts)
+
+
+def copy_text(folder: Path, source: Path = SOURCE) -> str:
+    """The exact text ``folder``'s ``_hf_attn_measures.py`` must hold."""
+    return HEADER + select(imported_names(folder), source)
 
 
 def module_folders(metrics_dir: Path = METRICS_DIR) -> list[Path]:
@@ -30,27 +150,25 @@ def module_folders(metrics_dir: Path = METRICS_DIR) -> list[Path]:
     own code needs no copy)."""
     metrics_dir = Path(metrics_dir)
     return sorted(p for p in metrics_dir.iterdir() if p.is_dir() and (p / f"{p.name}.py").is_file()
-                  and "_hf_attn_measures" in (p / f"{p.name}.py").read_text(encoding="utf-8"))
+                  and SHARED_MODULE in (p / f"{p.name}.py").read_text(encoding="utf-8"))
 
 
 def stale_copies(metrics_dir: Path = METRICS_DIR, source: Path = SOURCE) -> list[Path]:
     """The copies that are missing, symlinks or differ from :func:`copy_text`."""
-    expected = copy_text(source)
     stale = []
     for folder in module_folders(metrics_dir):
         target = folder / COPY_NAME
         if (target.is_symlink() or not target.is_file()
-                or target.read_text(encoding="utf-8") != expected):
+                or target.read_text(encoding="utf-8") != copy_text(folder, source)):
             stale.append(target)
     return stale
 
 
 def write_copies(metrics_dir: Path = METRICS_DIR, source: Path = SOURCE) -> list[Path]:
     """(Re)write every stale copy as a regular file; returns the files written."""
-    expected = copy_text(source)
     written = stale_copies(metrics_dir, source)
     for target in written:
         if target.is_symlink() or target.exists():
             target.unlink()
-        target.write_text(expected, encoding="utf-8")
+        target.write_text(copy_text(target.parent, source), encoding="utf-8")
     return written

@@ -4,9 +4,10 @@ only by the functions that need them): what a module computes when hf_attn is no
 ``evaluate.load("USER/<metric>")`` downloads ``<metric>.py`` and the files it imports *relatively*
 (``from ._hf_attn_measures import ...``), never a package from PyPI; hf_attn is not on any index,
 so each module script imports only its copy of this file, NumPy and the evaluate stack. This file
-is the one source: ``python scripts/generate_metric_copies.py`` writes it, under a generated-file
-header, as ``hf_attn/metrics/<name>/_hf_attn_measures.py`` into every module folder (so each folder
-loads on its own, locally and from the Hub), ``--check`` fails when a copy is stale, and
+is the one source: ``python scripts/generate_metric_copies.py`` writes, under a generated-file
+header, the part of it each module folder uses (the names its script imports, what those use and
+the imports they need) as ``hf_attn/metrics/<name>/_hf_attn_measures.py`` (so each folder loads on
+its own, locally and from the Hub), ``--check`` fails when a copy is stale, and
 ``hf-attn push-metric`` refuses a stale copy. It must therefore stay self-contained: it imports
 nothing from hf_attn.
 

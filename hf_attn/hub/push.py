@@ -1324,7 +1324,8 @@ def _vendor_package(out_dir: Path, package_dir: Path | None = None) -> None:
 
 
 # The NumPy measures every hf_attn evaluate module imports relatively (``from ._hf_attn_measures import``):
-# a copy of hf_attn/core/numpy_measures.py generated into each module folder, uploaded with the script.
+# the part of hf_attn/core/numpy_measures.py that the module uses, generated into each module folder and
+# uploaded with the script.
 METRICS_DIR = PACKAGE_DIR / "metrics"
 SHARED_MEASURES = "_hf_attn_measures"
 # Names a metric script cannot take: the Space's app, the package files of evaluate's module cache.
@@ -1425,11 +1426,22 @@ def _checked_metric_imports(name: str, files: dict, module_dir: Path, repo_id: s
         if f"{module}.py" not in files:
             raise HubError(f"{name}.py imports .{module}, but {module_dir} has no {module}.py: evaluate downloads "
                            "a relatively imported file from beside the script")
-        if (module == SHARED_MEASURES and module_dir.resolve().parent == METRICS_DIR.resolve()
-                and files[f"{module}.py"].read_text(encoding="utf-8") != metric_copies.copy_text()):
-            raise HubError(f"{module_dir.name}/{module}.py is stale: it differs from hf_attn/core/numpy_measures.py, "
-                           "its single source (run `python scripts/generate_metric_copies.py`)")
+        if module == SHARED_MEASURES and module_dir.resolve().parent == METRICS_DIR.resolve():
+            _check_measures_copy(module_dir, files[f"{module}.py"])
     return imports
+
+
+def _check_measures_copy(module_dir: Path, copy: Path) -> None:
+    """HubError unless the copy of the measures in one of hf_attn's own module folders is what
+    ``scripts/generate_metric_copies.py`` writes from hf_attn/core/numpy_measures.py."""
+    try:
+        expected = metric_copies.copy_text(module_dir)
+    except ValueError as err:  # the script imports a name the measures do not define
+        raise HubError(f"{module_dir.name}: {err} (its script imports it from {SHARED_MEASURES})") from err
+    if copy.read_text(encoding="utf-8") != expected:
+        raise HubError(f"{module_dir.name}/{SHARED_MEASURES}.py is stale: it differs from what "
+                       "hf_attn/core/numpy_measures.py, its single source, gives this module "
+                       "(run `python scripts/generate_metric_copies.py`)")
 
 
 def _renamed_app(name: str, script: str, files: dict, repo_id: str) -> str:

@@ -1,4 +1,5 @@
 # Generated from hf_attn/core/numpy_measures.py by scripts/generate_metric_copies.py: do not edit.
+# It holds what this folder's scripts import from it and what that uses, nothing more.
 # Edit the source and run `python scripts/generate_metric_copies.py` to update every copy.
 """The measures behind hf_attn's ``evaluate`` modules, in plain NumPy (scikit-learn / SciPy imported
 only by the functions that need them): what a module computes when hf_attn is not installed.
@@ -6,9 +7,10 @@ only by the functions that need them): what a module computes when hf_attn is no
 ``evaluate.load("USER/<metric>")`` downloads ``<metric>.py`` and the files it imports *relatively*
 (``from ._hf_attn_measures import ...``), never a package from PyPI; hf_attn is not on any index,
 so each module script imports only its copy of this file, NumPy and the evaluate stack. This file
-is the one source: ``python scripts/generate_metric_copies.py`` writes it, under a generated-file
-header, as ``hf_attn/metrics/<name>/_hf_attn_measures.py`` into every module folder (so each folder
-loads on its own, locally and from the Hub), ``--check`` fails when a copy is stale, and
+is the one source: ``python scripts/generate_metric_copies.py`` writes, under a generated-file
+header, the part of it each module folder uses (the names its script imports, what those use and
+the imports they need) as ``hf_attn/metrics/<name>/_hf_attn_measures.py`` (so each folder loads on
+its own, locally and from the Hub), ``--check`` fails when a copy is stale, and
 ``hf-attn push-metric`` refuses a stale copy. It must therefore stay self-contained: it imports
 nothing from hf_attn.
 
@@ -21,19 +23,14 @@ checks that they return the library's values.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-LN2 = math.log(2.0)
 # float32 attention over a few thousand tokens sums to 1 within ~1e-5; 1e-3 leaves room for
 # values rounded when written to JSON/CSV, and still catches unnormalised scores.
 SUM_TOLERANCE = 1e-3
-BASE_ATTENTION_FLOOR = 1e-12  # hf_attn.training.wp.BASE_ATTENTION_FLOOR
-MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
-DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)  # hf_attn.faithfulness.DEFAULT_FRACTIONS
 
 
 # ------------------------------------------------------------------------------------------------
@@ -78,17 +75,6 @@ def check_distributions(name: str, rows, tolerance: float = SUM_TOLERANCE) -> li
         if np.any(off):
             raise ValueError(f"{name}: instance {i} sums to {np.ravel(sums)[np.argmax(np.ravel(off))]:.6g}, "
                              f"not 1 (tolerance {tolerance}): pass normalised weights (softmax), not raw scores")
-    return arrays
-
-
-def check_range(name: str, rows, low: float, high: float, allow_nan: bool = False) -> list[np.ndarray]:
-    """Finite values in ``[low, high]`` (e.g. TVD in [0, 1], JSD in [0, ln 2])."""
-    arrays = check_finite(name, rows, allow_nan=allow_nan)
-    for i, a in enumerate(arrays):
-        real = a[~np.isnan(a)]
-        if real.size and (real.min() < low or real.max() > high):
-            raise ValueError(f"{name}: instance {i} has values outside [{low:.4g}, {high:.4g}] "
-                             f"(min {real.min():.4g}, max {real.max():.4g})")
     return arrays
 
 
@@ -167,35 +153,6 @@ def check_class_ids(name: str, values, num_classes: int | None = None) -> np.nda
         raise ValueError(f"{name}: instance {bad} has class {int(array[bad])}, outside "
                          f"[0, {num_classes if num_classes is not None else '∞'})")
     return array
-
-
-# ------------------------------------------------------------------------------------------------
-# distances: hf_attn.measures (NumPy ports of the torch functions, float64)
-def tvd(p, q) -> np.ndarray:
-    """Total variation distance ½ Σ_i |p_i − q_i| over the last axis (``hf_attn.measures.tvd``)."""
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    return 0.5 * np.abs(p - q).sum(-1)
-
-
-def kl_divergence(p, q, mask=None) -> np.ndarray:
-    """KL(p ‖ q) over the last axis, natural log, 0·log 0 = 0, only where ``mask``
-    (``hf_attn.measures.kl_divergence``)."""
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    p, q = np.broadcast_arrays(p, q)
-    positive = p > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(positive, p * (np.log(np.where(positive, p, 1.0)) - np.log(np.where(positive, q, 1.0))),
-                         0.0)
-    if mask is not None:
-        terms = terms * np.asarray(mask, dtype=np.float64)
-    return terms.sum(-1)
-
-
-def jsd(p, q, mask=None) -> np.ndarray:
-    """Jensen–Shannon divergence in [0, ln 2], natural log (``hf_attn.measures.jsd``)."""
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    m = 0.5 * (p + q)
-    return np.clip(0.5 * (kl_divergence(p, m, mask) + kl_divergence(q, m, mask)), 0.0, LN2)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -413,72 +370,6 @@ def correlation_summary(x, y, predictions, num_classes: int | None = None, alpha
             "tau": tau, "pvalue": pvalue, "valid": valid}
 
 
-def binned_by_max_attention(values: np.ndarray, max_attention: np.ndarray, predictions: np.ndarray,
-                            num_classes: int, bins=MAX_ATTENTION_BINS) -> list[dict]:
-    """Per max-attention bin and predicted class: count, median and quartiles of ``values``."""
-    edges = np.asarray(bins, dtype=np.float64)
-    which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
-    rows = []
-    for b in range(len(edges) - 1):
-        for c in range(num_classes):
-            v = values[(which == b) & (predictions == c)]
-            rows.append({"bin": [float(edges[b]), float(edges[b + 1])], "class": c, "count": int(len(v)),
-                         "median": float(np.median(v)) if len(v) else None,
-                         "q25": float(np.quantile(v, 0.25)) if len(v) else None,
-                         "q75": float(np.quantile(v, 0.75)) if len(v) else None})
-    return rows
-
-
-def permutation_summary(permutation_tvd, max_attention, predictions, num_classes: int | None = None
-                        ) -> dict:
-    """J&W §4.2.1: Δŷ_med per instance, its distribution per predicted class and by max attention."""
-    predictions, num_classes = _class_ids(predictions, num_classes)
-    if isinstance(permutation_tvd, np.ndarray) and permutation_tvd.ndim == 2:
-        medians = np.median(permutation_tvd.astype(np.float64), axis=1)
-    else:  # ragged
-        medians = np.array([float(np.median(np.asarray(v, dtype=np.float64))) for v in permutation_tvd])
-    max_attention = np.asarray(max_attention, dtype=np.float64).reshape(-1)
-    if not (len(medians) == len(max_attention) == len(predictions)):
-        raise ValueError("permutation_tvd, max_attention and predictions differ in length")
-    return {"per_class": {str(c): _describe(medians[predictions == c]) for c in range(num_classes)},
-            "overall": _describe(medians),
-            "by_max_attention": binned_by_max_attention(medians, max_attention, predictions, num_classes),
-            "median_tvd": medians}
-
-
-def adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions, eps: float = 0.01,
-                      num_classes: int | None = None) -> dict:
-    """J&W Alg. 3 / Figs 4–5: ε-max JSD per instance, per predicted class and by max attention.
-    ``eps`` must be a finite number >= 0 and every instance needs at least one adversary (an ε-max
-    JSD of "none found" is 0, which would be indistinguishable from a search that never ran)."""
-    eps = check_number("eps", eps, 0.0)
-    predictions, num_classes = _class_ids(predictions, num_classes)
-    eps_max, feasible_any = [], []
-    for i, (t, j) in enumerate(zip(adversary_tvd, adversary_jsd)):
-        t, j = np.asarray(t, dtype=np.float64), np.asarray(j, dtype=np.float64)
-        if t.size == 0:
-            raise ValueError(f"adversary_tvd: instance {i} has no adversaries (k must be >= 1)")
-        ok = t <= eps
-        eps_max.append(float(j[ok].max()) if ok.any() else 0.0)
-        feasible_any.append(bool(ok.any()))
-    eps_max = np.array(eps_max)
-    feasible_any = np.array(feasible_any, dtype=bool)
-    max_attention = np.asarray(max_attention, dtype=np.float64).reshape(-1)
-    if not (len(eps_max) == len(max_attention) == len(predictions)):
-        raise ValueError("adversary arrays, max_attention and predictions differ in length")
-
-    def block(select):
-        stats = _describe(eps_max[select])
-        stats["fraction_feasible"] = float(feasible_any[select].mean()) if select.any() else None
-        return stats
-
-    return {"eps": eps,
-            "per_class": {str(c): block(predictions == c) for c in range(num_classes)},
-            "overall": block(np.ones(len(predictions), dtype=bool)),
-            "by_max_attention": binned_by_max_attention(eps_max, max_attention, predictions, num_classes),
-            "eps_max_jsd": eps_max}
-
-
 def jsonable(value):
     """Summary → plain JSON types (arrays → lists, NaN → None): what the evaluate modules return."""
     if isinstance(value, dict):
@@ -494,347 +385,3 @@ def jsonable(value):
     if isinstance(value, np.bool_):
         return bool(value)
     return value
-
-
-# ------------------------------------------------------------------------------------------------
-# Wiegreffe & Pinter: hf_attn.batteries.wp and hf_attn.training.wp (NumPy ports)
-def pad_ragged(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """List of ``(T_i,)`` arrays → ``(N, T_max)`` float64 zero-padded array and its bool mask
-    (``hf_attn.training.wp.pad_ragged``)."""
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    out = np.zeros((len(rows), int(lengths.max()) if len(rows) else 0), dtype=np.float64)
-    mask = np.arange(out.shape[1])[None, :] < lengths[:, None]
-    out[mask] = np.concatenate(rows) if len(rows) else []
-    return out, mask
-
-
-def seed_variance_statistics(base_attention, seed_attentions, base_probs, seed_probs, mask) -> dict:
-    """W&P §3.3 per instance (``hf_attn.batteries.wp.seed_variance_statistics``): ``jsd``/``tvd``
-    ``(S, B)``, their max and median over seeds ``(B,)`` and the base's ``max_attention``."""
-    base_attention = np.asarray(base_attention, dtype=np.float64)
-    seed_attentions = np.asarray(seed_attentions, dtype=np.float64)
-    mask = np.asarray(mask, dtype=bool)
-    if seed_attentions.ndim != 3 or seed_attentions.shape[1:] != base_attention.shape:
-        raise ValueError(f"seed_attentions must be (S, B, T) with (B, T) = {tuple(base_attention.shape)}, "
-                         f"got {tuple(seed_attentions.shape)}")
-    base_probs = np.asarray(base_probs, dtype=np.float64)
-    seed_probs = np.asarray(seed_probs, dtype=np.float64)
-    divergences = jsd(seed_attentions, base_attention[None], mask[None])
-    distances = tvd(seed_probs, base_probs[None])
-    return {"jsd": divergences, "tvd": distances,
-            "max_jsd": divergences.max(0), "median_jsd": np.median(divergences, axis=0),
-            "max_tvd": distances.max(0), "median_tvd": np.median(distances, axis=0),
-            "max_attention": (base_attention * mask).max(-1)}
-
-
-def binned_summary(values, max_attention, labels, bins=MAX_ATTENTION_BINS, label_names=None) -> list[dict]:
-    """Per (class, bin of max attention): count, mean, median, quartiles of ``values``
-    (``hf_attn.batteries.wp.binned_summary``)."""
-    values, max_attention, labels = (np.asarray(values, dtype=np.float64), np.asarray(max_attention),
-                                     np.asarray(labels))
-    edges = np.asarray(bins, dtype=np.float64)
-    which = np.clip(np.searchsorted(edges, max_attention, side="right") - 1, 0, len(edges) - 2)
-    rows = []
-    for c in sorted(set(labels.tolist())):
-        for b in range(len(edges) - 1):
-            sel = (labels == c) & (which == b)
-            v = values[sel]
-            rows.append({"class": label_names[c] if label_names else int(c), "bin": [float(edges[b]), float(edges[b + 1])],
-                         "count": int(sel.sum()),
-                         "mean": float(v.mean()) if v.size else None,
-                         "median": float(np.median(v)) if v.size else None,
-                         "q25": float(np.quantile(v, 0.25)) if v.size else None,
-                         "q75": float(np.quantile(v, 0.75)) if v.size else None})
-    return rows
-
-
-def divergence_summary(jsd_values, tvd_values) -> dict:
-    """Mean/median/std of per-instance JSD and TVD (``hf_attn.batteries.wp.divergence_summary``)."""
-    j, t = np.asarray(jsd_values, dtype=np.float64), np.asarray(tvd_values, dtype=np.float64)
-    return {"mean_jsd": float(j.mean()), "median_jsd": float(np.median(j)), "std_jsd": float(j.std()),
-            "mean_tvd": float(t.mean()), "median_tvd": float(np.median(t)), "std_tvd": float(t.std())}
-
-
-def seed_variance_summary(base_attention, seed_attentions, base_probabilities, seed_probabilities,
-                          labels=None, statistic: str = "max", bins=MAX_ATTENTION_BINS) -> dict:
-    """Ragged-input W&P §3.3 summary (``hf_attn.batteries.wp.seed_variance_summary``)."""
-    if statistic not in ("max", "median"):
-        raise ValueError(f"statistic must be 'max' or 'median', got {statistic!r}")
-    if labels is not None:
-        classes = np.asarray(base_probabilities, dtype=np.float64)
-        check_class_ids("labels", labels, classes.shape[-1] if classes.ndim == 2 else None)
-    base, mask = pad_ragged([np.asarray(a, dtype=np.float64) for a in base_attention])
-    seeds = [np.asarray(s, dtype=np.float64) for s in seed_attentions]
-    num_seeds = {s.shape[0] for s in seeds}
-    if len(num_seeds) != 1:
-        raise ValueError(f"every instance needs the same number of seed models, got {sorted(num_seeds)}")
-    stacked = np.zeros((num_seeds.pop(),) + base.shape)
-    for i, s in enumerate(seeds):
-        if s.shape[1] != mask[i].sum():
-            raise ValueError(f"instance {i}: seed attention has {s.shape[1]} tokens, base {mask[i].sum()}")
-        stacked[:, i, :s.shape[1]] = s
-    stats = seed_variance_statistics(base, stacked, np.asarray(base_probabilities, dtype=np.float64),
-                                     np.transpose(np.asarray(seed_probabilities, dtype=np.float64), (1, 0, 2)),
-                                     mask)
-    values = stats[f"{statistic}_jsd"]
-    out = {"statistic": statistic, "num_seeds": int(stacked.shape[0]),
-           "mean_max_jsd": float(stats["max_jsd"].mean()), "mean_median_jsd": float(stats["median_jsd"].mean()),
-           "mean_max_tvd": float(stats["max_tvd"].mean()), "mean_median_tvd": float(stats["median_tvd"].mean()),
-           "jsd": values.tolist(), "tvd": stats[f"{statistic}_tvd"].tolist(),
-           "max_attention": stats["max_attention"].tolist()}
-    if labels is not None:
-        out["by_class_and_max_attention"] = binned_summary(values, stats["max_attention"], labels, bins)
-    return out
-
-
-def consistent_adversary_loss(adversary_probs, base_probs, adversary_attention, base_attention, mask,
-                              lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """W&P §4 Eq. (3) per instance: ``(loss, tvd, kl)`` with L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b), the
-    base attention floored at ``BASE_ATTENTION_FLOOR`` on real tokens
-    (``hf_attn.training.wp.consistent_adversary_loss``, ``reduction="none"``)."""
-    lam = check_number("lam", lam, 0.0)
-    mask = np.asarray(mask, dtype=bool)
-    base_attention = np.asarray(base_attention, dtype=np.float64)
-    floored = np.where(mask & (base_attention <= 0), BASE_ATTENTION_FLOOR, base_attention)
-    kl = kl_divergence(adversary_attention, floored, mask)
-    distance = tvd(adversary_probs, base_probs)
-    return distance - lam * kl, distance, kl
-
-
-def consistent_adversary_summary(adversary_attention, base_attention, adversary_probabilities,
-                                 base_probabilities, lam: float = 0.001) -> dict:
-    """W&P §4 measures of an adversary against its base over a set of instances
-    (``hf_attn.batteries.wp.consistent_adversary_summary``)."""
-    a, mask = pad_ragged([np.asarray(x, dtype=np.float64) for x in adversary_attention])
-    b, mask_b = pad_ragged([np.asarray(x, dtype=np.float64) for x in base_attention])
-    if a.shape != b.shape or not (mask == mask_b).all():
-        raise ValueError("adversary and base attention must have the same length per instance")
-    loss, distance, kl = consistent_adversary_loss(
-        np.asarray(adversary_probabilities, dtype=np.float64), np.asarray(base_probabilities, dtype=np.float64),
-        a, b, mask, lam)
-    divergence = jsd(a, b, mask)
-    return {"lambda": float(lam), **divergence_summary(divergence, distance),
-            "mean_kl": float(kl.mean()), "objective": float(loss.mean()),
-            "jsd": divergence.tolist(), "tvd": distance.tolist(), "kl": kl.tolist()}
-
-
-# ------------------------------------------------------------------------------------------------
-# Tutek & Šnajder: hf_attn.batteries.ts (NumPy ports of the list-level functions)
-def pad_token_logits(token_logits, attentions=None):
-    """Ragged per-instance ``token_logits`` (each ``(T_i, K)`` or ``(T_i,)``) and ``attentions``
-    (each ``(T_i,)``) → float32 ``(B, T, K)``, ``(B, T)`` and mask ``(B, T)``
-    (``hf_attn.batteries.ts.pad_token_logits``)."""
-    rows = [np.asarray(x, dtype=np.float32) for x in token_logits]
-    if not rows:
-        raise ValueError("no instances")
-    rows = [r[:, None] if r.ndim == 1 else r for r in rows]
-    k = rows[0].shape[-1]
-    if any(r.ndim != 2 or r.shape[-1] != k or r.shape[0] == 0 for r in rows):
-        raise ValueError("each token_logits entry must be a non-empty (tokens, K) array, same K")
-    steps = max(r.shape[0] for r in rows)
-    padded = np.zeros((len(rows), steps, k), dtype=np.float32)
-    mask = np.zeros((len(rows), steps), dtype=bool)
-    for i, r in enumerate(rows):
-        padded[i, :len(r)] = r
-        mask[i, :len(r)] = True
-    alpha = None
-    if attentions is not None:
-        if len(attentions) != len(rows):
-            raise ValueError(f"{len(attentions)} attentions for {len(rows)} token_logits")
-        alpha = np.zeros((len(rows), steps), dtype=np.float32)
-        for i, a in enumerate(attentions):
-            a = np.asarray(a, dtype=np.float32)
-            if a.shape != (len(rows[i]),):
-                raise ValueError(f"instance {i}: attention has {tuple(a.shape)}, expected ({len(rows[i])},)")
-            alpha[i, :len(a)] = a
-    return padded, alpha, mask
-
-
-def expand_logits(raw: np.ndarray) -> np.ndarray:
-    """K = 1 (one sigmoid logit z) → ``[0, z]`` so softmax gives ``[1−σ(z), σ(z)]``; K > 1 as is
-    (``hf_attn.modeling_hf_attn.expand_binary_logits``)."""
-    return np.concatenate([np.zeros_like(raw), raw], axis=-1) if raw.shape[-1] == 1 else raw
-
-
-def logits_from_token_logits(token_logits: np.ndarray, attention: np.ndarray) -> np.ndarray:
-    """Σ_t α_t · token_logits_t (T&Š Eq. 9; the decoder is linear), expanded: ``(B, T, K)`` and
-    ``(..., B, T)`` → ``(..., B, C)``. Accumulated in float64 from the float32 inputs."""
-    return expand_logits(np.einsum("...bt,btk->...bk", attention.astype(np.float64),
-                                   token_logits.astype(np.float64)))
-
-
-def uniform_attention(mask: np.ndarray) -> np.ndarray:
-    """``(B, T)`` bool mask → float32 uniform α over the real tokens, 0 on pads."""
-    weights = mask.astype(np.float32)
-    return weights / weights.sum(-1, keepdims=True)
-
-
-def torch_uniform_keys(seed: int, shape: tuple[int, ...]) -> np.ndarray:
-    """The float32 values ``torch.rand(shape, generator=torch.Generator().manual_seed(seed))`` gives
-    on CPU, without torch: its generator is the 32-bit Mersenne Twister seeded like NumPy's legacy
-    ``RandomState``, and each float is the low 24 bits of one draw times 2⁻²⁴."""
-    draws = np.random.RandomState(int(seed) % 2 ** 32).randint(0, 2 ** 32, size=int(np.prod(shape)),
-                                                                dtype=np.uint32)
-    return ((draws & np.uint32(0xFFFFFF)).astype(np.float32) * np.float32(2.0 ** -24)).reshape(shape)
-
-
-def permute_attention(attention: np.ndarray, mask: np.ndarray, seed: int, draws: int = 1) -> np.ndarray:
-    """``draws`` uniformly random permutations of each row's α within its real tokens ``(draws, B, T)``,
-    pads 0: the permutations ``hf_attn.batteries.ts.permute_attention`` draws with
-    ``torch.Generator().manual_seed(seed)`` (random keys, pads sorted last)."""
-    batch, steps = mask.shape
-    keys = torch_uniform_keys(seed, (draws, batch, steps))
-    keys[:, ~mask] = 2.0  # pads sort after every real token
-    source = np.argsort(keys, axis=-1, kind="stable")  # position t takes α from real position source[t]
-    permuted = np.take_along_axis(np.broadcast_to(attention, (draws, batch, steps)), source, axis=-1)
-    return permuted * mask[None].astype(permuted.dtype)
-
-
-def f1_score_of(predictions, labels, num_labels: int) -> float:
-    """F1 as ``hf_attn.batteries.ts.f1_score_of`` (scikit-learn's ``f1_score``, zero_division=0):
-    positive class for binary tasks, macro over classes 0 … C−1 otherwise (in [0, 1])."""
-    predictions, labels = np.asarray(predictions).reshape(-1), np.asarray(labels).reshape(-1)
-    classes = [1] if num_labels == 2 else list(range(num_labels))
-    scores = []
-    for c in classes:
-        true_positive = float(np.sum((predictions == c) & (labels == c)))
-        denominator = float(np.sum(labels == c) + np.sum(predictions == c))
-        scores.append(2 * true_positive / denominator if denominator else 0.0)
-    return float(np.mean(scores))
-
-
-def fragility_scores(labels, trained, uniform, permuted, num_labels: int) -> dict[str, float]:
-    """T&Š Table 1 row in percent (``hf_attn.batteries.ts.fragility_scores``)."""
-    labels = np.asarray(labels)
-    permuted = np.atleast_2d(np.asarray(permuted))
-    if not (len(labels) == len(trained) == len(uniform) == permuted.shape[1]):
-        raise ValueError("labels and predictions must have the same length")
-    if len(labels) == 0:
-        raise ValueError("no instances")
-    f1_trained = 100 * f1_score_of(np.asarray(trained), labels, num_labels)
-    f1_uniform = 100 * f1_score_of(np.asarray(uniform), labels, num_labels)
-    f1_permuted = [100 * f1_score_of(p, labels, num_labels) for p in permuted]
-    return {"f1_trained": f1_trained, "f1_uniform": f1_uniform,
-            "f1_permuted": float(np.mean(f1_permuted)),
-            "f1_permuted_std_over_draws": float(np.std(f1_permuted)),
-            "delta_uniform": f1_uniform - f1_trained,
-            "delta_permuted": float(np.mean(f1_permuted)) - f1_trained,
-            "permutation_draws": int(permuted.shape[0]), "instances": int(len(labels))}
-
-
-def fragility_from_token_logits(token_logits, attentions, references, seed: int = 0,
-                                permutation_draws: int = 10) -> dict[str, float]:
-    """T&Š Table 1 from per-instance decoder outputs ``(T_i, K)`` and trained α ``(T_i,)``
-    (``hf_attn.batteries.ts.fragility_from_token_logits``, the same permutations for a seed)."""
-    tok, alpha, mask = pad_token_logits(token_logits, attentions)
-    trained = logits_from_token_logits(tok, alpha).argmax(-1)
-    uniform = logits_from_token_logits(tok, uniform_attention(mask)).argmax(-1)
-    permuted = logits_from_token_logits(tok, permute_attention(alpha, mask, seed, permutation_draws)).argmax(-1)
-    num_labels = 2 if tok.shape[-1] == 1 else tok.shape[-1]
-    return fragility_scores(np.asarray(references), trained, uniform, permuted, num_labels)
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(-1, keepdims=True)
-
-
-def token_probability_score(per_instance, correct) -> dict[str, float]:
-    """T&Š Table 3: mean of the per-instance values over correctly classified instances
-    (``hf_attn.batteries.ts.token_probability_score``)."""
-    per_instance = np.asarray(per_instance, dtype=np.float64)
-    correct = np.asarray(correct, dtype=bool)
-    if not correct.any():
-        return {"token_probability": float("nan"), "correct_instances": 0}
-    return {"token_probability": float(per_instance[correct].mean()),
-            "correct_instances": int(correct.sum()), "instances": int(len(correct))}
-
-
-def token_probability_from_token_logits(token_logits, attentions, references) -> dict[str, float]:
-    """T&Š Table 3 from per-instance decoder outputs ``(T_i, K)`` and trained α ``(T_i,)``
-    (``hf_attn.batteries.ts.token_probability_from_token_logits``)."""
-    tok, alpha, mask = pad_token_logits(token_logits, attentions)
-    predicted = logits_from_token_logits(tok, alpha).argmax(-1)
-    probabilities = softmax(expand_logits(tok.astype(np.float64)))  # (B, T, C): all attention on t
-    chosen = np.take_along_axis(probabilities, predicted[:, None, None], axis=-1)[..., 0] * mask
-    per_instance = chosen.sum(-1) / mask.sum(-1)
-    return token_probability_score(per_instance, predicted == np.asarray(references))
-
-
-def cluster_labels(vectors: np.ndarray, n_clusters: int = 1000, batch_size: int = 100,
-                   seed: int = 0) -> np.ndarray:
-    """MiniBatchKMeans labels ``(N,)`` of ``vectors (N, dim)`` (``hf_attn.batteries.ts.cluster_labels``)."""
-    from sklearn.cluster import MiniBatchKMeans
-
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if len(vectors) < n_clusters:
-        raise ValueError(f"{len(vectors)} vectors cannot form {n_clusters} clusters")
-    with warnings.catch_warnings():
-        # e_t has at most one distinct vector per word type: k-means++ may find duplicate centres.
-        warnings.simplefilter("ignore")
-        km = MiniBatchKMeans(n_clusters=n_clusters, batch_size=batch_size, random_state=seed,
-                             n_init="auto")
-        return km.fit_predict(vectors)
-
-
-def clustered_mutual_information(inputs: np.ndarray, hidden: np.ndarray, n_clusters: int = 1000,
-                                 batch_size: int = 100, seed: int = 0) -> float:
-    """I(cluster(e); cluster(h)) in nats (``hf_attn.batteries.ts.clustered_mutual_information``)."""
-    from sklearn.metrics import mutual_info_score
-
-    if len(inputs) != len(hidden):
-        raise ValueError(f"inputs ({len(inputs)}) and hidden ({len(hidden)}) must be row-aligned")
-    return float(mutual_info_score(cluster_labels(inputs, n_clusters, batch_size, seed),
-                                   cluster_labels(hidden, n_clusters, batch_size, seed)))
-
-
-# ------------------------------------------------------------------------------------------------
-# ERASER: hf_attn.faithfulness (copied verbatim)
-def check_fractions(fractions) -> list[float]:
-    """ERASER bins: a non-empty list of finite fractions of the tokens, each in (0, 1]
-    (``hf_attn.faithfulness._check_fractions``)."""
-    try:
-        values = [float(f) for f in fractions]
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1], got {fractions!r}") from err
-    bad = [f for f in values if not 0.0 < f <= 1.0]  # also NaN
-    if not values or bad:
-        raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1] (fractions of an "
-                         f"instance's tokens), got {values}" + (f": {bad[0]} is not in (0, 1]" if bad else ""))
-    return values
-
-
-def aopc(scores, include_zero_bin: bool = False) -> np.ndarray:
-    """Area over the perturbation curve per instance: ``(N, K)`` → ``(N,)`` (``hf_attn.faithfulness.aopc``)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 2 or scores.shape[1] == 0:
-        raise ValueError(f"scores must be (instances, bins), got shape {scores.shape}")
-    return scores.sum(1) / (scores.shape[1] + (1 if include_zero_bin else 0))
-
-
-def summarize_eraser(comprehensiveness, sufficiency, fractions=DEFAULT_FRACTIONS,
-                     include_zero_bin: bool = False) -> dict:
-    """Dataset summary of per-instance ERASER scores (``hf_attn.faithfulness.summarize_eraser``)."""
-    fractions = check_fractions(fractions)
-    out: dict = {"fractions": fractions}
-    for name, values in (("comprehensiveness", comprehensiveness), ("sufficiency", sufficiency)):
-        arr = np.asarray(values, dtype=np.float64)
-        if arr.ndim != 2 or arr.shape[1] != len(fractions):
-            raise ValueError(f"{name} must be (instances, {len(fractions)} bins) for fractions "
-                             f"{fractions}, got shape {arr.shape}")
-        if len(arr) == 0:
-            raise ValueError(f"{name} is empty")
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{name} contains NaN or inf")
-        # differences of two probabilities of the predicted class: always in [-1, 1]
-        check_range(name, arr, -1.0, 1.0)
-        per_instance = aopc(arr, include_zero_bin)
-        out[f"{name}_aopc"] = float(per_instance.mean())
-        out[f"{name}_aopc_stderr"] = (float(per_instance.std(ddof=1) / math.sqrt(len(arr)))
-                                      if len(arr) > 1 else 0.0)
-        out[name] = arr.mean(0).tolist()
-    if np.shape(comprehensiveness)[0] != np.shape(sufficiency)[0]:
-        raise ValueError("comprehensiveness and sufficiency have different numbers of instances")
-    out["num_instances"] = int(np.shape(comprehensiveness)[0])
-    return out
