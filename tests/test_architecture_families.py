@@ -303,7 +303,7 @@ def test_every_hooked_attention_class_is_tested():
 
 
 OWN_ATTENTION_NAMES = list(OWN_ATTENTION)
-DEDICATED = ["lilt"]  # hooked classes with a test of their own below
+DEDICATED = ["lilt", "longformer"]  # hooked classes with a test of their own below
 
 
 @pytest.mark.parametrize("model_type", SWEEP_HOOKED)
@@ -611,3 +611,144 @@ def test_merged_self_and_cross_attention_explains_the_encoder_share():
                                   embeds)
     (free,) = torch.autograd.grad(adapter.logits_from_embeddings(batch, embeds)[:, 0].sum(), embeds)
     assert bool(torch.isfinite(held).all()) and float((held - free).abs().max()) > 1e-4
+
+
+def _longformer_reference(ref, batch, layer, weights):
+    """Longformer's logits with the global attention of layer ``layer`` (the 3-D
+    ``(B·H, G, T_padded)`` softmax calls, one per layer; the banded local ones are 4-D) returning,
+    for the [CLS] row (its only global token), ``weights`` ``(B, H, T)`` padded with zeros, written
+    in by explicit loops."""
+    original = torch.nn.functional.softmax
+    calls = [0]
+
+    def patched(scores, *args, **kwargs):
+        probs = original(scores, *args, **kwargs)
+        if scores.dim() != 3:
+            return probs
+        index = calls[0]
+        calls[0] += 1
+        if weights is None or index != layer:
+            return probs
+        probs = probs.clone()
+        heads = weights.shape[1]
+        for b in range(weights.shape[0]):
+            for h in range(heads):
+                for j in range(probs.shape[-1]):
+                    probs[b * heads + h, 0, j] = weights[b, h, j] if j < weights.shape[-1] else 0.0
+        return probs
+
+    torch.nn.functional.softmax = patched
+    try:
+        with torch.no_grad():
+            logits = ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    finally:
+        torch.nn.functional.softmax = original
+    assert calls[0] == 2
+    return logits
+
+
+def test_longformer_explains_the_global_rows():
+    """Longformer's classification head reads [CLS], the one token with global attention: a softmax
+    over every position, multiplied with its own value projection (``value_global``). That row is
+    explained and replaced (equal to the reference that overwrites the global softmax); the other
+    rows attend within a window of ±w positions and the global tokens, and are recorded mapped from
+    their band to full rows (zero elsewhere), equal to the model's own ``attentions`` and
+    ``global_attentions``; replacing a row that is not global is refused in one line; value
+    zeroing zeroes a position's local and global value vectors."""
+    from hf_attn.methods.value_zeroing import value_zeroing_matrices
+
+    model, tokenizer = _sweep_build("longformer")
+    ref = copy.deepcopy(model)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.num_layers == 2 and adapter.pooling == "first"
+    batch = adapter.encode(TEXTS)
+    steps = batch.input_ids.shape[1]
+    forward = adapter.forward(batch)
+    torch.testing.assert_close(forward.logits, _longformer_reference(ref, batch, 0, None), atol=1e-5, rtol=1e-5)
+    weights = random_rows(batch, adapter.num_heads, seed=1)
+    for layer, explained in ((1, adapter), (0, adapter_for(model, tokenizer, layer=0, device="cpu"))):
+        expected = _longformer_reference(ref, batch, layer, weights)
+        got = explained.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=explained.forward(batch))
+        torch.testing.assert_close(got[:, 0], expected, atol=1e-5, rtol=1e-4)
+        assert (expected - forward.logits).abs().max() > 1e-4
+    record: list = []
+    with torch.no_grad():
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record))
+        out = ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_attentions=True)
+    window = model.config.attention_window[0] // 2
+    real = batch.attention_mask.bool()
+    for (_, _, probs, _), local, cls in zip(record, out.attentions, out.global_attentions):
+        assert probs.shape == (len(TEXTS), 2, steps, steps)
+        torch.testing.assert_close(probs[:, :, 0], cls[:, :, :steps, 0])
+        for b in range(len(TEXTS)):
+            for h in range(2):
+                for q in range(1, int(real[b].sum())):
+                    row = torch.zeros(steps)
+                    row[0] += local[b, h, q, 0]  # the global key ([CLS])
+                    for k in range(2 * window + 1):
+                        if 0 <= q - window + k < steps:
+                            row[q - window + k] += local[b, h, q, 1 + k]
+                    torch.testing.assert_close(probs[b, h, q], row)
+        sums = probs.sum(-1)[real[:, None].expand(-1, 2, -1)]
+        torch.testing.assert_close(sums, torch.ones_like(sums))
+    with pytest.raises(ValueError, match="attends within its window only") as caught:
+        adapter_for(model, tokenizer, query="mean", device="cpu")
+    assert "\n" not in str(caught.value)
+    got = value_zeroing_matrices(adapter, batch)
+    attention = ref.longformer.encoder.layer
+    for layer, b, j in ((0, 1, 2), (1, 3, 4)):
+        def zero(module, args, output, j=j):
+            output = output.clone()
+            output[j] = 0  # sequence-first (T_padded, B, D)
+            return output
+
+        inputs = {"input_ids": batch.input_ids[b:b + 1], "attention_mask": batch.attention_mask[b:b + 1],
+                  "output_hidden_states": True}
+        own = attention[layer].attention.self
+        with torch.no_grad():
+            plain = ref(**inputs).hidden_states
+            handles = [own.value.register_forward_hook(zero), own.value_global.register_forward_hook(zero)]
+            try:
+                zeroed = ref(**inputs).hidden_states
+            finally:
+                for handle in handles:
+                    handle.remove()
+        expected = 1 - torch.nn.functional.cosine_similarity(zeroed[layer + 1][0], plain[layer + 1][0], dim=-1)
+        length = int(real[b].sum())
+        torch.testing.assert_close(got[b, layer, :length, j], expected[:length], atol=1e-5, rtol=1e-4)
+
+
+def test_embeddings_swapped_in_where_the_model_pads_its_input():
+    """Longformer's head needs the ids (its global attention mask is built from them), and the model
+    pads the ids to a multiple of its window before its embedding module: the input embeddings are
+    swapped in for the first T rows of that call, the padding keeps its own rows; the logits equal
+    the ids' and the gradient equals finite differences."""
+    model, tokenizer = _sweep_build("longformer")
+    adapter = adapter_for(model.double(), tokenizer, device="cpu")
+    assert adapter.embeds_by_hook
+    batch = adapter.encode(TEXTS[1:2])
+    embeds = adapter.embeddings(batch).detach()
+    torch.testing.assert_close(adapter.logits_from_embeddings(batch, embeds), adapter.logits(batch))
+    leaf = embeds.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(adapter.logits_from_embeddings(batch, leaf)[0, 0], leaf)
+    position, step = int(batch.content[0].nonzero()[0]), 1e-3  # float64 model, float32 logits
+    for dim in (0, 5):
+        delta = torch.zeros_like(embeds)
+        delta[0, position, dim] = step
+        numeric = (adapter.logits_from_embeddings(batch, embeds + delta)[0, 0]
+                   - adapter.logits_from_embeddings(batch, embeds - delta)[0, 0]) / (2 * step)
+        assert abs(float(numeric) - float(grad[0, position, dim])) < 1e-3 * (1 + abs(float(numeric)))
+    assert float(grad.abs().max()) > 1e-3
+
+
+def test_embeddings_never_reaching_the_model_are_refused(monkeypatch):
+    """Were the embedding module never called on the input ids (nor on them shifted or padded), the
+    swapped-in embeddings would silently be ignored: refused in one line."""
+    from hf_attn.adapters import UnsupportedModelError
+
+    model, tokenizer = _sweep_build("longformer")
+    table = model.get_input_embeddings()
+    monkeypatch.setattr(model, "get_input_embeddings", lambda: torch.nn.Embedding(*table.weight.shape))
+    with pytest.raises(UnsupportedModelError, match="never called on the input ids") as caught:
+        adapter_for(model, tokenizer, device="cpu")
+    assert "\n" not in str(caught.value)

@@ -1,6 +1,6 @@
 """Interventions on attention that a model computes inside its own modules, not through
 transformers' attention interface (DeBERTa and DeBERTa-v2/v3, MPNet, Falcon, Bloom, GPT-Neo, GPT-J,
-RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, LiLT, SqueezeBERT, Funnel, …).
+RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, LiLT, SqueezeBERT, Funnel, Longformer, …).
 
 Each of these modules computes its probabilities (softmax of its own scores: DeBERTa's
 disentangled content/position terms, MPNet's relative buckets, Bloom's ALiBi, …) and passes them
@@ -26,6 +26,18 @@ over the tokens: only the first block's attention modules are hooked and counted
 ``explained`` predicate of the row); the head reads the pooled first row, which mixes every row of
 the first block's output.
 
+Longformer attends locally and globally: every token within a window of ±w positions (its
+probabilities a band ``(B, T, H, G + 2w + 1)``: G entries over the global tokens, then the window),
+and each global token — [CLS] for the classification head, the row the head reads — over every
+position, through its own projections (``query_global``, ``key_global``, ``value_global``). The
+explained attention is the **global tokens' rows**: a full softmax over the input, replaced where
+the module computes it (``_compute_global_attn_output_from_hidden``) and multiplied with the
+``value_global`` vectors again. A window row cannot be replaced by a row over the whole text: an
+intervention naming one is refused. The recorded matrix ``(B, H, T, T)`` holds the global rows and
+every window row mapped from its band (zero outside its window and the global keys), cropped to the
+input's T positions (the model pads the input to a multiple of its window); value zeroing zeroes a
+position's local and global values.
+
 Classes that apply their dropout as a function (XLM, FlauBERT, MPT, MVP) or none at all (Falcon's
 rotary path) are reached at their softmax instead: the name their modelling file calls it through
 (``nn`` for ``nn.functional.softmax``, ``F`` for ``F.softmax``) is replaced, in that file only, by a
@@ -41,14 +53,14 @@ query-only fast path (it replays the layer through the interface) and transforme
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import contextvars
 import sys
 
 import torch
 
-from hf_attn.adapters.interface import InterventionError, current, intervene_probabilities
+from hf_attn.adapters.interface import InterventionError, _replacement, current, intervene_probabilities
 
 _MARK = "_hf_attn_own_attention"
 _OWNER = "_hf_attn_owner"
@@ -74,6 +86,8 @@ class OwnAttention:
     zero_also: tuple[str, ...] = ()  # further value projections zeroed with ``value`` (LiLT's layout_value)
     # which modules of the class are explained (None: all); the others are not hooked and not counted
     explained: Callable[[torch.nn.Module], bool] | None = None
+    # a dedicated installer ``(module, model)`` in place of the dropout / softmax hooks (Longformer)
+    installer: Callable[[torch.nn.Module, torch.nn.Module], None] | None = None
 
 
 # (modelling module's short name, class name) → its layout
@@ -102,6 +116,10 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     # the first block only: later blocks pool their queries (and keys), so their rows are not over the tokens
     ("funnel", "FunnelRelMultiheadAttention"): OwnAttention("attention_dropout", "v_head", "Funnel (first block)",
                                                            explained=lambda module: module.block_index == 0),
+    # dedicated hooks (defined below, hence the lambda)
+    ("longformer", "LongformerSelfAttention"): OwnAttention(
+        None, None, "Longformer (global tokens' rows)",
+        installer=lambda module, model: _longformer_install(module, model)),
     ("layoutlmv3", "LayoutLMv3SelfAttention"): OwnAttention("dropout", "value", "LayoutLMv3 (text only)"),
     # reached at their softmax (functional dropout, or none)
     ("xlm", "MultiHeadAttention"): OwnAttention(None, "v_lin", "XLM", softmax="nn"),
@@ -242,7 +260,9 @@ def install(model: torch.nn.Module) -> list[str]:
         if layout is None or (layout.explained is not None and not layout.explained(module)):
             continue
         if not is_hooked(module):
-            if layout.softmax is not None:
+            if layout.installer is not None:
+                layout.installer(module, model)
+            elif layout.softmax is not None:
                 _proxy_softmax(module, layout.softmax)
                 module.register_forward_pre_hook(_enter)
                 module.register_forward_hook(_leave, always_call=True)
@@ -272,6 +292,130 @@ def install(model: torch.nn.Module) -> list[str]:
         if layout.family not in families:
             families.append(layout.family)
     return families
+
+
+# ------------------------------------------------------------------------------------------------
+# Longformer: local (banded) attention for every token, global attention for the global tokens
+
+_WINDOW_PADDING: contextvars.ContextVar = contextvars.ContextVar("hf_attn_window_padding", default=0)
+_ASKED = "_hf_attn_output_attentions"
+
+
+def _longformer_install(module: torch.nn.Module, model: torch.nn.Module) -> None:
+    """Hooks of one ``LongformerSelfAttention`` (see :func:`_longformer_global`); the base models
+    of ``model`` note how many positions they pad the input with (to a multiple of the window)."""
+    for name in ("value", "value_global", "query_global", "key_global"):
+        if not isinstance(getattr(module, name, None), torch.nn.Linear):
+            raise InterventionError(f"{type(module).__name__} has no linear {name}: not the layout its class is listed "
+                                    "with")
+    for base in model.modules():
+        pad = base.__dict__.get("_pad_to_window_size") or getattr(base, "_pad_to_window_size", None)
+        if pad is None or getattr(pad, "_hf_attn_noted", False):
+            continue
+
+        def noted(*args, _pad=pad, **kwargs):
+            out = _pad(*args, **kwargs)
+            _WINDOW_PADDING.set(int(out[0]))
+            return out
+
+        noted._hf_attn_noted = True
+        base._pad_to_window_size = noted
+    original = module._compute_global_attn_output_from_hidden
+
+    def global_rows(hidden_states, max_num_global_attn_indices, is_local_index_global_attn_nonzero,
+                    is_index_global_attn_nonzero, is_local_index_no_global_attn_nonzero, is_index_masked):
+        out, probs = original(hidden_states, max_num_global_attn_indices, is_local_index_global_attn_nonzero,
+                              is_index_global_attn_nonzero, is_local_index_no_global_attn_nonzero, is_index_masked)
+        return _longformer_global(module, hidden_states, out, probs, is_local_index_global_attn_nonzero,
+                                  is_index_global_attn_nonzero)
+
+    module._compute_global_attn_output_from_hidden = global_rows
+    module.register_forward_pre_hook(_longformer_ask, with_kwargs=True)
+    module.register_forward_hook(_longformer_record, with_kwargs=True)
+    module.value.register_forward_hook(_longformer_zero)
+    module.value_global.register_forward_hook(_longformer_zero)
+
+
+def _longformer_ask(module, args, kwargs):
+    """Its probabilities are returned only with ``output_attentions``: asked for while an
+    intervention runs, and dropped again after the call where the caller did not ask."""
+    module.__dict__[_ASKED] = bool(kwargs.get("output_attentions", False))
+    iv = current()
+    if iv is None or iv.fused:
+        return None
+    return args, {**kwargs, "output_attentions": True}
+
+
+def _longformer_zero(linear, args, output):
+    """Value zeroing on Longformer's sequence-first value projections ``(T_padded, B, D)``."""
+    iv = current()
+    if iv is None or iv.fused or iv.zero_values is None or iv.calls != iv.layer:
+        return None
+    keep = (~iv.zero_values.to(torch.bool)).to(output.dtype).t()  # (T, B)
+    keep = torch.nn.functional.pad(keep, (0, 0, 0, output.shape[0] - keep.shape[0]), value=1.0)
+    return output * keep.unsqueeze(-1)
+
+
+def _longformer_global(module, hidden_states, out, probs, local_index, global_index):
+    """The global tokens' rows ``probs`` ``(B, H, G, T_padded)`` — a softmax over every position,
+    multiplied with the ``value_global`` vectors — with the query rows the intervention names
+    replaced on the explained layer, and their output ``out`` ``(B, H, G, d)`` recomputed. A query
+    row that is not a global token attends within its window only: replacing it is refused."""
+    iv = current()
+    if iv is None or iv.fused or iv.cached_values is not None:
+        return out, probs
+    if not ((iv.calls == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach)):
+        return out, probs
+    batch, heads, count, steps = probs.shape
+    query = iv.query.to(torch.bool)
+    outside = query.clone()
+    outside[global_index[0], global_index[1]] = False
+    if bool(outside.any()):
+        raise InterventionError(f"{type(module).__name__}: a query row of a token without global attention attends "
+                                "within its window only, so it cannot be replaced by a row over the whole text; "
+                                "explain the rows of global tokens ([CLS] for the classification head)")
+    select = torch.zeros((batch, count), dtype=torch.bool, device=probs.device)
+    select[local_index[0], local_index[1]] = query[global_index[0], global_index[1]]
+    weights = iv.weights
+    if weights is not None:
+        weights = torch.nn.functional.pad(weights, (0, steps - weights.shape[-1]))
+    new = _replacement(probs, replace(iv, weights=weights))
+    probs = torch.where(select.view(batch, 1, count, 1), new, probs)
+    values = module.value_global(hidden_states)  # (T_padded, B, H·d), zeroed by its hook where asked
+    values = values.view(steps, batch, heads, -1).permute(1, 2, 0, 3)
+    return torch.matmul(probs.to(values.dtype), values), probs
+
+
+def _longformer_record(module, args, kwargs, output):
+    """Counts the call and records its probabilities as one ``(B, H, T, T)`` matrix over the input
+    positions: the global tokens' rows from their global attention, every other row from its
+    window band ``(B, T, H, G + 2w + 1)`` — its first G entries over the global tokens, then the
+    keys ``q − w … q + w`` — mapped to the full row (zero outside the window and the global keys)."""
+    iv = current()
+    asked = module.__dict__.get(_ASKED, False)
+    if iv is None or iv.fused:
+        return None
+    index = iv.calls
+    iv.calls += 1
+    if iv.record is not None:
+        band = output[1]
+        batch, steps, heads, width = band.shape
+        window = module.one_sided_attn_window_size
+        full = band.new_zeros((batch, heads, steps, steps))
+        local = band[..., width - (2 * window + 1):].permute(0, 2, 1, 3)  # (B, H, T, 2w + 1)
+        keys = (torch.arange(steps, device=band.device).view(-1, 1)
+                + torch.arange(-window, window + 1, device=band.device))  # (T, 2w + 1)
+        valid = ((keys >= 0) & (keys < steps)).to(band.dtype)
+        full.scatter_add_(-1, keys.clamp(0, steps - 1).expand(batch, heads, -1, -1), local * valid)
+        if len(output) > 2:  # global tokens: their key columns in every row, and their own rows
+            global_probs = output[2]  # (B, H, G, T)
+            _, (instances, positions), (_, slots), _ = module._get_global_attn_indices(kwargs["is_index_global_attn"])
+            for b, p, g in zip(instances.tolist(), positions.tolist(), slots.tolist()):
+                full[b, :, :, p] += band[b, :, :, g].t()
+                full[b, :, p, :] = global_probs[b, :, g, :]
+        real = steps - _WINDOW_PADDING.get()
+        iv.record.append((index, module, full[:, :, :real, :real], None))
+    return output if asked else output[:1]
 
 
 def hooked_value(module: torch.nn.Module) -> bool:

@@ -134,6 +134,7 @@ class TransformersAdapter:
         self.pad_id = self._pad_id()
         self.pass_kwarg = True  # the intervention as a keyword argument (else only through `active`)
         self.embeds_by_hook = False  # input embeddings swapped in at the embedding module (see _model_call)
+        self.embeddings_swapped = 0  # calls of the embedding module given the swapped-in embeddings
         try:
             self._probe()
         except (UnsupportedModelError, ValueError):
@@ -344,16 +345,19 @@ class TransformersAdapter:
             if self.embeds_by_hook:
                 raise
         self.embeds_by_hook = True
+        self.embeddings_swapped = 0
         with _quiet(type(self.model).__module__):
             out = self._model_call(input_ids, mask, embeds, None, **kwargs)
         with torch.no_grad():
             plain = self._model_call(input_ids, mask, None, None).logits.float()
         gap = float((out.logits.detach().float() - plain).abs().max())
-        if not out.logits.requires_grad:
+        if not out.logits.requires_grad or not self.embeddings_swapped:
+            why = ("its logits do not depend on the output of its input embedding module" if self.embeddings_swapped
+                   else "its input embedding module is never called on the input ids (as given, shifted right or "
+                        "padded on the right)")
             raise UnsupportedModelError(
-                f"{type(self.model).__name__} ({self.model_type}) takes no input embeddings, and its logits do not "
-                "depend on the output of its input embedding module; use a model that accepts inputs_embeds, or "
-                "open an issue with its model_type")
+                f"{type(self.model).__name__} ({self.model_type}) takes no input embeddings, and {why}; use a model "
+                "that accepts inputs_embeds, or open an issue with its model_type")
         if gap > 1e-5 * (1.0 + float(plain.abs().max())):
             raise UnsupportedModelError(
                 f"{type(self.model).__name__} ({self.model_type}) takes no input embeddings, and swapping them in at "
@@ -368,23 +372,35 @@ class TransformersAdapter:
         inputs), the same shift of ``embeds`` after its own first row — so the gradients to the
         input embeddings reach the logits through the encoder and the decoder alike. Every module
         holding the input embedding table is hooked (BART's shared table, T5's encoder and decoder
-        copies of it); a decoder with a table of its own (T5Gemma) keeps its inputs, held fixed."""
+        copies of it); a decoder with a table of its own (T5Gemma) keeps its inputs, held fixed. A
+        call on ``input_ids`` padded on the right by the model itself (Longformer pads to a multiple
+        of its attention window) gets ``embeds`` for its first T rows and keeps its own for the padding.
+        Every swap is counted (``embeddings_swapped``): a model that never calls the module on its ids
+        is refused when the adapter is built."""
         table = self.model.get_input_embeddings()
         weight = getattr(table, "weight", None)
         modules = [table] + [m for m in self.model.modules() if m is not table and isinstance(m, torch.nn.Embedding)
                              and weight is not None and m.weight is weight]
 
+        steps = input_ids.shape[1]
+
         def hook(mod, args, output):
             ids = args[0] if args else None
-            if not isinstance(ids, torch.Tensor) or ids.shape != input_ids.shape:
+            if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] != input_ids.shape[0]:
                 return output
             rows, rest = (output[0], output[1:]) if isinstance(output, tuple) else (output, None)
-            if torch.equal(ids, input_ids):
+            if ids.shape[1] > steps and torch.equal(ids[:, :steps], input_ids):
+                # the input padded on the right by the model itself (Longformer: to a multiple of its window)
+                new = torch.cat([embeds.to(rows.dtype), rows[:, steps:]], 1)
+            elif ids.shape[1] != steps:
+                return output
+            elif torch.equal(ids, input_ids):
                 new = embeds.to(rows.dtype)
             elif ids.shape[1] > 1 and torch.equal(ids[:, 1:], input_ids[:, :-1]):
                 new = torch.cat([rows[:, :1], embeds[:, :-1].to(rows.dtype)], 1)
             else:
                 return output
+            self.embeddings_swapped += 1
             return new if rest is None else (new, *rest)
 
         handles = [module.register_forward_hook(hook) for module in modules]

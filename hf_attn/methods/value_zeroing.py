@@ -105,7 +105,9 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
                 raise RuntimeError(f"layer {layer} was never reached")
             except _Stop as stop:
                 changed = stop.output.float()
-            distance = 1 - torch.nn.functional.cosine_similarity(changed, outputs[layer][index].float(), dim=-1)
+            # the input's rows (Longformer's layers run on the input padded to a multiple of its window)
+            distance = 1 - torch.nn.functional.cosine_similarity(changed[:, :steps],
+                                                                 outputs[layer][index][:, :steps].float(), dim=-1)
             distance = distance * batch.attention_mask[index].float()  # (N, T_i)
             scores[index, layer, :, position[rows]] = distance
     return scores
