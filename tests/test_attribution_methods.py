@@ -533,3 +533,19 @@ def test_captum_deeplift_on_a_transformer_and_refused_on_the_papers_bilstm():
     result = run_faithfulness(lstm_adapter, TEXTS[:2], FaithfulnessSettings(
         methods=("attention", "deeplift"), fractions=(0.5,), soft_draws=1, soft_max_draws=1, naopc_beam=0))
     assert result.methods == ["attention"] and "recurrent modules" in result.skipped["deeplift"]
+
+
+def test_value_zeroing_distance_is_one_minus_cosine_without_cancellation():
+    from hf_attn.methods.value_zeroing import cosine_distance
+
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(6, 384, generator=generator)
+    b = torch.randn(6, 384, generator=generator)
+    near = a + 1e-4 * b  # an output moved by 10⁻⁴ of its size: 1 − cos ≈ 5·10⁻⁹
+    for x, y in ((a, b), (a, near)):
+        x64, y64 = x.double(), y.double()
+        exact = 1 - (x64 * y64).sum(-1) / (x64.norm(dim=-1) * y64.norm(dim=-1))
+        torch.testing.assert_close(cosine_distance(x, y), exact, rtol=1e-6, atol=0)
+    naive = 1 - torch.nn.functional.cosine_similarity(a, near, dim=-1)  # float32: rounding, not a distance
+    exact = cosine_distance(a, near)
+    assert (naive.double() - exact).abs().max() > 0.5 * exact.abs().min()

@@ -7,7 +7,9 @@ C^l_ij = 1 − cos(x̃^l_i(¬j), x^l_i) (the paper's value-zeroing equation, §2
 to sum to 1. The layers are aggregated by rollout (§2, "multi-layer"): C = C^L ··· C^1, without an
 added identity (the layer output already carries the residual); the importance of token j for the
 classifier is C's query row(s). x^l_i is the output of the whole layer l (attention and
-feed-forward sub-layers), as in the paper.
+feed-forward sub-layers), as in the paper. The distance is computed without cancellation
+(:func:`cosine_distance`): the small distances of weakly mixed tokens are then numbers, not
+float32 rounding.
 
 Mechanics: the zeroing is the adapter's intervention (``Intervention(layer=l, zero_values=…)``),
 one variant per (instance, real position j), all variants of a layer in batched forwards. Where
@@ -106,11 +108,24 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
             except _Stop as stop:
                 changed = stop.output.float()
             # the input's rows (Longformer's layers run on the input padded to a multiple of its window)
-            distance = 1 - torch.nn.functional.cosine_similarity(changed[:, :steps],
-                                                                 outputs[layer][index][:, :steps].float(), dim=-1)
+            distance = cosine_distance(changed[:, :steps], outputs[layer][index][:, :steps]).float()
             distance = distance * batch.attention_mask[index].float()  # (N, T_i)
             scores[index, layer, :, position[rows]] = distance
     return scores
+
+
+def cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """1 − cos(a, b) over the last axis, as ½‖a/‖a‖ − b/‖b‖‖² in float64: the same number, without
+    the cancellation of 1 − cos when the two vectors nearly agree (a token whose zeroed value moves
+    the output by 10⁻⁴ of its norm has a distance of ~10⁻⁸, below float32's resolution of 1 − cos,
+    so a float32 1 − cos is rounding — and rounding that differs between a CPU and a GPU)."""
+    device = a.device
+    if device.type == "mps":  # no float64 there
+        a, b = a.cpu(), b.cpu()
+    a, b = a.double(), b.double()
+    unit_a = a / a.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    unit_b = b / b.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    return (0.5 * (unit_a - unit_b).pow(2).sum(-1)).to(device)
 
 
 @torch.no_grad()
