@@ -271,6 +271,24 @@ def check_model(key: str, assets: Path, texts: list[str], device: str, methods, 
             "heads": model.config.num_attention_heads, "methods": rows}
 
 
+def summarise(models: list[dict]) -> dict:
+    """The worst case over every model and method, per precision."""
+    summary = {}
+    for precision in ("float32", "bfloat16"):
+        cells = [(m["model"], name, row[precision]) for m in models for name, row in m["methods"].items()
+                 if isinstance(row.get(precision), dict) and "relative_max_abs" in row[precision]]
+        if not cells:
+            continue
+        worst = max(cells, key=lambda c: c[2]["relative_max_abs"])
+        pairs = [c[2]["pair_agreement"] for c in cells if c[2]["pairs"]]
+        summary[precision] = {"worst_relative_max_abs": worst[2]["relative_max_abs"],
+                              "worst_relative_max_abs_percent": round(100 * worst[2]["relative_max_abs"], 4),
+                              "worst_at": f"{worst[0]}/{worst[1]}",
+                              "min_pair_agreement": min(pairs) if pairs else None,
+                              "min_pearson": min(c[2]["pearson"] for c in cells)}
+    return summary
+
+
 def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -344,7 +362,7 @@ def main(argv=None) -> int:
         "sentences": len(texts), "words": sum(len(t.split()) for t in texts), "settings": settings, "seed": args.seed,
         "weights": {m["model"]: m["weights"] for m in models},
         "tolerances": TOLERANCES, "compared_on_correlation_only": sorted(DEVICE_RANDOM),
-        "models": models, "failures": failures, "seconds": round(time.perf_counter() - started, 1),
+        "models": models, "summary": summarise(models), "failures": failures, "seconds": round(time.perf_counter() - started, 1),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

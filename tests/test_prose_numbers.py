@@ -56,7 +56,8 @@ SOURCES = {
     "igc": "docs/benchmarks/ig_completeness.json",  # scripts/ig_completeness.py
     "long": "docs/benchmarks/long_sentence.json",  # scripts/benchmark_long_sentence.py
     "refcheck": "docs/faithfulness/reference_check.json",  # scripts/faithfulness_references.py
-    "training": "docs/benchmarks/training_vs_plain_loop.json",  # scripts/benchmark_training.py --epochs E
+    "training": "docs/benchmarks/training_vs_plain_loop.json",
+    "gpu": "docs/benchmarks/gpu_check.json",  # scripts/gpu_check.py on a CUDA machine  # scripts/benchmark_training.py --epochs E
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
 
