@@ -161,7 +161,9 @@ class MethodAttributions:
     tokens and pads left out), ``values[method][i]`` (one score per token), ``probabilities[i]``
     and ``predicted[i]``; ``methods``: the methods that ran, in the requested order; ``skipped``:
     method → why it did not run; ``seconds``: method → wall seconds over all texts; ``padding``:
-    padded / real tokens of the length-sorted method batches (1.0 = no padding)."""
+    padded / real tokens of the length-sorted method batches (1.0 = no padding); ``cost``: method →
+    what it cost (seconds, forwards; integrated gradients' nodes per sentence and completeness:
+    the share of texts whose gap |Σ_t IG_t − (f(x) − f(x'))| is within 1 % of |f(x) − f(x')|)."""
 
     texts: list[str]
     tokens: list[list[str]]
@@ -173,6 +175,7 @@ class MethodAttributions:
     predicted: list[int]
     label_names: list[str]
     padding: float = 1.0
+    cost: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -532,7 +535,7 @@ class Explainer:
         return MethodAttributions(texts=items, tokens=tokens, methods=list(values), values=values, skipped=run.skipped,
                                   seconds=seconds, probabilities=probabilities.tolist(),
                                   predicted=probabilities.argmax(-1).tolist(), label_names=self._label_names(),
-                                  padding=run.padding)
+                                  padding=run.padding, cost=json_safe(run.cost))
 
     def wp(self, texts, labels) -> BatteryResult:
         """Wiegreffe & Pinter §3.2 in memory: the model against its own attention replaced by the

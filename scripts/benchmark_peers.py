@@ -89,10 +89,13 @@ PEER_PINS = {
     "ferret": [TORCH_PIN, "ferret-xai==0.4.2", "transformers==4.57.6", "pyarrow==17.0.0"],
 }
 PEERS = tuple(PEER_PINS)
-SIDES = ("hf_attn",) + PEERS
+# a peer run at another of its documented settings, from the same environment
+VARIANTS = {"captum_per_sentence": "captum"}
+SIDES = ("hf_attn",) + PEERS + tuple(VARIANTS)
 # method: the peers that compute it with hf_attn's definition
 METHODS = {
-    "integrated_gradients": ("captum",),
+    "integrated_gradients": ("captum", "captum_per_sentence"),
+    "integrated_gradients_target": (),
     "integrated_gradients_logit": ("ferret",),
     "gradient_x_input": ("captum",),
     "gradient_x_input_logit": ("ferret",),
@@ -101,7 +104,15 @@ METHODS = {
     "erasure": ("ferret",),
     "erasure_eraser": ("ferret",),
     "faithfulness_table": ("captum", "ferret"),
+    "faithfulness_table_target": (),
 }
+# rows where only hf_attn runs, at its completeness target; the peers' runs of the named row (their
+# fixed node count) are the comparison
+PEER_ROWS = {"integrated_gradients_target": "integrated_gradients", "faithfulness_table_target": "faithfulness_table"}
+IG_TARGET = 0.01  # hf_attn's default: each sentence's nodes doubled until |gap| ≤ 1 % of |f(x) − f(x')|
+# the goals the record is judged by: (row, ratio against which peers, at least)
+GOALS = {"row_vs_fastest_peer": 1.0, "table_vs_each_peer_equal_nodes": 1.5,
+         "table_vs_each_peer_equal_completeness": 2.0}
 TABLE_METHODS = ("gradient_x_input", "integrated_gradients")  # ferret's explainers that hf_attn has
 TABLE_METRICS = ("comprehensiveness", "sufficiency", "tau_loo")
 TABLE_PEER_IG_STEPS = 50  # captum's IntegratedGradients default (ferret calls it with the defaults), and
@@ -115,6 +126,11 @@ DEFINITIONS = {
     "leave_one_out": "ŷ_c(x) − ŷ_c(x₋t), token deleted",
     "erasure": "ERASER comprehensiveness + sufficiency per sentence, mean over the distinct k = ceil(p·n)",
     "erasure_eraser": "the same through hf_attn.methods.eraser.eraser_scores (the ERASER table's scorer)",
+    "integrated_gradients_target": "ŷ_c, zero baseline: hf_attn at its completeness target (16 Gauss–Legendre "
+                                   "nodes doubled per sentence until |gap| ≤ 1 % of |f(x) − f(x')|) against the "
+                                   "peers' fixed node count",
+    "faithfulness_table_target": "the whole table with hf_attn's integrated gradients at its completeness target "
+                                 "against the peers' tables at 50 nodes",
     "faithfulness_table": "the whole table: gradient × input and integrated gradients (z_c, [PAD] baseline) × "
                           "comprehensiveness, sufficiency (mean over the distinct k) and τ with leave-one-out; "
                           "per sentence 6 numbers; integrated gradients with 50 Gauss–Legendre nodes on every side "
@@ -302,6 +318,41 @@ def format_columns(columns: dict) -> str:
     return "\n".join(lines)
 
 
+def ratios(row: dict) -> None:
+    """Peer ÷ hf_attn per side: compute-only wall (``ratio``), compute-only CPU (``cpu_ratio``) and
+    the whole process, loading included (``total_ratio``)."""
+    for key, name in (("seconds", "ratio"), ("cpu_seconds", "cpu_ratio"), ("total_seconds", "total_ratio")):
+        values = row.get(key) or {}
+        base = values.get("hf_attn")
+        row[name] = {p: v / base for p, v in values.items() if p != "hf_attn" and base and v is not None}
+
+
+def goals(rows: list[dict]) -> list[dict]:
+    """Each goal of :data:`GOALS` with its value and whether it is met: every row at least as fast as
+    its fastest peer; the whole table 1.5× each peer at equal nodes and 2× at equal completeness; peak
+    RSS at most the lowest peer's on every row."""
+    out = []
+    for row in rows:
+        method, ratio, rss = row["method"], row.get("ratio") or {}, row.get("rss_mb") or {}
+        if not ratio:
+            continue
+        fastest = min(ratio, key=ratio.get)
+        out.append({"row": method, "goal": f"≥ {GOALS['row_vs_fastest_peer']}× the fastest peer ({fastest})",
+                    "value": ratio[fastest], "met": ratio[fastest] >= GOALS["row_vs_fastest_peer"]})
+        table_goal = {"faithfulness_table": "table_vs_each_peer_equal_nodes",
+                      "faithfulness_table_target": "table_vs_each_peer_equal_completeness"}.get(method)
+        if table_goal:
+            for peer, value in ratio.items():
+                out.append({"row": method, "goal": f"≥ {GOALS[table_goal]}× {peer}", "value": value,
+                            "met": value >= GOALS[table_goal]})
+        peers_rss = {p: v for p, v in rss.items() if p != "hf_attn"}
+        if "hf_attn" in rss and peers_rss:
+            lowest = min(peers_rss, key=peers_rss.get)
+            out.append({"row": method, "goal": f"peak RSS ≤ the lowest peer's ({lowest}, MB)",
+                        "value": rss["hf_attn"], "met": rss["hf_attn"] <= peers_rss[lowest]})
+    return out
+
+
 def median(values) -> float:
     values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return statistics.median(values) if values else math.nan
@@ -341,6 +392,24 @@ def format_table(rows, peers=PEERS) -> str:
     return "\n".join(lines)
 
 
+def with_variants(peers) -> tuple:
+    """The peers and their variants (:data:`VARIANTS`) that run from their environments."""
+    return tuple(peers) + tuple(v for v, of in VARIANTS.items() if of in peers)
+
+
+def format_ratios(rows, peers) -> str:
+    """Peer ÷ hf_attn on compute-only CPU seconds and on the whole process's wall seconds."""
+    head = ["method"] + [f"{p} CPU" for p in peers] + [f"{p} with load" for p in peers]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["method"]]
+        for key in ("cpu_ratio", "total_ratio"):
+            values = row.get(key) or {}
+            cells += [_fmt(values.get(p)) + ("×" if values.get(p) is not None else "") for p in peers]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def format_growth(cells) -> str:
     """Markdown table of growth cells ``{"method", "length", "count", "seconds", "rss_mb"}``."""
     lines = ["| method | tokens | sentences | seconds | s / 1000 tokens | peak RSS MB |", "|---|---|---|---|---|---|"]
@@ -370,7 +439,20 @@ def markdown_page(record: dict) -> str:
                   "every side a fresh process; medians over the rounds. Ratio = peer seconds / "
                   "hf_attn seconds (≥ 1: hf_attn is faster). Peak RSS is the whole worker process (model included).", ""]
     if record.get("rows"):
-        lines += [format_table(record["rows"], tuple(setup.get("peers", PEERS))), ""]
+        sides = with_variants(setup.get("peers", PEERS))
+        lines += [format_table(record["rows"], sides), ""]
+        if any(r.get("cpu_ratio") for r in record["rows"]):
+            lines += ["The same ratios on CPU time (compute only) and on the whole process (start, imports and "
+                      "model loading included):", "", format_ratios(record["rows"], sides), ""]
+        load = record.get("load_average") or {}
+        if load.get("median") is not None:
+            lines += [f"Load average (1 min) before each run: median {load['median']:.2f}, from {load['min']:.2f} "
+                      f"to {load['max']:.2f}.", ""]
+        if record.get("goals"):
+            lines += ["Goals:", "", "| row | goal | value | met |", "|---|---|---|---|"]
+            lines += [f"| {g['row']} | {g['goal']} | {g['value']:.2f} | {'yes' if g['met'] else '**no**'} |"
+                      for g in record["goals"]]
+            lines.append("")
         lines += ["Definitions compared:", ""]
         lines += [f"- `{r['method']}`: {DEFINITIONS.get(r['method'], '')}" for r in record["rows"]]
         lines.append("")
@@ -435,6 +517,21 @@ def ensure_venv(cache: Path, peer: str) -> tuple[Path | None, str]:
 # workers (run in the side's own python; import only what that side has)
 
 
+_CPU: dict = {}  # the worker's process CPU seconds over its timed region (nested regions: the outer one)
+
+
+def _start() -> float:
+    """Start the timed region: wall clock returned, process CPU time kept."""
+    _CPU.setdefault("start", time.process_time())
+    return time.perf_counter()
+
+
+def _stop(start: float) -> float:
+    """End the timed region: its wall seconds; its CPU seconds in ``_CPU["seconds"]``."""
+    _CPU["seconds"] = time.process_time() - _CPU["start"]
+    return time.perf_counter() - start
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -496,16 +593,18 @@ def _hf_attn_worker(job):
     }
     lengths = [len(s) for s in ids]
     out = [None] * len(ids)
-    start = time.perf_counter()
-    if method == "faithfulness_table":
-        from hf_attn.batteries.faithfulness import FaithfulnessSettings, erasure_scores, run_faithfulness
+    start = _start()
+    if method in ("faithfulness_table", "faithfulness_table_target"):
+        from hf_attn.batteries.faithfulness import erasure_scores
 
-        settings = FaithfulnessSettings(methods=TABLE_METHODS + ("leave_one_out",), metrics=TABLE_METRICS,
-                                        fractions=FRACTIONS, gradient_target="logit", ig_baseline="pad",
-                                        ig_steps=TABLE_PEER_IG_STEPS, ig_target=None)  # equal nodes
-        result = run_faithfulness(adapter, job["texts"], settings)
+        nodes = {"ig_steps": TABLE_PEER_IG_STEPS, "ig_target": None} if method == "faithfulness_table" else \
+            {"ig_target": IG_TARGET}  # equal nodes, or hf_attn's completeness target from its default 16 nodes
+        with torch.inference_mode(False):  # the public API, as a user calls it
+            result = explainer.faithfulness(job["texts"], methods=TABLE_METHODS + ("leave_one_out",),
+                                            metrics=TABLE_METRICS, fractions=FRACTIONS, gradient_target="logit",
+                                            ig_baseline="pad", **nodes)
         _sync(job["device"])
-        seconds = time.perf_counter() - start
+        seconds = _stop(start)
         # not timed: the table's AOPC averages the bins (repeated k's included); the peers average the
         # distinct k's (ferret's rule), so the agreement recomputes the bins of the table's rankings
         columns = []
@@ -526,7 +625,7 @@ def _hf_attn_worker(job):
         result = eraser_scores(_Framed(adapter.model, adapter.tokenizer), *_content_padded(ids, content, adapter.pad_id),
                                _content_padded(job["scores"], content, 0.0, float)[0], FRACTIONS)
         _sync(job["device"])
-        seconds = time.perf_counter() - start
+        seconds = _stop(start)
         for i in range(len(ids)):
             n = int(np.sum(content[i]))
             out[i] = np.array([distinct_bin_mean(result.comprehensiveness[i], n),
@@ -537,7 +636,7 @@ def _hf_attn_worker(job):
         scores = [np.asarray(s, dtype=np.float64) for s in job["scores"]]
         result = erasure_scores(adapter, job["texts"], scores, FRACTIONS)
         _sync(job["device"])
-        seconds = time.perf_counter() - start
+        seconds = _stop(start)
         for i in range(len(ids)):
             n = int(np.sum(content[i]))
             out[i] = np.array([distinct_bin_mean(result["comprehensiveness"][i], n),
@@ -550,18 +649,24 @@ def _hf_attn_worker(job):
                 for r, i in enumerate(group):
                     out[i] = values[r, :lengths[i]].detach().double().cpu().numpy()
         _sync(job["device"])
-        seconds = time.perf_counter() - start
+        seconds = _stop(start)
         out = _content_rows(out, ids, content)
     else:  # the public API, as a user calls it: the texts in, the library batches them itself
-        name = method.removesuffix("_logit")
+        name = method.removesuffix("_logit").removesuffix("_target")
         options = {"ig_steps": steps, "ig_target": None} if name == "integrated_gradients" else {}
+        if method == "integrated_gradients_target":
+            options = {"ig_target": IG_TARGET}
         if method.endswith("_logit"):
             options |= {"gradient_target": "logit"} | ({"ig_baseline": "pad"} if name == "integrated_gradients" else {})
         with torch.inference_mode(False):
             result = explainer.attributions(job["texts"], methods=(name,), **options)
         _sync(job["device"])
-        seconds = time.perf_counter() - start
+        seconds = _stop(start)
         out = [np.asarray(row, dtype=np.float64) for row in result.values[name]]
+        if name == "integrated_gradients":
+            cost = result.cost.get(name, {})
+            return out, seconds, {"ig_completeness": {k: v for k, v in cost.items()
+                                                      if "completeness" in k or k.startswith("ig_steps")}}
     return out, seconds, {}
 
 
@@ -649,7 +754,7 @@ def _captum_table(job, model, torch):
     device, ids, content = job["device"], job["ids"], job["content"]
     embedding = model.get_input_embeddings()
     pad_row = embedding.weight[int(model.config.pad_token_id or 0)]
-    start = time.perf_counter()
+    start = _start()
     loo, _, _ = _captum_worker(dict(job, method="leave_one_out"), model)
     lengths = [len(s) for s in ids]
     out = [[] for _ in ids]
@@ -680,7 +785,7 @@ def _captum_table(job, model, torch):
                 comp, suff = _erase_by_hand(model, torch, ids[i], content[i], scores, int(target[r]), device)
                 out[i] += [comp, suff, float(kendalltau(scores, loo[i]).statistic)]
     _sync(device)
-    return [np.array(o) for o in out], time.perf_counter() - start, {}
+    return [np.array(o) for o in out], _stop(start), {}
 
 
 def _captum_worker(job, model=None):
@@ -712,7 +817,7 @@ def _captum_worker(job, model=None):
     def probability(inputs_embeds, mask):
         return model(inputs_embeds=inputs_embeds, attention_mask=mask).logits.float().softmax(-1)
 
-    start = time.perf_counter()
+    start = _start()
     if method == "leave_one_out":
         # captum's ablation with deletion: an ablated token (id −1) is removed and the row repacked
         def deleting(tokens):
@@ -739,14 +844,18 @@ def _captum_worker(job, model=None):
                                                                job["adapter_budget"] // lengths[i])))
                 out[i] = attr[0].double().cpu().numpy()
     else:
-        for group in _groups(lengths, job["budget"]):
+        per_sentence = bool(job.get("per_sentence"))
+        # captum's tutorials: one sentence at a time, its nodes in internal batches; batched: hf_attn's
+        # token budget per pass
+        groups = [[i] for i in range(len(ids))] if per_sentence else _groups(lengths, job["budget"])
+        for group in groups:
             x, m, c = padded(group)
             with torch.no_grad():
                 e = embedding(x)
                 target = probability(e, m).argmax(-1)
             if method == "integrated_gradients":
                 base = torch.where(c[..., None], torch.zeros_like(e), e)
-                rows = max(1, job["adapter_budget"] // x.shape[1])
+                rows = job["ig_steps"] if per_sentence else max(1, job["budget"] // x.shape[1])
                 attr = IntegratedGradients(probability).attribute(
                     e, baselines=base, target=target, additional_forward_args=(m,), n_steps=job["ig_steps"],
                     method="gausslegendre", internal_batch_size=rows).sum(-1)
@@ -760,8 +869,25 @@ def _captum_worker(job, model=None):
             for r, i in enumerate(group):
                 out[i] = attr[r, :lengths[i]].detach().double().cpu().numpy()
     _sync(device)
-    seconds = time.perf_counter() - start
-    return _content_rows(out, ids, content), seconds, {}
+    seconds = _stop(start)
+    extra = {}
+    if method == "integrated_gradients":  # not timed: how complete the fixed node count is
+        gaps, differences = [], []
+        with torch.no_grad():
+            for group in _groups(lengths, job["budget"]):
+                x, m, c = padded(group)
+                e = embedding(x)
+                p = probability(e, m)
+                target = p.argmax(-1)
+                p0 = probability(torch.where(c[..., None], torch.zeros_like(e), e), m)
+                for r, i in enumerate(group):
+                    difference = float(p[r, target[r]] - p0[r, target[r]])
+                    differences.append(abs(difference))
+                    gaps.append(abs(float(out[i].sum()) - difference))
+        within = [g <= 0.01 * d for g, d in zip(gaps, differences)]
+        extra["ig_completeness"] = {"completeness_within_1pct_share": sum(within) / len(within),
+                                    "completeness_gap_mean_abs": sum(gaps) / len(gaps)}
+    return _content_rows(out, ids, content), seconds, extra
 
 
 def _ferret_worker(job):
@@ -774,7 +900,7 @@ def _ferret_worker(job):
     mismatched = [i for i, t in enumerate(texts) if tokenizer(t, truncation=True)["input_ids"] != ids[i]]
     out = [None] * len(ids)
     extra = {"tokenization_mismatches": len(mismatched)}
-    start = time.perf_counter()
+    start = _start()
     if method in ("integrated_gradients_logit", "gradient_x_input_logit"):
         from ferret import GradientExplainer, IntegratedGradientExplainer
 
@@ -854,7 +980,7 @@ def _ferret_worker(job):
                 removal_args={"based_on": "k", "thresholds": distinct_k(n)})
             out[i] = np.array([{x.name: x.score for x in ev.evaluation_scores}[key] for ev in evaluations
                                for key in ("aopc_compr", "aopc_suff", "taucorr_loo")], dtype=np.float64)
-        seconds = time.perf_counter() - start
+        seconds = _stop(start)
         # not timed: sentences whose erased or token-deleted inputs change in ferret's decode → tokenize
         # round trip are scored on other inputs by ferret (left out of the agreement, counted)
         roundtrip = 0
@@ -871,7 +997,7 @@ def _ferret_worker(job):
     else:
         raise ValueError(f"ferret has no row {method}")
     _sync(job["device"])
-    return out, time.perf_counter() - start, extra
+    return out, _stop(start), extra
 
 
 def _survive_roundtrip(tokenizer, token_lists) -> bool:
@@ -904,7 +1030,8 @@ def run_worker(job_path: str) -> int:
     import torch
 
     torch.set_num_threads(job["threads"])
-    worker = {"hf_attn": _hf_attn_worker, "captum": _captum_worker, "ferret": _ferret_worker}[job["side"]]
+    worker = {"hf_attn": _hf_attn_worker, "captum": _captum_worker, "ferret": _ferret_worker,
+              "captum_per_sentence": lambda j: _captum_worker(dict(j, per_sentence=True))}[job["side"]]
     rows, seconds, extra = worker(job)
     import numpy as np
 
@@ -914,7 +1041,7 @@ def run_worker(job_path: str) -> int:
     sizes = np.array([0 if r is None else np.asarray(r).size for r in rows])
     np.savez(job["out"] + ".npz", values=flat, sizes=sizes, present=np.array(present))
     with open(job["out"] + ".json", "w", encoding="utf-8") as f:
-        json.dump({"seconds": seconds, "rss_mb": _peak_rss_mb(), **extra}, f)
+        json.dump({"seconds": seconds, "cpu_seconds": _CPU.get("seconds"), "rss_mb": _peak_rss_mb(), **extra}, f)
     return 0
 
 
@@ -951,12 +1078,19 @@ def run_side(python, side: str, job: dict, folder: str, threads: int):
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     else:
         env.pop("PYTHONPATH", None)
+    load = os.getloadavg()[0]
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     done = subprocess.run([str(python), str(Path(__file__).resolve()), "--worker", path], env=env,
                           capture_output=True, text=True)
+    total = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         tail = [x for x in done.stderr.splitlines() if x.strip()][-3:]
         return None, {"error": " | ".join(tail)}
-    return read_worker_output(job["out"])
+    rows, info = read_worker_output(job["out"])
+    info |= {"total_seconds": total, "load_average": load,
+             "total_cpu_seconds": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)}
+    return rows, info
 
 
 def sst_sentences(count: int) -> list[str]:
@@ -1008,11 +1142,14 @@ def compare(args) -> dict:
             print(notes[-1], flush=True)
         else:
             pythons[peer] = python
+            pythons |= {variant: python for variant, of in VARIANTS.items() if of == peer}
     job = {"model": os.path.abspath(args.model), "device": device, "threads": args.threads, "ids": ids,
            "content": content, "texts": texts, "ig_steps": args.ig_steps, "budget": 1024, "adapter_budget": 8192,
            "internal": bool(args.internal)}
     seconds = {m: {s: [] for s in SIDES} for m in args.methods}
     rss = {m: {s: [] for s in SIDES} for m in args.methods}
+    measured = {key: {m: {s: [] for s in SIDES} for m in args.methods}
+                for key in ("cpu_seconds", "total_seconds", "total_cpu_seconds", "load_average")}
     results, extras = {m: {} for m in args.methods}, {m: {} for m in args.methods}
     methods = list(args.methods)
     erasing = [m for m in methods if m.startswith("erasure")]
@@ -1039,8 +1176,11 @@ def compare(args) -> dict:
                         continue
                     seconds[method][side].append(info["seconds"])
                     rss[method][side].append(info["rss_mb"])
+                    for key, runs in measured.items():
+                        runs[method][side].append(info[key])
                     results[method][side] = rows
-                    extras[method][side] = {k: v for k, v in info.items() if k not in ("seconds", "rss_mb")}
+                    extras[method][side] = {k: v for k, v in info.items()
+                                            if k not in ("seconds", "rss_mb", *measured)}
                     print(f"round {round_index + 1} {method:28s} {side:8s} {info['seconds']:8.2f} s "
                           f"{info['rss_mb']:7.0f} MB", flush=True)
     table = []
@@ -1048,13 +1188,24 @@ def compare(args) -> dict:
         row = {"method": method, "definition": DEFINITIONS[method],
                "seconds": {s: median(v) for s, v in seconds[method].items() if v},
                "rss_mb": {s: median(v) for s, v in rss[method].items() if v},
-               "runs": {s: v for s, v in seconds[method].items() if v}, "agreement": {}, "extra": extras[method]}
+               "runs": {s: v for s, v in seconds[method].items() if v}, "agreement": {}, "extra": extras[method],
+               **{key: {s: median(v) for s, v in runs[method].items() if v} for key, runs in measured.items()}}
         reference = results[method].get("hf_attn")
         for peer in METHODS[method]:
             if reference is not None and peer in results[method]:
                 row["agreement"][peer] = agreement(reference, results[method][peer], args.tolerance)
-        base = row["seconds"].get("hf_attn")
-        row["ratio"] = {p: v / base for p, v in row["seconds"].items() if p != "hf_attn" and base}
+        source = PEER_ROWS.get(method)
+        if source is not None and source in args.methods:  # the peers' runs of the fixed-node row
+            given = next(r for r in table if r["method"] == source)
+            for key in ("seconds", "rss_mb", "cpu_seconds", "total_seconds", "total_cpu_seconds"):
+                row[key] |= {p: v for p, v in given[key].items() if p != "hf_attn"}
+            row["peers_from"] = source
+            for peer in METHODS[source]:
+                if reference is not None and peer in results[source]:
+                    row["agreement"][peer] = agreement(reference, results[source][peer], args.tolerance)
+            row["extra"] = {"hf_attn": extras[method].get("hf_attn", {}),
+                            **{p: v for p, v in extras[source].items() if p != "hf_attn"}}
+        ratios(row)
         if method == "faithfulness_table":  # each side's table: the column means over its sentences
             row["columns"] = {side: table_means(rows) for side, rows in results[method].items()}
         table.append(row)
@@ -1064,12 +1215,15 @@ def compare(args) -> dict:
                 if value and not isinstance(value, dict):
                     notes.append(f"{side} {method}: {key} = {value} sentence(s) (left out of the agreement)")
     flops = floors(args, texts, ids, table)
+    loads = [x for m in args.methods for v in measured["load_average"][m].values() for x in v]
     return {"setup": {"argv": " ".join(sys.argv[1:]), "commit": checkout_commit(),
                       "model": os.path.basename(os.path.normpath(args.model)),
                       "sentences": len(texts), "rounds": args.rounds, "ig_steps": args.ig_steps, "device": device,
                       "threads": args.threads, "peers": list(args.peers), "tolerance": args.tolerance,
                       "pins": PEER_PINS, "fractions": list(FRACTIONS)},
-            "rows": table, "notes": notes, "flops": flops}
+            "rows": table, "notes": notes, "flops": flops, "goals": goals(table),
+            "load_average": {"min": min(loads, default=None), "median": median(loads) if loads else None,
+                             "max": max(loads, default=None)}}
 
 
 def checkout_commit() -> str | None:
@@ -1256,7 +1410,7 @@ def main(argv=None) -> int:
                                 "ig_steps": args.ig_steps}, "growth": cells}
         else:
             record = compare(args)
-            print(format_table(record["rows"], tuple(args.peers)))
+            print(format_table(record["rows"], with_variants(args.peers)))
             for row in record["rows"]:
                 if row.get("columns"):
                     print(format_columns(row["columns"]))
