@@ -303,7 +303,7 @@ def test_every_hooked_attention_class_is_tested():
 
 
 OWN_ATTENTION_NAMES = list(OWN_ATTENTION)
-DEDICATED = ["lilt", "longformer"]  # hooked classes with a test of their own below
+DEDICATED = ["lilt", "longformer", "nystromformer"]  # hooked classes with a test of their own below
 
 
 @pytest.mark.parametrize("model_type", SWEEP_HOOKED)
@@ -750,5 +750,84 @@ def test_embeddings_never_reaching_the_model_are_refused(monkeypatch):
     table = model.get_input_embeddings()
     monkeypatch.setattr(model, "get_input_embeddings", lambda: torch.nn.Embedding(*table.weight.shape))
     with pytest.raises(UnsupportedModelError, match="never called on the input ids") as caught:
+        adapter_for(model, tokenizer, device="cpu")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("model_type, reason", [
+    ("fnet", "has no attention at all"), ("mra", "no probability matrix over the tokens"),
+    ("yoso", "no probability distribution over the tokens"), ("reformer", "gradients only in training mode"),
+    ("perceiver", "reads latent vectors, not tokens"), ("canine", "no attention row over the input is the row"),
+])
+def test_attention_that_cannot_be_explained_is_refused_with_why_and_what_to_do(model_type, reason):
+    """Architectures without softmax attention rows over the tokens that their head reads are refused
+    at ``adapter_for`` in one line: what is wrong with this architecture, and what to use instead."""
+    from hf_attn.adapters import UnsupportedModelError
+
+    model, tokenizer = _sweep_build(model_type)
+    with pytest.raises(UnsupportedModelError, match=reason) as caught:
+        adapter_for(model, tokenizer, device="cpu")
+    message = str(caught.value)
+    assert "\n" not in message and "use a classifier whose attention is a softmax over its tokens" in message
+
+
+def test_nystromformer_is_explained_in_its_exact_mode_only():
+    """Nyströmformer with as many landmarks as its segment length computes exact softmax attention,
+    hooked at its softmax; its depthwise convolution over the values is kept, and reads every
+    position: in the adapter's forwards the values at padding positions are zeroed — the zeros the
+    convolution pads a text alone with — so a padded instance has the logits it has alone. The
+    intervention equals the softmax reference whose value projections zero the padding rows by
+    explicit loops; the recorded probabilities are the model's own. With fewer landmarks its Nyström
+    approximation is no probability distribution: refused with the setting that would be explained."""
+    from hf_attn.adapters import UnsupportedModelError
+
+    model, tokenizer = _sweep_build("nystromformer")
+    assert model.config.num_landmarks == model.config.segment_means_seq_len
+    ref = copy.deepcopy(model)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.own_attention == ["Nyströmformer (exact softmax mode)"] and adapter.num_layers == 2
+    batch = adapter.encode(TEXTS)
+    forward = adapter.forward(batch)
+    for i, text in enumerate(TEXTS):
+        torch.testing.assert_close(forward.logits[i], adapter.forward(adapter.encode([text])).logits[0],
+                                   atol=1e-5, rtol=1e-5)
+
+    def zero_padding(module, args, output):
+        output = output.clone()
+        for b in range(output.shape[0]):
+            for t in range(output.shape[1]):
+                if not batch.attention_mask[b, t]:
+                    output[b, t] = 0.0
+        return output
+
+    handles = [layer.attention.self.value.register_forward_hook(zero_padding)
+               for layer in ref.nystromformer.encoder.layer]
+    try:
+        torch.testing.assert_close(forward.logits, softmax_reference(ref, batch, 0, None, input_ids=batch.input_ids),
+                                   atol=1e-5, rtol=1e-5)
+        weights = random_rows(batch, adapter.num_heads, seed=1)
+        for layer, explained in ((1, adapter), (0, adapter_for(model, tokenizer, layer=0, device="cpu"))):
+            expected = softmax_reference(ref, batch, layer, weights, input_ids=batch.input_ids)
+            got = explained.logits_under(batch, weights.unsqueeze(1), per_head=True, forward=explained.forward(batch))
+            torch.testing.assert_close(got[:, 0], expected, atol=1e-5, rtol=1e-4)
+            assert (expected - forward.logits).abs().max() > 1e-4
+        with torch.no_grad():
+            own = ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_attentions=True).attentions
+    finally:
+        for handle in handles:
+            handle.remove()
+    record: list = []
+    with torch.no_grad():
+        adapter._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record))
+    real = batch.attention_mask.bool()
+    rows = real[:, None, :, None] & real[:, None, None, :]
+    for (_, _, probs, _), expected in zip(record, own):
+        torch.testing.assert_close(probs[rows.expand_as(probs)], expected[rows.expand_as(expected)],
+                                   atol=1e-6, rtol=1e-5)
+    with torch.no_grad():  # outside the adapter's forwards the model computes as it did
+        plain = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        torch.testing.assert_close(plain, ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits)
+    model, tokenizer = _sweep_build("nystromformer", num_landmarks=4, segment_means_seq_len=32)
+    with pytest.raises(UnsupportedModelError, match="with num_landmarks equal to segment_means_seq_len") as caught:
         adapter_for(model, tokenizer, device="cpu")
     assert "\n" not in str(caught.value)

@@ -45,7 +45,7 @@ def _check_record(record: dict) -> None:
 @pytest.mark.slow
 def test_sweep_on_a_few_types_writes_its_record_and_matrix(tmp_path):
     record_path = tmp_path / "sweep.json"
-    types = ["bert", "gpt2", "bart", "deberta-v2", "mpnet", "xlm", "nystromformer"]
+    types = ["bert", "gpt2", "bart", "deberta-v2", "mpnet", "xlm", "fnet"]
     assert sweep.main(["--types", ",".join(types), "--record", str(record_path), "--timeout", "300"]) == 0
     record = json.loads(record_path.read_text())
     _check_record(record)
@@ -56,14 +56,14 @@ def test_sweep_on_a_few_types_writes_its_record_and_matrix(tmp_path):
     assert rows["bart"]["explained"].endswith("decoder.layers.1.encoder_attn") and rows["bart"]["query"] == "last"
     assert rows["deberta-v2"]["seam"] == "hooks" and rows["bert"]["seam"] == "interface"
     assert rows["xlm"]["seam"] == "hooks"  # reached at its softmax (no dropout module on the probabilities)
-    assert rows["nystromformer"]["verdict"] == "refused" and "open an issue" in rows["nystromformer"]["reason"]
+    assert rows["fnet"]["verdict"] == "refused" and "no attention at all" in rows["fnet"]["reason"]
     doc = tmp_path / "engine.md"
     doc.write_text(f"before\n{sweep.BEGIN}\nold\n{sweep.END}\nafter\n")
     sweep.write_docs(record, str(doc))
     text = doc.read_text()
     assert text.startswith("before\n") and text.endswith("after\n") and "old" not in text
     assert "| bart | BartForSequenceClassification | runs | interface |" in text
-    assert "| nystromformer | NystromformerForSequenceClassification | refused: " in text
+    assert "| fnet | FNetForSequenceClassification | refused: " in text
 
 
 def test_committed_record_is_well_formed_and_the_docs_are_generated_from_it():

@@ -79,17 +79,25 @@ class Intervention:
 
 
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("hf_attn_active_intervention", default=None)
+_INSIDE: contextvars.ContextVar = contextvars.ContextVar("hf_attn_inside_adapter_forward", default=False)
 
 
 @contextlib.contextmanager
 def active(intervention: "Intervention | None"):
     """``intervention`` is the instruction of every attention call made inside the block that does
-    not receive it as a keyword argument (per thread: a context variable)."""
-    token = _ACTIVE.set(intervention)
+    not receive it as a keyword argument (per thread: a context variable); the block is an
+    adapter's forward (:func:`inside`), whatever the intervention."""
+    token, inside_token = _ACTIVE.set(intervention), _INSIDE.set(True)
     try:
         yield
     finally:
+        _INSIDE.reset(inside_token)
         _ACTIVE.reset(token)
+
+
+def inside() -> bool:
+    """Whether an adapter's forward is running in this thread (:func:`active`)."""
+    return _INSIDE.get()
 
 
 def current() -> "Intervention | None":

@@ -1,6 +1,6 @@
 """Interventions on attention that a model computes inside its own modules, not through
 transformers' attention interface (DeBERTa and DeBERTa-v2/v3, MPNet, Falcon, Bloom, GPT-Neo, GPT-J,
-RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, LiLT, SqueezeBERT, Funnel, Longformer, …).
+RoFormer, Megatron-BERT, ConvBERT, RemBERT, LayoutLMv3, LiLT, SqueezeBERT, Funnel, Longformer, Nyströmformer, …).
 
 Each of these modules computes its probabilities (softmax of its own scores: DeBERTa's
 disentangled content/position terms, MPNet's relative buckets, Bloom's ALiBi, …) and passes them
@@ -38,6 +38,17 @@ every window row mapped from its band (zero outside its window and the global ke
 input's T positions (the model pads the input to a multiple of its window); value zeroing zeroes a
 position's local and global values.
 
+Nyströmformer is explained in its exact mode only (as many landmarks as its segment length: a
+softmax over the tokens, reached at its softmax); its depthwise convolution over the values, added
+to the attention output, is not attention and is kept — and since it reads every position, the
+values at padding positions are zeroed in the adapter's forwards (``zero_padding_values``): the
+zeros the convolution pads a text alone with, so a padded instance gets its logits alone.
+
+Attention that cannot be explained — no probability rows over the tokens, or none the head reads
+(Nyström approximation, hashing, multi-resolution blocks, latents, downsampled characters, no
+attention at all) — is listed with why in :data:`NOT_EXPLAINED`; the adapter refuses such models
+with that reason.
+
 Classes that apply their dropout as a function (XLM, FlauBERT, MPT, MVP) or none at all (Falcon's
 rotary path) are reached at their softmax instead: the name their modelling file calls it through
 (``nn`` for ``nn.functional.softmax``, ``F`` for ``F.softmax``) is replaced, in that file only, by a
@@ -60,12 +71,13 @@ import sys
 
 import torch
 
-from hf_attn.adapters.interface import InterventionError, _replacement, current, intervene_probabilities
+from hf_attn.adapters.interface import InterventionError, _replacement, current, inside, intervene_probabilities
 
 _MARK = "_hf_attn_own_attention"
 _OWNER = "_hf_attn_owner"
 _VALUES = "_hf_attn_values"
 _PASS = "_hf_attn_pass"
+_PADDING = "_hf_attn_padding"
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,10 @@ class OwnAttention:
     zero_also: tuple[str, ...] = ()  # further value projections zeroed with ``value`` (LiLT's layout_value)
     # which modules of the class are explained (None: all); the others are not hooked and not counted
     explained: Callable[[torch.nn.Module], bool] | None = None
+    # values at padding positions set to zero in the adapter's forwards: a module that mixes its values
+    # outside its attention (Nyströmformer's convolution) would read the pad tokens' values, which a text
+    # alone never has; the zeros are the ones the convolution pads a text alone with
+    zero_padding_values: bool = False
     # a dedicated installer ``(module, model)`` in place of the dropout / softmax hooks (Longformer)
     installer: Callable[[torch.nn.Module, torch.nn.Module], None] | None = None
 
@@ -116,6 +132,11 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     # the first block only: later blocks pool their queries (and keys), so their rows are not over the tokens
     ("funnel", "FunnelRelMultiheadAttention"): OwnAttention("attention_dropout", "v_head", "Funnel (first block)",
                                                            explained=lambda module: module.block_index == 0),
+    # exact mode only (num_landmarks == segment_means_seq_len: a softmax over the tokens); its
+    # depthwise convolution over the values, added to the attention output, is not attention and is kept
+    ("nystromformer", "NystromformerSelfAttention"): OwnAttention(
+        None, "value", "Nyströmformer (exact softmax mode)", softmax="nn", zero_padding_values=True,
+        explained=lambda module: module.num_landmarks == module.seq_len),
     # dedicated hooks (defined below, hence the lambda)
     ("longformer", "LongformerSelfAttention"): OwnAttention(
         None, None, "Longformer (global tokens' rows)",
@@ -127,6 +148,55 @@ OWN_ATTENTION: dict[tuple[str, str], OwnAttention] = {
     ("mpt", "MptAttention"): OwnAttention(None, None, "MPT", softmax="nn"),
     ("mvp", "MvpAttention"): OwnAttention(None, "v_proj", "MVP", softmax="nn", heads="num_heads"),
 }
+
+
+def _nystrom_reason(module) -> str | None:
+    if module.num_landmarks == module.seq_len:
+        return None
+    return (f"its Nyström approximation ({module.num_landmarks} landmarks for segment_means_seq_len "
+            f"{module.seq_len}) mixes the values with kernel_1 · pinv(kernel_2) · kernel_3, a matrix whose entries can be "
+            "negative and whose rows need not sum to 1: not a probability distribution over the tokens; with "
+            "num_landmarks equal to segment_means_seq_len it computes exact softmax attention, which is explained")
+
+
+_REFORMER = ("its reversible layers compute gradients only in training mode (a backward in eval mode fails), so no "
+             "gradient reaches its inputs, and its attention runs in chunks (local) or hashed buckets (LSH)")
+
+# attention classes that cannot be explained: (modelling module's short name, class name) → why
+# (a string, or a function of the module returning one, or None where this module can be)
+NOT_EXPLAINED: dict[tuple[str, str], str | Callable[[torch.nn.Module], str | None]] = {
+    ("nystromformer", "NystromformerSelfAttention"): _nystrom_reason,
+    ("fnet", "FNetFourierTransform"): "FNet mixes its tokens with Fourier transforms: it has no attention at all",
+    ("mra", "MraSelfAttention"): (
+        "its multi-resolution attention approximates softmax attention from block averages and selected blocks in a "
+        "CUDA kernel, whose output is zeros where the kernel is missing: there is no probability matrix over the "
+        "tokens"),
+    ("yoso", "YosoSelfAttention"): (
+        "its attention weighs the values by the expected collisions of locality-sensitive hashes, an unnormalised "
+        "kernel: there is no probability distribution over the tokens"),
+    ("reformer", "LocalSelfAttention"): _REFORMER,
+    ("reformer", "LSHSelfAttention"): _REFORMER,
+    ("perceiver", "PerceiverSelfAttention"): (
+        "its classifier reads latent vectors, not tokens: the attention over the input is a cross-attention whose rows "
+        "are latents, and no row of a token reaches its head"),
+    ("canine", "CanineSelfAttention"): (
+        "its head reads the deep encoder's molecules (characters downsampled by a strided convolution); the attention "
+        "over the input characters that feeds them is the initial encoder's local attention within chunks of "
+        "local_transformer_stride characters, whose rows the downsampling reads only in part (it drops the last "
+        "molecule), so no attention row over the input is the row the head reads"),
+}
+
+
+def not_explained(model: torch.nn.Module) -> str | None:
+    """Why ``model``'s attention cannot be explained (:data:`NOT_EXPLAINED`), or ``None``."""
+    for module in model.modules():
+        short = type(module).__module__.rpartition(".")[2].removeprefix("modeling_")
+        reason = NOT_EXPLAINED.get((short, type(module).__name__))
+        if callable(reason):
+            reason = reason(module)
+        if reason:
+            return reason
+    return None
 
 
 def layout_of(module: torch.nn.Module) -> OwnAttention | None:
@@ -235,12 +305,31 @@ def _zeroed(output, iv):
 
 
 def _value_hook(linear, args, output):
-    iv = current()
-    if iv is None or iv.fused or not isinstance(output, torch.Tensor) or output.dim() != 3:
+    if not isinstance(output, torch.Tensor) or output.dim() != 3:
         return None
+    owner = linear.__dict__[_OWNER]
+    changed = None
+    padding = owner.__dict__.get(_PADDING)
+    if inside() and padding is not None and padding.shape == output.shape[:2]:
+        output = changed = output * (~padding).unsqueeze(-1).to(output.dtype)
+    iv = current()
+    if iv is None or iv.fused:
+        return changed
     output = _zeroed(output, iv)
-    linear.__dict__[_OWNER].__dict__[_VALUES] = output
+    owner.__dict__[_VALUES] = output
     return output
+
+
+def _note_padding(module, args, kwargs):
+    """The padding positions ``(B, T)`` of the call, from its attention mask (additive: negative at
+    padding; or 0/1)."""
+    mask = args[1] if len(args) > 1 else kwargs.get("attention_mask")
+    padding = None
+    if isinstance(mask, torch.Tensor):
+        while mask.dim() > 2:
+            mask = mask[:, 0]
+        padding = mask < 0 if mask.is_floating_point() and bool((mask < 0).any()) else mask == 0
+    module.__dict__[_PADDING] = padding
 
 
 def _zero_hook(linear, args, output):
@@ -282,6 +371,8 @@ def install(model: torch.nn.Module) -> list[str]:
                                             "its class is listed with")
                 value.__dict__[_OWNER] = module
                 value.register_forward_hook(_value_hook)
+                if layout.zero_padding_values:
+                    module.register_forward_pre_hook(_note_padding, with_kwargs=True)
                 for name in layout.zero_also:
                     other = getattr(module, name, None)
                     if not isinstance(other, torch.nn.Linear):
@@ -424,4 +515,5 @@ def hooked_value(module: torch.nn.Module) -> bool:
     return layout is not None and layout.value is not None
 
 
-__all__ = ["OWN_ATTENTION", "OwnAttention", "hooked_value", "install", "is_hooked", "layout_of"]
+__all__ = ["NOT_EXPLAINED", "OWN_ATTENTION", "OwnAttention", "hooked_value", "install", "is_hooked", "layout_of",
+           "not_explained"]

@@ -45,6 +45,9 @@ from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG,
 from hf_attn.adapters.rollout import attention_rollout
 
 PROBE_TEXT = "the film is a gripping and wonderfully acted story"
+# what to do instead, after the reason an architecture's attention cannot be explained
+_INSTEAD = ("; use a classifier whose attention is a softmax over its tokens (docs/engine.md lists the architectures "
+            "checked), or open an issue with its model_type")
 
 
 @dataclass
@@ -167,10 +170,13 @@ class TransformersAdapter:
         except (ValueError, TypeError, AttributeError, NotImplementedError) as error:
             raise UnsupportedModelError(f"{refusal} ({str(error).splitlines()[0][:200]}){instead}") from None
         if not routed or getattr(self.model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
-            from hf_attn.adapters.own_attention import install
+            from hf_attn.adapters.own_attention import install, not_explained
 
             families = install(self.model)  # attention computed in the model's own modules: hooks there
             if not families:
+                reason = not_explained(self.model)
+                if reason:
+                    raise UnsupportedModelError(f"{refusal} ({reason}){_INSTEAD}")
                 raise UnsupportedModelError(f"{refusal} (its attention module computes attention itself, and hf_attn "
                                             f"has no hook for {type(self.model).__name__}'s attention class){instead}")
             self.own_attention = families
@@ -200,6 +206,11 @@ class TransformersAdapter:
                 "without the hooked dropout, so interventions would silently do nothing; open an issue with its "
                 "model_type and configuration")
         if not record:
+            from hf_attn.adapters.own_attention import not_explained
+
+            reason = not_explained(self.model)
+            if reason:
+                raise UnsupportedModelError(f"{type(self.model).__name__} ({self.model_type}): {reason}{_INSTEAD}")
             raise UnsupportedModelError(
                 f"{type(self.model).__name__} ({self.model_type}): no attention call reached transformers' attention "
                 "interface with the intervention argument, so interventions would silently do nothing; use a model "
