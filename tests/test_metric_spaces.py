@@ -39,6 +39,7 @@ import pytest
 import torch
 
 import hf_attn.hub.push as hub
+from hf_attn.hub import metric_space
 from hf_attn.core import metric_copies
 from hf_attn.hub.push import HubError, build_metric_space_folder
 from conftest import SPACE_EXTRA, needs_space
@@ -566,7 +567,7 @@ def test_build_refuses_what_evaluate_could_not_load(tmp_path, monkeypatch):
     metrics = tmp_path / "metrics"
     stale = _module(metrics, "stale", "import evaluate\nfrom ._hf_attn_measures import jsd\n",
                     files={"_hf_attn_measures.py": "jsd = 1\n"})
-    monkeypatch.setattr(hub, "METRICS_DIR", metrics)
+    monkeypatch.setattr(metric_space, "METRICS_DIR", metrics)
     with pytest.raises(HubError, match=r"stale/_hf_attn_measures\.py is stale.*generate_metric_copies"):
         build_metric_space_folder(stale, tmp_path / "out", "me/stale", vendor_package=False)
     (stale / "_hf_attn_measures.py").write_text(metric_copies.copy_text(stale))

@@ -21,7 +21,7 @@ Everything lives under one output folder OUT::
 The training (pipeline.py) and the report (collect.py / report.py, also ``--report-only`` on an existing
 folder) both take their paths from here, so they cannot drift apart. :meth:`ReproductionLayout.public`
 turns the paths of a report into what is shipped: relative to OUT, any other machine path
-``<local path>`` (the convention of ``hf_attn.hub.push``).
+``<local path>`` (the convention of ``hf_attn.hub.scrub``).
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ class ReproductionLayout:
     def public(self, value):
         """``value`` (report dict, list or Markdown text) without machine paths: a path inside the
         output folder becomes relative to it (``runs/sst/lstm-additive``), any other absolute path
-        ``<local path>``. Absolute paths are found by ``hf_attn.hub.push``'s scrubber; paths under a
+        ``<local path>``. Absolute paths are found by ``hf_attn.hub.scrub``'s scrubber; paths under a
         relative output folder (``out/runs/...``) by their prefix here."""
-        from hf_attn.hub.push import _PathScrubber
+        from hf_attn.hub.scrub import _PathScrubber
 
         scrubber = _PathScrubber(Path(self.output_dir))
         given = os.path.normpath(self.output_dir)
