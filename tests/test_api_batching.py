@@ -41,11 +41,11 @@ def test_a_time_budget_skips_the_remaining_methods_saying_why(monkeypatch):
 
     import pytest
 
-    import hf_attn.batteries.faithfulness as faithfulness
+    from hf_attn.batteries.faithfulness import methods
 
     model, tokenizer = tiny_classifier("bert")
     explainer = Explainer(model, tokenizer, device="cpu")
-    slow = faithfulness._method_function
+    slow = methods._method_function
 
     def slow_attention(name, settings):
         function = slow(name, settings)
@@ -57,7 +57,7 @@ def test_a_time_budget_skips_the_remaining_methods_saying_why(monkeypatch):
             return function(adapter, batch)
         return wrapped
 
-    monkeypatch.setattr(faithfulness, "_method_function", slow_attention)
+    monkeypatch.setattr(methods, "_method_function", slow_attention)
     result = explainer.attributions(["a good film"], methods=("attention", "saliency", "rollout"), time_budget=0.1)
     assert result.methods == ["attention"]
     assert set(result.skipped) == {"saliency", "rollout"}

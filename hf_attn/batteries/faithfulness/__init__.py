@@ -1,0 +1,71 @@
+"""One faithfulness table: every attribution method (rows) scored by every faithfulness metric
+(columns) on one model and one set of texts, with each method's time and peak memory per sentence.
+
+:func:`run_faithfulness` works on any adapter that keeps the adapter contract
+(:class:`hf_attn.adapters.base.AttentionAdapter`). Methods that read transformer internals (flow,
+attention norm, ALTI, value zeroing) are skipped for models that lack them, with the reason in
+:attr:`FaithfulnessResult.skipped` (never silently).
+
+Metrics (:mod:`hf_attn.core.faithfulness`):
+
+- ``comprehensiveness`` ↑ / ``sufficiency`` ↓: ERASER AOPC over the bins ``fractions`` (DeYoung et
+  al. 2020, §4): the text's top-k tokens deleted / the only ones kept (special tokens always kept;
+  sequences shortened, not masked; ties by position; k = ceil(f·n) in [1, n]);
+- ``soft_comprehensiveness`` ↑ / ``soft_sufficiency`` ↑: Soft-NC / Soft-NS (Zhao & Aletras 2023,
+  §3) as the authors' code computes them (``casszhao/multilingual-faith``,
+  ``src/models/bert_components.py`` and ``src/common_code/metrics.py``): each element of a text
+  token's vector at the embedding layer's output kept with the token's min–max-normalised importance
+  (sufficiency) or 1 − it (comprehensiveness), normalised by the null input (every input id 0),
+  clipped to [0, 1]. Special tokens are never masked (the authors' code masks them with their own
+  normalised score). Each sentence draws its masks from a seed of its own tokens, so its value never
+  depends on the other texts, their order or the batch size; the cell's Monte-Carlo standard error
+  is reported and kept under ``soft_stderr`` by adding draws. ``soft_variant="embedding"`` is the
+  other measurement (the word embeddings masked, the text's embeddings zeroed as the null input,
+  unclipped and unbounded);
+- ``naopc_comprehensiveness`` ↑ / ``naopc_sufficiency`` ↓: normalised AOPC (Edin et al. 2024, §3):
+  the AOPC over **every** k = 1..N of deleting the tokens in descending (comprehensiveness) or
+  ascending (sufficiency) order of importance, rescaled by the lowest and highest AOPC of any
+  ordering. Bounds exact by dynamic programming over subsets for short sentences, by the paper's
+  beam search (§4, ranked by the AOPC itself) for longer ones, and for the longest the extremes over
+  the table's own orderings; the method of each sentence is in ``metric_details["naopc"]``
+  (:mod:`hf_attn.core.naopc`; the authors' code: ``JoakimEdin/naopc``, ``aopc/aopc/methods.py``);
+- ``tau_loo`` ↑: Kendall τ-b with leave-one-out (Jain & Wallace 2019, §3);
+- ``agreement``: the mean over the other methods of the mean Kendall τ-b with them (Krishna et al.
+  2022's rank agreement); the full matrix is :attr:`FaithfulnessResult.agreement`.
+
+Every column reports its mean, interval, median, the sentences it covers and those where it is
+undefined (``undefined``), and for every method a paired Wilcoxon test against the random floor
+(``vs_random``). Rankings let ties share a rank and leave undefined values out.
+
+Sharing: every deletion input (ERASER variants of every method and bin, the NAOPC searches, the
+full inputs) is a token tuple scored once (:class:`_ProbabilityCache`): identical inputs across
+methods and bins run one forward; ``result.forwards`` counts requested and unique inputs.
+
+Cost: seconds per sentence (wall clock of the method over all batches / sentences) and peak memory
+per sentence: for each batch, the peak resident-set size above the level at the batch's start
+(psutil, sampled every 5 ms in a thread; on CUDA ``torch.cuda.max_memory_allocated`` above the
+start), divided by the batch's sentences and averaged over batches.
+
+The pieces, one module each: :mod:`~hf_attn.batteries.faithfulness.settings` (rows, columns, settings),
+:mod:`~hf_attn.batteries.faithfulness.methods` (running the methods),
+:mod:`~hf_attn.batteries.faithfulness.inputs` (the texts and the shared probability cache),
+:mod:`~hf_attn.batteries.faithfulness.erasure` and :mod:`~hf_attn.batteries.faithfulness.soft` (the columns),
+:mod:`~hf_attn.batteries.faithfulness.table` (:func:`run_faithfulness`) and
+:mod:`~hf_attn.batteries.faithfulness.result` (:class:`FaithfulnessResult`).
+"""
+
+from __future__ import annotations
+
+from hf_attn.batteries.faithfulness.settings import (ATTENTION_FAMILY, DEFAULT_METHODS,  # noqa: F401 (re-exported)
+                                                     HIGHER_IS_BETTER, METHODS, METRICS, NAOPC_PERTURBATIONS,
+                                                     SOFT_VARIANTS, UNDEFINED, FaithfulnessSettings)
+from hf_attn.batteries.faithfulness.inputs import _Instance  # noqa: F401 (re-exported)
+from hf_attn.batteries.faithfulness.methods import (MethodRun, attribution_scores,  # noqa: F401 (re-exported)
+                                                    length_groups, run_methods)
+from hf_attn.batteries.faithfulness.erasure import erasure_scores, naopc_sizes  # noqa: F401 (re-exported)
+from hf_attn.batteries.faithfulness.soft import _sentence_generator  # noqa: F401 (re-exported)
+from hf_attn.batteries.faithfulness.result import FaithfulnessResult  # noqa: F401 (re-exported)
+from hf_attn.batteries.faithfulness.table import run_faithfulness  # noqa: F401 (re-exported)
+
+__all__ = ["ATTENTION_FAMILY", "DEFAULT_METHODS", "METHODS", "METRICS", "FaithfulnessResult", "FaithfulnessSettings",
+           "MethodRun", "attribution_scores", "erasure_scores", "length_groups", "run_faithfulness", "run_methods"]

@@ -1,0 +1,276 @@
+"""The table's rows: each attribution method as a function of the adapter and a batch, run over
+length-sorted groups of texts with its time and peak memory per sentence; a method that does not
+apply to the model is skipped with the reason."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from hf_attn.adapters.base import UnsupportedModelError
+from hf_attn.adapters.interface import InterventionError
+from hf_attn.core.batching import padding_bounded_batches
+from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSettings
+from hf_attn.batteries.faithfulness.inputs import _real_scores, _trim
+
+
+def _method_function(name: str, settings: FaithfulnessSettings):
+    from hf_attn.methods import (adapter_integrated_gradients, alti, attention_flow, attention_norm, deletion,
+                                 gradient_x_input, raw_attention, rollout, saliency, value_zeroing)
+
+    if name == "random":
+        generator = torch.Generator().manual_seed(settings.seed)
+
+        def random_scores(adapter, batch):
+            scores = torch.rand(batch.input_ids.shape, generator=generator).to(batch.input_ids.device)
+            return torch.where(batch.content, scores, torch.zeros((), device=scores.device))
+        return random_scores
+    if name in ("kernel_shap", "deeplift"):  # the optional captum extra
+        from hf_attn.methods.captum_attributions import captum_attribution, captum_available, deeplift_attribution
+
+        reason = captum_available()
+        if reason:
+            raise ImportError(reason)
+        if name == "deeplift":
+            return deeplift_attribution
+        return lambda adapter, batch: captum_attribution(adapter, batch, "kernel_shap", settings.shap_samples,
+                                                         seed=settings.seed)
+    target = settings.gradient_target
+    if name == "integrated_gradients":
+        return _IntegratedGradients(settings)
+    if name in ("saliency", "gradient_x_input"):
+        function = saliency.saliency if name == "saliency" else gradient_x_input.gradient_x_input
+        return lambda adapter, batch: function(adapter, batch, target=target)
+    return {"attention": raw_attention.raw_attention, "rollout": rollout.rollout_importance,
+            "attention_flow": lambda adapter, batch: attention_flow.attention_flow(
+                adapter, batch, normalise=settings.flow_normalise),
+            "attention_norm": attention_norm.attention_norm,
+            "alti": alti.alti, "value_zeroing": value_zeroing.value_zeroing,
+            "leave_one_out": deletion.leave_one_out_deletion}[name]
+
+
+class _IntegratedGradients:
+    """The table's integrated gradients: each sentence's nodes doubled from ``ig_steps`` until its
+    completeness gap is within ``ig_target`` of |f(x) − f(x')| (or ``ig_max_steps``), per batch;
+    each sentence's final result is kept for :meth:`completeness`."""
+
+    def __init__(self, settings: FaithfulnessSettings):
+        self.settings = settings
+        self.gaps, self.differences, self.steps = [], [], []
+
+    def __call__(self, adapter, batch):
+        from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+
+        s = self.settings
+        steps = s.ig_steps
+        result = integrated_gradients_attribution(adapter, batch, steps, s.ig_rule, target=s.gradient_target,
+                                                  baseline=s.ig_baseline)
+        attributions = result.attributions.clone()
+        gap = result.completeness_gap.double().cpu().clone()
+        difference = (result.target_input - result.target_baseline).double().cpu().clone()
+        used = torch.full((len(batch),), steps)
+        while s.ig_target is not None and steps < s.ig_max_steps:
+            missing = (gap.abs() > s.ig_target * difference.abs()) & (gap.abs() > 1e-9)
+            if not bool(missing.any()):
+                break
+            steps = min(2 * steps, s.ig_max_steps)
+            rows = missing.nonzero().flatten().tolist()
+            again = integrated_gradients_attribution(adapter, batch.select(rows), steps, s.ig_rule,
+                                                     target=s.gradient_target, baseline=s.ig_baseline)
+            index = torch.tensor(rows)
+            attributions[index.to(attributions.device)] = again.attributions
+            gap[index] = again.completeness_gap.double().cpu()
+            difference[index] = (again.target_input - again.target_baseline).double().cpu()
+            used[index] = steps
+        self.gaps.append(gap.numpy())
+        self.differences.append(difference.numpy())
+        self.steps.append(used.numpy())
+        return attributions
+
+    def completeness(self) -> dict:
+        """Mean |gap|, mean |f(x) − f(x')|, the share of sentences within 1 % (and within the
+        target), the nodes used (mean, max) and the sentences that missed the target at the cap."""
+        gaps, differences = np.abs(np.concatenate(self.gaps)), np.abs(np.concatenate(self.differences))
+        steps = np.concatenate(self.steps)
+        s = self.settings
+        within = gaps <= np.maximum(0.01 * differences, 1e-9)
+        out = {"completeness_gap_mean_abs": float(gaps.mean()), "output_difference_mean_abs": float(differences.mean()),
+               "completeness_within_1pct_share": float(np.mean(within)),
+               "ig_steps_mean": float(steps.mean()), "ig_steps_max": int(steps.max())}
+        if s.ig_target is not None:
+            met = gaps <= np.maximum(s.ig_target * differences, 1e-9)
+            out |= {"ig_target": s.ig_target, "ig_target_missed": int((~met).sum())}
+        return out
+
+
+class _SharedGradient:
+    """Saliency (‖∂f/∂e_t‖₂) and gradient × input (Σ_d e ∂f/∂e) of a batch from one forward +
+    backward: the saliency pass keeps gradient × input's scores per batch (keyed by its token ids),
+    the gradient × input pass (``reuse``) reads them."""
+
+    def __init__(self, target: str, store: dict, reuse: bool = False):
+        self.target, self.store, self.reuse = target, store, reuse
+
+    def __call__(self, adapter, batch):
+        from hf_attn.methods.gradient_x_input import gradient_times_input
+        from hf_attn.methods.saliency import embedding_gradient, saliency_from_gradient
+
+        key = (tuple(batch.input_ids.shape), batch.input_ids.cpu().numpy().tobytes())
+        if self.reuse and key in self.store:
+            return self.store.pop(key)
+        embeddings, grad, _ = embedding_gradient(adapter, batch, None, self.target)
+        times_input = gradient_times_input(batch, embeddings, grad)
+        if self.reuse:
+            return times_input
+        self.store[key] = times_input.detach()
+        return saliency_from_gradient(batch, grad)
+
+
+ROLLOUT_OF_ONE_LAYER = ("one attention layer over a recurrent, convolutional or averaging encoder: its rollout is "
+                        "the attention row itself (the attention method)")
+
+
+def _refusal(adapter, name: str) -> str | None:
+    """Why ``name`` is not run on ``adapter`` before trying it (None: try it)."""
+    if name == "rollout" and getattr(adapter, "num_layers", 1) == 1 and not hasattr(adapter, "_model_call"):
+        return ROLLOUT_OF_ONE_LAYER
+    return None
+
+
+def attribution_scores(adapter, batch, method: str, settings: FaithfulnessSettings | None = None) -> torch.Tensor:
+    """``(B, T)`` scores of one method of :data:`METHODS` (the battery's rows: each method's paper
+    and equation are in its module under :mod:`hf_attn.methods`) on ``batch``, 0 on pads and special
+    tokens. ``settings``: the method knobs of :class:`FaithfulnessSettings` (``ig_steps``,
+    ``ig_rule``, ``shap_samples``, ``seed``). Raises :class:`UnsupportedModelError` with the reason
+    where the method does not apply to the model (the battery's "skipped"), ``ImportError`` with the
+    install hint for a captum method without captum, ``ValueError`` for an unknown ``method``."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    reason = _refusal(adapter, method)
+    if reason:
+        raise UnsupportedModelError(reason)
+    return _method_function(method, settings or FaithfulnessSettings())(adapter, batch)
+
+
+class _PeakMemory:
+    """Peak memory above the level at entry (module docstring: psutil RSS sampled in a thread, or
+    CUDA's allocator peak)."""
+
+    def __init__(self, device):
+        self.cuda = getattr(device, "type", str(device)) == "cuda"
+        self.peak = 0
+
+    def __enter__(self):
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+            self.start = torch.cuda.memory_allocated()
+            return self
+        import psutil
+
+        self.process = psutil.Process()
+        self.start = self.process.memory_info().rss
+        self.top = self.start
+        self.running = True
+
+        def sample():
+            while self.running:
+                self.top = max(self.top, self.process.memory_info().rss)
+                time.sleep(0.005)
+        self.thread = threading.Thread(target=sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            self.peak = torch.cuda.max_memory_allocated() - self.start
+            return False
+        self.running = False
+        self.thread.join()
+        self.top = max(self.top, self.process.memory_info().rss)
+        self.peak = self.top - self.start
+        return False
+
+
+@dataclass
+class MethodRun:
+    """Every method's scores on a batch of texts: ``scores[method]`` per text its scores over the
+    text's real positions (specials included, 0 there); ``cost``, ``skipped`` as in
+    :class:`FaithfulnessResult`; ``padding``: padded / real tokens of the method batches."""
+
+    scores: dict
+    cost: dict
+    skipped: dict
+    padding: float
+
+
+def length_groups(full_batch, budget: int) -> list[np.ndarray]:
+    """The texts of ``full_batch`` in groups of similar length, whatever order the caller gave
+    (:func:`hf_attn.core.batching.padding_bounded_batches`: at most ``budget`` padded tokens and
+    1.1 padded tokens per real one; each group is trimmed to its longest text)."""
+    return padding_bounded_batches(full_batch.attention_mask.sum(1).cpu().numpy(), budget)
+
+
+def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: bool = False,
+                groups=None, time_budget: float | None = None) -> MethodRun:
+    """Run ``settings.methods`` on ``full_batch`` (any order, any lengths) in length-sorted groups of
+    at most ``settings.batch_tokens`` padded tokens, each trimmed to its longest text; the table,
+    ``Explainer.attributions`` and the Space all go through here. A method that does not apply is
+    in ``skipped`` with the reason; with ``time_budget`` (seconds) the methods after the budget is
+    spent are skipped too, saying so (an interactive request stays bounded)."""
+    began = time.perf_counter()
+    groups = length_groups(full_batch, settings.batch_tokens) if groups is None else groups
+    count = len(full_batch)
+    real_tokens = int(full_batch.attention_mask.sum())
+    padded = sum(len(g) * int(full_batch.attention_mask[torch.as_tensor(g)].sum(1).max()) for g in groups)
+    scores: dict[str, list] = {}
+    cost, skipped = {}, {}
+    shared = {}  # saliency and gradient × input from one backward: group → gradient × input's scores
+    both = {"saliency", "gradient_x_input"} <= set(settings.methods)
+    for name in settings.methods:
+        reason = _refusal(adapter, name)
+        if time_budget is not None and time.perf_counter() - began > time_budget:
+            reason = f"not run: this request's time budget of {time_budget:g} s was spent by the methods before it"
+        if reason:
+            skipped[name] = reason
+            continue
+        try:
+            function = _method_function(name, settings)
+        except ImportError as error:
+            skipped[name] = str(error)
+            continue
+        if both and name == "saliency":
+            function = _SharedGradient(settings.gradient_target, shared)
+        elif both and name == "gradient_x_input" and "saliency" in scores:
+            function = _SharedGradient(settings.gradient_target, shared, reuse=True)
+        per_instance: list = [None] * count
+        seconds, memory = 0.0, []
+        try:
+            for group in groups:
+                batch = full_batch.select(group.tolist())
+                batch = _trim(batch, int(batch.attention_mask.sum(1).max()), adapter)
+                with _PeakMemory(adapter.device) as peak:
+                    start = time.perf_counter()
+                    values = function(adapter, batch)
+                    if adapter.device.type == "cuda":
+                        torch.cuda.synchronize()
+                    seconds += time.perf_counter() - start
+                memory.append(peak.peak / len(group) / 2**20)
+                for i, row in zip(group, _real_scores(batch, values)):
+                    per_instance[i] = row
+        except (UnsupportedModelError, InterventionError) as error:
+            skipped[name] = f"{type(error).__name__}: {error}"
+            continue
+        if progress:
+            print(f"{name}: {seconds:.1f} s")
+        scores[name] = per_instance
+        cost[name] = {"seconds": seconds, "seconds_per_sentence": seconds / count,
+                      "peak_mb_per_sentence": float(np.mean(memory)) if memory else 0.0}
+        if isinstance(function, _SharedGradient):
+            cost[name]["shared_backward"] = "saliency and gradient_x_input from one forward + backward"
+        if isinstance(function, _IntegratedGradients):
+            cost[name] |= function.completeness()
+    return MethodRun(scores, cost, skipped, padded / max(real_tokens, 1))

@@ -1,0 +1,149 @@
+"""The faithfulness table's rows and columns (every attribution method with its paper, every metric,
+which way is better, what leaves a cell undefined) and :class:`FaithfulnessSettings`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hf_attn.core.numpy_measures import check_number, check_whole
+from hf_attn.methods.eraser import DEFAULT_FRACTIONS
+
+# name: (description with the paper, needs transformer internals)
+METHODS = {
+    "attention": ("raw attention α of the query row(s), adapter's layer/heads (Jain & Wallace 2019 §2)", False),
+    "rollout": ("attention rollout (Abnar & Zuidema 2020 §3)", False),
+    "attention_flow": ("attention flow, max-flow on the attention graph (Abnar & Zuidema 2020 §3)", True),
+    "attention_norm": ("‖Σ_h α f(x)‖, explained layer (Kobayashi et al. 2020 §3)", True),
+    "alti": ("ALTI contributions rolled out (Ferrando et al. 2022)", True),
+    "value_zeroing": ("value zeroing rolled out (Mohebbi et al. 2023)", True),
+    "saliency": ("‖∂ŷ_c/∂e_t‖₂ (Simonyan et al. 2014; Li et al. 2016)", False),
+    "gradient_x_input": ("Σ_d e ∂ŷ_c/∂e, signed (Shrikumar et al. 2016)", False),
+    "integrated_gradients": ("integrated gradients, signed, zero-embedding baseline (Sundararajan et al. 2017)",
+                             False),
+    "leave_one_out": ("ŷ_c(x) − ŷ_c(x₋t), token deleted (Li et al. 2016)", False),
+    "kernel_shap": ("Kernel SHAP via captum (Lundberg & Lee 2017), optional extra", False),
+    "deeplift": ("DeepLift rescale rule via captum where its hooks reach (Shrikumar et al. 2017), optional extra",
+                 False),
+    "random": ("uniform random scores (the floor)", False),
+}
+ATTENTION_FAMILY = ("attention", "rollout", "attention_flow", "attention_norm", "alti", "value_zeroing")
+DEFAULT_METHODS = tuple(METHODS)
+METRICS = ("comprehensiveness", "sufficiency", "soft_comprehensiveness", "soft_sufficiency",
+           "naopc_comprehensiveness", "naopc_sufficiency", "tau_loo", "agreement")
+HIGHER_IS_BETTER = {"comprehensiveness": True, "sufficiency": False, "soft_comprehensiveness": True,
+                    "soft_sufficiency": True, "naopc_comprehensiveness": True, "naopc_sufficiency": False,
+                    "tau_loo": True, "agreement": True}
+UNDEFINED = {
+    "comprehensiveness": "no tokens to delete", "sufficiency": "no tokens to delete",
+    "soft_comprehensiveness": "ŷ(x) ≤ ŷ(null input): the normaliser 1 − S(x, ŷ, 0) is 0",
+    "soft_sufficiency": "ŷ(x) ≤ ŷ(null input): the normaliser 1 − S(x, ŷ, 0) is 0",
+    "naopc_comprehensiveness": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
+    "naopc_sufficiency": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
+    "tau_loo": "fewer than 2 tokens or constant scores", "agreement": "fewer than 2 tokens or constant scores"}
+SOFT_VARIANTS = ("reference", "embedding")
+NAOPC_PERTURBATIONS = ("delete", "mask")
+
+
+@dataclass(frozen=True)
+class FaithfulnessSettings:
+    """What :func:`run_faithfulness` computes (module docstring).
+
+    ``methods``: names from :data:`METHODS`; ``metrics``: the columns (a subset of :data:`METRICS`;
+    ``tau_loo`` exists only when ``leave_one_out`` is among the methods); ``fractions``: ERASER bins.
+
+    Integrated gradients: ``ig_rule`` quadrature (Gauss–Legendre by default) starting from
+    ``ig_steps`` nodes; with ``ig_target`` (default 0.01) each sentence's nodes are doubled until its
+    completeness gap |Σ_t IG_t − (f(x) − f(x'))| is within ``ig_target`` · |f(x) − f(x')| or
+    ``ig_max_steps`` is reached (the sentences that miss it are counted); ``ig_target=None``: exactly
+    ``ig_steps`` nodes. ``gradient_target``: f of saliency, gradient × input and IG,
+    ``"probability"`` ŷ_c (default) or ``"logit"`` z_c (ferret's and inseq's choice);
+    ``ig_baseline``: ``"zero"`` or ``"pad"`` (the pad token's embedding).
+
+    Soft metrics: ``soft_variant`` ``"reference"`` (default: Zhao & Aletras's code — the mask on the
+    embedding layer's output, the null input every id 0, scores clipped to [0, 1]) or
+    ``"embedding"`` (the mask on the word embeddings, the null input the text's embeddings zeroed,
+    no clipping); every sentence draws its own Bernoulli masks from a seed of its tokens, ``seed``
+    and the method, ``soft_draws`` of them, doubled while a cell's Monte-Carlo standard error
+    exceeds ``soft_stderr`` and the draws stay within ``soft_max_draws``.
+
+    NAOPC (Edin et al. 2024): ``naopc_beam`` the beam width (0: no NAOPC columns); bounds exact for
+    sentences of at most ``naopc_exact_max`` tokens (2^n forwards), by beam search up to
+    ``naopc_beam_max`` tokens, beyond that the extremes over the table's own orderings (every
+    method's, both directions) — each sentence's method is recorded; sentences over
+    ``naopc_every_k_max`` tokens average that many evenly spaced k's instead of every k (an
+    approximation, counted); ``naopc_perturbation``
+    ``"delete"`` (default) or ``"mask"`` (the tokenizer's mask token, as the authors' code).
+
+    ``flow_normalise``: attention flow divided per output row by its sum over the input tokens (the
+    authors' code; default) or raw. ``shap_samples``: Kernel SHAP coalitions; ``batch_tokens``:
+    padded tokens per method batch; ``seed``: the random floor and the soft draws; ``confidence``:
+    of the intervals and the significance level (1 − confidence) of the paired tests."""
+
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    ig_steps: int = 16
+    ig_rule: str = "gauss-legendre"
+    ig_target: float | None = 0.01
+    ig_max_steps: int = 256
+    soft_variant: str = "reference"
+    soft_draws: int = 10
+    soft_max_draws: int = 40
+    soft_stderr: float = 0.01
+    naopc_beam: int = 1
+    naopc_exact_max: int = 10
+    naopc_beam_max: int = 32
+    naopc_every_k_max: int = 64
+    naopc_perturbation: str = "delete"
+    flow_normalise: bool = True
+    shap_samples: int = 64
+    batch_tokens: int = 1024
+    seed: int = 0
+    confidence: float = 0.95
+    metrics: tuple[str, ...] = METRICS
+    gradient_target: str = "probability"
+    ig_baseline: str = "zero"
+
+    def __post_init__(self):
+        for name in ("methods", "fractions", "metrics"):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)):
+                raise ValueError(f"{name} must be a tuple, got {value!r}")
+            if len(set(value)) != len(value):
+                raise ValueError(f"{name} lists an item twice: {list(value)}")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ValueError(f"methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
+        if not self.fractions:
+            raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1], got {self.fractions!r}")
+        for i, f in enumerate(self.fractions):
+            check_number(f"fractions[{i}]", f, 0, 1, low_open=True)
+        for name in ("ig_steps", "ig_max_steps", "soft_draws", "soft_max_draws", "shap_samples", "batch_tokens"):
+            check_whole(name, getattr(self, name), 1)
+        for name in ("naopc_beam", "naopc_exact_max", "naopc_beam_max", "seed"):
+            check_whole(name, getattr(self, name), 0)
+        check_whole("naopc_every_k_max", self.naopc_every_k_max, 2)
+        if max(self.naopc_exact_max, self.naopc_beam_max) > self.naopc_every_k_max:
+            raise ValueError(f"naopc_exact_max and naopc_beam_max must be ≤ naopc_every_k_max "
+                             f"({self.naopc_every_k_max}): their bounds are over every k")
+        from hf_attn.core.naopc import EXACT_LIMIT
+
+        if self.naopc_exact_max > EXACT_LIMIT:
+            raise ValueError(f"naopc_exact_max must be ≤ {EXACT_LIMIT} (2^n forwards per sentence), got "
+                             f"{self.naopc_exact_max}")
+        if self.ig_max_steps < self.ig_steps:
+            raise ValueError(f"ig_max_steps ({self.ig_max_steps}) must be ≥ ig_steps ({self.ig_steps})")
+        if self.soft_max_draws < self.soft_draws:
+            raise ValueError(f"soft_max_draws ({self.soft_max_draws}) must be ≥ soft_draws ({self.soft_draws})")
+        for name in ("ig_target", "soft_stderr", "confidence"):  # ig_target None: a fixed node count
+            if name != "ig_target" or self.ig_target is not None:
+                check_number(name, getattr(self, name), 0, 1, low_open=True, high_open=True)
+        unknown = [m for m in self.metrics if m not in METRICS]
+        if unknown or not self.metrics:
+            raise ValueError(f"metrics must be a non-empty subset of {list(METRICS)}, got {list(self.metrics)}")
+        choices = {"gradient_target": ("probability", "logit"), "ig_baseline": ("zero", "pad"),
+                   "soft_variant": SOFT_VARIANTS, "naopc_perturbation": NAOPC_PERTURBATIONS}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
+        if not isinstance(self.flow_normalise, bool):
+            raise ValueError(f"flow_normalise must be True or False, got {self.flow_normalise!r}")

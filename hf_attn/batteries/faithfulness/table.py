@@ -1,0 +1,257 @@
+"""One faithfulness table, step by step: the texts encoded and scored once, every method's scores,
+then each family of columns, the agreement between methods and the paired tests against the
+random floor."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from hf_attn.core import faithfulness as fm
+from hf_attn.methods.eraser import tokens_per_fraction
+from hf_attn.batteries.faithfulness.result import FaithfulnessResult, _paired
+from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSettings
+from hf_attn.batteries.faithfulness.methods import _PeakMemory, length_groups, run_methods
+from hf_attn.batteries.faithfulness.inputs import _ProbabilityCache, _instances
+from hf_attn.batteries.faithfulness.erasure import _cached_leave_one_out, _erasure, _naopc_columns
+from hf_attn.batteries.faithfulness.soft import _soft_columns
+
+
+def _mask_token(adapter) -> int:
+    """The tokenizer's mask token id (NAOPC's "mask" perturbation), or a one-line refusal."""
+    tokenizer = getattr(adapter, "tokenizer", None)
+    mask_id = getattr(tokenizer, "mask_token_id", None)
+    if mask_id is None:
+        raise ValueError("naopc_perturbation='mask' needs a tokenizer with a mask token; this model's has none "
+                         "(use naopc_perturbation='delete')")
+    return int(mask_id)
+
+
+@dataclass
+class _Inputs:
+    """The texts as the table scores them: the encoded batch, one :class:`_Instance` per text, its
+    length groups, the pad id, the shared probability cache and the model's prediction (class and
+    probability) on every full text."""
+
+    texts: list
+    full_batch: object
+    instances: list
+    groups: list
+    pad: int
+    cache: _ProbabilityCache
+    predicted: np.ndarray
+    p_full: np.ndarray
+
+
+def _table_inputs(adapter, texts, settings: FaithfulnessSettings) -> _Inputs:
+    """``texts`` encoded and each full text scored once; a refusal when a text has no tokens of its own."""
+    if isinstance(texts, str) or not len(texts):
+        raise ValueError("texts must be a non-empty list of strings")
+    texts = list(texts)
+    full_batch = adapter.encode(texts)
+    keep = full_batch.content.any(1).cpu()
+    if not bool(keep.all()):
+        dropped = [i for i, k in enumerate(keep.tolist()) if not k]
+        raise ValueError(f"texts {dropped[:5]} have no tokens of their own (only special tokens): nothing to rank")
+    instances = _instances(adapter, full_batch)
+    groups = length_groups(full_batch, settings.batch_tokens)
+    pad = int(getattr(adapter, "pad_id", 0))
+    cache = _ProbabilityCache(adapter, max(settings.batch_tokens * 4, 2048))
+    full = cache.get([tuple(int(t) for t in i.tokens) for i in instances])
+    predicted = full.argmax(1)
+    return _Inputs(texts, full_batch, instances, groups, pad, cache, predicted,
+                   full[np.arange(len(instances)), predicted])
+
+
+def _method_scores(adapter, inputs: _Inputs, settings: FaithfulnessSettings, progress: bool
+                   ) -> tuple[dict, dict, dict]:
+    """``(scores, cost, skipped)`` of the requested methods, in the requested order. Leave-one-out goes
+    through the erasure cache: its deletions are the k = 1 erasures of every method."""
+    runner = replace(settings, methods=tuple(m for m in settings.methods if m != "leave_one_out") or ("random",))
+    run = run_methods(adapter, inputs.full_batch, runner, progress=progress, groups=inputs.groups)
+    scores, cost, skipped = run.scores, run.cost, run.skipped
+    if "leave_one_out" in settings.methods:
+        count = len(inputs.instances)
+        with _PeakMemory(adapter.device) as peak:
+            start = time.perf_counter()
+            scores["leave_one_out"] = _cached_leave_one_out(inputs.cache, inputs.instances, inputs.p_full,
+                                                            inputs.predicted, inputs.pad)
+            seconds = time.perf_counter() - start
+        cost["leave_one_out"] = {"seconds": seconds, "seconds_per_sentence": seconds / count,
+                                 "peak_mb_per_sentence": peak.peak / count / 2**20,
+                                 "shared_forwards": "deletions scored through the erasure inputs' cache"}
+    if "random" not in settings.methods:
+        scores.pop("random", None), cost.pop("random", None)
+    return {m: scores[m] for m in settings.methods if m in scores}, cost, skipped
+
+
+class _Columns:
+    """The table being filled: per method and metric the summary cell (mean, interval, median, the
+    undefined count) and the per-text values behind it."""
+
+    def __init__(self, methods: list[str], confidence: float):
+        self.table: dict = {m: {} for m in methods}
+        self.per_metric: dict = {m: {} for m in methods}
+        self.confidence = confidence
+
+    def add(self, method: str, metric: str, values) -> None:
+        values = np.asarray(values, dtype=float)
+        self.per_metric[method][metric] = values
+        finite = values[np.isfinite(values)]
+        self.table[method][metric] = fm.mean_ci(values, self.confidence) | {
+            "median": float(np.median(finite)) if len(finite) else math.nan,
+            "undefined": int(len(values) - len(finite))}
+
+
+def _erasure_cells(columns: _Columns, inputs: _Inputs, scores: dict, settings: FaithfulnessSettings) -> None:
+    """ERASER comprehensiveness and sufficiency (AOPC over ``settings.fractions``) of every method."""
+    instances, predicted = inputs.instances, inputs.predicted
+    counts = tokens_per_fraction([int(i.content.sum()) for i in instances], settings.fractions)
+    rows = np.arange(len(instances))
+    for method, content_scores in scores.items():
+        p_removed, p_kept = _erasure(inputs.cache, instances, content_scores, counts, inputs.pad)
+        comp = fm.erasure_differences(inputs.p_full, p_removed[rows, :, predicted])
+        suff = fm.erasure_differences(inputs.p_full, p_kept[rows, :, predicted])
+        columns.add(method, "comprehensiveness", fm.aopc(comp))
+        columns.add(method, "sufficiency", fm.aopc(suff))
+
+
+def _soft_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, settings: FaithfulnessSettings
+                ) -> dict | None:
+    """Soft-NC / Soft-NS of every method when asked for, each cell with its Monte-Carlo standard error;
+    returns what ``metric_details["soft"]`` records (None: not asked for)."""
+    if not {"soft_comprehensiveness", "soft_sufficiency"} & set(settings.metrics):
+        return None
+    if settings.soft_variant == "reference" and not hasattr(adapter, "logits_with_embedding_output"):
+        raise ValueError(f"{type(adapter).__name__} cannot reach its model's embedding-layer output "
+                         "(logits_with_embedding_output): use soft_variant='embedding' or leave the soft metrics out")
+    methods = list(scores)
+    lengths = np.array([len(i.tokens) for i in inputs.instances])
+    soft = _soft_columns(adapter, inputs.full_batch, inputs.instances, inputs.groups, lengths, scores, methods,
+                         inputs.predicted, inputs.p_full, settings)
+    for method in methods:
+        for metric, values in soft["columns"][method].items():
+            columns.add(method, metric, values)
+            columns.table[method][metric]["mc_stderr"] = soft["stderr"][(method, metric)]
+            columns.table[method][metric]["draws"] = soft["draws"]
+    return {"variant": settings.soft_variant, "draws": soft["draws"], "seconds": soft["seconds"],
+            "max_mc_stderr": max(soft["stderr"].values()), "null_probability": soft["null"].tolist()}
+
+
+def _naopc_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, settings: FaithfulnessSettings
+                 ) -> dict | None:
+    """Normalised AOPC of every method when asked for; returns ``metric_details["naopc"]`` (None: not
+    asked for)."""
+    if not (settings.naopc_beam > 0 and {"naopc_comprehensiveness", "naopc_sufficiency"} & set(settings.metrics)):
+        return None
+    mask_id = _mask_token(adapter) if settings.naopc_perturbation == "mask" else None
+    methods = list(scores)
+    naopc = _naopc_columns(inputs.cache, inputs.instances, scores, methods, inputs.p_full, inputs.predicted,
+                           settings, inputs.pad, mask_id)
+    for method in methods:
+        for metric, values in naopc["columns"][method].items():
+            columns.add(method, metric, values)
+    return naopc["info"]
+
+
+def _content_matrix(rows: list, masks: list) -> tuple[np.ndarray, np.ndarray]:
+    """One method's scores over the texts' content tokens, left-aligned and zero-padded, with the mask
+    of real entries: ``(N, longest)`` each."""
+    width = max(int(m.sum()) for m in masks)
+    out = np.zeros((len(masks), width))
+    mask = np.zeros((len(masks), width), bool)
+    for i, (row, m) in enumerate(zip(rows, masks)):
+        out[i, :m.sum()] = row[m]
+        mask[i, :m.sum()] = True
+    return out, mask
+
+
+def _agreement_cells(columns: _Columns, scores: dict, masks: list, settings: FaithfulnessSettings) -> dict:
+    """The rank agreement (mean Kendall τ-b) of every pair of methods; per method τ with leave-one-out
+    (``tau_loo``) and its mean agreement with the others (``agreement``). Returns the full matrix."""
+    methods = list(scores)
+    dense = {m: _content_matrix(scores[m], masks) for m in methods}
+    agreement: dict = {a: {} for a in methods}
+    for a in methods:
+        for b in methods:
+            if a != b:
+                tau = fm.rank_agreement(dense[a][0], dense[b][0], dense[a][1])
+                with np.errstate(invalid="ignore"):
+                    agreement[a][b] = float(np.nanmean(tau)) if np.isfinite(tau).any() else math.nan
+    for method in methods:
+        if "leave_one_out" in dense and method != "leave_one_out" and "tau_loo" in settings.metrics:
+            columns.add(method, "tau_loo",
+                        fm.rank_agreement(dense[method][0], dense["leave_one_out"][0], dense[method][1]))
+        others = [agreement[method][b] for b in methods if b != method and b != "random"
+                  and not math.isnan(agreement[method][b])]
+        columns.table[method]["agreement"] = {"mean": float(np.mean(others)) if others else math.nan,
+                                              "low": math.nan, "high": math.nan, "n": len(others)}
+    return agreement
+
+
+def _paired_tests(columns: _Columns, methods: list[str], settings: FaithfulnessSettings) -> dict | None:
+    """Every method against the random floor on every column (``vs_random`` in its cells); returns
+    every pair on comprehensiveness (``metric_details["paired"]``, so the sentence can be rebuilt
+    from results.json alone), None without that column."""
+    per_metric = columns.per_metric
+    if "random" in per_metric:
+        for method in methods:
+            if method == "random":
+                continue
+            for metric, values in per_metric[method].items():
+                if metric in per_metric["random"]:
+                    columns.table[method][metric]["vs_random"] = _paired(values, per_metric["random"][metric])
+    if "comprehensiveness" not in settings.metrics:
+        return None
+    return {"comprehensiveness": {
+        a: {b: _paired(per_metric[a]["comprehensiveness"], per_metric[b]["comprehensiveness"])
+            for b in methods if b != a} for a in methods}}
+
+
+def _result(adapter, inputs: _Inputs, settings: FaithfulnessSettings, scores: dict, cost: dict, skipped: dict,
+            columns: _Columns, agreement: dict, extra: dict) -> FaithfulnessResult:
+    """The filled table as a :class:`FaithfulnessResult`, only the requested columns kept."""
+    methods = list(scores)
+    wanted = set(settings.metrics)
+    table = {m: {k: v for k, v in row.items() if k in wanted} for m, row in columns.table.items()}
+    per_metric = {m: {k: v for k, v in row.items() if k in wanted} for m, row in columns.per_metric.items()}
+    describe = adapter.describe() if hasattr(adapter, "describe") else {}
+    model = {"name": getattr(adapter, "name", type(adapter).__name__), **describe}
+    cache = inputs.cache
+    return FaithfulnessResult(
+        methods=methods, table=table, cost=cost, skipped=skipped, agreement=agreement, per_instance=per_metric,
+        attributions={m: scores[m] for m in methods}, content=[i.content for i in inputs.instances],
+        settings=asdict(settings) | {"descriptions": {m: METHODS[m][0] for m in settings.methods},
+                                     "naopc_seconds": extra.get("naopc", {}).get("seconds", 0.0),
+                                     "memory": "peak RSS above each batch's start (psutil, 5 ms samples) / sentences "
+                                               "in the batch; CUDA: allocator peak"},
+        model=model, num_instances=len(inputs.instances),
+        forwards={"requested": cache.requested, "unique": len(cache.store),
+                  "saved_share": 1 - len(cache.store) / max(cache.requested, 1)},
+        texts=inputs.texts, metric_details=extra)
+
+
+def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = None, progress: bool = False
+                     ) -> FaithfulnessResult:
+    """The faithfulness table of ``adapter``'s model on ``texts`` (the package docstring): the texts
+    scored once, every method's scores, then the ERASER, soft and NAOPC columns, the agreement
+    between methods and the paired tests against the random floor."""
+    settings = settings or FaithfulnessSettings()
+    inputs = _table_inputs(adapter, texts, settings)
+    scores, cost, skipped = _method_scores(adapter, inputs, settings, progress)
+    methods = list(scores)
+    columns = _Columns(methods, settings.confidence)
+    _erasure_cells(columns, inputs, scores, settings)
+    extra = {}
+    for key, details in (("soft", _soft_cells(columns, adapter, inputs, scores, settings)),
+                         ("naopc", _naopc_cells(columns, adapter, inputs, scores, settings))):
+        if details is not None:
+            extra[key] = details
+    agreement = _agreement_cells(columns, scores, [i.content for i in inputs.instances], settings)
+    paired = _paired_tests(columns, methods, settings)
+    if paired is not None:
+        extra["paired"] = paired
+    return _result(adapter, inputs, settings, scores, cost, skipped, columns, agreement, extra)
