@@ -558,9 +558,20 @@ def _merged_reference(ref, batch, layer, weights):
     module.eager_attention_forward = patched
     try:
         with torch.no_grad():
-            return ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            return ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                       decoder_input_ids=_cut_decoder_inputs(ref, batch)).logits
     finally:
         module.eager_attention_forward = original
+
+
+def _cut_decoder_inputs(ref, batch):
+    """T5Gemma2's own shift of the ids, with pad ids at the padding positions (explicit loops)."""
+    shifted = ref.prepare_decoder_input_ids_from_labels(batch.input_ids).clone()
+    for b in range(shifted.shape[0]):
+        for t in range(shifted.shape[1]):
+            if not batch.attention_mask[b, t]:
+                shifted[b, t] = ref.config.pad_token_id
+    return shifted
 
 
 def test_merged_self_and_cross_attention_explains_the_encoder_share():
@@ -576,6 +587,11 @@ def test_merged_self_and_cross_attention_explains_the_encoder_share():
     assert adapter.explained_module == "model.decoder.layers.1.self_attn"
     batch = adapter.encode(TEXTS)
     forward = adapter.forward(batch)
+    for i, text in enumerate(TEXTS):  # the decoder inputs cut at the padding: each text as alone
+        alone = adapter.forward(adapter.encode([text]))
+        torch.testing.assert_close(forward.logits[i], alone.logits[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(forward.attention[i][batch.attention_mask[i].bool()], alone.attention[0],
+                                   atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(forward.logits, _merged_reference(ref, batch, 0, None), atol=1e-5, rtol=1e-5)
     weights = random_rows(batch, adapter.num_heads, seed=1)
     for layer in (3, 2, 1):
@@ -598,7 +614,8 @@ def test_merged_self_and_cross_attention_explains_the_encoder_share():
     module.eager_attention_forward = watched
     try:
         with torch.no_grad():
-            ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+            ref(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                decoder_input_ids=_cut_decoder_inputs(ref, batch))
     finally:
         module.eager_attention_forward = original
     assert [probs.shape[-1] for _, probs in own] == [batch.input_ids.shape[1]] * 2 + [2 * batch.input_ids.shape[1]] * 2
@@ -831,3 +848,27 @@ def test_nystromformer_is_explained_in_its_exact_mode_only():
     with pytest.raises(UnsupportedModelError, match="with num_landmarks equal to segment_means_seq_len") as caught:
         adapter_for(model, tokenizer, device="cpu")
     assert "\n" not in str(caught.value)
+
+
+def test_decoder_inputs_cut_at_the_padding_where_the_head_reads_them():
+    """T5Gemma2's head reads the decoder's last position whose input is not a pad token; shifted
+    right, a padded text's last real id lands on its first padding position, so a padded batch
+    would read one row later than the text alone: its decoder inputs are cut at the padding, and a
+    padded text has its logits alone. T5Gemma reads one position past the ids' last real token
+    whatever its decoder inputs: its padding behaviour is its own, and the adapter says so."""
+    model, tokenizer = _sweep_build("t5gemma2")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.decoder_padding and not adapter.describe()["padding_changes_logits"]
+    batch = adapter.encode(TEXTS)
+    with torch.no_grad():
+        plain = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    alone = torch.cat([adapter.logits(adapter.encode([text])) for text in TEXTS])
+    torch.testing.assert_close(adapter.logits(batch), alone, atol=1e-5, rtol=1e-5)
+    assert float((plain - alone).abs().max()) > 1e-3  # the model's own decoder inputs would not
+    model, tokenizer = _sweep_build("t5gemma")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert not adapter.decoder_padding and adapter.describe()["padding_changes_logits"]
+    for name in ("bart", "t5"):
+        model, tokenizer = _sweep_build(name)
+        adapter = adapter_for(model, tokenizer, device="cpu")
+        assert not adapter.decoder_padding and not adapter.describe()["padding_changes_logits"]

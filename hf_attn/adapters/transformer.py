@@ -248,11 +248,59 @@ class TransformersAdapter:
         # decoders are padded on the left; encoder-decoders (BART, T5) find their end-of-sentence token
         # in the ids themselves and keep their right padding
         self.left_padding = self.pooling == "last" and not getattr(self.model.config, "is_encoder_decoder", False)
+        self._check_decoder_padding(input_ids)
         self.fast_path = False
         self._check_effective(input_ids, mask)
         self.fast_path = True  # the check's forward fills the fast path's cache
         self.fast_path, self.fast_path_reason = self._check_fast_path(input_ids, mask)
         self.fused, self.fused_reason = self._check_fused(input_ids, mask)
+
+    def _check_decoder_padding(self, input_ids) -> None:
+        """An encoder–decoder whose head reads the decoder's last position that is not a pad token of
+        its decoder inputs (T5Gemma2) derives those inputs from the right-padded ids: shifted right,
+        the last real id lands on the first padding position, so in a padded batch the head reads a
+        row one position later than for the text alone. Found by running the probe sentence alone and
+        followed by two padding positions; the decoder inputs are then passed explicitly — the
+        model's own shift of the ids, with pad ids from the first padding position on (the decoder is
+        causal: the rows before are unchanged) — where that gives the text's logits alone. Where it
+        does not (T5Gemma reads one position past the ids' last real token whatever the decoder
+        inputs), the model keeps its own padding behaviour and :meth:`describe` says that padding
+        changes its logits (``padding_changes_logits``)."""
+        self.decoder_padding = False
+        self.padding_changes_logits = False
+        if not getattr(self.model.config, "is_encoder_decoder", False):
+            return
+        padded = torch.cat([input_ids, torch.full_like(input_ids[:, :2], self.pad_id)], 1)
+        mask = torch.cat([torch.ones_like(input_ids), torch.zeros_like(input_ids[:, :2])], 1)
+
+        def gap() -> float:
+            with torch.no_grad():
+                alone = self._model_call(input_ids, torch.ones_like(input_ids), None, None).logits.float()
+                extra = self._model_call(padded, mask, None, None).logits.float()
+            return float((alone - extra).abs().max()) / (1.0 + float(alone.abs().max()))
+
+        if gap() <= 1e-5:
+            return
+        if self._shift_function() is not None:
+            self.decoder_padding = True
+            if gap() <= 1e-5:
+                return
+            self.decoder_padding = False
+        self.padding_changes_logits = True
+
+    def _shift_function(self):
+        """The model's own shift of the ids to the decoder's inputs, or ``None``."""
+        for name in ("prepare_decoder_input_ids_from_labels", "_shift_right"):
+            shift = getattr(self.model, name, None)
+            if callable(shift):
+                return shift
+        return None
+
+    def _decoder_inputs(self, input_ids, mask) -> torch.Tensor:
+        """The decoder inputs of :meth:`_check_decoder_padding`: the model's shift of ``input_ids``, pad
+        ids where ``mask`` is 0 (right padding: from the first padding position on)."""
+        shifted = self._shift_function()(input_ids)
+        return torch.where(mask.bool(), shifted, torch.full_like(shifted, self.pad_id))
 
     def _check_fused(self, input_ids, mask) -> tuple[bool, str]:
         """Whether the gradients to the input embeddings (saliency, gradient × input, integrated
@@ -409,6 +457,10 @@ class TransformersAdapter:
                 new = embeds.to(rows.dtype)
             elif ids.shape[1] > 1 and torch.equal(ids[:, 1:], input_ids[:, :-1]):
                 new = torch.cat([rows[:, :1], embeds[:, :-1].to(rows.dtype)], 1)
+            elif ids.shape[1] > 1 and bool(((ids[:, 1:] == input_ids[:, :-1]) | (ids[:, 1:] == self.pad_id)).all()):
+                # the decoder inputs cut at the padding (_check_decoder_padding): the cut positions keep their rows
+                same = (ids[:, 1:] == input_ids[:, :-1]).unsqueeze(-1)
+                new = torch.cat([rows[:, :1], torch.where(same, embeds[:, :-1].to(rows.dtype), rows[:, 1:])], 1)
             else:
                 return output
             self.embeddings_swapped += 1
@@ -619,6 +671,10 @@ class TransformersAdapter:
             inputs["input_ids"] = input_ids
         if position_ids is not None and self._takes_position_ids():
             inputs["position_ids"] = position_ids
+        if getattr(self, "decoder_padding", False):
+            if input_ids is None:
+                raise ValueError(f"{type(self.model).__name__}: its decoder inputs are made from the ids: pass them")
+            inputs["decoder_input_ids"] = self._decoder_inputs(input_ids, mask)
         if getattr(self.model.config, "use_cache", None) is not None:
             inputs["use_cache"] = False
         with autocast(self.device, self.dtype), active(intervention), swap, self._last_position_pooling():
@@ -840,6 +896,7 @@ class TransformersAdapter:
                 "fused_attention": self.fused, "fused_attention_reason": self.fused_reason,
                 "device": str(self.device), "precision": str(self.dtype).replace("torch.", ""),
                 "explained_module": self.explained_module,
+                "padding_changes_logits": bool(getattr(self, "padding_changes_logits", False)),
                 "attention_seam": ("hooks on the model's own attention modules (" + ", ".join(self.own_attention) + ")"
                                    if self.own_attention else "transformers' attention interface"),
                 "text": f"layer {self.spec.layer}, {self.query_rule} query row(s), {heads}"}
