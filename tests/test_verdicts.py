@@ -467,7 +467,7 @@ def test_report_header_says_where_published_numbers_come_from():
 def test_jw2_cause_is_read_from_the_preprocessing_record(committed, tmp_path, monkeypatch):
     """A cause is printed only from the committed preprocessing record, quoting its numbers; without the
     record (or with other numbers in it) the sentence follows; no unrecorded cause is printed."""
-    from hf_attn.reporting import findings as F
+    from hf_attn.reporting.findings import jw as F
 
     f = _verdicts(committed)["JW-2"]
     assert f["verdict"] == "not reproduced"

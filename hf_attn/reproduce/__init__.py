@@ -37,10 +37,12 @@ Which file holds what (the reproduction spans three floors of the package):
 * ``hf_attn/runs/reproduce/collect.py``: :func:`collect`, the numbers of one dataset read back from its folders;
 * ``hf_attn/runs/reproduce/machine.py``: :func:`machine_info`;
 * ``hf_attn/reporting/published.py``: the papers' published numbers and the verbatim sentences the findings quote;
-* ``hf_attn/reporting/findings.py``: :class:`Check`, :func:`verdict_of`, :data:`VERDICTS`, one function per
-  finding (the :data:`FINDINGS` table), :func:`findings_for` and :func:`regrade`;
+* ``hf_attn/reporting/findings/``: :class:`Check`, :func:`verdict_of`, :data:`VERDICTS` (``checks.py``), one
+  function per finding (``jw.py``, ``wp.py``, ``ts.py``, ``eraser.py``; the :data:`FINDINGS` table),
+  :func:`findings_for` and :func:`regrade`;
 * ``hf_attn/reporting/report.py``: :func:`write_report`, :func:`dataset_section` (one function per
-  table), :func:`format_findings_table` and :data:`TABLE_HEADERS`;
+  table, in ``paper_sections.py`` and ``beyond_sections.py``), :func:`format_findings_table` and
+  :data:`TABLE_HEADERS`;
 * ``pipeline.py`` (this package): :func:`reproduce` and :func:`run_dataset` (one function per stage;
   which runs are shared between batteries), :class:`StageClock`, :func:`train_and_analyse_snli` and
   the battery settings. It drives the runs and then the reporting, so it sits above both;
