@@ -499,6 +499,7 @@ class Explainer:
         ``ig_baseline``, ``flow_normalise``). ``time_budget``: seconds after which the remaining
         methods are skipped with that reason (None: no limit)."""
         from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, length_groups, run_methods
+        from hf_attn.methods.kept_logits import keep_logits
         from hf_attn.core.numpy_measures import check_number
 
         if isinstance(methods, str):
@@ -519,14 +520,11 @@ class Explainer:
             raise ValueError(f"texts {empty[:5]} have no tokens of their own (only special tokens)")
         # length-sorted groups within the token budget, whatever order and lengths the caller gave
         groups = length_groups(batch, typed.batch_tokens)
-        probabilities = torch.zeros(len(items), self.model.config.num_labels)
-        with torch.no_grad():
-            for group in groups:
-                sub = batch.select(group.tolist())
-                probabilities[torch.as_tensor(group)] = adapter.logits(sub).float().softmax(-1).cpu()
         if time_budget is not None:
             check_number("time_budget", time_budget, 0, low_open=True)
-        run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget)
+        with keep_logits() as kept:  # the methods' own forwards of the texts give the probabilities
+            run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget)
+        probabilities = self._probabilities(batch, groups, kept)
         content = [keep[i][batch.attention_mask[i].bool()].cpu().numpy() for i in range(len(items))]
         values = {name: [np.asarray(rows[i])[content[i]].tolist() for i in range(len(items))]
                   for name, rows in run.scores.items()}
@@ -536,6 +534,24 @@ class Explainer:
                                   seconds=seconds, probabilities=probabilities.tolist(),
                                   predicted=probabilities.argmax(-1).tolist(), label_names=self._label_names(),
                                   padding=run.padding, cost=json_safe(run.cost))
+
+    def _probabilities(self, batch, groups, kept: dict) -> torch.Tensor:
+        """``(B, C)`` softmax of each text's logits: those a method computed (``kept``), a forward
+        for the groups with a text no method ran unperturbed."""
+        from hf_attn.methods.kept_logits import text_key
+
+        mask = batch.attention_mask.bool().cpu()
+        ids = batch.input_ids.cpu()
+        keys = [text_key(ids[i][mask[i]].tolist()) for i in range(len(ids))]
+        probabilities = torch.zeros(len(keys), self.model.config.num_labels)
+        with torch.no_grad():
+            for group in groups:
+                if all(keys[i] in kept for i in group):
+                    logits = torch.stack([kept[keys[i]] for i in group])
+                else:
+                    logits = self.adapter.logits(batch.select(group.tolist())).float().cpu()
+                probabilities[torch.as_tensor(group)] = logits.float().softmax(-1)
+        return probabilities
 
     def wp(self, texts, labels) -> BatteryResult:
         """Wiegreffe & Pinter §3.2 in memory: the model against its own attention replaced by the

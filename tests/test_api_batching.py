@@ -105,3 +105,67 @@ def test_a_decoder_without_a_pad_token_runs_several_rows_as_one():
         for method in together.methods:
             np.testing.assert_allclose(together.values[method][i], alone.values[method][0], atol=1e-9)
     assert model.config.pad_token_id is None
+
+
+def test_probabilities_come_from_the_methods_own_forwards(small_sst):
+    """A gradient method runs the model on the texts anyway: ``attributions`` reads its logits for the
+    probabilities (no extra forward), and they equal a forward's; a method that runs no unperturbed
+    forward (attention) leaves the forward to ``attributions`` itself."""
+    import torch
+
+    model, tokenizer = tiny_classifier("bert")
+    explainer = Explainer(model, tokenizer, device="cpu")
+    texts = list(small_sst.splits["test"]["text"][:12])
+    calls = []
+    inner = explainer.adapter.logits
+
+    def counting(batch, *args, **kwargs):
+        calls.append(len(batch))
+        return inner(batch, *args, **kwargs)
+
+    explainer.adapter.logits = counting
+    try:
+        for method in ("saliency", "integrated_gradients", "leave_one_out", "attention"):
+            calls.clear()
+            result = explainer.attributions(texts, methods=[method], ig_steps=4, ig_target=None)
+            with torch.no_grad():
+                expected = inner(explainer.adapter.encode(texts)).float().softmax(-1)
+            np.testing.assert_allclose(result.probabilities, expected.numpy(), atol=1e-6)
+            assert result.predicted == expected.argmax(-1).tolist()
+            if method != "leave_one_out":  # (its forwards of the deleted texts go through adapter.logits)
+                assert sum(calls) == (len(texts) if method == "attention" else 0), (method, calls)
+    finally:
+        del explainer.adapter.logits
+
+
+def test_integrated_gradients_runs_each_length_apart_without_padding(small_sst):
+    """The texts of a mixed-length group are explained per length, cut to it: no path point is a pad,
+    and the values equal each text alone."""
+    import torch
+
+    from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+
+    model, tokenizer = tiny_classifier("bert")
+    explainer = Explainer(model.double(), tokenizer, device="cpu")
+    adapter = explainer.adapter
+    texts = list(small_sst.splits["test"]["text"][:6])
+    batch = adapter.encode(texts)
+    widths = []
+    inner = adapter.logits_from_embeddings
+
+    def recording(sub, embeddings, **kwargs):
+        widths.append((embeddings.shape[1], int(sub.attention_mask.sum()), sub.attention_mask.numel()))
+        return inner(sub, embeddings, **kwargs)
+
+    adapter.logits_from_embeddings = recording
+    try:
+        together = integrated_gradients_attribution(adapter, batch, steps=4)
+    finally:
+        del adapter.logits_from_embeddings
+    assert all(real == padded for _, real, padded in widths)  # every forward padding-free
+    for i, text in enumerate(texts):
+        alone = integrated_gradients_attribution(adapter, adapter.encode([text]), steps=4)
+        n = int(batch.attention_mask[i].sum())
+        torch.testing.assert_close(together.attributions[i, :n], alone.attributions[0], atol=1e-9, rtol=0)
+        assert float(together.attributions[i, n:].abs().sum()) == 0
+        torch.testing.assert_close(together.completeness_gap[i], alone.completeness_gap[0], atol=1e-9, rtol=0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from hf_attn.core.batching import length_batches
+from hf_attn.methods.kept_logits import keep as keep_logits_of
 
 
 @torch.no_grad()
@@ -21,7 +22,9 @@ def leave_one_out_deletion(adapter, batch, target_class: torch.Tensor | None = N
     """``(B, T)`` ŷ_c(x) − ŷ_c(x₋t) for every text token t (module docstring); 0 on pads and special
     tokens, and for a text of one token (deleting it leaves no text: its value is ŷ_c(x) minus
     ŷ_c of the specials alone)."""
-    probabilities = adapter.logits(batch).softmax(-1)
+    logits = adapter.logits(batch)
+    keep_logits_of(batch, logits)
+    probabilities = logits.softmax(-1)
     if target_class is None:
         target_class = probabilities.argmax(-1)
     real = batch.attention_mask.bool()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from hf_attn.methods.kept_logits import keep
+
 
 def class_scores(logits: torch.Tensor, target_class: torch.Tensor, target: str) -> torch.Tensor:
     """``(B,)`` ŷ_c (``"probability"``) or the logit z_c (``"logit"``) of ``target_class``."""
@@ -27,6 +29,7 @@ def embedding_gradient(adapter, batch, target_class: torch.Tensor | None = None,
     embeddings = adapter.embeddings(batch).detach().requires_grad_(True)
     with torch.enable_grad():
         logits = adapter.logits_from_embeddings(batch, embeddings)
+        keep(batch, logits)
         if target_class is None:
             target_class = logits.detach().argmax(-1)
         (grad,) = torch.autograd.grad(class_scores(logits, target_class, target).sum(), embeddings)
