@@ -1,7 +1,7 @@
-"""Sentence-pair (NLI) pieces of the ``Trainer`` path: ``hf_attn.training.engine`` bundles these into its
-``SENTENCE_PAIR`` :class:`~hf_attn.training.engine.TaskPieces`, used when the task has
+"""Sentence-pair (NLI) pieces of the ``Trainer`` path: ``hf_attn.training.pieces`` bundles these into the
+engine's ``SENTENCE_PAIR`` :class:`~hf_attn.training.pieces.TaskPieces`, used when the task has
 ``premise``/``hypothesis`` columns (e.g. ``hf-attn train --dataset snli``). This module does not import
-the engine (the engine imports it).
+the engine (the engine's pieces import it).
 
 * one word-level vocabulary built from the training premises AND hypotheses;
 * premise → ``input_ids``/``attention_mask``, hypothesis → ``hypothesis_input_ids``/

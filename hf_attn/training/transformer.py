@@ -126,7 +126,7 @@ def train_subset(train, max_examples: int | None, seed: int):
 
 
 def _metrics(eval_pred) -> dict[str, float]:
-    from hf_attn.training.engine import classification_metrics
+    from hf_attn.training.trainer import classification_metrics
 
     logits = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
     probabilities = torch.from_numpy(np.asarray(logits, dtype=np.float32)).softmax(-1).numpy()
@@ -155,7 +155,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
     from datasets import DatasetDict
 
     from hf_attn.core.io import write_json_atomic
-    from hf_attn.training.engine import _readable_console
+    from hf_attn.training.console import _readable_console
     from hf_attn.models.pretrained import resolve_base_model
     from hf_attn.adapters.transformer_attention import register_override_attention
 

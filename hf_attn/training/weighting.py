@@ -1,6 +1,6 @@
 """Class weights of the class-balanced loss (J&W appendix A), shared by the single-text and the
 sentence-pair models. A module of its own so that ``training/pair.py`` needs nothing from
-``training/engine.py`` (which imports it)."""
+the engine's task pieces (``training/pieces.py``, which imports it)."""
 
 from __future__ import annotations
 
