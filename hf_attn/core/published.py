@@ -90,6 +90,29 @@ JW_COMMITTED_SST = {
     "average-additive": {"run": "sst+average+tanh",
                          "tau_loo": [0.61, 0.64], "tau_loo_std": [0.16, 0.15], "tau_loo_sig": [0.87, 0.89]},
 }
+# J&W Table 1 (dataset characteristics), every row: vocabulary |V|, average length in tokens, train
+# and test size per class (0 / 1, SNLI 0 / 1 / 2; one total where the paper gives no classes), the
+# BiLSTM's test performance (F1 for classification, accuracy for QA, micro-F1 for NLI). bAbI's three
+# tasks share |V| and the sizes; their lengths and accuracies are per task.
+JW_TABLE1 = {
+    "sst": {"vocabulary": 16175, "avg_length": 19, "train": [3034, 3321], "test": [863, 862], "test_perf": 0.81},
+    "imdb": {"vocabulary": 13916, "avg_length": 179, "train": [12500, 12500], "test": [2184, 2172],
+             "test_perf": 0.88},
+    "adr": {"vocabulary": 8686, "avg_length": 20, "train": [14446, 1939], "test": [3636, 487], "test_perf": 0.61},
+    "20news": {"vocabulary": 8853, "avg_length": 115, "train": [716, 710], "test": [151, 183], "test_perf": 0.94},
+    "agnews": {"vocabulary": 14752, "avg_length": 36, "train": [30000, 30000], "test": [1900, 1900],
+               "test_perf": 0.96},
+    "diabetes": {"vocabulary": 22316, "avg_length": 1858, "train": [6381, 1353], "test": [1295, 319],
+                 "test_perf": 0.79},
+    "anemia": {"vocabulary": 19743, "avg_length": 2188, "train": [1847, 3251], "test": [460, 802],
+               "test_perf": 0.92},
+    "cnn": {"vocabulary": 74790, "avg_length": 761, "train": [380298], "test": [3198], "test_perf": 0.64},
+    "babi1": {"vocabulary": 40, "avg_length": 8, "train": [10000], "test": [1000], "test_perf": 1.0},
+    "babi2": {"vocabulary": 40, "avg_length": 67, "train": [10000], "test": [1000], "test_perf": 0.65},
+    "babi3": {"vocabulary": 40, "avg_length": 421, "train": [10000], "test": [1000], "test_perf": 0.64},
+    "snli": {"vocabulary": 20982, "avg_length": 14, "train": [182764, 183187, 183416], "test": [3219, 3237, 3368],
+             "test_perf": 0.78},
+}
 JW_GRADIENT_LOO_GAP = (0.20, 0.25)  # J&W §4.1 / appendix C: τ(g, LOO) above τ(α, either)
 JW_AVERAGE_LOO_GAIN = 0.375  # J&W §4.1: Average attention vs LOO, above the BiLSTM's
 
@@ -126,6 +149,12 @@ TS_PUBLISHED_EXTRA = {  # T&Š Tables 1–3 (AG = AG News, IM = IMDB); SST is TS
              "token_probability": {"base": 0.625, "residual": 0.609, "tying": 0.533, "mlm": 0.562},
              "token_probability_dot": {"base": 0.590, "residual": 0.608, "tying": 0.539, "mlm": 0.553}},
 }
+
+# T&Š appendix A, Table 5 (statistics of the datasets used): average instance length and vocabulary size
+TS_TABLE5 = {"sst": {"avg_length": 17, "vocabulary": 17310}, "agnews": {"avg_length": 31, "vocabulary": 15286},
+             "20news": {"avg_length": 164, "vocabulary": 15590}, "imdb": {"avg_length": 234, "vocabulary": 41919},
+             "diabetes": {"avg_length": 1700, "vocabulary": 23778},
+             "anemia": {"avg_length": 1927, "vocabulary": 20290}}
 
 # T&Š appendix B, Table 6, SST rows: #layers → {variant: (F1 % trained, ΔF1 uniform, ΔF1 permuted)}
 TS_TABLE6_SST = {1: {"base": (84.2, -2.8, -5.0), "concat": (83.7, -1.9, -4.7), "tying": (83.5, -7.0, -18.0),

@@ -131,6 +131,12 @@ def word_counts(texts: Iterable[str], preprocessing: str = "default") -> dict[st
     return counts
 
 
+def word_lengths(texts: Iterable[str], preprocessing: str = "default") -> list[int]:
+    """Words per text as the tokenizer splits them (no special tokens, no truncation)."""
+    normalizer, pre_tokenizer = _normalizer(preprocessing), _pre_tokenizer(preprocessing)
+    return [len(pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))) for text in texts]
+
+
 def build_tokenizer(texts: Iterable[str], min_count: int = 1,
                     max_length: int = 512, preprocessing: str = "default") -> PreTrainedTokenizerFast:
     """Build the word-level tokenizer from training texts.
