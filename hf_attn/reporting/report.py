@@ -1,5 +1,6 @@
 """Writing a reproduction's report: ``OUT/REPORT.md``, ``OUT/report.json`` and ``OUT/figures``
-(:func:`write_report`), one function per table of a dataset's section (:func:`dataset_section`), and
+(:func:`write_report`), opening with the coverage of the papers' experiments
+(:mod:`~hf_attn.reporting.coverage`), one function per table of a dataset's section (:func:`dataset_section`), and
 the Markdown verdict table (:func:`format_findings_table`).
 
 The tables' Markdown comes from :mod:`~hf_attn.reporting.paper_sections` (the papers' tables and
@@ -19,6 +20,7 @@ from dataclasses import asdict
 
 from hf_attn.core.io import write_text_atomic
 from hf_attn.runs.reproduce.collect import collect, read_json
+from hf_attn.reporting.coverage import with_coverage
 from hf_attn.reporting.findings import TOLERANCE, VERDICTS, findings_for
 from hf_attn.runs.reproduce.layout import ReproductionLayout
 from hf_attn.runs.reproduce.plan import ReproducePlan
@@ -184,7 +186,8 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
               "stages": stages, "total_stage_seconds": round(total, 1),
               "this_invocation_seconds": round(time.perf_counter() - started, 1) if started else None,
               "tolerances": TOLERANCE, "results": per_dataset, "findings": all_findings, "figures": figures}
-    body = "\n".join(_report_head(datasets, plan, all_findings, stages, total, machine, machine_start))
+    body = with_coverage("\n".join(_report_head(datasets, plan, all_findings, stages, total, machine, machine_start)),
+                         report)
     body += "\n" + "".join(sections)
     body += (f"\n# {TABLE_HEADERS[11]}\n\nEach finding: the sentence of the paper it tests (verbatim), the rule "
              "derived from it, the tolerance and the verdict (the checks and numbers are in the sections above).\n\n")
