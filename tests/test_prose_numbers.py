@@ -46,6 +46,7 @@ SOURCES = {
     "archmatrix": "docs/benchmarks/architecture_matrix.json",  # scripts/architecture_matrix.py
     "archsweep": "docs/benchmarks/architecture_sweep.json",  # scripts/architecture_sweep.py
     "pretrained": "docs/benchmarks/pretrained_jw.json",  # hf-attn analyze --battery jw on MiniLM, SmolLM2, BiLSTM
+    "checkpoints": "docs/benchmarks/pretrained_checkpoints.json",  # scripts/pretrained_checkpoints.py
     "bf16": "docs/benchmarks/bf16_training.json",  # scripts/benchmark_training.py --compare bf16
     "profile": "docs/benchmarks/profile_analyze.json",  # scripts/profile_commands.py analyze
     "trainprofile": "docs/benchmarks/profile_train.json",  # scripts/profile_commands.py train
@@ -57,7 +58,9 @@ SOURCES = {
     "long": "docs/benchmarks/long_sentence.json",  # scripts/benchmark_long_sentence.py
     "refcheck": "docs/faithfulness/reference_check.json",  # scripts/faithfulness_references.py
     "training": "docs/benchmarks/training_vs_plain_loop.json",
-    "gpu": "docs/benchmarks/gpu_check.json",  # scripts/gpu_check.py on a CUDA machine  # scripts/benchmark_training.py --epochs E
+    "gpu": "docs/benchmarks/gpu_check.json",
+    "peersapi": "docs/benchmarks/peers_api.json",  # scripts/benchmark_peers.py through the public API
+    "peersprofile": "docs/benchmarks/peers_api_profile.json",  # scripts/profile_table.py  # scripts/gpu_check.py on a CUDA machine  # scripts/benchmark_training.py --epochs E
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
 
