@@ -3,21 +3,23 @@ bfloat16, with speed and memory per method, at MiniLM and SmolLM2 size.
 
 Two steps, because a GPU machine may have neither the packaged weights nor the network:
 
-1. ``python scripts/gpu_check.py --prepare ASSETS`` (where hf_attn[bert,decoder] is installed)
-   writes, per model, its ``config.json`` and tokenizer (no weights) and the sentences: the first
-   ``--sentences`` texts of the bundled SST test split.
+1. ``python scripts/gpu_check.py --prepare ASSETS [--trained minilm=runs/minilm-sst]`` (where
+   hf_attn[bert,decoder] is installed) writes, per model, its ``config.json`` and tokenizer and the
+   sentences (the first ``--sentences`` texts of the bundled SST test split); with ``--trained``, a
+   trained classifier's weights too, in float16 and with only the embedding rows the sentences use
+   (:func:`trimmed_weights`: small enough to travel).
 2. ``python scripts/gpu_check.py --assets ASSETS --out RECORD.json`` on the CUDA machine builds each
-   model from its config with seeded random weights (the real architecture and size: MiniLM-L6 is a
-   6-layer BERT of hidden 384, SmolLM2-135M a 30-layer Llama of hidden 576 with grouped-query
-   attention; the weights are random so that nothing but configs and tokenizers needs to travel),
-   runs :meth:`hf_attn.Explainer.attributions` once per method on the CPU in float32 (the
-   reference), then on the GPU in float32 and in bfloat16, and writes the record.
+   model at its real architecture and size (MiniLM-L6: a 6-layer BERT of hidden 384; SmolLM2-135M:
+   a 30-layer Llama of hidden 576 with grouped-query attention) with the trained weights where they
+   travelled and seeded random weights otherwise, runs :meth:`hf_attn.Explainer.attributions` per
+   method on the CPU in float32 (the reference), then on the GPU in float32 and in bfloat16, and
+   writes the record.
 
 Per method and precision the record holds the largest difference from the CPU scores relative to
 their scale (max |Δ| / max |CPU|), the Pearson correlation over all tokens, the median per-sentence
 Kendall τ, the share of token pairs the CPU tells apart (by over 1 % of the scale) that the device
-orders alike, the seconds (the faster of two calls after a warm-up) and the peak GPU memory. Integrated gradients run at a
-fixed node count here (``ig_target=None``): a completeness target lets each side pick its own
+orders alike, the seconds (the faster of two calls after a warm-up) and the peak GPU memory.
+Integrated gradients run at a fixed node count here (``ig_target=None``): a completeness target lets each side pick its own
 count, which would compare different quadratures. The tolerances are stated in
 :data:`TOLERANCES` and a method passes when every one of its measures is inside them; the script
 exits 1 when a method fails, 0 otherwise. Without CUDA it refuses (exit 2) unless ``--device cpu``
