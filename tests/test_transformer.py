@@ -564,3 +564,19 @@ def test_deleting_a_texts_only_token_is_undefined_not_a_crash():
     _, summary = jwt.run_transformer_jw_battery(adapter, ["dull", "the good movies", "very good acting"], [0, 1, 1],
                                                 settings, progress=False)
     assert summary["tau_loo"]["overall"]["skipped"] == 1 and summary["tau_loo"]["overall"]["count"] == 2
+
+
+def test_fine_tuning_uses_sdpa_where_the_architecture_has_it_and_eager_where_not(tmp_path):
+    """MPNet has no SDPA path (transformers refuses it with a ValueError): its fine-tuning loads in
+    eager attention; BERT keeps SDPA."""
+    from transformers import BertConfig, BertForSequenceClassification, MPNetConfig, MPNetForSequenceClassification
+
+    from hf_attn.training.transformer import _training_classifier
+
+    small = dict(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    for name, config, cls, expected in (("mpnet", MPNetConfig(**small), MPNetForSequenceClassification, "eager"),
+                                        ("bert", BertConfig(**small), BertForSequenceClassification, "sdpa")):
+        cls(config).save_pretrained(tmp_path / name)
+        model = _training_classifier(str(tmp_path / name), num_labels=3)
+        assert type(model).__name__ == cls.__name__ and model.config.num_labels == 3
+        assert model.config._attn_implementation == expected

@@ -185,8 +185,8 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         label_names = list(task.label_names)
         # sdpa for training speed; analyses load the folder with the override attention
         # (load_transformer_classifier), which the saved config does not name: it loads anywhere
-        model = _base_classifier(path, num_labels=len(label_names), id2label=dict(enumerate(label_names)),
-                                 label2id={n: i for i, n in enumerate(label_names)}, attn_implementation="sdpa")
+        model = _training_classifier(path, num_labels=len(label_names), id2label=dict(enumerate(label_names)),
+                                     label2id={n: i for i, n in enumerate(label_names)})
         ensure_pad_token(tokenizer, model)
         counts = freeze_bottom(model, settings.freeze_layers)
 
@@ -249,6 +249,18 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
 class _WithoutLoadReport(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return "LOAD REPORT" not in str(record.msg)
+
+
+def _training_classifier(path: str, **kwargs):
+    """The classifier to fine-tune: with transformers' SDPA attention for speed, or its eager
+    attention for an architecture that has no SDPA path (MPNet, among others: transformers refuses
+    ``attn_implementation="sdpa"`` for it with a ValueError); the gradients are the same."""
+    try:
+        return _base_classifier(path, attn_implementation="sdpa", **kwargs)
+    except ValueError as error:
+        if "sdpa" not in str(error).lower() and "scaled_dot_product" not in str(error).lower():
+            raise
+        return _base_classifier(path, attn_implementation="eager", **kwargs)
 
 
 def _base_classifier(path: str, **kwargs):
