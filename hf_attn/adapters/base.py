@@ -125,6 +125,15 @@ class Batch:
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
+    def trimmed(self, width: int, left: bool = False) -> "Batch":
+        """The batch cut to ``width`` positions: right padding keeps the first positions, left
+        padding (``left``) the last."""
+        cut = slice(self.input_ids.shape[1] - width, None) if left else slice(0, width)
+        return replace(self, input_ids=self.input_ids[:, cut], attention_mask=self.attention_mask[:, cut],
+                       content=self.content[:, cut], query=self.query[:, cut],
+                       position_ids=None if self.position_ids is None else self.position_ids[:, cut],
+                       word_ids=None if self.word_ids is None else [w[cut] for w in self.word_ids])
+
     def select(self, rows) -> "Batch":
         """The instances ``rows`` (a list or a 1-D index tensor), same padding."""
         index = torch.as_tensor(rows, dtype=torch.long, device=self.input_ids.device)

@@ -16,8 +16,6 @@ The quadrature rules and the result type are those of :mod:`hf_attn.methods.inte
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from hf_attn.core.batching import forward_tokens
@@ -120,11 +118,7 @@ def _by_length(adapter, batch, lengths: torch.Tensor, target_class, **settings) 
     for length in sorted(set(lengths.tolist())):
         rows = torch.nonzero(lengths == length).flatten()
         cut = slice(width - length, None) if left else slice(0, length)
-        sub = batch.select(rows.tolist())
-        sub = replace(sub, input_ids=sub.input_ids[:, cut], attention_mask=sub.attention_mask[:, cut],
-                      content=sub.content[:, cut], query=sub.query[:, cut],
-                      position_ids=None if sub.position_ids is None else sub.position_ids[:, cut],
-                      word_ids=None if sub.word_ids is None else [w[cut] for w in sub.word_ids])
+        sub = batch.select(rows.tolist()).trimmed(length, left)
         part = integrated_gradients_attribution(adapter, sub, target_class=None if target_class is None
                                                 else target_class[rows], **settings)
         attributions[rows, cut] = part.attributions.to(attributions.dtype)

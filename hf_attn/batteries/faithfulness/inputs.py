@@ -4,7 +4,7 @@ their longest text."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -72,10 +72,5 @@ def _ranks(scores: np.ndarray) -> np.ndarray:
 
 def _trim(batch, width: int, adapter):
     """A batch cut to ``width`` positions (its longest row): right padding keeps the first
-    positions, left padding the last."""
-    left = bool(getattr(adapter, "left_padding", False))
-    cut = slice(batch.input_ids.shape[1] - width, None) if left else slice(0, width)
-    return replace(batch, input_ids=batch.input_ids[:, cut], attention_mask=batch.attention_mask[:, cut],
-                   content=batch.content[:, cut], query=batch.query[:, cut],
-                   position_ids=None if batch.position_ids is None else batch.position_ids[:, cut],
-                   word_ids=None if batch.word_ids is None else [w[cut] for w in batch.word_ids])
+    positions, left padding the last (:meth:`hf_attn.adapters.base.Batch.trimmed`)."""
+    return batch.trimmed(width, bool(getattr(adapter, "left_padding", False)))
