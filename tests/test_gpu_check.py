@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import needs_minilm
+
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(spec)
@@ -52,6 +54,7 @@ def test_arguments_are_checked():
         gpu_check.parse(["--assets", "a"])
 
 
+@needs_minilm  # the packaged MiniLM's tokenizer (the bert extra)
 def test_a_cpu_run_on_a_tiny_model_writes_the_record(tmp_path):
     from transformers import BertConfig
 
