@@ -527,14 +527,16 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
               wp_seeds: int | None = None, agnews_path: str | None = None, progress: bool = True,
               report_only: bool = False, threads: int | None = None, jobs: int = 1,
               bert_family: bool = False, bert_model_dir: str | None = None, bert_instances: int | None = None,
-              bert_base_model: str | None = None) -> dict:
+              bert_base_model: str | None = None, full_corpora: bool = False) -> dict:
     """Train (resumably), analyse and report; returns the report dict (also OUT/report.json).
     ``bert_family``: also the opt-in BERT-family section on SST (:class:`BertFamilyPlan`: MiniLM, or
     ``bert_base_model``, fine-tuned — or the folder ``bert_model_dir`` reused — and the J&W battery on
     the first ``bert_instances`` test sentences).
     ``threads``: torch intra-op threads (1 is much faster on a CPU shared with other busy
     processes: two spinning OpenMP threads on two busy cores slowed training 4-10× here).
-    ``jobs``: 2 runs the W&P chain in a second process beside the rest (see :func:`run_dataset`)."""
+    ``jobs``: 2 runs the W&P chain in a second process beside the rest (see :func:`run_dataset`).
+    ``full_corpora``: every corpus whole (IMDB's plan otherwise trains on a seeded subset:
+    :data:`~hf_attn.runs.reproduce.plan.CORPUS_PLANS`)."""
     if jobs not in (1, 2):
         raise ValueError(f"jobs must be 1 or 2, got {jobs}")
     if jobs == 2:
@@ -547,7 +549,7 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
     bad = [d for d in datasets if d not in DATASETS]
     if bad:
         raise ValueError(f"unknown dataset(s) {bad}; choose from {DATASETS}")
-    plan = ReproducePlan.for_mode(quick, seeds, wp_seeds)
+    plan = replace(ReproducePlan.for_mode(quick, seeds, wp_seeds), full_corpora=full_corpora)
     if bert_family or bert_model_dir:
         plan = plan.with_bert_family(bert_model_dir, bert_instances, bert_base_model)
     layout = ReproductionLayout(output_dir)

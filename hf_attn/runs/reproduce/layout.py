@@ -63,6 +63,10 @@ class ReproductionLayout:
         """The ``--quick`` subsets of ``dataset`` ({train,validation,test}.jsonl)."""
         return os.path.join(self.output_dir, "data", f"{dataset}-quick")
 
+    def subset_data(self, dataset: str) -> str:
+        """The seeded subset of ``dataset`` a corpus plan trains on (``ReproducePlan.subset_sizes``)."""
+        return os.path.join(self.output_dir, "data", f"{dataset}-subset")
+
     def runs(self, dataset: str) -> str:
         return os.path.join(self.output_dir, "runs", dataset)
 
@@ -83,7 +87,9 @@ class ReproductionLayout:
             "bert_model": section.model_dir or os.path.join(runs, "bert-family"),
             "jw_bert": os.path.join(analysis, "jw-bert-family"), "wp_bert": os.path.join(analysis, "wp-bert-family"),
             "faith_bert": os.path.join(analysis, "faithfulness-bert-family")}
-        return bert | {"dataset": dataset, "data": self.quick_data(dataset) if plan.quick else dataset,
+        return bert | {"dataset": dataset, "data": (self.quick_data(dataset) if plan.quick
+                                               else self.subset_data(dataset) if getattr(plan, "subset_sizes", None)
+                                               else dataset),
                 "runs": runs, "analysis": analysis,
                 "base": os.path.join(runs, "lstm-additive"),  # J&W BiLSTM = W&P base
                 "average": wpt.guide_run_dir(wp_runs, "trained"),  # J&W Average = W&P TRAINED-MLP guide

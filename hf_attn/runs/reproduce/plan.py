@@ -14,6 +14,17 @@ from hf_attn.core.io import write_jsonl_atomic
 from .layout import ReproductionLayout
 
 DATASETS = ("sst", "agnews", "imdb")
+
+# What a corpus's plan changes on a 2-core machine (``ReproducePlan.for_dataset``; ``full_corpora`` lifts the
+# subset and keeps the rest). IMDB has ~40× SST's tokens per epoch (25,000 reviews of ~250 words): every
+# stage of the SST plan on all of it is days of CPU here. Its plan trains on a seeded subset of each split
+# and runs fewer seeds, adversaries and instances; the report says so beside every IMDB table.
+CORPUS_PLANS = {
+    "imdb": {"subset_sizes": (1000, 250, 500), "wp_seeds": 2, "wp_lambdas": (0.001, 1.0), "wp_guide_seeds": 1,
+             "wp_adversary_max_epochs": 10, "ts_seeds": 2, "mi_seeds": (0, 1), "ts_adversary_limit": 100,
+             "ts_fig1_lambdas": (0.01, 0.1), "jw_max_instances": 300, "eraser_max_instances": 200,
+             "jw_extra_models": ()},
+}
 # The AG News CSV is not bundled: --agnews-path, else this environment variable (no machine path as a default).
 AGNEWS_PATH_ENV = "HF_ATTN_AGNEWS_PATH"
 
@@ -111,6 +122,10 @@ class ReproducePlan:
     snli_jw_instances: int = 500
     eraser_max_instances: int | None = None
     quick_sizes: tuple = (240, 60, 80)  # train / validation / test rows in --quick
+    # train / validation / test rows of a corpus's seeded subset (CORPUS_PLANS; None: the whole corpus)
+    subset_sizes: tuple | None = None
+    # --full-corpora: every corpus whole (CORPUS_PLANS' subsets lifted; their other reductions kept)
+    full_corpora: bool = False
     # the faithfulness table (hf_attn.batteries.faithfulness) of the J&W BiLSTM on SST: a seeded sample of
     # faithfulness_instances test sentences (0: not run). The optional captum methods (kernel_shap,
     # deeplift) are left out so the report does not depend on an optional extra.
@@ -161,12 +176,17 @@ class ReproducePlan:
         return replace(self, bert_family=section)
 
     def for_dataset(self, dataset: str) -> "ReproducePlan":
-        """Long-document datasets get the T&Š cells with published AG/IMDB numbers only."""
+        """The plan of one corpus: AG News and IMDB get the T&Š cells with published AG/IMDB numbers
+        only, and the corpus's :data:`CORPUS_PLANS` entry (IMDB: a seeded subset and fewer seeds on a
+        2-core machine; ``full_corpora`` keeps the whole corpus)."""
         if dataset == "sst" or self.quick:
             return self
-        return replace(self, ts_variants=("base", "concat", "tying", "mlm"), ts_attentions=("additive",),
-                       eraser_max_instances=self.eraser_max_instances or 500,
-                       jw_max_instances=self.jw_max_instances or (500 if dataset == "imdb" else None))
+        plan = replace(self, ts_variants=("base", "concat", "tying", "mlm"), ts_attentions=("additive",),
+                       eraser_max_instances=self.eraser_max_instances or 500)
+        changes = dict(CORPUS_PLANS.get(dataset, {}))
+        if self.full_corpora:
+            changes.pop("subset_sizes", None)
+        return replace(plan, **changes)
 
 
 # Rough wall seconds on 2 idle cores for SST (for the per-stage estimate; scaled by what the
@@ -279,8 +299,9 @@ STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P traine
 def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,
                    agnews_path: str | None = None) -> tuple[str, str | None]:
     """``(TrainSettings.dataset, data_path)`` for one dataset. ``--quick`` writes seeded random
-    subsets of the real splits to ``OUT/data/<dataset>-quick/{train,validation,test}.jsonl`` (the
-    batteries reload the data from run.json, so the subset has to exist on disk)."""
+    subsets of the real splits to ``OUT/data/<dataset>-quick/{train,validation,test}.jsonl``, a corpus
+    plan's ``subset_sizes`` to ``OUT/data/<dataset>-subset/`` (the batteries reload the data from
+    run.json, so the subset has to exist on disk)."""
     from hf_attn.data.datasets import load_task
 
 
@@ -294,14 +315,17 @@ def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,
             raise FileNotFoundError(f"AG News CSV not found at {data_path!r}: pass --agnews-path")
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose from {DATASETS}")
-    if not plan.quick:
+    if plan.quick:
+        folder, sizes = ReproductionLayout(output_dir).quick_data(dataset), plan.quick_sizes
+    elif plan.subset_sizes:
+        folder, sizes = ReproductionLayout(output_dir).subset_data(dataset), plan.subset_sizes
+    else:
         return dataset, data_path
-    folder = ReproductionLayout(output_dir).quick_data(dataset)
     if not os.path.exists(os.path.join(folder, "test.jsonl")):
         task = load_task(dataset, data_path=data_path)
         rng = np.random.default_rng(0)
         os.makedirs(folder, exist_ok=True)
-        for split, n in zip(("train", "validation", "test"), plan.quick_sizes):
+        for split, n in zip(("train", "validation", "test"), sizes):
             data = task.splits[split]
             rows = np.sort(rng.choice(len(data), min(n, len(data)), replace=False))
             texts, labels = data["text"], data["label"]
