@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--quick", action="store_true", help="small subsets, 1 epoch, short searches (smoke test)")
     p.add_argument("--full-corpora", action="store_true",
                    help="train on every corpus whole: IMDB's plan otherwise takes a seeded subset of each split "
-                        "(1000 / 250 / 500 reviews; its whole 25,000 is days of CPU on 2 cores)")
+                        "(4000 / 500 / 1000 reviews; its whole 25,000 is days of CPU on 2 cores)")
     p.add_argument("--seeds", type=positive_int, default=None, help="T&Š grid seeds (default 5, as the paper)")
     p.add_argument("--wp-seeds", type=positive_int, default=None, help="W&P seed models (default 8)")
     p.add_argument("--agnews-path", default=None, help=f"AG News CSV (default: ${AGNEWS_PATH_ENV})")

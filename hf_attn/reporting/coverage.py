@@ -68,10 +68,10 @@ def _jw() -> tuple[Experiment, ...]:
         Experiment("J&W", "Table 2, §4.1", "Kendall τ of attention with gradients (BiLSTM, Average) and with "
                    "leave-one-out (BiLSTM) per predicted class, fraction with p < 0.05", classification,
                    ("JW-2", "JW-3", "JW-5"), where=sections),
-        Experiment("J&W", "§4, Table 1 caption (other encoders)", "Table 2's τ for the CNN encoder and for "
-                   "scaled dot-product attention", "SST", where=sections + " (CNN + additive, BiLSTM + dot rows)",
-                   reason="J&W only call them 'comparable'; the published cells are J&W's released outputs, "
-                   "not the paper", present="jw.extra"),
+        Experiment("J&W", "§4, Table 1 caption (other encoders)", "test F1, Table 2's τ and the adversaries "
+                   "for the CNN and Average encoders and for scaled dot-product attention", classification,
+                   ("JW-9", "JW-10"),
+                   where=sections + " (CNN + additive / dot, BiLSTM + dot, Average + dot rows)"),
         Experiment("J&W", "Fig. 1, appendix E", "one instance's attention beside an adversarial attention with "
                    "the same prediction", "SST, IMDB, 20News, ADR Tweets", where="REPORT.md: J&W §4.2 (figure)",
                    reason="illustrations of single instances: nothing to grade", present="jw.lstm"),

@@ -26,7 +26,8 @@ TABLE_HEADERS = (
 )
 
 # J&W's extra models (ReproducePlan.jw_extra_models) as the tables name them
-JW_EXTRA_LABELS = {"cnn-additive": "CNN + additive", "lstm-dot": "BiLSTM + dot"}
+JW_EXTRA_LABELS = {"cnn-additive": "CNN + additive", "lstm-dot": "BiLSTM + dot", "average-dot": "Average + dot",
+                   "cnn-dot": "CNN + dot"}
 PREPROCESSING = {
     "default": "hf_attn's default (SST as distributed: PTB tokens with punctuation, no <SOS>/<EOS>, no "
                "length filter)",
@@ -86,7 +87,7 @@ def _jw_correlations(data: dict, findings: list[dict], figs: _Figures) -> list[s
                  "@ 425a89a, graph_outputs/GradientPval_kendalltau (τ gradient), pyxc-pyc_pval_kendalltau (τ LOO) and "
                  "evaluate (F1) for the runs sst+cnn(1,3,5,7)+tanh, sst+lstm+dot, sst+average+tanh; single runs, "
                  "300-d embeddings).\n")
-    P.append(_verdict_lines(findings, ["JW-1", "JW-2", "JW-3", "JW-4", "JW-5", "JW-6"]))
+    P.append(_verdict_lines(findings, ["JW-1", "JW-2", "JW-3", "JW-4", "JW-5", "JW-6", "JW-9", "JW-10"]))
     if jw:
         P.append(figs.add(paths_of(data)["jw_lstm"], "fig2_tau_gradient.png",
                           "J&W Fig. 2: τ(attention, gradient) of the BiLSTM, per predicted class"))

@@ -66,6 +66,20 @@ QUOTES = {
               "attention weights.")],
     "JW-8": [("J&W §4.2.2", "We observe that one can identify adversarial attention weights associated with high "
               "JSD for a significant number of examples.")],
+    "JWX-1": [("J&W §4.1", "The centrality of observed densities hovers around or below 0.5 in most of the corpora "
+               "considered.")],
+    "JWX-2": [("J&W §4.1", "Moreover, as per Table 2, correlation is sufficiently weak that a statistically "
+               "significant correlation between attention weights and feature importance scores (both gradient "
+               "and feature erasure based) cannot consistently be established across corpora.")],
+    "JWX-3": [("J&W §4.1", "In contrast, gradients in “average” embedding based models show very high degree of "
+               "correspondence with attention weights – on average across corpora, correlation between LOO scores "
+               "and attention weights is ∼0.375 points higher for this encoder, compared to the BiLSTM.")],
+    "JWX-4": [("J&W §4.1", "These exhibit, on average, a (i) 0.2 and (ii)∼ 0.25 greater correlation with each "
+               "other than BiLSTM attention and (i) LOO and (ii) gradient scores.")],
+    "JW-9": [("J&W Table 1 caption", "We note that results using convolutional and average (i.e., non-recurrent) "
+              "encoders are comparable for classification though markedly worse for QA tasks.")],
+    "JW-10": [("J&W §4", "We present results for Additive attention below. The results for Scaled Dot Product "
+               "in its place are comparable.")],
     "WP-1": [("W&P §3.2", "Somewhat surprisingly, for three of the classification tasks the attention layer "
               "appears to offer little to no improvement whatsoever."),
              ("W&P §3.2", "We subsequently ignore the two News datasets, but keep SST, which we deem borderline.")],

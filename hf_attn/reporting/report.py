@@ -20,8 +20,9 @@ from dataclasses import asdict
 
 from hf_attn.core.io import write_text_atomic
 from hf_attn.runs.reproduce.collect import collect, read_json
+from hf_attn.reporting.across_section import across_section, summary_lines
 from hf_attn.reporting.coverage import with_coverage
-from hf_attn.reporting.findings import TOLERANCE, VERDICTS, findings_for
+from hf_attn.reporting.findings import TOLERANCE, VERDICTS, findings_of_report
 from hf_attn.runs.reproduce.layout import ReproductionLayout
 from hf_attn.runs.reproduce.plan import ReproducePlan
 from hf_attn.reporting.markdown import _Figures, _finding_lines, format_findings_table
@@ -40,6 +41,15 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
     if plan.quick:
         P.append("> **--quick smoke test**: small random subsets of the real data and one epoch — the numbers "
                  "below exercise the pipeline and are **not** a reproduction.\n")
+    elif plan.subset_sizes:
+        train, dev, test = plan.subset_sizes
+        P.append(f"> **A seeded subset of {data['dataset']}** (this corpus's plan on a 2-core machine; "
+                 "`--full-corpora` trains on all of it): "
+                 f"{train} train / {dev} dev / {test} test rows drawn from its splits (seed 0), W&P "
+                 f"{plan.wp_seeds} seed models and λ ∈ {{{', '.join(f'{x:g}' for x in plan.wp_lambdas)}}}, "
+                 f"consistent adversaries at most {plan.wp_adversary_max_epochs} epochs, T&Š {plan.ts_seeds} "
+                 f"seeds, J&W battery on {plan.jw_max_instances} test rows. Verdicts below are graded on "
+                 "this subset with its own seed spread.\n")
     P += _jw_correlations(data, findings, figs)
     P += _jw_permutation_adversary(data, findings, figs)
     if data["dataset"] == "sst":
@@ -128,6 +138,7 @@ def _report_head(datasets: list[str], plan: ReproducePlan, findings: list[dict],
                            + (" --bert-family" if plan.bert_family is not None else "")), "",
             "## Summary", "",
             _summary_line(findings), "",
+            *summary_lines(findings),
             "## Setup", "",
             f"- Machine: {machine['cpu']}, {machine['cpu_count']} CPUs, torch threads {machine['torch_threads']}, "
             f"{machine['platform']}; load average at start "
@@ -167,14 +178,12 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
     layout = ReproductionLayout(output_dir)
     figures: list[str] = []
     shutil.rmtree(layout.figures, ignore_errors=True)  # generated: copied afresh
-    per_dataset, sections, all_findings = {}, [], []
-    for ds in datasets:
-        data = collect(all_paths[ds])
-        findings = findings_for(data)
-        for f in findings:
-            f["dataset"] = ds
-        all_findings += findings
-        sections.append(dataset_section(data, findings, output_dir, figures, plan))
+    collected = {ds: collect(all_paths[ds]) for ds in datasets}
+    all_findings = findings_of_report(collected)
+    per_dataset, sections = {}, []
+    for ds, data in collected.items():
+        findings = [f for f in all_findings if f["dataset"] == ds]
+        sections.append(dataset_section(data, findings, output_dir, figures, plan.for_dataset(ds)))
         per_dataset[ds] = {k: v for k, v in data.items() if k != "paths"} | {"findings": findings}
     stages = read_json(layout.stages_json)["stages"] if os.path.exists(layout.stages_json) else {}
     machine = machine_info()
@@ -188,7 +197,8 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
               "tolerances": TOLERANCE, "results": per_dataset, "findings": all_findings, "figures": figures}
     body = with_coverage("\n".join(_report_head(datasets, plan, all_findings, stages, total, machine, machine_start)),
                          report)
-    body += "\n" + "".join(sections)
+    across = across_section(per_dataset, all_findings)
+    body += "\n" + (across + "\n" if across else "") + "".join(sections)
     body += (f"\n# {TABLE_HEADERS[11]}\n\nEach finding: the sentence of the paper it tests (verbatim), the rule "
              "derived from it, the tolerance and the verdict (the checks and numbers are in the sections above).\n\n")
     body += format_findings_table(all_findings)

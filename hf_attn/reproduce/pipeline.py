@@ -230,14 +230,19 @@ def _stage_jw(run: DatasetRun) -> None:
 
 
 def _stage_jw_more(run: DatasetRun) -> None:
-    """J&W Table 2's other encoder (CNN) and the appendix's dot attention, each with the BiLSTM's settings."""
+    """J&W Table 2's other encoder (CNN) and §4's dot attention, each with the BiLSTM's settings (the
+    Average encoder with the J&W Average model's)."""
     from hf_attn.training.engine import train
+    from hf_attn.training.wp import mlp_settings
 
     kinds = {name: (enc, att) for name, enc, att in run.plan.jw_extra_models}
     for name, (model_dir, out) in run.paths["jw_extra"].items():
         enc, att = kinds[name]
         if not os.path.exists(os.path.join(model_dir, "metrics.json")):
-            train(replace(run.base_settings, encoder=enc, attention=att), model_dir, task=run.task(), progress=False)
+            # the Average encoder as J&W's (per-token affine + tanh: the W&P TRAINED-MLP guide's settings)
+            settings = (replace(mlp_settings(run.base_settings), attention=att) if enc == "average"
+                        else replace(run.base_settings, encoder=enc, attention=att))
+            train(settings, model_dir, task=run.task(), progress=False)
         _run_jw_battery(model_dir, out, _jw_battery_settings(run.plan, run.progress, run.plan.jw_max_instances))
 
 
@@ -556,6 +561,8 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
     os.makedirs(output_dir, exist_ok=True)
     started = time.perf_counter()
     machine_start = machine_info()
+    if report_only and os.path.exists(layout.report_json):  # the machine when the work was done, not now
+        machine_start = read_json(layout.report_json).get("machine_start") or machine_start
     clock = StageClock(output_dir, progress)
     if progress:
         total = sum(sum(stage_estimates(plan.for_dataset(d)).values()) for d in datasets)

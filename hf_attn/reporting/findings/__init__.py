@@ -51,6 +51,8 @@ from hf_attn.reporting.findings.checks import (MAX_F1_TOLERANCE, MAX_RELATIVE_TO
 from hf_attn.reporting.findings.jw import (_finding_jw1, _finding_jw2, _finding_jw3, _finding_jw4, _finding_jw5,
                                            _finding_jw6, _finding_jw7, _finding_jw8)
 from hf_attn.reporting.findings.jw import PREPROCESSING_RECORD  # noqa: F401 (re-exported)
+from hf_attn.reporting.findings.across import ACROSS, findings_across  # noqa: F401 (re-exported)
+from hf_attn.reporting.findings.jw_variants import _finding_jw9, _finding_jw10
 from hf_attn.reporting.findings.wp import _finding_wp1, _finding_wp2, _finding_wp3, _finding_wp4, _finding_wp5
 from hf_attn.reporting.findings.ts import (_finding_ts1, _finding_ts2a, _finding_ts2d, _finding_ts3, _finding_ts4,
                                            _finding_ts5, _finding_ts6)
@@ -61,6 +63,7 @@ from hf_attn.reporting.findings.eraser import _findings_eraser
 FINDINGS = (
     ("JW-1", _finding_jw1), ("JW-2", _finding_jw2), ("JW-3", _finding_jw3), ("JW-4", _finding_jw4),
     ("JW-7", _finding_jw7), ("JW-8", _finding_jw8), ("JW-5", _finding_jw5), ("JW-6", _finding_jw6),
+    ("JW-9", _finding_jw9), ("JW-10", _finding_jw10),
     ("WP-1", _finding_wp1), ("WP-2", _finding_wp2), ("WP-3", _finding_wp3), ("WP-4", _finding_wp4),
     ("WP-5", _finding_wp5),
     ("TS-1", _finding_ts1), ("TS-2a", _finding_ts2a), ("TS-2d", _finding_ts2d), ("TS-3", _finding_ts3),
@@ -81,15 +84,26 @@ def findings_for(data: dict) -> list[dict]:
     return out
 
 
+def findings_of_report(per_dataset: dict) -> list[dict]:
+    """Every finding of a report over ``{dataset: collected numbers}``: each corpus's (:func:`findings_for`,
+    in the order given), then J&W's statements across corpora (:func:`findings_across`, with two corpora
+    or more)."""
+    findings = []
+    for ds, data in per_dataset.items():
+        for f in findings_for(data):
+            f["dataset"] = ds
+            findings.append(f)
+    return findings + findings_across(per_dataset)
+
+
 def regrade(report: dict) -> list[dict]:
     """Re-grade a saved ``report.json`` (dict) without its run folders: the findings of every
-    dataset computed afresh by :func:`findings_for` from the numbers the report holds."""
-    findings = []
+    dataset computed afresh by :func:`findings_for` from the numbers the report holds, and those
+    across corpora."""
+    per_dataset = {}
     for ds in report["datasets"]:
         data = dict(report["results"][ds])
         data.pop("findings", None)
         data.setdefault("dataset", ds)
-        for f in findings_for(data):
-            f["dataset"] = ds
-            findings.append(f)
-    return findings
+        per_dataset[ds] = data
+    return findings_of_report(per_dataset)
