@@ -100,9 +100,8 @@ def _jw_other_corpora() -> tuple[Experiment, ...]:
     battery = "Table 1's performance, Table 2's τ, the permutations and adversaries"
     return (
         Experiment("J&W", "Tables 1–2, Figs. 2–5 (SNLI)", battery + " of premise attention given the hypothesis",
-                   "SNLI", where="REPORT.md: J&W SNLI", present="jw.snli",
-                   reason="a quick model on a train subset of a few % of SNLI (J&W: all of it): shown beside "
-                   "J&W's numbers, not graded", run_with="set HF_ATTN_SNLI_DIR to the offline SNLI copy"),
+                   "SNLI", ("JWS-1", "JWS-2", "JWS-3", "JWS-4"), where="REPORT.md: J&W SNLI",
+                   run_with="set HF_ATTN_SNLI_DIR to the offline SNLI copy"),
         Experiment("J&W", "Tables 1–2, Figs. 2–5 (bAbI)", battery + " of passage attention given the question "
                    "(ε = 0.05)", "bAbI tasks 1–3", where="docs/reproduction/babi.md (`hf-attn train`, "
                    "`hf-attn analyze --battery jw`)", reason="generated bAbI-style data (the released files are "

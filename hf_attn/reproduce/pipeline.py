@@ -141,23 +141,29 @@ def _run_ts_battery(model_dir: str, out: str, settings) -> None:
 # SNLI (J&W's NLI rows; part of the SST pipeline when the offline copy exists)
 
 def train_and_analyse_snli(snli_dir: str, model_dir: str, out: str, plan: ReproducePlan,
-                           progress: bool = True) -> dict:
-    """The quick SNLI pair run: a BiLSTM + additive pair model (the J&W BiLSTM's settings) trained on the
-    first ``plan.snli_train_pairs`` train pairs (dev: the first ``plan.snli_dev_pairs`` of the carved-out dev
-    split) and the J&W pair battery on the first ``plan.snli_jw_instances`` test pairs. Resumable."""
+                           progress: bool = True, seed: int = 0) -> dict:
+    """One SNLI pair run: a BiLSTM + additive pair model (the J&W BiLSTM's settings, ``seed``) trained on
+    the first ``plan.snli_train_pairs`` train pairs (dev: the first ``plan.snli_dev_pairs`` of the carved-out
+    dev split) and the J&W pair battery on the first ``plan.snli_jw_instances`` test pairs. Resumable; a
+    finished model trained on another number of pairs is refused (its folder belongs to another plan)."""
     from datasets import DatasetDict
 
     from hf_attn.data.datasets import TaskData, load_snli
     from hf_attn.training.engine import TrainSettings, train
 
-    if not os.path.exists(os.path.join(model_dir, "metrics.json")):
+    if os.path.exists(os.path.join(model_dir, "metrics.json")):
+        trained = (read_json(os.path.join(model_dir, "run.json")).get("split_sizes") or {}).get("train")
+        if trained is not None and trained != plan.snli_train_pairs:
+            raise ValueError(f"{model_dir} holds an SNLI model trained on {trained} pairs, this plan asks for "
+                             f"{plan.snli_train_pairs}: move it away or use another --output-dir")
+    else:
         full = load_snli(snli_dir)
         sp = full.splits
         subset = TaskData(DatasetDict({
             "train": sp["train"].select(range(min(plan.snli_train_pairs, len(sp["train"])))),
             "validation": sp["validation"].select(range(min(plan.snli_dev_pairs, len(sp["validation"])))),
             "test": sp["test"]}), full.label_names, full.name)
-        settings = TrainSettings(dataset="snli", data_path=snli_dir, epochs=plan.snli_epochs, seed=0)
+        settings = TrainSettings(dataset="snli", data_path=snli_dir, epochs=plan.snli_epochs, seed=seed)
         train(settings, model_dir, task=subset, progress=False)
     settings = _jw_battery_settings(plan, progress, plan.snli_jw_instances)
     _run_jw_battery(model_dir, out, settings, train_pairs=plan.snli_train_pairs, epochs=plan.snli_epochs)
@@ -247,9 +253,14 @@ def _stage_jw_more(run: DatasetRun) -> None:
 
 
 def _stage_snli(run: DatasetRun) -> None:
-    """The quick SNLI pair model and its J&W pair battery (only called when the offline copy exists)."""
-    train_and_analyse_snli(snli_folder(run.plan), run.paths["snli_model"], run.paths["jw_snli"], run.plan,
-                           run.progress)
+    """The SNLI pair models (seed 0, then the seed models) and their J&W pair battery (only called when the
+    offline copy exists)."""
+    folder = snli_folder(run.plan)
+    train_and_analyse_snli(folder, run.paths["snli_model"], run.paths["jw_snli"], run.plan, run.progress)
+    for seed in range(1, run.plan.snli_seeds):
+        train_and_analyse_snli(folder, os.path.join(run.paths["snli_seeds"], f"seed-{seed}"),
+                               os.path.join(run.paths["jw_snli_seeds"], f"seed-{seed}"), run.plan, run.progress,
+                               seed=seed)
 
 
 def _stage_wp(run: DatasetRun) -> None:

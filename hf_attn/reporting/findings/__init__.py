@@ -52,6 +52,7 @@ from hf_attn.reporting.findings.jw import (_finding_jw1, _finding_jw2, _finding_
                                            _finding_jw6, _finding_jw7, _finding_jw8)
 from hf_attn.reporting.findings.jw import PREPROCESSING_RECORD  # noqa: F401 (re-exported)
 from hf_attn.reporting.findings.across import ACROSS, findings_across  # noqa: F401 (re-exported)
+from hf_attn.reporting.findings.jw_snli import _finding_jws1, _finding_jws2, _finding_jws3, _finding_jws4
 from hf_attn.reporting.findings.jw_variants import _finding_jw9, _finding_jw10
 from hf_attn.reporting.findings.wp import _finding_wp1, _finding_wp2, _finding_wp3, _finding_wp4, _finding_wp5
 from hf_attn.reporting.findings.ts import (_finding_ts1, _finding_ts2a, _finding_ts2d, _finding_ts3, _finding_ts4,
@@ -64,6 +65,7 @@ FINDINGS = (
     ("JW-1", _finding_jw1), ("JW-2", _finding_jw2), ("JW-3", _finding_jw3), ("JW-4", _finding_jw4),
     ("JW-7", _finding_jw7), ("JW-8", _finding_jw8), ("JW-5", _finding_jw5), ("JW-6", _finding_jw6),
     ("JW-9", _finding_jw9), ("JW-10", _finding_jw10),
+    ("JWS-1", _finding_jws1), ("JWS-2", _finding_jws2), ("JWS-3", _finding_jws3), ("JWS-4", _finding_jws4),
     ("WP-1", _finding_wp1), ("WP-2", _finding_wp2), ("WP-3", _finding_wp3), ("WP-4", _finding_wp4),
     ("WP-5", _finding_wp5),
     ("TS-1", _finding_ts1), ("TS-2a", _finding_ts2a), ("TS-2d", _finding_ts2d), ("TS-3", _finding_ts3),

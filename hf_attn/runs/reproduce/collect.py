@@ -110,7 +110,9 @@ def collect(paths: dict) -> dict:
                                     "results": _maybe(os.path.join(out, "results.json"))}
                              for name, (run_dir, out) in (paths.get("jw_extra") or {}).items()},
                    "snli": ({"model": _run_facts(paths["snli_model"]),
-                             "results": _maybe(os.path.join(paths["jw_snli"], "results.json"))}
+                             "results": _maybe(os.path.join(paths["jw_snli"], "results.json")),
+                             "seeds": _jw_seed_summaries(paths.get("jw_snli_seeds")),
+                             "seed_models": [_run_facts(d) for _, d in seed_model_dirs(paths.get("snli_seeds", ""))]}
                             if paths.get("snli_model") else None)},
             "wp": wp, "ts": ts,
             "ts_layers": (_maybe(os.path.join(paths["ts_layers"], "summary.json")) if paths.get("ts_layers") else None),

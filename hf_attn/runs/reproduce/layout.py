@@ -100,6 +100,8 @@ class ReproductionLayout:
                 "jw_extra": {name: (os.path.join(runs, name), os.path.join(analysis, f"jw-{name}"))
                              for name, _, _ in plan.jw_extra_models},
                 "snli_model": os.path.join(runs, "snli-lstm-additive"), "jw_snli": os.path.join(analysis, "jw-snli"),
+                # the SNLI seed models (seed ≥ 1) and their J&W batteries: seed-S below each
+                "snli_seeds": os.path.join(runs, "snli-seeds"), "jw_snli_seeds": os.path.join(analysis, "jw-snli-seeds"),
                 "ts_layers_grid": os.path.join(runs, f"ts-grid-{layers}layer"),
                 "ts_layers": os.path.join(analysis, f"ts-{layers}layer"),
                 "wp": os.path.join(analysis, "wp"), "ts": os.path.join(analysis, "ts"),
