@@ -100,7 +100,7 @@ def _jw_other_corpora() -> tuple[Experiment, ...]:
     battery = "Table 1's performance, Table 2's τ, the permutations and adversaries"
     return (
         Experiment("J&W", "Tables 1–2, Figs. 2–5 (SNLI)", battery + " of premise attention given the hypothesis",
-                   "SNLI", ("JWS-1", "JWS-2", "JWS-3", "JWS-4"), where="REPORT.md: J&W SNLI",
+                   "SNLI", ("JWS-1", "JWS-2", "JWS-3", "JWS-4"), where="REPORT.md: J&W SNLI", present="jw.snli",
                    run_with="set HF_ATTN_SNLI_DIR to the offline SNLI copy"),
         Experiment("J&W", "Tables 1–2, Figs. 2–5 (bAbI)", battery + " of passage attention given the question "
                    "(ε = 0.05)", "bAbI tasks 1–3", where="docs/reproduction/babi.md (`hf-attn train`, "
