@@ -92,6 +92,7 @@ def test_status_follows_the_report(committed):
     exp = {e.item: e for e in EXPERIMENTS}
     three = copy.deepcopy(committed)
     three["plan"]["ts_multilayer_layers"] = 3
+    three["results"]["sst"]["ts_layers"] = {"3": next(iter(committed["results"]["sst"]["ts_layers"].values()))}
     assert status(exp["Table 6, 3 layers (appendix B)"], three)[0] == UNGRADED
     assert status(exp["Table 6, 2 layers (appendix B)"], three)[0] == NOT_RUN
     no_snli = copy.deepcopy(committed)

@@ -209,7 +209,11 @@ def test_plan_estimates_cover_the_new_stages():
     fast = stage_estimates(ReproducePlan(wp_adversary_protocol="fast"))
     adversaries = len(set(plan.wp_lambdas) | {plan.wp_guide_lambda}) + plan.wp_guide_seeds - 1
     assert est["wp"] - fast["wp"] == 40 * 2.5 * adversaries - 20 * adversaries
-    assert sum(est.values()) < 55 * 60  # the SST plan stays within the hour on 2 idle cores
+    # with --jobs 2 the W&P chain runs beside the rest: the longer lane stays within the hour on 2 idle cores
+    second = est["wp"] + est["jw_seeds"]
+    assert max(sum(est.values()) - second, second) < 60 * 60
+    assert est["ts_select"] > 0 and stage_estimates(ReproducePlan(ts_tying_deltas=(10.0,), ts_mlm_weights=(1.0,)))[
+        "ts_select"] == 0
 
 
 def test_snli_quick_stage_on_the_fixture(tmp_path, monkeypatch):

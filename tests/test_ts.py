@@ -249,3 +249,34 @@ def test_variant_states_follow_ts_equations_2_3(variant):
 def test_settings_are_validated():
     with pytest.raises(ValueError, match="permutation_draws"):
         ts.analyze_model(None, None, None, permutation_draws=0)
+
+
+def test_model_selection_picks_best_dev_f1_per_cell_and_the_grid_uses_it(tmp_path):
+    """T&Š §3.1: tying over every δ and MLM over every η (seed 0, per attention), the best dev F1 chosen
+    (the first of equal values); the grid's regularised cells then train with the chosen value."""
+    from hf_attn.runs.grid import read_selection, select_regularisers, selection_runs, with_selection
+
+    runs = selection_runs(TrainSettings(), ["additive", "dot"], deltas=(1.0, 10.0, 20.0), weights=(0.3, 1.0))
+    assert [r for r, _ in runs][:4] == ["tying-additive/tying_delta-1", "tying-additive/tying_delta-10",
+                                        "tying-additive/tying_delta-20", "tying-dot/tying_delta-1"]
+    assert len(runs) == 2 * 3 + 2 * 2 and {s.seed for _, s in runs} == {0}
+    dev = {"tying-additive": [0.70, 0.80, 0.75], "tying-dot": [0.82, 0.82, 0.70],
+           "mlm-additive": [0.60, 0.61], "mlm-dot": [0.90, 0.50]}
+    seen: dict = {}
+    for relative, settings in runs:  # finished runs with the dev F1 above (train returns them as they are)
+        cell = relative.split("/")[0]
+        f1 = dev[cell][seen.setdefault(cell, 0)]
+        seen[cell] += 1
+        os.makedirs(tmp_path / relative)
+        (tmp_path / relative / "run.json").write_text(json.dumps({"settings": asdict(settings)}))
+        (tmp_path / relative / "metrics.json").write_text(json.dumps({"test_f1": 0.5, "dev_f1": f1}))
+    chosen = select_regularisers(runs, str(tmp_path), task=object())
+    assert {cell: entry["chosen"] for cell, entry in chosen.items()} == {
+        "tying-additive": 10.0, "tying-dot": 1.0, "mlm-additive": 1.0, "mlm-dot": 0.3}
+    assert chosen["tying-additive"]["dev_f1"] == {"1": 0.70, "10": 0.80, "20": 0.75}
+    assert read_selection(str(tmp_path)) == chosen
+    grid = with_selection(grid_runs(TrainSettings(), ["base", "tying", "mlm"], ["additive", "dot"], 1), chosen)
+    by_cell = {relative.split("/")[0]: s for relative, s in grid}
+    assert by_cell["tying-dot"].tying_delta == 1.0 and by_cell["tying-additive"].tying_delta == 10.0
+    assert by_cell["mlm-dot"].mlm_weight == 0.3 and by_cell["base-dot"] == grid[1][1]
+    assert with_selection(grid, None) == grid

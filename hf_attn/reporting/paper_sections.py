@@ -286,25 +286,33 @@ def _ts_fragility(data: dict, findings: list[dict], figs: _Figures) -> list[str]
 
 
 def _ts_multilayer(data: dict, plan: ReproducePlan) -> list[str]:
-    """T&Š Table 6 (appendix B): the fragility grid with a multi-layer BiLSTM (not graded)."""
+    """T&Š Table 6 (appendix B): the fragility grid with multi-layer BiLSTMs, one table per depth (not graded)."""
+    from hf_attn.runs.reproduce.plan import layer_counts
+
     layered = data.get("ts_layers")
     if not (data["dataset"] == "sst" and not plan.quick or layered):
         return []
-    P = [f"\n#### T&Š Table 6 (appendix B): {plan.ts_multilayer_layers}-layer BiLSTM\n"]
-    if not layered:
-        return P + ["Not measured.\n"]
-    P.append(f"The fragility grid again with a {plan.ts_multilayer_layers}-layer BiLSTM (additive attention, "
-             f"H = 25, {plan.ts_multilayer_seeds} seed(s); T&Š: 'a preliminary set of experiments', the "
-             "1-layer hyperparameters). Published: T&Š Table 6, SST rows #L = 1 and 2.\n")
-    P.append(f"| variant | published 1 layer Tr. / Un. / Pm. | published {plan.ts_multilayer_layers} layers Tr. / Un. / Pm. | "
-             "measured Tr. | measured Un. | measured Pm. |\n|---|---|---|---|---|---|")
-    for variant in plan.ts_multilayer_variants:
-        c = layered["cells"].get(f"{variant}-additive")
-        one, two = TS_TABLE6_SST[1].get(variant), TS_TABLE6_SST.get(plan.ts_multilayer_layers, {}).get(variant)
-        cells_ = (f"{_ms(c['f1_trained'])} | {_ms(c['delta_uniform'])} | {_ms(c['delta_permuted'])}"
-                  if c else "– | – | –")
-        P.append(f"| {variant} | {' / '.join(map(str, one)) if one else '–'} | "
-                 f"{' / '.join(map(str, two)) if two else '–'} | {cells_} |")
+    if layered and "cells" in layered:  # a report made when the plan ran one depth
+        layered = {str(layer_counts(plan)[0]): layered}
+    P = []
+    for layers in layer_counts(plan):
+        P.append(f"\n#### T&Š Table 6 (appendix B): {layers}-layer BiLSTM\n")
+        summary = (layered or {}).get(str(layers))
+        if not summary:
+            P.append("Not measured.\n")
+            continue
+        P.append(f"The fragility grid again with a {layers}-layer BiLSTM (additive attention, H = 25, "
+                 f"{plan.ts_multilayer_seeds} seed(s); T&Š: 'a preliminary set of experiments', the 1-layer "
+                 f"hyperparameters). Published: T&Š Table 6, SST rows #L = 1 and {layers}.\n")
+        P.append(f"| variant | published 1 layer Tr. / Un. / Pm. | published {layers} layers Tr. / Un. / Pm. | "
+                 "measured Tr. | measured Un. | measured Pm. |\n|---|---|---|---|---|---|")
+        for variant in plan.ts_multilayer_variants:
+            c = summary["cells"].get(f"{variant}-additive")
+            one, many = TS_TABLE6_SST[1].get(variant), TS_TABLE6_SST.get(layers, {}).get(variant)
+            cells_ = (f"{_ms(c['f1_trained'])} | {_ms(c['delta_uniform'])} | {_ms(c['delta_permuted'])}"
+                      if c else "– | – | –")
+            P.append(f"| {variant} | {' / '.join(map(str, one)) if one else '–'} | "
+                     f"{' / '.join(map(str, many)) if many else '–'} | {cells_} |")
     P.append("\nNot graded: T&Š call these results 'far from conclusive' and say they 'should be taken "
              "with a grain of salt'.\n")
     return P
@@ -371,6 +379,21 @@ def _ts_adversaries(data: dict, findings: list[dict], figs: _Figures, plan: Repr
     return P
 
 
+def _ts_selection(selection: dict | None) -> list[str]:
+    """T&Š's model selection (§3.1, Table 4): the dev F1 of every δ / η tried (seed 0) and the one chosen."""
+    if not selection:
+        return ["The tying δ and MLM η: one value each from T&Š's ranges (no model selection in this plan).\n"]
+    P = ["T&Š's model selection (§3.1: 'we only report results of the model with the best-performing results'; "
+         "δ over §3.1's [1, 10, 20, 30], η over Table 4's {0.1, 0.3, 1, 3, 5}): seed 0 of each value, dev F1, the "
+         "best one chosen for every seed of the cell below.\n",
+         "| cell | setting | dev F1 per value | chosen |", "|---|---|---|---|"]
+    for cell, entry in selection.items():
+        values = ", ".join(f"{v}: {_f(f1)}" for v, f1 in entry["dev_f1"].items())
+        name = "δ" if entry["setting"] == "tying_delta" else "η"
+        P.append(f"| {cell} | {name} | {values} | {entry['chosen']:g} |")
+    return P + [""]
+
+
 def _ts_sections(data: dict, findings: list[dict], figs: _Figures, plan: ReproducePlan) -> list[str]:
     """T&Š: the grid, then Tables 1 (and 6), 2, 3 and Fig. 1 (each "Not measured." without the T&Š battery)."""
     ts = data["ts"]
@@ -378,6 +401,7 @@ def _ts_sections(data: dict, findings: list[dict], figs: _Figures, plan: Reprodu
          ("Grid: " + (ts["setup"] if ts else "–") + ". ") + _model_line(data["models"]["ts_base"], "T&Š base (seed 0)")
          + " T&Š used 300-d vectors with H = 150 and averaged 5 runs; H = d/2 is required by residual / tying / "
          "MLM (2H = d), so this grid does not share the J&W BiLSTM (H = 128).\n",
+         *_ts_selection(data.get("ts_select")),
          f"\n### {TABLE_HEADERS[6]}\n"]
     if not ts:
         return P + [f"\n### {h}\n\nNot measured.\n" for h in TABLE_HEADERS[7:10]]

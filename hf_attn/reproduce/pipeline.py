@@ -27,7 +27,8 @@ from functools import cached_property
 from hf_attn.runs.reproduce.collect import read_json, seed_model_dirs
 from hf_attn.runs.reproduce.layout import ReproductionLayout
 from hf_attn.runs.reproduce.machine import machine_info
-from hf_attn.runs.reproduce.plan import DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, snli_folder, stage_estimates
+from hf_attn.runs.reproduce.plan import (DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, layer_counts,
+                                         snli_folder, stage_estimates)
 from hf_attn.reporting.report import write_report
 
 
@@ -127,11 +128,21 @@ def _run_jw_battery(model_dir: str, out: str, settings, **recorded) -> None:
         _mark(out, request)
 
 
+def _regulariser_of(model_dir: str) -> dict:
+    """The tying δ / MLM η a regularised grid run was trained with ({} for the other variants): part of its
+    analyses' requests, so a cell retrained with another value is analysed again."""
+    from hf_attn.runs.grid import REGULARISER
+
+    trained = read_json(os.path.join(model_dir, "run.json"))["settings"]
+    setting = REGULARISER.get(trained.get("variant"))
+    return {setting: trained.get(setting)} if setting else {}
+
+
 def _run_ts_battery(model_dir: str, out: str, settings) -> None:
     """The T&Š battery on one grid run unless it is already there with these settings."""
     from hf_attn.runs import run_battery
 
-    request = {"model": model_dir, **_request_of(settings)}
+    request = {"model": model_dir, **_regulariser_of(model_dir), **_request_of(settings)}
     if not _done(out, request):
         run_battery("ts", model_dir, out, settings, claim_folder=False)
         _mark(out, request)
@@ -203,18 +214,34 @@ class DatasetRun:
 
     @cached_property
     def grid_settings(self):
-        """T&Š grid: the grid's own regulariser defaults (δ = 10, η = 1; hf_attn.runs.grid docstring)."""
+        """T&Š grid: the plan's one δ / η where it lists one, else the grid's defaults (δ = 10, η = 1;
+        hf_attn.runs.grid docstring), replaced per cell by the model selection (:attr:`grid`)."""
         from hf_attn.runs.grid import DEFAULT_MLM_WEIGHT, DEFAULT_TYING_DELTA
 
-        return replace(self.base_settings, tying_delta=DEFAULT_TYING_DELTA, mlm_weight=DEFAULT_MLM_WEIGHT)
+        deltas, weights = self.plan.ts_tying_deltas, self.plan.ts_mlm_weights
+        return replace(self.base_settings, tying_delta=deltas[0] if len(deltas) == 1 else DEFAULT_TYING_DELTA,
+                       mlm_weight=weights[0] if len(weights) == 1 else DEFAULT_MLM_WEIGHT)
 
-    @cached_property
-    def grid(self) -> list:
-        """``[(relative run folder, settings)]`` of the T&Š grid."""
-        from hf_attn.runs.grid import grid_runs
+    @property
+    def selection_runs(self) -> list:
+        """T&Š's model selection runs (none for a regulariser the plan gives one value)."""
+        from hf_attn.runs.grid import selection_runs
 
         plan = self.plan
-        return grid_runs(self.grid_settings, plan.ts_variants, plan.ts_attentions, plan.ts_seeds)
+        deltas = plan.ts_tying_deltas if len(plan.ts_tying_deltas) > 1 else ()
+        weights = plan.ts_mlm_weights if len(plan.ts_mlm_weights) > 1 else ()
+        runs = selection_runs(self.grid_settings, plan.ts_attentions, deltas, weights)
+        return [(r, s) for r, s in runs if s.variant in plan.ts_variants]
+
+    @property
+    def grid(self) -> list:
+        """``[(relative run folder, settings)]`` of the T&Š grid, each regularised cell with the value the
+        model selection chose (``ts_select`` stage; before it, or without it, the grid's settings)."""
+        from hf_attn.runs.grid import grid_runs, read_selection, with_selection
+
+        plan = self.plan
+        runs = grid_runs(self.grid_settings, plan.ts_variants, plan.ts_attentions, plan.ts_seeds)
+        return with_selection(runs, read_selection(self.paths["ts_select"]))
 
 
 def _stage_models(run: DatasetRun) -> None:
@@ -301,6 +328,18 @@ def _train_grid(runs: list, folder: str, run: DatasetRun, what: str) -> None:
         raise RuntimeError(f"{what} failed: {[(r['dir'], r['error']) for r in failed]}")
 
 
+def _stage_ts_select(run: DatasetRun) -> None:
+    """T&Š's model selection: tying for every δ, MLM for every η (seed 0, per attention), the best dev F1
+    per cell (``OUT/runs/<dataset>/ts-select/selection.json``, read by :attr:`DatasetRun.grid`)."""
+    from hf_attn.runs.grid import select_regularisers
+
+    runs = run.selection_runs
+    if runs:
+        missing = [r for r, _ in runs if not os.path.exists(os.path.join(run.paths["ts_select"], r, "metrics.json"))]
+        select_regularisers(runs, run.paths["ts_select"], task=run.task() if missing else None,
+                            progress=run.progress)
+
+
 def _stage_ts_grid(run: DatasetRun) -> None:
     """The T&Š variant grid (variants × attentions × seeds)."""
     _train_grid(run.grid, run.paths["grid"], run, "T&Š grid runs")
@@ -337,20 +376,25 @@ def _stage_ts(run: DatasetRun) -> None:
 
 
 def _stage_ts_layers(run: DatasetRun) -> None:
-    """T&Š appendix B, Table 6: the same grid with ``plan.ts_multilayer_layers`` LSTM layers; fragility only."""
+    """T&Š appendix B, Table 6: the same grid with each of ``plan.ts_multilayer_layers`` LSTM depths;
+    fragility only."""
     from tqdm.auto import tqdm
 
     from hf_attn.runs.ts import summarize_grid
-    from hf_attn.runs.grid import grid_runs
+    from hf_attn.runs.grid import grid_runs, read_selection, with_selection
 
-    plan, grid_dir, out_dir = run.plan, run.paths["ts_layers_grid"], run.paths["ts_layers"]
-    layered = grid_runs(replace(run.grid_settings, num_layers=plan.ts_multilayer_layers),
-                        plan.ts_multilayer_variants, ("additive",), plan.ts_multilayer_seeds)
-    _train_grid(layered, grid_dir, run, f"T&Š {plan.ts_multilayer_layers}-layer runs")
-    for relative, _ in tqdm(layered, desc="T&Š battery (layers)", unit="run", disable=not run.progress):
-        _run_ts_battery(os.path.join(grid_dir, relative), os.path.join(out_dir, relative),
-                        _ts_battery_settings(plan, want_mi=False, adversary=False))
-    summarize_grid(grid_dir, out_dir)
+    plan = run.plan
+    for layers in layer_counts(plan):
+        grid_dir, out_dir = run.paths["ts_layers_grid"][layers], run.paths["ts_layers"][layers]
+        layered = with_selection(grid_runs(replace(run.grid_settings, num_layers=layers),
+                                           plan.ts_multilayer_variants, ("additive",), plan.ts_multilayer_seeds),
+                                 read_selection(run.paths["ts_select"]))
+        _train_grid(layered, grid_dir, run, f"T&Š {layers}-layer runs")
+        for relative, _ in tqdm(layered, desc=f"T&Š battery ({layers} layers)", unit="run",
+                                disable=not run.progress):
+            _run_ts_battery(os.path.join(grid_dir, relative), os.path.join(out_dir, relative),
+                            _ts_battery_settings(plan, want_mi=False, adversary=False))
+        summarize_grid(grid_dir, out_dir)
 
 
 def _bert_family_texts(run: DatasetRun, n: int):
@@ -463,6 +507,7 @@ STAGES = (
     ("snli", _stage_snli, lambda run: run.dataset == "sst" and bool(snli_folder(run.plan))),
     ("wp", _stage_wp, lambda run: True),
     ("jw_seeds", _stage_jw_seeds, lambda run: True),
+    ("ts_select", _stage_ts_select, lambda run: bool(run.selection_runs)),
     ("ts_grid", _stage_ts_grid, lambda run: True),
     ("eraser", _stage_eraser, lambda run: True),
     ("ts", _stage_ts, lambda run: True),

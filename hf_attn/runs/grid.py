@@ -137,4 +137,76 @@ def train_grid(runs: list[tuple[str, TrainSettings]], output_dir: str, task=None
     return summary
 
 
-__all__ = ["grid_runs", "train_grid", "cell_name", "DEFAULT_TYING_DELTA", "DEFAULT_MLM_WEIGHT"]
+# T&Š's regulariser ranges: δ from §3.1's text ("We consider values [1, 10, 20, 30] for δ"; Table 4 lists
+# {10, 20, 30}, the text's range holds it), η from Table 4 ({0.1, 0.3, 1, 3, 5})
+TS_TYING_DELTAS = (1.0, 10.0, 20.0, 30.0)
+TS_MLM_WEIGHTS = (0.1, 0.3, 1.0, 3.0, 5.0)
+SELECTION_FILE = "selection.json"
+# the setting each regularised variant selects
+REGULARISER = {"tying": "tying_delta", "mlm": "mlm_weight"}
+
+
+def selection_runs(base: TrainSettings, attentions, deltas=TS_TYING_DELTAS,
+                   weights=TS_MLM_WEIGHTS) -> list[tuple[str, TrainSettings]]:
+    """The runs of T&Š's model selection: seed 0 of tying for every δ and of MLM for every η, per attention,
+    as ``[("<variant>-<attention>/<setting>-<value>", settings)]`` (H = d/2 as in the grid)."""
+    runs = []
+    for variant, values in (("tying", deltas), ("mlm", weights)):
+        for (relative, settings) in grid_runs(base, (variant,), attentions, [0]):
+            cell = relative.split(os.sep)[0]
+            for value in values:
+                runs.append((os.path.join(cell, f"{REGULARISER[variant]}-{value:g}"),
+                             replace(settings, **{REGULARISER[variant]: float(value)})))
+    return runs
+
+
+def select_regularisers(runs: list[tuple[str, TrainSettings]], output_dir: str, task=None,
+                        progress: bool = False) -> dict:
+    """Train the :func:`selection_runs` (resumable) and pick, per cell, the value with the best dev F1
+    (T&Š §3.1: "we only report results of the model with the best-performing results"; the first of
+    equal values). Writes and returns ``{cell: {"setting", "dev_f1": {value: F1}, "chosen"}}``
+    (``output_dir/selection.json``)."""
+    summary = train_grid(runs, output_dir, task=task, progress=progress)
+    failed = [r for r in summary["runs"] if r["status"] == "failed"]
+    if failed:
+        raise RuntimeError(f"T&Š model selection runs failed: {[(r['dir'], r['error']) for r in failed]}")
+    selection: dict = {}
+    for relative, settings in runs:
+        cell = relative.split(os.sep)[0]
+        setting = REGULARISER[settings.variant]
+        with open(os.path.join(output_dir, relative, "metrics.json"), encoding="utf-8") as f:
+            dev_f1 = json.load(f)["dev_f1"]
+        entry = selection.setdefault(cell, {"setting": setting, "dev_f1": {}})
+        entry["dev_f1"][f"{getattr(settings, setting):g}"] = dev_f1
+    for entry in selection.values():
+        best = max(entry["dev_f1"].values())
+        entry["chosen"] = float(next(v for v, f1 in entry["dev_f1"].items() if f1 == best))
+    write_json_atomic(os.path.join(output_dir, SELECTION_FILE), selection)
+    return selection
+
+
+def read_selection(output_dir: str) -> dict | None:
+    """The selection :func:`select_regularisers` wrote in ``output_dir``, None when there is none."""
+    path = os.path.join(output_dir, SELECTION_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def with_selection(runs: list[tuple[str, TrainSettings]], selection: dict | None) -> list[tuple[str, TrainSettings]]:
+    """Grid ``runs`` with each regularised cell's chosen value (cells the selection has no entry for keep
+    theirs)."""
+    if not selection:
+        return runs
+    out = []
+    for relative, settings in runs:
+        entry = selection.get(cell_name(settings.variant, settings.attention))
+        if entry and settings.variant in REGULARISER:
+            settings = replace(settings, **{entry["setting"]: float(entry["chosen"])})
+        out.append((relative, settings))
+    return out
+
+
+__all__ = ["grid_runs", "train_grid", "cell_name", "DEFAULT_TYING_DELTA", "DEFAULT_MLM_WEIGHT", "TS_TYING_DELTAS",
+           "TS_MLM_WEIGHTS", "selection_runs", "select_regularisers", "read_selection", "with_selection"]

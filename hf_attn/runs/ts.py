@@ -172,6 +172,18 @@ def _collect(output_dir: str) -> list[dict]:
     return rows
 
 
+def _regulariser_text(rows: list[dict]) -> str:
+    """"tying δ = 10, MLM η = 1", per attention where the cells' values differ (model selection)."""
+    parts = []
+    for variant, key, name in (("tying", "tying_delta", "tying δ"), ("mlm", "mlm_weight", "MLM η")):
+        values = {r["attention"]: r["results"]["model"].get(key) for r in rows if r["variant"] == variant}
+        if len(set(values.values())) == 1:
+            parts.append(f"{name} = {next(iter(values.values())):g}")
+        elif values:
+            parts.append(f"{name} = " + ", ".join(f"{v:g} ({a})" for a, v in sorted(values.items())))
+    return ", ".join(parts) or "no regularised variant"
+
+
 def summarize_grid(grid_dir: str, output_dir: str) -> dict:
     """Mean ± std over seeds per (variant, attention) of every T&Š measure; tables + figures."""
     from hf_attn.core.io import write_json_atomic
@@ -210,8 +222,8 @@ def summarize_grid(grid_dir: str, output_dir: str) -> dict:
                      "seconds_per_trained_run": round(sum(walls) / len(walls), 1) if walls else None}
     setup = (f"BiLSTM, {rows[0]['results']['dataset']}, embeddings d = {first['embedding_dim']} "
              f"({'GloVe-6B-50d' if first['embedding_dim'] == 50 else 'see run.json'}), "
-             f"H = {first['hidden_size']} for every variant (2H = d), tying δ = {first['tying_delta']}, "
-             f"MLM η = {first['mlm_weight']}; test split; mean ± std over seeds")
+             f"H = {first['hidden_size']} for every variant (2H = d), "
+             f"{_regulariser_text(rows)}; test split; mean ± std over seeds")
     summary = {"setup": setup, "cells": cells, "grid": grid_info,
                "wp_consistent_adversary": _collect_consistent_adversaries(output_dir),
                "published_sst_additive": PUBLISHED_SST}

@@ -115,7 +115,11 @@ def collect(paths: dict) -> dict:
                              "seed_models": [_run_facts(d) for _, d in seed_model_dirs(paths.get("snli_seeds", ""))]}
                             if paths.get("snli_model") else None)},
             "wp": wp, "ts": ts,
-            "ts_layers": (_maybe(os.path.join(paths["ts_layers"], "summary.json")) if paths.get("ts_layers") else None),
+            "ts_select": _maybe(os.path.join(paths["ts_select"], "selection.json")) if paths.get("ts_select") else None,
+            # {"2": summary, "3": summary} of the depths that ran (None: none)
+            "ts_layers": ({str(n): found for n, folder in paths["ts_layers"].items()
+                           if (found := _maybe(os.path.join(folder, "summary.json")))} or None
+                          if paths.get("ts_layers") else None),
             "ts_grid": {k: grid_json.get(k) for k in ("num_runs", "total_trained_runs", "total_trained_seconds",
                                                         "total_seconds_per_run")} if grid_json else None,
             "eraser": eraser, "faithfulness": _faithfulness(paths.get("faith_lstm")), "paths": paths} | ({"bert_family": _bert_family(paths)} if paths.get("bert_model") else {})

@@ -31,6 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 
+def layer_counts(plan) -> tuple[int, ...]:
+    """The BiLSTM depths of T&Š Table 6 a plan runs (an int in plans recorded before it took several)."""
+    layers = plan.ts_multilayer_layers
+    return (int(layers),) if isinstance(layers, int) else tuple(int(x) for x in layers)
+
+
 @dataclass(frozen=True)
 class ReproductionLayout:
     """Paths of a reproduction under ``output_dir`` (as given: relative paths stay relative, so the
@@ -81,7 +87,7 @@ class ReproductionLayout:
 
         runs, analysis = self.runs(dataset), self.analysis(dataset)
         wp_runs = os.path.join(runs, "wp")
-        layers = plan.ts_multilayer_layers
+        layers = layer_counts(plan)
         section = getattr(plan, "bert_family", None)
         bert = {} if section is None else {  # --bert-family: its model (trained here, or the given folder)
             "bert_model": section.model_dir or os.path.join(runs, "bert-family"),
@@ -94,6 +100,7 @@ class ReproductionLayout:
                 "base": os.path.join(runs, "lstm-additive"),  # J&W BiLSTM = W&P base
                 "average": wpt.guide_run_dir(wp_runs, "trained"),  # J&W Average = W&P TRAINED-MLP guide
                 "wp_runs": wp_runs, "grid": os.path.join(runs, "ts-grid"),
+                "ts_select": os.path.join(runs, "ts-select"),
                 "jw_lstm": os.path.join(analysis, "jw-lstm"), "jw_average": os.path.join(analysis, "jw-average"),
                 "jw_seeds": os.path.join(analysis, "jw-seeds"),
                 # {name: (run folder, J&W battery folder)} of plan.jw_extra_models
@@ -102,8 +109,9 @@ class ReproductionLayout:
                 "snli_model": os.path.join(runs, "snli-lstm-additive"), "jw_snli": os.path.join(analysis, "jw-snli"),
                 # the SNLI seed models (seed ≥ 1) and their J&W batteries: seed-S below each
                 "snli_seeds": os.path.join(runs, "snli-seeds"), "jw_snli_seeds": os.path.join(analysis, "jw-snli-seeds"),
-                "ts_layers_grid": os.path.join(runs, f"ts-grid-{layers}layer"),
-                "ts_layers": os.path.join(analysis, f"ts-{layers}layer"),
+                # T&Š Table 6: {layers: folder} per depth of the plan
+                "ts_layers_grid": {n: os.path.join(runs, f"ts-grid-{n}layer") for n in layers},
+                "ts_layers": {n: os.path.join(analysis, f"ts-{n}layer") for n in layers},
                 "wp": os.path.join(analysis, "wp"), "ts": os.path.join(analysis, "ts"),
                 "eraser": {c: os.path.join(analysis, "eraser", c) for c in plan.eraser_cells},
                 "faith_lstm": os.path.join(analysis, "faithfulness-lstm")}

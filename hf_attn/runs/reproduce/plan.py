@@ -11,7 +11,7 @@ import numpy as np
 
 from hf_attn.core.io import write_jsonl_atomic
 
-from .layout import ReproductionLayout
+from .layout import ReproductionLayout, layer_counts  # noqa: F401 (layer_counts re-exported)
 
 DATASETS = ("sst", "agnews", "imdb")
 
@@ -23,7 +23,7 @@ CORPUS_PLANS = {
     "imdb": {"subset_sizes": (4000, 500, 1000), "wp_seeds": 3, "wp_lambdas": (0.001, 0.1, 1.0), "wp_guide_seeds": 1,
              "wp_adversary_max_epochs": 10, "ts_seeds": 3, "mi_seeds": (0, 1), "ts_adversary_limit": 100,
              "ts_fig1_lambdas": (0.01, 0.1), "jw_max_instances": 500, "eraser_max_instances": 200,
-             "jw_extra_models": ()},
+             "jw_extra_models": (), "ts_tying_deltas": (10.0,), "ts_mlm_weights": (1.0,)},
 }
 # The AG News CSV is not bundled: --agnews-path, else this environment variable (no machine path as a default).
 AGNEWS_PATH_ENV = "HF_ATTN_AGNEWS_PATH"
@@ -74,6 +74,10 @@ class ReproducePlan:
     ts_seeds: int = 5  # T&Š averaged 5 runs (--datasets sst from scratch: ~30 min on 2 cores)
     ts_variants: tuple = ("base", "concat", "residual", "tying", "mlm")
     ts_attentions: tuple = ("additive", "dot")
+    # T&Š's model selection (§3.1, Table 4): seed 0 of tying for every δ and of MLM for every η, per attention;
+    # the grid then uses the value with the best dev F1 per cell. A single value: no selection, the grid uses it.
+    ts_tying_deltas: tuple = (1.0, 10.0, 20.0, 30.0)
+    ts_mlm_weights: tuple = (0.1, 0.3, 1.0, 3.0, 5.0)
     ts_permutation_draws: int = 10
     ts_adversary_limit: int = 500  # J&W adversary on the first N test instances of every grid run
     ts_fig1_cells: tuple = ("base-additive", "tying-additive", "mlm-additive")
@@ -111,9 +115,9 @@ class ReproducePlan:
     # J&W Average model itself)
     jw_extra_models: tuple = (("cnn-additive", "cnn", "additive"), ("lstm-dot", "lstm", "dot"),
                               ("average-dot", "average", "dot"), ("cnn-dot", "cnn", "dot"))
-    # T&Š appendix B Table 6 (multi-layer LSTMs): the fragility grid again with a 2-layer BiLSTM (additive,
-    # the variants of Table 6), on fewer seeds than the 1-layer grid to stay within the hour
-    ts_multilayer_layers: int = 2
+    # T&Š appendix B Table 6 (multi-layer LSTMs): the fragility grid again with 2- and 3-layer BiLSTMs
+    # (additive, the variants of Table 6), on fewer seeds than the 1-layer grid
+    ts_multilayer_layers: tuple = (2, 3)
     ts_multilayer_variants: tuple = ("base", "concat", "tying", "mlm")
     ts_multilayer_seeds: int = 2
     # SNLI pair battery (J&W §3–4): the first snli_train_pairs of the offline train subset (all 100,000 of
@@ -148,6 +152,7 @@ class ReproducePlan:
         plan = cls()
         if quick:
             plan = replace(plan, quick=True, epochs=1, ts_seeds=1, ts_attentions=("additive",),
+                           ts_tying_deltas=(10.0,), ts_mlm_weights=(1.0,),
                            ts_adversary_limit=16, ts_fig1_cells=("base-additive", "mlm-additive"),
                            ts_fig1_lambdas=(0.01,), ts_permutation_draws=3, mi_words=40, mi_clusters=8,
                            mi_max_occurrences=2000, wp_seeds=2, wp_lambdas=(0.001, 1.0), wp_guide_seeds=1,
@@ -240,7 +245,7 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
     the plan has the BERT-family section."""
     extra = {"bert_family": _bert_family_estimate(plan)} if plan.bert_family is not None else {}
     if plan.quick:
-        return {"models": 20, "jw": 15, "jw_more": 20, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15,
+        return {"models": 20, "jw": 15, "jw_more": 20, "ts_select": 0, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15,
                 "faithfulness": 15 if plan.faithfulness_instances else 0} | extra
     s = _SECONDS
     cells = len(plan.ts_variants) * len(plan.ts_attentions)
@@ -257,9 +262,10 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
                 + (2 + plan.wp_guide_seeds) * s["train_average"])
     mi_runs = len(plan.mi_seeds) * len([v for v in plan.mi_variants if v in plan.ts_variants])
     jw_more = sum(s[f"train_{enc}"] + s[f"jw_{enc}"] for _, enc, _ in plan.jw_extra_models)
+    # an L-layer run: (L / 2) × the 2-layer one (the LSTM dominates)
     layered = plan.ts_multilayer_seeds * sum(
-        (s["train_mlm_2layer"] if v == "mlm" else s["train_small_lstm_2layer"]) + s["ts_run"]
-        for v in plan.ts_multilayer_variants) if plan.ts_multilayer_seeds else 0
+        layers / 2 * (s["train_mlm_2layer"] if v == "mlm" else s["train_small_lstm_2layer"]) + s["ts_run"]
+        for v in plan.ts_multilayer_variants for layers in layer_counts(plan)) if plan.ts_multilayer_seeds else 0
     snli = plan.snli_seeds * (s["snli_per_1000_pairs_epoch"] * plan.snli_epochs
                               * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000
                               + s["snli_jw_per_100"] * plan.snli_jw_instances / 100) if snli_folder(plan) else 0
@@ -270,6 +276,9 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
             "ts_layers": layered,
             "wp": wp_train + s["wp_analysis"],
             "jw_seeds": plan.wp_seeds * s["jw_lstm"],
+            "ts_select": len(plan.ts_attentions) * (
+                (s["train_small_lstm"] * len(plan.ts_tying_deltas) if len(plan.ts_tying_deltas) > 1 else 0)
+                + (s["train_mlm"] * len(plan.ts_mlm_weights) if len(plan.ts_mlm_weights) > 1 else 0)),
             "ts_grid": grid,
             "ts": cells * plan.ts_seeds * s["ts_run"] + mi_runs * s["ts_mi"]
                   + len(plan.ts_fig1_cells) * len(plan.ts_fig1_lambdas) * s["train_adversary"],
@@ -295,10 +304,11 @@ STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P traine
                 "snli": "J&W SNLI pair models (seeds) and their J&W pair battery",
                 "wp": "W&P battery (uniform, seeds, λ sweep of consistent adversaries, guided MLPs)",
                 "jw_seeds": "J&W battery on the W&P seed models (the seed spread of τ, permutation, adversary)",
+                "ts_select": "T&Š model selection: tying for every δ, MLM for every η (seed 0), best dev F1 per cell",
                 "ts_grid": "T&Š variant grid training",
                 "ts": "T&Š battery on every grid run, MI on the MI seeds, Fig. 1 adversaries (T&Š Eq. 6)",
                 "eraser": "ERASER / integrated gradients on T&Š base / tying / MLM (seed 0)",
-                "ts_layers": "T&Š Table 6: the fragility grid with a 2-layer BiLSTM (training + T&Š battery)",
+                "ts_layers": "T&Š Table 6: the fragility grid with 2- and 3-layer BiLSTMs (training + T&Š battery)",
                 "faithfulness": "faithfulness table (attribution methods × faithfulness metrics) of the J&W BiLSTM",
                 "bert_family": "BERT-family (opt-in): MiniLM fine-tuned on SST, the J&W battery on its [CLS] attention "
                                "and its faithfulness table"}
