@@ -246,3 +246,32 @@ def test_layout_public_paths(tmp_path, monkeypatch):
     assert ReproductionLayout("out").public(report) == expected
     assert ReproductionLayout(str(tmp_path / "out")).public({**report, "dir": str(tmp_path / "out/runs/x")}) == {
         **expected, "dir": "runs/x"}
+
+
+def test_quick_per_corpus_and_corpus_plans():
+    """--quick DATASET runs the smoke-test plan on the named corpora only; IMDB's plan takes a seeded
+    subset on a 2-core machine unless --full-corpora."""
+    from hf_attn.reproduce import ReproducePlan
+    from hf_attn.reproduce.pipeline import reproduce
+
+    plan = ReproducePlan(quick_datasets=("imdb",))
+    assert plan.for_dataset("imdb").quick and plan.for_dataset("imdb").quick_sizes == (240, 60, 80)
+    assert not plan.for_dataset("sst").quick and plan.for_dataset("sst").epochs == 8
+    imdb = ReproducePlan().for_dataset("imdb")
+    assert imdb.subset_sizes == (4000, 500, 1000) and imdb.wp_seeds == 3 and imdb.ts_attentions == ("additive",)
+    assert ReproducePlan(full_corpora=True).for_dataset("imdb").subset_sizes is None
+    assert ReproducePlan().for_dataset("agnews").subset_sizes is None
+    with pytest.raises(ValueError, match="not among --datasets"):
+        reproduce(["sst"], "unused-folder", quick=["imdb"], progress=False)
+
+
+def test_quick_argument_parses_per_corpus():
+    import argparse
+
+    from hf_attn.cli import reproduce as cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    assert parser.parse_args(["reproduce", "--quick"]).quick == []
+    assert parser.parse_args(["reproduce", "--datasets", "sst", "imdb", "--quick", "imdb"]).quick == ["imdb"]
+    assert parser.parse_args(["reproduce"]).quick is None

@@ -30,7 +30,9 @@ def add_parser(subparsers) -> None:
                     "idle cores; --quick is a 1–2 minute smoke test on small subsets.")
     p.add_argument("--datasets", nargs="+", default=["sst"], choices=list(DATASETS))
     p.add_argument("--output-dir", default=None, help="the reproduction folder (required unless --regrade)")
-    p.add_argument("--quick", action="store_true", help="small subsets, 1 epoch, short searches (smoke test)")
+    p.add_argument("--quick", nargs="*", default=None, choices=list(DATASETS), metavar="DATASET",
+                   help="small subsets, 1 epoch, short searches (smoke test): every corpus, or only the ones "
+                        "named (e.g. --datasets sst imdb --quick imdb)")
     p.add_argument("--full-corpora", action="store_true",
                    help="train on every corpus whole: IMDB's plan otherwise takes a seeded subset of each split "
                         "(4000 / 500 / 1000 reviews; its whole 25,000 is days of CPU on 2 cores)")
@@ -93,7 +95,8 @@ def _run_cli(args) -> int:
     if not args.output_dir:
         args._parser.error("--output-dir is required (unless --regrade)")
     with exclusive_output_folder(args.output_dir):  # one writer per output folder
-        report = reproduce(args.datasets, args.output_dir, quick=args.quick, seeds=args.seeds,
+        quick = False if args.quick is None else (args.quick or True)
+        report = reproduce(args.datasets, args.output_dir, quick=quick, seeds=args.seeds,
                            wp_seeds=args.wp_seeds, agnews_path=args.agnews_path, full_corpora=args.full_corpora, progress=not args.quiet,
                            report_only=args.report_only, threads=args.threads,
                            jobs=resolve_jobs(args.jobs), bert_family=args.bert_family,

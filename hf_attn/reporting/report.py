@@ -135,6 +135,8 @@ def _report_head(datasets: list[str], plan: ReproducePlan, findings: list[dict],
     head = ["# hf_attn reproduction report", "",
             _how_paragraph("hf-attn reproduce --datasets " + " ".join(datasets) + " --output-dir ."
                            + (" --quick" if plan.quick else "")
+                           + (" --quick " + " ".join(plan.quick_datasets) if getattr(plan, "quick_datasets", ())
+                              else "")
                            + (" --bert-family" if plan.bert_family is not None else "")), "",
             "## Summary", "",
             _summary_line(findings), "",

@@ -584,7 +584,7 @@ def run_dataset(dataset: str, output_dir: str, plan: ReproducePlan, clock: Stage
 # ------------------------------------------------------------------------------------------------
 # entry point
 
-def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None = None,
+def reproduce(datasets, output_dir: str, quick: bool | list = False, seeds: int | None = None,
               wp_seeds: int | None = None, agnews_path: str | None = None, progress: bool = True,
               report_only: bool = False, threads: int | None = None, jobs: int = 1,
               bert_family: bool = False, bert_model_dir: str | None = None, bert_instances: int | None = None,
@@ -597,7 +597,8 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
     processes: two spinning OpenMP threads on two busy cores slowed training 4-10× here).
     ``jobs``: 2 runs the W&P chain in a second process beside the rest (see :func:`run_dataset`).
     ``full_corpora``: every corpus whole (IMDB's plan otherwise trains on a seeded subset:
-    :data:`~hf_attn.runs.reproduce.plan.CORPUS_PLANS`)."""
+    :data:`~hf_attn.runs.reproduce.plan.CORPUS_PLANS`). ``quick``: True (every corpus) or a list of the
+    corpora that run the --quick smoke-test plan (the others the full one)."""
     if jobs not in (1, 2):
         raise ValueError(f"jobs must be 1 or 2, got {jobs}")
     if jobs == 2:
@@ -610,7 +611,13 @@ def reproduce(datasets, output_dir: str, quick: bool = False, seeds: int | None 
     bad = [d for d in datasets if d not in DATASETS]
     if bad:
         raise ValueError(f"unknown dataset(s) {bad}; choose from {DATASETS}")
-    plan = replace(ReproducePlan.for_mode(quick, seeds, wp_seeds), full_corpora=full_corpora)
+    quick_datasets = tuple(quick) if isinstance(quick, (list, tuple)) else ()
+    bad = [d for d in quick_datasets if d not in datasets]
+    if bad:
+        raise ValueError(f"--quick {' '.join(bad)}: not among --datasets {' '.join(datasets)}")
+    everything_quick = bool(quick) and (not quick_datasets or set(quick_datasets) == set(datasets))
+    plan = replace(ReproducePlan.for_mode(everything_quick, seeds, wp_seeds), full_corpora=full_corpora,
+                   quick_datasets=() if everything_quick else quick_datasets)
     if bert_family or bert_model_dir:
         plan = plan.with_bert_family(bert_model_dir, bert_instances, bert_base_model)
     layout = ReproductionLayout(output_dir)

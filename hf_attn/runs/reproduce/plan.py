@@ -137,6 +137,8 @@ class ReproducePlan:
     subset_sizes: tuple | None = None
     # --full-corpora: every corpus whole (CORPUS_PLANS' subsets lifted; their other reductions kept)
     full_corpora: bool = False
+    # --quick DATASET …: these corpora run the --quick plan, the others this one
+    quick_datasets: tuple = ()
     # the faithfulness table (hf_attn.batteries.faithfulness) of the J&W BiLSTM on SST: a seeded sample of
     # faithfulness_instances test sentences (0: not run). The optional captum methods (kernel_shap,
     # deeplift) are left out so the report does not depend on an optional extra.
@@ -191,6 +193,10 @@ class ReproducePlan:
         """The plan of one corpus: AG News and IMDB get the T&Š cells with published AG/IMDB numbers
         only, and the corpus's :data:`CORPUS_PLANS` entry (IMDB: a seeded subset and fewer seeds on a
         2-core machine; ``full_corpora`` keeps the whole corpus)."""
+        if dataset in self.quick_datasets and not self.quick:
+            quick = ReproducePlan.for_mode(True, None, None)
+            return replace(quick, bert_family=self.bert_family, snli_path=self.snli_path,
+                           quick_datasets=self.quick_datasets)
         if dataset == "sst" or self.quick:
             return self
         plan = replace(self, ts_variants=("base", "concat", "tying", "mlm"), ts_attentions=("additive",),
