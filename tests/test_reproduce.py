@@ -275,3 +275,30 @@ def test_quick_argument_parses_per_corpus():
     assert parser.parse_args(["reproduce", "--quick"]).quick == []
     assert parser.parse_args(["reproduce", "--datasets", "sst", "imdb", "--quick", "imdb"]).quick == ["imdb"]
     assert parser.parse_args(["reproduce"]).quick is None
+
+
+def test_grid_cells_made_with_another_selection_are_named_not_reused(tmp_path):
+    """A grid cell trained with δ = 10 when the selection now chooses 30: the grid stage refuses and names
+    every folder made from those models (grid runs, T&Š analyses, ERASER, adversaries)."""
+    from hf_attn.reproduce.pipeline import DatasetRun, _stage_ts_grid, _stale_regularised_cells
+    from hf_attn.runs.reproduce.layout import ReproductionLayout
+    from hf_attn.reproduce import ReproducePlan
+
+    plan = ReproducePlan(ts_variants=("base", "tying"), ts_attentions=("additive",), ts_seeds=1)
+    paths = ReproductionLayout(str(tmp_path)).dataset_paths("sst", plan)
+    run = DatasetRun("sst", plan, paths, "sst", None, False)
+    assert _stale_regularised_cells(run) == []
+    os.makedirs(paths["ts_select"])
+    with open(os.path.join(paths["ts_select"], "selection.json"), "w", encoding="utf-8") as f:
+        json.dump({"tying-additive": {"setting": "tying_delta", "dev_f1": {"10": 0.8, "30": 0.9}, "chosen": 30.0}}, f)
+    trained = os.path.join(paths["grid"], "tying-additive", "seed0")
+    os.makedirs(trained)
+    with open(os.path.join(trained, "run.json"), "w", encoding="utf-8") as f:
+        json.dump({"settings": {"variant": "tying", "tying_delta": 10.0}}, f)
+    os.makedirs(os.path.join(paths["eraser"]["tying-additive"]))
+    os.makedirs(os.path.join(paths["ts"], "ts-adversary", "tying-additive-seed0"))
+    stale = _stale_regularised_cells(run)
+    assert stale == [os.path.join(paths["grid"], "tying-additive"), paths["eraser"]["tying-additive"],
+                     os.path.join(paths["ts"], "ts-adversary", "tying-additive-seed0")]
+    with pytest.raises(ValueError, match="remove them and rerun"):
+        _stage_ts_grid(run)

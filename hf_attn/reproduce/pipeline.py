@@ -340,8 +340,35 @@ def _stage_ts_select(run: DatasetRun) -> None:
                             progress=run.progress)
 
 
+def _stale_regularised_cells(run: DatasetRun) -> list[str]:
+    """Grid cells trained earlier with another δ / η than the model selection chose: a cell's grid runs, its
+    T&Š analyses, its ERASER table and its Fig. 1 adversaries were all made from those models."""
+    from hf_attn.runs.grid import REGULARISER
+    from hf_attn.runs.ts import ADVERSARY_ROOTS
+
+    stale = {}
+    for relative, settings in run.grid:
+        run_json = os.path.join(run.paths["grid"], relative, "run.json")
+        setting = REGULARISER.get(settings.variant)
+        if setting and os.path.exists(run_json):
+            trained = read_json(run_json)["settings"].get(setting)
+            if trained != getattr(settings, setting):
+                stale[relative.split(os.sep)[0]] = (setting, trained, getattr(settings, setting))
+    folders = []
+    for cell in stale:
+        folders += [os.path.join(run.paths["grid"], cell), os.path.join(run.paths["ts"], cell),
+                    *([run.paths["eraser"][cell]] if cell in run.paths["eraser"] else []),
+                    *[os.path.join(run.paths["ts"], root, f"{cell}-seed0") for root in ADVERSARY_ROOTS.values()]]
+    return [f for f in folders if os.path.exists(f)] if stale else []
+
+
 def _stage_ts_grid(run: DatasetRun) -> None:
-    """The T&Š variant grid (variants × attentions × seeds)."""
+    """The T&Š variant grid (variants × attentions × seeds); refused, naming what to remove, when a cell was
+    trained earlier with another δ / η than the model selection chose."""
+    stale = _stale_regularised_cells(run)
+    if stale:
+        raise ValueError("the T&Š model selection chose another tying δ / MLM η than these folders were made with; "
+                         "remove them and rerun to retrain and reanalyse those cells: " + ", ".join(stale))
     _train_grid(run.grid, run.paths["grid"], run, "T&Š grid runs")
 
 
