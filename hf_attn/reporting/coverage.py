@@ -100,12 +100,13 @@ def _jw_other_corpora() -> tuple[Experiment, ...]:
     battery = "Table 1's performance, Table 2's τ, the permutations and adversaries"
     return (
         Experiment("J&W", "Tables 1–2, Figs. 2–5 (SNLI)", battery + " of premise attention given the hypothesis",
-                   "SNLI", ("JWS-1", "JWS-2", "JWS-3", "JWS-4"), where="REPORT.md: J&W SNLI", present="jw.snli",
+                   "SNLI", ("JWS-1", "JWS-2", "JWS-3", "JWS-4"), where="REPORT.md: J&W SNLI", present="jw.snli.results",
                    run_with="set HF_ATTN_SNLI_DIR to the offline SNLI copy"),
         Experiment("J&W", "Tables 1–2, Figs. 2–5 (bAbI)", battery + " of passage attention given the question "
-                   "(ε = 0.05)", "bAbI tasks 1–3", where="docs/reproduction/babi.md (`hf-attn train`, "
-                   "`hf-attn analyze --battery jw`)", reason="generated bAbI-style data (the released files are "
-                   "not available offline), one seed: not J&W's data, so not graded"),
+                   "(ε = 0.05)", "bAbI tasks 1–3", where="REPORT.md: J&W QA (bAbI, generated); docs/reproduction/babi.md",
+                   present="jw.qa", reason="generated bAbI-style data (the released files are not available "
+                   "offline), one seed: not J&W's data, so not graded",
+                   run_with="the default plan (qa_tasks)"),
         Experiment("J&W", "Tables 1–2, Figs. 2–5 (CNN QA)", battery + " of passage attention given the question",
                    "CNN (Hermann et al. 2015)", reason="the CNN questions are not obtainable offline (the "
                    "`cnn-qa` loader reads a local copy)"),

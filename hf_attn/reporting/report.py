@@ -28,7 +28,8 @@ from hf_attn.runs.reproduce.plan import ReproducePlan
 from hf_attn.reporting.markdown import _Figures, _finding_lines, format_findings_table
 from hf_attn.reporting.markdown import _verdict_lines  # noqa: F401 (re-exported)
 from hf_attn.reporting.paper_sections import (TABLE_HEADERS, _eraser_section, _jw_correlations,
-                                              _jw_permutation_adversary, _jw_snli, _ts_sections, _wp_sections)
+                                              _jw_permutation_adversary, _jw_qa, _jw_snli, _ts_sections,
+                                              _wp_sections)
 from hf_attn.reporting.beyond_sections import _bert_family_section, _faithfulness_section
 from hf_attn.reporting.beyond_sections import BERT_FAMILY_HEADER, FAITHFULNESS_HEADER  # noqa: F401 (re-exported)
 
@@ -54,6 +55,7 @@ def dataset_section(data: dict, findings: list[dict], out_dir: str, figures: lis
     P += _jw_permutation_adversary(data, findings, figs)
     if data["dataset"] == "sst":
         P += _jw_snli(data, plan, findings)
+        P += _jw_qa(data, plan)
     P += _wp_sections(data, findings, figs)
     P += _ts_sections(data, findings, figs, plan)
     P += _eraser_section(data, findings, figs)

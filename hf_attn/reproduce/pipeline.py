@@ -290,6 +290,19 @@ def _stage_snli(run: DatasetRun) -> None:
                                seed=seed)
 
 
+def _stage_qa(run: DatasetRun) -> None:
+    """J&W's QA rows on bAbI tasks 1–3 (generated data): the pair model with J&W's bAbI settings (50-d
+    embeddings trained from scratch, H = 30, batch 50) and its J&W battery (ε = 0.05 on QA)."""
+    from hf_attn.training.engine import TrainSettings, train
+
+    plan = run.plan
+    for task, (model_dir, out) in run.paths["qa"].items():
+        if not os.path.exists(os.path.join(model_dir, "metrics.json")):
+            train(TrainSettings(dataset=task, embeddings="random", embedding_dim=50, hidden_size=30, batch_size=50,
+                                epochs=plan.qa_epochs, seed=0), model_dir, progress=False)
+        _run_jw_battery(model_dir, out, _jw_battery_settings(plan, run.progress, plan.qa_jw_instances))
+
+
 def _stage_wp(run: DatasetRun) -> None:
     """The W&P battery: uniform, seed models, λ sweep of consistent adversaries, guided MLPs."""
     from hf_attn.batteries.wp.battery import WPSettings
@@ -532,6 +545,7 @@ STAGES = (
     ("jw_more", _stage_jw_more, lambda run: True),
     # part of the SST pipeline (J&W's NLI rows); skipped, and said so in the report, without the data
     ("snli", _stage_snli, lambda run: run.dataset == "sst" and bool(snli_folder(run.plan))),
+    ("qa", _stage_qa, lambda run: run.dataset == "sst" and bool(run.plan.qa_tasks)),
     ("wp", _stage_wp, lambda run: True),
     ("jw_seeds", _stage_jw_seeds, lambda run: True),
     ("ts_select", _stage_ts_select, lambda run: bool(run.selection_runs)),

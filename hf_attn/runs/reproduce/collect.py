@@ -113,7 +113,9 @@ def collect(paths: dict) -> dict:
                              "results": _maybe(os.path.join(paths["jw_snli"], "results.json")),
                              "seeds": _jw_seed_summaries(paths.get("jw_snli_seeds")),
                              "seed_models": [_run_facts(d) for _, d in seed_model_dirs(paths.get("snli_seeds", ""))]}
-                            if paths.get("snli_model") else None)},
+                            if paths.get("snli_model") else None),
+                   "qa": {task: {"model": _run_facts(run_dir), "results": _maybe(os.path.join(out, "results.json"))}
+                          for task, (run_dir, out) in (paths.get("qa") or {}).items()} or None},
             "wp": wp, "ts": ts,
             "ts_select": _maybe(os.path.join(paths["ts_select"], "selection.json")) if paths.get("ts_select") else None,
             # {"2": summary, "3": summary} of the depths that ran (None: none)

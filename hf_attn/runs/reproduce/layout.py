@@ -109,6 +109,9 @@ class ReproductionLayout:
                 "snli_model": os.path.join(runs, "snli-lstm-additive"), "jw_snli": os.path.join(analysis, "jw-snli"),
                 # the SNLI seed models (seed ≥ 1) and their J&W batteries: seed-S below each
                 "snli_seeds": os.path.join(runs, "snli-seeds"), "jw_snli_seeds": os.path.join(analysis, "jw-snli-seeds"),
+                # J&W QA (bAbI, generated): {task: (run folder, J&W battery folder)}
+                "qa": {task: (os.path.join(runs, f"qa-{task}"), os.path.join(analysis, f"jw-qa-{task}"))
+                       for task in getattr(plan, "qa_tasks", ())},
                 # T&Š Table 6: {layers: folder} per depth of the plan
                 "ts_layers_grid": {n: os.path.join(runs, f"ts-grid-{n}layer") for n in layers},
                 "ts_layers": {n: os.path.join(analysis, f"ts-{n}layer") for n in layers},

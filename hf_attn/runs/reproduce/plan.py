@@ -131,6 +131,13 @@ class ReproducePlan:
     snli_epochs: int = 3
     snli_jw_instances: int = 500
     snli_seeds: int = 3
+    # J&W's QA rows on bAbI tasks 1–3 (part of the SST pipeline): generated data (the released files are not
+    # available offline; hf_attn.data.babi), 1,000 training questions, the pair model with J&W's bAbI settings
+    # (50-d embeddings from scratch, H = 30, batch 50), qa_epochs epochs, the J&W battery (ε = 0.05) on the
+    # first qa_jw_instances test questions; one seed, shown beside J&W's numbers, not graded
+    qa_tasks: tuple = ("babi1", "babi2", "babi3")
+    qa_epochs: int = 50
+    qa_jw_instances: int = 300
     eraser_max_instances: int | None = None
     quick_sizes: tuple = (240, 60, 80)  # train / validation / test rows in --quick
     # train / validation / test rows of a corpus's seeded subset (CORPUS_PLANS; None: the whole corpus)
@@ -160,7 +167,7 @@ class ReproducePlan:
                            mi_max_occurrences=2000, wp_seeds=2, wp_lambdas=(0.001, 1.0), wp_guide_seeds=1,
                            wp_adversary_steps=20, wp_adversary_max_epochs=2, jw_permutations=10, jw_steps=20,
                            ts_multilayer_seeds=1, snli_train_pairs=200, snli_dev_pairs=20, snli_epochs=1,
-                           snli_jw_instances=20, snli_seeds=1,
+                           snli_jw_instances=20, snli_seeds=1, qa_tasks=("babi1",), qa_epochs=2, qa_jw_instances=20,
                            eraser_cells=("base-additive", "tying-additive"), eraser_ig_steps=4,
                            eraser_max_instances=40, faithfulness_instances=20)
         if seeds is not None:
@@ -251,7 +258,7 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
     the plan has the BERT-family section."""
     extra = {"bert_family": _bert_family_estimate(plan)} if plan.bert_family is not None else {}
     if plan.quick:
-        return {"models": 20, "jw": 15, "jw_more": 20, "ts_select": 0, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15,
+        return {"models": 20, "jw": 15, "jw_more": 20, "ts_select": 0, "qa": 20, "ts_layers": 20, "snli": 10 if snli_folder(plan) else 0, "wp": 60, "jw_seeds": 10, "ts_grid": 30, "ts": 40, "eraser": 15,
                 "faithfulness": 15 if plan.faithfulness_instances else 0} | extra
     s = _SECONDS
     cells = len(plan.ts_variants) * len(plan.ts_attentions)
@@ -282,6 +289,11 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
             "ts_layers": layered,
             "wp": wp_train + s["wp_analysis"],
             "jw_seeds": plan.wp_seeds * s["jw_lstm"],
+            # bAbI 1–3 at 1,000 questions, 50 epochs: 30 / 62 / 99 s of training and 15 / 66 / 397 s of battery per
+            # 1,000 test questions (docs/benchmarks/babi_generated_jw.json)
+            "qa": sum({"babi1": 30 + 0.015 * plan.qa_jw_instances, "babi2": 62 + 0.066 * plan.qa_jw_instances,
+                       "babi3": 99 + 0.4 * plan.qa_jw_instances}.get(t, 100) * plan.qa_epochs / 50
+                      for t in plan.qa_tasks),
             "ts_select": len(plan.ts_attentions) * (
                 (s["train_small_lstm"] * len(plan.ts_tying_deltas) if len(plan.ts_tying_deltas) > 1 else 0)
                 + (s["train_mlm"] * len(plan.ts_mlm_weights) if len(plan.ts_mlm_weights) > 1 else 0)),
@@ -310,6 +322,7 @@ STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P traine
                 "snli": "J&W SNLI pair models (seeds) and their J&W pair battery",
                 "wp": "W&P battery (uniform, seeds, λ sweep of consistent adversaries, guided MLPs)",
                 "jw_seeds": "J&W battery on the W&P seed models (the seed spread of τ, permutation, adversary)",
+                "qa": "J&W QA: bAbI tasks 1–3 (generated data), the pair model and its J&W battery (ε = 0.05)",
                 "ts_select": "T&Š model selection: tying for every δ, MLM for every η (seed 0), best dev F1 per cell",
                 "ts_grid": "T&Š variant grid training",
                 "ts": "T&Š battery on every grid run, MI on the MI seeds, Fig. 1 adversaries (T&Š Eq. 6)",
