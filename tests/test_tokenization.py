@@ -304,3 +304,11 @@ def test_space_explains_raw_text_like_sst(model_dir):
                  for text in (raw, sst_form)]
     assert explained[0].tokens == explained[1].tokens == SST_TOKENS
     assert explained[0].probabilities.tolist() == explained[1].probabilities.tolist()
+
+
+def test_every_punctuation_character_is_its_own_token():
+    """SST's "..." and "Mr." are split like raw text's punctuation (the module docstring says so)."""
+    from hf_attn.data.tokenization import build_tokenizer
+
+    tok = build_tokenizer(["Mr. Smith ... is here ."])
+    assert tok.tokenize("Mr. Smith ... is here .") == ["mr", ".", "smith", ".", ".", ".", "is", "here", "."]

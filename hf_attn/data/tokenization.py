@@ -5,7 +5,9 @@ Raw English is first rewritten into the Penn-Treebank spelling of SST (:data:`PT
 contractions and clitics split off (``don't`` → ``do n't``, ``it's`` → ``it 's``), double quotes →
 two backquotes / two apostrophes, single quotes → one backquote / one apostrophe, dashes → ``--``,
 escaped brackets ``-lrb-`` → ``(``. "I don't like it, it isn't good." and its SST form "I do n't like
-it , it is n't good ." then give the same tokens; already-tokenized SST text is left unchanged.
+it , it is n't good ." then give the same tokens. Every other punctuation character is a token of its
+own, in raw and in SST text alike: SST's ``...`` becomes ``. . .`` and ``Mr.`` becomes ``mr .`` (the
+SST models here were trained so; tests/test_tokenization.py pins it).
 
 Built with the ``tokenizers`` library (WordLevel model) and wrapped as a
 ``PreTrainedTokenizerFast`` so it saves and loads with the model folder. Every rule is a
@@ -36,8 +38,8 @@ NUMBER_TOKEN = "qqq"
 # A "word" containing a digit (letters, digits, hyphens, apostrophes, dots and commas inside
 # numbers) becomes qqq; surrounding punctuation is left for the pre-tokenizer to split off.
 _NUMBER_WORD = r"[\w'\-]*\d(?:[\w'\-]|[.,:/]\d)*"
-# After whitespace splitting, punctuation (other than ' and - inside words) is isolated, so raw
-# text such as "great!" becomes "great" "!"; already-tokenized SST text is left unchanged.
+# After whitespace splitting, every punctuation character (other than ' and - inside words) is isolated,
+# so raw text such as "great!" becomes "great" "!", and SST's "..." and "Mr." become ". . ." and "mr .".
 _PUNCTUATION = r"[^\w\s'\-]"
 
 # Raw text → the (lower-cased) PTB spelling of SST, applied in order after NFKC + lower-casing and
