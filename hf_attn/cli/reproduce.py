@@ -26,8 +26,10 @@ def add_parser(subparsers) -> None:
         "reproduce", help="train, run all three batteries + ERASER, write REPORT.md (resumable)",
         description="One command for the whole reproduction: trains what is missing under OUT/runs (finished runs "
                     "are reused, across batteries too), runs the J&W, W&P and T&Š batteries and the ERASER table, "
-                    "and writes OUT/REPORT.md, OUT/report.json and OUT/figures. --datasets sst takes < 1 h on 2 "
-                    "idle cores; --quick is a 1–2 minute smoke test on small subsets.")
+                    "and writes OUT/REPORT.md, OUT/report.json and OUT/figures, graded per corpus and across corpora. "
+                    "What each corpus costs on 2 cores is measured in docs/reproduction/cost.md (SST: hours with "
+                    "SNLI and the model selection; AG News under an hour); --quick [DATASET ...] is a 1–2 minute "
+                    "smoke test per corpus on small subsets.")
     p.add_argument("--datasets", nargs="+", default=["sst"], choices=list(DATASETS))
     p.add_argument("--output-dir", default=None, help="the reproduction folder (required unless --regrade)")
     p.add_argument("--quick", nargs="*", default=None, choices=list(DATASETS), metavar="DATASET",
