@@ -129,6 +129,12 @@ def test_quick_report_has_every_table_and_published_value(quick):
         assert f"| {variant} | additive | {value} |" in text
     # machine, versions and stage wall times are stated
     assert "Machine:" in text and "transformers 5." in text and "Wall time per stage" in text
+    # J&W's QA rows on generated bAbI, labelled as such and ungraded; T&Š Table 6 at each depth
+    assert "#### J&W QA: bAbI tasks 1–3, **generated data**" in text and "**not graded**" in text
+    assert "| babi1 | " in text
+    assert "T&Š Table 6 (appendix B): 2-layer BiLSTM" in text and "T&Š Table 6 (appendix B): 3-layer BiLSTM" in text
+    # one corpus: no section across corpora, no list of differing verdicts
+    assert "## Across corpora" not in text and "differs between corpora" not in text
     # one computed sentence per finding, with its verdict, for every part of every paper
     with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
         saved = json.load(f)
