@@ -104,6 +104,8 @@ def test_report_findings_differ_between_corpora_and_are_listed():
             {"id": "JW-2", "dataset": "b", "verdict": "not reproduced"},
             {"id": "JW-3", "dataset": "a", "verdict": "reproduced"},
             {"id": "JW-3", "dataset": "b", "verdict": "reproduced"},
+            {"id": "JW-7", "dataset": "a", "verdict": "reproduced"},
+            {"id": "JW-7", "dataset": "b", "verdict": "new measurement"},  # nothing published for b: not compared
             {"id": "JWX-1", "dataset": ACROSS, "verdict": "reproduced"}]
     assert differing_verdicts(fake) == ["JW-2: a reproduced, b not reproduced"]
     assert summary_lines(fake)[2] == "- JW-2: a reproduced, b not reproduced"

@@ -605,3 +605,17 @@ def test_ts6_is_graded_against_ts_section_6(committed):
     f = _verdicts(committed)["TS-6"]
     assert f["verdict"] == "not reproduced" and all(c["kind"] == "claim" for c in f["checks"])
     assert any("more susceptible to attacks" in q["text"] for q in f["quotes"])
+
+
+def test_average_model_predicting_one_class_leaves_that_class_ungraded(committed):
+    """A (quick, small) Average model that predicts no test instance as class 1: JW-5 grades class 0 only."""
+    from hf_attn.reporting.findings.jw import _finding_jw5
+
+    data = copy.deepcopy(committed["results"]["sst"])
+    data.setdefault("dataset", "sst")
+    del data["jw"]["average"]["summary"]["tau_gradient"]["per_class"]["1"]
+    found = _finding_jw5(data)
+    one = [c for c in found["checks"] if c["name"] == "above BiLSTM class 1"]
+    assert one[0]["holds"] is None and "predicts no test instance" in one[0]["detail"]
+    assert not any(c["name"] == "Table 2 class 1" for c in found["checks"])
+    assert found["graded"][0] >= 1

@@ -54,12 +54,16 @@ def verdicts_by_corpus(findings: list[dict]) -> dict[str, dict[str, str]]:
     return table
 
 
+UNGRADED = ("not measured", "new measurement")  # no verdict to compare: nothing graded, or nothing published
+
+
 def differing_verdicts(findings: list[dict]) -> list[str]:
-    """"JW-2: sst not reproduced, agnews reproduced" for every finding graded on two corpora or more
-    whose verdicts differ."""
+    """"JW-2: sst not reproduced, agnews reproduced" for every finding graded on two corpora or more whose
+    graded verdicts differ (a corpus where it is not measured or a new measurement is shown, not compared)."""
     out = []
     for fid, verdicts in verdicts_by_corpus(findings).items():
-        if len(verdicts) > 1 and len(set(verdicts.values())) > 1:
+        graded = {v for v in verdicts.values() if v not in UNGRADED}
+        if sum(v not in UNGRADED for v in verdicts.values()) > 1 and len(graded) > 1:
             out.append(f"{fid}: " + ", ".join(f"{ds} {v}" for ds, v in verdicts.items()))
     return out
 

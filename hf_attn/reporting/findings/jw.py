@@ -347,8 +347,12 @@ def _finding_jw5(data: dict) -> dict | None:
     sa = jwa["summary"]
     ma = _per_class_means(sa, "tau_gradient")
     mb = _per_class_means(jw["summary"], "tau_gradient") if jw else [None, None]
-    checks = []
+    checks, basis = [], "no class the Average model predicts"
     for c in (0, 1):
+        if ma[c] is None:  # the Average model predicted no test instance as class c
+            checks.append(Check(f"above BiLSTM class {c}", "claim", None,
+                                f"class {c}: the Average model predicts no test instance as this class"))
+            continue
         sigma = _std(_jw_seed_values(data, lambda x, c=c: x["tau_gradient"]["per_class"][str(c)]["mean"]))
         if sigma is not None:
             tol, basis = Z * _se((sigma, 1), (sigma, 1)), ("2·√2·σ_seed (the BiLSTM's seed spread of τ used "
