@@ -44,8 +44,10 @@ def _preprocessing_cause(key: str, dataset: str, root: str | None = None) -> str
 
 
 def _per_class_means(summary: dict, key: str) -> list[float | None]:
+    """Mean τ per class 0, 1, … (None for a class the model predicts for no instance)."""
     block = summary[key]["per_class"]
-    return [block[c]["mean"] for c in sorted(block, key=int)]
+    classes = max([2] + [int(c) + 1 for c in block])
+    return [(block.get(str(c)) or {}).get("mean") for c in range(classes)]
 
 
 def _jw_seed_values(data: dict, fn) -> list:
