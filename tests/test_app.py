@@ -148,6 +148,25 @@ def test_errors_are_clear(client, trained_model_dir):
         client.predict(trained_model_dir, "good " * (limit + 1), api_name="/compare_methods")
 
 
+def _click_when_free(driver, element, timeout: float = 120.0) -> None:
+    """Click ``element`` once no overlay covers it: on a loaded machine Gradio's status tracker can still
+    cover the page for a while after it renders (the click is retried until it lands, or fails after
+    ``timeout`` seconds)."""
+    import time
+
+    from selenium.common.exceptions import ElementClickInterceptedException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            element.click()
+            return
+        except ElementClickInterceptedException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 @pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
                     reason="Chromium/chromedriver not installed (apt-get install chromium chromium-driver)")
 def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
@@ -175,7 +194,7 @@ def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
         assert trained_model_dir not in driver.page_source
         assert "Serving" in driver.find_element(By.CSS_SELECTOR, "#served-model").text
         box.send_keys(SENTENCE)
-        driver.find_element(By.CSS_SELECTOR, "#explain").click()
+        _click_when_free(driver, driver.find_element(By.CSS_SELECTOR, "#explain"))
         heatmap = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#heatmaps #hfa-heatmap")))
         tables = heatmap.find_elements(By.CSS_SELECTOR, "table.hfa-heatmap")  # the sentence may wrap
         tokens = [th.text for th in heatmap.find_elements(By.CSS_SELECTOR, "th.hfa-tok")]
@@ -196,8 +215,8 @@ def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
         # every attribution method side by side: one row per method that applies to the BiLSTM
         opener = driver.find_element(By.CSS_SELECTOR, "#compare-methods .label-wrap")
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", opener)
-        opener.click()
-        wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#compare"))).click()
+        _click_when_free(driver, opener)
+        _click_when_free(driver, wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#compare"))))
         methods = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#methods #hfa-methods")))
         rows = methods.find_elements(By.CSS_SELECTOR, "tr[data-row]")
         assert [r.get_attribute("data-row") for r in rows] == [
