@@ -6,6 +6,7 @@ report's numbers and a counter-example that flips each verdict) are in tests/tes
 
 import importlib.util
 import json
+from dataclasses import replace
 import os
 import re
 
@@ -236,6 +237,18 @@ def test_snli_quick_stage_on_the_fixture(tmp_path, monkeypatch):
                                      plan, progress=False)
     assert results["pair"] and results["dataset"] == "snli" and results["published"]
     assert set(results["summary"]["tau_gradient"]["per_class"]) <= {"0", "1", "2"}
+    # rerun: the finished model is reused, whether it holds the plan's pairs or every pair the fixture has
+    again = train_and_analyse_snli(fixture, str(tmp_path / "model"), str(tmp_path / "jw"), plan, progress=False)
+    assert again == results
+    more = replace(plan, snli_train_pairs=10 ** 6)  # more than the fixture holds: all of it was used
+    with open(tmp_path / "model" / "run.json", encoding="utf-8") as f:
+        trained = json.load(f)["split_sizes"]["train"]
+    if trained < plan.snli_train_pairs:
+        assert train_and_analyse_snli(fixture, str(tmp_path / "model"), str(tmp_path / "jw"), more,
+                                      progress=False)["summary"]
+    fewer = replace(plan, snli_train_pairs=max(trained - 1, 1))  # a model made for another plan: refused
+    with pytest.raises(ValueError, match="move it away"):
+        train_and_analyse_snli(fixture, str(tmp_path / "model"), str(tmp_path / "jw"), fewer, progress=False)
 
 
 def test_layout_public_paths(tmp_path, monkeypatch):

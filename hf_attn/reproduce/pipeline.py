@@ -164,7 +164,10 @@ def train_and_analyse_snli(snli_dir: str, model_dir: str, out: str, plan: Reprod
 
     if os.path.exists(os.path.join(model_dir, "metrics.json")):
         trained = (read_json(os.path.join(model_dir, "run.json")).get("split_sizes") or {}).get("train")
-        if trained is not None and trained != plan.snli_train_pairs:
+        # the plan's pairs, or every train pair left after the dev split when there are fewer
+        fewer = trained is not None and trained < plan.snli_train_pairs
+        if trained is not None and trained != plan.snli_train_pairs and not (
+                fewer and trained == len(load_snli(snli_dir).splits["train"])):
             raise ValueError(f"{model_dir} holds an SNLI model trained on {trained} pairs, this plan asks for "
                              f"{plan.snli_train_pairs}: move it away or use another --output-dir")
     else:
