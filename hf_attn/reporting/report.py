@@ -24,7 +24,7 @@ from hf_attn.reporting.across_section import across_section, summary_lines
 from hf_attn.reporting.coverage import with_coverage
 from hf_attn.reporting.findings import TOLERANCE, VERDICTS, findings_of_report
 from hf_attn.runs.reproduce.layout import ReproductionLayout
-from hf_attn.runs.reproduce.plan import ReproducePlan
+from hf_attn.runs.reproduce.plan import STAGE_TITLES, ReproducePlan
 from hf_attn.reporting.markdown import _Figures, _finding_lines, format_findings_table
 from hf_attn.reporting.markdown import _verdict_lines  # noqa: F401 (re-exported)
 from hf_attn.reporting.paper_sections import (TABLE_HEADERS, _eraser_section, _jw_correlations,
@@ -160,7 +160,13 @@ def _report_head(datasets: list[str], plan: ReproducePlan, findings: list[dict],
             "runs that already existed cost nothing here); `stages.json` has every invocation's last time.", "",
             "| stage | what | wall time (min) | estimate on 2 idle cores (min) |", "|---|---|---|---|"]
     second_lane = {key for key, st in stages.items() if st.get("lane") == 2}
-    for key, st in stages.items():
+    order = list(STAGE_TITLES)  # each corpus's stages in the order they run, the corpora in the report's order
+
+    def rank(key: str):
+        dataset, _, stage = key.partition("/")
+        return (datasets.index(dataset) if dataset in datasets else len(datasets),
+                order.index(stage) if stage in order else len(order))
+    for key, st in sorted(stages.items(), key=lambda item: rank(item[0])):
         lane = " (second process)" if key in second_lane else ""
         head.append(f"| {key}{lane} | {st['title']} | {st['seconds'] / 60:.1f} | {st['estimate_seconds'] / 60:.1f} |")
     if second_lane:  # --jobs 2: the stages overlapped, so their sum exceeds the wall time

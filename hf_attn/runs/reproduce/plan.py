@@ -320,13 +320,13 @@ STAGE_TITLES = {"models": "J&W BiLSTM (= W&P base) and J&W Average (= W&P traine
                 "jw_more": "J&W's other encoders and attentions (CNN + additive / dot, BiLSTM + dot, Average + dot) "
                            "and their J&W battery",
                 "snli": "J&W SNLI pair models (seeds) and their J&W pair battery",
+                "qa": "J&W QA: bAbI tasks 1–3 (generated data), the pair model and its J&W battery (ε = 0.05)",
                 "wp": "W&P battery (uniform, seeds, λ sweep of consistent adversaries, guided MLPs)",
                 "jw_seeds": "J&W battery on the W&P seed models (the seed spread of τ, permutation, adversary)",
-                "qa": "J&W QA: bAbI tasks 1–3 (generated data), the pair model and its J&W battery (ε = 0.05)",
                 "ts_select": "T&Š model selection: tying for every δ, MLM for every η (seed 0), best dev F1 per cell",
                 "ts_grid": "T&Š variant grid training",
-                "ts": "T&Š battery on every grid run, MI on the MI seeds, Fig. 1 adversaries (T&Š Eq. 6)",
                 "eraser": "ERASER / integrated gradients on T&Š base / tying / MLM (seed 0)",
+                "ts": "T&Š battery on every grid run, MI on the MI seeds, Fig. 1 adversaries (T&Š Eq. 6)",
                 "ts_layers": "T&Š Table 6: the fragility grid with 2- and 3-layer BiLSTMs (training + T&Š battery)",
                 "faithfulness": "faithfulness table (attribution methods × faithfulness metrics) of the J&W BiLSTM",
                 "bert_family": "BERT-family (opt-in): MiniLM fine-tuned on SST, the J&W battery on its [CLS] attention "
