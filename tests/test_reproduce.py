@@ -167,7 +167,7 @@ def test_quick_report_has_every_table_and_published_value(quick):
     # J&W battery on the CNN and the dot-attention BiLSTM, beside J&W's committed SST outputs; Figs. 1 and 5
     assert "sst/jw_more" in saved["stages"]
     extra = saved["results"]["sst"]["jw"]["extra"]
-    assert set(extra) == {"cnn-additive", "lstm-dot"} and all(e["results"] for e in extra.values())
+    assert set(extra) == {"cnn-additive", "lstm-dot", "average-dot", "cnn-dot"} and all(e["results"] for e in extra.values())
     assert extra["cnn-additive"]["model"]["encoder"] == "cnn" and extra["lstm-dot"]["model"]["attention"] == "dot"
     assert "0.48±0.17 (0.75) / 0.48±0.17 (0.75)ᶜ" in text  # CNN τ_g, GradientPval_kendalltau
     assert "0.61±0.16 (0.87) / 0.64±0.15 (0.89)ᶜ" in text  # Average τ_loo, pyxc-pyc_pval_kendalltau
