@@ -182,8 +182,11 @@ def test_quick_report_has_every_table_and_published_value(quick):
     assert "run_adversarial.sh" in text and "epochs trained" in text
     # T&Š Table 6 (2-layer BiLSTM) beside the published SST rows; the SNLI section says what it measured or why not
     assert "sst/ts_layers" in saved["stages"] and "T&Š Table 6 (appendix B): 2-layer BiLSTM" in text
-    layered = saved["results"]["sst"]["ts_layers"]["cells"]
-    assert {"base-additive", "mlm-additive"} <= set(layered) and "| base | 84.2 / -2.8 / -5.0 | 84.2 / -1.0 / -1.2 |" in text
+    layered = saved["results"]["sst"]["ts_layers"]
+    assert set(layered) == {"2", "3"}
+    assert {"base-additive", "mlm-additive"} <= set(layered["2"]["cells"]) <= set(layered["3"]["cells"])
+    assert "| base | 84.2 / -2.8 / -5.0 | 84.2 / -1.0 / -1.2 |" in text
+    assert "| base | 84.2 / -2.8 / -5.0 | 84.2 / -0.7 / -0.7 |" in text  # the 3-layer row
     assert "J&W SNLI (sentence pairs" in text
     # the J&W battery ran on the W&P seed models: the J&W tolerances come from their seed spread
     assert len(saved["results"]["sst"]["jw"]["seeds"]) == 2
