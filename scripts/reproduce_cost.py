@@ -86,6 +86,7 @@ def main(argv=None) -> int:
     p.add_argument("--folder", action="append", required=True, help="DATASET=FOLDER of a full reproduction")
     p.add_argument("--quick-folder", action="append", default=[], help="DATASET=FOLDER of its --quick run")
     p.add_argument("--plan", action="append", default=[], help="DATASET=TEXT: how its plan differs (optional)")
+    p.add_argument("--note", action="append", default=[], help="a sentence on how these runs were made (repeatable)")
     p.add_argument("--out", required=True, help="output path without extension (.json and .md are written)")
     args = p.parse_args(argv)
     plans = _pairs(args.plan, "--plan")
@@ -99,7 +100,8 @@ def main(argv=None) -> int:
               "how": ("Each corpus ran `hf-attn reproduce --datasets CORPUS --jobs 1 --threads 1` pinned to one core "
                       "of the 2-core development machine while other work ran on the other core; the times are "
                       "those stages.json recorded for the invocation that did the work. With `--jobs 2` on 2 idle "
-                      "cores the W&P chain runs beside the rest and the wall time is about the longer of the two."),
+                      "cores the W&P chain runs beside the rest and the wall time is about the longer of the two."
+                      + "".join(" " + n for n in args.note)),
               "corpora": corpora}
     write_json_atomic(args.out + ".json", record)
     write_text_atomic(args.out + ".md", markdown(record))
