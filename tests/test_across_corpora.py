@@ -9,7 +9,7 @@ import os
 import pytest
 
 from hf_attn.reporting.across_section import across_section, differing_verdicts, summary_lines, table2_rows
-from hf_attn.reporting.findings import ACROSS, findings_across, findings_of_report
+from hf_attn.reporting.findings import ACROSS, ACROSS_FINDINGS, findings_across, findings_of_report
 
 
 COMMITTED = os.path.join(os.path.dirname(__file__), "data", "verdicts", "report_sst_2026-11-21.json")
@@ -99,7 +99,7 @@ def test_report_findings_differ_between_corpora_and_are_listed():
     assert {f["dataset"] for f in findings} == {"sst", "agnews", ACROSS}
     per_corpus = [f["id"] for f in findings if f["dataset"] == "sst"]
     assert per_corpus and [f["id"] for f in findings if f["dataset"] == "agnews"]
-    assert [f["id"] for f in findings if f["dataset"] == ACROSS] == ["JWX-1", "JWX-2", "JWX-3", "JWX-4"]
+    assert [f["id"] for f in findings if f["dataset"] == ACROSS] == list(ACROSS_FINDINGS)
     fake = [{"id": "JW-2", "dataset": "a", "verdict": "reproduced"},
             {"id": "JW-2", "dataset": "b", "verdict": "not reproduced"},
             {"id": "JW-3", "dataset": "a", "verdict": "reproduced"},

@@ -36,6 +36,7 @@ def test_cost_record_sums_each_corpus_stages(tmp_path):
     assert imdb["quick"]["total_minutes"] == 0.6 and imdb["quick"]["quick"] is True
     text = open(out + ".md", encoding="utf-8").read()
     assert "| imdb | a subset | 10 / 2 / 3 | 12.0 |" in text and "| imdb | --quick imdb | 10 / 2 / 3 | 0.6 |" in text
+    assert imdb["full"]["report_load_average_at_start"] == [1.0, 1.0, 1.0]
     with pytest.raises(SystemExit, match="no stage of sst"):
         cost.corpus_cost(full, "sst")
     with pytest.raises(SystemExit, match="DATASET=FOLDER"):

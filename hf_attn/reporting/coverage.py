@@ -68,6 +68,11 @@ def _jw() -> tuple[Experiment, ...]:
         Experiment("J&W", "Table 2, §4.1", "Kendall τ of attention with gradients (BiLSTM, Average) and with "
                    "leave-one-out (BiLSTM) per predicted class, fraction with p < 0.05", classification,
                    ("JW-2", "JW-3", "JW-5"), where=sections),
+        Experiment("J&W", "§4.1, appendix C (across corpora)", "statements on the corpora taken together: "
+                   "correlations around or below 0.5 in most corpora, significance not consistently established, "
+                   "the Average encoder's ~0.375 LOO gain and the gradient–LOO gaps on average", classification,
+                   ("JWX-1", "JWX-2", "JWX-3", "JWX-4"), where="REPORT.md: Across corpora",
+                   run_with="two corpora or more (--datasets sst agnews imdb)"),
         Experiment("J&W", "§4, Table 1 caption (other encoders)", "test F1, Table 2's τ and the adversaries "
                    "for the CNN and Average encoders and for scaled dot-product attention", classification,
                    ("JW-9", "JW-10"),

@@ -51,7 +51,7 @@ from hf_attn.reporting.findings.checks import (MAX_F1_TOLERANCE, MAX_RELATIVE_TO
 from hf_attn.reporting.findings.jw import (_finding_jw1, _finding_jw2, _finding_jw3, _finding_jw4, _finding_jw5,
                                            _finding_jw6, _finding_jw7, _finding_jw8)
 from hf_attn.reporting.findings.jw import PREPROCESSING_RECORD  # noqa: F401 (re-exported)
-from hf_attn.reporting.findings.across import ACROSS, findings_across  # noqa: F401 (re-exported)
+from hf_attn.reporting.findings.across import ACROSS, ACROSS_FINDINGS, findings_across  # noqa: F401 (re-exported)
 from hf_attn.reporting.findings.jw_snli import _finding_jws1, _finding_jws2, _finding_jws3, _finding_jws4
 from hf_attn.reporting.findings.jw_variants import _finding_jw9, _finding_jw10
 from hf_attn.reporting.findings.wp import _finding_wp1, _finding_wp2, _finding_wp3, _finding_wp4, _finding_wp5

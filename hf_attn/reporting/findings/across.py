@@ -176,6 +176,7 @@ def _finding_jwx4(corpora: dict) -> dict:
 
 
 ACROSS = "across corpora"  # the ``dataset`` of these findings
+ACROSS_FINDINGS = ("JWX-1", "JWX-2", "JWX-3", "JWX-4")  # their ids, in report order
 
 
 def findings_across(per_dataset: dict) -> list[dict]:
