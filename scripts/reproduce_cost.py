@@ -20,17 +20,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hf_attn.core.io import write_json_atomic, write_text_atomic  # noqa: E402
-
-
-def _read(path: str) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+from hf_attn.core.io import read_json, write_json_atomic, write_text_atomic  # noqa: E402
 
 
 def corpus_cost(folder: str, dataset: str) -> dict:
     """One corpus's measured stages (minutes) in ``folder``, its plan's sizes and the machine."""
-    report, stages = _read(os.path.join(folder, "report.json")), _read(os.path.join(folder, "stages.json"))
+    report, stages = read_json(os.path.join(folder, "report.json")), read_json(os.path.join(folder, "stages.json"))
     mine = {key.split("/", 1)[1]: entry for key, entry in stages["stages"].items() if key.startswith(dataset + "/")}
     if not mine:
         raise SystemExit(f"{folder}: no stage of {dataset} in stages.json")

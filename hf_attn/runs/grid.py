@@ -26,7 +26,7 @@ from dataclasses import asdict, replace
 
 from hf_attn.training.engine import TrainSettings, task_of, train
 from hf_attn.core.environment import environment_versions
-from hf_attn.core.io import write_json_atomic
+from hf_attn.core.io import read_json, write_json_atomic
 
 DEFAULT_VARIANTS = ("base", "concat", "residual", "tying", "mlm")
 DEFAULT_ATTENTIONS = ("additive", "dot")
@@ -174,8 +174,7 @@ def select_regularisers(runs: list[tuple[str, TrainSettings]], output_dir: str, 
     for relative, settings in runs:
         cell = relative.split(os.sep)[0]
         setting = REGULARISER[settings.variant]
-        with open(os.path.join(output_dir, relative, "metrics.json"), encoding="utf-8") as f:
-            dev_f1 = json.load(f)["dev_f1"]
+        dev_f1 = read_json(os.path.join(output_dir, relative, "metrics.json"))["dev_f1"]
         entry = selection.setdefault(cell, {"setting": setting, "dev_f1": {}})
         entry["dev_f1"][f"{getattr(settings, setting):g}"] = dev_f1
     for entry in selection.values():
@@ -188,10 +187,7 @@ def select_regularisers(runs: list[tuple[str, TrainSettings]], output_dir: str, 
 def read_selection(output_dir: str) -> dict | None:
     """The selection :func:`select_regularisers` wrote in ``output_dir``, None when there is none."""
     path = os.path.join(output_dir, SELECTION_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(path) if os.path.exists(path) else None
 
 
 def with_selection(runs: list[tuple[str, TrainSettings]], selection: dict | None) -> list[tuple[str, TrainSettings]]:

@@ -25,6 +25,7 @@ import math
 
 from hf_attn.core.published import JW_AVERAGE_LOO_GAIN, JW_GRADIENT_LOO_GAP
 from hf_attn.reporting.findings.checks import Check, Z, _graded, _sources, _src, _std
+from hf_attn.reporting.findings.jw import _jw_seed_values
 
 # a share of significant correlations this high counts as "established" on a corpus (J&W Table 2: IMDB and
 # the MIMIC tasks, which J&W call "consistently significant", are at 0.99–1.00)
@@ -32,21 +33,9 @@ ESTABLISHED = 0.95
 CENTRALITY = 0.5  # J&W: "hovers around or below 0.5"
 
 
-def _seed_spread(data: dict, fn) -> float | None:
-    """σ of ``fn(summary)`` over the J&W batteries on the BiLSTM and its seed models of one corpus."""
-    seeds = data["jw"].get("seeds") or []
-    values = []
-    for s in [data["jw"]["lstm"]["summary"], *[x["summary"] for x in seeds]]:
-        try:
-            values.append(fn(s))
-        except (KeyError, TypeError, IndexError):
-            pass
-    return _std(values)
-
-
 def _spread_or_sampling(data: dict, key: str, fn) -> tuple[float, bool]:
     """(σ of ``fn`` over seeds, True) or, without seed batteries, (std / √n of the BiLSTM's ``key``, False)."""
-    sigma = _seed_spread(data, fn)
+    sigma = _std(_jw_seed_values(data, fn))
     if sigma is not None:
         return sigma, True
     o = data["jw"]["lstm"]["summary"][key]["overall"]
@@ -93,7 +82,7 @@ def _finding_jwx2(corpora: dict) -> dict:
         low = []
         for key, name in (("tau_gradient", "τ_g"), ("tau_loo", "τ_loo")):
             for c, blk in sorted(s[key]["per_class"].items(), key=lambda kv: int(kv[0])):
-                sigma = _seed_spread(d, lambda x, key=key, c=c: x[key]["per_class"][c]["fraction_significant"])
+                sigma = _std(_jw_seed_values(d, lambda x, key=key, c=c: x[key]["per_class"][c]["fraction_significant"]))
                 seeded.append(sigma is not None)
                 p, n = blk["fraction_significant"], max(blk["count"], 1)
                 tol = Z * (sigma if sigma is not None else math.sqrt(max(p * (1 - p), 1 / n) / n))
@@ -115,6 +104,20 @@ def _finding_jwx2(corpora: dict) -> dict:
                    published_source=_sources("jw_text"))
 
 
+def _mean_over_corpora(corpora: dict, value, key: str, spread, factor: float = 1.0):
+    """(mean over ``corpora`` of ``value(data)``, its tolerance Z·factor·√(Σσ_i²)/k, whether each corpus
+    had seed batteries, the per-corpus values): σ_i the seed spread of ``spread(summary)`` in corpus i
+    (:func:`_spread_or_sampling`, ``key`` its fallback)."""
+    values, sigmas, seeded = {}, [], []
+    for ds, d in corpora.items():
+        values[ds] = value(d)
+        sigma, has = _spread_or_sampling(d, key, spread)
+        sigmas.append(sigma)
+        seeded.append(has)
+    k = len(values)
+    return sum(values.values()) / k, Z * factor * math.sqrt(sum(s * s for s in sigmas)) / k, seeded, values
+
+
 def _average_gain(d: dict) -> float | None:
     jwa = d["jw"].get("average")
     if not jwa:
@@ -126,15 +129,9 @@ def _finding_jwx3(corpora: dict) -> dict | None:
     with_average = {ds: d for ds, d in corpora.items() if _average_gain(d) is not None}
     if len(with_average) < 2:
         return None
-    values, sigmas, seeded = {}, [], []
-    for ds, d in with_average.items():
-        values[ds] = _average_gain(d)
-        sigma, has = _spread_or_sampling(d, "tau_loo", lambda s: s["tau_loo"]["overall"]["mean"])
-        sigmas.append(sigma)
-        seeded.append(has)
+    mean, tol, seeded, values = _mean_over_corpora(with_average, _average_gain, "tau_loo",
+                                                   lambda s: s["tau_loo"]["overall"]["mean"], math.sqrt(2))
     k = len(values)
-    mean = sum(values.values()) / k
-    tol = Z * math.sqrt(2) * math.sqrt(sum(s * s for s in sigmas)) / k
     each = ", ".join(f"{ds} {v:+.2f}" for ds, v in values.items())
     checks = [Check("higher on average", "claim", mean > tol,
                     f"mean over {k} corpora of Average τ_loo − BiLSTM τ_loo ({each}) = {mean:+.3f} > {tol:.3f}"),
@@ -152,16 +149,11 @@ def _finding_jwx4(corpora: dict) -> dict:
     checks, measured, seeded_all = [], {}, []
     for key, published, what in (("tau_loo", JW_GRADIENT_LOO_GAP[0], "LOO"),
                                  ("tau_gradient", JW_GRADIENT_LOO_GAP[1], "gradient")):
-        values, sigmas = {}, []
-        for ds, d in corpora.items():
-            gap = (lambda s, key=key: s["tau_gradient_loo"]["overall"]["mean"] - s[key]["overall"]["mean"])
-            values[ds] = gap(d["jw"]["lstm"]["summary"])
-            sigma, has = _spread_or_sampling(d, key, gap)
-            sigmas.append(sigma)
-            seeded_all.append(has)
+        gap = (lambda s, key=key: s["tau_gradient_loo"]["overall"]["mean"] - s[key]["overall"]["mean"])
+        mean, tol, seeded, values = _mean_over_corpora(corpora, lambda d, gap=gap: gap(d["jw"]["lstm"]["summary"]),
+                                                       key, gap)
+        seeded_all += seeded
         k = len(values)
-        mean = sum(values.values()) / k
-        tol = Z * math.sqrt(sum(s * s for s in sigmas)) / k
         measured[what] = mean
         each = ", ".join(f"{ds} {v:+.2f}" for ds, v in values.items())
         checks.append(Check(f"{what} gap positive", "claim", mean > tol,

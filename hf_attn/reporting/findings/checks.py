@@ -174,6 +174,13 @@ def _std(values) -> float | None:
     return float(np.std(values, ddof=1)) if len(values) >= 2 else None
 
 
+def _seed_difference_tolerance(values) -> float | None:
+    """Z·√2·σ of ``values`` over seeds (a difference of two single runs, each with that spread); None
+    without two values."""
+    sigma = _std(values)
+    return None if sigma is None else Z * _se((sigma, 1), (sigma, 1))
+
+
 def _wp_f1_spread(wp: dict | None) -> tuple[float | None, int]:
     """Std over the W&P seed models of the BiLSTM's test F1 (the seed spread of one model's F1)."""
     if not wp:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from hf_attn.core.published import JW_AVERAGE_LOO_GAIN, JW_GRADIENT_LOO_GAP, JW_SNLI_SUMMARY
 from hf_attn.reporting.findings.checks import (MAX_RELATIVE_TOLERANCE, Check, Z, _capped, _f, _f1_check, _graded,
-                                               _se, _side, _sources, _src, _std, _within)
+                                               _seed_difference_tolerance, _side, _sources, _src, _std, _within)
 
 CLASSES = ("neutral", "contradiction", "entailment")
 
@@ -39,11 +39,6 @@ def _seed_values(snli: dict, fn) -> list:
     return out
 
 
-def _pair_tolerance(values: list) -> float | None:
-    sigma = _std(values)
-    return None if sigma is None else Z * _se((sigma, 1), (sigma, 1))
-
-
 def _seeds_text(snli: dict) -> str:
     return f"the seed-0 model and {len(snli.get('seeds') or [])} SNLI seed model(s)"
 
@@ -53,7 +48,7 @@ def _finding_jws1(data: dict) -> dict | None:
     if snli is None:
         return None
     accuracies = [m["test_accuracy"] for m in [snli["model"], *(snli.get("seed_models") or [])] if m]
-    tol = _pair_tolerance(accuracies)
+    tol = _seed_difference_tolerance(accuracies)
     ours, published = snli["model"]["test_accuracy"], JW_SNLI_SUMMARY["lstm"]["test_micro_f1"]
     checks = [_f1_check("test micro-F1", ours, published, tol,
                         f"test micro-F1 (accuracy) {ours:.3f} vs {published:.2f} {_src('jw_table1')}"
@@ -80,7 +75,7 @@ def _tau_finding(data: dict, fid: str, key: str, label: str) -> dict | None:
         block = s[key]["per_class"].get(str(c))
         mean = block["mean"] if block else None
         measured.append(mean)
-        tol = _pair_tolerance(_seed_values(snli, lambda x, c=c: x[key]["per_class"][str(c)]["mean"]))
+        tol = _seed_difference_tolerance(_seed_values(snli, lambda x, c=c: x[key]["per_class"][str(c)]["mean"]))
         if mean is None or tol is None:
             checks.append(Check(f"modest {name}", "claim", None, f"{name}: τ {_f(mean, 2)}: "
                                 + ("no SNLI seed models to grade with" if mean is not None else "no instance")))

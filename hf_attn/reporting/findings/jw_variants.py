@@ -19,7 +19,7 @@ the paper's numbers.
 from __future__ import annotations
 
 from hf_attn.core.published import JW_COMMITTED_SST
-from hf_attn.reporting.findings.checks import Check, Z, _f, _graded, _se, _src, _std, _wp_f1_spread
+from hf_attn.reporting.findings.checks import Check, Z, _f, _graded, _se, _seed_difference_tolerance, _src, _wp_f1_spread
 from hf_attn.reporting.findings.jw import _jw_seed_values
 
 ENCODER_LABELS = {"lstm": "BiLSTM", "cnn": "CNN", "average": "Average"}
@@ -34,11 +34,6 @@ def _model(data: dict, encoder: str, attention: str) -> tuple[dict | None, dict 
         return data["models"].get("jw_average"), data["jw"].get("average")
     item = (data["jw"].get("extra") or {}).get(f"{encoder}-{attention}") or {}
     return item.get("model"), item.get("results")
-
-
-def _seed_tolerance(values: list) -> float | None:
-    sigma = _std(values)
-    return None if sigma is None else Z * _se((sigma, 1), (sigma, 1))
 
 
 def _comparable(name: str, label: str, a: float | None, b: float | None, tol: float | None,
@@ -117,9 +112,9 @@ def _finding_jw10(data: dict) -> dict | None:
         return None
     f1_std, _ = _wp_f1_spread(data.get("wp"))
     tolerances = {"test F1": Z * _se((f1_std, 1), (f1_std, 1)) if f1_std is not None else None,
-                  "mean τ(attention, gradient)": _seed_tolerance(
+                  "mean τ(attention, gradient)": _seed_difference_tolerance(
                       _jw_seed_values(data, lambda x: x["tau_gradient"]["overall"]["mean"])),
-                  "share with a feasible adversary": _seed_tolerance(
+                  "share with a feasible adversary": _seed_difference_tolerance(
                       _jw_seed_values(data, lambda x: x["adversary"]["overall"]["fraction_feasible"]))}
     checks = []
     for encoder, label in ENCODER_LABELS.items():

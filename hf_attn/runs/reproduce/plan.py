@@ -279,9 +279,7 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
     layered = plan.ts_multilayer_seeds * sum(
         layers / 2 * (s["train_mlm_2layer"] if v == "mlm" else s["train_small_lstm_2layer"]) + s["ts_run"]
         for v in plan.ts_multilayer_variants for layers in layer_counts(plan)) if plan.ts_multilayer_seeds else 0
-    snli = plan.snli_seeds * (s["snli_per_1000_pairs_epoch"] * plan.snli_epochs
-                              * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000
-                              + s["snli_jw_per_100"] * plan.snli_jw_instances / 100) if snli_folder(plan) else 0
+    snli = snli_seconds(plan) if snli_folder(plan) else 0
     return {"models": s["train_lstm"] + s["train_average"],
             "jw": s["jw_lstm"] + s["jw_average"],
             "jw_more": jw_more,
@@ -302,6 +300,14 @@ def stage_estimates(plan: ReproducePlan) -> dict[str, float]:
                   + len(plan.ts_fig1_cells) * len(plan.ts_fig1_lambdas) * s["train_adversary"],
             "eraser": len(plan.eraser_cells) * s["eraser"],
             "faithfulness": s["faith_lstm_per_instance"] * plan.faithfulness_instances} | extra
+
+
+def snli_seconds(plan: ReproducePlan) -> float:
+    """Estimated seconds of the SNLI stage on 2 idle cores: every seed's training and pair battery."""
+    s = _SECONDS
+    return plan.snli_seeds * (s["snli_per_1000_pairs_epoch"] * plan.snli_epochs
+                              * (plan.snli_train_pairs + plan.snli_dev_pairs) / 1000
+                              + s["snli_jw_per_100"] * plan.snli_jw_instances / 100)
 
 
 def _bert_family_estimate(plan: ReproducePlan) -> float:
