@@ -394,50 +394,29 @@ class Explainer:
 
     def jw(self, texts, labels=None, **settings) -> BatteryResult:
         """Jain & Wallace's battery (§4: τ of attention vs gradient and leave-one-out, permutation,
-        adversary) on ``texts`` in memory. ``settings``: the fields of
-        :class:`hf_attn.batteries.jw.transformer.TransformerJWSettings` (transformers) or
-        :class:`hf_attn.batteries.jw.common.JWSettings` (hf_attn models), e.g. ``num_permutations``,
-        ``k``, ``steps``, ``seed``."""
-        items = checked_texts(texts)
-        if labels is not None:
-            labels = self._checked_labels(labels, len(items))
-        if self.adapter.model_type == "hf_attn":
-            return self._jw_papers_model(items, labels, settings)
-        from hf_attn.batteries.jw.transformer import TransformerJWSettings, run_transformer_jw_battery
-
-        unknown = sorted(set(settings) - set(TransformerJWSettings.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"unknown jw setting(s) {unknown}; see TransformerJWSettings")
-        typed = TransformerJWSettings(layer=self.adapter.spec.layer, heads=self.adapter.spec.heads, **settings)
-        results, summary = run_transformer_jw_battery(self.adapter, items, labels, typed, progress=False)
-        rows = []
-        tau = {name: summary[key]["tau"] for name, key in (("tau_attention_gradient", "tau_gradient"),
-                                                           ("tau_attention_loo", "tau_loo"),
-                                                           ("tau_gradient_loo", "tau_gradient_loo"))}
-        for i in range(len(items)):
-            ids = [int(t) for t in results["input_ids"][i]]
-            rows.append(_jw_row(items[i], self.tokenizer.convert_ids_to_tokens(ids), results["attention"][i],
-                                results["gradient"][i], results["loo"][i], results["probabilities"][i],
-                                results["permutation_tvd"][i], results["eps_max_jsd"][i],
-                                {n: t[i] for n, t in tau.items()}, None if labels is None else labels[i]))
-        from hf_attn.batteries.jw.summary import strip_arrays
-
-        return BatteryResult("jw", json_safe(strip_arrays(summary)), rows, self.describe(), asdict(typed))
-
-    def _jw_papers_model(self, items, labels, settings) -> BatteryResult:
+        adversary) on ``texts`` in memory, through this explainer's adapter
+        (:func:`hf_attn.batteries.jw.battery.run_jw_battery`). ``settings``: the fields of
+        :class:`hf_attn.batteries.jw.common.JWSettings`, e.g. ``num_permutations``, ``k``, ``steps``,
+        ``seed`` (the explained layer and heads are the explainer's)."""
         from hf_attn.batteries.jw.battery import run_jw_battery
         from hf_attn.batteries.jw.common import JWSettings
         from hf_attn.batteries.jw.summary import strip_arrays
 
-        unknown = sorted(set(settings) - set(JWSettings.__dataclass_fields__))
+        items = checked_texts(texts)
+        if labels is not None:
+            labels = self._checked_labels(labels, len(items))
+        own = {"layer", "heads", "device", "precision"}  # the explainer's, from its adapter
+        unknown = sorted((set(settings) - set(JWSettings.__dataclass_fields__)) | (own & set(settings)))
         if unknown:
-            raise ValueError(f"unknown jw setting(s) {unknown}; see JWSettings")
-        typed = JWSettings(**settings)
-        instances, summary = run_jw_battery(self.model, self.tokenizer, items, labels, typed, progress=False)
+            raise ValueError(f"unknown jw setting(s) {unknown}; see JWSettings (the layer, heads, device and "
+                             "precision are the Explainer's own)")
+        described = self.adapter.describe()
+        typed = JWSettings(layer=self.adapter.spec.layer, heads=self.adapter.spec.heads, device=described["device"],
+                           precision=described["precision"], **settings)
+        instances, summary = run_jw_battery(self.adapter, items, labels, typed, progress=False)
         rows = []
         for i in range(len(items)):
-            tau = {f"tau_{n}": instances.kendall[n][0][i] for n in ("attention_gradient", "attention_loo",
-                                                                     "gradient_loo") if n in instances.kendall}
+            tau = {f"tau_{n}": t[i] for n, (t, _) in instances.kendall.items()}
             ids = [int(t) for t in instances.input_ids[i]]
             rows.append(_jw_row(items[i], self.tokenizer.convert_ids_to_tokens(ids), instances.attention[i],
                                 instances.gradient[i], instances.loo[i], instances.probabilities[i],
@@ -448,26 +427,15 @@ class Explainer:
     def eraser(self, texts, *, fractions=(0.01, 0.05, 0.1, 0.2, 0.5), ig_steps: int = 50, seed: int = 0
                ) -> BatteryResult:
         """ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020 §4) of attention,
-        rollout, gradient, leave-one-out, integrated gradients and random scores, in memory."""
+        rollout (models with several attention layers), gradient, leave-one-out, integrated gradients
+        and random scores, in memory (:func:`hf_attn.batteries.eraser.battery.eraser_table`)."""
+        from hf_attn.batteries.eraser.battery import encode_for, eraser_table
+
         items = checked_texts(texts)
-        if self.adapter.model_type == "hf_attn":
-            from hf_attn.batteries.eraser.battery import eraser_table
-            from hf_attn.core.batching import pad_batch
-
-            from hf_attn.adapters.contract import tokenize_texts
-
-            encoded, _ = tokenize_texts(self.tokenizer, items, self.adapter.max_length)
-            ids, mask = pad_batch(encoded, self.adapter.pad_id)
-            table = eraser_table(self.model, ids, mask, fractions=fractions, ig_steps=ig_steps, seed=seed)
-        else:
-            from hf_attn.batteries.eraser.transformer import encode, transformer_eraser_table
-
-            keep = "end" if getattr(self.adapter, "left_padding", False) else "start"
-            ids, mask, units = encode(self.tokenizer, items, self.adapter.max_length or 512, keep=keep)
-            if not bool(units.any(1).all()):
-                raise ValueError("a text has no tokens of its own (only special tokens): remove it first")
-            table = transformer_eraser_table(self.adapter, ids, mask, units, fractions=fractions, ig_steps=ig_steps,
-                                             seed=seed)
+        ids, mask, units = encode_for(self.adapter, items)
+        if not bool(units.any(1).all()):
+            raise ValueError("a text has no tokens of its own (only special tokens): remove it first")
+        table = eraser_table(self.adapter, ids, mask, units, fractions=fractions, ig_steps=ig_steps, seed=seed)
         rows = [{"measure": name, **{k: v for k, v in row.items() if not isinstance(v, (list, dict))}}
                 for name, row in table["measures"].items()]
         return BatteryResult("eraser", json_safe(table), rows, self.describe(),

@@ -253,9 +253,9 @@ def jw_battery(ctx: Context) -> dict:
     texts = list(load_sst().splits["test"]["text"])
     runs = []
     for _ in range(2):  # a cold run (first in the process) and a warm one
+        settings = JWSettings(token_budget=ctx.token_budget)
         (_, summary), seconds = _timed(lambda: run_jw_battery(
-            ctx.model, ctx.tokenizer, texts, settings=JWSettings(token_budget=ctx.token_budget),
-            progress=False))
+            settings.adapter(ctx.model, ctx.tokenizer), texts, settings=settings, progress=False))
         runs.append((seconds, summary["seconds"]))
     row = {"analysis": "battery", "instances": len(texts), "seconds": runs[0][0], "parts": runs[0][1],
            "warm_seconds": runs[1][0], "warm_parts": runs[1][1], "peak_rss_mb": peak_rss_mb()}

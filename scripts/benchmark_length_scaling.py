@@ -61,7 +61,8 @@ def main(argv=None) -> int:
         count = max(1, args.tokens // length)
         texts = [" ".join(rng.choice(words, size=length)) for _ in range(count)]
         start = time.perf_counter()
-        _, summary = run_jw_battery(model, tokenizer, texts, settings=JWSettings(steps=args.steps), progress=False)
+        settings = JWSettings(steps=args.steps)
+        _, summary = run_jw_battery(settings.adapter(model, tokenizer), texts, settings=settings, progress=False)
         wall = time.perf_counter() - start
         seconds = {k: summary["seconds"].get(k, 0.0) for k in ANALYSES}
         rows.append({"length": length, "instances": count, "tokens": count * length, "wall_seconds": wall,

@@ -105,8 +105,8 @@ def main(argv=None) -> int:
     cached_before = len(glob.glob(os.path.join(cache, "shard-*"))) if cache else 0
     start = time.perf_counter()
     with PeakRSS() as sampler:
-        _, summary = run_jw_battery(model, tokenizer, texts, labels, settings, progress=sys.stderr.isatty(),
-                                    cache_dir=cache)
+        _, summary = run_jw_battery(settings.adapter(model, tokenizer), texts, labels, settings,
+                                    progress=sys.stderr.isatty(), cache_dir=cache)
     wall = time.perf_counter() - start
     peak = max(sampler.peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     results = {

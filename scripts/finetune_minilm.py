@@ -41,8 +41,8 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from hf_attn.batteries.jw.transformer import TransformerJWSettings
-    from hf_attn.runs.jw import transformer_jw_battery_runner
+    from hf_attn.batteries.jw.common import JWSettings
+    from hf_attn.runs.jw import jw_battery_runner
     from hf_attn.training.transformer import (TransformerTrainSettings, read_transformer_run,
                                               train_transformer_classifier)
 
@@ -56,10 +56,10 @@ def main(argv=None) -> int:
     if args.no_battery:
         return 0
     heads = args.heads if args.heads == "mean" else int(args.heads)
-    settings = TransformerJWSettings(layer=args.layer, heads=heads, steps=args.steps, num_threads=args.threads)
+    settings = JWSettings(layer=args.layer, heads=heads, steps=args.steps, num_threads=args.threads)
     started = time.perf_counter()
-    record = transformer_jw_battery_runner(args.output_dir, args.battery_dir or os.path.join(args.output_dir, "jw"),
-                                           settings=settings, max_instances=args.battery_instances or None)
+    record = jw_battery_runner(args.output_dir, args.battery_dir or os.path.join(args.output_dir, "jw"),
+                               settings=settings, max_instances=args.battery_instances or None)
     s = record["summary"]
     print(json.dumps({
         "instances": s["num_instances"], "accuracy": s.get("accuracy"),

@@ -42,7 +42,7 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     from hf_attn.adapters import adapter_for
-    from hf_attn.batteries.jw.transformer import load_analysis_data
+    from hf_attn.batteries.data import load_analysis_data
     from hf_attn.batteries.faithfulness import erasure_scores
     from hf_attn.methods.captum_attributions import captum_attribution
     from hf_attn.methods.deletion import leave_one_out_deletion

@@ -73,7 +73,7 @@ def test_eraser_says_when_a_text_is_cut_and_keeps_the_end_for_decoders():
     import pytest
 
     from hf_attn.adapters.contract import TruncationWarning
-    from hf_attn.batteries.eraser.transformer import encode
+    from hf_attn.batteries.eraser.units import encode
 
     model, tokenizer = tiny_classifier("bert")
     long = " ".join(["good"] * 30)

@@ -168,8 +168,8 @@ def test_empty_or_whitespace_text_is_rejected_everywhere(model, tokenizer, text)
 
     expect_error(f"explain_sentence({text!r})", ExplainError, "empty", explain_sentence, model, tokenizer,
                  text)
-    expect_error(f"jw battery with text {text!r}", ValueError, "no tokens", run_jw_battery, model,
-                 tokenizer, ["good fun", text], settings=JWSettings(steps=1, num_permutations=2),
+    expect_error(f"jw battery with text {text!r}", ValueError, "no tokens", run_jw_battery,
+                 JWSettings().adapter(model, tokenizer), ["good fun", text], settings=JWSettings(steps=1, num_permutations=2),
                  progress=False)
     ids = torch.tensor([tokenizer(text)["input_ids"]], dtype=torch.long)
     expect_error(f"model forward on {text!r} (0 tokens)", ValueError, "at least one token", model,
@@ -190,7 +190,7 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     long_text = "good fun " * 200  # 400 tokens, limit 24
     expect_error("explain_sentence(400-token text, limit 24)", ExplainError, "too long: 400 tokens",
                  explain_sentence, model, tokenizer, long_text)
-    _, summary = run_jw_battery(model, tokenizer, [long_text], [1],
+    _, summary = run_jw_battery(JWSettings().adapter(model, tokenizer), [long_text], [1],
                                 JWSettings(steps=2, num_permutations=2), progress=False)
     assert summary["length"]["max"] == 24
     record("jw battery on a 400-token text (limit 24)", "truncated to 24 tokens (max_tokens)")
@@ -227,7 +227,7 @@ def test_single_token_through_every_analysis(model, tokenizer):
     assert torch.equal(jw.permutation_tvd(model, hidden, attention, mask, 5), torch.zeros(1, 5))
     adversary = jw.adversarial_attention(model, hidden, attention, mask, k=3, steps=5)
     assert adversary.eps_max_jsd.item() == 0.0 and torch.allclose(adversary.attention, torch.ones(1, 3, 1))
-    _, summary = jw.run_jw_battery(model, tokenizer, ["good", "good fun"], [1, 1],
+    _, summary = jw.run_jw_battery(jw.JWSettings().adapter(model, tokenizer), ["good", "good fun"], [1, 1],
                                    jw.JWSettings(steps=3, num_permutations=3), progress=False)
     assert summary["length"]["single_token"] == 1
     assert summary["tau_loo"]["overall"]["skipped"] >= 1

@@ -98,7 +98,7 @@ def test_papers_model_through_the_same_api(trained_model_dir, tmp_path):
     assert sum(e[0].values["attention"]) == pytest.approx(1.0, abs=1e-5)
     result = ex.jw(texts, [1, 0, 1], num_permutations=5, k=2, steps=5)
     model, tokenizer = load_model_folder(trained_model_dir)
-    _, summary = run_jw_battery(model, tokenizer, texts, [1, 0, 1], JWSettings(num_permutations=5, k=2, steps=5),
+    _, summary = run_jw_battery(JWSettings().adapter(model, tokenizer), texts, [1, 0, 1], JWSettings(num_permutations=5, k=2, steps=5),
                                 progress=False)
     assert result.summary()["tau_gradient"] == pytest.approx(summary["tau_gradient"]["overall"]["mean"])
     with pytest.raises(ValueError, match="run on the CPU"):

@@ -256,14 +256,14 @@ def test_run_eraser_writes_results_and_resumes(trained_model_dir, tmp_path):
     import json
 
     from hf_attn.cli import main
-    from hf_attn.batteries.eraser.battery import IMPORTANCE_MEASURES
+    from hf_attn.batteries.eraser.battery import MEASURES
 
     out = tmp_path / "eraser"
     code = main(["eraser", trained_model_dir, "--output-dir", str(out), "--max-instances", "16",
                  "--ig-steps", "4", "--quiet"])
     assert code == 0
     results = json.loads((out / "results.json").read_text())
-    assert list(results["measures"]) == list(IMPORTANCE_MEASURES)
+    assert list(results["measures"]) == [m for m in MEASURES if m != "rollout"]  # one attention layer
     for row in results["measures"].values():
         assert row["num_instances"] == 16 and len(row["comprehensiveness"]) == 5
         assert -1 <= row["comprehensiveness_aopc"] <= 1 and -1 <= row["sufficiency_aopc"] <= 1
@@ -273,3 +273,32 @@ def test_run_eraser_writes_results_and_resumes(trained_model_dir, tmp_path):
     main(["eraser", trained_model_dir, "--output-dir", str(out), "--max-instances", "16",
           "--ig-steps", "4", "--quiet"])
     assert (out / "results.json").stat().st_mtime_ns == mtime  # same request: reused
+
+
+def test_one_eraser_driver_on_a_papers_model_equals_the_slow_definition(trained_model_dir, small_sst):
+    """The ERASER driver runs the papers' models through their adapter: its attention and
+    leave-one-out rows equal the literal one-instance-at-a-time definition
+    (:func:`hf_attn.methods.eraser.eraser_scores_slow`) on the model's own attention and deletion
+    importances, and a one-token text emptied reads one [PAD] as the papers' convention says."""
+    from hf_attn.adapters import adapter_for
+    from hf_attn.batteries.eraser.battery import encode_for, eraser_table
+    from hf_attn.core.batching import pad_batch
+    from hf_attn.methods.eraser import eraser_scores_slow, summarize_eraser
+    from hf_attn.methods.leave_one_out import leave_one_out
+    from hf_attn.models.loading import load_model_folder
+
+    model, tokenizer = load_model_folder(trained_model_dir)
+    adapter = adapter_for(model, tokenizer)
+    texts = list(small_sst.splits["test"]["text"])[:10] + ["fun"]
+    ids, mask, units = encode_for(adapter, texts)
+    fractions = (0.1, 0.5)
+    table = eraser_table(adapter, ids, mask, units, ("attention", "loo"), fractions, ig_steps=2)
+    plain_ids, plain_mask = pad_batch([tokenizer(t)["input_ids"] for t in texts])
+    with torch.no_grad():
+        attention = model(input_ids=plain_ids, attention_mask=plain_mask).attentions
+        loo = torch.nan_to_num(leave_one_out(model, plain_ids, plain_mask), nan=0.0)
+    for name, importance in (("attention", attention), ("loo", loo)):
+        slow = eraser_scores_slow(model, plain_ids, plain_mask, importance, fractions)
+        expected = summarize_eraser(slow.comprehensiveness, slow.sufficiency, fractions)
+        for key in ("comprehensiveness", "sufficiency"):
+            np.testing.assert_allclose(table["measures"][name][key], expected[key], atol=1e-6)

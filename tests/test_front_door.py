@@ -73,7 +73,7 @@ def test_every_loader_takes_an_existing_folder_before_a_hub_id(tmp_path, monkeyp
     from architectures import tiny_classifier
 
     from hf_attn import Explainer
-    from hf_attn.batteries.jw.transformer import is_transformer_model_dir
+    from hf_attn.batteries.data import is_transformer_model_dir
     from hf_attn.models.pretrained import resolve_base_model
 
     model, tokenizer = tiny_classifier("bert")

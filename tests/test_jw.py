@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from scipy.stats import kendalltau
 
 from hf_attn.batteries.jw import battery as jw
 from hf_attn.batteries.jw.summary import (adversary_summary, correlation_summary, jsonable,
@@ -406,7 +407,7 @@ def test_single_token_instances_are_skipped_by_every_summary(model_and_batch, sm
     model, tokenizer, _, _ = model_and_batch
     texts = list(small_sst.splits["test"]["text"])[:10] + ["good", "bad", "dull", "fun"]
     settings = jw.JWSettings(num_permutations=5, k=2, steps=5)
-    instances, summary = jw.run_jw_battery(model, tokenizer, texts, settings=settings, progress=False)
+    instances, summary = jw.run_jw_battery(settings.adapter(model, tokenizer), texts, settings=settings, progress=False)
     lengths = np.array([len(a) for a in instances.attention])
     single = lengths < 2
     assert single.sum() == 4 == summary["length"]["single_token"]
@@ -489,3 +490,48 @@ def test_bilstm_gradient_shortcut_equals_autograd(variant, attention, num_labels
     assert (shortcut[~mask.bool()] == 0).all()
     with pytest.raises(ValueError, match="method"):
         gradient_importance(model, ids, mask, method="fast")
+
+
+def test_one_driver_adversary_on_the_papers_models_equals_the_generic_autograd_search(model_and_batch):
+    """The adapter driver's adversary (``adversarial_rows``) on a papers' model takes the closed-form
+    search over cached states; the same start and objective through the generic per-head autograd
+    path (the one every transformer takes) finds the same adversaries."""
+    from hf_attn.adapters import adapter_for
+    from hf_attn.methods.adversary import adversarial_rows
+
+    model, tokenizer, _, _ = model_and_batch
+    exact = adapter_for(model, tokenizer)
+    generic = adapter_for(model, tokenizer)
+    generic.exact_model_methods = False  # the instance attribute hides the class's shortcut flag
+    batch = exact.encode(["a gripping , beautifully acted film", "the plot is dull and the acting is worse", "fun"])
+    forward = exact.forward(batch)
+    results = [adversarial_rows(a, batch, forward, k=3, steps=40, generator=torch.Generator().manual_seed(5))
+               for a in (exact, generic)]
+    fast, slow = results
+    torch.testing.assert_close(fast.attention, slow.attention, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fast.tvd, slow.tvd, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fast.jsd, slow.jsd, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fast.probabilities, slow.probabilities, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fast.jsd_row, fast.jsd)  # one head, all of α on the content tokens
+
+
+def test_one_driver_runs_the_papers_models_and_transformers_alike(model_and_batch, small_sst):
+    """``run_jw_battery`` takes an adapter: on a papers' model its τ values are J&W's Kendall τ of the
+    model-level gradient and leave-one-out (computed here slowly, one instance at a time), and it
+    writes no rollout or per-layer block for a one-layer model."""
+    model, tokenizer, _, _ = model_and_batch
+    texts = list(small_sst.splits["test"]["text"])[:8]
+    settings = jw.JWSettings(num_permutations=4, k=2, steps=5)
+    instances, summary = jw.run_jw_battery(settings.adapter(model, tokenizer), texts, settings=settings,
+                                           progress=False)
+    assert "tau_rollout" not in summary and "per_layer" not in summary and instances.rollout is None
+    for i, text in enumerate(texts):
+        ids, mask = jw.pad_batch([tokenizer(text)["input_ids"]])
+        _, attention, _ = jw.predict(model, ids, mask)
+        gradient = jw.gradient_importance(model, ids, mask)[0].numpy()
+        loo = jw.leave_one_out(model, ids, mask)[0].numpy()
+        np.testing.assert_allclose(instances.attention[i], attention[0].numpy(), atol=1e-6)
+        np.testing.assert_allclose(instances.gradient[i], gradient, atol=1e-6)
+        np.testing.assert_allclose(instances.loo[i], loo, atol=1e-6)
+        a, g = (merge_near_ties(x[None], tolerance=settings.tie_tolerance)[0] for x in (attention[0].numpy(), gradient))
+        assert instances.kendall["attention_gradient"][0][i] == pytest.approx(kendalltau(a, g).statistic, abs=1e-9)

@@ -262,7 +262,7 @@ def test_battery_on_a_marker_model_works_on_the_words(jw_task):
         attention_exclude_first_last=True)).eval()
     texts, labels = list(small.splits["test"]["text"]), list(small.splits["test"]["label"])
     settings = jw.JWSettings(num_permutations=10, k=2, steps=10)
-    instances, summary = jw.run_jw_battery(model, tokenizer, texts, labels, settings, progress=False)
+    instances, summary = jw.run_jw_battery(settings.adapter(model, tokenizer), texts, labels, settings, progress=False)
     words = [len(t.split()) for t in texts]
     assert [len(a) for a in instances.attention] == words  # markers dropped from every array
     assert [len(g) for g in instances.gradient] == words and [len(v) for v in instances.loo] == words

@@ -92,12 +92,12 @@ def test_explainer_gives_a_correct_result_or_one_line(spec, items, eps, k, batch
 @given(eps=numbers, lam=numbers, alpha=st.sampled_from([-0.5, 0.0, 0.05, 0.999, 1.0, 5.0, math.nan]),
        k=counts, steps=counts, permutations=counts)
 def test_jw_settings_are_valid_or_refused_in_one_line(eps, lam, alpha, k, steps, permutations):
-    from hf_attn.batteries.jw.transformer import TransformerJWSettings
+    from hf_attn.batteries.jw.common import JWSettings
 
     valid = (math.isfinite(eps) and eps >= 0 and math.isfinite(lam) and lam >= 0 and 0 < alpha < 1
-             and k >= 1 and steps >= 1 and permutations >= 1)
+             and k >= 1 and steps >= 0 and permutations >= 1)  # 0 steps: the adversaries as initialised
     try:
-        TransformerJWSettings(eps=eps, lam=lam, alpha=alpha, k=k, steps=steps, num_permutations=permutations)
+        JWSettings(eps=eps, lam=lam, alpha=alpha, k=k, steps=steps, num_permutations=permutations)
     except ValueError as error:
         one_line(error)
         assert not valid

@@ -155,7 +155,7 @@ def test_same_seed_gives_bit_identical_training_and_analysis(trained_twice, smal
     for _ in range(2):
         model = AttnClassifierForSequenceClassification.from_pretrained(reference).eval()
         tokenizer = PreTrainedTokenizerFast.from_pretrained(reference)
-        runs.append(run_jw_battery(model, tokenizer, texts, settings=settings, progress=False))
+        runs.append(run_jw_battery(settings.adapter(model, tokenizer), texts, settings=settings, progress=False))
     (a, sa), (b, sb) = runs
     for name in ("probabilities", "permutation_tvd", "adversary_tvd", "adversary_jsd", "eps_max_jsd"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name

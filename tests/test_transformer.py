@@ -16,7 +16,7 @@ from transformers import BertConfig, BertForSequenceClassification, PreTrainedTo
 
 from hf_attn.adapters import adapter_for
 from hf_attn.adapters.interface import Intervention
-from hf_attn.batteries.jw import transformer as jwt
+from hf_attn.batteries.jw import battery as jwt
 from hf_attn.batteries.jw.summary import strip_arrays
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
@@ -253,11 +253,11 @@ def test_battery_runner_writes_results(model, tokenizer, tmp_path):
     folder = tmp_path / "tiny"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    settings = jwt.TransformerJWSettings(num_permutations=8, k=2, steps=10, batch_size=2, adversary_batch_size=3)
+    settings = jwt.JWSettings(num_permutations=8, k=2, steps=10, batch_size=2, adversary_batch_size=3)
     out = tmp_path / "out"
-    from hf_attn.runs.jw import transformer_jw_battery_runner
+    from hf_attn.runs.jw import jw_battery_runner
 
-    record = transformer_jw_battery_runner(str(folder), str(out), texts=TEXTS, labels=[1, 0, 0, 0, 1],
+    record = jw_battery_runner(str(folder), str(out), texts=TEXTS, labels=[1, 0, 0, 0, 1],
                                                settings=settings, dataset="toy", label_names=["neg", "pos"],
                                                progress=False)
     on_disk = json.loads((out / "results.json").read_text())
@@ -278,8 +278,13 @@ def test_battery_runner_writes_results(model, tokenizer, tmp_path):
     assert sum(first["word_attention"]) == pytest.approx(sum(first["attention"]))
 
 
-def _same_results(a: dict, b: dict) -> None:
+def _same_results(a, b) -> None:
+    a, b = dict(vars(a)), dict(vars(b))
     assert a.keys() == b.keys()
+    assert a.pop("word_ids") == b.pop("word_ids")
+    ka, kb = a.pop("kendall"), b.pop("kendall")
+    assert ka.keys() == kb.keys() and all(np.array_equal(x, y, equal_nan=True)
+                                          for n in ka for x, y in zip(ka[n], kb[n], strict=True))
     for name in a:
         if a[name] is None:
             assert b[name] is None
@@ -293,11 +298,11 @@ def test_battery_resumes_from_its_cache_and_recomputes_only_missing_batches(mode
     """A killed run (batches missing from the cache) resumes: the finished batches are read back, only
     the missing ones are computed, and the results equal an uncached run bit for bit."""
     adapter = adapter_for(model, tokenizer)
-    settings = jwt.TransformerJWSettings(num_permutations=6, k=2, steps=6, batch_size=2, adversary_batch_size=2)
+    settings = jwt.JWSettings(num_permutations=6, k=2, steps=6, batch_size=2, adversary_batch_size=2)
     labels = [1, 0, 0, 0, 1]
-    plain, plain_summary = jwt.run_transformer_jw_battery(adapter, TEXTS, labels, settings, progress=False)
+    plain, plain_summary = jwt.run_jw_battery(adapter, TEXTS, labels, settings, progress=False)
     cache = tmp_path / "cache"
-    cached, _ = jwt.run_transformer_jw_battery(adapter, TEXTS, labels, settings, progress=False, cache_dir=str(cache))
+    cached, _ = jwt.run_jw_battery(adapter, TEXTS, labels, settings, progress=False, cache_dir=str(cache))
     _same_results(plain, cached)
     shards = sorted(cache.glob("shard-*.npz"))
     assert len(shards) == 3 + 3  # 5 texts in batches of 2: three main batches, three adversary batches
@@ -306,19 +311,19 @@ def test_battery_resumes_from_its_cache_and_recomputes_only_missing_batches(mode
     calls = []
     original = jwt.deletion_importance
     monkeypatch.setattr(jwt, "deletion_importance", lambda *a, **k: calls.append(1) or original(*a, **k))
-    resumed, resumed_summary = jwt.run_transformer_jw_battery(adapter, TEXTS, labels, settings, progress=False,
+    resumed, resumed_summary = jwt.run_jw_battery(adapter, TEXTS, labels, settings, progress=False,
                                                               cache_dir=str(cache))
     assert len(calls) == 1  # one main batch recomputed, two read back
     _same_results(plain, resumed)
     assert json.dumps(strip_arrays(resumed_summary | {"seconds": 0}), sort_keys=True) == \
         json.dumps(strip_arrays(plain_summary | {"seconds": 0}), sort_keys=True)
     # other settings (or other texts) never read these batches
-    other = jwt.TransformerJWSettings(num_permutations=7, k=2, steps=6, batch_size=2, adversary_batch_size=2)
+    other = jwt.JWSettings(num_permutations=7, k=2, steps=6, batch_size=2, adversary_batch_size=2)
     calls.clear()
-    jwt.run_transformer_jw_battery(adapter, TEXTS, labels, other, progress=False, cache_dir=str(cache))
+    jwt.run_jw_battery(adapter, TEXTS, labels, other, progress=False, cache_dir=str(cache))
     assert len(calls) == 3
     calls.clear()
-    jwt.run_transformer_jw_battery(adapter, TEXTS[::-1], labels[::-1], settings, progress=False, cache_dir=str(cache))
+    jwt.run_jw_battery(adapter, TEXTS[::-1], labels[::-1], settings, progress=False, cache_dir=str(cache))
     assert len(calls) == 3
 
 
@@ -327,15 +332,15 @@ def test_battery_runner_cache_is_removed_when_finished_and_can_be_switched_off(m
     folder = tmp_path / "tiny"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    settings = jwt.TransformerJWSettings(num_permutations=4, k=2, steps=4, batch_size=2, adversary_batch_size=3)
+    settings = jwt.JWSettings(num_permutations=4, k=2, steps=4, batch_size=2, adversary_batch_size=3)
     from hf_attn.runs import jw as runs_jw
 
     seen = []
-    original = runs_jw.run_transformer_jw_battery
-    monkeypatch.setattr(runs_jw, "run_transformer_jw_battery",
+    original = runs_jw.run_jw_battery
+    monkeypatch.setattr(runs_jw, "run_jw_battery",
                         lambda *a, **k: seen.append(a[5] if len(a) > 5 else k.get("cache_dir")) or original(*a, **k))
     for use_cache, expected in ((True, str(tmp_path / "out" / "cache")), (False, None)):
-        runs_jw.transformer_jw_battery_runner(str(folder), str(tmp_path / "out"), texts=TEXTS, labels=[1, 0, 0, 0, 1],
+        runs_jw.jw_battery_runner(str(folder), str(tmp_path / "out"), texts=TEXTS, labels=[1, 0, 0, 0, 1],
                                               settings=settings, dataset="toy", progress=False, use_cache=use_cache)
         assert seen[-1] == expected
         assert not (tmp_path / "out" / "cache").exists()
@@ -468,7 +473,7 @@ def test_other_architectures_run_and_unsupported_ones_are_refused_with_the_reaso
     from transformers import (DistilBertConfig, DistilBertForSequenceClassification, NystromformerConfig,
                               NystromformerForSequenceClassification)
 
-    from hf_attn.batteries.jw.transformer import is_transformer_model_dir
+    from hf_attn.batteries.data import is_transformer_model_dir
     from hf_attn.cli import main
 
     tokenizer = bert_tokenizer()
@@ -560,8 +565,8 @@ def test_deleting_a_texts_only_token_is_undefined_not_a_crash():
     alone = deletion_importance(adapter, adapter.encode(["the good movies"]))
     assert torch.isnan(loo[0][both.content[0]]).all() and not torch.isnan(loo[1]).any()
     torch.testing.assert_close(loo[1][both.content[1]], alone[0][adapter.encode(["the good movies"]).content[0]])
-    settings = jwt.TransformerJWSettings(num_permutations=4, k=2, steps=4)
-    _, summary = jwt.run_transformer_jw_battery(adapter, ["dull", "the good movies", "very good acting"], [0, 1, 1],
+    settings = jwt.JWSettings(num_permutations=4, k=2, steps=4)
+    _, summary = jwt.run_jw_battery(adapter, ["dull", "the good movies", "very good acting"], [0, 1, 1],
                                                 settings, progress=False)
     assert summary["tau_loo"]["overall"]["skipped"] == 1 and summary["tau_loo"]["overall"]["count"] == 2
 

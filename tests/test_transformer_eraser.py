@@ -13,7 +13,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from hf_attn.batteries.eraser import transformer as et
+from hf_attn.batteries.eraser import battery as et
+from hf_attn.batteries.eraser import units as eu
 from hf_attn.adapters import transformer_attention as ta
 from test_transformer import TEXTS, bert_tokenizer
 
@@ -53,18 +54,18 @@ def folder(model, tokenizer, tmp_path_factory):
 
 
 def test_units_exclude_added_specials_only(tokenizer):
-    ids, mask, units = et.encode(tokenizer, ["the good movies", "dull xyz"])
+    ids, mask, units = eu.encode(tokenizer, ["the good movies", "dull xyz"])
     # [CLS] the good movie ##s [SEP] / [CLS] dull [UNK] [SEP] [PAD]: an [UNK] of the text is a unit
     assert units.tolist() == [[False, True, True, True, True, False], [False, True, True, False, False, False]]
-    assert et.special_frame(ids, mask, units) == ([2], [3])
+    assert eu.special_frame(ids, mask, units) == ([2], [3])
 
 
 @pytest.mark.parametrize("baseline", ["zero", "pad"])
 def test_ig_completeness(model, adapter, tokenizer, baseline):
     """Σ_t IG_t = ŷ_c(x) − ŷ_c(x') (Sundararajan et al. 2017 §3) within the quadrature error, x' the
     text with its pieces' word embeddings at the baseline ([CLS]/[SEP]/positions unchanged)."""
-    ids, mask, units = et.encode(tokenizer, TEXTS)
-    ig = et.integrated_gradients_transformer(adapter, ids, mask, units, steps=50, baseline=baseline,
+    ids, mask, units = eu.encode(tokenizer, TEXTS)
+    ig = et.integrated_gradients_units(adapter, ids, mask, units, steps=50, baseline=baseline,
                                              token_budget=2048)
     difference = ig.target_input - ig.target_baseline
     assert difference.abs().max() > 0.02  # a real test: the baseline moves the output
@@ -78,7 +79,7 @@ def test_ig_completeness(model, adapter, tokenizer, baseline):
         p = model(inputs_embeds=torch.where(units[..., None], b, e), attention_mask=mask).logits.softmax(-1)
     torch.testing.assert_close(ig.target_baseline, p.gather(1, ig.target_class[:, None]).squeeze(1).double(),
                                atol=1e-6, rtol=0)
-    coarse = et.integrated_gradients_transformer(adapter, ids, mask, units, steps=1, baseline=baseline)
+    coarse = et.integrated_gradients_units(adapter, ids, mask, units, steps=1, baseline=baseline)
     assert coarse.completeness_gap.abs().max() > ig.completeness_gap.abs().max()  # converges with steps
 
 
@@ -93,10 +94,10 @@ def test_eraser_matches_an_explicit_loop(model, tokenizer):
     pieces, delete the top k (or keep only them), re-frame as [CLS] … [SEP]. At 100 % everything is
     removed ([CLS] [SEP]); sufficiency with nothing kept is the same input."""
     texts = TEXTS[:2] + [TEXTS[3]]
-    ids, mask, units = et.encode(tokenizer, texts)
+    ids, mask, units = eu.encode(tokenizer, texts)
     importance = torch.rand(ids.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     fractions = (0.01, 0.5, 1.0)
-    result = et.transformer_eraser_scores(model, ids, mask, units, importance, fractions)
+    result = eu.framed_eraser_scores(model, ids, mask, units, importance, fractions)
     for i, text in enumerate(texts):
         pieces = tokenizer(text)["input_ids"][1:-1]
         scores = importance[i, 1:1 + len(pieces)].tolist()
@@ -116,9 +117,9 @@ def test_eraser_matches_an_explicit_loop(model, tokenizer):
 
 
 def test_table_measures_and_rollout(adapter, tokenizer):
-    ids, mask, units = et.encode(tokenizer, TEXTS)
-    table = et.transformer_eraser_table(adapter, ids, mask, units, ig_steps=8)
-    assert list(table["measures"]) == list(et.TRANSFORMER_MEASURES)
+    ids, mask, units = eu.encode(tokenizer, TEXTS)
+    table = et.eraser_table(adapter, ids, mask, units, ig_steps=8)
+    assert list(table["measures"]) == list(et.MEASURES)
     for row in table["measures"].values():
         assert -1 <= row["comprehensiveness_aopc"] <= 1 and row["num_instances"] == len(TEXTS)
     assert "attention~rollout" in table["kendall_tau"] and "ig_completeness" in table
@@ -142,7 +143,7 @@ def test_cli_eraser_on_a_foreign_folder(folder, tmp_path, capsys):
                 "measures", "kendall_tau", "parameters", "seconds", "ig_completeness", "versions", "figure"):
         assert key in results
     assert results["num_instances"] == len(TEXTS) and results["split"] == "all"
-    assert set(results["measures"]) == set(et.TRANSFORMER_MEASURES)
+    assert set(results["measures"]) == set(et.MEASURES)
     assert (out / "eraser.png").stat().st_size > 0 and (out / "eraser.md").exists()
     capsys.readouterr()
     code = main(["eraser", str(folder), "--output-dir", str(tmp_path / "bad"), "--dataset", str(data),

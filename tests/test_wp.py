@@ -263,6 +263,19 @@ def test_battery_smoke(tmp_path, tiny_task, frozen_gc):
         assert json.load(f)["test_f1"] == pytest.approx(classification_metrics(guided, np.asarray(test["label"]))["f1"])
     assert not np.allclose(guided, own)
 
+    # one driver: the papers' model is read through its adapter, and its explained attention and
+    # probabilities there are the model's own (wpt.model_outputs, the helpers' training reads these)
+    from hf_attn.adapters import adapter_for
+    from hf_attn.batteries.wp.transformer import split_forward
+
+    outputs = split_forward(adapter_for(base_model, tokenizer), [list(x) for x in test["input_ids"]], 7,
+                            uniform=False)
+    for i, a in enumerate(guide):
+        np.testing.assert_allclose(outputs["attention"][i, :len(a)], a, atol=1e-6)
+    np.testing.assert_allclose(outputs["probabilities"], wpt.model_outputs(base_model, test)[1], atol=1e-6)
+    assert saved["uniform_baseline"]["intervention"]["variants"]["uniform"]["f1"] is not None
+    assert saved["model"] == {"encoder": "lstm", "attention": "additive", "variant": "base"}
+
     # resumable: everything is reused, nothing retrained
     again = run_wp(base_dir, out, num_seeds=2, lambdas=[0.01], guide_lambda=0.01, task=tiny_task,
                       per_instance_adversary=False, progress=False)

@@ -140,7 +140,7 @@ def model_max_tokens(model) -> int:
 
 def is_transformer_model(model) -> bool:
     """A transformers classifier (explained through its adapter), not one of hf_attn's own models."""
-    from hf_attn.batteries.jw.transformer import OWN_MODEL_TYPES
+    from hf_attn.batteries.data import OWN_MODEL_TYPES
 
     return getattr(getattr(model, "config", None), "model_type", None) not in (None, *OWN_MODEL_TYPES)
 

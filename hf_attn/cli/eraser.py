@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from hf_attn.batteries.eraser.battery import IMPORTANCE_MEASURES
-from hf_attn.batteries.eraser.transformer import TRANSFORMER_MEASURES
+from hf_attn.batteries.eraser.battery import MEASURES
 from hf_attn.core.arguments import finite_float, positive_int
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
 from hf_attn.runs.eraser import run_eraser
@@ -22,8 +21,9 @@ def add_parser(subparsers) -> None:
                         "folder, ./NAME-eraser for a Hub id)")
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
     p.add_argument("--measures", nargs="+", default=None,
-                   choices=list(dict.fromkeys([*IMPORTANCE_MEASURES, *TRANSFORMER_MEASURES])),
-                   help="default: every measure of the model kind (BERT-family models add rollout)")
+                   choices=list(MEASURES),
+                   help="default: every measure that applies to the model (rollout: models with several "
+                        "attention layers)")
     p.add_argument("--fractions", nargs="+", type=finite_float(0, strictly_above=True), default=list(DEFAULT_FRACTIONS))
     p.add_argument("--ig-steps", type=positive_int, default=50)
     p.add_argument("--ig-baseline", choices=["zero", "pad"], default="zero")
@@ -55,12 +55,11 @@ def _run_cli(args) -> int:
     heads = args.heads.strip().lower()
     if heads != "mean" and not heads.isdigit():
         raise ValueError(f"--heads must be 'mean' or a head index, got {args.heads!r}")
-    from hf_attn.batteries.jw.transformer import is_transformer_model_dir
+    from hf_attn.batteries.data import is_transformer_model_dir
 
-    options = {"dataset": args.dataset, "text_column": args.text_column, "label_column": args.label_column}
-    if is_transformer_model_dir(args.model_dir):
-        options |= {"layer": args.layer, "heads": heads, "device": args.device, "precision": args.precision}
-    else:
+    options = {"dataset": args.dataset, "text_column": args.text_column, "label_column": args.label_column,
+               "layer": args.layer, "heads": heads, "device": args.device, "precision": args.precision}
+    if not is_transformer_model_dir(args.model_dir):
         from hf_attn.batteries.jw.battery import check_papers_model_device
 
         check_papers_model_device(args.device, args.precision)

@@ -348,6 +348,8 @@ def adversarial_rows(adapter, batch, forward, k: int = 5, lam: float = 500.0, ep
     content = batch.content
     rows = forward.head_rows.detach().float()  # (B, H, T)
     heads_mode = adapter.spec.heads
+    if getattr(adapter, "exact_model_methods", False):  # the papers' models: the closed-form search
+        return _exact_model_rows(adapter, batch, forward, k, lam, eps, steps, lr, init_scale, generator)
     if heads_mode != "mean":
         rows = rows[:, int(heads_mode):int(heads_mode) + 1]
     count, heads, length = rows.shape
@@ -398,3 +400,20 @@ def adversarial_rows(adapter, batch, forward, k: int = 5, lam: float = 500.0, ep
     return RowAdversaryResult(attention=compared(alpha), head_rows=new_rows, tvd=output_tvd, jsd=divergence,
                               eps_max_jsd=eps_max, feasible=feasible, probabilities=probabilities,
                               jsd_row=row_divergence)
+
+
+def _exact_model_rows(adapter, batch, forward, k, lam, eps, steps, lr, init_scale, generator) -> RowAdversaryResult:
+    """:func:`adversarial_rows` on an adapter over the papers' one-attention models
+    (``adapter.exact_model_methods``): the same objective and optimiser, run by
+    :func:`adversarial_attention` (closed-form gradient from the cached states, no autograd). The
+    one head's row is the model's α over its attended tokens (J&W's markers, if any, get no
+    attention), so the content and row divergences are the same number. The start is drawn as
+    :func:`adversarial_rows` draws it (``(B, k, 1, T)`` from ``generator``)."""
+    content = batch.content
+    count, length = content.shape
+    noise = torch.randn((count, k, 1, length), generator=generator, dtype=torch.float32)[:, :, 0]
+    result = adversarial_attention(adapter.model, forward.cache, forward.attention, content, k=k, lam=lam,
+                                   eps=eps, steps=steps, lr=lr, init_scale=init_scale, noise=noise)
+    return RowAdversaryResult(attention=result.attention, head_rows=result.attention.unsqueeze(2), tvd=result.tvd,
+                              jsd=result.jsd, eps_max_jsd=result.eps_max_jsd, feasible=result.feasible,
+                              probabilities=result.probabilities, jsd_row=result.jsd)

@@ -312,16 +312,14 @@ def _stage_wp(run: DatasetRun) -> None:
     from hf_attn.runs.wp import run_wp
 
     plan, base_dir, wp_runs, out = run.plan, run.paths["base"], run.paths["wp_runs"], run.paths["wp"]
-    request = {"model": base_dir, "runs": wp_runs, "seeds": plan.wp_seeds, "lambdas": list(plan.wp_lambdas),
-               "guide_lambda": plan.wp_guide_lambda, "steps": plan.wp_adversary_steps,
-               "guide_seeds": plan.wp_guide_seeds, "adversary_protocol": plan.wp_adversary_protocol,
-               "adversary_max_epochs": plan.wp_adversary_max_epochs}
+    settings = WPSettings(runs_dir=wp_runs, num_seeds=plan.wp_seeds, lambdas=tuple(plan.wp_lambdas),
+                          guide_lambda=plan.wp_guide_lambda, adversary_steps=plan.wp_adversary_steps,
+                          guide_seeds=plan.wp_guide_seeds, progress=run.progress,
+                          adversary_protocol=plan.wp_adversary_protocol,
+                          adversary_max_epochs=plan.wp_adversary_max_epochs)
+    request = {"model": base_dir, **_request_of(settings)}
     if not _done(out, request):
-        run_wp(base_dir, out, WPSettings(runs_dir=wp_runs, num_seeds=plan.wp_seeds, lambdas=tuple(plan.wp_lambdas),
-                                         guide_lambda=plan.wp_guide_lambda, adversary_steps=plan.wp_adversary_steps,
-                                         guide_seeds=plan.wp_guide_seeds, progress=run.progress,
-                                         adversary_protocol=plan.wp_adversary_protocol,
-                                         adversary_max_epochs=plan.wp_adversary_max_epochs))
+        run_wp(base_dir, out, settings)
         _mark(out, request)
 
 
@@ -459,8 +457,8 @@ def _stage_bert_family(run: DatasetRun) -> None:
     already there, or ``plan.bert_family.model_dir`` names a folder to reuse), the J&W battery on its
     ``[CLS]`` attention over ``jw_instances`` seeded-sampled test sentences, and W&P's uniform attention on
     the same sentences when hf_attn has the W&P transformer battery."""
-    from hf_attn.batteries.jw.transformer import TransformerJWSettings
-    from hf_attn.runs.jw import transformer_jw_battery_runner
+    from hf_attn.batteries.jw.common import JWSettings
+    from hf_attn.runs.jw import jw_battery_runner
     from hf_attn.training.transformer import read_transformer_run, train_transformer_classifier
 
     plan, section = run.plan, run.plan.bert_family
@@ -471,15 +469,15 @@ def _stage_bert_family(run: DatasetRun) -> None:
     elif read_transformer_run(model_dir) is None:
         train_transformer_classifier(section.base_model, run.task(), model_dir, epochs=section.epochs,
                                      seed=section.seed, progress=run.progress)
-    settings = TransformerJWSettings(layer=section.layer, heads=section.heads, num_permutations=plan.jw_permutations,
-                                     steps=plan.jw_steps, seed=0)
+    settings = JWSettings(layer=section.layer, heads=section.heads, num_permutations=plan.jw_permutations,
+                          steps=plan.jw_steps, seed=0)
     request = {"model": model_dir, "instances": section.jw_instances, **asdict(settings)}
     out = run.paths["jw_bert"]
     if not _done(out, request):
         texts, labels, names, _ = _bert_family_texts(run, section.jw_instances)
-        transformer_jw_battery_runner(model_dir, out, texts=texts, labels=labels, settings=settings,
-                                      dataset=run.dataset, split="test", max_instances=len(texts),
-                                      label_names=names, progress=run.progress)
+        jw_battery_runner(model_dir, out, texts=texts, labels=labels, settings=settings,
+                          dataset=run.dataset, split="test", max_instances=len(texts),
+                          label_names=names, progress=run.progress)
         _mark(out, request)
     if section.wp_uniform:
         _bert_family_wp_uniform(run, model_dir)
@@ -517,26 +515,21 @@ def _stage_faithfulness(run: DatasetRun) -> None:
 
 
 def _bert_family_wp_uniform(run: DatasetRun, model_dir: str) -> None:
-    """W&P §3.2 on the BERT-family model (its explained [CLS] row made uniform at test time), when
-    ``hf_attn.runs.wp.run_transformer_wp`` provides it; without that battery (or with another interface)
-    the report says "not measured"."""
-    try:
-        from hf_attn.batteries.wp.transformer import TransformerWPSettings
-        from hf_attn.runs.wp import run_transformer_wp
-    except ImportError:
-        return
+    """W&P §3.2 on the BERT-family model (its explained [CLS] row made uniform at test time) on the
+    J&W battery's sentences; no seed models, MLPs or per-instance adversary (the J&W battery runs it)."""
+    from hf_attn.batteries.wp.battery import WPSettings
+    from hf_attn.runs.wp import run_wp
+
     section = run.plan.bert_family
     out = run.paths["wp_bert"]
-    try:
-        settings = TransformerWPSettings(layer=section.layer, heads=section.heads, max_instances=section.jw_instances,
-                                         diagnostic_mlp=False, num_seeds=0, progress=run.progress,
-                                         runs_dir=os.path.join(run.paths["runs"], "bert-family-wp"))
-    except TypeError:  # another settings interface than this stage was written against
-        return
+    settings = WPSettings(transformer_layer=section.layer, transformer_heads=str(section.heads),
+                          max_instances=section.jw_instances, diagnostic_mlp=False, num_seeds=0,
+                          per_instance_adversary=False, progress=run.progress,
+                          runs_dir=os.path.join(run.paths["runs"], "bert-family-wp"))
     request = {"model": model_dir, **_request_of(settings)}
     if not _done(out, request):
         texts, labels, names, task = _bert_family_texts(run, section.jw_instances)
-        run_transformer_wp(model_dir, out, settings, texts=texts, labels=labels, task=task, label_names=names)
+        run_wp(model_dir, out, settings, texts=texts, labels=labels, task=task, label_names=names)
         _mark(out, request)
 
 

@@ -4,7 +4,7 @@
 A ``transformers`` classifier folder (``config.json`` of a transformers model, trained by
 ``hf-attn train --base-model`` or elsewhere) is loaded with
 :func:`hf_attn.adapters.transformer_attention.load_transformer_classifier` and its data with
-:func:`hf_attn.batteries.jw.transformer.load_analysis_data` (the folder's run.json, or
+:func:`hf_attn.batteries.data.load_analysis_data` (the folder's run.json, or
 ``--dataset``); one of the papers' BiLSTM / CNN / Average folders with the jw battery's loader.
 Either way the adapter is :func:`hf_attn.adapters.adapter_for` and the battery sees only the
 adapter contract. Writes ``OUT/results.json`` + ``OUT/attributions.npz`` + ``OUT/faithfulness.md``
@@ -47,10 +47,10 @@ class FaithfulnessRunSettings:
 def load_texts_and_adapter(model_dir: str, settings: FaithfulnessRunSettings):
     """``(adapter, texts, labels, dataset name)`` for ``model_dir`` (module docstring)."""
     from hf_attn.adapters import adapter_for
-    from hf_attn.batteries.jw.transformer import is_transformer_model_dir
+    from hf_attn.batteries.data import is_transformer_model_dir
 
     if is_transformer_model_dir(model_dir):
-        from hf_attn.batteries.jw.transformer import load_analysis_data
+        from hf_attn.batteries.data import load_analysis_data
         from hf_attn.adapters.transformer_attention import load_transformer_classifier
 
         texts, labels, _, name = load_analysis_data(model_dir, settings.dataset, settings.split,

@@ -15,13 +15,12 @@ from dataclasses import asdict, replace
 import numpy as np
 import torch
 
+from hf_attn.batteries.data import analysis_split, is_transformer_model_dir, load_analysis_data
 from hf_attn.batteries.jw.battery import check_papers_model_device, load_model_and_split, run_jw_battery
 from hf_attn.batteries.jw.pair import (QA_EPS, PairJWInstances, is_pair_model_dir, load_pair_model_and_split, published_for,
                                        run_pair_jw_battery)
-from hf_attn.batteries.jw.transformer import (TransformerJWSettings, analysis_split, is_transformer_model_dir,
-                                              load_analysis_data, per_layer_figure, run_transformer_jw_battery)
-from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, add_data_options, format_summary,
-                                         heads_option, instance_analysis_row)
+from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, add_data_options, format_summary, heads_option,
+                                         instance_analysis_row)
 from hf_attn.core.arguments import check_count, finite_float, non_negative_int, positive_int
 from hf_attn.core.io import write_jsonl_atomic
 from hf_attn.core.sharding import distributed_world_size, is_main_process
@@ -39,65 +38,20 @@ def report_summary(results: dict, output_dir: str, progress: bool) -> None:
         print(text)
 
 
-def _instance_rows(instances: JWInstances, tokenizer):
-    for i in range(len(instances.attention)):
-        yield {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in instances.input_ids[i]]),
-               **instance_analysis_row(instances, i)}
-
-
 def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     """``hf-attn analyze DIR --battery jw``: run the battery on ``settings.split`` and write
     ``OUT/results.json`` (every summary number, parameters, versions; atomic), ``OUT/instances.jsonl``
     (per-instance arrays) and the figures ``OUT/fig*.png``. Batches are cached in ``OUT/cache`` so
-    a killed run resumes. Sentence-pair (NLI) models go to :mod:`hf_attn.batteries.jw.pair` (premise attention)."""
+    a killed run resumes. The papers' models and any transformers classifier go through the one
+    driver (:func:`jw_battery_runner`); sentence-pair (NLI, QA) models go to :func:`run_pair`."""
     check_count("max_instances (--jw-max-instances)", settings.max_instances)
     settings.algorithm.validate()
     if is_pair_model_dir(model_dir):
         return run_pair(model_dir, output_dir, settings)
-    if is_transformer_model_dir(model_dir):  # any transformers classifier, through its adapter
-        return run_transformer(model_dir, output_dir, settings)
-    check_papers_model_device(settings.device, settings.precision)
-    from hf_attn.batteries.jw.figures import write_jw_figures
-    from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
-    from hf_attn.core.environment import environment_versions
-    from hf_attn.core.io import write_json_atomic
-
-    model, tokenizer, texts, labels, label_names, dataset = load_model_and_split(model_dir, settings.split)
-    if settings.max_instances is not None:
-        texts, labels = texts[:settings.max_instances], labels[:settings.max_instances]
-    LOGGER.info("jw: %s (%s + %s), %d texts of %s [%s]", model_dir, model.config.encoder, model.config.attention,
-                len(texts), dataset, settings.split, extra={"console": False})
-    started = time.perf_counter()
-    os.makedirs(output_dir, exist_ok=True)
-    cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
-    # the torch threads the battery ran with: its own override, else the command's --threads (in effect)
-    threads_used = settings.algorithm.num_threads or torch.get_num_threads()
-    instances, summary = run_jw_battery(model, tokenizer, texts, labels, settings.algorithm,
-                                        progress=settings.progress, cache_dir=cache_dir)
-    LOGGER.info("jw: battery done in %.1f s", time.perf_counter() - started, extra={"console": False})
-    if not is_main_process():  # `accelerate launch`: every process has all results; one writes
-        return {"battery": "jw", "main_process": False}
-    figures = write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
-                               model_name=f"{model.config.encoder}+{model.config.attention}")
-    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _instance_rows(instances, tokenizer))
-    results = {
-        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4",
-        "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": settings.split,
-        "label_names": label_names,
-        "model": {"encoder": model.config.encoder, "attention": model.config.attention,
-                  "variant": model.config.variant},
-        "parameters": asdict(settings.algorithm) | {"num_threads": threads_used}, "summary": strip_arrays(summary),
-        "published": PUBLISHED_SST if dataset == "sst" else None,
-        "figures": {name: os.path.basename(path) for name, path in figures.items()},
-        "instances_file": "instances.jsonl", "processes": distributed_world_size(),
-        "versions": environment_versions()}
-    write_json_atomic(os.path.join(output_dir, "results.json"), results)
-    if cache_dir:  # finished: the per-batch cache is only needed to resume
-        import shutil
-
-        shutil.rmtree(cache_dir, ignore_errors=True)
-    report_summary(results, output_dir, settings.progress)
-    return results
+    return jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(settings), dataset=settings.dataset,
+                             split=settings.split, max_instances=settings.max_instances, progress=settings.progress,
+                             text_column=settings.text_column, label_column=settings.label_column,
+                             use_cache=settings.use_cache)
 
 
 def add_options(parser) -> None:
@@ -215,73 +169,112 @@ def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     return results
 
 
-def _jw_instances(results: dict, summary: dict):
-    """The per-instance results as the BiLSTM battery's ``JWInstances`` (for its figures)."""
-    from hf_attn.batteries.jw.common import JWInstances
-
-    instances = JWInstances(
-        input_ids=results["input_ids"], labels=results["labels"], probabilities=np.stack(results["probabilities"]),
-        attention=results["attention"], gradient=results["gradient"], loo=results["loo"],
-        permutation_tvd=np.stack(results["permutation_tvd"]), adversary_attention=results["adversary_attention"],
-        adversary_probabilities=np.stack(results["adversary_probabilities"]),
-        adversary_tvd=np.stack(results["adversary_tvd"]), adversary_jsd=np.stack(results["adversary_jsd"]),
-        eps_max_jsd=np.array(results["eps_max_jsd"]))
-    instances.predictions = instances.probabilities.argmax(-1)
-    return instances
-
-
-def _transformer_instance_rows(results: dict, summary: dict, tokenizer):
+def _instance_rows(instances: JWInstances, tokenizer):
+    """``instances.jsonl``: one row per instance, its content tokens and every per-token array."""
     from hf_attn.adapters.transformer_attention import merge_word_pieces
 
-    taus = {name: summary[key]["tau"] for name, key in (("attention_gradient", "tau_gradient"),
-                                                        ("attention_loo", "tau_loo"),
-                                                        ("gradient_loo", "tau_gradient_loo"),
-                                                        ("attention_rollout", "tau_rollout"))}
-    for i in range(len(results["attention"])):
-        ids, words = results["input_ids"][i], results["word_ids"][i]
-        yield {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in ids]),
-               "word_ids": words,
-               "label": None if results["labels"] is None else int(results["labels"][i]),
-               "prediction": int(np.argmax(results["probabilities"][i])),
-               "probabilities": results["probabilities"][i].tolist(),
-               "attention": results["attention"][i].tolist(), "gradient": results["gradient"][i].tolist(),
-               "loo": results["loo"][i].tolist(), "rollout": results["rollout"][i].tolist(),
-               "word_attention": merge_word_pieces(results["attention"][i], words).tolist() if words else [],
-               "permutation_tvd_median": float(np.median(results["permutation_tvd"][i])),
-               "adversary_tvd": results["adversary_tvd"][i].tolist(),
-               "adversary_jsd": results["adversary_jsd"][i].tolist(),
-               "eps_max_jsd": float(results["eps_max_jsd"][i]),
-               "kendall_tau": {n: (None if not np.isfinite(t[i]) else float(t[i])) for n, t in taus.items()}}
+    for i in range(len(instances.attention)):
+        ids, words = instances.input_ids[i], instances.word_ids[i]
+        row = {"index": i, "tokens": tokenizer.convert_ids_to_tokens([int(t) for t in ids]), "word_ids": words,
+               **instance_analysis_row(instances, i),
+               "word_attention": merge_word_pieces(instances.attention[i], words).tolist() if words else []}
+        if instances.rollout is not None:
+            row["rollout"] = instances.rollout[i].tolist()
+        yield row
 
 
-def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None,
-                                  settings: TransformerJWSettings | None = None, dataset: str | None = None,
-                                  split: str = "test", max_instances: int | None = None,
-                                  label_names=None, progress: bool = True, text_column: str | None = None,
-                                  label_column: str | None = None, use_cache: bool = True) -> dict:
-    """``hf-attn analyze DIR --battery jw`` for a transformers classifier folder (or Hub id): run the
-    battery on ``texts`` (default: the data :func:`load_analysis_data` finds for ``dataset`` /
-    ``split`` / ``text_column`` / ``label_column``, first ``max_instances``) and write
-    ``OUT/results.json`` (the BiLSTM battery's top-level keys; atomic), ``OUT/instances.jsonl`` and
-    the figures (J&W Figs 2–5 via :func:`hf_attn.batteries.jw.figures.write_jw_figures`, plus
-    ``fig_tau_per_layer.png``). With ``use_cache`` finished batches are kept in ``OUT/cache`` until
-    the results are written, so a killed run resumes; under ``accelerate launch`` the batches are
-    split between the processes and the main process writes."""
-    from hf_attn.core.io import write_json_atomic, write_jsonl_atomic
-    from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
+def _load(model_dir: str, settings: JWSettings, dataset, split, text_column, label_column):
+    """``(model, tokenizer, texts, labels, label_names, dataset, split)`` of a folder trained by
+    ``hf-attn train`` (its own dataset and split) or of a transformers classifier (folder or Hub id:
+    :func:`load_analysis_data`; the data first, so a bad ``--dataset`` or column fails before the model
+    loads)."""
+    if not is_transformer_model_dir(model_dir):
+        check_papers_model_device(settings.device, settings.precision)
+        model, tokenizer, texts, labels, names, name = load_model_and_split(model_dir, split)
+        return model, tokenizer, texts, labels, names, name, split
     from hf_attn.adapters.transformer_attention import load_transformer_classifier
+
+    texts, labels, names, name = load_analysis_data(model_dir, dataset, split, text_column, label_column)
+    split = analysis_split(dataset, split)
+    model, tokenizer = load_transformer_classifier(model_dir)
+    return model, tokenizer, texts, labels, names, name, split
+
+
+def _load_model(model_dir: str):
+    """``(model, tokenizer)`` of a folder trained here or of a transformers classifier (folder or Hub id)."""
+    if is_transformer_model_dir(model_dir):
+        from hf_attn.adapters.transformer_attention import load_transformer_classifier
+
+        return load_transformer_classifier(model_dir)
+    from hf_attn.models.loading import load_model_folder
+
+    return load_model_folder(model_dir, "hf_attn")
+
+
+def _model_record(model, adapter, settings: JWSettings, run: dict | None) -> tuple[dict, dict | None]:
+    """``(results.json's "model", its "attention_spec")``: the papers' encoder/attention/variant, or a
+    transformer's architecture and which attention row is explained (None for the papers' models)."""
+    config = model.config
+    if config.model_type == "hf_attn":
+        return {"encoder": config.encoder, "attention": config.attention, "variant": config.variant}, None
+    described = adapter.describe()
+    model_block = {"encoder": "transformer", "architecture": type(model).__name__, "model_type": config.model_type,
+                   "attention": described["text"], "variant": "base", "num_layers": adapter.num_layers,
+                   "num_heads": adapter.num_heads, "base_model": run["settings"]["base_model"] if run else None}
+    spec = {"layer": settings.layer, "heads": settings.heads, "query": described["query"],
+            "pooling": described["pooling"], "padding": described["padding"],
+            "fast_path": described["fast_path_reason"] if described["fast_path"] else None,
+            "units": "tokens (content only; special tokens keep their mass, are not ranked)",
+            "rollout": "Abnar & Zuidema 2020 (½A + ½I, head mean, product over layers)"}
+    return model_block, spec
+
+
+def _figures(instances: JWInstances, summary: dict, output_dir: str, tokenizer, label_names, model_name: str,
+             several_layers: bool, folder_name: str) -> dict:
+    """J&W Figs 1–5 and, for a model with several layers, τ per layer; a figure that cannot be drawn is
+    named with why (figures are extras)."""
+    from hf_attn.batteries.jw.figures import per_layer_figure, write_jw_figures
+
+    figures = {}
+    if several_layers:
+        figures["fig_tau_per_layer"] = per_layer_figure(summary, os.path.join(output_dir, "fig_tau_per_layer.png"),
+                                                        f"{folder_name}: τ by layer")
+    try:
+        figures |= write_jw_figures(instances, summary, output_dir, tokenizer, label_names, model_name=model_name)
+    except (ImportError, KeyError, ValueError) as error:
+        figures["error"] = f"J&W figures not written: {error}"
+    return figures
+
+
+def jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None, settings: JWSettings | None = None,
+                      dataset: str | None = None, split: str = "test", max_instances: int | None = None,
+                      label_names=None, progress: bool = True, text_column: str | None = None,
+                      label_column: str | None = None, use_cache: bool = True) -> dict:
+    """``hf-attn analyze DIR --battery jw`` for a model folder trained here (the papers' models or a
+    fine-tuned transformer) or any transformers classifier (folder or Hub id): run the battery
+    (:func:`hf_attn.batteries.jw.battery.run_jw_battery`) on ``texts`` (default: the folder's own
+    data, or what :func:`load_analysis_data` finds for ``dataset`` / ``split`` / ``text_column`` /
+    ``label_column``; the first ``max_instances``) and write ``OUT/results.json`` (atomic),
+    ``OUT/instances.jsonl`` and the figures (J&W Figs 1–5 via
+    :func:`hf_attn.batteries.jw.figures.write_jw_figures`, plus ``fig_tau_per_layer.png`` for a model
+    with several layers). With ``use_cache`` finished batches are kept in ``OUT/cache`` until the
+    results are written, so a killed run resumes; under ``accelerate launch`` the batches are split
+    between the processes and the main process writes."""
+    from hf_attn.batteries.jw.summary import PUBLISHED_SST, strip_arrays
     from hf_attn.core.environment import environment_versions
+    from hf_attn.core.io import write_json_atomic
     from hf_attn.training.transformer import read_transformer_run
 
-    settings = settings or TransformerJWSettings()
-    run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
-    if texts is None:  # the data first: a bad --dataset / column fails before the model loads
-        texts, labels, label_names, name = load_analysis_data(model_dir, dataset, split, text_column,
-                                                              label_column)
-        dataset, split = name, analysis_split(dataset, split)
-    model, tokenizer = load_transformer_classifier(model_dir)
+    settings = settings or JWSettings()
+    if texts is None:
+        model, tokenizer, texts, labels, label_names, dataset, split = _load(model_dir, settings, dataset, split,
+                                                                             text_column, label_column)
+    else:
+        model, tokenizer = _load_model(model_dir)
     adapter = settings.adapter(model, tokenizer)  # refuses a model it cannot intervene on, with the reason
-    if labels is not None:  # the data's classes must be the model's: counted, and matched by name
+    own = model.config.model_type == "hf_attn"
+    run = None if own or not os.path.isdir(model_dir) else read_transformer_run(model_dir)
+    if labels is not None and not own:  # the data's classes must be the model's: counted, and matched by name
         from hf_attn.core.validation import align_labels
 
         id2label = getattr(model.config, "id2label", None) or {}
@@ -292,40 +285,28 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
         labels = None if labels is None else labels[:max_instances]
     os.makedirs(output_dir, exist_ok=True)
     cache_dir = os.path.join(output_dir, "cache") if use_cache else None
-    LOGGER.info("jw: %s (%s; %s), %d texts of %s [%s]", model_dir, model.config.model_type,
-                adapter.describe()["text"], len(texts), dataset, split, extra={"console": False})
+    described = adapter.describe()
+    LOGGER.info("jw: %s (%s), %d texts of %s [%s]", model_dir, described["text"], len(texts), dataset, split,
+                extra={"console": False})
+    threads_used = settings.num_threads or torch.get_num_threads()
     started = time.perf_counter()
-    results, summary = run_transformer_jw_battery(adapter, texts, labels, settings, progress, cache_dir)
+    instances, summary = run_jw_battery(adapter, texts, labels, settings, progress, cache_dir)
     LOGGER.info("jw: battery done in %.1f s", time.perf_counter() - started, extra={"console": False})
     if not is_main_process():  # `accelerate launch`: every process has all results; one writes
         return {"battery": "jw", "main_process": False}
-    described = adapter.describe()
-    figures = {"fig_tau_per_layer": per_layer_figure(summary, os.path.join(output_dir, "fig_tau_per_layer.png"),
-                                                     f"{os.path.basename(os.path.normpath(model_dir))}: τ by layer")}
-    instances = _jw_instances(results, summary)
-    if instances is not None:
-        try:
-            from hf_attn.batteries.jw.figures import write_jw_figures
-
-            figures |= write_jw_figures(instances, summary, output_dir, tokenizer, label_names,
-                                        model_name=f"{model.config.model_type}, {described['text']}")
-        except (ImportError, KeyError, ValueError) as error:  # figures are extras; say why they are missing
-            figures["error"] = f"J&W figures not written: {error}"
-    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _transformer_instance_rows(results, summary, tokenizer))
+    model_block, spec = _model_record(model, adapter, settings, run)
+    name = (f"{model.config.encoder}+{model.config.attention}" if own
+            else f"{model.config.model_type}, {described['text']}")
+    figures = _figures(instances, summary, output_dir, tokenizer, label_names, name, adapter.num_layers > 1,
+                       os.path.basename(os.path.normpath(model_dir)))
+    write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _instance_rows(instances, tokenizer))
     record = {
-        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4 (on a transformer)",
+        "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4",
         "model_dir": os.path.abspath(model_dir) if os.path.isdir(model_dir) else model_dir,
-        "dataset": dataset, "split": split, "label_names": label_names,
-        "model": {"encoder": "transformer", "architecture": type(model).__name__, "model_type": model.config.model_type,
-                  "attention": described["text"], "variant": "base",
-                  "num_layers": adapter.num_layers, "num_heads": adapter.num_heads,
-                  "base_model": run["settings"]["base_model"] if run else None},
-        "attention_spec": {"layer": settings.layer, "heads": settings.heads, "query": described["query"],
-                           "pooling": described["pooling"], "padding": described["padding"],
-                           "fast_path": described["fast_path_reason"] if described["fast_path"] else None,
-                           "units": "tokens (content only; special tokens keep their mass, are not ranked)",
-                           "rollout": "Abnar & Zuidema 2020 (½A + ½I, head mean, product over layers)"},
-        "parameters": asdict(settings) | {"max_instances": max_instances, "device": described["device"]},
+        "dataset": dataset, "split": split, "label_names": label_names, "model": model_block,
+        **({"attention_spec": spec} if spec else {}),
+        "parameters": asdict(settings) | {"max_instances": max_instances, "device": described["device"],
+                                          "num_threads": threads_used},
         "summary": strip_arrays(summary),
         "published": PUBLISHED_SST if dataset == "sst" else None,
         "figures": {n: (os.path.basename(p) if n != "error" else p) for n, p in figures.items()},
@@ -340,33 +321,15 @@ def transformer_jw_battery_runner(model_dir: str, output_dir: str, texts=None, l
     return record
 
 
-def settings_from_jw(run) -> TransformerJWSettings:
-    """The J&W battery's typed settings (:class:`hf_attn.batteries.jw.common.JWRunSettings`, from
-    ``hf-attn analyze --battery jw``) → :class:`TransformerJWSettings`: the same algorithm
-    parameters, budgets and threads, the attention chosen by ``--jw-layer`` / ``--jw-heads``, the
-    device and the precision. Every flag reaches the transformer battery."""
-    a = run.algorithm
+def settings_from_jw(run: JWRunSettings) -> JWSettings:
+    """The command's typed settings (:class:`hf_attn.batteries.jw.common.JWRunSettings`, from
+    ``hf-attn analyze --battery jw``) → the battery's :class:`JWSettings`: the algorithm parameters,
+    budgets and threads, the attention chosen by ``--jw-layer`` / ``--jw-heads``, the device and the
+    precision. Every flag reaches the battery (a papers' model refuses a layer, head, device or
+    precision it does not have, with the reason)."""
     heads = run.transformer_heads
-    settings = TransformerJWSettings(
-        layer=run.transformer_layer, heads=heads if heads == "mean" else int(heads), **a.algorithm(),
-        token_budget=a.token_budget, gradient_token_budget=a.gradient_token_budget,
-        loo_token_budget=a.loo_token_budget, num_threads=a.num_threads, device=run.device,
-        precision=run.precision)
-    if a.max_length is not None:
-        settings.max_length = a.max_length
-    return settings
-
-
-def run_transformer(model_dir: str, output_dir: str, run) -> dict:
-    """``hf-attn analyze DIR --battery jw`` for a transformers folder or Hub id (dispatched by
-    :func:`hf_attn.runs.jw.run` with its ``JWRunSettings``): the data of
-    :func:`load_analysis_data` (``run.dataset`` with ``run.text_column`` / ``run.label_column``, or
-    the folder's own run.json; split ``run.split``), the first ``run.max_instances``."""
-    return transformer_jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(run),
-                                         dataset=run.dataset, split=run.split,
-                                         max_instances=run.max_instances, progress=run.progress,
-                                         text_column=run.text_column, label_column=run.label_column,
-                                         use_cache=run.use_cache)
+    return replace(run.algorithm, layer=run.transformer_layer, heads=heads if heads == "mean" else int(heads),
+                   device=run.device, precision=run.precision)
 
 
 register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_options,

@@ -1,6 +1,7 @@
-"""The W&P battery on the papers' models: the helper models trained into the runs folder (uniform
-twin, seed models, consistent adversaries, guided MLPs; resumable, one at a time), then the four
-analyses on the base's outputs, ``results.json`` and the figures."""
+"""The other models the W&P battery compares a papers' model with (:class:`PapersModels`, used by
+:func:`hf_attn.runs.wp.run_wp`): the helper models trained into the runs folder — the frozen-uniform
+twin (§3.2), the seed models (§3.3), the model-consistent adversaries (§4) and the guided MLPs
+(§3.4); resumable, one at a time — read back through their adapters."""
 
 from __future__ import annotations
 
@@ -8,18 +9,13 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hf_attn.batteries.wp.battery import (WPSettings, binned_summary, divergence_summary, ordering_holds,
-                                          plot_diagnostic_mlp, plot_seed_variance, plot_tradeoff,
-                                          seed_variance_statistics)
-from hf_attn.core.batching import ragged_to_padded
-from hf_attn.core.environment import environment_versions
-from hf_attn.core.io import write_json_atomic
+from hf_attn.batteries.wp.battery import WPSettings, divergence_summary, ordering_holds, plot_diagnostic_mlp
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.data.datasets import TaskData
 from hf_attn.training import wp as wpt
@@ -27,41 +23,6 @@ from hf_attn.training.engine import classification_metrics, settings_from_run, t
 
 # The battery's log: its records keep the name of the module that registers it.
 logger = logging.getLogger("hf_attn.runs.wp")
-
-
-def _per_instance_adversary(model, encoded, k, steps, eps, lam, seed, batch_size, progress):
-    """J&W Alg. 3 on every instance (batched by length) via ``hf_attn.batteries.jw.battery``; returns the
-    per-instance ε-max JSD and the TVD of the adversary attaining it (0, 0 when no adversary is
-    within ε: the base attention is kept)."""
-    from hf_attn.core.batching import pad_batch
-    from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary
-
-    ids = encoded["input_ids"]
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-    order = np.argsort(lengths, kind="stable")
-    eps_jsd = np.zeros(len(ids))
-    eps_tvd = np.zeros(len(ids))
-    for start in tqdm(range(0, len(order), batch_size), desc="J&W per-instance adversary",
-                      disable=not progress, leave=False):
-        rows = order[start:start + batch_size]
-        input_ids, attended = pad_batch([ids[int(r)] for r in rows])
-        mask = attended.long()
-        with torch.no_grad():
-            out = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-        result = adversarial_attention(model, out.hidden_states, out.attentions, mask, k=k, lam=lam,
-                                       eps=eps, steps=steps, seed=seed + start)
-        best = best_feasible_adversary(result.tvd, result.jsd, eps)
-        chosen_tvd = result.tvd.gather(1, best.index[:, None]).squeeze(1)
-        eps_jsd[rows] = best.eps_max_jsd.double().numpy()
-        eps_tvd[rows] = torch.where(best.any_feasible, chosen_tvd, torch.zeros_like(chosen_tvd)).double().numpy()
-    return eps_jsd, eps_tvd
-
-
-def _check_vocab(model_dir, tokenizer):
-    from transformers import PreTrainedTokenizerFast
-    other = PreTrainedTokenizerFast.from_pretrained(model_dir)
-    if other.get_vocab() != tokenizer.get_vocab():
-        raise ValueError(f"{model_dir} was trained with another vocabulary than the base model")
 
 
 def _helper_plan(model_dir: str, runs_dir: str, settings: WPSettings, base_settings, helper, task: TaskData,
@@ -124,120 +85,9 @@ def _train_missing(plan: list[tuple], train_missing: bool, progress: bool) -> tu
     return todo, time.perf_counter() - start
 
 
-@dataclass
-class _BaseOutputs:
-    """The base model on the analysed split: its encoded instances, gold labels, attention (padded,
-    with its mask), probabilities and metrics; :meth:`outputs_of` runs a helper model on the same
-    instances (same vocabulary required)."""
-
-    model: torch.nn.Module
-    tokenizer: object
-    encoded: object
-    labels: np.ndarray
-    label_names: list
-    attention: np.ndarray
-    mask: np.ndarray
-    probabilities: np.ndarray
-    metrics: dict
-
-    def outputs_of(self, path: str) -> tuple[np.ndarray, np.ndarray]:
-        _check_vocab(path, self.tokenizer)
-        model, _ = wpt.load_model(path)
-        att, probs = wpt.model_outputs(model, self.encoded)
-        return ragged_to_padded(att)[0], probs
-
-
-def _base_outputs(model_dir: str, task: TaskData, split: str, max_length: int) -> _BaseOutputs:
-    model, tokenizer = wpt.load_model(model_dir)
-    encoded = tokenize_splits(task, tokenizer, max_length)[split]
-    labels = np.asarray(encoded["label"])
-    att_list, probs = wpt.model_outputs(model, encoded)
-    att, mask = ragged_to_padded(att_list)
-    return _BaseOutputs(model, tokenizer, encoded, labels, list(task.label_names), att, mask, probs,
-                        classification_metrics(probs, labels))
-
-
-def _uniform_baseline(base: _BaseOutputs, runs_dir: str, split: str) -> tuple[dict, dict]:
-    """W&P §3.2: the frozen-uniform twin's F1 against the base's, and its divergence point."""
-    uni_att, uni_probs = base.outputs_of(os.path.join(runs_dir, "uniform"))
-    uni_metrics = classification_metrics(uni_probs, base.labels)
-    uniform = {"split": split, "base": _f1s(base.metrics), "uniform": _f1s(uni_metrics),
-               "f1_gap": base.metrics["f1"] - uni_metrics["f1"],
-               "macro_f1_gap": base.metrics["macro_f1"] - uni_metrics["macro_f1"],
-               "note": "W&P §3.2/Table 2: a small gap makes the dataset no test of attention (SST: borderline)"}
-    point = divergence_summary(jsd(torch.from_numpy(uni_att), torch.from_numpy(base.attention),
-                                   torch.from_numpy(base.mask)).numpy(),
-                               tvd(torch.from_numpy(uni_probs), torch.from_numpy(base.probabilities)).numpy())
-    return uniform, point
-
-
-def _seed_variance(base: _BaseOutputs, runs_dir: str, seeds: list[int], statistic: str, progress: bool
-                   ) -> tuple[dict, list[dict], dict]:
-    """W&P §3.3: the attention of models trained with other seeds against the base's; returns the
-    section, one point per seed and the per-instance statistics (``stats``)."""
-    seed_outputs = [base.outputs_of(wpt.seed_run_dir(runs_dir, s)) for s in
-                    tqdm(seeds, desc="seed models", disable=not progress, leave=False)]
-    stats = seed_variance_statistics(base.attention, np.stack([a for a, _ in seed_outputs]), base.probabilities,
-                                     np.stack([p for _, p in seed_outputs]), base.mask)
-    seed_points = [dict(seed=s, **divergence_summary(stats["jsd"][i], stats["tvd"][i]),
-                        **_f1s(classification_metrics(seed_outputs[i][1], base.labels)))
-                   for i, s in enumerate(seeds)]
-    section = {
-        "seeds": seeds, "statistic": statistic, "per_seed": seed_points,
-        "summary": {"mean_max_jsd": float(stats["max_jsd"].mean()),
-                    "mean_median_jsd": float(stats["median_jsd"].mean()),
-                    "mean_max_tvd": float(stats["max_tvd"].mean()),
-                    "mean_median_tvd": float(stats["median_tvd"].mean()),
-                    "f1_mean": float(np.mean([p["f1"] for p in seed_points])),
-                    "f1_std": float(np.std([p["f1"] for p in seed_points]))},
-        "by_class_and_max_attention": binned_summary(stats[f"{statistic}_jsd"], stats["max_attention"], base.labels,
-                                                     label_names=base.label_names)}
-    return section, seed_points, stats
-
-
-def _jw_adversary(base: _BaseOutputs, settings: WPSettings, max_attention: np.ndarray
-                  ) -> tuple[dict | None, dict | None, np.ndarray | None]:
-    """J&W's per-instance adversary on the same axes: ``(section, divergence point, ε-max JSD per
-    instance)``, all None when it is skipped."""
-    if not settings.per_instance_adversary:
-        return None, None, None
-    eps_jsd, eps_tvd = _per_instance_adversary(base.model, base.encoded, settings.adversary_k,
-                                               settings.adversary_steps, settings.adversary_eps,
-                                               settings.adversary_lambda, settings.seed, 256, settings.progress)
-    point = divergence_summary(eps_jsd, eps_tvd)
-    section = {"available": True, "k": settings.adversary_k, "steps": settings.adversary_steps,
-               "eps": settings.adversary_eps, "lambda": settings.adversary_lambda,
-               "fraction_with_feasible_adversary": float((eps_jsd > 0).mean()),
-               **point,
-               "by_class_and_max_attention": binned_summary(eps_jsd, max_attention, base.labels,
-                                                            label_names=base.label_names)}
-    return section, point, eps_jsd
-
-
 def _read_metrics(path: str) -> dict:
     with open(os.path.join(path, "metrics.json"), encoding="utf-8") as f:
         return json.load(f)
-
-
-def _consistent_adversary_rows(base: _BaseOutputs, runs_dir: str, lambdas: list[float], guide_lambda: float,
-                               tag: str) -> list[dict]:
-    """W&P §4: every model-consistent adversary of the sweep (and the guide's λ) against the base."""
-    rows = []
-    for lam in sorted(set(lambdas) | {guide_lambda}):
-        path = wpt.adversary_run_dir(runs_dir, lam, tag=tag)
-        att, probs = base.outputs_of(path)
-        trained_as = _read_metrics(path)
-        j = jsd(torch.from_numpy(att), torch.from_numpy(base.attention), torch.from_numpy(base.mask)).numpy()
-        t = tvd(torch.from_numpy(probs), torch.from_numpy(base.probabilities)).numpy()
-        _, _, kl = wpt.consistent_adversary_loss(torch.from_numpy(probs), torch.from_numpy(base.probabilities),
-                                                 torch.from_numpy(att), torch.from_numpy(base.attention),
-                                                 torch.from_numpy(base.mask), lam)
-        rows.append({"lambda": lam, "in_sweep": lam in lambdas,
-                     **_f1s(classification_metrics(probs, base.labels)),
-                     **divergence_summary(j, t), "mean_kl": float(kl.mean()),
-                     "epochs_trained": trained_as.get("epochs_trained"),
-                     "train_seconds": trained_as.get("train_seconds")})
-    return rows
 
 
 def _adversary_guide_seed_runs(runs_dir: str, guide_lambda: float, guide_seed_list: list, base_seed: int,
@@ -279,23 +129,6 @@ def _diagnostic_mlp(runs_dir: str, settings: WPSettings, dataset: str, guide_see
                                 "adversary 0.592"}
 
 
-def _plot_figures(output_dir: str, seed_values, adversary_values, stats: dict, base: _BaseOutputs,
-                  settings: WPSettings, lambda_rows: list[dict], seed_points: list[dict], uniform_point: dict,
-                  jw_point: dict | None, mlp: dict, dataset: str) -> dict:
-    """The battery's three figures in ``output_dir``; returns their file names."""
-    figures = {"seed_variance": "seed_variance.png", "tradeoff": "tradeoff.png",
-               "diagnostic_mlp": "diagnostic_mlp.png"}
-    plot_seed_variance(os.path.join(output_dir, figures["seed_variance"]), seed_values, adversary_values,
-                       stats["max_attention"], base.labels, base.label_names, statistic=settings.seed_statistic,
-                       num_seeds=settings.num_seeds)
-    plot_tradeoff(os.path.join(output_dir, figures["tradeoff"]), [r for r in lambda_rows if r["in_sweep"]],
-                  seed_points, uniform_point, jw_point)
-    plot_diagnostic_mlp(os.path.join(output_dir, figures["diagnostic_mlp"]),
-                        {g: v["test_f1"] for g, v in mlp.items()},
-                        wpt.WP_TABLE3_SST if dataset == "sst" else None)
-    return figures
-
-
 def _consistent_adversary_block(lambdas: list[float], guide_lambda: float, rows: list[dict], protocol: dict) -> dict:
     """results.json's ``consistent_adversary``: the sweep's rows with the objective and checkpoint
     selection of the protocol that trained them."""
@@ -325,90 +158,129 @@ def _timing(plan: list[tuple], runs_dir: str, todo: list, train_seconds: float, 
             "wall_seconds": round(time.perf_counter() - wall_start, 1)}
 
 
-def run_wp(model_dir: str, output_dir: str, settings: WPSettings | None = None,
-           task: TaskData | None = None, **overrides) -> dict:
-    """The whole W&P battery on the base model in ``model_dir`` (see the module docstring).
-    ``settings`` (:class:`WPSettings`; None: its defaults) with keyword ``overrides`` of single fields
-    (``run_wp(DIR, OUT, num_seeds=2)``). Helper models live in ``settings.runs_dir`` (default
-    ``output_dir/models``); missing ones are trained (``train_missing``) one after another, finished
-    ones reused. ``epochs`` overrides the base's epoch count for every helper model (default: the
-    base's). ``task``: the base's task when already loaded. Returns the results dict.
-
-    The steps: the helper models' training (:func:`_helper_plan`, :func:`_train_missing`), then the
-    four W&P analyses over the same base outputs (:func:`_uniform_baseline` §3.2, :func:`_seed_variance`
-    §3.3 with J&W's adversary on its axes, :func:`_consistent_adversary_rows` §4, :func:`_diagnostic_mlp`
-    §3.4) and the figures.
-
-    ``guide_seeds`` > 1 trains the λ = ``guide_lambda`` adversary with that many seeds and one MLP
-    guided by each: the ADVERSARY guide's F1 is then their mean (± std, per seed in
-    ``diagnostic_mlp.guides.adversary.seed_runs``). W&P report one run; with λ = 0.001 the KL
-    term barely constrains the adversary's attention, so runs that differ only in seed (or in
-    floating-point rounding) end at different attention and the guided F1 varies widely.
-
-    ``adversary_protocol`` trains the consistent adversaries with ``"fast"`` (the base's epochs,
-    L = TVD − λ·KL, dev-objective selection) or ``"wp"`` (W&P's code: up to 80 epochs, or
-    ``adversary_max_epochs``, early stopping on the training objective with patience 10,
-    L = ½·TVD − λ·KL class-weighted; see ``hf_attn.training.wp.ADVERSARY_PROTOCOLS``). Their
-    folders (and the ADVERSARY-guided MLPs) carry the protocol's tag, so both can coexist."""
-    settings = replace(settings or WPSettings(), **overrides)
-    settings.validate()
-    lambdas = sorted({float(x) for x in settings.lambdas})
-    if not os.path.exists(os.path.join(model_dir, "run.json")):
-        raise FileNotFoundError(f"{model_dir} has no run.json: the wp battery needs a folder written by "
-                                "`hf-attn train` (it retrains the same setup with other seeds/attention)")
-    wall_start = time.perf_counter()
-    runs_dir = settings.runs_dir or os.path.join(output_dir, "models")
-    os.makedirs(output_dir, exist_ok=True)
-    base_settings = settings_from_run(model_dir)
-    task = task or task_of(base_settings)
-    if task.num_labels != 2:
-        raise ValueError("the wp battery reports positive-class F1 (W&P): binary tasks only")
-    helper = base_settings if settings.epochs is None else replace(base_settings, epochs=settings.epochs)
-    tag = wpt.protocol_tag(settings.adversary_protocol, settings.adversary_max_epochs)
-    protocol = wpt.adversary_protocol(settings.adversary_protocol, max_epochs=settings.adversary_max_epochs)
-
-    # training (resumable, one at a time)
-    guide_seed_list = [None, *range(base_settings.seed + 1, base_settings.seed + settings.guide_seeds)]
-    plan = _helper_plan(model_dir, runs_dir, settings, base_settings, helper, task, guide_seed_list[1:], tag)
-    todo, train_seconds = _train_missing(plan, settings.train_missing, settings.progress)
-
-    # the analyses on the split: §3.2, §3.3 (with J&W's adversary on its axes), §4, §3.4
-    analysis_start = time.perf_counter()
-    base = _base_outputs(model_dir, task, settings.split, base_settings.max_length)
-    uniform, uniform_point = _uniform_baseline(base, runs_dir, settings.split)
-    seeds = list(range(base_settings.seed + 1, base_settings.seed + 1 + settings.num_seeds))
-    seed_section, seed_points, stats = _seed_variance(base, runs_dir, seeds, settings.seed_statistic,
-                                                      settings.progress)
-    jw_section, jw_point, adversary_values = _jw_adversary(base, settings, stats["max_attention"])
-    lambda_rows = _consistent_adversary_rows(base, runs_dir, lambdas, settings.guide_lambda, tag)
-    mlp_section = _diagnostic_mlp(runs_dir, settings, base_settings.dataset, guide_seed_list, base_settings.seed,
-                                  tag)
-    figures = _plot_figures(output_dir, stats[f"{settings.seed_statistic}_jsd"], adversary_values, stats, base,
-                            settings, lambda_rows, seed_points, uniform_point, jw_point, mlp_section["guides"],
-                            base_settings.dataset)
-    analysis_seconds = time.perf_counter() - analysis_start
-
-    results = {
-        "battery": "wp", "paper": "Wiegreffe & Pinter 2019, Attention is not not Explanation",
-        "model_dir": os.path.abspath(model_dir), "runs_dir": os.path.abspath(runs_dir), "split": settings.split,
-        "num_instances": int(len(base.labels)), "label_names": base.label_names,
-        "base": _f1s(base.metrics) | {"roc_auc": base.metrics["roc_auc"]},
-        "uniform_baseline": uniform, "seed_variance": seed_section, "per_instance_adversary": jw_section,
-        "consistent_adversary": _consistent_adversary_block(lambdas, settings.guide_lambda, lambda_rows, protocol),
-        "diagnostic_mlp": mlp_section,
-        "tradeoff_points": {"uniform": uniform_point, "seeds": seed_points, "jw_per_instance": jw_point,
-                            "consistent_adversary": lambda_rows},
-        "figures": figures,
-        "timing": _timing(plan, runs_dir, todo, train_seconds, analysis_seconds, wall_start),
-        "options": {"num_seeds": settings.num_seeds, "guide_seeds": settings.guide_seeds,
-                    "seed_statistic": settings.seed_statistic, "epochs": helper.epochs,
-                    "adversary_k": settings.adversary_k, "adversary_steps": settings.adversary_steps,
-                    "seed": settings.seed, "adversary_protocol": settings.adversary_protocol,
-                    "adversary_max_epochs": settings.adversary_max_epochs},
-        "versions": environment_versions()}
-    write_json_atomic(os.path.join(output_dir, "results.json"), results)
-    return results
-
-
 def _f1s(metrics: dict) -> dict:
     return {"f1": metrics["f1"], "macro_f1": metrics["macro_f1"], "accuracy": metrics["accuracy"]}
+
+
+class PapersModels:
+    """A papers' model (a folder written by ``hf-attn train``) and the helper models W&P compare it
+    with, trained here from the base's own settings (``settings.epochs`` overrides the epochs)."""
+
+    def __init__(self, model_dir: str, output_dir: str, settings: WPSettings, task: TaskData | None = None):
+        from hf_attn.batteries.jw.battery import check_papers_model_device
+
+        check_papers_model_device(settings.device, settings.precision)
+        if not os.path.exists(os.path.join(model_dir, "run.json")):
+            raise FileNotFoundError(f"{model_dir} has no run.json: the wp battery needs a folder written by "
+                                    "`hf-attn train` (it retrains the same setup with other seeds/attention)")
+        self.model_dir, self.settings = model_dir, settings
+        self.runs_dir = settings.runs_dir or os.path.join(output_dir, "models")
+        self.base_settings = settings_from_run(model_dir)
+        self.task = task or task_of(self.base_settings)
+        if self.task.num_labels != 2:
+            raise ValueError("the wp battery reports positive-class F1 (W&P): binary tasks only")
+        self.helper = self.base_settings if settings.epochs is None else replace(self.base_settings,
+                                                                                 epochs=settings.epochs)
+        self.tag = wpt.protocol_tag(settings.adversary_protocol, settings.adversary_max_epochs)
+        self.lambdas = sorted({float(x) for x in settings.lambdas})
+        first = self.base_settings.seed
+        self.guide_seed_list = [None, *range(first + 1, first + settings.guide_seeds)]
+        self.seeds = list(range(first + 1, first + 1 + settings.num_seeds))
+        self.plan = _helper_plan(model_dir, self.runs_dir, settings, self.base_settings, self.helper, self.task,
+                                 self.guide_seed_list[1:], self.tag)
+        self.todo, self.train_seconds = [], 0.0
+
+    def name(self) -> str:
+        return f"{self.base_settings.encoder} + {self.base_settings.attention}"
+
+    def adapter_of(self, path: str):
+        from hf_attn.adapters import adapter_for
+
+        model, tokenizer = wpt.load_model(path)
+        return adapter_for(model, tokenizer)
+
+    def train_missing(self) -> None:
+        """Train the helper models that are not there yet (one at a time; resumable)."""
+        self.todo, self.train_seconds = _train_missing(self.plan, self.settings.train_missing, self.settings.progress)
+
+    def base(self):
+        """The base on the analysed split, tokenized as it was trained (its ``max_length``)."""
+        from hf_attn.runs.wp_sections import base_outputs
+
+        adapter = self.adapter_of(self.model_dir)
+        encoded = tokenize_splits(self.task, adapter.tokenizer, self.base_settings.max_length)[self.settings.split]
+        return base_outputs(adapter, [list(x) for x in encoded["input_ids"]], encoded["label"],
+                            self.task.label_names, self.settings.split, self.base_settings.dataset, self.settings)
+
+    def _outputs(self, base, path: str) -> dict:
+        return base.outputs_of(self.adapter_of(path), self.settings.batch_size)
+
+    def uniform(self, base) -> tuple[dict, dict]:
+        """W&P §3.2: the frozen-uniform twin's F1 against the base's, and its divergence point; the
+        test-time intervention (the base's α made uniform) beside it."""
+        from hf_attn.batteries.wp.transformer import uniform_section
+
+        twin = self._outputs(base, os.path.join(self.runs_dir, "uniform"))
+        base_metrics = base.metrics()
+        twin_metrics = classification_metrics(twin["probabilities"], base.labels)
+        intervention = uniform_section(base.outputs, base.labels, base.split)
+        section = {"split": base.split, "base": _f1s(base_metrics), "uniform": _f1s(twin_metrics),
+                   "f1_gap": base_metrics["f1"] - twin_metrics["f1"],
+                   "macro_f1_gap": base_metrics["macro_f1"] - twin_metrics["macro_f1"],
+                   "note": "W&P §3.2/Table 2: a small gap makes the dataset no test of attention (SST: borderline)",
+                   "intervention": intervention}
+        content = torch.from_numpy(base.content)
+        point = divergence_summary(jsd(torch.from_numpy(twin["attention"]), torch.from_numpy(base.attention),
+                                       content).numpy(),
+                                   tvd(torch.from_numpy(twin["probabilities"]),
+                                       torch.from_numpy(base.probabilities)).numpy())
+        return section, point
+
+    def seed_models(self) -> list[tuple]:
+        return [(s, lambda s=s: self.adapter_of(wpt.seed_run_dir(self.runs_dir, s))) for s in self.seeds]
+
+    def consistent_adversary(self, base) -> tuple[list[dict], dict]:
+        """W&P §4: every model-consistent adversary of the sweep (and the guide's λ) against the base."""
+        rows = []
+        content = torch.from_numpy(base.content)
+        base_attention, base_probabilities = torch.from_numpy(base.attention), torch.from_numpy(base.probabilities)
+        for lam in sorted(set(self.lambdas) | {self.settings.guide_lambda}):
+            path = wpt.adversary_run_dir(self.runs_dir, lam, tag=self.tag)
+            out = self._outputs(base, path)
+            attention, probabilities = torch.from_numpy(out["attention"]), torch.from_numpy(out["probabilities"])
+            trained_as = _read_metrics(path)
+            j = jsd(attention, base_attention, content).numpy()
+            t = tvd(probabilities, base_probabilities).numpy()
+            _, _, kl = wpt.consistent_adversary_loss(probabilities, base_probabilities, attention, base_attention,
+                                                     content, lam)
+            rows.append({"lambda": lam, "in_sweep": lam in self.lambdas,
+                         **_f1s(classification_metrics(out["probabilities"], base.labels)),
+                         **divergence_summary(j, t), "mean_kl": float(kl.mean()),
+                         "epochs_trained": trained_as.get("epochs_trained"),
+                         "train_seconds": trained_as.get("train_seconds")})
+        protocol = wpt.adversary_protocol(self.settings.adversary_protocol,
+                                          max_epochs=self.settings.adversary_max_epochs)
+        return rows, _consistent_adversary_block(self.lambdas, self.settings.guide_lambda, rows, protocol)
+
+    def diagnostic_mlp(self, base) -> dict:
+        return _diagnostic_mlp(self.runs_dir, self.settings, self.base_settings.dataset, self.guide_seed_list,
+                               self.base_settings.seed, self.tag)
+
+    def plot_mlp(self, path: str, section: dict) -> None:
+        plot_diagnostic_mlp(path, {g: v["test_f1"] for g, v in section["guides"].items()},
+                            wpt.WP_TABLE3_SST if self.base_settings.dataset == "sst" else None)
+
+    def where(self) -> dict:
+        return {"model_dir": os.path.abspath(self.model_dir), "runs_dir": os.path.abspath(self.runs_dir)}
+
+    def description(self, base) -> dict:
+        s = self.base_settings
+        return {"model": {"encoder": s.encoder, "attention": s.attention, "variant": s.variant}}
+
+    def timing(self, analysis_seconds: float, wall: float) -> dict:
+        return _timing(self.plan, self.runs_dir, self.todo, self.train_seconds, analysis_seconds, wall)
+
+    def options(self) -> dict:
+        options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.settings).items()
+                   if k not in ("seed_model_dirs", "runs_dir")}
+        return options | {"epochs": self.helper.epochs}

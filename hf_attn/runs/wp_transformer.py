@@ -1,24 +1,22 @@
-"""The W&P battery on a BERT-family classifier (folder or Hub id): §3.2 uniform attention, §3.3 seed
-models, §3.4 diagnostic MLP; ``results.json`` and the figures in the output folder."""
+"""The other models the W&P battery compares a transformers classifier with (:class:`TransformerModels`,
+used by :func:`hf_attn.runs.wp.run_wp`): nothing is retrained here — the seed models (§3.3) are given
+or found in the runs folder, §3.2 is the test-time intervention on the model's explained row, the
+guided MLPs of §3.4 read its word-piece embeddings, and §4 (fine-tuning new transformers against the
+base) is not run."""
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from dataclasses import asdict
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from hf_attn.batteries.wp.battery import divergence_summary, plot_seed_variance
-from hf_attn.batteries.wp.transformer import (SEED_STATUS_NOT_RUN, TransformerWPSettings, diagnostic_mlp_section,
-                                              encode_texts, find_seed_model_dirs, plot_uniform, seed_variance_section,
-                                              settings_from_wp, split_forward, uniform_divergence, uniform_section)
+from hf_attn.batteries.wp.battery import WPSettings, divergence_summary
+from hf_attn.batteries.wp.transformer import (TransformerWPSettings, diagnostic_mlp_section, encode_texts,
+                                              find_seed_model_dirs, settings_from_wp, uniform_divergence,
+                                              uniform_section)
 from hf_attn.batteries.wp.transformer import plot_diagnostic_mlp as plot_transformer_diagnostic_mlp
-from hf_attn.core.environment import environment_versions
-from hf_attn.core.io import write_json_atomic
 from hf_attn.core.measures import tvd
 
 
@@ -60,49 +58,14 @@ def _transformer_data(model, settings: TransformerWPSettings, run: dict | None, 
     return texts, labels, task, dataset, label_names
 
 
-def _transformer_seed_variance(base: dict, sequences, labels: np.ndarray, label_names: list, tokenizer,
-                               max_length: int, settings: TransformerWPSettings, runs_dir: str, output_dir: str,
-                               figures: dict) -> tuple[dict, list[dict]]:
-    """W&P §3.3 on the fine-tuned seed models (given, or found in the runs folder): the section and one
-    point per seed, the figure added to ``figures``; "not run" without seed models."""
-    from hf_attn.adapters.transformer_attention import load_transformer_classifier
-
-    seed_dirs = list(settings.seed_model_dirs) or find_seed_model_dirs(runs_dir, settings.num_seeds)
-    if not seed_dirs:
-        return ({"run": False, "status": SEED_STATUS_NOT_RUN,
-                 "how": "fine-tune the base with other seeds (hf-attn train --base-model ... --seed S) and "
-                        "pass the folders as seed_model_dirs, or put them in the runs folder as seed-S"}, [])
-    seed_outputs = []
-    for path in tqdm(seed_dirs, desc="wp: seed models", disable=not settings.progress):
-        seed_model, seed_tokenizer = load_transformer_classifier(path)
-        _same_vocabulary(tokenizer, seed_tokenizer, path)
-        seed_adapter = settings.adapter(seed_model, tokenizer, max_length)
-        seed_outputs.append(split_forward(seed_adapter, sequences, settings.batch_size, uniform=False))
-        del seed_adapter
-        del seed_model
-    seed_section = seed_variance_section(base, seed_outputs, labels, [_relative(p, output_dir) for p in seed_dirs],
-                                         settings.seed_statistic, label_names)
-    arrays = seed_section.pop("_arrays")
-    figures["seed_variance"] = "seed_variance.png"
-    plot_seed_variance(os.path.join(output_dir, figures["seed_variance"]), arrays["values"], None,
-                       arrays["max_attention"], labels, label_names, statistic=settings.seed_statistic,
-                       num_seeds=len(seed_dirs))
-    seed_points = [{k: p[k] for k in ("seed_model", "mean_jsd", "mean_tvd", "f1")} for p in seed_section["per_seed"]]
-    return seed_section, seed_points
-
-
 def _transformer_mlp(adapter, task, settings: TransformerWPSettings, runs_dir: str, max_length: int,
-                     model_dir: str, output_dir: str, figures: dict) -> dict:
-    """W&P §3.4 on the transformer (its figure added to ``figures``), or "not run"."""
+                     model_dir: str, output_dir: str) -> dict:
+    """W&P §3.4 on the transformer, or "not run"."""
     if not settings.diagnostic_mlp:
         return {"run": False, "status": "not run: diagnostic_mlp=False"}
     if task is None:
         raise ValueError("the diagnostic MLP needs the task's train/validation/test splits (task=...)")
-    model_label = _relative(model_dir, output_dir)
-    mlp_section = diagnostic_mlp_section(adapter, task, settings, runs_dir, max_length, model_label)
-    figures["diagnostic_mlp"] = "diagnostic_mlp.png"
-    plot_transformer_diagnostic_mlp(os.path.join(output_dir, figures["diagnostic_mlp"]), mlp_section)
-    return mlp_section
+    return diagnostic_mlp_section(adapter, task, settings, runs_dir, max_length, _relative(model_dir, output_dir))
 
 
 def _transformer_description(model, adapter, settings: TransformerWPSettings, run: dict | None, max_length: int,
@@ -119,99 +82,90 @@ def _transformer_description(model, adapter, settings: TransformerWPSettings, ru
                                "mean_content_pieces": float(content_counts.mean())}}
 
 
-def run_transformer_wp(model_dir: str, output_dir: str, settings: TransformerWPSettings | None = None,
-                       texts=None, labels=None, task=None, label_names=None) -> dict:
-    """The W&P battery (§3.2, §3.3, §3.4; see the module docstring) on the BERT-family classifier in
-    ``model_dir`` (folder or Hub id). Data: ``texts``/``labels`` for §3.2/§3.3 when given, else the
-    split ``settings.split`` of ``task`` (a :class:`hf_attn.data.datasets.TaskData`; default the
-    folder's ``run.json`` dataset, else ``settings.dataset``), first ``max_instances``; §3.4 needs
-    ``task`` (train/validation/test). Writes ``OUT/results.json`` (atomic; paths relative to
-    ``OUT``) and the figures; returns the results dict."""
-    from hf_attn.adapters.transformer_attention import load_transformer_classifier
-    from hf_attn.training.transformer import read_transformer_run
-
-    settings = settings or TransformerWPSettings()
-    settings.validate()
-    wall = time.perf_counter()
-    model, tokenizer = load_transformer_classifier(model_dir)
-    run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
-    max_length = int(run["settings"]["max_length"]) if run else int(min(tokenizer.model_max_length or 512, 512))
-    adapter = settings.adapter(model, tokenizer, max_length)  # refuses a model it cannot intervene on
-    texts, labels, task, dataset, label_names = _transformer_data(model, settings, run, texts, labels, task,
-                                                                  label_names)
-    os.makedirs(output_dir, exist_ok=True)
-    runs_dir = settings.runs_dir or os.path.join(output_dir, "models")
-    timing, figures = {}, {}
-
-    # 1. §3.2 uniform
-    started = time.perf_counter()
-    sequences = encode_texts(tokenizer, texts, max_length,
-                             keep="end" if getattr(adapter, "left_padding", False) else "start")
-    base = split_forward(adapter, sequences, settings.batch_size, uniform=True,
-                         every_layer=settings.uniform_every_layer, progress=settings.progress,
-                         desc="wp: model and uniform variants")
-    uniform = uniform_section(base, labels, settings.split)
-    uniform_point = divergence_summary(uniform_divergence(base), tvd(torch.from_numpy(base["uniform"]),
-                                                                     torch.from_numpy(base["probabilities"])).numpy())
-    timing["uniform_seconds"] = round(time.perf_counter() - started, 1)
-    # 2. §3.3 seed variance
-    started = time.perf_counter()
-    seed_section, seed_points = _transformer_seed_variance(base, sequences, labels, label_names, tokenizer,
-                                                           max_length, settings, runs_dir, output_dir, figures)
-    timing["seed_variance_seconds"] = round(time.perf_counter() - started, 1)
-    # 3. §3.4 diagnostic MLP
-    started = time.perf_counter()
-    mlp_section = _transformer_mlp(adapter, task, settings, runs_dir, max_length, model_dir, output_dir, figures)
-    timing["diagnostic_mlp_seconds"] = round(time.perf_counter() - started, 1)
-
-    figures["uniform_attention"] = "uniform_attention.png"
-    tvds = {name: tvd(torch.from_numpy(base[name]), torch.from_numpy(base["probabilities"])).numpy()
-            for name in uniform["variants"]}
-    plot_uniform(os.path.join(output_dir, figures["uniform_attention"]), uniform | {"_tvd": tvds},
-                 f"W&P §3.2 on {model.config.model_type} ({settings.spec.describe()}): uniform attention")
-    timing["wall_seconds"] = round(time.perf_counter() - wall, 1)
-
-    results = {
-        "battery": "wp", "paper": "Wiegreffe & Pinter 2019, Attention is not not Explanation (§3.2–3.4, on a transformer)",
-        "model_dir": _relative(model_dir, output_dir), "runs_dir": _relative(runs_dir, output_dir),
-        "dataset": dataset if not os.path.exists(str(dataset)) else _relative(dataset, output_dir),
-        "split": settings.split, "num_instances": int(len(labels)), "label_names": label_names,
-        **_transformer_description(model, adapter, settings, run, max_length, base),
-        "base": uniform["base"],
-        "uniform_baseline": uniform, "seed_variance": seed_section,
-        "per_instance_adversary": {"run": False, "status": "not part of this battery on transformers: "
-                                                           "hf-attn analyze DIR --battery jw"},
-        "consistent_adversary": {"run": False, "status": "not run: W&P §4 fine-tunes new transformers against the base"},
-        "diagnostic_mlp": mlp_section,
-        "tradeoff_points": {"uniform": uniform_point, "seeds": seed_points},
-        "figures": figures, "timing": timing,
-        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()
-                    if k not in ("seed_model_dirs", "runs_dir")},
-        "versions": environment_versions()}
-    write_json_atomic(os.path.join(output_dir, "results.json"), results)
-    return results
-
-
-def run_transformer(model_dir: str, output_dir: str, settings) -> dict:
-    """``hf-attn analyze DIR --battery wp`` for a BERT-family folder or Hub id, dispatched by
-    :func:`hf_attn.runs.wp.run` with its :class:`~hf_attn.batteries.wp.battery.WPSettings`
-    (or given :class:`TransformerWPSettings`); prints a short JSON summary like the BiLSTM battery."""
-    if not isinstance(settings, TransformerWPSettings):
-        settings = settings_from_wp(settings)
-    results = run_transformer_wp(model_dir, output_dir, settings)
-    mlp = results["diagnostic_mlp"]
-    print(json.dumps({"f1": round(results["base"]["f1"], 4),
-                      "uniform_f1": round(results["uniform_baseline"]["uniform"]["f1"], 4),
-                      "uniform_f1_gap": round(results["uniform_baseline"]["f1_gap"], 4),
-                      "uniform_mean_tvd": round(results["uniform_baseline"]["mean_tvd"], 4),
-                      "seed_variance": (results["seed_variance"]["summary"] if results["seed_variance"]["run"]
-                                        else results["seed_variance"]["status"]),
-                      "diagnostic_mlp_f1": ({g: round(v["test_f1"], 4) for g, v in mlp["guides"].items()}
-                                            if "guides" in mlp else mlp["status"]),
-                      "wall_seconds": results["timing"]["wall_seconds"]}, indent=2))
-    return results
-
-
 def _same_vocabulary(tokenizer, other, where: str) -> None:
     if other.get_vocab() != tokenizer.get_vocab():
         raise ValueError(f"{where} has another vocabulary than the base model: attention would not line up")
+
+
+class TransformerModels:
+    """A transformers classifier (folder or Hub id) and the models W&P compare it with that exist:
+    seed models given (``settings.seed_model_dirs``) or found in the runs folder (``seed-*``)."""
+
+    def __init__(self, model_dir: str, output_dir: str, settings: WPSettings, task=None, texts=None, labels=None,
+                 label_names=None):
+        from hf_attn.adapters.transformer_attention import load_transformer_classifier
+        from hf_attn.training.transformer import read_transformer_run
+
+        self.model_dir, self.output_dir, self.settings = model_dir, output_dir, settings
+        self.view = settings_from_wp(settings)  # the transformer sections' typed settings
+        self.view.validate()
+        self.model, self.tokenizer = load_transformer_classifier(model_dir)
+        self.run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
+        self.max_length = (int(self.run["settings"]["max_length"]) if self.run
+                           else int(min(self.tokenizer.model_max_length or 512, 512)))
+        self.adapter = self.view.adapter(self.model, self.tokenizer, self.max_length)  # refuses what it cannot do
+        self.texts, self.labels, self.task, self.dataset, self.label_names = _transformer_data(
+            self.model, self.view, self.run, texts, labels, task, label_names)
+        self.runs_dir = settings.runs_dir or os.path.join(output_dir, "models")
+
+    def name(self) -> str:
+        return f"{self.model.config.model_type} ({self.view.spec.describe()})"
+
+    def train_missing(self) -> None:
+        """Nothing to train before the analyses: a transformer is not retrained here (the guided MLPs of
+        §3.4 are trained by their section)."""
+
+    def base(self):
+        from hf_attn.runs.wp_sections import base_outputs
+
+        keep = "end" if getattr(self.adapter, "left_padding", False) else "start"
+        sequences = encode_texts(self.tokenizer, self.texts, self.max_length, keep=keep)
+        return base_outputs(self.adapter, sequences, self.labels, self.label_names, self.settings.split,
+                            self.dataset, self.settings)
+
+    def uniform(self, base) -> tuple[dict, dict]:
+        """W&P §3.2 as a test-time intervention (the model's explained row made uniform)."""
+        section = uniform_section(base.outputs, base.labels, base.split)
+        point = divergence_summary(uniform_divergence(base.outputs),
+                                   tvd(torch.from_numpy(base.outputs["uniform"]),
+                                       torch.from_numpy(base.probabilities)).numpy())
+        return section, point
+
+    def seed_models(self) -> list[tuple]:
+        from hf_attn.adapters.transformer_attention import load_transformer_classifier
+
+        dirs = list(self.settings.seed_model_dirs) or find_seed_model_dirs(self.runs_dir, self.settings.num_seeds)
+
+        def load(path):
+            model, tokenizer = load_transformer_classifier(path)
+            _same_vocabulary(self.tokenizer, tokenizer, path)
+            return self.view.adapter(model, self.tokenizer, self.max_length)
+
+        return [(_relative(p, self.output_dir), lambda p=p: load(p)) for p in dirs]
+
+    def consistent_adversary(self, base) -> tuple[list, dict]:
+        return [], {"run": False, "status": "not run: W&P §4 fine-tunes new transformers against the base"}
+
+    def diagnostic_mlp(self, base) -> dict:
+        return _transformer_mlp(self.adapter, self.task, self.view, self.runs_dir, self.max_length, self.model_dir,
+                                self.output_dir)
+
+    def plot_mlp(self, path: str, section: dict) -> None:
+        plot_transformer_diagnostic_mlp(path, section)
+
+    def where(self) -> dict:
+        dataset = self.dataset if not os.path.exists(str(self.dataset)) else _relative(self.dataset, self.output_dir)
+        return {"model_dir": _relative(self.model_dir, self.output_dir),
+                "runs_dir": _relative(self.runs_dir, self.output_dir), "dataset": dataset}
+
+    def description(self, base) -> dict:
+        return _transformer_description(self.model, self.adapter, self.view, self.run, self.max_length, base.outputs)
+
+    def timing(self, analysis_seconds: float, wall: float) -> dict:
+        import time
+
+        return {"analysis_seconds": round(analysis_seconds, 1), "wall_seconds": round(time.perf_counter() - wall, 1)}
+
+    def options(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.settings).items()
+                if k not in ("seed_model_dirs", "runs_dir")}

@@ -1,11 +1,34 @@
-"""The ERASER table: ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020,
-§4) of every per-token importance measure of one model on one split — attention, gradient,
-leave-one-out (J&W), integrated gradients (Sundararajan et al. 2017) and a random floor — plus the
-Kendall τ between the measures; ``hf-attn eraser DIR --output-dir OUT`` (:mod:`hf_attn.runs.eraser`)
-writes results.json, eraser.md and eraser.png.
+"""The ERASER table (DeYoung et al. 2020, §4): comprehensiveness / sufficiency / AOPC of every
+per-token importance measure of one model on one split, plus the Kendall τ between the measures,
+for any classifier the engine accepts — the papers' BiLSTM/CNN/Average models and transformers —
+through its adapter (:mod:`hf_attn.adapters`); ``hf-attn eraser DIR --output-dir OUT``
+(:mod:`hf_attn.runs.eraser`) writes results.json, eraser.md and eraser.png.
 
-The methods themselves are :mod:`hf_attn.methods.eraser` and
-:mod:`hf_attn.methods.integrated_gradients` (their names stay importable from here).
+The measures (:data:`MEASURES`), each a method of :mod:`hf_attn.methods` over the adapter (an adapter
+over the papers' models takes each method's exact model-level shortcut):
+
+- ``attention``: the explained attention row (:class:`hf_attn.adapters.AttentionSpec`: the papers'
+  models' α; for a transformer by default the last layer's row its head reads, mean over heads;
+  Jain & Wallace 2019 §2);
+- ``rollout``: that row of attention rollout (Abnar & Zuidema 2020, §3): models with several
+  attention layers only (with one, rollout is α itself);
+- ``gradient``: |Σ_d ∂ŷ_c/∂e_t,d · e_t,d| on the token embeddings with the explained attention
+  detached (J&W Alg. 1; :func:`hf_attn.methods.gradient.attention_fixed_gradient`);
+- ``loo``: TVD(ŷ(x₋t), ŷ(x)) with token t deleted (J&W §4.1;
+  :func:`hf_attn.methods.leave_one_out.deletion_importance`);
+- ``ig`` / ``ig_abs``: integrated gradients (Sundararajan et al. 2017, "Axiomatic Attribution for
+  Deep Networks", Eq. 1) of ŷ_c on the units' token embeddings, signed / absolute
+  (:func:`integrated_gradients_units`);
+- ``random``: seeded uniform scores (the floor).
+
+What is ranked and removed is :mod:`hf_attn.batteries.eraser.units` (the text's tokens, never the
+tokenizer's added specials; removal deletes, then re-frames). **Integrated gradients**: only the
+units' word embeddings move along the path; the specials' embeddings and the position and
+token-type embeddings (added inside the model, after ``inputs_embeds``) stay: x' = the same text with
+each unit's embedding replaced by the baseline, zero (``"zero"``) or the ``[PAD]`` embedding
+(``"pad"``). The path integral is a Riemann sum over ``steps`` intervals (trapezoid; the nodes of
+:mod:`hf_attn.methods.integrated_gradients`), all path points of a group of instances in one
+forward and backward.
 
 Shapes: N instances, T tokens (right-padded), K fraction bins.
 """
@@ -17,83 +40,136 @@ from collections.abc import Sequence
 
 import torch
 
-from hf_attn.core.batching import in_row_chunks, length_batches
+from hf_attn.batteries.eraser.units import (DEFAULT_GRADIENT_TOKEN_BUDGET, DEFAULT_TOKEN_BUDGET, encode,
+                                            framed_eraser_scores)
+from hf_attn.core.batching import length_batches
 from hf_attn.core.io import save_figure_atomic
-from hf_attn.methods.eraser import (DEFAULT_FRACTIONS, DEFAULT_TOKEN_BUDGET, EraserResult, aopc,
-                                    batched_probabilities, eraser_scores, eraser_scores_slow,
-                                    erasure_variants, rank_tokens, summarize_eraser, tokens_per_fraction)
-from hf_attn.methods.gradient import gradient_importance
-from hf_attn.methods.inputs import as_long_matrix, check_token_inputs
+from hf_attn.methods.eraser import (DEFAULT_FRACTIONS, EraserResult, aopc, batched_probabilities, eraser_scores,
+                                    eraser_scores_slow, erasure_variants, rank_tokens, summarize_eraser,
+                                    tokens_per_fraction)
 from hf_attn.methods.integrated_gradients import (DEFAULT_IG_TOKEN_BUDGET, IntegratedGradientsResult,
                                                   integrated_gradients, integrated_gradients_importance)
-from hf_attn.methods.leave_one_out import leave_one_out
 
-
-# ------------------------------------------------------------------------------------------------
-# the ERASER table: every importance measure of one model on one split
-
-IMPORTANCE_MEASURES = ("attention", "gradient", "loo", "ig", "ig_abs", "random")
+MEASURES = ("attention", "rollout", "gradient", "loo", "ig", "ig_abs", "random")
 MEASURE_DESCRIPTIONS = {
-    "attention": "attention weights α (J&W §2)",
-    "gradient": "|∇ŷ_c · e_t| with α detached (J&W Alg. 1)",
-    "loo": "leave-one-out TVD(ŷ(x₋t), ŷ(x)) (J&W §4.1)",
-    "ig": "integrated gradients, signed (Sundararajan et al. 2017; toward c ranks first)",
+    "attention": "the explained attention row (J&W §2; for transformers the layer and heads of attention_spec)",
+    "rollout": "the explained row of attention rollout (Abnar & Zuidema 2020)",
+    "gradient": "|∇ŷ_c · e_t| on the token embeddings, explained attention detached (J&W Alg. 1)",
+    "loo": "leave-one-out TVD(ŷ(x₋t), ŷ(x)), one token deleted (J&W §4.1)",
+    "ig": "integrated gradients on the token embeddings, signed (Sundararajan et al. 2017; toward c ranks first)",
     "ig_abs": "|integrated gradients|",
     "random": "uniform random scores (the floor)",
 }
 
 
-def importance_scores(model, input_ids, attention_mask, measures: Sequence[str] = IMPORTANCE_MEASURES,
-                      *, ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0,
-                      token_budget: int = 16384, progress: bool = False) -> tuple[dict, dict]:
-    """``{measure: (N, T) float64}`` per-token importances for ERASER, plus ``{measure: seconds}``.
+def measures_for(adapter) -> tuple[str, ...]:
+    """The measures that apply to the adapter's model: every one of :data:`MEASURES`, rollout only
+    for a model with several attention layers."""
+    return tuple(m for m in MEASURES if m != "rollout" or adapter.num_layers > 1)
 
-    Gradient and leave-one-out are the J&W battery's own methods
-    (:func:`hf_attn.methods.gradient.gradient_importance`, :func:`hf_attn.methods.leave_one_out.leave_one_out`),
-    run over length-sorted batches. Single-token instances have no leave-one-out value (NaN):
-    their one token gets 0 (any ranking of one token is the same). IG scores both ``ig`` and
-    ``ig_abs`` from one run; ``random`` is seeded.
-    """
-    from hf_attn.batteries.jw.common import JWSettings  # the J&W battery's gradient chunk size
 
-    unknown = sorted(set(measures) - set(IMPORTANCE_MEASURES))
+def checked_measures(adapter, measures: Sequence[str] | None) -> tuple[str, ...]:
+    """``measures`` (None: :func:`measures_for` the adapter), each one that applies to the model, else a
+    ValueError naming it and why."""
+    if measures is None:
+        return measures_for(adapter)
+    unknown = sorted(set(measures) - set(MEASURES))
     if unknown:
-        raise ValueError(f"unknown importance measure(s) {unknown}; choose from {list(IMPORTANCE_MEASURES)}")
-    ids, mask = check_token_inputs(input_ids, attention_mask)
-    lengths = mask.sum(1).numpy()
-    model.eval()
-    out: dict[str, torch.Tensor] = {}
-    seconds: dict[str, float] = {}
-    batches = length_batches(lengths, token_budget)
+        raise ValueError(f"unknown importance measure(s) {unknown}; choose from {list(MEASURES)}")
+    if "rollout" in measures and adapter.num_layers == 1:
+        raise ValueError("rollout: this model has one attention layer, whose rollout is its attention itself; "
+                         f"choose from {list(measures_for(adapter))}")
+    return tuple(measures)
 
-    def per_batch(name, fn):
-        start = time.perf_counter()
-        result = torch.zeros(ids.shape, dtype=torch.float64)
-        for batch in batches:
-            index = torch.from_numpy(batch)
-            width = int(lengths[batch].max())
-            result[index, :width] = fn(ids[index, :width], mask[index, :width]).detach().double().cpu()
-        seconds[name] = time.perf_counter() - start
-        return result
 
-    if "attention" in measures:
-        with torch.inference_mode():
-            out["attention"] = per_batch("attention", lambda i, m: model(input_ids=i, attention_mask=m).attentions)
-    if "gradient" in measures:
-        out["gradient"] = per_batch("gradient", lambda i, m: in_row_chunks(
-            lambda ii, mm: gradient_importance(model, ii, mm), i, m, JWSettings().gradient_token_budget))
-    if "loo" in measures:
-        with torch.inference_mode():
-            out["loo"] = torch.nan_to_num(per_batch("loo", lambda i, m: leave_one_out(
-                model, i, m, token_budget=4 * token_budget)), nan=0.0)
-    if "ig" in measures or "ig_abs" in measures:
-        start = time.perf_counter()
-        ig = integrated_gradients(model, ids, mask, steps=ig_steps, baseline=ig_baseline, progress=progress)
-        seconds["ig"] = time.perf_counter() - start
-        out |= ig_scores(ig, measures)
-    if "random" in measures:
-        out["random"] = torch.rand(ids.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return out, seconds
+def encode_for(adapter, texts, max_length: int | None = None):
+    """Texts → ``(input_ids (N, T), attention_mask (N, T), units (N, T) bool)`` right-padded for
+    :func:`eraser_table`, cut to ``max_length`` tokens (default and at most the adapter's limit) keeping
+    the end the model's head reads."""
+    limits = [v for v in (max_length, adapter.max_length) if v is not None]
+    keep = "end" if getattr(adapter, "left_padding", False) else "start"
+    return encode(adapter.tokenizer, texts, min(limits) if limits else 512, keep=keep)
+
+
+# ----------------------------------------------------------------------------------------------
+# integrated gradients on the token embeddings (the units' only)
+
+
+_RULES = {"trapezoid": "trapezoid", "right": "riemann-right"}  # this command's rule names → the method's
+
+
+def _adapter_batch(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor):
+    """Right-padded rows → the adapter's :class:`~hf_attn.adapters.Batch` (its padding side), with
+    ``content`` = the units."""
+    lengths = attention_mask.sum(1).tolist()
+    rows = [input_ids[i, :n].tolist() for i, n in enumerate(lengths)]
+    words = [[j if u else None for j, u in enumerate(units[i, :n].tolist())] for i, n in enumerate(lengths)]
+    return adapter.from_token_lists(rows, word_ids=words)
+
+
+def _right_aligned(values: torch.Tensor, batch, width: int) -> torch.Tensor:
+    """``(B, T')`` values on the adapter's positions → ``(B, width)`` on the right-padded rows."""
+    out = torch.zeros((len(batch), width), dtype=torch.float64)
+    real = batch.attention_mask.bool()
+    for i in range(len(batch)):
+        row = values[i][real[i]].detach().double().cpu()
+        out[i, :len(row)] = row
+    return out
+
+
+def integrated_gradients_units(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                     units: torch.Tensor, *, steps: int = 50, baseline: str = "zero",
+                                     rule: str = "trapezoid", target: str = "probability",
+                                     token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET,
+                                     progress: bool = False) -> IntegratedGradientsResult:
+    """Integrated gradients (Sundararajan et al. 2017, Eq. 1) of a classifier (through its adapter)
+    w.r.t. the token embeddings of the ``units`` (right-padded rows ``(B, T)``):
+
+    IG_t = Σ_d (e_t − b)_d · Σ_j w_j ∂f(x' + a_j (x − x'))/∂e_t,d,
+
+    x the token embeddings of the row, x' the same with every unit's embedding replaced by the
+    baseline b (``"zero"``: 0; ``"pad"``: the pad token's embedding); special tokens and pads keep
+    their embeddings, and position / token-type embeddings are added by the model as usual. f =
+    ``target`` of the class c predicted for x (``"probability"`` ŷ_c, as ERASER ranks for;
+    ``"logit"``), a_j, w_j the ``rule``'s nodes (``_path_points`` of
+    :mod:`hf_attn.methods.integrated_gradients`). The model's own function (no attention detached),
+    the setting in which completeness holds: Σ_t IG_t = f(x) − f(x') up to quadrature error,
+    returned as ``completeness_gap``.
+
+    Batched: instances in length-sorted groups of at most ``token_budget`` padded tokens counting
+    every path point, all path points of a group in one forward + backward (split only if one
+    instance's points exceed the budget), on the adapter's device. Returns
+    :class:`hf_attn.methods.integrated_gradients.IntegratedGradientsResult` (``(B, T)`` signed
+    attributions on the right-padded rows, 0 outside the units)."""
+    if baseline not in ("zero", "pad"):
+        raise ValueError(f"baseline must be 'zero' or 'pad', got {baseline!r}")
+    if target not in ("probability", "logit"):
+        raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
+    from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+
+    lengths = attention_mask.sum(1).cpu().numpy()
+    attributions = torch.zeros(input_ids.shape, dtype=torch.float64)
+    f_input = torch.empty(len(lengths), dtype=torch.float64)
+    f_base = torch.empty(len(lengths), dtype=torch.float64)
+    chosen = torch.empty(len(lengths), dtype=torch.long)
+    groups = length_batches(lengths, token_budget, rows_per_item=steps + 1)
+    if progress:
+        from tqdm.auto import tqdm
+        groups = tqdm(groups, desc="integrated gradients", unit="batch")
+    for group in groups:
+        index = torch.from_numpy(group)
+        batch = _adapter_batch(adapter, input_ids[index], attention_mask[index], units[index])
+        result = integrated_gradients_attribution(adapter, batch, steps=steps, rule=_RULES[rule], target=target,
+                                                  baseline=baseline, token_budget=token_budget)
+        attributions[index] = _right_aligned(result.attributions.double(), batch, input_ids.shape[1])
+        f_input[index], f_base[index] = result.target_input.double(), result.target_baseline.double()
+        chosen[index] = result.target_class
+    gap = attributions.sum(1) - (f_input - f_base)
+    return IntegratedGradientsResult(attributions, gap, f_input, f_base, chosen)
+
+
+# ----------------------------------------------------------------------------------------------
+# every importance measure, and the table
 
 
 def ig_scores(ig, measures: Sequence[str]) -> dict:
@@ -106,16 +182,6 @@ def ig_scores(ig, measures: Sequence[str]) -> dict:
         out["ig_abs"] = ig.attributions.abs()
     out["_ig_completeness_gap"] = ig.completeness_gap
     return out
-
-
-def _importance_correlations(scores: dict, attention_mask, predicted, num_classes: int) -> dict:
-    """J&W Table 2-style Kendall τ (per predicted class) between every pair of the importance
-    measures, IG included: how the rankings ERASER scores relate to one another."""
-    mask = as_long_matrix(attention_mask, "attention_mask").bool()
-    lengths = mask.sum(1).tolist()
-    names = [n for n in ("attention", "gradient", "loo", "ig_abs", "ig") if n in scores]
-    return pairwise_correlations({n: [row[:k].numpy() for row, k in zip(scores[n], lengths)] for n in names},
-                                 predicted, num_classes)
 
 
 def pairwise_correlations(ragged: dict, predicted, num_classes: int) -> dict:
@@ -159,32 +225,113 @@ def eraser_parameters(fractions: Sequence[float], ig_steps: int, ig_baseline: st
             "ties": "earlier position first", "aopc": "mean over the bins"}
 
 
-def eraser_table(model, input_ids, attention_mask, measures: Sequence[str] = IMPORTANCE_MEASURES,
-                 fractions: Sequence[float] = DEFAULT_FRACTIONS, *, ig_steps: int = 50,
-                 ig_baseline: str = "zero", seed: int = 0, token_budget: int = 16384,
-                 progress: bool = False) -> dict:
+
+
+def importance_scores(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
+                      measures: Sequence[str] | None = None, *, ig_steps: int = 50, ig_baseline: str = "zero",
+                      seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
+                      gradient_token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET,
+                      progress: bool = False) -> tuple[dict, dict]:
+    """``({measure: (N, T) float64}, {measure: seconds})``: the per-position importances of
+    ``measures`` (default :func:`measures_for` the adapter) on the tokenized right-padded rows, computed
+    through ``adapter`` by the methods of :mod:`hf_attn.methods`; only the ``units`` are ranked
+    later. Each measure runs over length-sorted batches within a token budget (forward-only
+    measures ``token_budget``, gradient and IG ``gradient_token_budget``); IG also stores its
+    completeness gaps (``"_ig_completeness_gap"``, ``(N,)``)."""
+    from hf_attn.methods.gradient import attention_fixed_gradient
+    from hf_attn.methods.leave_one_out import deletion_importance
+
+    measures = checked_measures(adapter, measures)
+    lengths = attention_mask.sum(1).numpy()
+    out: dict[str, torch.Tensor] = {}
+    seconds: dict[str, float] = {}
+
+    def per_batch(names, fn, budget):
+        start = time.perf_counter()
+        results = {n: torch.zeros(input_ids.shape, dtype=torch.float64) for n in names}
+        for rows in length_batches(lengths, budget):
+            index = torch.from_numpy(rows)
+            batch = _adapter_batch(adapter, input_ids[index], attention_mask[index], units[index])
+            for n, v in zip(names, fn(batch)):
+                results[n][index] = _right_aligned(v, batch, input_ids.shape[1])
+        seconds[names[0]] = time.perf_counter() - start
+        return results
+
+    def attention_and_rollout(batch):
+        forward = adapter.forward(batch)
+        return forward.attention, forward.rollout
+
+    if "attention" in measures or "rollout" in measures:
+        both = per_batch(["attention", "rollout"], attention_and_rollout, token_budget)
+        out |= {n: v for n, v in both.items() if n in measures}
+    if "gradient" in measures:
+        out |= per_batch(["gradient"], lambda b: [attention_fixed_gradient(adapter, b)], gradient_token_budget)
+    if "loo" in measures:
+        out |= per_batch(["loo"], lambda b: [deletion_importance(adapter, b, token_budget=token_budget)],
+                         max(1, token_budget // 8))
+    if "ig" in measures or "ig_abs" in measures:
+        start = time.perf_counter()
+        ig = integrated_gradients_units(adapter, input_ids, attention_mask, units, steps=ig_steps,
+                                        baseline=ig_baseline, token_budget=gradient_token_budget, progress=progress)
+        seconds["ig"] = time.perf_counter() - start
+        out |= ig_scores(ig, measures)
+        out["_ig_difference"] = ig.target_input - ig.target_baseline
+    if "random" in measures:
+        out["random"] = torch.rand(input_ids.shape, generator=torch.Generator().manual_seed(seed),
+                                   dtype=torch.float64)
+    return out, seconds
+
+
+def _importance_correlations(scores: dict, units: torch.Tensor, predicted, num_classes: int) -> dict:
+    """J&W Table 2-style Kendall τ (per predicted class) between every pair of measures over the
+    units (rollout included where the model has it)."""
+    names = [n for n in ("attention", "rollout", "gradient", "loo", "ig_abs", "ig") if n in scores]
+    keep = units.numpy()
+    return pairwise_correlations({n: [row[k] for row, k in zip(scores[n].numpy(), keep)] for n in names},
+                                 predicted, num_classes)
+
+
+def eraser_table(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
+                 measures: Sequence[str] | None = None, fractions: Sequence[float] = DEFAULT_FRACTIONS, *,
+                 ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
+                 gradient_token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET, progress: bool = False) -> dict:
     """ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020 §4) of each importance
-    measure for one model on ``(N, T)`` inputs: the question the three papers left open — is
-    attention a worse explanation than gradients by a measure other than rank correlation?
+    measure (default :func:`measures_for` the adapter) for any classifier the engine accepts, through
+    its adapter, on tokenized right-padded rows (:func:`hf_attn.batteries.eraser.units.encode`, or
+    :func:`encode_for`): the question the three papers left open — is attention a worse explanation
+    than gradients by a measure other than rank correlation?
 
     Returns a JSON-able dict: ``measures`` {name: :func:`summarize_eraser` output + description},
-    ``ig_completeness`` (mean / max |Σ IG − (f(x) − f(0))|), ``seconds`` per step, ``parameters``.
-    """
+    ``kendall_tau`` between the measures, ``parameters`` (the request and the rules), ``attention_spec``,
+    ``seconds`` per step and ``ig_completeness`` (mean / max |Σ IG − (f(x) − f(x'))|)."""
     start = time.perf_counter()
-    scores, seconds = importance_scores(model, input_ids, attention_mask, measures, ig_steps=ig_steps,
-                                        ig_baseline=ig_baseline, seed=seed, token_budget=token_budget,
-                                        progress=progress)
+    measures = checked_measures(adapter, measures)
+    model, spec = adapter.model, adapter.spec
+    scores, seconds = importance_scores(
+        adapter, input_ids, attention_mask, units, measures, ig_steps=ig_steps, ig_baseline=ig_baseline,
+        seed=seed, token_budget=token_budget, gradient_token_budget=gradient_token_budget, progress=progress)
     table, predicted = erase_each_measure(
         scores, measures, fractions, MEASURE_DESCRIPTIONS, seconds,
-        lambda importance: eraser_scores(model, input_ids, attention_mask, importance, fractions,
-                                         token_budget=4 * token_budget, progress=progress))
+        lambda importance: framed_eraser_scores(model, input_ids, attention_mask, units, importance, fractions,
+                                                token_budget=4 * token_budget, progress=progress))
     out = {"measures": table,
-           "kendall_tau": _importance_correlations(scores, attention_mask, predicted, model.config.num_labels),
-           "parameters": eraser_parameters(fractions, ig_steps, ig_baseline, seed),
+           "kendall_tau": _importance_correlations(scores, units, predicted, model.config.num_labels),
+           "parameters": {**eraser_parameters(fractions, ig_steps, ig_baseline, seed),
+                          "units": "tokens of the text (word pieces for transformers; tokenizer-added "
+                                   "specials excluded)",
+                          "removal": "units deleted, the rest re-framed by the same specials ([CLS] kept [SEP]); "
+                                     "nothing left: the specials alone, or one [PAD] for a model without specials",
+                          "ig_path": "the units' token embeddings only; specials, positions, token types fixed"},
+           "attention_spec": {"layer": spec.layer, "heads": spec.heads, "query": adapter.query_rule,
+                              "description": spec.describe()},
            "seconds": seconds | {"total": time.perf_counter() - start}}
     if "_ig_completeness_gap" in scores:
         gap = scores["_ig_completeness_gap"].abs()
-        out["ig_completeness"] = {"mean_abs_gap": float(gap.mean()), "max_abs_gap": float(gap.max())}
+        difference = scores["_ig_difference"].abs()
+        out["ig_completeness"] = {"mean_abs_gap": float(gap.mean()), "max_abs_gap": float(gap.max()),
+                                  "mean_abs_difference": float(difference.mean()),
+                                  "note": "|Σ_t IG_t − (ŷ_c(x) − ŷ_c(x'))| per instance; difference = "
+                                          "|ŷ_c(x) − ŷ_c(x')|"}
     return out
 
 
@@ -234,8 +381,8 @@ def write_eraser_figure(results: dict, path: str, title: str = "") -> str:
 
 
 __all__ = ["DEFAULT_FRACTIONS", "DEFAULT_IG_TOKEN_BUDGET", "DEFAULT_TOKEN_BUDGET", "EraserResult",
-           "IntegratedGradientsResult", "aopc",
-           "batched_probabilities", "eraser_scores", "eraser_scores_slow", "erasure_variants",
-           "integrated_gradients", "integrated_gradients_importance", "length_batches",
-           "rank_tokens", "summarize_eraser", "tokens_per_fraction", "IMPORTANCE_MEASURES",
-           "importance_scores", "eraser_table", "format_eraser_table"]
+           "IntegratedGradientsResult", "MEASURES", "MEASURE_DESCRIPTIONS", "aopc", "batched_probabilities",
+           "checked_measures", "encode_for", "eraser_scores", "eraser_scores_slow", "eraser_table",
+           "erasure_variants", "format_eraser_table", "importance_scores", "integrated_gradients",
+           "integrated_gradients_importance", "integrated_gradients_units", "length_batches", "measures_for",
+           "rank_tokens", "summarize_eraser", "tokens_per_fraction", "write_eraser_figure"]

@@ -1,146 +1,327 @@
-"""Jain & Wallace 2019 battery (J&W §4): gradient importance, leave-one-out, attention
-permutation and k-adversary attention over a whole split, batched over many instances per tensor
-operation.
+"""Jain & Wallace 2019's battery (§4) on any classifier the engine accepts, through its adapter
+(:mod:`hf_attn.adapters`): the papers' BiLSTM/CNN/Average models and any ``transformers`` sequence
+classifier go through this one driver.
 
-Shapes: B instances, T tokens (right-padded), P permutations, k adversaries, K decoder units,
-C classes. ŷ is the class-probability vector ``logits.softmax(-1)`` (binary: ``[1 − σ(z), σ(z)]``).
+The explained attention is the row the classification head reads (:class:`hf_attn.adapters.AttentionSpec`):
+the papers' models' one attention distribution α; for a transformer the query row(s) of one layer
+(default the last: ``[CLS]`` for encoders, the last token for decoders, every row for mean-pooled
+heads), averaged over heads or one head. All analyses run on **tokens** and only over the *content*
+tokens (not special tokens, pads or J&W's ``<SOS>``/``<EOS>`` markers): those are what τ ranks, what a
+permutation shuffles and what leave-one-out deletes; special tokens keep their own attention mass in
+every intervention, so the row still sums to 1. The per-instance ``attention`` arrays are the
+explained row over the content tokens, renormalised to sum to 1 (the specials' share is reported as
+``special_token_mass``; the papers' models put none there).
 
-The analyses are the plain tensor functions of :mod:`hf_attn.methods` (their names stay importable
-from here); :func:`run_jw_battery` walks a whole split in length-sorted batches bounded by a token
-budget (so IMDB-length inputs stay bounded in memory); sentence-pair (NLI) models go to
-:mod:`hf_attn.batteries.jw.pair`. The ``hf-attn analyze DIR --battery jw`` folder entry, with typed
-:class:`JWRunSettings`, is :func:`hf_attn.runs.jw.run`.
+Every analysis is a method of :mod:`hf_attn.methods` written once against the adapter; an adapter
+over the papers' models (``adapter.exact_model_methods``) lets each method take its exact
+model-level shortcut (hand-written BiLSTM backward, partial reruns, the closed-form adversary over
+cached states):
+
+- gradient (Alg. 1, :func:`hf_attn.methods.gradient.attention_fixed_gradient`);
+- leave-one-out (:func:`hf_attn.methods.leave_one_out.deletion_importance`);
+- Kendall τ of attention vs gradient / LOO and gradient vs LOO with
+  :data:`hf_attn.batteries.jw.summary.TIE_TOLERANCE`; for models with more than one layer also the
+  τ of attention vs rollout (Abnar & Zuidema 2020) and τ per layer;
+- permutation (Alg. 2, :func:`hf_attn.methods.permutation.permuted_attention_tvd`);
+- adversary (Alg. 3, Eq. 1–2, :func:`hf_attn.methods.adversary.adversarial_rows`).
+
+Shapes: B instances, T tokens (right-padded), P permutations, k adversaries, C classes.
+
+Sentence-pair (NLI, QA) models go to :mod:`hf_attn.batteries.jw.pair`: the adapter contract takes
+one text per instance, and a pair model's attention is conditioned on a second text.
+``hf-attn analyze DIR --battery jw`` is :func:`hf_attn.runs.jw.run`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import numpy as np
 import torch
 
-from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, adversary_options, batch_rows,
-                                         battery_summary, format_summary, instance_fields, settings_key, timer)
-from hf_attn.core.batching import in_row_chunks, length_batches, pad_batch
-from hf_attn.methods.adversary import AdversaryResult, adversarial_attention, adversary_objective
-from hf_attn.methods.gradient import gradient_importance
-from hf_attn.methods.leave_one_out import deletion_batch, leave_one_out
+from hf_attn.batteries.jw.common import JWInstances, JWRunSettings, JWSettings, format_summary, weights_checksum
+from hf_attn.core.batching import length_batches, pad_batch
+from hf_attn.core.sharding import cache_key, run_sharded, scatter_rows
+from hf_attn.methods.adversary import AdversaryResult, adversarial_attention, adversarial_rows, adversary_objective
+from hf_attn.methods.adversary import restrict_to_content
+from hf_attn.methods.gradient import attention_fixed_gradient, gradient_importance
+from hf_attn.methods.leave_one_out import deletion_batch, deletion_importance, leave_one_out
+from hf_attn.methods.permutation import permutation_tvd, permuted_attention_tvd, random_permutations
 from hf_attn.models.masks import attended_mask
-from hf_attn.methods.permutation import permutation_tvd, random_permutations
 
-# The old private name, kept for scripts/benchmark.py.
-_in_row_chunks = in_row_chunks
-
-
-# ----------------------------------------------------------------------------------------------
-# the battery over a whole split
+# per-instance scalars (every other field is a per-instance array)
+FLOAT_FIELDS = ("eps_max_jsd",)
+# the fallback length limit when neither the settings nor the model give one
+DEFAULT_MAX_LENGTH = 512
 
 
 @torch.no_grad()
 def predict(model, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-    """One forward: ``(probabilities (B, C), attention (B, T), hidden_states (B, T, D))``."""
+    """One forward of a papers' model: ``(probabilities (B, C), attention (B, T), hidden_states (B, T, D))``."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
     return out.logits.softmax(-1), out.attentions, out.hidden_states
 
 
-def _run_batch(model, ids: torch.Tensor, mask: torch.Tensor, settings: JWSettings, batch_seed: int,
-               timings: dict) -> dict:
-    """Every analysis on one padded batch → per-row numpy results."""
-    timed = timer(timings)
-    probabilities, attention, hidden = timed("forward", lambda: predict(model, ids, mask))
-    attended = attended_mask(model, mask)  # J&W's markers (if any) out of every analysis
-    gradient = timed("gradient", lambda: in_row_chunks(
-        lambda i, m: gradient_importance(model, i, m), ids, mask, settings.gradient_token_budget))
-    loo = timed("leave_one_out", lambda: leave_one_out(model, ids, mask, settings.loo_token_budget,
-                                                       probabilities))
-    generator = torch.Generator().manual_seed(batch_seed)
-    perm = timed("permutation", lambda: permutation_tvd(model, hidden, attention, attended,
-                                                         settings.num_permutations, generator))
-    adv = timed("adversary", lambda: adversarial_attention(
-        model, hidden, attention, attended, **adversary_options(settings, batch_seed)))
-    return batch_rows(mask, probabilities, attention, gradient, loo, perm, adv,
-                      None if attended is mask else attended)
+def _cut(values: torch.Tensor, content: torch.Tensor) -> list[np.ndarray]:
+    """``(B, …, T)`` → per instance ``(…, n_content)`` float64 arrays (content positions only)."""
+    keep = content.cpu().numpy()
+    return [v[..., k] for v, k in zip(values.detach().double().cpu().numpy(), keep)]
 
 
-def run_jw_battery(model, tokenizer, texts, labels=None, settings: JWSettings | None = None,
-                   progress: bool = True, cache_dir: str | None = None
-                   ) -> tuple[JWInstances, dict]:
-    """Run the whole J&W battery (§4) on ``texts`` → ``(per-instance arrays, summary)``.
+def _in_chunks(fn, batch, budget: int):
+    """``fn(sub_batch) → (b, T)`` over chunks of at most ``budget`` padded tokens, concatenated."""
+    rows = max(1, budget // max(int(batch.input_ids.shape[1]), 1))
+    if rows >= len(batch):
+        return fn(batch)
+    return torch.cat([fn(batch.select(list(range(start, min(start + rows, len(batch))))))
+                      for start in range(0, len(batch), rows)])
 
-    Texts are tokenized, sorted by length and processed in batches of at most
-    ``settings.token_budget`` padded tokens; every analysis handles a batch in a few tensor ops.
-    With ``cache_dir`` each batch's results are saved there, so a killed run resumes where it
-    stopped (the cache is keyed by settings, model weights and the tokenized lengths). Empty texts
-    (no tokens) are an error. ``labels`` (optional) only add the accuracy to the summary.
-    """
+
+def _length_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> list[np.ndarray]:
+    """Length-sorted batches of at most ``token_budget`` padded tokens
+    (:func:`hf_attn.core.batching.length_batches`), each cut to at most ``batch_size`` instances."""
+    return [chunk for batch in length_batches(lengths, token_budget)
+            for chunk in np.array_split(batch, -(-len(batch) // batch_size))]
+
+
+def _length_limit(adapter, settings: JWSettings) -> int:
+    limits = [v for v in (settings.max_length, adapter.max_length) if v is not None]
+    return min(limits) if limits else DEFAULT_MAX_LENGTH
+
+
+def run_jw_battery(adapter, texts, labels=None, settings: JWSettings | None = None,
+                   progress: bool = True, cache_dir: str | None = None) -> tuple[JWInstances, dict]:
+    """The whole J&W battery on ``texts`` through ``adapter`` → ``(per-instance results, summary)``
+    (:class:`JWInstances` over each instance's content tokens, and :func:`jw_summary`).
+
+    Texts are tokenized (cut to ``settings.max_length`` tokens, at most the model's limit, keeping
+    the end the head reads, with a warning: :meth:`adapter.tokenize`), sorted by length and batched;
+    every analysis is batched over instances (and permutations / adversaries as rows). Tensors stay
+    on the adapter's device until each batch's results are cut out. Empty texts (no tokens) are an
+    error. ``labels`` (optional) only add the accuracy to the summary.
+
+    With ``cache_dir`` each finished batch is saved there atomically, so a killed run resumes where
+    it stopped (the cache is keyed by the settings, the model's weights and the token ids), and under
+    ``accelerate launch`` the batches are split between the processes and gathered on every one
+    (:func:`hf_attn.core.sharding.run_sharded`). Every batch is seeded by its number only, so the
+    results do not depend on the number of processes or on resuming.
+
+    One pass per batch through the four analyses in J&W's order; the adversary runs in its own,
+    larger batches (its cost is per step, not per instance); then the summaries
+    (:func:`jw_summary`)."""
     settings = settings or JWSettings()
     settings.validate()
+    if (settings.layer, settings.heads) != (adapter.spec.layer, adapter.spec.heads):
+        raise ValueError(f"settings explain layer {settings.layer}, heads {settings.heads!r} but the adapter "
+                         f"explains layer {adapter.spec.layer}, heads {adapter.spec.heads!r}: build the adapter "
+                         "with settings.adapter(model, tokenizer)")
     texts = list(texts)
     if not texts:
         raise ValueError("no texts to analyse")
-    own = int(getattr(model.config, "max_tokens", 512))  # the forward refuses longer inputs
-    max_length = own if settings.max_length is None else min(settings.max_length, own)
-    from hf_attn.adapters.contract import tokenize_texts
-
-    # documented policy: truncate to the model's limit and say so (a TruncationWarning per call)
-    encoded, _ = tokenize_texts(tokenizer, texts, max_length, "start")
-    lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+    encoded, word_ids = adapter.tokenize(texts, _length_limit(adapter, settings))
+    lengths = np.array([len(e) for e in encoded])
     if (lengths == 0).any():
         raise ValueError(f"{int((lengths == 0).sum())} text(s) have no tokens, e.g. index "
                          f"{int(np.flatnonzero(lengths == 0)[0])}: remove empty texts first")
-    model.eval()
-    previous_threads = torch.get_num_threads()
+    previous = torch.get_num_threads()
     if settings.num_threads:  # on an oversubscribed CPU one thread avoids OpenMP barrier stalls
         torch.set_num_threads(settings.num_threads)
     try:
-        return _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, encoded, lengths)
+        return _run_all(adapter, texts, labels, settings, progress, cache_dir, encoded, word_ids, lengths)
     finally:
-        torch.set_num_threads(previous_threads)
+        torch.set_num_threads(previous)
 
 
-def _run_all(model, tokenizer, texts, labels, settings, progress, cache_dir, encoded, lengths):
-    from hf_attn.core.sharding import run_sharded, scatter_rows
+def _main_rows(adapter, batch, settings: JWSettings, seed: int, timed) -> dict:
+    """Forward, gradient, leave-one-out and permutation of one batch → per-instance numpy rows."""
+    content = batch.content
+    several_layers = adapter.num_layers > 1
+    fwd = timed("forward", lambda: adapter.forward(batch, rollout=several_layers))
+    grad = timed("gradient", lambda: _in_chunks(lambda b: attention_fixed_gradient(adapter, b), batch,
+                                                settings.gradient_token_budget))
+    loo = timed("leave_one_out", lambda: deletion_importance(adapter, batch, fwd.probabilities,
+                                                             settings.loo_token_budget))
+    generator = torch.Generator().manual_seed(seed)
+    perm = timed("permutation", lambda: permuted_attention_tvd(adapter, batch, fwd, settings.num_permutations,
+                                                               generator))
+    mask = batch.attention_mask.bool()
+    # the explained attention over the content tokens, renormalised (τ is unaffected; the heatmaps,
+    # max-attention bins and the adversary's JSD compare this distribution)
+    rows = {"attention": _cut(restrict_to_content(fwd.attention, content), content),
+            "gradient": _cut(grad, content), "loo": _cut(loo, content),
+            "probabilities": fwd.probabilities.double().cpu().numpy(),
+            "permutation_tvd": perm.double().cpu().numpy(),
+            "special_mass": (fwd.attention * (mask & ~content)).sum(-1).double().cpu().numpy(),
+            "content": [c[m] for c, m in zip(content.cpu().numpy(), mask.cpu().numpy())]}
+    if several_layers:  # one attention layer: rollout and the per-layer rows are α itself
+        rows |= {"rollout": _cut(fwd.rollout, content), "layer_rows": _cut(fwd.layer_rows, content)}
+    return rows
 
-    batches = length_batches(lengths, settings.token_budget)
-    key = settings_key(settings, model, lengths) if cache_dir else None
+
+def _adversary_rows(adapter, batch, settings: JWSettings, seed: int, timed) -> dict:
+    """J&W's adversaries (Alg. 3) of one batch → per-instance numpy rows."""
+    content = batch.content
+    fwd = adapter.forward(batch, rollout=False)
+    generator = torch.Generator().manual_seed(seed)
+    adv = timed("adversary", lambda: adversarial_rows(
+        adapter, batch, fwd, k=settings.k, lam=settings.lam, eps=settings.eps, steps=settings.steps,
+        lr=settings.lr, init_scale=settings.init_scale, generator=generator, divergence_on=settings.divergence_on))
+    return {"adversary_attention": _cut(adv.attention, content),
+            "adversary_tvd": adv.tvd.double().cpu().numpy(), "adversary_jsd": adv.jsd.double().cpu().numpy(),
+            "adversary_jsd_row": adv.jsd_row.double().cpu().numpy(),
+            "eps_max_jsd": adv.eps_max_jsd.double().cpu().numpy(),
+            "adversary_probabilities": adv.probabilities.double().cpu().numpy()}
+
+
+def _run_all(adapter, texts, labels, settings: JWSettings, progress, cache_dir, encoded, word_ids, lengths):
+    from dataclasses import asdict
+
+    from hf_attn.batteries.jw.common import timer
+
     timings: dict[str, float] = {}
+    timed = timer(timings)
+
+    def encode(rows):
+        return adapter.from_token_lists([encoded[i] for i in rows], word_ids=[word_ids[i] for i in rows])
+
+    def main_batch(number, rows):  # seeded by the batch number only: the same draws in any process
+        return _main_rows(adapter, encode(rows), settings, settings.seed * 1_000_003 + 2 * number, timed)
+
+    def adversary_batch(number, rows):
+        return _adversary_rows(adapter, encode(rows), settings, settings.seed * 1_000_003 + 2 * number + 1, timed)
+
+    key = None
+    if cache_dir is not None:
+        ids = np.concatenate([np.asarray(e, dtype=np.int64) for e in encoded])
+        recorded = asdict(settings) | {"num_threads": None}
+        key = cache_key("jw", recorded, weights_checksum(adapter.model), lengths.tolist(),
+                        hashlib.sha256(ids.tobytes()).hexdigest(), adapter.describe()["text"])
     started = time.perf_counter()
-
-    def compute(number, rows):  # seeded by the batch number only: the same draws in any process
-        ids, mask = pad_batch([encoded[i] for i in rows], tokenizer.pad_token_id or 0)
-        return _run_batch(model, ids, mask, settings, settings.seed * 1_000_003 + 2 * number, timings)
-
-    # Batches are cached atomically in cache_dir (a killed run resumes) and, under
-    # `accelerate launch`, split between the processes and gathered on every one (hf_attn.core.sharding).
-    results = run_sharded(batches, compute, cache_dir=cache_dir, key=key, progress=progress,
-                          desc="J&W battery")
-    per_row = scatter_rows(batches, results, len(texts))
+    batches = _length_batches(lengths, settings.batch_size, settings.token_budget)
+    adversary_batches = _length_batches(lengths, settings.adversary_batch_size, settings.token_budget)
+    main = run_sharded(batches, main_batch, cache_dir=cache_dir, key=None if key is None else key + "-m",
+                       progress=progress, desc="J&W battery")
+    adversary = run_sharded(adversary_batches, adversary_batch, cache_dir=cache_dir,
+                            key=None if key is None else key + "-a", progress=progress, desc="J&W adversary")
     total = time.perf_counter() - started
+    per = [row | extra for row, extra in zip(scatter_rows(batches, main, len(texts)),
+                                             scatter_rows(adversary_batches, adversary, len(texts)))]
+    results = {name: [np.asarray(row[name]) if name not in FLOAT_FIELDS else float(row[name]) for row in per]
+               for name in per[0]}
+    content = results["content"]
+    results["input_ids"] = [np.asarray(e)[c] for e, c in zip(encoded, content)]
+    results["word_ids"] = [[w for w, c in zip(word_ids[i], content[i]) if c] for i in range(len(texts))]
+    results["labels"] = None if labels is None else np.asarray(list(labels), dtype=np.int64)
+    summary = jw_summary(results, settings, total, timings, adapter)
+    return jw_instances(results, summary), summary
 
-    keep = _attended_positions(model, lengths)  # J&W's markers dropped from ids and lengths
+
+def jw_summary(results: dict, settings: JWSettings, total: float, timings: dict, adapter) -> dict:
+    """J&W Table 2 per predicted class (τ of attention vs gradient / LOO and gradient vs LOO, values
+    within ``settings.tie_tolerance`` tied first), the permutation and adversary summaries
+    (:mod:`hf_attn.batteries.jw.summary`) over the content tokens, timings; for a model with several
+    layers also the rollout τ and the τ per layer, and the specials' share of the explained row.
+
+    Instances with fewer than 2 content tokens are skipped alike by all five statistics (no τ; a
+    single token's permutations and adversaries cannot move its attention, Δŷ = JSD = 0): each block
+    counts them in ``skipped``, ``length.single_token`` gives the total."""
+    from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, permutation_summary
+
+    probabilities = np.stack(results["probabilities"])
+    predictions = probabilities.argmax(-1)
+    num_classes = probabilities.shape[1]
+    lengths = np.array([len(a) for a in results["attention"]])
+    max_attention = np.array([float(a.max()) if len(a) else 0.0 for a in results["attention"]])
+    own = getattr(adapter, "exact_model_methods", False)
+
+    def corr(x, y):
+        return correlation_summary(x, y, predictions, num_classes, settings.alpha,
+                                   tie_tolerance=settings.tie_tolerance)
+
+    unit = "tokens (J&W's <SOS>/<EOS> markers excluded)" if own else "content tokens (special tokens excluded)"
+    summary = {
+        "num_instances": len(lengths), "num_classes": num_classes,
+        "length": {"mean": float(lengths.mean()), "max": int(lengths.max()), "single_token": int((lengths < 2).sum()),
+                   "unit": unit},
+        "predicted_class_counts": np.bincount(predictions, minlength=num_classes).tolist(),
+        "tau_gradient": corr(results["attention"], results["gradient"]),
+        "tau_loo": corr(results["attention"], results["loo"]),
+        "tau_gradient_loo": corr(results["gradient"], results["loo"]),
+        "permutation": permutation_summary(np.stack(results["permutation_tvd"]), max_attention, predictions,
+                                           num_classes, lengths=lengths),
+        "adversary": adversary_summary(results["adversary_tvd"], results["adversary_jsd"], max_attention,
+                                       predictions, settings.eps, num_classes, lengths=lengths),
+    }
+    counted = summary["adversary"]["valid"]  # the optimiser's ε-max JSD and the summary's must agree
+    if not np.allclose(summary["adversary"]["eps_max_jsd"][counted], np.asarray(results["eps_max_jsd"])[counted],
+                       atol=1e-6):
+        raise RuntimeError("inconsistent ε-max JSD between the optimiser and the summary")
+    if not own:
+        summary["adversary_row_jsd"] = {
+            "eps_max_mean": _eps_max_mean(results["adversary_tvd"], results["adversary_jsd_row"], settings.eps,
+                                          lengths),
+            "note": "ε-max JSD of the full explained rows (special tokens included)"}
+        summary["special_token_mass"] = {"mean": float(np.mean(results["special_mass"])),
+                                         "note": "attention of the explained row on special tokens (not ranked)"}
+    if "rollout" in results:
+        summary |= {"tau_rollout": corr(results["attention"], results["rollout"]),
+                    "tau_rollout_gradient": corr(results["rollout"], results["gradient"]),
+                    "tau_rollout_loo": corr(results["rollout"], results["loo"]),
+                    "per_layer": _per_layer(results, settings, adapter.num_layers)}
+    summary["seconds"] = {"total": total, **timings}
+    if results.get("labels") is not None:
+        summary["accuracy"] = float((predictions == results["labels"]).mean())
+    return summary
+
+
+def _per_layer(results: dict, settings: JWSettings, num_layers: int) -> list[dict]:
+    """Mean τ of each layer's explained row against the gradient and leave-one-out."""
+    from hf_attn.batteries.jw.summary import kendall_per_instance
+
+    per_layer = []
+    for layer in range(num_layers):
+        rows = [r[layer] for r in results["layer_rows"]]
+        entry = {"layer": layer}
+        for name, other in (("tau_gradient", results["gradient"]), ("tau_loo", results["loo"])):
+            k = kendall_per_instance(rows, other, tie_tolerance=settings.tie_tolerance)
+            entry[name] = float(np.nanmean(np.where(k["valid"], k["tau"], np.nan)))
+            entry[name + "_fraction_significant"] = float((k["pvalue"][k["valid"]] < settings.alpha).mean())
+        per_layer.append(entry)
+    return per_layer
+
+
+def _eps_max_mean(adversary_tvd, adversary_jsd, eps: float, lengths: np.ndarray) -> float | None:
+    """Mean over instances with ≥ 2 content tokens of the ε-max JSD (0 where no adversary is feasible)."""
+    values = [float(np.where(t <= eps, j, 0.0).max()) for t, j, n in zip(adversary_tvd, adversary_jsd, lengths)
+              if n >= 2]
+    return float(np.mean(values)) if values else None
+
+
+def jw_instances(results: dict, summary: dict) -> JWInstances:
+    """The per-instance results (ragged lists and stacked arrays) as :class:`JWInstances`, with the
+    per-instance Kendall τ and p-values of the summary."""
     instances = JWInstances(
-        input_ids=[np.asarray(e) if k is None else np.asarray(e)[k] for e, k in zip(encoded, keep)],
-        labels=None if labels is None else np.asarray(list(labels), dtype=np.int64),
-        **instance_fields(per_row))
-    if keep[0] is not None:
-        lengths = np.array([int(k.sum()) for k in keep], dtype=np.int64)
-    summary = battery_summary(instances, lengths, settings, total, timings)
-    return instances, summary
-
-
-def _attended_positions(model, lengths: np.ndarray) -> list:
-    """Per instance, the boolean positions of its tokens that the model attends over (None for
-    all of them: a model without J&W's markers)."""
-    width = int(lengths.max())
-    mask = torch.arange(width).unsqueeze(0) < torch.as_tensor(lengths).unsqueeze(1)
-    attended = attended_mask(model, mask)
-    if attended is mask:
-        return [None] * len(lengths)
-    return [row[:n] for row, n in zip(attended.numpy(), lengths.tolist())]
+        input_ids=results["input_ids"], labels=results["labels"], probabilities=np.stack(results["probabilities"]),
+        attention=results["attention"], gradient=results["gradient"], loo=results["loo"],
+        permutation_tvd=np.stack(results["permutation_tvd"]), adversary_attention=results["adversary_attention"],
+        adversary_probabilities=np.stack(results["adversary_probabilities"]),
+        adversary_tvd=np.stack(results["adversary_tvd"]), adversary_jsd=np.stack(results["adversary_jsd"]),
+        eps_max_jsd=np.array(results["eps_max_jsd"]), word_ids=results["word_ids"],
+        special_mass=np.array(results["special_mass"], dtype=np.float64),
+        adversary_jsd_row=np.stack(results["adversary_jsd_row"]),
+        rollout=results.get("rollout"), layer_rows=results.get("layer_rows"))
+    instances.predictions = instances.probabilities.argmax(-1)
+    for name, key in (("attention_gradient", "tau_gradient"), ("attention_loo", "tau_loo"),
+                      ("gradient_loo", "tau_gradient_loo")):
+        block = summary[key]
+        valid = np.asarray(block["valid"], dtype=bool)
+        instances.kendall[name] = (np.where(valid, block["tau"], np.nan), np.where(valid, block["pvalue"], np.nan))
+    return instances
 
 
 # ----------------------------------------------------------------------------------------------
-# `hf-attn analyze DIR --battery jw`
+# `hf-attn analyze DIR --battery jw` on a folder trained by `hf-attn train`
 
 
 def load_model_and_split(model_dir: str, split: str = "test"):
@@ -172,7 +353,8 @@ def check_papers_model_device(device: str, precision: str) -> None:
                          "arithmetic; --precision applies to transformers models")
 
 
-__all__ = ["JWInstances", "JWRunSettings", "JWSettings", "AdversaryResult", "adversarial_attention",
-           "adversary_objective", "attended_mask", "battery_summary", "deletion_batch", "format_summary",
-           "gradient_importance", "leave_one_out", "length_batches", "load_model_and_split", "pad_batch",
-           "permutation_tvd", "predict", "random_permutations", "run_jw_battery"]
+__all__ = ["DEFAULT_MAX_LENGTH", "JWInstances", "JWRunSettings", "JWSettings", "AdversaryResult",
+           "adversarial_attention", "adversary_objective", "attended_mask", "deletion_batch", "format_summary",
+           "gradient_importance", "jw_instances", "jw_summary", "leave_one_out", "length_batches",
+           "load_model_and_split", "pad_batch", "permutation_tvd", "predict", "random_permutations",
+           "run_jw_battery"]

@@ -49,8 +49,8 @@ def heads_option(value: str, flag: str) -> str:
 
 @dataclass
 class JWAlgorithm:
-    """The J&W analyses' own parameters, shared by the papers' models' battery (:class:`JWSettings`)
-    and the transformers' (``hf_attn.batteries.jw.transformer.TransformerJWSettings``). Defaults:
+    """The J&W analyses' own parameters (the core of :class:`JWSettings`, shared with the
+    sentence-pair battery). Defaults:
     J&W §4 / code."""
 
     num_permutations: int = 100
@@ -93,27 +93,66 @@ class JWAlgorithm:
 
 @dataclass
 class JWSettings(JWAlgorithm):
-    """Parameters of :func:`run_jw_battery` (recorded in results.json): the analyses'
-    (:class:`JWAlgorithm`) and how they run here."""
+    """Parameters of :func:`hf_attn.batteries.jw.battery.run_jw_battery` (recorded in results.json):
+    the analyses' (:class:`JWAlgorithm`), which attention is explained, and where and how it runs.
+    One settings class for every model the adapter accepts, the papers' included.
 
-    token_budget: int = 16384  # padded tokens per batch (forward, permutations, adversaries)
-    gradient_token_budget: int = 4096  # per forward + backward (cache-sized: faster on CPU)
-    loo_token_budget: int = 32768  # padded tokens per chunk of leave-one-out deletions
-    max_length: int | None = None  # truncate texts (default: the model's max_tokens)
-    num_threads: int | None = None  # torch threads while running (None: leave torch's setting)
+    ``layer`` / ``heads``: the explained attention (:class:`hf_attn.adapters.AttentionSpec`; the
+    papers' models have one layer and one head: -1 / ``"mean"``); ``divergence_on``: the adversary's
+    JSD on the content tokens renormalised (``"content"``) or on the full row (``"row"``);
+    ``batch_size``: instances per batch of the forward, gradient, leave-one-out and permutation,
+    further bounded by ``token_budget`` padded tokens; ``gradient_token_budget`` bounds the gradient's
+    backward (instances per chunk = budget // longest row); ``loo_token_budget`` the deletion
+    forwards; ``adversary_batch_size`` instances per adversary batch (B·k rows per step);
+    ``max_length`` cuts texts to that many tokens (None: the model's limit); ``num_threads`` torch
+    threads while running (None: leave torch's setting); ``device``: ``auto|cpu|cuda|cuda:N|mps``;
+    ``precision``: ``float32|bfloat16|float16`` (forwards under autocast; the papers' models run on
+    the CPU in float32 and refuse anything else, with the reason)."""
+
+    layer: int = -1
+    heads: str | int = "mean"
+    divergence_on: str = "content"
+    batch_size: int = 64
+    adversary_batch_size: int = 256
+    token_budget: int = 16384
+    gradient_token_budget: int = 16384
+    loo_token_budget: int = 16384
+    max_length: int | None = None
+    num_threads: int | None = None
+    device: str = "auto"
+    precision: str = "float32"
 
     def __post_init__(self):
         super().__post_init__()
         self.validate()
 
     def validate(self) -> None:
-        for name in ("num_permutations", "k", "token_budget", "gradient_token_budget", "loo_token_budget"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("num_permutations", "k", "batch_size", "adversary_batch_size", "token_budget",
+                     "gradient_token_budget", "loo_token_budget", "max_length", "num_threads"):
+            value = getattr(self, name)
+            if value is None and name in ("max_length", "num_threads"):
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.steps < 0 or not self.lr > 0 or self.eps < 0 or self.lam < 0:
             raise ValueError("need steps >= 0, lr > 0, eps >= 0, lam >= 0")
         if not (0 <= self.tie_tolerance < float("inf")):
             raise ValueError(f"tie_tolerance must be a finite number >= 0, got {self.tie_tolerance}")
+        if self.divergence_on not in ("content", "row"):
+            raise ValueError(f"divergence_on must be 'content' or 'row', got {self.divergence_on!r}")
+
+    @property
+    def spec(self):
+        from hf_attn.adapters import AttentionSpec
+
+        return AttentionSpec(layer=self.layer, heads=self.heads)
+
+    def adapter(self, model, tokenizer):
+        """The adapter these settings describe (layer, heads, device, precision, budget, length)."""
+        from hf_attn.adapters import adapter_for
+
+        return adapter_for(model, tokenizer, layer=self.layer, heads=self.heads, device=self.device,
+                           precision=self.precision, token_budget=self.token_budget, max_length=self.max_length)
 
 
 @dataclass
@@ -133,7 +172,7 @@ class JWRunSettings:
     max_instances: int | None = None
     use_cache: bool = True
     algorithm: JWSettings = field(default_factory=JWSettings)
-    # transformers classifiers (hf_attn.batteries.jw.transformer): which attention is explained — the
+    # transformers classifiers: which attention is explained — the
     # query row(s) the head reads in ``transformer_layer`` (−1: the last), averaged over heads or one
     # head — and the
     # dataset to analyse when the folder has no run.json (a model not trained here, a Hub id).
@@ -173,6 +212,14 @@ class JWInstances:
     # Per-instance Kendall τ and its p-value, set by battery_summary: {"attention_gradient":
     # (tau (N,), pvalue (N,)), "attention_loo": …, "gradient_loo": …}; NaN where τ is undefined.
     kendall: dict = field(default_factory=dict)
+    # From the adapter driver (hf_attn.batteries.jw.battery): each content token's word id (L,); the
+    # specials' share of the explained row (N,); the adversaries' JSD on the full rows (N, k); for a
+    # model with several layers the rollout (L,) and every layer's explained row (layers, L), else None.
+    word_ids: list = field(default_factory=list)
+    special_mass: np.ndarray | None = None
+    adversary_jsd_row: np.ndarray | None = None
+    rollout: list | None = None
+    layer_rows: list | None = None
 
     @property
     def max_attention(self) -> np.ndarray:

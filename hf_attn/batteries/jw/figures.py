@@ -220,3 +220,36 @@ def pick_example(instances, min_length: int = 8, max_length: int = 24):
     i = int(np.flatnonzero(ok)[np.argmax(score[ok])])
     a = int(np.argmin(np.abs(instances.adversary_jsd[i] - instances.eps_max_jsd[i])))
     return i, a
+
+
+def per_layer_figure(summary: dict, path: str, title: str = "") -> str:
+    """τ(attention, gradient) and τ(attention, LOO) per layer ([CLS] row, head mean), with the
+    rollout's τ as dashed lines; saved atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hf_attn.core.io import save_figure_atomic
+
+    layers = [e["layer"] + 1 for e in summary["per_layer"]]
+    fig, ax = plt.subplots(figsize=(5.0, 3.4))
+    ax.plot(layers, [e["tau_gradient"] for e in summary["per_layer"]], "o-", color="#2980b9",
+            label="τ(attention, gradient)")
+    ax.plot(layers, [e["tau_loo"] for e in summary["per_layer"]], "s-", color="#c0392b", label="τ(attention, LOO)")
+    for key, color, label in (("tau_rollout_gradient", "#2980b9", "τ(rollout, gradient)"),
+                              ("tau_rollout_loo", "#c0392b", "τ(rollout, LOO)")):
+        mean = summary[key]["overall"]["mean"]
+        if mean is not None and np.isfinite(mean):  # None when every instance's τ is undefined (all tied)
+            ax.axhline(mean, color=color, ls="--", lw=1, label=label)
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xlabel("layer ([CLS] attention row, mean over heads)")
+    ax.set_ylabel("mean Kendall τ")
+    ax.set_xticks(layers)
+    ax.set_title(title or "Attention vs importance by layer")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    try:
+        return save_figure_atomic(fig, path, dpi=130)
+    finally:
+        plt.close(fig)

@@ -61,7 +61,10 @@ class WPSettings:
     per-instance adversary (k, optimisation steps, ε, λ); per_instance_adversary: run it at all.
     adversary_protocol: "fast" or "wp" (``hf_attn.methods.consistent_adversary.ADVERSARY_PROTOCOLS``);
     adversary_max_epochs: epoch cap of the "wp" protocol (None: 80).
-    BERT-family classifiers only (:mod:`hf_attn.batteries.wp.transformer`): transformer_layer /
+    batch_size: instances per forward of the analyses. num_seeds 0: §3.3 not run.
+    BERT-family classifiers only (:mod:`hf_attn.batteries.wp.transformer`): diagnostic_mlp: run §3.4
+    (the papers' models always train their guided MLPs); mlp_guides / mlp_freeze_embeddings: which
+    MLP guides, and whether the word-piece embeddings stay fixed; transformer_layer /
     transformer_heads: the explained ``[CLS]`` attention (layer index, ``"mean"`` or a head index);
     uniform_every_layer: also make the ``[CLS]`` row uniform at every layer; seed_model_dirs:
     fine-tuning seeds for §3.3 (besides ``seed-*`` folders in ``runs_dir``); max_instances: analyse
@@ -97,14 +100,20 @@ class WPSettings:
     dataset: str | None = None
     text_column: str = "text"
     label_column: str = "label"
+    batch_size: int = 64
+    diagnostic_mlp: bool = True
+    mlp_guides: tuple[str, ...] = ("uniform", "transformer", "trained")
+    mlp_freeze_embeddings: bool = False
 
     def validate(self) -> None:
         if self.split not in ("train", "validation", "test"):
             raise ValueError(f"split must be train, validation or test, got {self.split!r}")
         if self.seed_statistic not in ("max", "median"):
             raise ValueError(f"seed_statistic must be 'max' or 'median', got {self.seed_statistic!r}")
-        if self.num_seeds < 1 or self.guide_seeds < 1:
-            raise ValueError(f"num_seeds and guide_seeds must be >= 1, got {self.num_seeds}, {self.guide_seeds}")
+        if self.num_seeds < 0 or self.guide_seeds < 1:
+            raise ValueError(f"num_seeds must be >= 0 and guide_seeds >= 1, got {self.num_seeds}, {self.guide_seeds}")
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}")
         if any(x < 0 for x in self.lambdas) or self.guide_lambda < 0:
             raise ValueError("lambdas must be >= 0")
         if self.epochs is not None and self.epochs < 1:

@@ -1,12 +1,11 @@
-"""Wiegreffe & Pinter (2019)'s battery (§3.2–3.4) on transformers classifiers.
-
-``hf-attn analyze DIR --battery wp`` on a BERT-family folder (or Hub id) comes here
-(:func:`hf_attn.runs.wp.run_transformer`, dispatched by :func:`hf_attn.runs.wp.run`). The explained
+"""Wiegreffe & Pinter (2019)'s sections (§3.2–3.4) over an adapter, and what only transformers
+classifiers need: the one W&P driver (:func:`hf_attn.runs.wp.run_wp`) reads every model — the papers'
+included — through :func:`split_forward` and the sections below; for a transformer the explained
 attention is the ``[CLS]`` query row of one layer (default the last), mean over heads
 (:class:`hf_attn.adapters.AttentionSpec`); interventions go through the model's adapter
 (:mod:`hf_attn.adapters`).
 Divergences between attention distributions are measured, as in the J&W battery on transformers
-(:mod:`hf_attn.batteries.jw.transformer`), on the explained row restricted to the *content* word
+(:mod:`hf_attn.batteries.jw.battery`), on the explained row restricted to the *content* word
 pieces (not ``[CLS]``/``[SEP]``/``[UNK]``/pads) and renormalised there.
 
 1. **Uniform attention (W&P §3.2).** W&P train a second model whose attention is frozen to uniform
@@ -58,7 +57,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hf_attn.batteries.jw import transformer as jwt
+from hf_attn.batteries.data import is_transformer_model_dir
 from hf_attn.methods.adversary import restrict_to_content
 from hf_attn.core.measures import jsd, tvd
 from hf_attn.adapters import AttentionSpec
@@ -75,7 +74,8 @@ SEED_STATUS_NOT_RUN = "not run: no seed models given"
 
 @dataclass
 class TransformerWPSettings:
-    """Settings of the W&P battery on a BERT-family classifier (:func:`hf_attn.runs.wp.run_transformer_wp`).
+    """The transformer sections' view of :class:`~hf_attn.batteries.wp.battery.WPSettings`
+    (:func:`settings_from_wp`, used by :func:`hf_attn.runs.wp.run_wp`).
 
     layer / heads: the explained row (:class:`hf_attn.adapters.AttentionSpec`; default the last
     layer, mean over heads). split: the split analysed (§3.2, §3.3). max_instances: only the first N
@@ -159,7 +159,9 @@ def settings_from_wp(wp) -> TransformerWPSettings:
                    train_missing=wp.train_missing, mlp_seed=wp.seed, layer=wp.transformer_layer, heads=heads,
                    uniform_every_layer=wp.uniform_every_layer, seed_model_dirs=tuple(wp.seed_model_dirs),
                    max_instances=wp.max_instances, text_column=wp.text_column, label_column=wp.label_column,
-                   device=wp.device, precision=wp.precision,
+                   device=wp.device, precision=wp.precision, batch_size=wp.batch_size,
+                   diagnostic_mlp=wp.diagnostic_mlp, mlp_guides=tuple(wp.mlp_guides),
+                   mlp_freeze_embeddings=wp.mlp_freeze_embeddings,
                    **({"dataset": wp.dataset} if wp.dataset is not None else {}))
 
 
@@ -274,10 +276,11 @@ def _f1s(metrics: dict) -> dict:
 
 
 UNIFORM_VARIANTS = {
-    "uniform": "chosen layer, [CLS] row of every head uniform over the real tokens ([CLS]/[SEP] included)",
-    "uniform_content": "chosen layer, [CLS] row of every head: specials keep their own mass, the rest "
-                       "uniform over the content pieces",
-    "uniform_every_layer": "every layer, [CLS] row of every head uniform over the real tokens"}
+    "uniform": "chosen layer, the explained row of every head uniform over the real tokens (special tokens "
+               "included)",
+    "uniform_content": "chosen layer, the explained row of every head: special tokens keep their own mass, the "
+                       "rest uniform over the content tokens",
+    "uniform_every_layer": "every layer, the explained row of every head uniform over the real tokens"}
 
 
 def uniform_section(outputs: dict[str, np.ndarray], labels, split: str = "test") -> dict:
@@ -308,8 +311,8 @@ def uniform_section(outputs: dict[str, np.ndarray], labels, split: str = "test")
             "uniform": {k: main[k] for k in ("f1", "macro_f1", "accuracy")},
             "f1_gap": main["f1_gap"], "macro_f1_gap": main["macro_f1_gap"], "accuracy_gap": main["accuracy_gap"],
             "mean_tvd": main["tvd"]["mean"], "variants": variants,
-            "note": "W&P §3.2/Table 2 retrain a model with frozen uniform attention; here the fine-tuned model's "
-                    "[CLS] row is replaced at test time (an intervention, not a retrained model). F1 = "
+            "note": "W&P §3.2/Table 2 retrain a model with frozen uniform attention; here the model's explained "
+                    "row is replaced at test time (an intervention, not a retrained model). F1 = "
                     "positive-class F1 for binary tasks (W&P), macro F1 otherwise."}
 
 
@@ -335,7 +338,7 @@ def find_seed_model_dirs(runs_dir: str | None, limit: int) -> list[str]:
         return (0, int(tail)) if tail.isdigit() else (1, tail)
 
     found = [p for p in glob.glob(os.path.join(runs_dir, "seed-*"))
-             if os.path.isdir(p) and jwt.is_transformer_model_dir(p)]
+             if os.path.isdir(p) and is_transformer_model_dir(p)]
     return sorted(found, key=seed_of)[:limit]
 
 
@@ -547,7 +550,7 @@ def plot_uniform(path: str, section: dict, title: str = "") -> str:
 
     variants = section["variants"]
     names = ["model"] + list(variants)
-    short = {"model": "fine-tuned", "uniform": "uniform\n(layer)", "uniform_content": "uniform content\n(layer)",
+    short = {"model": "model", "uniform": "uniform\n(layer)", "uniform_content": "uniform content\n(layer)",
              "uniform_every_layer": "uniform\n(every layer)"}
     f1 = [section["base"]["f1"]] + [variants[v]["f1"] for v in variants]
     acc = [section["base"]["accuracy"]] + [variants[v]["accuracy"] for v in variants]
@@ -560,7 +563,7 @@ def plot_uniform(path: str, section: dict, title: str = "") -> str:
     axes[0].set_xticks(x, [short.get(n, n) for n in names], fontsize=8)
     axes[0].set_ylim(0, 1.15)
     axes[0].legend(fontsize=7, loc="upper center", ncol=2)
-    axes[0].set_title("test performance with the [CLS] row made uniform", fontsize=9)
+    axes[0].set_title("test performance with the explained row made uniform", fontsize=9)
     tvds = section.get("_tvd", {})
     bins = np.linspace(0, 1, 41)
     for name, values in tvds.items():

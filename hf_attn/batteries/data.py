@@ -1,0 +1,106 @@
+"""What a classifier is analysed on, shared by the batteries' runs (``hf-attn analyze``, ``hf-attn
+eraser``, ``hf-attn faithfulness``): which folders hold a transformers classifier rather than one of
+hf_attn's own models, and the texts and labels a transformers classifier is analysed on (its
+``run.json``'s dataset, a named dataset, or one data file analysed whole)."""
+
+from __future__ import annotations
+
+import os
+
+# ----------------------------------------------------------------------------------------------
+# which folders are transformers classifiers (`hf-attn analyze DIR --battery jw` asks)
+
+OWN_MODEL_TYPES = ("hf_attn", "hf_attn_pair")
+
+
+def is_transformer_model_dir(model_dir: str) -> bool:
+    """True for a transformers classifier that is not one of hf_attn's own models: a folder whose
+    ``config.json`` has another ``model_type``, or a Hub id (``owner/name`` that is not a local
+    path). Whether the engine can intervene on it is decided when its adapter is built (a model it
+    cannot is refused there with the reason)."""
+    config = os.path.join(model_dir, "config.json")
+    if not os.path.isdir(model_dir):  # a Hub id is owner/name whose owner is no local folder
+        import re
+
+        return (re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", model_dir) is not None
+                and not os.path.exists(model_dir.split("/")[0]))
+    if not os.path.isfile(config):
+        return False
+    from hf_attn.core.io import read_json
+
+    model_type = read_json(config).get("model_type")
+    return model_type not in (None, *OWN_MODEL_TYPES)
+
+
+# ----------------------------------------------------------------------------------------------
+# the data a transformers classifier is analysed on (shared with `hf-attn eraser`)
+
+
+def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = "test",
+                       text_column: str | None = None, label_column: str | None = None):
+    """``(texts, labels, label_names, dataset name)`` to analyse a BERT-family classifier on.
+
+    - ``dataset`` given: loaded with :func:`hf_attn.data.datasets.load_task` (a bundled name, a
+      CSV/JSON(L) folder with train/validation/test files or a Hub dataset id: its ``split``), with
+      ``text_column`` / ``label_column`` (default ``text`` / ``label``). **A single CSV/JSON(L) file
+      is analysed whole, in file order** (it is the data to analyse, not a corpus to split;
+      ``split`` does not apply), read by the same row checks as ``load_task``.
+    - no ``dataset``: the folder's ``run.json`` (trained by ``hf-attn train --base-model``) names
+      the dataset, its data path, columns and split seed; without one (a model trained elsewhere,
+      a Hub id) this is a ``ValueError`` asking for ``--dataset``.
+
+    A missing column is a one-line :class:`hf_attn.data.datasets.DataError` naming the column and
+    the file (or Hub id). Labels are class ids as ``load_task`` numbers them (integer labels are
+    their own ids; strings in sorted order)."""
+    from hf_attn.data.datasets import load_task
+
+    if dataset is None:
+        from hf_attn.training.transformer import read_transformer_run
+
+        run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
+        if run is None:
+            raise ValueError(f"{model_dir}: not trained by hf-attn (no run.json of a transformer run): name "
+                             "the data to analyse with --dataset (sst, a CSV/JSON(L) file or folder, or a Hub "
+                             "dataset id) and, if needed, --text-column/--label-column")
+        s = run.get("settings", {})
+
+        def located(value):  # a data path recorded relative to the run folder, usable from here
+            if isinstance(value, str) and not os.path.isabs(value):
+                candidate = os.path.normpath(os.path.join(model_dir, value))
+                if os.path.exists(candidate):
+                    return candidate
+            return value
+
+        source = located(s.get("dataset")) or run["dataset"]
+        task = load_task(source, seed=int(s.get("data_seed", 0)), data_path=located(s.get("data_path")),
+                         text_column=text_column or s.get("text_column") or "text",
+                         label_column=label_column or s.get("label_column") or "label")
+    elif os.path.isfile(dataset) and dataset.lower().endswith((".csv", ".jsonl", ".json")):
+        return _whole_file(dataset, text_column or "text", label_column or "label")
+    else:
+        task = load_task(dataset, text_column=text_column or "text", label_column=label_column or "label")
+    if task.is_pair:
+        raise ValueError(f"{task.name}: sentence-pair data (premise/hypothesis); the BERT-family analyses "
+                         "take single texts (--text-column)")
+    if split not in task.splits:
+        raise ValueError(f"{task.name}: no split {split!r} (has {list(task.splits)})")
+    data = task.splits[split]
+    return list(data["text"]), list(data["label"]), list(task.label_names), task.name
+
+
+def analysis_split(dataset: str | None, split: str) -> str:
+    """The split to record: ``"all"`` when ``dataset`` is a single data file (analysed whole)."""
+    if dataset and os.path.isfile(dataset) and dataset.lower().endswith((".csv", ".jsonl", ".json")):
+        return "all"
+    return split
+
+
+def _whole_file(path: str, text_column: str, label_column: str):
+    """Every row of one CSV/JSON(L) file, in file order, checked like ``load_task`` does (missing
+    columns, empty texts and bad labels are errors naming the file and line)."""
+    from hf_attn.data import datasets as d
+
+    table = d._checked_rows(d._read_table(path), {"text": text_column}, label_column)
+    names = d._label_set(table.data["label"])
+    data = d._encode_labels({"all": table}, names)["all"]
+    return list(data["text"]), list(data["label"]), names, os.path.basename(path)

@@ -1,0 +1,162 @@
+"""The W&P battery's analyses for every model kind (:func:`hf_attn.runs.wp.run_wp`): the base's
+outputs through its adapter, §3.3 seed variance over the seed models' adapters, J&W's per-instance
+adversary on W&P's axes, and the figures. Divergences compare the explained attention over the
+*content* tokens (not special tokens, pads or J&W's markers), renormalised there
+(:func:`hf_attn.batteries.wp.transformer.split_forward`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from hf_attn.batteries.wp.battery import (WPSettings, binned_summary, divergence_summary, plot_seed_variance,
+                                          plot_tradeoff)
+from hf_attn.batteries.wp.transformer import (SEED_STATUS_NOT_RUN, plot_uniform, seed_variance_section,
+                                              split_forward)
+from hf_attn.core.measures import tvd
+
+# per-instance adversary batches (instances; B·k rows per optimiser step)
+ADVERSARY_BATCH = 256
+
+
+@dataclass
+class WPBase:
+    """The base model on the analysed instances: its adapter, the token id lists (specials included),
+    gold labels, class names and :func:`split_forward` outputs (explained attention ``attention``
+    over the real positions, its ``content`` mask, ``probabilities`` and the uniform variants)."""
+
+    adapter: object
+    sequences: list
+    labels: np.ndarray
+    label_names: list
+    outputs: dict
+    split: str
+    dataset: str
+
+    @property
+    def attention(self) -> np.ndarray:
+        return self.outputs["attention"]
+
+    @property
+    def content(self) -> np.ndarray:
+        return self.outputs["content"]
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        return self.outputs["probabilities"]
+
+    @property
+    def max_attention(self) -> np.ndarray:
+        return np.where(self.content, self.attention, 0.0).max(1)
+
+    def metrics(self) -> dict:
+        from hf_attn.training.engine import classification_metrics
+
+        return classification_metrics(self.probabilities, self.labels)
+
+    def metrics_summary(self) -> dict:
+        m = self.metrics()
+        return {"f1": m["f1"], "macro_f1": m["macro_f1"], "accuracy": m["accuracy"], "roc_auc": m["roc_auc"]}
+
+    def outputs_of(self, adapter, batch_size: int, desc: str = "forward", progress: bool = False) -> dict:
+        """Another model's :func:`split_forward` outputs on the same token ids (same vocabulary)."""
+        if adapter.tokenizer.get_vocab() != self.adapter.tokenizer.get_vocab():
+            raise ValueError(f"{getattr(adapter.model.config, '_name_or_path', 'a model')} has another vocabulary "
+                             "than the base model: attention would not line up")
+        return split_forward(adapter, self.sequences, batch_size, uniform=False, progress=progress, desc=desc)
+
+
+def base_outputs(adapter, sequences, labels, label_names, split: str, dataset: str, settings: WPSettings) -> WPBase:
+    """One batched pass of the base (its uniform intervention included; every layer's only for a model
+    with several layers and ``settings.uniform_every_layer``)."""
+    every_layer = settings.uniform_every_layer and adapter.num_layers > 1
+    outputs = split_forward(adapter, sequences, settings.batch_size, uniform=True, every_layer=every_layer,
+                            progress=settings.progress, desc="wp: the model and its uniform variants")
+    return WPBase(adapter, sequences, np.asarray(labels, dtype=np.int64), list(label_names), outputs, split, dataset)
+
+
+def seed_variance(base: WPBase, seed_models: list[tuple], settings: WPSettings) -> tuple[dict, list[dict], dict | None]:
+    """W&P §3.3 over ``seed_models`` (``(name, load adapter)`` pairs): the section, one point per seed
+    and the arrays the figure plots; "not run" without seed models."""
+    if not seed_models:
+        return {"run": False, "status": SEED_STATUS_NOT_RUN if settings.num_seeds else "not run: num_seeds=0"}, [], None
+    outputs = []
+    for name, load in tqdm(seed_models, desc="wp: seed models", disable=not settings.progress):
+        adapter = load()
+        outputs.append(base.outputs_of(adapter, settings.batch_size))
+        del adapter
+    names = [name for name, _ in seed_models]
+    section = seed_variance_section(base.outputs, outputs, base.labels, names, settings.seed_statistic,
+                                    base.label_names)
+    arrays = section.pop("_arrays")
+    points = [{k: p[k] for k in ("seed_model", "mean_jsd", "mean_tvd", "f1")} for p in section["per_seed"]]
+    return section, points, arrays
+
+
+def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | None
+                           ) -> tuple[dict | None, dict | None, np.ndarray | None]:
+    """J&W's per-instance adversary (Alg. 3, :func:`hf_attn.methods.adversary.adversarial_rows` through
+    the base's adapter) on W&P's axes: ``(section, divergence point, ε-max JSD per instance)``; per
+    instance the chosen adversary is the most divergent within ε (its TVD; 0, 0 where none is: the base
+    attention is kept). All None when ``settings.per_instance_adversary`` is off."""
+    if not settings.per_instance_adversary:
+        return None, None, None
+    from hf_attn.methods.adversary import adversarial_rows, best_feasible_adversary
+
+    adapter = base.adapter
+    lengths = np.fromiter((len(s) for s in base.sequences), dtype=np.int64, count=len(base.sequences))
+    order = np.argsort(lengths, kind="stable")
+    eps_jsd, eps_tvd = np.zeros(len(order)), np.zeros(len(order))
+    starts = range(0, len(order), ADVERSARY_BATCH)
+    for number, start in enumerate(tqdm(starts, desc="wp: J&W per-instance adversary", disable=not settings.progress,
+                                        leave=False)):
+        rows = order[start:start + ADVERSARY_BATCH]
+        batch = adapter.from_token_lists([base.sequences[int(r)] for r in rows])
+        forward = adapter.forward(batch, rollout=False)
+        result = adversarial_rows(adapter, batch, forward, k=settings.adversary_k, lam=settings.adversary_lambda,
+                                  eps=settings.adversary_eps, steps=settings.adversary_steps,
+                                  generator=torch.Generator().manual_seed(settings.seed * 1_000_003 + number))
+        best = best_feasible_adversary(result.tvd, result.jsd, settings.adversary_eps)
+        chosen = result.tvd.gather(1, best.index[:, None]).squeeze(1)
+        eps_jsd[rows] = best.eps_max_jsd.double().cpu().numpy()
+        eps_tvd[rows] = torch.where(best.any_feasible, chosen, torch.zeros_like(chosen)).double().cpu().numpy()
+    point = divergence_summary(eps_jsd, eps_tvd)
+    max_attention = arrays["max_attention"] if arrays is not None else base.max_attention
+    section = {"available": True, "k": settings.adversary_k, "steps": settings.adversary_steps,
+               "eps": settings.adversary_eps, "lambda": settings.adversary_lambda,
+               "fraction_with_feasible_adversary": float((eps_jsd > 0).mean()), **point,
+               "by_class_and_max_attention": binned_summary(eps_jsd, max_attention, base.labels,
+                                                            label_names=base.label_names)}
+    return section, point, eps_jsd
+
+
+def figures(output_dir: str, base: WPBase, settings: WPSettings, arrays: dict | None, adversary_values,
+            uniform: dict, lambda_rows: list[dict], seed_points: list[dict], uniform_point: dict, jw_point,
+            mlp_section: dict, models) -> dict:
+    """The battery's figures in ``output_dir`` (W&P Fig. 3 when seeds ran, Fig. 5's trade-off when
+    consistent adversaries were trained, the diagnostic MLP when it ran, and the uniform-attention
+    intervention); returns their file names."""
+    out = {}
+    if arrays is not None:
+        out["seed_variance"] = "seed_variance.png"
+        plot_seed_variance(os.path.join(output_dir, out["seed_variance"]), arrays["values"], adversary_values,
+                           arrays["max_attention"], base.labels, base.label_names, statistic=settings.seed_statistic,
+                           num_seeds=len(seed_points))
+    if lambda_rows:
+        out["tradeoff"] = "tradeoff.png"
+        plot_tradeoff(os.path.join(output_dir, out["tradeoff"]), [r for r in lambda_rows if r["in_sweep"]],
+                      seed_points, uniform_point, jw_point)
+    if mlp_section.get("run", True) and mlp_section.get("guides"):
+        out["diagnostic_mlp"] = "diagnostic_mlp.png"
+        models.plot_mlp(os.path.join(output_dir, out["diagnostic_mlp"]), mlp_section)
+    intervention = uniform.get("intervention", uniform)
+    tvds = {name: tvd(torch.from_numpy(base.outputs[name]), torch.from_numpy(base.probabilities)).numpy()
+            for name in intervention["variants"]}
+    out["uniform_attention"] = "uniform_attention.png"
+    plot_uniform(os.path.join(output_dir, out["uniform_attention"]), intervention | {"_tvd": tvds},
+                 f"W&P §3.2 on {models.name()}: uniform attention (intervention)")
+    return out
