@@ -34,4 +34,5 @@ def test_compare_reports_by_hand(tmp_path):
     text = out.read_text()
     assert "| A | imdb | not reproduced | reproduced | now within |" in text
     assert "| A | sst | reproduced | reproduced | 0.5 | 0.51 |" in text
-    assert "2 findings compared; 1 verdict(s) changed" in text
+    assert "2 findings compared; 1 verdict(s) changed; the measured value of 2 moved" in text
+    assert [(r["id"], r["dataset"]) for r in result["moved"]] == [("A", "sst"), ("A", "imdb")]
