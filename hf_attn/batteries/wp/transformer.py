@@ -29,12 +29,12 @@ pieces (not ``[CLS]``/``[SEP]``/``[UNK]``/pads) and renormalised there.
    No seed models: the section says ``"not run: no seed models given"``. Seeds are never trained here.
 3. **Diagnostic MLP (W&P §3.4).** W&P's MLP: token embeddings → per-token affine + tanh (no
    context) → average weighted by a fixed per-instance *guide* distribution (in training and
-   testing) → linear classifier. The same model class and training engine as the BiLSTM battery's
+   testing) → linear classifier. The same model class and training engine as the papers' models'
    MLP (:func:`hf_attn.training.wp.mlp_settings`, the ``attention_weights`` override fed by a guide
    column, :func:`hf_attn.training.engine.train` with :class:`~hf_attn.training.engine.TrainingHooks`)
    on the transformer's **content word pieces**, with the embedding matrix initialised from the
    transformer's own input word-piece embeddings and **trained** (as W&P's MLP, whose embeddings
-   are trainable, and the BiLSTM battery's; ``mlp_freeze_embeddings`` freezes them). Guides:
+   are trainable, and the papers' models'; ``mlp_freeze_embeddings`` freezes them). Guides:
    UNIFORM (1/n over the pieces), TRANSFORMER (the explained ``[CLS]`` row over the content pieces,
    renormalised; the analogue of W&P's BASE LSTM guide) and TRAINED MLP (the MLP's own learned
    additive attention). Test F1 per guide (``diagnostic_mlp.png``).
@@ -286,7 +286,7 @@ UNIFORM_VARIANTS = {
 def uniform_section(outputs: dict[str, np.ndarray], labels, split: str = "test") -> dict:
     """W&P §3.2 from :func:`split_forward` outputs: F1 (positive class; macro for C > 2), macro F1
     and accuracy of the model and of each uniform variant (computed by
-    :func:`hf_attn.training.engine.classification_metrics`, as the BiLSTM battery), the gaps, and
+    :func:`hf_attn.training.engine.classification_metrics`, as for the papers' models), the gaps, and
     per-instance TVD(ŷ_uniform, ŷ) (mean/median/std, share of changed predictions). The top-level
     ``uniform`` / ``f1_gap`` are the main variant (chosen layer, uniform over the real tokens)."""
     from hf_attn.training.engine import classification_metrics
@@ -401,7 +401,7 @@ def mlp_train_settings(task_name: str, embedding_dim: int, max_length: int, epoc
                        seed: int = 0):
     """W&P §3.4's MLP settings (:func:`hf_attn.training.wp.mlp_settings`: per-token affine + tanh,
     additive attention for the TRAINED guide) on the transformer's d-dimensional word pieces; every
-    other field the BiLSTM battery's default (Adam 1e-3, batch 32, 8 epochs, class-balanced loss)."""
+    other field the papers' models' default (Adam 1e-3, batch 32, 8 epochs, class-balanced loss)."""
     from hf_attn.training import wp as wpt
     from hf_attn.training.engine import TrainSettings
 
