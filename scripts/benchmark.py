@@ -96,10 +96,11 @@ def _one(ctx: Context, i: int):
 
 
 def jw_gradient(ctx: Context) -> dict:
-    from hf_attn.batteries.jw.battery import JWSettings, _in_row_chunks, gradient_importance
+    from hf_attn.batteries.jw.battery import JWSettings, gradient_importance
+    from hf_attn.core.batching import in_row_chunks
 
-    budget = JWSettings().gradient_token_budget  # as the battery runs it: cache-sized chunks
-    batched, seconds = _batched(ctx, lambda ids, mask, *_: _in_row_chunks(
+    budget = JWSettings().gradient_token_budget  # as the battery runs it
+    batched, seconds = _batched(ctx, lambda ids, mask, *_: in_row_chunks(
         lambda i, m: gradient_importance(ctx.model, i, m), ids, mask, budget), forward=False)
 
     def loop():  # one forward + backward per instance

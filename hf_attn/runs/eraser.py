@@ -65,7 +65,7 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
                *, ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0,
                token_budget: int = DEFAULT_TOKEN_BUDGET, max_instances: int | None = None, progress: bool = True,
                dataset: str | None = None, text_column: str | None = None, label_column: str | None = None,
-               layer: int = -1, heads: str | int = "mean", max_length: int = 512, device: str = "auto",
+               layer: int = -1, heads: str | int = "mean", max_length: int | None = None, device: str = "auto",
                precision: str = "float32") -> dict:
     """ERASER table of a model folder written by ``hf-attn train`` (on its own dataset's ``split``) or
     of any transformers classifier (folder or Hub id: the data of
@@ -75,7 +75,8 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     finished ``OUT/results.json`` with the same request is returned as is. ``measures`` None: every
     measure that applies to the model (rollout only with several attention layers). ``layer`` /
     ``heads`` / ``device`` / ``precision``: the adapter's (the papers' models have one layer and head
-    and run on the CPU in float32; anything else is refused with the reason)."""
+    and run on the CPU in float32; anything else is refused with the reason). ``max_length``: tokens
+    kept per text (None: the papers' models' own limit; a transformer's, at most 512)."""
     import json
 
     from hf_attn.batteries.data import is_transformer_model_dir
@@ -86,12 +87,20 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     check_count("ig_steps (--ig-steps)", ig_steps, allow_none=False)
     check_count("token_budget (--token-budget)", token_budget, allow_none=False)
     own = not is_transformer_model_dir(model_dir)
+    if own:  # refused before a finished request is returned
+        from hf_attn.batteries.jw.battery import check_papers_model_device
+
+        check_papers_model_device(device, precision)
     heads = heads if heads == "mean" else int(heads)
+    if max_length is None and not own:
+        from hf_attn.batteries.jw.common import TRANSFORMER_MAX_LENGTH
+
+        max_length = TRANSFORMER_MAX_LENGTH
     path = os.path.join(output_dir, "results.json")
     params = {"split": split, "measures": None if measures is None else list(measures), "fractions": list(fractions),
               "ig_steps": ig_steps, "ig_baseline": ig_baseline, "seed": seed, "max_instances": max_instances,
               "dataset": dataset, "text_column": text_column, "label_column": label_column, "layer": layer,
-              "heads": heads, "precision": precision}
+              "heads": heads, "precision": precision, "max_length": max_length, "token_budget": token_budget}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             previous = json.load(f)

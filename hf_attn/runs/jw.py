@@ -1,8 +1,8 @@
 """``hf-attn analyze DIR --battery jw``: the Jain & Wallace battery on a model folder, written to
 an output folder (``results.json``, ``instances.jsonl``, the figures; batches cached in ``OUT/cache``
-so a killed run resumes): :func:`run` for the papers' models, :func:`run_pair` for sentence-pair (NLI)
-models, :func:`transformer_jw_battery_runner` for any transformers classifier (folder or Hub id). The
-computation itself is :mod:`hf_attn.batteries.jw`."""
+so a killed run resumes): :func:`run`, through :func:`jw_battery_runner` for the papers' models and
+any transformers classifier (folder or Hub id) alike, and :func:`run_pair` for sentence-pair (NLI, QA)
+models. The computation itself is :mod:`hf_attn.batteries.jw`."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     check_count("max_instances (--jw-max-instances)", settings.max_instances)
     settings.algorithm.validate()
     if is_pair_model_dir(model_dir):
+        _check_pair_settings(settings_from_jw(settings), settings)
         return run_pair(model_dir, output_dir, settings)
     return jw_battery_runner(model_dir, output_dir, settings=settings_from_jw(settings), dataset=settings.dataset,
                              split=settings.split, max_instances=settings.max_instances, progress=settings.progress,
@@ -121,6 +122,19 @@ def _pair_instance_rows(instances: PairJWInstances, tokenizer):
                **instance_analysis_row(instances, i)}
 
 
+def _check_pair_settings(algorithm: JWSettings, run: JWRunSettings) -> None:
+    """A sentence-pair model has one attention distribution, on the CPU in float32, and its data is
+    its run.json's: any other layer, head, device, precision or data option is refused with the reason."""
+    check_papers_model_device(algorithm.device, algorithm.precision)
+    if algorithm.layer not in (-1, 0) or algorithm.heads not in ("mean", 0):
+        raise ValueError(f"--jw-layer {algorithm.layer} / --jw-heads {algorithm.heads}: a sentence-pair hf_attn "
+                         "model has one attention distribution (one layer, one head)")
+    given = [f for f in ("dataset", "text_column", "label_column") if getattr(run, f) is not None]
+    if given:
+        raise ValueError(f"--{given[0].replace('_', '-')}: a sentence-pair hf_attn model is analysed on the "
+                         "dataset of its run.json")
+
+
 def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
     """The ``jw`` battery for pair models: ``OUT/results.json`` (summary with the published SNLI values
     beside it), ``OUT/instances.jsonl`` and the J&W figures (over premise tokens)."""
@@ -190,6 +204,11 @@ def _load(model_dir: str, settings: JWSettings, dataset, split, text_column, lab
     loads)."""
     if not is_transformer_model_dir(model_dir):
         check_papers_model_device(settings.device, settings.precision)
+        given = [f for f, v in (("dataset", dataset), ("text_column", text_column), ("label_column", label_column))
+                 if v is not None]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')}: an hf_attn model is analysed on the dataset of its "
+                             "run.json")
         model, tokenizer, texts, labels, names, name = load_model_and_split(model_dir, split)
         return model, tokenizer, texts, labels, names, name, split
     from hf_attn.adapters.transformer_attention import load_transformer_classifier
@@ -241,8 +260,9 @@ def _figures(instances: JWInstances, summary: dict, output_dir: str, tokenizer, 
                                                         f"{folder_name}: τ by layer")
     try:
         figures |= write_jw_figures(instances, summary, output_dir, tokenizer, label_names, model_name=model_name)
-    except (ImportError, KeyError, ValueError) as error:
+    except (ImportError, KeyError, ValueError) as error:  # recorded, and said in the log
         figures["error"] = f"J&W figures not written: {error}"
+        LOGGER.warning("jw: %s", figures["error"])
     return figures
 
 
@@ -328,8 +348,17 @@ def settings_from_jw(run: JWRunSettings) -> JWSettings:
     precision. Every flag reaches the battery (a papers' model refuses a layer, head, device or
     precision it does not have, with the reason)."""
     heads = run.transformer_heads
-    return replace(run.algorithm, layer=run.transformer_layer, heads=heads if heads == "mean" else int(heads),
-                   device=run.device, precision=run.precision)
+    given = {"layer": run.transformer_layer, "heads": heads if heads == "mean" else int(heads),
+             "device": run.device, "precision": run.precision}
+    chosen = {}
+    for name, value in given.items():  # one value per field: the run's flag, or the algorithm's own
+        default = JWSettings.__dataclass_fields__[name].default
+        own = getattr(run.algorithm, name)
+        if own != default and value != default and own != value:
+            raise ValueError(f"{name}: the run settings say {value!r} but its algorithm settings say {own!r}; "
+                             "set one of them")
+        chosen[name] = value if value != default else own
+    return replace(run.algorithm, **chosen)
 
 
 register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_options,

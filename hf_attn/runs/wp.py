@@ -165,7 +165,8 @@ def run_wp(model_dir: str, output_dir: str, settings: WPSettings | None = None, 
     else:
         from hf_attn.runs.wp_papers import PapersModels
 
-        models = PapersModels(model_dir, output_dir, settings, task)
+        models = PapersModels(model_dir, output_dir, settings, task,
+                              given_data=any(v is not None for v in (texts, labels, label_names)))
     models.train_missing()
     started = time.perf_counter()
     base = models.base()

@@ -162,14 +162,35 @@ def _f1s(metrics: dict) -> dict:
     return {"f1": metrics["f1"], "macro_f1": metrics["macro_f1"], "accuracy": metrics["accuracy"]}
 
 
+def _refuse_transformer_options(settings: WPSettings, given_data: bool) -> None:
+    """The options that apply to transformers classifiers only, refused with the reason when set for a
+    papers' model (its data is its run.json's; its helper models are trained here)."""
+    defaults = WPSettings()
+    reasons = {"transformer_layer": "it has one attention layer", "transformer_heads": "it has one attention head",
+               "seed_model_dirs": "its seed models are trained here (num_seeds)",
+               "max_instances": "it is analysed on its whole split", "dataset": "its data is its run.json's",
+               "text_column": "its data is its run.json's", "label_column": "its data is its run.json's",
+               "diagnostic_mlp": "its guided MLPs are part of the battery", "mlp_guides": "W&P's four guides are trained",
+               "mlp_freeze_embeddings": "its MLPs train their embeddings, as W&P's"}
+    for name, reason in reasons.items():
+        if getattr(settings, name) != getattr(defaults, name):
+            raise ValueError(f"{name}={getattr(settings, name)!r} applies to transformers classifiers only: for an "
+                             f"hf_attn model, {reason}")
+    if given_data:
+        raise ValueError("texts / labels apply to transformers classifiers only: an hf_attn model is analysed on "
+                         "the split of its run.json's dataset")
+
+
 class PapersModels:
     """A papers' model (a folder written by ``hf-attn train``) and the helper models W&P compare it
     with, trained here from the base's own settings (``settings.epochs`` overrides the epochs)."""
 
-    def __init__(self, model_dir: str, output_dir: str, settings: WPSettings, task: TaskData | None = None):
+    def __init__(self, model_dir: str, output_dir: str, settings: WPSettings, task: TaskData | None = None,
+                 given_data: bool = False):
         from hf_attn.batteries.jw.battery import check_papers_model_device
 
         check_papers_model_device(settings.device, settings.precision)
+        _refuse_transformer_options(settings, given_data)
         if not os.path.exists(os.path.join(model_dir, "run.json")):
             raise FileNotFoundError(f"{model_dir} has no run.json: the wp battery needs a folder written by "
                                     "`hf-attn train` (it retrains the same setup with other seeds/attention)")

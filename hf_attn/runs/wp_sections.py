@@ -19,8 +19,9 @@ from hf_attn.batteries.wp.transformer import (SEED_STATUS_NOT_RUN, plot_uniform,
                                               split_forward)
 from hf_attn.core.measures import tvd
 
-# per-instance adversary batches (instances; B·k rows per optimiser step)
+# per-instance adversary batches: at most this many instances and padded tokens (B·k rows per step)
 ADVERSARY_BATCH = 256
+ADVERSARY_TOKEN_BUDGET = 16384
 
 
 @dataclass
@@ -109,12 +110,10 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
 
     adapter = base.adapter
     lengths = np.fromiter((len(s) for s in base.sequences), dtype=np.int64, count=len(base.sequences))
-    order = np.argsort(lengths, kind="stable")
-    eps_jsd, eps_tvd = np.zeros(len(order)), np.zeros(len(order))
-    starts = range(0, len(order), ADVERSARY_BATCH)
-    for number, start in enumerate(tqdm(starts, desc="wp: J&W per-instance adversary", disable=not settings.progress,
-                                        leave=False)):
-        rows = order[start:start + ADVERSARY_BATCH]
+    eps_jsd, eps_tvd = np.zeros(len(lengths)), np.zeros(len(lengths))
+    batches = _sorted_batches(lengths, ADVERSARY_BATCH, ADVERSARY_TOKEN_BUDGET)
+    for number, rows in enumerate(tqdm(batches, desc="wp: J&W per-instance adversary", disable=not settings.progress,
+                                       leave=False)):
         batch = adapter.from_token_lists([base.sequences[int(r)] for r in rows])
         forward = adapter.forward(batch, rollout=False)
         result = adversarial_rows(adapter, batch, forward, k=settings.adversary_k, lam=settings.adversary_lambda,
@@ -132,6 +131,21 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
                "by_class_and_max_attention": binned_summary(eps_jsd, max_attention, base.labels,
                                                             label_names=base.label_names)}
     return section, point, eps_jsd
+
+
+def _sorted_batches(lengths: np.ndarray, most: int, token_budget: int) -> list[np.ndarray]:
+    """The instances sorted by length, cut greedily into batches of at most ``most`` instances and
+    ``token_budget`` padded tokens (a longer instance alone when it exceeds the budget)."""
+    order = np.argsort(lengths, kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        end = start + 1
+        while (end < len(order) and end - start < most
+               and (end + 1 - start) * int(lengths[order[end]]) <= token_budget):
+            end += 1
+        batches.append(order[start:end])
+        start = end
+    return batches
 
 
 def figures(output_dir: str, base: WPBase, settings: WPSettings, arrays: dict | None, adversary_values,

@@ -86,7 +86,7 @@ def _length_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> 
 
 
 def _length_limit(adapter, settings: JWSettings) -> int:
-    limits = [v for v in (settings.max_length, adapter.max_length) if v is not None]
+    limits = [v for v in (settings.length_for(adapter.model), adapter.max_length) if v is not None]
     return min(limits) if limits else DEFAULT_MAX_LENGTH
 
 
@@ -116,6 +116,10 @@ def run_jw_battery(adapter, texts, labels=None, settings: JWSettings | None = No
         raise ValueError(f"settings explain layer {settings.layer}, heads {settings.heads!r} but the adapter "
                          f"explains layer {adapter.spec.layer}, heads {adapter.spec.heads!r}: build the adapter "
                          "with settings.adapter(model, tokenizer)")
+    precision = adapter.describe()["precision"]
+    if settings.precision != precision:
+        raise ValueError(f"settings ask for precision {settings.precision} but the adapter runs in {precision}: "
+                         "build the adapter with settings.adapter(model, tokenizer)")
     texts = list(texts)
     if not texts:
         raise ValueError("no texts to analyse")

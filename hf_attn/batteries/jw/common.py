@@ -91,6 +91,11 @@ class JWAlgorithm:
         return {f.name: getattr(self, f.name) for f in fields(JWAlgorithm)}
 
 
+# a transformer's texts are cut to this many tokens unless ``max_length`` says otherwise (leave-one-out
+# grows with the square of the length; long-context models would otherwise take their whole window)
+TRANSFORMER_MAX_LENGTH = 512
+
+
 @dataclass
 class JWSettings(JWAlgorithm):
     """Parameters of :func:`hf_attn.batteries.jw.battery.run_jw_battery` (recorded in results.json):
@@ -103,8 +108,9 @@ class JWSettings(JWAlgorithm):
     ``batch_size``: instances per batch of the forward, gradient, leave-one-out and permutation,
     further bounded by ``token_budget`` padded tokens; ``gradient_token_budget`` bounds the gradient's
     backward (instances per chunk = budget // longest row); ``loo_token_budget`` the deletion
-    forwards; ``adversary_batch_size`` instances per adversary batch (B·k rows per step);
-    ``max_length`` cuts texts to that many tokens (None: the model's limit); ``num_threads`` torch
+    forwards; ``adversary_batch_size`` instances per adversary batch (B·k rows per step), also
+    bounded by ``token_budget`` padded tokens; ``max_length`` cuts texts to that many tokens (None:
+    the papers' models' own limit; a transformer's, at most :data:`TRANSFORMER_MAX_LENGTH`); ``num_threads`` torch
     threads while running (None: leave torch's setting); ``device``: ``auto|cpu|cuda|cuda:N|mps``;
     ``precision``: ``float32|bfloat16|float16`` (forwards under autocast; the papers' models run on
     the CPU in float32 and refuse anything else, with the reason)."""
@@ -152,7 +158,15 @@ class JWSettings(JWAlgorithm):
         from hf_attn.adapters import adapter_for
 
         return adapter_for(model, tokenizer, layer=self.layer, heads=self.heads, device=self.device,
-                           precision=self.precision, token_budget=self.token_budget, max_length=self.max_length)
+                           precision=self.precision, token_budget=self.token_budget,
+                           max_length=self.length_for(model))
+
+    def length_for(self, model) -> int | None:
+        """The most tokens a text keeps: ``max_length``, else the papers' models' own limit (None) or, for
+        a transformer, :data:`TRANSFORMER_MAX_LENGTH` (its own limit when lower)."""
+        if self.max_length is not None:
+            return self.max_length
+        return None if getattr(model.config, "model_type", None) == "hf_attn" else TRANSFORMER_MAX_LENGTH
 
 
 @dataclass
