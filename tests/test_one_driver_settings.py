@@ -62,12 +62,14 @@ def test_eraser_on_a_papers_model_refuses_a_device_before_reusing_a_finished_tab
 
 
 def test_wp_adversary_batches_by_hand():
-    from hf_attn.runs.wp_sections import _sorted_batches
+    from hf_attn.core.batching import length_batches
 
     lengths = np.array([5, 1, 3, 2, 9, 4])
     # at most 2 instances and 8 padded tokens: sorted [1, 2, 3, 4, 5, 9] → [1, 2], [3, 4], [5], [9]
-    batches = _sorted_batches(lengths, 2, 8)
+    batches = length_batches(lengths, 8, max_rows=2)
     assert [lengths[b].tolist() for b in batches] == [[1, 2], [3, 4], [5], [9]]
     assert sorted(np.concatenate(batches).tolist()) == list(range(6))
     # short texts: plain slices of the sorted order, as many as allowed
-    assert [len(b) for b in _sorted_batches(np.ones(600, dtype=int), 256, 16384)] == [256, 256, 88]
+    assert [len(b) for b in length_batches(np.ones(600, dtype=int), 16384, max_rows=256)] == [256, 256, 88]
+    with pytest.raises(ValueError, match="max_rows"):
+        length_batches(lengths, 8, max_rows=0)

@@ -1,7 +1,8 @@
 """What a classifier is analysed on, shared by the batteries' runs (``hf-attn analyze``, ``hf-attn
 eraser``, ``hf-attn faithfulness``): which folders hold a transformers classifier rather than one of
-hf_attn's own models, and the texts and labels a transformers classifier is analysed on (its
-``run.json``'s dataset, a named dataset, or one data file analysed whole)."""
+hf_attn's own models, the texts and labels each is analysed on (an hf_attn model: its ``run.json``'s
+dataset; a transformers classifier: its ``run.json``'s dataset, a named dataset, or one data file
+analysed whole), and :func:`load_classifier_and_data`, which loads both for either kind."""
 
 from __future__ import annotations
 
@@ -104,3 +105,56 @@ def _whole_file(path: str, text_column: str, label_column: str):
     names = d._label_set(table.data["label"])
     data = d._encode_labels({"all": table}, names)["all"]
     return list(data["text"]), list(data["label"]), names, os.path.basename(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# the model and its data, for either kind
+
+
+def load_model_and_split(model_dir: str, split: str = "test", needed_by: str = "the jw battery"):
+    """``(model, tokenizer, texts, labels, label_names, dataset name)`` for a folder written by
+    ``hf-attn train`` (its run.json names the dataset)."""
+    from hf_attn.models.loading import load_model_folder
+    from hf_attn.training.engine import settings_from_run, task_of
+
+    run = settings_from_run(model_dir, needed_by=needed_by)
+    model, tokenizer = load_model_folder(model_dir, "hf_attn")
+    task = task_of(run)
+    if split not in task.splits:
+        raise ValueError(f"split {split!r} not in {list(task.splits)}")
+    data = task.splits[split]
+    if "text" not in data.column_names:
+        raise ValueError(f"{needed_by} needs single-text data; {task.name} has {data.column_names}")
+    return model, tokenizer, list(data["text"]), list(data["label"]), task.label_names, task.name
+
+
+def load_classifier(model_dir: str):
+    """``(model, tokenizer)`` of a folder trained here or of a transformers classifier (folder or Hub id)."""
+    if is_transformer_model_dir(model_dir):
+        from hf_attn.adapters.transformer_attention import load_transformer_classifier
+
+        return load_transformer_classifier(model_dir)
+    from hf_attn.models.loading import load_model_folder
+
+    return load_model_folder(model_dir, "hf_attn")
+
+
+def load_classifier_and_data(model_dir: str, split: str = "test", dataset: str | None = None,
+                             text_column: str | None = None, label_column: str | None = None,
+                             needed_by: str = "the analysis"):
+    """``(model, tokenizer, texts, labels, label_names, dataset name, recorded split)`` for either kind:
+    an hf_attn model on the ``split`` of its run.json's dataset (a ``dataset`` or column option is
+    refused: it would be ignored), a transformers classifier on :func:`load_analysis_data`'s data (loaded
+    before the model, so a bad ``dataset`` or column fails fast; the recorded split is
+    :func:`analysis_split`'s)."""
+    if is_transformer_model_dir(model_dir):
+        texts, labels, names, name = load_analysis_data(model_dir, dataset, split, text_column, label_column)
+        model, tokenizer = load_classifier(model_dir)
+        return model, tokenizer, texts, labels, names, name, analysis_split(dataset, split)
+    given = [f for f, v in (("dataset", dataset), ("text_column", text_column), ("label_column", label_column))
+             if v is not None]
+    if given:
+        raise ValueError(f"{model_dir}: --{given[0].replace('_', '-')} is for transformers classifiers; an hf_attn "
+                         "model is analysed on the dataset of its run.json")
+    model, tokenizer, texts, labels, names, name = load_model_and_split(model_dir, split, needed_by)
+    return model, tokenizer, texts, labels, names, name, split

@@ -31,9 +31,11 @@ def forward_tokens(token_budget: int, device=None) -> int:
     return max(1, int(token_budget))
 
 
-def length_batches(lengths, token_budget: int, cost: str = "tokens", rows_per_item: int = 1) -> list[np.ndarray]:
+def length_batches(lengths, token_budget: int, cost: str = "tokens", rows_per_item: int = 1,
+                   max_rows: int | None = None) -> list[np.ndarray]:
     """Instance indices sorted by length (stable) and cut into consecutive batches whose padded cost
-    stays within ``token_budget``; a batch always holds at least one instance.
+    stays within ``token_budget`` and, with ``max_rows``, that hold at most that many instances; a
+    batch always holds at least one instance.
 
     ``cost="tokens"``: an instance of length T costs ``rows_per_item · T`` (one forward per row);
     ``cost="deletions"``: ``rows_per_item · T·(T−1)`` (its T leave-one-out copies of length T−1).
@@ -45,6 +47,8 @@ def length_batches(lengths, token_budget: int, cost: str = "tokens", rows_per_it
         raise ValueError(f"token_budget must be >= 1, got {token_budget}")
     if rows_per_item < 1:
         raise ValueError(f"rows_per_item must be >= 1, got {rows_per_item}")
+    if max_rows is not None and max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
     lengths = np.asarray(lengths, dtype=np.int64)
     order = np.argsort(lengths, kind="stable")
     sorted_lengths = lengths[order]
@@ -54,7 +58,8 @@ def length_batches(lengths, token_budget: int, cost: str = "tokens", rows_per_it
     # ascending, so the padded cost of order[start:i+1] is (i+1−start)·per[i]: monotone in i
     while start < len(order):
         count = np.arange(1, len(order) - start + 1) * per[start:]
-        stop = start + max(1, int(np.searchsorted(count, token_budget, side="right")))
+        fits = int(np.searchsorted(count, token_budget, side="right"))
+        stop = start + max(1, fits if max_rows is None else min(fits, max_rows))
         batches.append(order[start:stop])
         start = stop
     return batches

@@ -19,38 +19,6 @@ from hf_attn.core.arguments import check_count
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
 
 
-def _data(model_dir: str, split: str, dataset, text_column, label_column, own: bool):
-    """``(texts, labels, label_names, dataset name, recorded split)``: a folder trained by ``hf-attn
-    train`` on its own dataset, else :func:`hf_attn.batteries.data.load_analysis_data`."""
-    if own:
-        given = {"dataset": dataset, "text_column": text_column, "label_column": label_column}
-        given = [k for k, v in given.items() if v is not None]
-        if given:
-            raise ValueError(f"{model_dir}: --{given[0].replace('_', '-')} is for transformers classifiers; an "
-                             "hf_attn model is analysed on the dataset of its run.json")
-        from hf_attn.training.engine import settings_from_run, task_of
-
-        task = task_of(settings_from_run(model_dir, needed_by="hf-attn eraser"))
-        if split not in task.splits:
-            raise ValueError(f"split {split!r} not in {list(task.splits)}")
-        data = task.splits[split]
-        return list(data["text"]), list(data["label"]), list(task.label_names), task.name, split
-    from hf_attn.batteries.data import analysis_split, load_analysis_data
-
-    texts, labels, names, name = load_analysis_data(model_dir, dataset, split, text_column, label_column)
-    return texts, labels, names, name, analysis_split(dataset, split)
-
-
-def _load_model(model_dir: str, own: bool):
-    if own:
-        from hf_attn.models.loading import load_model_folder
-
-        return load_model_folder(model_dir, "hf_attn")
-    from hf_attn.adapters.transformer_attention import load_transformer_classifier
-
-    return load_transformer_classifier(model_dir)
-
-
 def _model_block(model, adapter, spec_text: str) -> dict:
     config = model.config
     if config.model_type == "hf_attn":
@@ -79,7 +47,7 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     kept per text (None: the papers' models' own limit; a transformer's, at most 512)."""
     import json
 
-    from hf_attn.batteries.data import is_transformer_model_dir
+    from hf_attn.batteries.data import is_transformer_model_dir, load_classifier_and_data
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic, write_text_atomic
 
@@ -106,11 +74,10 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
             previous = json.load(f)
         if previous.get("request") == params:
             return previous
-    texts, labels, label_names, name, recorded_split = _data(model_dir, split, dataset, text_column, label_column,
-                                                             own)
+    model, tokenizer, texts, labels, label_names, name, recorded_split = load_classifier_and_data(
+        model_dir, split, dataset, text_column, label_column, needed_by="hf-attn eraser")
     if max_instances:
         texts, labels = texts[:max_instances], labels[:max_instances]
-    model, tokenizer = _load_model(model_dir, own)
     adapter = adapter_for(model, tokenizer, layer=layer, heads=heads, device=device, precision=precision,
                           token_budget=token_budget, max_length=max_length)
     measures = checked_measures(adapter, measures)

@@ -47,22 +47,11 @@ class FaithfulnessRunSettings:
 def load_texts_and_adapter(model_dir: str, settings: FaithfulnessRunSettings):
     """``(adapter, texts, labels, dataset name)`` for ``model_dir`` (module docstring)."""
     from hf_attn.adapters import adapter_for
-    from hf_attn.batteries.data import is_transformer_model_dir
+    from hf_attn.batteries.data import load_classifier_and_data
 
-    if is_transformer_model_dir(model_dir):
-        from hf_attn.batteries.data import load_analysis_data
-        from hf_attn.adapters.transformer_attention import load_transformer_classifier
-
-        texts, labels, _, name = load_analysis_data(model_dir, settings.dataset, settings.split,
-                                                    settings.text_column, settings.label_column)
-        model, tokenizer = load_transformer_classifier(model_dir)
-    else:
-        if settings.dataset is not None:
-            raise ValueError(f"{model_dir}: --dataset is for transformers classifiers; an hf_attn model is analysed "
-                             "on the dataset of its run.json")
-        from hf_attn.batteries.jw.battery import load_model_and_split
-
-        model, tokenizer, texts, labels, _, name = load_model_and_split(model_dir, settings.split)
+    model, tokenizer, texts, labels, _, name, _ = load_classifier_and_data(
+        model_dir, settings.split, settings.dataset, settings.text_column, settings.label_column,
+        needed_by="the faithfulness table")
     heads = settings.heads if settings.heads == "mean" else int(settings.heads)
     try:
         adapter = adapter_for(model, tokenizer, layer=settings.layer, heads=heads, device=settings.device)

@@ -15,8 +15,8 @@ from dataclasses import asdict, replace
 import numpy as np
 import torch
 
-from hf_attn.batteries.data import analysis_split, is_transformer_model_dir, load_analysis_data
-from hf_attn.batteries.jw.battery import check_papers_model_device, load_model_and_split, run_jw_battery
+from hf_attn.batteries.data import is_transformer_model_dir, load_classifier, load_classifier_and_data
+from hf_attn.batteries.jw.battery import check_papers_model_device, run_jw_battery
 from hf_attn.batteries.jw.pair import (QA_EPS, PairJWInstances, is_pair_model_dir, load_pair_model_and_split, published_for,
                                        run_pair_jw_battery)
 from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, add_data_options, format_summary, heads_option,
@@ -197,39 +197,6 @@ def _instance_rows(instances: JWInstances, tokenizer):
         yield row
 
 
-def _load(model_dir: str, settings: JWSettings, dataset, split, text_column, label_column):
-    """``(model, tokenizer, texts, labels, label_names, dataset, split)`` of a folder trained by
-    ``hf-attn train`` (its own dataset and split) or of a transformers classifier (folder or Hub id:
-    :func:`load_analysis_data`; the data first, so a bad ``--dataset`` or column fails before the model
-    loads)."""
-    if not is_transformer_model_dir(model_dir):
-        check_papers_model_device(settings.device, settings.precision)
-        given = [f for f, v in (("dataset", dataset), ("text_column", text_column), ("label_column", label_column))
-                 if v is not None]
-        if given:
-            raise ValueError(f"--{given[0].replace('_', '-')}: an hf_attn model is analysed on the dataset of its "
-                             "run.json")
-        model, tokenizer, texts, labels, names, name = load_model_and_split(model_dir, split)
-        return model, tokenizer, texts, labels, names, name, split
-    from hf_attn.adapters.transformer_attention import load_transformer_classifier
-
-    texts, labels, names, name = load_analysis_data(model_dir, dataset, split, text_column, label_column)
-    split = analysis_split(dataset, split)
-    model, tokenizer = load_transformer_classifier(model_dir)
-    return model, tokenizer, texts, labels, names, name, split
-
-
-def _load_model(model_dir: str):
-    """``(model, tokenizer)`` of a folder trained here or of a transformers classifier (folder or Hub id)."""
-    if is_transformer_model_dir(model_dir):
-        from hf_attn.adapters.transformer_attention import load_transformer_classifier
-
-        return load_transformer_classifier(model_dir)
-    from hf_attn.models.loading import load_model_folder
-
-    return load_model_folder(model_dir, "hf_attn")
-
-
 def _model_record(model, adapter, settings: JWSettings, run: dict | None) -> tuple[dict, dict | None]:
     """``(results.json's "model", its "attention_spec")``: the papers' encoder/attention/variant, or a
     transformer's architecture and which attention row is explained (None for the papers' models)."""
@@ -272,9 +239,9 @@ def jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None, 
                       label_column: str | None = None, use_cache: bool = True) -> dict:
     """``hf-attn analyze DIR --battery jw`` for a model folder trained here (the papers' models or a
     fine-tuned transformer) or any transformers classifier (folder or Hub id): run the battery
-    (:func:`hf_attn.batteries.jw.battery.run_jw_battery`) on ``texts`` (default: the folder's own
-    data, or what :func:`load_analysis_data` finds for ``dataset`` / ``split`` / ``text_column`` /
-    ``label_column``; the first ``max_instances``) and write ``OUT/results.json`` (atomic),
+    (:func:`hf_attn.batteries.jw.battery.run_jw_battery`) on ``texts`` (default: what
+    :func:`hf_attn.batteries.data.load_classifier_and_data` finds: the folder's own data, or
+    ``dataset`` / ``split`` / ``text_column`` / ``label_column``; the first ``max_instances``) and write ``OUT/results.json`` (atomic),
     ``OUT/instances.jsonl`` and the figures (J&W Figs 1–5 via
     :func:`hf_attn.batteries.jw.figures.write_jw_figures`, plus ``fig_tau_per_layer.png`` for a model
     with several layers). With ``use_cache`` finished batches are kept in ``OUT/cache`` until the
@@ -286,11 +253,13 @@ def jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None, 
     from hf_attn.training.transformer import read_transformer_run
 
     settings = settings or JWSettings()
+    if not is_transformer_model_dir(model_dir):
+        check_papers_model_device(settings.device, settings.precision)
     if texts is None:
-        model, tokenizer, texts, labels, label_names, dataset, split = _load(model_dir, settings, dataset, split,
-                                                                             text_column, label_column)
+        model, tokenizer, texts, labels, label_names, dataset, split = load_classifier_and_data(
+            model_dir, split, dataset, text_column, label_column, needed_by="the jw battery")
     else:
-        model, tokenizer = _load_model(model_dir)
+        model, tokenizer = load_classifier(model_dir)
     adapter = settings.adapter(model, tokenizer)  # refuses a model it cannot intervene on, with the reason
     own = model.config.model_type == "hf_attn"
     run = None if own or not os.path.isdir(model_dir) else read_transformer_run(model_dir)

@@ -17,6 +17,7 @@ from hf_attn.batteries.wp.battery import (WPSettings, binned_summary, divergence
                                           plot_tradeoff)
 from hf_attn.batteries.wp.transformer import (SEED_STATUS_NOT_RUN, plot_uniform, seed_variance_section,
                                               split_forward)
+from hf_attn.core.batching import length_batches
 from hf_attn.core.measures import tvd
 
 # per-instance adversary batches: at most this many instances and padded tokens (B·k rows per step)
@@ -111,7 +112,7 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
     adapter = base.adapter
     lengths = np.fromiter((len(s) for s in base.sequences), dtype=np.int64, count=len(base.sequences))
     eps_jsd, eps_tvd = np.zeros(len(lengths)), np.zeros(len(lengths))
-    batches = _sorted_batches(lengths, ADVERSARY_BATCH, ADVERSARY_TOKEN_BUDGET)
+    batches = length_batches(lengths, ADVERSARY_TOKEN_BUDGET, max_rows=ADVERSARY_BATCH)
     for number, rows in enumerate(tqdm(batches, desc="wp: J&W per-instance adversary", disable=not settings.progress,
                                        leave=False)):
         batch = adapter.from_token_lists([base.sequences[int(r)] for r in rows])
@@ -131,21 +132,6 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
                "by_class_and_max_attention": binned_summary(eps_jsd, max_attention, base.labels,
                                                             label_names=base.label_names)}
     return section, point, eps_jsd
-
-
-def _sorted_batches(lengths: np.ndarray, most: int, token_budget: int) -> list[np.ndarray]:
-    """The instances sorted by length, cut greedily into batches of at most ``most`` instances and
-    ``token_budget`` padded tokens (a longer instance alone when it exceeds the budget)."""
-    order = np.argsort(lengths, kind="stable")
-    batches, start = [], 0
-    while start < len(order):
-        end = start + 1
-        while (end < len(order) and end - start < most
-               and (end + 1 - start) * int(lengths[order[end]]) <= token_budget):
-            end += 1
-        batches.append(order[start:end])
-        start = end
-    return batches
 
 
 def figures(output_dir: str, base: WPBase, settings: WPSettings, arrays: dict | None, adversary_values,

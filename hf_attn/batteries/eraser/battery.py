@@ -86,9 +86,11 @@ def encode_for(adapter, texts, max_length: int | None = None):
     """Texts → ``(input_ids (N, T), attention_mask (N, T), units (N, T) bool)`` right-padded for
     :func:`eraser_table`, cut to ``max_length`` tokens (default and at most the adapter's limit) keeping
     the end the model's head reads."""
+    from hf_attn.batteries.jw.common import TRANSFORMER_MAX_LENGTH
+
     limits = [v for v in (max_length, adapter.max_length) if v is not None]
     keep = "end" if getattr(adapter, "left_padding", False) else "start"
-    return encode(adapter.tokenizer, texts, min(limits) if limits else 512, keep=keep)
+    return encode(adapter.tokenizer, texts, min(limits) if limits else TRANSFORMER_MAX_LENGTH, keep=keep)
 
 
 # ----------------------------------------------------------------------------------------------

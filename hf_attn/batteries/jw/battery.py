@@ -40,7 +40,9 @@ import time
 import numpy as np
 import torch
 
-from hf_attn.batteries.jw.common import JWInstances, JWRunSettings, JWSettings, format_summary, weights_checksum
+from hf_attn.batteries.data import load_model_and_split  # noqa: F401 (its name stays importable here)
+from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, battery_summary, format_summary,
+                                         weights_checksum)
 from hf_attn.core.batching import length_batches, pad_batch
 from hf_attn.core.sharding import cache_key, run_sharded, scatter_rows
 from hf_attn.methods.adversary import AdversaryResult, adversarial_attention, adversarial_rows, adversary_objective
@@ -52,8 +54,6 @@ from hf_attn.models.masks import attended_mask
 
 # per-instance scalars (every other field is a per-instance array)
 FLOAT_FIELDS = ("eps_max_jsd",)
-# the fallback length limit when neither the settings nor the model give one
-DEFAULT_MAX_LENGTH = 512
 
 
 @torch.no_grad()
@@ -86,8 +86,9 @@ def _length_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> 
 
 
 def _length_limit(adapter, settings: JWSettings) -> int:
-    limits = [v for v in (settings.length_for(adapter.model), adapter.max_length) if v is not None]
-    return min(limits) if limits else DEFAULT_MAX_LENGTH
+    """The settings' length (:meth:`JWSettings.length_for`) within the adapter's limit: one of the two
+    is always set (the papers' models always have a limit; a transformer's length is set)."""
+    return min(v for v in (settings.length_for(adapter.model), adapter.max_length) if v is not None)
 
 
 def run_jw_battery(adapter, texts, labels=None, settings: JWSettings | None = None,
@@ -217,77 +218,50 @@ def _run_all(adapter, texts, labels, settings: JWSettings, progress, cache_dir, 
     results["input_ids"] = [np.asarray(e)[c] for e, c in zip(encoded, content)]
     results["word_ids"] = [[w for w, c in zip(word_ids[i], content[i]) if c] for i in range(len(texts))]
     results["labels"] = None if labels is None else np.asarray(list(labels), dtype=np.int64)
-    summary = jw_summary(results, settings, total, timings, adapter)
-    return jw_instances(results, summary), summary
+    instances = jw_instances(results)
+    return instances, jw_summary(instances, settings, total, timings, adapter)
 
 
-def jw_summary(results: dict, settings: JWSettings, total: float, timings: dict, adapter) -> dict:
-    """J&W Table 2 per predicted class (τ of attention vs gradient / LOO and gradient vs LOO, values
-    within ``settings.tie_tolerance`` tied first), the permutation and adversary summaries
-    (:mod:`hf_attn.batteries.jw.summary`) over the content tokens, timings; for a model with several
-    layers also the rollout τ and the τ per layer, and the specials' share of the explained row.
+def jw_summary(instances: JWInstances, settings: JWSettings, total: float, timings: dict, adapter) -> dict:
+    """The battery's summary (:func:`hf_attn.batteries.jw.common.battery_summary`: J&W Table 2 per
+    predicted class, the permutation and adversary summaries, timings; it also sets the per-instance
+    predictions and Kendall τ) over the content tokens, plus, for a transformer, the ε-max JSD of the
+    full explained rows and the specials' share of the row, and for a model with several layers the
+    rollout τ and the τ per layer."""
+    from hf_attn.batteries.jw.summary import correlation_summary
 
-    Instances with fewer than 2 content tokens are skipped alike by all five statistics (no τ; a
-    single token's permutations and adversaries cannot move its attention, Δŷ = JSD = 0): each block
-    counts them in ``skipped``, ``length.single_token`` gives the total."""
-    from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, permutation_summary
-
-    probabilities = np.stack(results["probabilities"])
-    predictions = probabilities.argmax(-1)
-    num_classes = probabilities.shape[1]
-    lengths = np.array([len(a) for a in results["attention"]])
-    max_attention = np.array([float(a.max()) if len(a) else 0.0 for a in results["attention"]])
+    lengths = np.array([len(a) for a in instances.attention])
+    summary = battery_summary(instances, lengths, settings, total, timings)
     own = getattr(adapter, "exact_model_methods", False)
-
-    def corr(x, y):
-        return correlation_summary(x, y, predictions, num_classes, settings.alpha,
-                                   tie_tolerance=settings.tie_tolerance)
-
-    unit = "tokens (J&W's <SOS>/<EOS> markers excluded)" if own else "content tokens (special tokens excluded)"
-    summary = {
-        "num_instances": len(lengths), "num_classes": num_classes,
-        "length": {"mean": float(lengths.mean()), "max": int(lengths.max()), "single_token": int((lengths < 2).sum()),
-                   "unit": unit},
-        "predicted_class_counts": np.bincount(predictions, minlength=num_classes).tolist(),
-        "tau_gradient": corr(results["attention"], results["gradient"]),
-        "tau_loo": corr(results["attention"], results["loo"]),
-        "tau_gradient_loo": corr(results["gradient"], results["loo"]),
-        "permutation": permutation_summary(np.stack(results["permutation_tvd"]), max_attention, predictions,
-                                           num_classes, lengths=lengths),
-        "adversary": adversary_summary(results["adversary_tvd"], results["adversary_jsd"], max_attention,
-                                       predictions, settings.eps, num_classes, lengths=lengths),
-    }
-    counted = summary["adversary"]["valid"]  # the optimiser's ε-max JSD and the summary's must agree
-    if not np.allclose(summary["adversary"]["eps_max_jsd"][counted], np.asarray(results["eps_max_jsd"])[counted],
-                       atol=1e-6):
-        raise RuntimeError("inconsistent ε-max JSD between the optimiser and the summary")
+    summary["length"]["unit"] = ("tokens (J&W's <SOS>/<EOS> markers excluded)" if own
+                                 else "content tokens (special tokens excluded)")
     if not own:
         summary["adversary_row_jsd"] = {
-            "eps_max_mean": _eps_max_mean(results["adversary_tvd"], results["adversary_jsd_row"], settings.eps,
-                                          lengths),
+            "eps_max_mean": _eps_max_mean(instances.adversary_tvd, instances.adversary_jsd_row, settings.eps, lengths),
             "note": "ε-max JSD of the full explained rows (special tokens included)"}
-        summary["special_token_mass"] = {"mean": float(np.mean(results["special_mass"])),
+        summary["special_token_mass"] = {"mean": float(np.mean(instances.special_mass)),
                                          "note": "attention of the explained row on special tokens (not ranked)"}
-    if "rollout" in results:
-        summary |= {"tau_rollout": corr(results["attention"], results["rollout"]),
-                    "tau_rollout_gradient": corr(results["rollout"], results["gradient"]),
-                    "tau_rollout_loo": corr(results["rollout"], results["loo"]),
-                    "per_layer": _per_layer(results, settings, adapter.num_layers)}
-    summary["seconds"] = {"total": total, **timings}
-    if results.get("labels") is not None:
-        summary["accuracy"] = float((predictions == results["labels"]).mean())
+    if instances.rollout is not None:
+        def corr(x, y):
+            return correlation_summary(x, y, instances.predictions, summary["num_classes"], settings.alpha,
+                                       tie_tolerance=settings.tie_tolerance)
+
+        summary |= {"tau_rollout": corr(instances.attention, instances.rollout),
+                    "tau_rollout_gradient": corr(instances.rollout, instances.gradient),
+                    "tau_rollout_loo": corr(instances.rollout, instances.loo),
+                    "per_layer": _per_layer(instances, settings, adapter.num_layers)}
     return summary
 
 
-def _per_layer(results: dict, settings: JWSettings, num_layers: int) -> list[dict]:
+def _per_layer(instances: JWInstances, settings: JWSettings, num_layers: int) -> list[dict]:
     """Mean τ of each layer's explained row against the gradient and leave-one-out."""
     from hf_attn.batteries.jw.summary import kendall_per_instance
 
     per_layer = []
     for layer in range(num_layers):
-        rows = [r[layer] for r in results["layer_rows"]]
+        rows = [r[layer] for r in instances.layer_rows]
         entry = {"layer": layer}
-        for name, other in (("tau_gradient", results["gradient"]), ("tau_loo", results["loo"])):
+        for name, other in (("tau_gradient", instances.gradient), ("tau_loo", instances.loo)):
             k = kendall_per_instance(rows, other, tie_tolerance=settings.tie_tolerance)
             entry[name] = float(np.nanmean(np.where(k["valid"], k["tau"], np.nan)))
             entry[name + "_fraction_significant"] = float((k["pvalue"][k["valid"]] < settings.alpha).mean())
@@ -302,10 +276,10 @@ def _eps_max_mean(adversary_tvd, adversary_jsd, eps: float, lengths: np.ndarray)
     return float(np.mean(values)) if values else None
 
 
-def jw_instances(results: dict, summary: dict) -> JWInstances:
-    """The per-instance results (ragged lists and stacked arrays) as :class:`JWInstances`, with the
-    per-instance Kendall τ and p-values of the summary."""
-    instances = JWInstances(
+def jw_instances(results: dict) -> JWInstances:
+    """The per-instance results (ragged lists and stacked arrays) as :class:`JWInstances`; the summary
+    (:func:`jw_summary`) adds the predictions and the per-instance Kendall τ."""
+    return JWInstances(
         input_ids=results["input_ids"], labels=results["labels"], probabilities=np.stack(results["probabilities"]),
         attention=results["attention"], gradient=results["gradient"], loo=results["loo"],
         permutation_tvd=np.stack(results["permutation_tvd"]), adversary_attention=results["adversary_attention"],
@@ -315,34 +289,10 @@ def jw_instances(results: dict, summary: dict) -> JWInstances:
         special_mass=np.array(results["special_mass"], dtype=np.float64),
         adversary_jsd_row=np.stack(results["adversary_jsd_row"]),
         rollout=results.get("rollout"), layer_rows=results.get("layer_rows"))
-    instances.predictions = instances.probabilities.argmax(-1)
-    for name, key in (("attention_gradient", "tau_gradient"), ("attention_loo", "tau_loo"),
-                      ("gradient_loo", "tau_gradient_loo")):
-        block = summary[key]
-        valid = np.asarray(block["valid"], dtype=bool)
-        instances.kendall[name] = (np.where(valid, block["tau"], np.nan), np.where(valid, block["pvalue"], np.nan))
-    return instances
 
 
 # ----------------------------------------------------------------------------------------------
 # `hf-attn analyze DIR --battery jw` on a folder trained by `hf-attn train`
-
-
-def load_model_and_split(model_dir: str, split: str = "test"):
-    """``(model, tokenizer, texts, labels, label_names, dataset name)`` for a folder written by
-    ``hf-attn train`` (its run.json names the dataset)."""
-    from hf_attn.models.loading import load_model_folder
-    from hf_attn.training.engine import settings_from_run, task_of
-
-    run = settings_from_run(model_dir, needed_by="the jw battery")
-    model, tokenizer = load_model_folder(model_dir, "hf_attn")
-    task = task_of(run)
-    if split not in task.splits:
-        raise ValueError(f"split {split!r} not in {list(task.splits)}")
-    data = task.splits[split]
-    if "text" not in data.column_names:
-        raise ValueError(f"the jw battery needs single-text data; {task.name} has {data.column_names}")
-    return model, tokenizer, list(data["text"]), list(data["label"]), task.label_names, task.name
 
 
 def check_papers_model_device(device: str, precision: str) -> None:
@@ -357,7 +307,7 @@ def check_papers_model_device(device: str, precision: str) -> None:
                          "arithmetic; --precision applies to transformers models")
 
 
-__all__ = ["DEFAULT_MAX_LENGTH", "JWInstances", "JWRunSettings", "JWSettings", "AdversaryResult",
+__all__ = ["JWInstances", "JWRunSettings", "JWSettings", "AdversaryResult",
            "adversarial_attention", "adversary_objective", "attended_mask", "deletion_batch", "format_summary",
            "gradient_importance", "jw_instances", "jw_summary", "leave_one_out", "length_batches",
            "load_model_and_split", "pad_batch", "permutation_tvd", "predict", "random_permutations",

@@ -237,7 +237,8 @@ class JWInstances:
 
     @property
     def max_attention(self) -> np.ndarray:
-        return np.array([float(a.max()) for a in self.attention])
+        """Each instance's largest attention weight (0 for an instance without content tokens)."""
+        return np.array([float(a.max()) if len(a) else 0.0 for a in self.attention])
 
 
 def weights_checksum(model) -> float:
