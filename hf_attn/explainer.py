@@ -163,7 +163,10 @@ class MethodAttributions:
     method → why it did not run; ``seconds``: method → wall seconds over all texts; ``padding``:
     padded / real tokens of the length-sorted method batches (1.0 = no padding); ``cost``: method →
     what it cost (seconds, forwards; integrated gradients' nodes per sentence and completeness:
-    the share of texts whose gap |Σ_t IG_t − (f(x) − f(x'))| is within 1 % of |f(x) − f(x')|)."""
+    the share of texts whose gap |Σ_t IG_t − (f(x) − f(x'))| is within 1 % of |f(x) − f(x')|);
+    ``undefined``: method → {text index: why its values there are NaN} (a one-token text's
+    leave-one-out on a model without an empty input: :mod:`hf_attn.methods.one_token`, the rule
+    :meth:`Explainer.explain` and the tables follow)."""
 
     texts: list[str]
     tokens: list[list[str]]
@@ -176,6 +179,7 @@ class MethodAttributions:
     label_names: list[str]
     padding: float = 1.0
     cost: dict = field(default_factory=dict)
+    undefined: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -231,7 +235,9 @@ class Explainer:
     def from_pretrained(cls, name_or_path: str, **kwargs) -> "Explainer":
         """From a local folder (an ``hf-attn train`` run, any ``save_pretrained`` folder), a Hub id
         (``owner/name``; ``HF_HUB_OFFLINE=1`` uses only the cache) or a packaged alias such as
-        ``"minilm-l6"``. Never runs code from the folder or repo (no ``trust_remote_code``)."""
+        ``"minilm-l6"``. Never runs code from the folder or repo (no ``trust_remote_code``). The weights
+        are loaded in ``precision`` (float32 by default, whatever dtype the checkpoint was saved in), so
+        :meth:`describe`'s ``precision`` and ``weights_dtype`` are what runs."""
         if not isinstance(name_or_path, str) or not name_or_path.strip():
             raise ValueError(f"name_or_path must be a folder, a Hub id or an alias, got {name_or_path!r}")
         config = os.path.join(name_or_path, "config.json")
@@ -247,7 +253,8 @@ class Explainer:
                                  "classifiers (use hf-attn analyze for pairs)")
         from hf_attn.adapters.transformer_attention import load_transformer_classifier
 
-        model, tokenizer = load_transformer_classifier(name_or_path)
+        # the weights in the precision the forwards run in (float32 unless asked), whatever the checkpoint's dtype
+        model, tokenizer = load_transformer_classifier(name_or_path, precision=kwargs.get("precision", "float32"))
         return cls(model, tokenizer, **kwargs)
 
     def describe(self) -> dict:
@@ -260,9 +267,10 @@ class Explainer:
         """The one explanation object (:class:`hf_attn.explanation.SentenceExplanation` per text), which
         a notebook, the Space and ``hf-attn explain`` render. Per token and per word: attention, J&W's
         gradient (attention held fixed), leave-one-out, integrated gradients (``ig_steps`` trapezoid
-        intervals; ``ig=False`` skips them; ``ig_baseline`` ``"zero"`` or ``"pad"``: RMSNorm models such as
-        Llama are steep near the zero embedding, where the completeness gap reported per sentence shows
-        whether more steps or the pad baseline are needed), rollout, the per-token read-out p̂_t of
+        intervals; ``ig=False`` skips them; ``ig_baseline`` ``"zero"``, ``"pad"`` or ``"mean"``: on Llama,
+        Qwen2, Mistral and ModernBERT the zero embedding is the singular point of the first
+        normalisation, where no step count meets completeness — the gap reported per sentence shows
+        it, and ``"mean"``, the mean input embedding, avoids it: :mod:`hf_attn.methods.ig_baselines`), rollout, the per-token read-out p̂_t of
         hf_attn's models (T&Š Fig. 2); ``num_permutations`` random permutations of the attention (J&W
         Alg. 2; 0 to skip); the adversary (J&W Alg. 3: ``k`` adversaries, ``adversary_steps`` Adam
         steps, ``lam``, ``lr``; skip it with ``adversary=False``); the sentence's Kendall τ. Seeded: the
@@ -273,17 +281,17 @@ class Explainer:
         naming it."""
         from hf_attn.core.validation import check_number, check_whole
 
-        check_whole("ig_steps", ig_steps)
-        check_whole("k", k)
-        check_whole("adversary_steps", adversary_steps, 0)
-        check_whole("num_permutations", num_permutations, 0)
+        check_whole("ig_steps", ig_steps, limit="ig_nodes")  # counts up to their bounds, with the reason
+        check_whole("k", k, limit="adversaries")
+        check_whole("adversary_steps", adversary_steps, 0, limit="steps")
+        check_whole("num_permutations", num_permutations, 0, limit="permutations")
         check_number("eps", eps, 0.0)
         check_number("lam", lam, 0.0)
         check_number("lr", lr, 0.0)
         check_whole("seed", seed, -(2 ** 63))
-        check_whole("batch_size", batch_size)
-        if ig_baseline not in ("zero", "pad"):
-            raise ValueError(f"ig_baseline must be 'zero' or 'pad', got {ig_baseline!r}")
+        check_whole("batch_size", batch_size, limit="batch_size")
+        if ig_baseline not in ("zero", "pad", "mean"):  # hf_attn.methods.ig_baselines.BASELINES
+            raise ValueError(f"ig_baseline must be 'zero', 'pad' or 'mean', got {ig_baseline!r}")
         items = checked_texts(texts)
         settings = dict(ig_steps=ig_steps if ig else 0, ig_baseline=ig_baseline, adversary=adversary, k=k, steps=adversary_steps,
                         eps=eps, lam=lam, lr=lr, num_permutations=num_permutations, seed=seed)
@@ -320,7 +328,8 @@ class Explainer:
         timed("prediction")
         out["gradient"] = attention_fixed_gradient(adapter, batch)
         timed("gradient")
-        out["loo"] = deletion_importance(adapter, batch, forward.probabilities)
+        out["loo"], out["undefined_loo"] = _one_token_loo(adapter, batch, forward.probabilities,
+                                                          deletion_importance(adapter, batch, forward.probabilities))
         timed("leave_one_out")
         if settings["ig_steps"]:
             out["ig"] = integrated_gradients_attribution(adapter, batch, steps=settings["ig_steps"], rule="trapezoid",
@@ -353,8 +362,14 @@ class Explainer:
         probabilities = measured["forward"].probabilities[i].double().cpu().numpy()
         predicted = int(np.argmax(probabilities))
         rows = {n: row(measured.get(n)) for n in ("attention", "gradient", "loo", "rollout")}
-        if int(batch.attention_mask[i].sum()) == 1:  # deleting the only token leaves nothing to run: undefined
+        undefined = {}  # one-token texts: hf_attn.methods.one_token's rule, the same as attributions and the tables
+        if measured["undefined_loo"][i] is not None:
             rows["loo"] = np.full(len(tokens), np.nan)
+            undefined["loo"] = measured["undefined_loo"][i]
+        if len(tokens) == 1:
+            from hf_attn.methods.one_token import rule
+
+            undefined["kendall"] = rule("kendall")[1]
         ig = measured.get("ig")
         read_out = measured.get("token_probability")
         typed, spans, unknown = _typed_tokens(self.tokenizer, text, batch, i, tokens,
@@ -371,7 +386,7 @@ class Explainer:
             variant=(str(getattr(self.model.config, "variant", "base")) if self.adapter.model_type == "hf_attn"
                      else f"{self.adapter.model_type} (transformers)"),
             explained=None if self.adapter.model_type == "hf_attn" else explained_attention(self.adapter),
-            seconds=dict(measured["seconds"]))
+            seconds=dict(measured["seconds"]), undefined=undefined)
         if "permutation" in measured:
             sentence.permutation_tvd = measured["permutation"][i].double().cpu().numpy()
         if "adversary" in measured:
@@ -430,7 +445,9 @@ class Explainer:
         rollout (models with several attention layers), gradient, leave-one-out, integrated gradients
         and random scores, in memory (:func:`hf_attn.batteries.eraser.battery.eraser_table`)."""
         from hf_attn.batteries.eraser.battery import encode_for, eraser_table
+        from hf_attn.core.validation import check_whole
 
+        check_whole("ig_steps", ig_steps, limit="ig_nodes")
         items = checked_texts(texts)
         ids, mask, units = encode_for(self.adapter, items)
         if not bool(units.any(1).all()):
@@ -464,8 +481,10 @@ class Explainer:
         reason in ``skipped``. ``settings``: the method knobs of
         :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``ig_steps``, ``ig_rule``,
         ``ig_target``, ``ig_max_steps``, ``shap_samples``, ``seed``, ``gradient_target``,
-        ``ig_baseline``, ``flow_normalise``). ``time_budget``: seconds after which the remaining
-        methods are skipped with that reason (None: no limit)."""
+        ``ig_baseline``, ``flow_normalise``). ``time_budget``: seconds for all the methods, held
+        inside the running methods too (:mod:`hf_attn.core.deadline`): a method that runs out, or
+        could not finish in the time left, and the methods after the budget is spent are in
+        ``skipped`` as "not run: budget" with the reason, never with partial scores (None: no limit)."""
         from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, length_groups, run_methods
         from hf_attn.methods.kept_logits import keep_logits
         from hf_attn.core.numpy_measures import check_number
@@ -497,11 +516,20 @@ class Explainer:
         values = {name: [np.asarray(rows[i])[content[i]].tolist() for i in range(len(items))]
                   for name, rows in run.scores.items()}
         seconds = {name: c["seconds"] for name, c in run.cost.items()}
+        from hf_attn.methods.one_token import undefined_rows
+
+        undefined = {}
+        for name, rows in run.scores.items():
+            reasons = undefined_rows(adapter, name, rows, content)
+            for i, reason in run.undefined.get(name, {}).items():  # a text the method failed on alone
+                reasons[i] = reason
+            if any(reasons):
+                undefined[name] = {i: r for i, r in enumerate(reasons) if r is not None}
         tokens = [self.tokenizer.convert_ids_to_tokens(batch.input_ids[i][keep[i]].tolist()) for i in range(len(items))]
         return MethodAttributions(texts=items, tokens=tokens, methods=list(values), values=values, skipped=run.skipped,
                                   seconds=seconds, probabilities=probabilities.tolist(),
                                   predicted=probabilities.argmax(-1).tolist(), label_names=self._label_names(),
-                                  padding=run.padding, cost=json_safe(run.cost))
+                                  padding=run.padding, cost=json_safe(run.cost), undefined=undefined)
 
     def _probabilities(self, batch, groups, kept: dict) -> torch.Tensor:
         """``(B, C)`` softmax of each text's logits: those a method computed (``kept``), a forward
@@ -554,6 +582,36 @@ class Explainer:
                  "tvd_uniform": float(d)} for t, y, p, u, d in zip(items, labels, arrays["probabilities"],
                                                                     arrays["uniform"], distance)]
         return BatteryResult("wp", json_safe(section), rows, self.describe(), {"section": "uniform (W&P §3.2)"})
+
+
+def _one_token_loo(adapter, batch, probabilities: torch.Tensor, loo: torch.Tensor
+                   ) -> tuple[torch.Tensor, list[str | None]]:
+    """Leave-one-out ``loo`` ``(B, T)`` with each one-token text's value by the rule of
+    :mod:`hf_attn.methods.one_token`: TVD(ŷ(the model's empty input), ŷ(x)), NaN where the model has
+    none; returns it and each row's reason (None: defined). hf_attn's own models' exact leave-one-out
+    never deletes a text's only word, so their one-token rows are run here on the empty input (the
+    markers alone, or one [PAD])."""
+    from hf_attn.core.measures import tvd
+    from hf_attn.methods.one_token import batch_refusals
+
+    refusals = batch_refusals(adapter, batch, "loo")
+    counts = batch.content.sum(1).tolist()
+    loo = loo.clone()
+    if getattr(adapter, "exact_model_methods", False):
+        defined = [i for i, (n, r) in enumerate(zip(counts, refusals)) if n == 1 and r is None]
+        if defined:
+            real = batch.attention_mask.bool()
+            empty = [batch.input_ids[i][real[i] & ~batch.content[i]].tolist() or [int(getattr(adapter, "pad_id", 0))]
+                     for i in defined]
+            with torch.no_grad():
+                p = adapter.logits(adapter.from_token_lists(empty)).softmax(-1)
+            rows = torch.as_tensor(defined, device=loo.device)
+            values = tvd(p.to(probabilities.device), probabilities[rows]).to(loo.dtype).to(loo.device)
+            loo[rows] = torch.where(batch.content[rows].to(loo.device), values[:, None], torch.zeros_like(loo[rows]))
+    for i, reason in enumerate(refusals):
+        if reason is not None:
+            loo[i] = torch.where(batch.content[i].to(loo.device), torch.full_like(loo[i], float("nan")), loo[i])
+    return loo, refusals
 
 
 def _jw_row(text, tokens, attention, gradient, loo, probabilities, permutation, eps_max, tau, label) -> dict:

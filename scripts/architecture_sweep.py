@@ -6,6 +6,7 @@ with every method but the captum ones.
     python scripts/architecture_sweep.py [--record docs/benchmarks/architecture_sweep.json]
                                          [--types bert,bart,...] [--timeout 240]
     python scripts/architecture_sweep.py --docs [--record ...]   # rewrite docs/engine.md's matrix
+    python scripts/architecture_sweep.py --types falcon,gptj --merge   # replace those rows of the record
 
 Each model is built from its default config shrunk generically (2 layers, hidden 32, 2 heads, a
 vocabulary of 64, dropout 0, ``initializer_range`` 0.5 so that a dead intervention shows), with a
@@ -18,6 +19,12 @@ Per architecture the record holds: ``built`` (or ``build_error``), ``model_class
 attribution method ran or declined in one line; ``refused``: refused at ``Explainer(...)`` with
 one line, kept in ``reason``; ``error``: a raw exception, kept in ``error``), the layers, heads,
 query rows, padding and fast path found, and the methods that apply or were declined (with why).
+
+The loading path too: each model is saved with ``save_pretrained`` before anything touches it and
+loaded back through ``Explainer.from_pretrained`` (:func:`from_folder`). ``loads_from_folder`` is
+True when the folder explains two texts with the in-memory model's probabilities and attention
+and the same description, False with ``load_error`` otherwise; a model refused in memory must be
+refused in one line from its folder too (``folder_refused``).
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import json
 import multiprocessing
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 
@@ -106,7 +115,8 @@ CONFIG_FIXES: dict[str, dict] = {
                    "num_feedforward_networks": 1, "initializer_range": 0.05},
     "zamba": {"layers_block_type": ["hybrid", "hybrid"], "attn_layer_period": 2, "attn_layer_offset": 1, "mamba_d_state": 4, "mamba_dt_rank": 4,
               "use_mamba_kernels": False, "attention_hidden_size": 2 * HIDDEN, "attention_head_dim": 2 * HIDDEN // HEADS},
-    "zamba2": {"layers_block_type": ["mamba", "hybrid"], "mamba_d_state": 4, "mamba_headdim": 8, "n_mamba_heads": 8, "use_mamba_kernels": False,
+    # "linear_attention" is the Mamba layer ("mamba", its older name, is refused by save_pretrained)
+    "zamba2": {"layers_block_type": ["linear_attention", "hybrid"], "mamba_d_state": 4, "mamba_headdim": 8, "n_mamba_heads": 8, "use_mamba_kernels": False,
                "attention_hidden_size": 2 * HIDDEN, "attention_head_dim": 2 * HIDDEN // HEADS,
                "hybrid_layer_ids": [1], "use_mem_rope": False},
     "minimax": {"layer_types": ["full_attention", "full_attention"]},
@@ -127,6 +137,8 @@ CONFIG_FIXES: dict[str, dict] = {
     # six box embeddings of hidden_size // 6 each, a layout stream hidden_size // channel_shrink_ratio wide
     "lilt": {"hidden_size": 48},
     "ctrl": {"n_embd": HIDDEN},
+    # one global and one local layer (the default pattern is 24 layers long: save_pretrained refuses it)
+    "gpt_neo": {"attention_types": [[["global", "local"], 1]], "attention_layers": ["global", "local"]},
 }
 
 
@@ -152,6 +164,21 @@ def _set_everywhere(config, values: dict, seen=None) -> None:
             _set_everywhere(sub, values, seen)
 
 
+def _configs(config, seen=None) -> list:
+    """``config`` and its sub-configs (``text_config``, ``encoder``…), recursively."""
+    from transformers import PretrainedConfig
+
+    seen = set() if seen is None else seen
+    if id(config) in seen:
+        return []
+    seen.add(id(config))
+    found = [config]
+    for sub in list(config.__dict__.values()):
+        if isinstance(sub, PretrainedConfig):
+            found += _configs(sub, seen)
+    return found
+
+
 def tiny_config(model_type: str, vocab_size: int, special: dict):
     """The default config of ``model_type`` shrunk (module docstring) with ids of ``special`` tokens."""
     from transformers import AutoConfig
@@ -163,11 +190,13 @@ def tiny_config(model_type: str, vocab_size: int, special: dict):
     values |= special
     # layer patterns of hybrid models: keep as many as there are layers
     _set_everywhere(config, values)
-    for sub in [config] + [v for v in config.__dict__.values() if hasattr(v, "to_dict") and hasattr(v, "model_type")]:
-        layer_types = getattr(sub, "layer_types", None)
-        if isinstance(layer_types, (list, tuple)) and len(layer_types) != LAYERS:
-            # the last ones: hybrids (linear attention, Mamba) end their pattern on a full-attention layer
-            sub.layer_types = list(layer_types[-LAYERS:]) if len(layer_types) >= LAYERS else list(layer_types) * LAYERS
+    for sub in _configs(config):  # every per-layer pattern (layer_types, mlp_layer_types…), nested configs too
+        for name, layer_types in list(sub.__dict__.items()):
+            if name == "layer_types" or name.endswith("_layer_types"):
+                if isinstance(layer_types, (list, tuple)) and len(layer_types) != LAYERS:
+                    # the last ones: hybrids (linear attention, Mamba) end their pattern on a full-attention layer
+                    setattr(sub, name, list(layer_types[-LAYERS:]) if len(layer_types) >= LAYERS
+                            else list(layer_types) * LAYERS)
     _set_everywhere(config, CONFIG_FIXES.get(model_type, {}))
     for name, value in special.items():  # token ids on the top config even where it declares none
         setattr(config, name, value)
@@ -212,8 +241,84 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:300] if text else ''}"
 
 
+def _saved(model, tokenizer, folder: str) -> str | None:
+    """``save_pretrained`` of the model and tokenizer into ``folder`` (before any explainer touches
+    the model); the error in one line, or None."""
+    try:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    except Exception as error:  # noqa: BLE001 - a config transformers will not write is a finding
+        return _joined(error)
+    return None
+
+
+def _joined(error: BaseException) -> str:
+    """The error's lines joined (validation errors give the reason on their second line)."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
+
+
+FOLDER_TOLERANCE = 1e-5  # the loaded model's probabilities and attention against the in-memory one's
+FOLDER_SAME = ("num_layers", "num_heads", "query", "padding", "explained_module", "attention_seam", "precision",
+               "weights_dtype")
+
+
+def from_folder(folder: str, save_error: str | None, explainer=None) -> dict:
+    """The loading path: ``Explainer.from_pretrained(folder)`` (float32, the CPU) of the saved model.
+    With the in-memory ``explainer``: ``loads_from_folder`` is True when it loads and explains the
+    first two texts with the same probabilities and attention (within :data:`FOLDER_TOLERANCE`) and
+    the same description; otherwise ``load_error`` says why. Without (a model refused in memory):
+    ``folder_refused`` is True when the folder is refused in one line too, ``load_error`` otherwise."""
+    from hf_attn import Explainer
+    from hf_attn.adapters.base import UnsupportedModelError
+
+    if save_error:
+        return {"loads_from_folder": False, "load_error": f"save_pretrained: {save_error}"}
+    start = time.perf_counter()
+    try:
+        loaded = Explainer.from_pretrained(folder, device="cpu")
+    except UnsupportedModelError as error:
+        if explainer is None and len(str(error).strip().splitlines()) == 1:
+            return {"folder_refused": True, "folder_seconds": round(time.perf_counter() - start, 3)}
+        return {"loads_from_folder" if explainer is not None else "folder_refused": False,
+                "load_error": _joined(error)}
+    except Exception as error:  # noqa: BLE001 - exactly what this check exists to find
+        return {"loads_from_folder" if explainer is not None else "folder_refused": False,
+                "load_error": _joined(error)}
+    if explainer is None:
+        return {"folder_refused": False, "load_error": "refused in memory but explained from its folder"}
+    try:
+        settings = dict(ig=False, adversary=False, num_permutations=0)
+        here, there = explainer.explain(JW_TEXTS[:2], **settings), loaded.explain(JW_TEXTS[:2], **settings)
+    except Exception as error:  # noqa: BLE001
+        return {"loads_from_folder": False, "load_error": f"explain: {_joined(error)}"}
+    import numpy as np
+
+    row = {"folder_seconds": round(time.perf_counter() - start, 3)}
+    if [a.tokens for a in here] != [b.tokens for b in there]:
+        return row | {"loads_from_folder": False, "load_error": "the loaded tokenizer splits the texts differently: "
+                      f"{there[0].tokens} instead of {here[0].tokens}"}
+    diff = max(float(np.max(np.abs(np.asarray(getattr(a, name)) - np.asarray(getattr(b, name)))))
+               for a, b in zip(here, there) for name in ("probabilities", "attention"))
+    row["folder_max_abs_diff"] = diff
+    differs = [k for k in FOLDER_SAME if here.model.get(k) != there.model.get(k)]
+    if differs:
+        return row | {"loads_from_folder": False, "load_error": f"the loaded model is described differently: {differs}"}
+    if not diff <= FOLDER_TOLERANCE:
+        return row | {"loads_from_folder": False,
+                      "load_error": f"the loaded model's probabilities or attention differ by {diff:.3g}"}
+    return row | {"loads_from_folder": True}
+
+
 def sweep_one(model_type: str) -> dict:
     """One row of the record (module docstring); never raises."""
+    folder = tempfile.mkdtemp(prefix=f"sweep-{model_type}-")
+    try:
+        return _sweep_one(model_type, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sweep_one(model_type: str, folder: str) -> dict:
     import torch
 
     torch.set_num_threads(1)
@@ -231,12 +336,13 @@ def sweep_one(model_type: str) -> dict:
     except Exception as error:  # noqa: BLE001 - a config the generic shrinking cannot build
         return row | {"built": False, "build_error": _one_line(error), "seconds": time.perf_counter() - start}
     row |= {"built": True, "model_class": type(model).__name__}
+    save_error = _saved(model, tokenizer, folder)
     try:
         explainer = Explainer(model, tokenizer, device="cpu")
     except UnsupportedModelError as error:
         lines = str(error).strip().splitlines()
         return row | {"verdict": "refused", "reason": lines[0] if lines else "", "reason_lines": len(lines),
-                      "seconds": time.perf_counter() - start}
+                      "seconds": time.perf_counter() - start} | from_folder(folder, save_error)
     except Exception as error:  # noqa: BLE001 - exactly what the sweep exists to find
         return row | {"verdict": "error", "stage": "Explainer", "error": _one_line(error),
                       "traceback": traceback.format_exc(limit=-3), "seconds": time.perf_counter() - start}
@@ -264,8 +370,9 @@ def sweep_one(model_type: str) -> dict:
                  for m in attributions.methods)
     row |= {"verdict": "runs", "methods": list(attributions.methods),
             "declined": {m: str(r).splitlines()[0] for m, r in attributions.skipped.items()},
-            "finite": finite, "seconds": time.perf_counter() - start}
-    return row
+            "finite": finite}
+    row |= from_folder(folder, save_error, explainer)
+    return row | {"seconds": time.perf_counter() - start}
 
 
 def _child(model_type: str, connection) -> None:
@@ -314,11 +421,31 @@ def sweep(types, timeout: float) -> list[dict]:
     return rows
 
 
+def merged(path: str, new: dict, order) -> dict:
+    """The record at ``path`` with the rows of ``new`` in place of its rows of the same model types
+    (in the mapping's ``order``), its totals recomputed and its ``seconds`` the sum of the rows'."""
+    if new["transformers"] != _read(path)["transformers"]:
+        raise SystemExit(f"{path} was recorded with transformers {_read(path)['transformers']}, this run with "
+                         f"{new['transformers']}: run the whole sweep instead of merging")
+    old = _read(path)
+    rows = {r["model_type"]: r for r in old["rows"]} | {r["model_type"]: r for r in new["rows"]}
+    ordered = [rows[t] for t in order if t in rows] + [r for t, r in rows.items() if t not in order]
+    return old | {"rows": ordered, "totals": totals(ordered),
+                  "seconds": round(sum(r.get("seconds", 0.0) for r in ordered), 1)}
+
+
+def _read(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def totals(rows) -> dict:
     built = [r for r in rows if r.get("built")]
     count = {v: sum(r.get("verdict") == v for r in built) for v in ("runs", "refused", "error")}
+    checked = [r for r in built if r.get("verdict") == "runs" and "loads_from_folder" in r]
     return {"types": len(rows), "built": len(built), **count,
-            "runs_share_of_built": round(count["runs"] / len(built), 4) if built else None}
+            "runs_share_of_built": round(count["runs"] / len(built), 4) if built else None,
+            "folder_checked": len(checked), "loads_from_folder": sum(r["loads_from_folder"] is True for r in checked)}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -391,6 +518,9 @@ def main(argv=None) -> int:
     parser.add_argument("--types", default=None, help="comma-separated model_types (default: the whole mapping)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per architecture")
     parser.add_argument("--docs", action="store_true", help="only rewrite docs/engine.md's matrix from the record")
+    parser.add_argument("--merge", action="store_true",
+                        help="with --types: replace those rows of the existing record (totals recomputed, "
+                             "'seconds' the sum of the rows'), keep the others")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -414,6 +544,8 @@ def main(argv=None) -> int:
               "totals": totals(rows), "rows": rows}
     for row in rows:
         row.pop("traceback", None) if row.get("verdict") != "error" else None
+    if args.merge:
+        record = merged(args.record, record, everything)
     if args.record:
         with open(args.record, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=1)

@@ -3,7 +3,7 @@
 counts on the same sentences.
 
     python scripts/ig_completeness.py [--model runs/minilm-sst] [--sentences 50] [--nodes 16 32 50]
-        [--target probability|logit] [--baseline zero|pad] [--write docs/benchmarks/ig_completeness.json]
+        [--target probability|logit] [--baseline zero|pad|mean] [--write docs/benchmarks/ig_completeness.json]
 
 Completeness (Sundararajan et al. 2017, §3): Σ_t IG_t = f(x) − f(x') for the exact integral, so the
 gap Σ_t IG_t − (f(x) − f(x')) measures the quadrature's error (Gauss–Legendre nodes, the rule of
@@ -29,7 +29,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sentences", type=int, default=50, help="the first N SST test sentences")
     parser.add_argument("--nodes", type=int, nargs="+", default=[16, 32, 50], help="node counts to compare")
     parser.add_argument("--target", choices=["probability", "logit"], default="probability")
-    parser.add_argument("--baseline", choices=["zero", "pad"], default="zero")
+    parser.add_argument("--baseline", choices=["zero", "pad", "mean"], default="zero")
     parser.add_argument("--write", default=None, help="save the record as JSON")
     args = parser.parse_args(argv)
     if not os.path.isfile(os.path.join(args.model, "config.json")):

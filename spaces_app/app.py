@@ -9,7 +9,10 @@ attention flow / norm, ALTI, value zeroing, saliency, gradient × input, integra
 leave-one-out, through ``hf_attn.Explainer``). The explanation is ``hf_attn.Explainer``'s, drawn by
 ``hf_attn.explanation.render`` as in a notebook; the Space's policy, model cache and request limits are
 ``hf_attn.app.space``; this file only lays it out. The input limit is the model's
-(``config.max_tokens``, a transformer's position table).
+(``config.max_tokens``, a transformer's position table), counted without the special tokens its
+tokenizer adds; a longer sentence is refused, never cut. Each request has a time budget held inside
+its computations (an explanation 60 s, the comparison 10 s), and each view runs one request at a
+time with a few waiting at most 30 s; any other is refused at once with one line.
 
 Models: visitors pick from the operator's allow-list (``HF_ATTN_MODEL``, ``HF_ATTN_MODELS``,
 ``space_config.json`` next to this file: ``"default_model"`` and ``"models"``); the first one opens,
@@ -20,7 +23,9 @@ for a server folder), never server paths. Visitor errors are logged as one line 
 Run it locally with ``HF_ATTN_MODEL=runs/sst-lstm python -m hf_attn.spaces_app.app`` (from a checkout,
 ``python spaces_app/app.py`` too).
 ``HF_ATTN_ALLOW_ANY_MODEL=1`` lets them type any other Hub id as well (still never a server path, and
-never remote code). ``HF_ATTN_MODEL_CACHE_SIZE`` (default 4) bounds the models held in memory.
+never remote code; at most ``HF_ATTN_MAX_MODEL_BYTES`` each, default 2 GB, and
+``HF_ATTN_VISITOR_DISK_BYTES`` in all, default 8 GB, the least recently used removed from disk first).
+``HF_ATTN_MODEL_CACHE_SIZE`` (default 4) bounds the models held in memory.
 ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` pick host and port (Gradio reads them); analytics
 are off.
 """
@@ -45,8 +50,9 @@ except ImportError:  # the library installs without the Space's dependencies
 import torch  # noqa: E402
 
 from hf_attn.app.space import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, ExplainError, ModelCache,  # noqa: E402
-                               ModelPolicy, check_settings, compare_methods, explain_sentence, explained_attention,
-                               is_transformer_model, model_max_tokens, model_policy, names_hub_repo)
+                               ModelPolicy, RequestGate, check_settings, compare_methods, explain_sentence,
+                               explained_attention, is_transformer_model, model_max_tokens, model_policy,
+                               names_hub_repo)
 from hf_attn.explanation.render import (heatmap_html, markdown_text, methods_heatmap_html,  # noqa: E402
                                         permutation_figure, summary_markdown)
 
@@ -63,6 +69,9 @@ EXAMPLES = [
     "The plot is nothing but boilerplate clichés from start to finish.",
 ]
 SENTENCE_LABEL = "Sentence"
+# Workers Gradio gives an explanation or a comparison beyond the requests its gate holds: they refuse
+# at once.
+REFUSERS = 4
 
 
 def _one_line(text: str) -> str:
@@ -128,12 +137,15 @@ def clear_outputs():
     return None, "", "", None, None
 
 
-def make_handlers(cache: ModelCache, names: dict[str, str] | None = None):
+def make_handlers(cache: ModelCache, names: dict[str, str] | None = None, gate: RequestGate | None = None):
     """``(describe_model, explain, sentence_box)``: the app's event handlers on the models of ``cache``
     (``sentence_box`` relabels the sentence box with the model's input limit). ``names``: the names
     shown to visitors and the models they stand for (:func:`display_names`); any other name is
-    passed to the cache as it is (the policy decides)."""
+    passed to the cache as it is (the policy decides). An explanation runs within its time budget
+    when ``gate`` (default: a new :class:`~hf_attn.app.space.RequestGate`) gives it a turn; under
+    load it is refused at once with one line (``explain.gate``)."""
     names = names or {}
+    gate = gate or RequestGate()
     shown = {model: name for name, model in names.items()}
 
     def model_of(name):
@@ -149,14 +161,15 @@ def make_handlers(cache: ModelCache, names: dict[str, str] | None = None):
         if is_transformer_model(model):  # what is explained comes from the adapter's facts about this model
             return (f"Loaded **{name.strip()}**: transformers `{c.model_type}`; explained: "
                     f"{explained_attention(model, tokenizer)}; labels: {labels}; sentences of at most "
-                    f"{model_max_tokens(model)} word pieces.")
+                    f"{model_max_tokens(model, tokenizer)} word pieces.")
         return (f"Loaded **{name.strip()}**: encoder `{c.encoder}`, attention `{c.attention}`, "
-                f"variant `{c.variant}`, labels: {labels}; sentences of at most {model_max_tokens(model)} tokens.")
+                f"variant `{c.variant}`, labels: {labels}; sentences of at most "
+                f"{model_max_tokens(model, tokenizer)} tokens.")
 
     def sentence_box(name: str):
         try:
-            model, _ = cache.get(model_of(name))
-            limit = model_max_tokens(model)
+            model, tokenizer = cache.get(model_of(name))
+            limit = model_max_tokens(model, tokenizer)
         except Exception:  # the error itself is shown by describe_model / explain
             limit = None
         return gr.update(info=sentence_info(limit))
@@ -166,26 +179,34 @@ def make_handlers(cache: ModelCache, names: dict[str, str] | None = None):
         # Bounds first: a request with absurd settings is refused before any model is loaded.
         settings = check_settings(eps=eps, steps=steps, seed=seed)  # max_tokens: the model's own limit
         model, tokenizer = cache.get(model_of(model_name))
-        explanation = explain_sentence(model, tokenizer, text, **settings)
+        with gate.turn():
+            explanation = explain_sentence(model, tokenizer, text, **settings)
         label = {name: float(p) for name, p in zip(explanation.label_names, explanation.probabilities)}
         return (label, summary_markdown(explanation), heatmap_html(explanation), permutation_figure(explanation),
                 explanation.to_dict())
 
+    explain.gate = gate
     return describe_model, explain, sentence_box
 
 
-def make_compare_handler(cache: ModelCache, names: dict[str, str] | None = None):
+def make_compare_handler(cache: ModelCache, names: dict[str, str] | None = None, gate: RequestGate | None = None):
     """The handler of the method comparison: ``(model name, sentence)`` → the HTML of
     :func:`hf_attn.explanation.render.methods_heatmap_html` (one heatmap row per attribution method), with the
-    explorer's input checks; ``names`` as in :func:`make_handlers`."""
+    explorer's input checks; ``names`` as in :func:`make_handlers`. The comparison runs within its
+    time budget (:data:`~hf_attn.app.space.COMPARE_SECONDS`) when ``gate`` (default: a new
+    :class:`~hf_attn.app.space.RequestGate`) gives it a turn; under load it is refused at once with
+    one line."""
     names = names or {}
+    gate = gate or RequestGate()
 
     @visitor_errors
     def compare(model_name: str, text: str) -> str:
         name = names.get(model_name.strip(), model_name) if isinstance(model_name, str) else model_name
         model, tokenizer = cache.get(name)
-        return methods_heatmap_html(compare_methods(model, tokenizer, text))
+        with gate.turn():
+            return methods_heatmap_html(compare_methods(model, tokenizer, text))
 
+    compare.gate = gate
     return compare
 
 
@@ -198,6 +219,10 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
     cache = cache or ModelCache(policy)
     describe_model, explain, sentence_box = make_handlers(cache, names)
     compare = make_compare_handler(cache, names)
+    # Gradio hands the explanations and the comparisons to more workers than their gates hold, so that
+    # a request beyond a gate is refused at once (BUSY_MESSAGE) instead of waiting in Gradio's queue.
+    explain_workers = explain.gate.capacity + REFUSERS
+    compare_workers = compare.gate.capacity + REFUSERS
     initial_model = initial_model or (policy.models[0] if policy.models else None)
     initial_name = next((name for name, model in names.items() if model == initial_model), initial_model)
     steps_low, steps_high = INT_LIMITS["steps"]
@@ -255,13 +280,16 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
         loaded.failure(lambda: "", outputs=[model_status], api_visibility="private", queue=False)
         loaded.success(sentence_box, inputs=[model_name], outputs=[text], api_visibility="private")
         explained = explain_button.click(explain, inputs=[model_name, text, eps, steps, seed], outputs=outputs,
-                                         api_name="explain")
+                                         api_name="explain", concurrency_limit=explain_workers,
+                                         concurrency_id="explain")
         submitted = text.submit(explain, inputs=[model_name, text, eps, steps, seed], outputs=outputs,
-                                api_visibility="private")
+                                api_visibility="private", concurrency_limit=explain_workers,
+                                concurrency_id="explain")
         for event in (explained, submitted):
             event.failure(clear_outputs, outputs=outputs, api_visibility="private", queue=False)
         compared = compare_button.click(compare, inputs=[model_name, text], outputs=[methods],
-                                        api_name="compare_methods")
+                                        api_name="compare_methods", concurrency_limit=compare_workers,
+                                        concurrency_id="compare_methods")
         compared.failure(lambda: "", outputs=[methods], api_visibility="private", queue=False)
         for changed in (text, model_name):  # the comparison shown is always the current sentence's
             changed.change(lambda: "", outputs=[methods], api_visibility="private", queue=False)
@@ -271,12 +299,18 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
     return demo
 
 
+def queued(demo: gr.Blocks) -> gr.Blocks:
+    """``demo`` with its bounded queue: at most ``HF_ATTN_QUEUE_SIZE`` requests waiting in all
+    (default 32: Gradio refuses any more at once), loading a model one at a time; explanations and
+    comparisons each take turns through their :class:`~hf_attn.app.space.RequestGate` (one at a
+    time, a few waiting at most 30 s, any more refused at once with one line)."""
+    return demo.queue(max_size=int(os.environ.get("HF_ATTN_QUEUE_SIZE", "32")), default_concurrency_limit=1)
+
+
 def launch(demo: gr.Blocks, **kwargs) -> None:
-    """Serve ``demo``: a bounded queue (one explanation at a time, at most ``HF_ATTN_QUEUE_SIZE``
-    waiting, default 32) and errors shown to the visitor. Host/port: Gradio reads
-    ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` itself; never share=True."""
-    demo.queue(max_size=int(os.environ.get("HF_ATTN_QUEUE_SIZE", "32")), default_concurrency_limit=1)
-    demo.launch(share=False, show_error=True, **kwargs)
+    """Serve ``demo`` with its bounded queue (:func:`queued`) and errors shown to the visitor.
+    Host/port: Gradio reads ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` itself; never share=True."""
+    queued(demo).launch(share=False, show_error=True, **kwargs)
 
 
 class OneLineFormatter(logging.Formatter):

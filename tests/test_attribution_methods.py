@@ -386,8 +386,11 @@ def test_integrated_gradients_keeps_every_forward_within_the_token_budget(setup)
         del adapter.logits_from_embeddings
     assert max(seen) <= 3 * width and len(seen) > len(batch) * 2  # some points of one instance per pass
     assert all(frozen)
-    for name in ("attributions", "target_input", "target_baseline", "completeness_gap"):
+    for name in ("attributions", "target_input", "target_baseline"):
         torch.testing.assert_close(getattr(split, name), getattr(reference, name), atol=1e-6, rtol=1e-5)
+    # the gap is a float32 difference of O(1) sums (Σ attributions − (f(x) − f(x'))), summed in another
+    # order when the points are split: a few float32 ulps of 1 apart
+    torch.testing.assert_close(split.completeness_gap, reference.completeness_gap, atol=1e-5, rtol=1e-5)
     assert all(p.requires_grad for p in adapter.model.parameters())
     assert all(p.grad is None for p in adapter.model.parameters())
 

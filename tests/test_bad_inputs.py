@@ -236,10 +236,18 @@ def test_single_token_through_every_analysis(model, tokenizer):
     ig = integrated_gradients.integrated_gradients_importance(model, ids, mask, steps=4)
     assert torch.isfinite(torch.as_tensor(ig)).all()
     explanation = explain_sentence(model, tokenizer, "good", steps=3, num_permutations=3)
-    assert explanation.tokens == ["good"] and np.isnan(explanation.loo).all()
+    # explain's LOO of a one-token text reads the model's empty input, one [PAD] for these models
+    # (hf_attn.methods.one_token: the table's, attributions' and ERASER's removal too); its τ is undefined
+    with torch.no_grad():
+        empty = model(input_ids=torch.tensor([[tokenizer.pad_token_id]])).logits.softmax(-1)[0]
+    full = model(input_ids=ids).logits.softmax(-1)[0].detach()
+    assert explanation.tokens == ["good"] and explanation.loo[0] == pytest.approx(
+        float(0.5 * (full - empty).abs().sum()), abs=1e-6)
+    assert "kendall" in explanation.undefined and "loo" not in explanation.undefined
     assert json.dumps(explanation.to_dict())  # NaN → None, JSON-ready
     record("single-token text through gradient/LOO/permutation/adversary/battery/ERASER/IG/explain",
-           "LOO NaN (skipped in τ), permutation Δŷ 0, ε-max JSD 0, τ skipped")
+           "J&W LOO NaN (skipped in τ), explain's LOO against the empty input, permutation Δŷ 0, ε-max JSD 0, "
+           "τ skipped")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -257,7 +257,8 @@ def test_evaluate_modules_refuse_and_agree_on_null(load_metric):
     out = seeds.compute(labels=[1], **arguments)
     import json
 
-    json.dumps(out, allow_nan=False)  # undefined values are null here too, never NaN
+    json.dumps(out, allow_nan=False)  # undefined values are null here too, never NaN, each with its reason
+    assert out["undefined"] and all("in this bin" in why for why in out["undefined"].values())
 
 
 # ----------------------------------------------------------------------------------------------

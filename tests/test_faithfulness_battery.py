@@ -409,7 +409,11 @@ def test_cli_faithfulness_battery_with_chosen_metrics_and_logit_gradients(tmp_pa
     assert code == 2 and len(err) == 1 and "metrics must be" in err[0]
     for flag, value, message in (("--faith-methods", "attention,attention", "lists an item twice"),
                                  ("--faith-metrics", "comprehensiveness,comprehensiveness", "lists an item twice"),
-                                 ("--faith-ig-target", "2", "ig_target"), ("--faith-soft-draws", "0", "soft_draws")):
-        code = main(base + ["--output-dir", str(tmp_path / "bad2"), flag, value])
+                                 ("--faith-ig-target", "2", "ig_target"),
+                                 ("--faith-soft-draws", "0", "argument --faith-soft-draws: must be >= 1")):
+        try:  # counts are refused by argparse (a SystemExit), the others by the settings
+            code = main(base + ["--output-dir", str(tmp_path / "bad2"), flag, value])
+        except SystemExit as exit:
+            code = exit.code
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert code == 2 and len(err) == 1 and message in err[0], (flag, err)

@@ -70,11 +70,32 @@ def test_soft_normalised_metrics_hand_computed():
 
 
 def test_normalised_aopc_hand_computed():
-    out = normalised_aopc([0.3, 0.5, 0.2], [0.1, 0.5, 0.0], [0.5, 0.5, 0.1])
-    np.testing.assert_allclose(out[[0, 2]], [0.5, 2.0])  # 2.0: a searched bound is not clipped
+    out = normalised_aopc([0.3, 0.5, 0.1], [0.1, 0.5, 0.0], [0.5, 0.5, 0.1])
+    np.testing.assert_allclose(out[[0, 2]], [0.5, 1.0])
     assert math.isnan(out[1])
     with pytest.raises(ValueError, match="lower must not exceed upper"):
         normalised_aopc([0.3], [0.6], [0.5])
+
+
+def test_normalised_aopc_shares_the_modules_float32_aware_bounds_check():
+    """The library and the normalized_aopc module run one check (numpy_measures.check_within_bounds):
+    an AOPC past its bound by float32 rounding (2e-7, measured between a float32 AOPC and its bounds)
+    is clipped onto it; one past by more than the tolerance (a few float32 units of the magnitudes) is
+    refused naming the instance, the value and the bounds: 0.5 within [0, 0.4] gave 1.25 before."""
+    from hf_attn.core.numpy_measures import BOUND_ULPS, FLOAT32_EPS, bound_tolerance
+
+    assert float(bound_tolerance(0.5, 0.0, 0.4)) == BOUND_ULPS * FLOAT32_EPS  # ≈ 9.5e-7 for probabilities
+    assert float(bound_tolerance(3.0, 0.0, 0.4)) == 3 * BOUND_ULPS * FLOAT32_EPS  # scales with the magnitude
+    out = normalised_aopc([0.4 - 2e-7 - 0.4, 0.4 + 2e-7], [0.0, 0.0], [0.4, 0.4])
+    assert out.tolist() == [0.0, 1.0]  # clipped onto the bounds, not -5e-7 / 1.0000005
+    with pytest.raises(ValueError, match=r"aopc_value of instance 0 \(0.5\) lies outside its bounds \[0, 0.4\]"):
+        normalised_aopc([0.5], [0.0], [0.4])
+    with pytest.raises(ValueError, match=r"instance 1 .* outside its bounds \[0.1, 0.3\]"):
+        normalised_aopc([0.2, 0.1 - 2e-6], [0.1, 0.1], [0.3, 0.3])
+    assert math.isnan(normalised_aopc([0.2], [0.2], [0.2 + 1e-7])[0])  # bounds equal within float32: undefined
+    assert math.isnan(normalised_aopc([np.nan], [0.0], [1.0])[0])  # an undefined AOPC stays undefined
+    with pytest.raises(ValueError, match="finite"):
+        normalised_aopc([np.inf], [0.0], [1.0])
 
 
 def test_rank_agreement_is_kendall_tau_b():

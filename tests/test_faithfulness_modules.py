@@ -1,6 +1,7 @@
 """The faithfulness evaluate modules (soft_faithfulness, normalized_aopc, attribution_agreement):
 their README examples run (doctest), they compute what hf_attn.core.faithfulness computes, they
-refuse bad inputs naming the argument, and they import nothing but the evaluate stack."""
+refuse bad inputs naming the argument, and they import nothing but the evaluate stack and their
+generated copy of the shared measures (``_hf_attn_measures.py``)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def test_modules_are_self_contained(name):
     folder = ROOT / "hf_attn" / "metrics" / name
     imports = hub._evaluate_imports(folder / f"{name}.py")
     assert {m for kind, m, _ in imports if kind == "library"} <= {"datasets", "evaluate", "numpy", "scipy"}
-    assert not [m for kind, m, _ in imports if kind != "library"]
+    assert [(kind, m) for kind, m, _ in imports if kind != "library"] == [("internal", "_hf_attn_measures")]
+    assert (folder / "_hf_attn_measures.py").is_file()
     assert f'with_name("{name}.py")' in (folder / "app.py").read_text()
 
 

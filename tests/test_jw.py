@@ -165,6 +165,7 @@ def test_evaluate_modules_equal_plain_functions():
     metric = evaluate.load(os.path.abspath(os.path.join(METRICS, "jw_correlation")))
     got = metric.compute(attention=[a.tolist() for a in attention],
                          importance=[v.tolist() for v in importance], predictions=predictions)
+    assert set(got.pop("undefined")) == {"tau[]", "pvalue[]"}  # the one-token instance: τ undefined, with why
     assert got == jsonable(correlation_summary(attention, importance, predictions))
     assert got["overall"]["skipped"] == 1
 
@@ -172,12 +173,14 @@ def test_evaluate_modules_equal_plain_functions():
     max_att = [float(a.max()) for a in attention]
     metric = evaluate.load(os.path.abspath(os.path.join(METRICS, "jw_permutation")))
     got = metric.compute(permutation_tvd=perm.tolist(), max_attention=max_att, predictions=predictions)
+    assert isinstance(got.pop("undefined"), dict)  # the empty bins' medians: null with why
     assert got == jsonable(permutation_summary(perm, max_att, predictions))
 
     tv, js = rng.uniform(0, 0.02, size=(6, 5)), rng.uniform(0, 0.69, size=(6, 5))
     metric = evaluate.load(os.path.abspath(os.path.join(METRICS, "jw_adversary")))
     got = metric.compute(adversary_tvd=tv.tolist(), adversary_jsd=js.tolist(), max_attention=max_att,
                          predictions=predictions, eps=0.01)
+    assert isinstance(got.pop("undefined"), dict)
     assert got == jsonable(adversary_summary(tv, js, max_att, predictions, 0.01))
     expected = [js[i][tv[i] <= 0.01].max() if (tv[i] <= 0.01).any() else 0.0 for i in range(6)]
     assert np.allclose(got["eps_max_jsd"], expected)

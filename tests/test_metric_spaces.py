@@ -49,15 +49,19 @@ from remote_code import BLOCK_HF_ATTN
 REPO_ROOT = Path(__file__).resolve().parents[1]
 METRICS = REPO_ROOT / "hf_attn" / "metrics"
 CANONICAL = REPO_ROOT / "hf_attn" / "core" / "numpy_measures.py"  # the source of every module's copy
-# the modules that ship the shared NumPy measures (the faithfulness modules hold all of their own code:
-# tests/test_faithfulness_modules.py)
-MODULES = [p.name for p in metric_copies.module_folders(METRICS)]
+# the modules that ship the shared NumPy measures: every module (the faithfulness modules need only the
+# bounds check and report_undefined; their own tests: tests/test_faithfulness_modules.py)
+FAITHFULNESS = ("attribution_agreement", "normalized_aopc", "soft_faithfulness")
+MODULES = [p.name for p in metric_copies.module_folders(METRICS) if p.name not in FAITHFULNESS]
 # one module is also pushed under a repo name that differs from the module name (with a dash)
 RENAMED = {"attention-tau": "jw_correlation"}
 REPOS = {**{name: name for name in MODULES}, **RENAMED}  # repo name -> module
 
 
 def test_there_are_nine_modules_with_the_shared_measures():
+    assert [p.name for p in metric_copies.module_folders(METRICS)] == sorted(MODULES + list(FAITHFULNESS))
+    assert sorted(p.name for p in METRICS.iterdir() if p.is_dir() and not p.name.startswith("_")) == sorted(
+        MODULES + list(FAITHFULNESS))  # every module: undefined values are None with a reason (report_undefined)
     assert MODULES == ["eraser_faithfulness", "jw_adversary", "jw_correlation", "jw_permutation", "ts_fragility",
                        "ts_mutual_information", "ts_token_probability", "wp_consistent_adversary",
                        "wp_seed_variance"]
@@ -207,6 +211,18 @@ def library_value(module: str, kw: dict):
         return summarize_eraser(kw["comprehensiveness"], kw["sufficiency"],
                                 DEFAULT_FRACTIONS if fractions is None else fractions, kw.get("include_zero_bin", False))
     raise KeyError(module)
+
+
+def comparable(module: str, kw: dict, got: dict) -> tuple[dict, dict]:
+    """``(the module's result without its "undefined" reasons, the library's value)``: the reasons
+    are the module's own (tests/test_undefined_values.py); one instance has no standard error, so
+    eraser_faithfulness says None (with the reason) where the library's summary gives 0."""
+    got = dict(got)
+    assert isinstance(got.pop("undefined"), dict)
+    want = library_value(module, kw)
+    if module == "eraser_faithfulness" and len(kw["comprehensiveness"]) == 1:
+        want = {**want, "comprehensiveness_aopc_stderr": math.nan, "sufficiency_aopc_stderr": math.nan}
+    return got, want
 
 
 def assert_same(got, want, rel: float = 1e-9, where: str = "") -> None:
@@ -498,7 +514,7 @@ def test_local_modules_equal_the_library():
     for module, cases in module_cases().items():
         metric = evaluate.load(str(METRICS / module))
         for kw in cases:
-            assert_same(metric.compute(**kw), library_value(module, kw), TOLERANCE.get(module, 1e-9), module)
+            assert_same(*comparable(module, kw, metric.compute(**kw)), TOLERANCE.get(module, 1e-9), module)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -679,7 +695,7 @@ def test_evaluate_load_from_hub_without_hf_attn(from_hub, repo):
     assert from_hub["modules"][repo].startswith("evaluate_modules.metrics.tester--"), from_hub["modules"][repo]
     cases = module_cases()[module]
     for kw, got in zip(cases, from_hub["hub"][repo], strict=True):
-        assert_same(got, library_value(module, kw), TOLERANCE.get(module, 1e-9), repo)
+        assert_same(*comparable(module, kw, got), TOLERANCE.get(module, 1e-9), repo)
     assert HAND[module](from_hub["hub"][repo][0]), (repo, from_hub["hub"][repo][0])
 
 
@@ -689,7 +705,7 @@ def test_space_app_from_app_folder_without_hf_attn(from_hub, repo):
     module = REPOS[repo]
     result = from_hub["app"][repo]
     assert result["blocked"]
-    assert_same(result["output"], library_value(module, result["kwargs"]), TOLERANCE.get(module, 1e-9), repo)
+    assert_same(*comparable(module, result["kwargs"], result["output"]), TOLERANCE.get(module, 1e-9), repo)
 
 
 @needs_space
@@ -730,6 +746,7 @@ def test_renamed_space_starts_like_a_space(hub_server, published, from_hub):
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
     want = jsonable(correlation_summary(payload["attention"], payload["importance"], payload["predictions"], None, 0.1))
+    assert got.pop("undefined") == {}
     assert_same(got, want, 1e-12, repo)
     assert got["overall"]["count"] == 3 and got["alpha"] == 0.1
     assert "hf_attn" not in log.read_text()

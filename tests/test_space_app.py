@@ -10,6 +10,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -187,3 +189,134 @@ def test_compare_on_the_papers_bilstm_lists_the_transformer_only_methods(app, tr
     for method in ("rollout", "attention_flow", "alti", "value_zeroing"):
         assert f'<tr data-row="{method}">' not in page and f"<li><b>{method}</b>: " in page
     assert trained_model_dir not in page
+
+
+# ------------------------------------------------------------------------------ what visitors send
+def test_invisible_text_is_refused_in_one_line_without_an_error_log(app, caplog):
+    """A sentence of zero-width characters (or a byte-order mark, joiners, control characters) is
+    refused with "nothing to explain" by both views; the server log has no ERROR line for it (the
+    visitor's mistake is logged at INFO, in one line)."""
+    import gradio as gr
+
+    from architectures import tiny_classifier
+
+    model, tokenizer = tiny_classifier("bert")
+    policy = ModelPolicy(("tester/tiny-bert",))
+    cache = ModelCache(policy, lambda name, policy: (model, tokenizer))
+    _, explain, _ = app.make_handlers(cache)
+    compare = app.make_compare_handler(cache)
+    caplog.set_level(logging.INFO)
+    for text in ("\u200b\u200b\u200b", "\ufeff", "\u200d \u2060\u200c", "\x00\x01"):
+        with pytest.raises(gr.Error, match="Nothing to explain: the text holds no words"):
+            explain("tester/tiny-bert", text, 0.01, 5, 0)
+        with pytest.raises(gr.Error, match="Nothing to explain: the text holds no words"):
+            compare("tester/tiny-bert", text)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    refusals = [r.getMessage() for r in caplog.records if "Nothing to explain" in r.getMessage()]
+    assert len(refusals) == 8 and all(r.levelno == logging.INFO and "\n" not in r.getMessage()
+                                      for r in caplog.records if "Nothing to explain" in r.getMessage())
+
+
+# ------------------------------------------------------------------------------ budgets and load
+def test_compare_lists_the_methods_its_budget_did_not_leave_time_for(app, monkeypatch):
+    """The comparison under a budget too small for a 38-token sentence: every method that did not
+    finish is listed on the page as "not run: budget" with the reason, none has a row."""
+    from architectures import tiny_classifier
+    from hf_attn.app import space
+
+    model, tokenizer = tiny_classifier("bert")
+    policy = ModelPolicy(("tester/tiny-bert",))
+    monkeypatch.setattr(app, "compare_methods",
+                        lambda model, tokenizer, text: space.compare_methods(model, tokenizer, text, seconds=1e-6))
+    compare = app.make_compare_handler(ModelCache(policy, lambda name, policy: (model, tokenizer)))
+    page = compare("tester/tiny-bert", "good " * 38)
+    assert "<tr data-row=" not in page
+    for method in space.COMPARE_METHODS:
+        assert f"<li><b>{method}</b>: not run: budget: this request&#x27;s time budget of 1e-06 s" in page, method
+
+
+def test_busy_requests_are_refused_at_once_and_waiting_is_bounded():
+    """A gate with one turn and one waiting place: a third request is refused at once with the busy
+    message; the waiting one gets the turn when it frees; a request that gets no turn within
+    max_wait is refused then (not left waiting)."""
+    from hf_attn.app.space import BUSY_MESSAGE, ExplainError, RequestGate
+
+    gate = RequestGate(running=1, waiting=1, max_wait=60)
+    release, holding, served = threading.Event(), threading.Event(), []
+
+    def first():
+        with gate.turn():
+            holding.set()
+            release.wait(30)
+
+    def second():
+        with gate.turn():
+            served.append(time.perf_counter())
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    assert holding.wait(30)
+    threads[1].start()
+    time.sleep(0.2)  # the second now waits for the turn
+    began = time.perf_counter()
+    with pytest.raises(ExplainError, match=f"^{BUSY_MESSAGE}$"):
+        with gate.turn():
+            pytest.fail("a third request got a turn")
+    assert time.perf_counter() - began < 1.0
+    assert not served
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert len(served) == 1
+
+    short = RequestGate(running=1, waiting=1, max_wait=0.3)
+    with short.turn():
+        began = time.perf_counter()
+        with pytest.raises(ExplainError, match="busy"):
+            with short.turn():
+                pytest.fail("no turn was free")
+        assert 0.25 < time.perf_counter() - began < 5.0
+    with short.turn():  # free again
+        pass
+
+
+def test_the_page_refuses_requests_beyond_its_gates(app, monkeypatch):
+    """The explanation and the comparison each have a gate: Gradio gives them more workers than the
+    gate holds, so a request beyond it reaches the handler and is refused at once (a gr.Error with
+    the busy message), never queued behind the others; the page's queue is bounded too."""
+    import gradio as gr
+
+    from hf_attn.app.space import BUSY_MESSAGE, RequestGate
+
+    policy = ModelPolicy(("tester/x",))
+    demo = app.build_demo(policy, cache=ModelCache(policy, _never_loads))
+    limits = {f.api_name: (f.concurrency_limit, f.concurrency_id) for f in demo.fns.values()}
+    gate = RequestGate()
+    assert limits["compare_methods"] == (gate.capacity + app.REFUSERS, "compare_methods")
+    assert limits["explain"] == limits["explain_1"] == (gate.capacity + app.REFUSERS, "explain")
+    assert app.queued(demo)._queue.max_size == 32
+    monkeypatch.setenv("HF_ATTN_QUEUE_SIZE", "5")
+    assert app.queued(app.build_demo(policy, cache=ModelCache(policy, _never_loads)))._queue.max_size == 5
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_compare(model, tokenizer, text):
+        started.set()
+        release.wait(30)
+        return None
+
+    monkeypatch.setattr(app, "compare_methods", slow_compare)
+    monkeypatch.setattr(app, "methods_heatmap_html", lambda result: "<p>done</p>")
+    compare = app.make_compare_handler(ModelCache(policy, lambda name, policy: (None, None)),
+                                       gate=RequestGate(running=1, waiting=0, max_wait=30))
+    results = []
+    thread = threading.Thread(target=lambda: results.append(compare("tester/x", "a film")))
+    thread.start()
+    assert started.wait(30)
+    began = time.perf_counter()
+    with pytest.raises(gr.Error, match="busy with other visitors"):
+        compare("tester/x", "a film")
+    assert time.perf_counter() - began < 1.0 and BUSY_MESSAGE.startswith("The explorer is busy")
+    release.set()
+    thread.join(30)
+    assert results == ["<p>done</p>"]

@@ -59,6 +59,50 @@ def resolve_precision(precision: str | torch.dtype | None, device: torch.device)
     return dtype
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` → ``"bfloat16"``."""
+    return str(dtype).replace("torch.", "")
+
+
+def weights_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The dtype of the model's floating-point weights: the one holding the most parameter
+    elements (transformers keeps a few modules of some half-precision models in float32)."""
+    sizes: dict[torch.dtype, int] = {}
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            sizes[parameter.dtype] = sizes.get(parameter.dtype, 0) + parameter.numel()
+    return max(sizes, key=sizes.get) if sizes else torch.float32
+
+
+def check_weights_dtype(model: torch.nn.Module, dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The weights' dtype (:func:`weights_dtype`) when the forwards can run in ``dtype`` with them:
+    float32 weights run in any precision (autocast), half-precision weights only in their own.
+    Anything else is refused in one line: autocast never upcasts weights, so float32 asked of
+    bfloat16 weights would run in bfloat16 and be reported as float32; the model passed in is
+    never converted behind the caller's back."""
+    found = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    # float64 weights asked for float32 run in float64 (autocast is off for float32): more precise
+    # than asked, never less, and reported as such (``running_dtype``)
+    allowed = {torch.float32, dtype} | ({torch.float64} if dtype == torch.float32 else set())
+    odd = sorted(dtype_name(d) for d in found - allowed)
+    if not odd:
+        return weights_dtype(model)
+    if device.type == "cpu" and "float16" in odd:
+        instead = ("convert it with model.float() first (float16 does not run on the CPU), or load it with "
+                   "Explainer.from_pretrained, which loads in the precision asked")
+    else:
+        instead = (f"pass precision={odd[0]!r}, or convert it with model.float() first (Explainer.from_pretrained "
+                   "loads in the precision asked)")
+    raise ValueError(f"the model's weights are {' and '.join(odd)} but precision {dtype_name(dtype)} was asked: its "
+                     f"forwards would not run in {dtype_name(dtype)}; {instead}")
+
+
+def running_dtype(dtype: torch.dtype, weights: torch.dtype) -> torch.dtype:
+    """The dtype the forwards actually run in: the asked precision, except that float64 weights
+    asked for float32 run in float64 (no autocast for float32)."""
+    return weights if dtype == torch.float32 and weights == torch.float64 else dtype
+
+
 def autocast(device: torch.device, dtype: torch.dtype):
     """A context that runs the forward in ``dtype`` (``torch.autocast``), or nothing for float32."""
     if dtype == torch.float32:

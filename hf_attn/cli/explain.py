@@ -3,7 +3,7 @@ same explanation object a notebook shows as HTML and the Space as its page."""
 
 from __future__ import annotations
 
-from hf_attn.core.arguments import finite_float, non_negative_int, positive_int
+from hf_attn.core.arguments import count, finite_float
 
 
 def add_parser(subparsers) -> None:
@@ -15,22 +15,24 @@ def add_parser(subparsers) -> None:
                     "sums, the sentence's Kendall τ, the adversary and the permutations.")
     p.add_argument("model", help="a model folder (hf-attn train, any save_pretrained folder), a Hub id or an alias")
     p.add_argument("texts", nargs="+", help="the texts to explain")
-    p.add_argument("--ig-steps", type=positive_int, default=20)
-    p.add_argument("--permutations", type=non_negative_int, default=100, help="random permutations (0: none)")
-    p.add_argument("--k", type=positive_int, default=5, help="adversaries per text")
-    p.add_argument("--adversary-steps", type=non_negative_int, default=200)
+    p.add_argument("--ig-steps", type=count(1, limit="ig_nodes"), default=20)
+    p.add_argument("--permutations", type=count(0, limit="permutations"), default=100, help="random permutations (0: none)")
+    p.add_argument("--k", type=count(1, limit="adversaries"), default=5, help="adversaries per text")
+    p.add_argument("--adversary-steps", type=count(0, limit="steps"), default=200)
     p.add_argument("--eps", type=finite_float(0), default=0.01, help="the adversary's TVD budget ε")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-adversary", action="store_true", help="skip the adversary")
     p.add_argument("--html", default=None, help="also write the notebook's page (heatmaps) to this file")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    p.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="the dtype the weights are loaded in and the forwards run in (float16: CUDA or MPS only)")
     p.set_defaults(func=_run_cli)
 
 
 def _run_cli(args) -> int:
     from hf_attn.explainer import Explainer
 
-    explainer = Explainer.from_pretrained(args.model, device=args.device)
+    explainer = Explainer.from_pretrained(args.model, device=args.device, precision=args.precision)
     explanation = explainer.explain(args.texts, ig_steps=args.ig_steps, num_permutations=args.permutations,
                                     k=args.k, adversary_steps=args.adversary_steps, eps=args.eps, seed=args.seed,
                                     adversary=not args.no_adversary)

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 
-from hf_attn.core.arguments import positive_int
+from hf_attn.core.arguments import count, positive_int
 from hf_attn.core.io import exclusive_output_folder, write_text_atomic
 from hf_attn.core.threads import threads_argument
 
@@ -38,8 +38,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--full-corpora", action="store_true",
                    help="train on every corpus whole: IMDB's plan otherwise takes a seeded subset of each split "
                         "(4000 / 500 / 1000 reviews; its whole 25,000 is days of CPU on 2 cores)")
-    p.add_argument("--seeds", type=positive_int, default=None, help="T&Š grid seeds (default 5, as the paper)")
-    p.add_argument("--wp-seeds", type=positive_int, default=None, help="W&P seed models (default 8)")
+    p.add_argument("--seeds", type=count(1, limit="seed_models"), default=None, help="T&Š grid seeds (default 5, as the paper)")
+    p.add_argument("--wp-seeds", type=count(1, limit="seed_models"), default=None, help="W&P seed models (default 8)")
     p.add_argument("--agnews-path", default=None, help=f"AG News CSV (default: ${AGNEWS_PATH_ENV})")
     p.add_argument("--threads", type=threads_argument, default="auto",
                    help="torch threads: a number, or auto (default): the cores the load average says "

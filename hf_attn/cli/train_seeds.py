@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hf_attn.core.arguments import positive_int
+from hf_attn.core.arguments import count
 from hf_attn.training.wp import train_seeds
 
 
@@ -13,7 +13,7 @@ def add_parser(subparsers) -> None:
         description="Train N models identical to BASE_DIR's settings except the seed (base+1 … base+N) "
                     "into OUTPUT_DIR/seed-S. Rerun to resume; finished runs are skipped.")
     p.add_argument("base_dir")
-    p.add_argument("--num-seeds", type=positive_int, default=8)
+    p.add_argument("--num-seeds", type=count(1, limit="seed_models"), default=8)
     p.add_argument("--first-seed", type=int, default=None)
     p.add_argument("--output-dir", required=True)
     p.add_argument("--quiet", action="store_true")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hf_attn.core.deadline import check
+
 COSTS = ("tokens", "deletions")
 
 # Padded tokens per forward pass without gradients on a CPU. Measured on MiniLM-L6 (one thread, rows of
@@ -95,6 +97,7 @@ def row_chunks(mask: torch.Tensor, token_budget: int):
     lengths = mask.sum(1).cpu().numpy()
     begin = 0
     while begin < len(lengths):
+        check()  # a time budget, if one is set, is checked between chunks (hf_attn.core.deadline)
         cost = np.arange(1, len(lengths) - begin + 1) * np.maximum.accumulate(lengths[begin:])  # nondecreasing
         end = begin + max(1, int(np.searchsorted(cost, token_budget, side="right")))
         yield begin, end, max(int(lengths[begin:end].max()), 1)

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from hf_attn.core.numpy_measures import aopc  # noqa: F401  (one source with eraser_faithfulness)
+from hf_attn.core.numpy_measures import normalised_aopc as _normalised_aopc  # one bounds check with normalized_aopc
 
 
 def _array(value, name: str, ndim: int | None = None) -> np.ndarray:
@@ -159,17 +160,17 @@ def normalised_aopc(aopc_value, lower, upper) -> np.ndarray:
     """NAOPC (Edin et al. 2024, §3): (AOPC − AOPC_min) / (AOPC_max − AOPC_min) per instance, AOPC_min
     / AOPC_max the lowest / highest AOPC of any ordering of that instance's tokens
     (:mod:`hf_attn.core.naopc`); for comprehensiveness higher is better, for sufficiency (ascending
-    deletion) lower. NaN where the bounds are equal (one token, or no deletion moves ŷ)."""
+    deletion) lower. The bounds check is the one the ``normalized_aopc`` module ships
+    (:func:`hf_attn.core.numpy_measures.normalised_aopc`): an AOPC past a bound by float32 rounding
+    (:func:`~hf_attn.core.numpy_measures.bound_tolerance`, a few units in the last place) is clipped
+    onto it, one farther out is a ``ValueError`` naming the instance, the value and the bounds. NaN
+    where the bounds are equal (one token, or no deletion moves ŷ) or a value is NaN."""
     value = _array(aopc_value, "aopc_value")
     low = _array(lower, "lower")
     high = _array(upper, "upper")
     if not (value.shape == low.shape == high.shape):
         raise ValueError(f"aopc_value, lower and upper must have one shape, got {value.shape}, {low.shape}, {high.shape}")
-    if (low > high + 1e-12).any():
-        raise ValueError("lower must not exceed upper")
-    span = high - low
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(span > 1e-12, (value - low) / np.where(span > 1e-12, span, 1), np.nan)
+    return _normalised_aopc(value, low, high, names=("aopc_value", "lower", "upper"))
 
 
 def rank_agreement(scores_a, scores_b, mask) -> np.ndarray:

@@ -26,7 +26,8 @@ Bounds:
   ordering prefix is extended by every remaining feature, candidates are ranked by their cumulative
   Σ d(S_k) (the AOPC so far; all candidates of a step have the same length, so this is the AOPC's
   own ranking), the best ``width`` are kept (one per subset: the future of a prefix depends only on
-  its set). N steps, at most width · N candidates each. Its result is an approximation of the
+  its set). N steps, at most width · N candidates each. The width defaults to the authors' 5
+  (:data:`DEFAULT_BEAM_WIDTH`). Its result is an approximation of the
   bound (a lower bound of AOPC_max, an upper bound of AOPC_min), labelled as such.
 
 Subsets are Python ``int`` bit masks over the instance's features (bit t = feature t).
@@ -37,6 +38,10 @@ from __future__ import annotations
 import numpy as np
 
 EXACT_LIMIT = 20  # 2^20 subsets: beyond this the exact bounds are refused
+# The authors' beam width: ``Aopc.evaluate`` and ``Aopc.evaluate_dset`` of their released package default
+# to ``beam_size=5`` (``JoakimEdin/naopc``, ``aopc/aopc/main.py``, commit 96fa7e8); the faithfulness
+# table's ``naopc_beam`` and ``--faith-naopc-beam`` default to it.
+DEFAULT_BEAM_WIDTH = 5
 
 
 def all_subsets(n: int) -> list[int]:
@@ -155,4 +160,4 @@ class BeamSearch:
         return self.beam[0][0] / self.n if self.n else float("nan")
 
 
-__all__ = ["EXACT_LIMIT", "BeamSearch", "all_subsets", "exact_bounds", "ordering_aopc", "ordering_masks"]
+__all__ = ["DEFAULT_BEAM_WIDTH", "EXACT_LIMIT", "BeamSearch", "all_subsets", "exact_bounds", "ordering_aopc", "ordering_masks"]

@@ -8,17 +8,20 @@ One source: the checks live in ``hf_attn/core/numpy_measures.py``, the self-cont
 that every ``evaluate`` module ships as a generated copy (``scripts/generate_metric_copies.py``).
 
 Settings use the same source: :func:`check_number` (finite, within bounds), :func:`check_whole`
-(a whole number within bounds) and :func:`check_num_classes` (at most :data:`MAX_CLASSES`, checked
-before any per-class table is allocated) serve the settings dataclasses, the ``Explainer``, the
-explorer Space and the ``evaluate`` modules alike; :func:`check_labels` checks labels against a
-model's classes.
+(a whole number within bounds; with ``limit=``, a count setting up to its upper bound in
+:data:`COUNT_LIMITS`, the reason told) and :func:`check_num_classes` (at most :data:`MAX_CLASSES`,
+checked before any per-class table is allocated) serve the settings dataclasses, the ``Explainer``,
+the explorer Space and the ``evaluate`` modules alike; :func:`check_within_bounds` checks values
+against bounds computed along another float32 path (clipped within float32 rounding, refused
+beyond); :func:`check_labels` checks labels against a model's classes.
 """
 
 from __future__ import annotations
 
-from hf_attn.core.numpy_measures import (MAX_CLASSES, SUM_TOLERANCE, _rows, check_class_ids,  # noqa: F401
-                                         check_distributions, check_finite, check_num_classes, check_number,
-                                         check_range, check_same_count, check_same_shapes, check_whole)
+from hf_attn.core.numpy_measures import (COUNT_LIMITS, MAX_CLASSES, SUM_TOLERANCE, _rows,  # noqa: F401
+                                         check_class_ids, check_distributions, check_finite, check_num_classes,
+                                         check_number, check_range, check_same_count, check_same_shapes,
+                                         check_whole, check_within_bounds)
 
 
 def check_labels(labels, count: int, num_classes: int, label_names=None, name: str = "labels") -> list[int]:
@@ -83,4 +86,4 @@ def align_labels(labels, data_names, model_names) -> tuple[list[int], list[str]]
 
 __all__ = ["align_labels", "check_finite", "check_distributions", "check_range", "check_same_count", "check_same_shapes",
            "check_class_ids", "check_number", "check_whole", "check_num_classes", "check_labels",
-           "MAX_CLASSES", "SUM_TOLERANCE"]
+           "check_within_bounds", "COUNT_LIMITS", "MAX_CLASSES", "SUM_TOLERANCE"]

@@ -45,7 +45,9 @@ class SentenceExplanation:
     the largest-JSD adversary within ``eps`` TVD, else the closest), ``eps_max_jsd`` (0 = none
     feasible); ``permutation_tvd`` (P,) (J&W Alg. 2). ``kendall``: this text's τ-b and p of attention
     vs gradient, attention vs leave-one-out and gradient vs leave-one-out (J&W Table 2's statistic,
-    NaN where undefined). ``explained``: which attention rows, in words, from the adapter's facts."""
+    NaN where undefined). ``explained``: which attention rows, in words, from the adapter's facts.
+    ``undefined``: row → why its values are NaN (a one-token text's leave-one-out on a model without
+    an empty input, its Kendall τ: :mod:`hf_attn.methods.one_token`)."""
 
     text: str
     tokens: list[str]
@@ -81,6 +83,7 @@ class SentenceExplanation:
     explained: str | None = None
     max_tokens: int | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    undefined: dict[str, str] = field(default_factory=dict)
 
     @property
     def values(self) -> dict[str, list[float] | None]:

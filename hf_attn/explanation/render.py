@@ -316,7 +316,10 @@ def methods_heatmap_html(comparison) -> str:
         cells = []
         for token, value in zip(tokens, values):
             if not np.isfinite(value):
-                cells.append(f'<td class="hfa-cell" data-value="nan" title="{html.escape(token)}: undefined">–</td>')
+                why = (getattr(comparison, "undefined", None) or {}).get(method, {}).get(0)
+                said = f"undefined ({why})" if why else "undefined"
+                cells.append(f'<td class="hfa-cell" data-value="nan" title="{html.escape(token)}: {html.escape(said)}">'
+                             '–</td>')
                 continue
             strength = min(abs(value) / scale, 1.0) if scale > 0 else 0.0
             r, g, b = _blend(POSITIVE_COLOUR if value >= 0 else NEGATIVE_COLOUR, strength)
@@ -333,7 +336,7 @@ def methods_heatmap_html(comparison) -> str:
     if comparison.skipped:
         items = "".join(f"<li><b>{html.escape(m)}</b>: {html.escape(reason)}</li>"
                         for m, reason in comparison.skipped.items())
-        notes.append(f'<p>Not shown for this model:</p><ul class="hfa-skipped">{items}</ul>')
+        notes.append(f'<p>Not shown, with the reason:</p><ul class="hfa-skipped">{items}</ul>')
     return (f'{HEATMAP_STYLE}<div class="hfa-heatmaps" id="hfa-methods"><div class="hfa-line">'
             f'<table class="hfa-heatmap hfa-methods"><tr><th class="hfa-row">token</th>{head}</tr>{"".join(rows)}'
             f'</table></div>{"".join(notes)}</div>')
@@ -414,16 +417,22 @@ def summary_text(explanation: SentenceExplanation) -> str:
         lines.append(f"explained: {e.explained}")
     width = max([len(t) for t in e.tokens] + [5])
     lines.append(f"{'token':<{width}}  " + "  ".join(f"{n:>9}" for n in names))
+    undefined = getattr(e, "undefined", None) or {}
+
+    def cell(name, value) -> str:  # a value undefined by the one-token rule is said so, not printed as nan
+        return f"{'undefined':>9}" if name in undefined and not np.isfinite(value) else f"{float(value):>9.4f}"
+
     for t, token in enumerate(e.tokens):
-        lines.append(f"{token:<{width}}  " + "  ".join(f"{float(getattr(e, n)[t]):>9.4f}" for n in names))
+        lines.append(f"{token:<{width}}  " + "  ".join(cell(n, getattr(e, n)[t]) for n in names))
     if e.words and len(e.words) < len([w for w in e.word_ids if w is not None]):
         lines.append("per word (the sum of its tokens):")
         sums = {n: e.word_values(n) for n in names}
         width = max([len(w) for w in e.words] + [5])
-        lines += [f"{word:<{width}}  " + "  ".join(f"{sums[n][w]:>9.4f}" for n in names) for w, word in enumerate(e.words)]
+        lines += [f"{word:<{width}}  " + "  ".join(cell(n, sums[n][w]) for n in names) for w, word in enumerate(e.words)]
     taus = "; ".join(f"{title} {_number(e.kendall.get(name, {}).get('tau', float('nan')), 4)}"
                      for name, title in KENDALL_ROWS)
     lines.append(f"Kendall τ: {taus}")
+    lines += [f"undefined {name}: {reason}" for name, reason in undefined.items()]
     lines += [line for line in (_adversary_line(e), _permutation_line(e)) if line]
     return "\n".join(lines)
 

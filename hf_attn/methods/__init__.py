@@ -18,6 +18,10 @@ explicit arguments, shapes in every docstring, no settings objects and no I/O. T
 - :mod:`~hf_attn.methods.eraser`: comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020,
   §4) — ``eraser_scores``, ``aopc``, ``summarize_eraser``, ``rank_tokens``, ``erasure_variants``.
 
+One-token texts: :mod:`~hf_attn.methods.one_token`, what every method and faithfulness metric gives a
+text of one token (defined, needs the model's empty input, or undefined) and why — the one rule
+``Explainer.explain``, ``Explainer.attributions``, the ERASER battery and the faithfulness table consult.
+
 Helpers: :mod:`~hf_attn.models.masks` (real and attended tokens), :mod:`~hf_attn.methods.pair_query`
 (a pair model with its hypothesis query fixed), :mod:`~hf_attn.methods.inputs` (checks of padded
 token batches). Batching lives in :mod:`hf_attn.core.batching`.

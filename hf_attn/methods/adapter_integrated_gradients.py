@@ -3,7 +3,9 @@ Deep Networks", ICML, Eq. 1 and §3 "completeness"; the Riemann approximation of
 
 IG_t = Σ_d (e_t − e'_t)_d ∫₀¹ ∂f(e' + a(e − e'))/∂e_t,d da on the input embeddings (the adapter's
 ``embeddings`` / ``logits_from_embeddings``): e' the baseline — the text's tokens' embeddings
-replaced by zeros, the special tokens' and pads' embeddings unchanged (so only the text moves);
+replaced by zeros (or the pad token's or the mean input embedding:
+:mod:`hf_attn.methods.ig_baselines`), the special tokens' and pads' embeddings unchanged (so only the
+text moves);
 f = ŷ_c (``target="probability"``, c the predicted class) or the logit z_c.
 
 The integral is a quadrature over ``steps`` nodes: ``"gauss-legendre"`` (default; exact for a
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 import torch
 
+from hf_attn.core import deadline
 from hf_attn.core.batching import forward_tokens
+from hf_attn.methods.ig_baselines import baseline_embeddings, check_baseline
 from hf_attn.methods.kept_logits import keep
 from hf_attn.methods.integrated_gradients import RULES, IntegratedGradientsResult, quadrature  # noqa: F401
 from hf_attn.methods.saliency import class_scores
@@ -33,10 +37,10 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     capped on a CPU as :func:`hf_attn.core.batching.forward_tokens` caps forwards (measured on
     MiniLM, 40 SST sentences, 16 nodes: 1024 tokens 7.7 s and 0.8 GB peak RSS, 8192 tokens 8.4 s
     and 1.9–2.0 GB).
-    ``baseline``: ``"zero"`` (the text's embeddings replaced by 0) or ``"pad"`` (by the pad token's
-    embedding)."""
-    if baseline not in ("zero", "pad"):
-        raise ValueError(f"baseline must be 'zero' or 'pad', got {baseline!r}")
+    ``baseline``: ``"zero"`` (the text's embeddings replaced by 0), ``"pad"`` (by the pad token's
+    embedding) or ``"mean"`` (by the mean input embedding; :mod:`hf_attn.methods.ig_baselines`, which
+    says per model where the zero baseline cannot meet completeness)."""
+    check_baseline(baseline)
     if target not in ("probability", "logit"):
         raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
     lengths = batch.attention_mask.sum(1)
@@ -45,10 +49,7 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
                           target_class=target_class, baseline=baseline, token_budget=token_budget)
     alphas, weights = quadrature(steps, rule)
     embeddings = adapter.embeddings(batch).detach()
-    moving = batch.content.unsqueeze(-1)
-    value = torch.zeros_like(embeddings) if baseline == "zero" else \
-        adapter.model.get_input_embeddings().weight[adapter.pad_id].detach().expand_as(embeddings)
-    baseline = torch.where(moving, value, embeddings)
+    baseline = baseline_embeddings(adapter, batch, embeddings, baseline)
     count, width = batch.input_ids.shape
     budget = token_budget or forward_tokens(getattr(adapter, "token_budget", 8192), getattr(adapter, "device", None))
     # one text's points may share one pass up to twice the CPU's speed cap, within the adapter's own
@@ -84,21 +85,22 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     else:
         passes = -(-len(a) // max(1, budget // width))
         per_chunk, per_pass = 1, -(-len(a) // passes)
-    for start in range(0, count, per_chunk):
+    # the passes, paced by a time budget if one is set (hf_attn.core.deadline)
+    passes = [(start, first) for start in range(0, count, per_chunk) for first in range(0, len(a), per_pass)]
+    for start, first in deadline.paced(passes):
         rows = list(range(start, min(count, start + per_chunk)))
         n = len(rows)
-        for first in range(0, len(a), per_pass):
-            nodes = a[first:first + per_pass]
-            m = len(nodes)
-            path = (baseline[rows][None] + nodes[:, None, None, None] * delta[rows][None]
-                    ).reshape(-1, width, delta.shape[-1])
-            repeated = batch.select([i for _ in range(m) for i in rows])
-            path.requires_grad_(True)
-            with torch.enable_grad():
-                logits = adapter.logits_from_embeddings(repeated, path)
-                values = class_scores(logits, target_class[rows].repeat(m), target)
-                (grad,) = torch.autograd.grad(values.sum(), path)
-            grads[rows] += (grad.view(m, n, width, -1).double() * w[first:first + m, None, None, None]).sum(0)
+        nodes = a[first:first + per_pass]
+        m = len(nodes)
+        path = (baseline[rows][None] + nodes[:, None, None, None] * delta[rows][None]
+                ).reshape(-1, width, delta.shape[-1])
+        repeated = batch.select([i for _ in range(m) for i in rows])
+        path.requires_grad_(True)
+        with torch.enable_grad():
+            logits = adapter.logits_from_embeddings(repeated, path)
+            values = class_scores(logits, target_class[rows].repeat(m), target)
+            (grad,) = torch.autograd.grad(values.sum(), path)
+        grads[rows] += (grad.view(m, n, width, -1).double() * w[first:first + m, None, None, None]).sum(0)
     attributions = (grads * delta.double()).sum(-1)
     attributions = torch.where(batch.content, attributions, torch.zeros((), dtype=torch.float64, device=device))
     gap = attributions.sum(-1) - (f_input - f_base)

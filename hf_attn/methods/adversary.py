@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from hf_attn.core import deadline
 from hf_attn.core.measures import jsd, tvd
 
 
@@ -216,6 +217,7 @@ def adversarial_attention(model, hidden_states: torch.Tensor, attention: torch.T
     attention_floor = attention.clamp_min(1e-30).unsqueeze(1)
     with torch.no_grad():
         for _ in range(steps):
+            deadline.check()  # a time budget, if one is set (hf_attn.core.deadline)
             optimizer.step(_adversary_logit_gradient(model, logits, token_logits, attention_floor,
                                                      original, lam, eps))
     return adversary_result(model, logits, mask3, token_logits, attention, original, eps)
@@ -287,6 +289,7 @@ def pair_adversarial_attention(model, hidden_states, attention, attention_mask, 
     optimizer = _AmsgradAscent(logits, lr)
     mask3 = mask.unsqueeze(1)
     for _ in range(steps):
+        deadline.check()  # a time budget, if one is set (hf_attn.core.deadline)
         optimizer.step(_pair_adversary_logit_gradient(model, logits, mask3, attention, units, original,
                                                       lam, eps))
     return adversary_result(model, logits, mask3, units, attention, original, eps)
@@ -383,6 +386,7 @@ def adversarial_rows(adapter, batch, forward, k: int = 5, lam: float = 500.0, ep
 
     optimizer = torch.optim.Adam([logits], lr=lr, amsgrad=True, maximize=True)
     for _ in range(steps):
+        deadline.check()  # a time budget, if one is set (hf_attn.core.deadline)
         new_rows, alpha = build(logits)
         output_tvd = tvd(output(new_rows).float().softmax(-1), original.unsqueeze(1))
         value = adversary_objective(compared(alpha), explained, output_tvd, lam=lam, eps=eps).sum()

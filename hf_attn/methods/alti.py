@@ -31,29 +31,61 @@ import torch
 
 from hf_attn.adapters.internals import (LayerInternals, content_only, head_contributions, query_average,
                                         record_internals)
+from hf_attn.core import deadline
+
+
+# Elements of the (instances, rows i, tokens j, D) tensor of the transformed vectors computed at once
+# (64 MB in float32): a long sentence's layer is computed in slices of rows i (every row is
+# independent), so memory stays bounded and a time budget is checked between slices
+# (hf_attn.core.deadline); a short sentence's layer is one slice, as before.
+CHUNK_ELEMENTS = 2**24
+
+
+def _slices(count: int, steps: int, dim: int) -> list[tuple[slice, slice]]:
+    """``(instances, rows i)`` slices covering a ``(count, steps, steps, dim)`` tensor in pieces of at
+    most :data:`CHUNK_ELEMENTS` elements (at least one row of one instance each)."""
+    per_instance = steps * steps * dim
+    if count * per_instance <= CHUNK_ELEMENTS:
+        return [(slice(0, count), slice(0, steps))]
+    if per_instance <= CHUNK_ELEMENTS:
+        size = CHUNK_ELEMENTS // per_instance
+        return [(slice(b, b + size), slice(0, steps)) for b in range(0, count, size)]
+    rows = max(1, CHUNK_ELEMENTS // max(steps * dim, 1))
+    return [(slice(b, b + 1), slice(i, i + rows)) for b in range(count) for i in range(0, steps, rows)]
 
 
 def alti_contributions(layer: LayerInternals, attention_mask: torch.Tensor) -> torch.Tensor:
     """One layer's contribution matrix ``(B, T, T)`` c_ij (module docstring); rows of real tokens sum
-    to 1, pad rows and columns are 0."""
+    to 1, pad rows and columns are 0. Computed in slices of instances and rows (:data:`CHUNK_ELEMENTS`)."""
     f = head_contributions(layer)  # (B, H, T, D)
-    transformed = torch.einsum("bhij,bhjD->bijD", layer.probs, f)  # (B, T_i, T_j, D)
-    steps = transformed.shape[1]
-    eye = torch.eye(steps, dtype=transformed.dtype, device=transformed.device)
-    transformed = transformed + eye[None, :, :, None] * layer.residual[:, :, None, :]
+    count, _, steps, dim = f.shape
+    out = torch.zeros((count, steps, steps), dtype=f.dtype, device=f.device)
+    for b, i in deadline.paced(_slices(count, steps, dim)):
+        out[b, i] = _contribution_rows(layer, f[b], attention_mask[b], b, i)
+    return out
+
+
+def _contribution_rows(layer: LayerInternals, f: torch.Tensor, attention_mask: torch.Tensor, b: slice,
+                       i: slice) -> torch.Tensor:
+    """c_ij of the instances ``b`` and rows ``i`` of one layer: ``(b, i, T)`` (``f``: their
+    :func:`head_contributions`, ``attention_mask``: theirs)."""
+    transformed = torch.einsum("bhij,bhjD->bijD", layer.probs[b, :, i], f)  # (B, T_i, T_j, D)
+    rows = torch.arange(transformed.shape[1], device=transformed.device)
+    columns = rows + (i.start or 0)  # T_i(x_i) holds the residual x_i
+    transformed[:, rows, columns] += layer.residual[b][:, columns]
     if layer.layout.kind == "post":
         norm = layer.layout.norm
         whole = transformed.sum(2)  # x_i + Attn_i (without b_O)
         if layer.layout.bias is not None:
             whole = whole + layer.layout.bias.float()
-        sigma = torch.sqrt(whole.var(-1, unbiased=False) + float(getattr(norm, "eps", 1e-12)))  # (B, T)
+        sigma = torch.sqrt(whole.var(-1, unbiased=False) + float(getattr(norm, "eps", 1e-12)))  # (B, T_i)
         gamma = norm.weight.float() if getattr(norm, "weight", None) is not None else 1.0
         transformed = gamma * (transformed - transformed.mean(-1, keepdim=True)) / sigma[:, :, None, None]
-    y = layer.output  # (B, T, D): the block's actual output
+    y = layer.output[b, i]  # (B, T_i, D): the block's actual output
     distance = (y[:, :, None, :] - transformed).abs().sum(-1)  # (B, T_i, T_j)
     scores = (y.abs().sum(-1, keepdim=True) - distance).clamp_min(0.0)
     m = attention_mask.to(scores.dtype)
-    scores = scores * m[:, :, None] * m[:, None, :]
+    scores = scores * m[:, i, None] * m[:, None, :]
     return scores / scores.sum(-1, keepdim=True).clamp_min(1e-30)
 
 
@@ -62,7 +94,7 @@ def alti(adapter, batch) -> torch.Tensor:
     """``(B, T)`` ALTI (module docstring): the query row(s) of C = C^L ··· C^1, 0 on pads and special
     tokens. One recording forward; the contribution matrices are batched tensor code."""
     total = None
-    for layer in record_internals(adapter, batch):
+    for layer in deadline.paced(record_internals(adapter, batch)):  # a time budget's pace, if one is set
         contributions = alti_contributions(layer, batch.attention_mask)
         total = contributions if total is None else contributions @ total
     return content_only(batch, query_average(batch, total))

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from hf_attn.adapters.internals import attention_matrices
+from hf_attn.core import deadline
 
 DEFAULT_SCALE = 10**6
 _INT32 = 2**31 - 1
@@ -89,7 +90,7 @@ def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
     bounds = np.array([p[3] for p in prepared], dtype=np.int64)[problem] if len(problem) else np.zeros(0, np.int64)
     edges = np.array([len(p[4][0]) for p in prepared], dtype=np.int64)[problem] if len(problem) else bounds
     call = _calls(bounds, edges)
-    for c in np.unique(call):
+    for c in deadline.paced(np.unique(call)):  # paced by a time budget if one is set (hf_attn.core.deadline)
         copies = np.flatnonzero(call == c)
         tails, heads, data, starts = [], [], [], []
         offset = 0

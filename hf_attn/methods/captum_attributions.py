@@ -8,6 +8,11 @@ ours.
   ``captum.attr.KernelShap``: each text token one feature, absent = its embedding zeroed (the
   special tokens always present), ``n_samples`` coalitions per instance.
 - ``"shapley_sampling"``: Shapley value sampling (Castro, Gómez & Tejada 2009), permutations.
+
+A text of one token is one player: its Shapley value is exactly f(x) − f(x') (efficiency), computed
+directly from those two forwards for both sampling methods (captum's Kernel SHAP has no coalition
+of a size strictly between 0 and 1 to sample and fails there;
+:mod:`hf_attn.methods.one_token`).
 - ``"integrated_gradients"``: captum's ``IntegratedGradients`` (Sundararajan et al. 2017, Eq. 3,
   Gauss–Legendre), summed over the embedding dimensions; our own is
   :mod:`hf_attn.methods.adapter_integrated_gradients`.
@@ -24,6 +29,8 @@ embeddings zeroed (special tokens and pads keep theirs).
 from __future__ import annotations
 
 import torch
+
+from hf_attn.core import deadline
 
 CAPTUM_METHODS = ("kernel_shap", "shapley_sampling", "integrated_gradients", "deeplift")
 
@@ -69,10 +76,17 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
         return torch.where(batch.content, attributions.sum(-1).float(), torch.zeros((), device=out.device))
     torch.manual_seed(seed)
     for i in range(len(batch)):  # captum's sampling methods take one instance at a time
+        deadline.check()  # a time budget, if one is set (hf_attn.core.deadline)
         one = batch.select([i])
 
         def forward(e, one=one):
             return adapter.logits_from_embeddings(one.select([0] * len(e)), e).softmax(-1)
+
+        if int(one.content.sum()) == 1:  # one player: its Shapley value is f(x) − f(x') exactly
+            with torch.no_grad():
+                both = forward(torch.cat([embeddings[i:i + 1], baseline[i:i + 1]]))[:, int(target_class[i])]
+            out[i] = torch.where(one.content[0], (both[0] - both[1]).float(), torch.zeros((), device=out.device))
+            continue
 
         # feature 0: every position that is not the text's (present in every coalition); 1…n: its tokens
         features = torch.cumsum(one.content.long(), -1) * one.content.long()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from hf_attn.core import deadline
 from hf_attn.core.batching import length_batches
 from hf_attn.methods.kept_logits import keep as keep_logits_of
 
@@ -20,8 +21,11 @@ from hf_attn.methods.kept_logits import keep as keep_logits_of
 @torch.no_grad()
 def leave_one_out_deletion(adapter, batch, target_class: torch.Tensor | None = None) -> torch.Tensor:
     """``(B, T)`` ŷ_c(x) − ŷ_c(x₋t) for every text token t (module docstring); 0 on pads and special
-    tokens, and for a text of one token (deleting it leaves no text: its value is ŷ_c(x) minus
-    ŷ_c of the specials alone)."""
+    tokens. A text of one token: ŷ_c(x) minus ŷ_c of the model's empty input (the specials alone;
+    hf_attn's own models without markers: one [PAD]); NaN where there is none (a tokenizer that adds
+    no special tokens leaves zero tokens: :func:`hf_attn.methods.one_token.empty_input_refusal`)."""
+    from hf_attn.methods.one_token import empty_input_refusal
+
     logits = adapter.logits(batch)
     keep_logits_of(batch, logits)
     probabilities = logits.softmax(-1)
@@ -37,19 +41,25 @@ def leave_one_out_deletion(adapter, batch, target_class: torch.Tensor | None = N
     ids = ids.gather(1, order).tolist()
     lengths = keep.sum(1).tolist()
     pad = getattr(adapter, "pad_id", 0)
+    no_empty_input = empty_input_refusal(adapter) is not None
+    undefined = torch.tensor([n == 0 and no_empty_input for n in lengths], dtype=torch.bool, device=instance.device)
     sequences = [row[:n] if n else [pad] for row, n in zip(ids, lengths)]
+    if bool(undefined.any()):  # nothing left to run the model on: undefined (NaN), the other rows as they are
+        sequences = [s for s, u in zip(sequences, undefined.tolist()) if not u]
     # length-sorted batches, each padded to its own longest row (padding all the deletions to the
     # batch's longest one cost up to twice the FLOPs on mixed lengths); rows are independent
     deleted = torch.empty(len(sequences), probabilities.shape[-1], dtype=probabilities.dtype,
                           device=probabilities.device)
-    for group in length_batches([len(s) for s in sequences], getattr(adapter, "token_budget", 8192)):
+    for group in deadline.paced(length_batches([len(s) for s in sequences], getattr(adapter, "token_budget", 8192))):
         rows = torch.as_tensor(group, device=deleted.device)
         deleted[rows] = adapter.logits(adapter.from_token_lists([sequences[i] for i in group])).softmax(-1).to(
             deleted.dtype)
-    c = target_class[instance]
-    drop = probabilities[instance, c] - deleted.gather(1, c[:, None]).squeeze(1)
+    defined = ~undefined
+    c = target_class[instance[defined]]
+    drop = probabilities[instance[defined], c] - deleted.gather(1, c[:, None]).squeeze(1)
     out = torch.zeros(real.shape, dtype=torch.float32, device=real.device)
-    out[instance, position] = drop.float()
+    out[instance[defined], position[defined]] = drop.float()
+    out[instance[undefined], position[undefined]] = float("nan")
     return out
 
 

@@ -25,6 +25,7 @@ import torch
 
 from hf_attn.adapters.interface import Intervention
 from hf_attn.adapters.internals import content_only, query_average, require_internals
+from hf_attn.core import deadline
 
 
 class _Stop(Exception):
@@ -93,24 +94,25 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
     replay_ok = bool(getattr(adapter, "fast_path", False))
     per_chunk = max(1, adapter.token_budget // max(steps, 1))
     scores = torch.zeros((count, len(adapter.layers), steps, steps), dtype=torch.float32, device=real.device)
-    for layer in range(len(adapter.layers)):
-        for start in range(0, len(instance), per_chunk):
-            rows = slice(start, start + per_chunk)
-            index = instance[rows]
-            replay = inputs[layer][index] if replay_ok and layer > 0 else None
-            intervention = Intervention(layer=layer, zero_values=zero[rows], calls=layer if replay is not None else 0)
-            positions = None if batch.position_ids is None else batch.position_ids[index]
-            try:
-                with _hooks(adapter, layer, replay):
-                    adapter._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
-                                        positions)
-                raise RuntimeError(f"layer {layer} was never reached")
-            except _Stop as stop:
-                changed = stop.output.float()
-            # the input's rows (Longformer's layers run on the input padded to a multiple of its window)
-            distance = cosine_distance(changed[:, :steps], outputs[layer][index][:, :steps]).float()
-            distance = distance * batch.attention_mask[index].float()  # (N, T_i)
-            scores[index, layer, :, position[rows]] = distance
+    # every (layer, chunk of variants), paced by a time budget if one is set (hf_attn.core.deadline)
+    chunks = [(layer, start) for layer in range(len(adapter.layers)) for start in range(0, len(instance), per_chunk)]
+    for layer, start in deadline.paced(chunks):
+        rows = slice(start, start + per_chunk)
+        index = instance[rows]
+        replay = inputs[layer][index] if replay_ok and layer > 0 else None
+        intervention = Intervention(layer=layer, zero_values=zero[rows], calls=layer if replay is not None else 0)
+        positions = None if batch.position_ids is None else batch.position_ids[index]
+        try:
+            with _hooks(adapter, layer, replay):
+                adapter._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
+                                    positions)
+            raise RuntimeError(f"layer {layer} was never reached")
+        except _Stop as stop:
+            changed = stop.output.float()
+        # the input's rows (Longformer's layers run on the input padded to a multiple of its window)
+        distance = cosine_distance(changed[:, :steps], outputs[layer][index][:, :steps]).float()
+        distance = distance * batch.attention_mask[index].float()  # (N, T_i)
+        scores[index, layer, :, position[rows]] = distance
     return scores
 
 

@@ -52,8 +52,8 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     from hf_attn.core.io import write_json_atomic, write_text_atomic
 
     check_count("max_instances (--max-instances)", max_instances)
-    check_count("ig_steps (--ig-steps)", ig_steps, allow_none=False)
-    check_count("token_budget (--token-budget)", token_budget, allow_none=False)
+    check_count("ig_steps (--ig-steps)", ig_steps, allow_none=False, limit="ig_nodes")
+    check_count("token_budget (--token-budget)", token_budget, allow_none=False, limit="token_budget")
     own = not is_transformer_model_dir(model_dir)
     if own:  # refused before a finished request is returned
         from hf_attn.batteries.jw.battery import check_papers_model_device
@@ -104,7 +104,8 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
                "label_names": label_names, "accuracy": accuracy, "model": _model_block(model, adapter, spec_text),
                "units": {"name": "tokens" if own else "word pieces",
                          "mean_per_instance": float(units.sum(1).double().mean()), "max_length": adapter.max_length},
-               "request": params, **table, "versions": environment_versions()}
+               "request": params, "precision": adapter.describe()["precision"],
+               "weights_dtype": adapter.describe().get("weights_dtype"), **table, "versions": environment_versions()}
     os.makedirs(output_dir, exist_ok=True)
     text = format_eraser_table(results)
     described = (f"{model.config.encoder}+{model.config.attention} ({model.config.variant})" if own

@@ -98,6 +98,8 @@ def _tuple_of(kind):
 def add_options(parser) -> None:
     """The ``--faith-*`` flags of ``hf-attn analyze`` (defaults from :class:`FaithfulnessRunSettings`)."""
     from hf_attn.batteries.jw.common import add_data_options
+    from hf_attn.core.arguments import count
+    from hf_attn.core.naopc import EXACT_LIMIT
 
     g = parser.add_argument_group("faithfulness battery (attribution methods × faithfulness metrics)")
     table = FaithfulnessSettings()
@@ -105,15 +107,17 @@ def add_options(parser) -> None:
                    help=f"comma-separated subset of {', '.join(METHODS)} (default: all)")
     g.add_argument("--faith-fractions", type=_tuple_of(float), default=table.fractions,
                    help="ERASER bins (default 0.01,0.05,0.1,0.2,0.5)")
-    g.add_argument("--faith-ig-steps", type=int, default=table.ig_steps,
+    g.add_argument("--faith-ig-steps", type=count(1, limit="ig_nodes"), default=table.ig_steps,
                    help="integrated gradients' Gauss–Legendre nodes to start from (default %(default)s)")
     g.add_argument("--faith-ig-target", type=float, default=table.ig_target,
                    help="nodes doubled per sentence until |completeness gap| ≤ this share of |f(x) − f(x')| "
                         "(default %(default)s; 0: exactly --faith-ig-steps nodes)")
-    g.add_argument("--faith-ig-max-steps", type=int, default=table.ig_max_steps,
+    g.add_argument("--faith-ig-max-steps", type=count(1, limit="ig_nodes"), default=table.ig_max_steps,
                    help="the most nodes per sentence (default %(default)s)")
-    g.add_argument("--faith-ig-baseline", choices=["zero", "pad"], default=table.ig_baseline,
-                   help="the text's embeddings start from 0 or from the pad token's (default %(default)s)")
+    g.add_argument("--faith-ig-baseline", choices=["zero", "pad", "mean"], default=table.ig_baseline,
+                   help="the text's embeddings start from 0, the pad token's or the mean input embedding (default "
+                        "%(default)s; where 0 is the singular point of the model's first normalisation, as on "
+                        "Llama, the result says so and offers mean)")
     g.add_argument("--faith-gradient-target", choices=["probability", "logit"], default=table.gradient_target,
                    help="f of saliency, gradient × input and integrated gradients: ŷ_c or z_c (default %(default)s)")
     g.add_argument("--faith-metrics", type=_tuple_of(str), default=table.metrics,
@@ -121,24 +125,24 @@ def add_options(parser) -> None:
     g.add_argument("--faith-soft-variant", choices=["reference", "embedding"], default=table.soft_variant,
                    help="reference: the authors' code (embedding-layer output masked, null input ids 0, clipped); "
                         "embedding: word embeddings masked, unclipped (default %(default)s)")
-    g.add_argument("--faith-soft-draws", type=int, default=table.soft_draws,
+    g.add_argument("--faith-soft-draws", type=count(1, limit="draws"), default=table.soft_draws,
                    help="Bernoulli draws per sentence to start from (default %(default)s)")
-    g.add_argument("--faith-soft-max-draws", type=int, default=table.soft_max_draws,
+    g.add_argument("--faith-soft-max-draws", type=count(1, limit="draws"), default=table.soft_max_draws,
                    help="draws are doubled up to this while a cell's Monte-Carlo standard error is above 0.01 "
                         "(default %(default)s)")
-    g.add_argument("--faith-naopc-beam", type=int, default=table.naopc_beam,
-                   help="NAOPC beam width (default %(default)s; 0: no normalised AOPC)")
-    g.add_argument("--faith-naopc-exact-max", type=int, default=table.naopc_exact_max,
+    g.add_argument("--faith-naopc-beam", type=count(0, limit="beam_width"), default=table.naopc_beam,
+                   help="NAOPC beam width (default %(default)s, the authors' width; 0: no normalised AOPC)")
+    g.add_argument("--faith-naopc-exact-max", type=count(0, EXACT_LIMIT), default=table.naopc_exact_max,
                    help="exact NAOPC bounds up to this many tokens (2^n forwards; default %(default)s)")
-    g.add_argument("--faith-naopc-beam-max", type=int, default=table.naopc_beam_max,
+    g.add_argument("--faith-naopc-beam-max", type=count(0, limit="tokens"), default=table.naopc_beam_max,
                    help="beam-searched bounds up to this many tokens, the table's orderings beyond (default %(default)s)")
-    g.add_argument("--faith-naopc-every-k-max", type=int, default=table.naopc_every_k_max,
+    g.add_argument("--faith-naopc-every-k-max", type=count(2, limit="tokens"), default=table.naopc_every_k_max,
                    help="AOPC over every k up to this many tokens, an even grid of that many k's beyond "
                         "(default %(default)s)")
     g.add_argument("--faith-naopc-perturbation", choices=["delete", "mask"], default=table.naopc_perturbation,
                    help="NAOPC deletes tokens or replaces them by the mask token (default %(default)s)")
-    g.add_argument("--faith-shap-samples", type=int, default=table.shap_samples)
-    g.add_argument("--faith-batch-tokens", type=int, default=table.batch_tokens)
+    g.add_argument("--faith-shap-samples", type=count(1, limit="shap_samples"), default=table.shap_samples)
+    g.add_argument("--faith-batch-tokens", type=count(1, limit="token_budget"), default=table.batch_tokens)
     g.add_argument("--faith-max-instances", type=int, default=FaithfulnessRunSettings.max_instances,
                    help="the first N texts of the split (default %(default)s; 0: all)")
     g.add_argument("--faith-layer", type=int, default=-1, help="the explained attention layer (default: last)")

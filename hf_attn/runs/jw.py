@@ -21,7 +21,7 @@ from hf_attn.batteries.jw.pair import (QA_EPS, PairJWInstances, is_pair_model_di
                                        run_pair_jw_battery)
 from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, add_data_options, format_summary, heads_option,
                                          instance_analysis_row)
-from hf_attn.core.arguments import check_count, finite_float, non_negative_int, positive_int
+from hf_attn.core.arguments import check_count, count, finite_float, positive_int
 from hf_attn.core.io import write_jsonl_atomic
 from hf_attn.core.sharding import distributed_world_size, is_main_process
 from hf_attn.runs import Battery, register_battery
@@ -61,19 +61,19 @@ def add_options(parser) -> None:
     run_defaults = JWRunSettings()
     defaults = run_defaults.algorithm
     g = parser.add_argument_group("jw battery (Jain & Wallace 2019 §4)")
-    g.add_argument("--jw-permutations", type=positive_int, default=defaults.num_permutations,
+    g.add_argument("--jw-permutations", type=count(1, limit="permutations"), default=defaults.num_permutations,
                    help="permutations per instance (Alg. 2)")
-    g.add_argument("--jw-adversaries", type=positive_int, default=defaults.k, help="k adversaries per instance (Alg. 3)")
+    g.add_argument("--jw-adversaries", type=count(1, limit="adversaries"), default=defaults.k, help="k adversaries per instance (Alg. 3)")
     g.add_argument("--jw-lambda", type=finite_float(0), default=defaults.lam, help="λ of the relaxed Eq. 1")
     g.add_argument("--jw-eps", type=finite_float(0), default=None,
                    help=f"ε: allowed TVD of an adversary's output (default {defaults.eps}; {QA_EPS} on the QA "
                         f"datasets babi1-3 / cnn-qa, as J&W §4.2.2)")
-    g.add_argument("--jw-steps", type=non_negative_int, default=defaults.steps, help="Adam steps of the adversary search")
+    g.add_argument("--jw-steps", type=count(0, limit="steps"), default=defaults.steps, help="Adam steps of the adversary search")
     g.add_argument("--jw-lr", type=finite_float(0, strictly_above=True), default=defaults.lr, help="Adam learning rate of the adversary search")
-    g.add_argument("--jw-token-budget", type=positive_int, default=defaults.token_budget, help="padded tokens per batch")
-    g.add_argument("--jw-gradient-token-budget", type=positive_int, default=defaults.gradient_token_budget,
+    g.add_argument("--jw-token-budget", type=count(1, limit="token_budget"), default=defaults.token_budget, help="padded tokens per batch")
+    g.add_argument("--jw-gradient-token-budget", type=count(1, limit="token_budget"), default=defaults.gradient_token_budget,
                    help="padded tokens per gradient forward + backward")
-    g.add_argument("--jw-loo-token-budget", type=positive_int, default=defaults.loo_token_budget,
+    g.add_argument("--jw-loo-token-budget", type=count(1, limit="token_budget"), default=defaults.loo_token_budget,
                    help="padded tokens per chunk of leave-one-out deletions")
     g.add_argument("--jw-tie-tolerance", type=finite_float(0), default=defaults.tie_tolerance,
                    help="importances within this absolute distance count as tied in Kendall τ "
@@ -295,6 +295,8 @@ def jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None, 
         "dataset": dataset, "split": split, "label_names": label_names, "model": model_block,
         **({"attention_spec": spec} if spec else {}),
         "parameters": asdict(settings) | {"max_instances": max_instances, "device": described["device"],
+                                          "precision": described["precision"],
+                                          "weights_dtype": described.get("weights_dtype"),
                                           "num_threads": threads_used},
         "summary": strip_arrays(summary),
         "published": PUBLISHED_SST if dataset == "sst" else None,

@@ -17,7 +17,7 @@ import numpy as np
 from hf_attn.batteries.ts.battery import (PUBLISHED_SST, SPLITS, VARIANT_ORDER, WORD_SET_METHODS, TSSettings, analyze_model,
                                           format_ts_summary, load_run, pick_example, plot_token_probabilities,
                                           token_probability_curve)
-from hf_attn.core.arguments import positive_int
+from hf_attn.core.arguments import count, positive_int
 from hf_attn.core.io import save_figure_atomic, write_text_atomic
 from hf_attn.runs import Battery, register_battery
 
@@ -416,14 +416,14 @@ def add_options(parser) -> None:
     def add(flag, dest, **kwargs):
         g.add_argument(flag, dest=dest, default=default[dest], **kwargs)
 
-    add("--ts-permutation-draws", "ts_permutation_draws", type=positive_int,
+    add("--ts-permutation-draws", "ts_permutation_draws", type=count(1, limit="permutations"),
         help="random permutations of α per instance (F1 averaged over draws); default %(default)s")
     add("--ts-mi-split", "ts_mi_split", choices=list(SPLITS),
         help="split whose word counts and occurrences the MI uses (default %(default)s)")
-    add("--ts-mi-max-occurrences", "ts_mi_max_occurrences", type=positive_int,
+    add("--ts-mi-max-occurrences", "ts_mi_max_occurrences", type=count(1, limit="occurrences"),
         help="occurrences the MI clusters (a seeded subset above; default %(default)s)")
-    add("--ts-mi-words", "ts_mi_words", type=positive_int, help="word types per set (default %(default)s, as T&Š)")
-    add("--ts-mi-clusters", "ts_mi_clusters", type=positive_int, help="k of the k-means (default %(default)s, as T&Š)")
+    add("--ts-mi-words", "ts_mi_words", type=count(1, limit="word_types"), help="word types per set (default %(default)s, as T&Š)")
+    add("--ts-mi-clusters", "ts_mi_clusters", type=count(1, limit="clusters"), help="k of the k-means (default %(default)s, as T&Š)")
     add("--ts-skip-mi", "ts_skip_mi", action="store_true", help="skip the (slow) MI clustering")
     add("--ts-skip-adversary", "ts_skip_adversary", action="store_true")
     add("--ts-adversary-limit", "ts_adversary_limit", type=positive_int,

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from hf_attn.batteries.jw.common import add_data_options, heads_option
 from hf_attn.batteries.wp.battery import WPSettings, format_wp_summary
-from hf_attn.core.arguments import finite_float, non_negative_int, positive_int
+from hf_attn.core.arguments import count, finite_float, positive_int
 from hf_attn.runs import Battery, register_battery
 from hf_attn.training import wp as wpt
 
@@ -74,24 +74,24 @@ def add_options(parser) -> None:
 
     add(["--wp-runs-dir", "--runs-dir"], "wp_runs_dir",
         help="where the helper models (uniform, seeds, adversaries, MLPs) live; default OUT/models")
-    add(["--wp-num-seeds", "--num-seeds"], "wp_num_seeds", type=positive_int, help="seed models (default %(default)s)")
+    add(["--wp-num-seeds", "--num-seeds"], "wp_num_seeds", type=count(1, limit="seed_models"), help="seed models (default %(default)s)")
     add(["--wp-lambdas", "--lambdas"], "wp_lambdas", type=_float_list,
         help="λ sweep of the consistent adversary (default " + ",".join(f"{x:g}" for x in default["wp_lambdas"]) + ")")
     add(["--wp-guide-lambda"], "wp_guide_lambda", type=finite_float(0),
         help="λ of the adversary whose attention guides the diagnostic MLP (default %(default)s, as W&P)")
-    add(["--wp-guide-seeds"], "wp_guide_seeds", type=positive_int,
+    add(["--wp-guide-seeds"], "wp_guide_seeds", type=count(1, limit="seed_models"),
         help="seeds of the guide adversary (one guided MLP each; F1 = their mean); default %(default)s, as W&P")
     add(["--wp-seed-statistic"], "wp_seed_statistic", choices=["max", "median"],
         help="max over seeds (W&P paper) or median (W&P code); default %(default)s")
-    add(["--wp-epochs"], "wp_epochs", type=positive_int, help="epochs of helper models (default: base's)")
+    add(["--wp-epochs"], "wp_epochs", type=count(1, limit="epochs"), help="epochs of helper models (default: base's)")
     add(["--wp-no-train"], "wp_no_train", action="store_true", help="fail instead of training missing models")
-    add(["--wp-adversary-steps"], "wp_adversary_steps", type=non_negative_int,
+    add(["--wp-adversary-steps"], "wp_adversary_steps", type=count(0, limit="steps"),
         help="optimisation steps of the J&W per-instance adversary (default %(default)s)")
     add(["--wp-skip-per-instance-adversary"], "wp_skip_per_instance_adversary", action="store_true")
     add(["--wp-adversary-protocol"], "wp_adversary_protocol", choices=sorted(wpt.ADVERSARY_PROTOCOLS),
         help="consistent adversary: 'wp' = W&P's code (≤ 80 epochs, early stopping on the training "
              "objective, ½·TVD, class-weighted) or 'fast' (base's epochs, dev selection); default %(default)s")
-    add(["--wp-adversary-max-epochs"], "wp_adversary_max_epochs", type=positive_int,
+    add(["--wp-adversary-max-epochs"], "wp_adversary_max_epochs", type=count(1, limit="epochs"),
         help=f"epoch cap of the 'wp' protocol (default {wpt.ADVERSARY_PROTOCOLS['wp']['max_epochs']})")
     add(["--wp-layer"], "wp_layer", type=int,
         help="BERT-family models: the layer whose [CLS] attention is explained (default %(default)s: the last)")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from hf_attn.batteries.eraser.units import (DEFAULT_GRADIENT_TOKEN_BUDGET, DEFAULT_TOKEN_BUDGET, encode,
@@ -47,6 +48,7 @@ from hf_attn.core.io import save_figure_atomic
 from hf_attn.methods.eraser import (DEFAULT_FRACTIONS, EraserResult, aopc, batched_probabilities, eraser_scores,
                                     eraser_scores_slow, erasure_variants, rank_tokens, summarize_eraser,
                                     tokens_per_fraction)
+from hf_attn.methods.one_token import reasons_count
 from hf_attn.methods.integrated_gradients import (DEFAULT_IG_TOKEN_BUDGET, IntegratedGradientsResult,
                                                   integrated_gradients, integrated_gradients_importance)
 
@@ -204,19 +206,75 @@ def pairwise_correlations(ragged: dict, predicted, num_classes: int) -> dict:
 
 
 def erase_each_measure(scores: dict, measures: Sequence[str], fractions: Sequence[float], descriptions: dict,
-                       seconds: dict, erase) -> tuple[dict, torch.Tensor | None]:
+                       seconds: dict, erase, undefined: dict | None = None, emptied=None
+                       ) -> tuple[dict, torch.Tensor | None]:
     """``erase(scores[name])`` (an :class:`hf_attn.methods.eraser.EraserResult`) summarised by
-    :func:`summarize_eraser` for each measure, with its description; the time of each goes to
-    ``seconds["eraser_<name>"]``. Returns ``(table, predicted class of the last result)``."""
+    :func:`summarize_defined` for each measure, with its description; the time of each goes to
+    ``seconds["eraser_<name>"]``. Returns ``(table, predicted class of the last result)``.
+
+    Undefined rows never fail the table (:mod:`hf_attn.methods.one_token`): ``undefined[name]``, per
+    instance why the measure's scores are undefined there (None: defined), leaves that instance out of
+    both of its columns; ``emptied``, ``(mask (N, K), reason)``, marks the bins that remove every token
+    of a text whose model has no empty input, leaving its comprehensiveness out. Both are counted
+    with their reasons."""
     table, predicted = {}, None
     for name in measures:
+        importance = scores[name]
+        why = list((undefined or {}).get(name) or [None] * len(importance))
+        if any(why):  # the ranking of the other rows is unaffected; these rows are masked out below
+            importance = torch.nan_to_num(importance, nan=0.0, posinf=0.0, neginf=0.0)
         t0 = time.perf_counter()
-        result = erase(scores[name])
+        result = erase(importance)
         seconds[f"eraser_{name}"] = time.perf_counter() - t0
         predicted = result.predicted_class
-        table[name] = summarize_eraser(result.comprehensiveness, result.sufficiency, fractions) | {
+        comp, suff = np.array(result.comprehensiveness, dtype=float), np.array(result.sufficiency, dtype=float)
+        reasons = [None if r is None else f"{name}: {r}" for r in why]
+        comp_reasons, suff_reasons = list(reasons), list(reasons)
+        for i, reason in enumerate(reasons):
+            if reason is not None:
+                comp[i], suff[i] = np.nan, np.nan
+        if emptied is not None:
+            mask, reason = emptied
+            mask = np.asarray(mask, dtype=bool)
+            comp[mask] = np.nan
+            for i in np.flatnonzero(mask.any(1)):
+                comp_reasons[i] = comp_reasons[i] or reason
+        table[name] = summarize_defined(comp, suff, fractions, {"comprehensiveness": comp_reasons,
+                                                                "sufficiency": suff_reasons}) | {
             "description": descriptions[name]}
     return table, predicted
+
+
+def summarize_defined(comprehensiveness, sufficiency, fractions: Sequence[float], reasons: dict | None = None) -> dict:
+    """:func:`summarize_eraser` over the instances where each column is defined (finite in every bin):
+    the same keys (a column defined nowhere has ``None`` for its AOPC, standard error and bins) with
+    ``num_instances`` every instance; when an instance is left out, also ``<column>_n`` (the
+    instances each column's aggregates cover), ``undefined`` and ``undefined_reasons`` (per column
+    the instances left out and why; ``reasons``: column → per instance reason or None)."""
+    comp = np.asarray(comprehensiveness, dtype=float)
+    suff = np.asarray(sufficiency, dtype=float)
+    out: dict = {"fractions": [float(f) for f in fractions]}
+    undefined, why = {}, {}
+    for name, values in (("comprehensiveness", comp), ("sufficiency", suff)):
+        defined = np.isfinite(values).all(1) if values.ndim == 2 else np.zeros(len(values), bool)
+        if defined.any():
+            part = summarize_eraser(values[defined], values[defined], fractions)
+            out |= {f"{name}_aopc": part[f"{name}_aopc"], f"{name}_aopc_stderr": part[f"{name}_aopc_stderr"],
+                    name: part[name]}
+        else:
+            out |= {f"{name}_aopc": None, f"{name}_aopc_stderr": None, name: [None] * len(out["fractions"])}
+        out[f"{name}_n"] = int(defined.sum())
+        undefined[name] = int((~defined).sum())
+        given = (reasons or {}).get(name) or [None] * len(values)
+        why[name] = reasons_count((given[i] or "the column is NaN or inf for this instance")
+                                  for i in np.flatnonzero(~defined))
+    out["num_instances"] = int(len(comp))
+    if any(undefined.values()):  # only then: a table with every instance defined keeps its keys
+        out |= {"comprehensiveness_n": out.pop("comprehensiveness_n"), "sufficiency_n": out.pop("sufficiency_n"),
+                "undefined": undefined, "undefined_reasons": why}
+    else:
+        out.pop("comprehensiveness_n"), out.pop("sufficiency_n")
+    return out
 
 
 def eraser_parameters(fractions: Sequence[float], ig_steps: int, ig_baseline: str, seed: int) -> dict:
@@ -284,6 +342,30 @@ def importance_scores(adapter, input_ids: torch.Tensor, attention_mask: torch.Te
     return out, seconds
 
 
+def _undefined_rows(adapter, scores: dict, measures, attention_mask: torch.Tensor, units: torch.Tensor,
+                    fractions) -> tuple[dict, tuple | None]:
+    """Per measure, per instance why its importance is undefined (only measures with such rows), and
+    ``(mask (N, K), reason)`` of the comprehensiveness bins that remove every unit of a text without
+    specials on a model with no empty input (None when there are none): :mod:`hf_attn.methods.one_token`."""
+    from hf_attn.methods.one_token import empty_input_refusal, undefined_rows
+
+    real = attention_mask.bool()
+    contents = [units[i][real[i]].numpy() for i in range(len(units))]
+    undefined = {}
+    for name in measures:
+        rows = [scores[name][i][real[i]].numpy() for i in range(len(units))]
+        why = undefined_rows(adapter, name, rows, contents)
+        if any(why):
+            undefined[name] = why
+    refusal = empty_input_refusal(adapter)
+    if refusal is None:
+        return undefined, None
+    sizes = units.sum(1).numpy()
+    framed = (real & ~units).any(1).numpy()
+    mask = (tokens_per_fraction(sizes, fractions) == sizes[:, None]) & ~framed[:, None]
+    return undefined, ((mask, refusal) if mask.any() else None)
+
+
 def _importance_correlations(scores: dict, units: torch.Tensor, predicted, num_classes: int) -> dict:
     """J&W Table 2-style Kendall τ (per predicted class) between every pair of measures over the
     units (rollout included where the model has it)."""
@@ -312,12 +394,16 @@ def eraser_table(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     scores, seconds = importance_scores(
         adapter, input_ids, attention_mask, units, measures, ig_steps=ig_steps, ig_baseline=ig_baseline,
         seed=seed, token_budget=token_budget, gradient_token_budget=gradient_token_budget, progress=progress)
+    undefined, emptied = _undefined_rows(adapter, scores, measures, attention_mask, units, fractions)
     table, predicted = erase_each_measure(
         scores, measures, fractions, MEASURE_DESCRIPTIONS, seconds,
         lambda importance: framed_eraser_scores(model, input_ids, attention_mask, units, importance, fractions,
-                                                token_budget=4 * token_budget, progress=progress))
+                                                token_budget=4 * token_budget, progress=progress),
+        undefined, emptied)
+    finite = {n: torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) if n in undefined else v
+              for n, v in scores.items()}
     out = {"measures": table,
-           "kendall_tau": _importance_correlations(scores, units, predicted, model.config.num_labels),
+           "kendall_tau": _importance_correlations(finite, units, predicted, model.config.num_labels),
            "parameters": {**eraser_parameters(fractions, ig_steps, ig_baseline, seed),
                           "units": "tokens of the text (word pieces for transformers; tokenizer-added "
                                    "specials excluded)",
@@ -338,16 +424,28 @@ def eraser_table(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor,
 
 
 def format_eraser_table(results: dict) -> str:
-    """Markdown table of :func:`eraser_table` results (AOPC ± standard error, per-bin values)."""
+    """Markdown table of :func:`eraser_table` results (AOPC ± standard error, per-bin values); the
+    instances a column leaves out (undefined) are listed under it with their reasons."""
     fractions = results["parameters"]["fractions"]
     bins = " / ".join(f"{round(100 * f)}%" for f in fractions)
     lines = [f"| importance | comprehensiveness AOPC ↑ | sufficiency AOPC ↓ | comprehensiveness {bins} | sufficiency {bins} |",
              "|---|---|---|---|---|"]
+
+    def number(value) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    notes = []
     for name, row in results["measures"].items():
-        lines.append(f"| {name} | {row['comprehensiveness_aopc']:.3f} ± {row['comprehensiveness_aopc_stderr']:.3f} "
-                     f"| {row['sufficiency_aopc']:.3f} ± {row['sufficiency_aopc_stderr']:.3f} "
-                     f"| {' / '.join(f'{v:.3f}' for v in row['comprehensiveness'])} "
-                     f"| {' / '.join(f'{v:.3f}' for v in row['sufficiency'])} |")
+        lines.append(f"| {name} | {number(row['comprehensiveness_aopc'])} ± "
+                     f"{number(row['comprehensiveness_aopc_stderr'])} "
+                     f"| {number(row['sufficiency_aopc'])} ± {number(row['sufficiency_aopc_stderr'])} "
+                     f"| {' / '.join(number(v) for v in row['comprehensiveness'])} "
+                     f"| {' / '.join(number(v) for v in row['sufficiency'])} |")
+        for column, reasons in (row.get("undefined_reasons") or {}).items():
+            notes += [f"- {name} {column}: {count} instance(s) undefined, left out: {reason}"
+                      for reason, count in reasons.items()]
+    if notes:
+        lines += ["", "Undefined instances (left out of the column's AOPC and counted):", *notes]
     lines += ["", f"± is the standard error of the mean over the {results.get('num_instances', 'N')} instances "
               "(standard deviation / √N), not a standard deviation; AOPC = mean over the bins (DeYoung et al. "
               "2020, §4)."]
@@ -364,8 +462,8 @@ def write_eraser_figure(results: dict, path: str, title: str = "") -> str:
     fractions = [100 * f for f in results["parameters"]["fractions"]]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharex=True)
     for name, row in results["measures"].items():
-        axes[0].plot(fractions, row["comprehensiveness"], marker="o", label=name)
-        axes[1].plot(fractions, row["sufficiency"], marker="o", label=name)
+        for ax, key in ((axes[0], "comprehensiveness"), (axes[1], "sufficiency")):
+            ax.plot(fractions, [np.nan if v is None else v for v in row[key]], marker="o", label=name)
     for ax, label in zip(axes, ("comprehensiveness ↑ (top-k removed)", "sufficiency ↓ (only top-k kept)")):
         ax.set_xscale("log")
         ax.set_xticks(fractions, [f"{f:g}" for f in fractions])
@@ -387,4 +485,4 @@ __all__ = ["DEFAULT_FRACTIONS", "DEFAULT_IG_TOKEN_BUDGET", "DEFAULT_TOKEN_BUDGET
            "checked_measures", "encode_for", "eraser_scores", "eraser_scores_slow", "eraser_table",
            "erasure_variants", "format_eraser_table", "importance_scores", "integrated_gradients",
            "integrated_gradients_importance", "integrated_gradients_units", "length_batches", "measures_for",
-           "rank_tokens", "summarize_eraser", "tokens_per_fraction", "write_eraser_figure"]
+           "rank_tokens", "summarize_defined", "summarize_eraser", "tokens_per_fraction", "write_eraser_figure"]

@@ -59,20 +59,26 @@ class _Drops:
         return self.p_full[rows] - probs[np.arange(len(requests)), self.predicted[rows]]
 
 
-def _cached_leave_one_out(cache, instances, p_full, predicted, pad) -> list[np.ndarray]:
+def _cached_leave_one_out(cache, instances, p_full, predicted, pad, empty_refusal: str | None = None
+                          ) -> list[np.ndarray]:
     """Leave-one-out ŷ_c(x) − ŷ_c(x₋t) per text token (Li et al. 2016; the ``leave_one_out`` method's
     definition) with every deletion scored through the shared cache, so the ERASER and NAOPC inputs
-    that delete one token reuse these forwards. Per instance, over its real positions (0 on specials)."""
+    that delete one token reuse these forwards. Per instance, over its real positions (0 on specials).
+    A one-token text without special tokens is NaN when ``empty_refusal`` says the model has no empty
+    input (:mod:`hf_attn.methods.one_token`)."""
     requests, owners = [], []
+    out = [np.zeros(len(inst.tokens)) for inst in instances]
     for i, inst in enumerate(instances):
         size = int(inst.content.sum())
+        if size == 1 and empty_refusal is not None and inst.content.all():
+            out[i][inst.content] = np.nan
+            continue
         for t in range(size):
             keep = np.ones(size, bool)
             keep[t] = False
             requests.append(_subset(inst, keep, pad))
             owners.append((i, t))
-    probs = cache.get(requests)
-    out = [np.zeros(len(inst.tokens)) for inst in instances]
+    probs = cache.get(requests) if requests else np.zeros((0, 0))
     positions = [np.flatnonzero(inst.content) for inst in instances]
     for (i, t), p in zip(owners, probs):
         out[i][positions[i][t]] = p_full[i] - p[predicted[i]]
@@ -171,7 +177,11 @@ def erasure_scores(adapter, texts, attributions, fractions=DEFAULT_FRACTIONS) ->
     computed anywhere (captum, ferret, inseq, …): ``attributions`` per text, one score per position
     of ``adapter.encode([text])`` (special tokens included, ignored) or one per text token
     (``batch.content``). Returns ``{"comprehensiveness", "sufficiency", "fractions"}``, ready for
-    the ``eraser_faithfulness`` evaluate module."""
+    the ``eraser_faithfulness`` evaluate module. A bin that removes every token of a text without
+    special tokens, on a model with no empty input (:mod:`hf_attn.methods.one_token`), is NaN in
+    ``comprehensiveness``, with the reason per text in ``undefined`` (None: defined)."""
+    from hf_attn.methods.one_token import empty_input_refusal
+
     batch = adapter.encode(list(texts))
     instances = _instances(adapter, batch)
     if len(attributions) != len(instances):
@@ -194,5 +204,12 @@ def erasure_scores(adapter, texts, attributions, fractions=DEFAULT_FRACTIONS) ->
     counts = tokens_per_fraction([int(i.content.sum()) for i in instances], fractions)
     p_removed, p_kept = _erasure(cache, instances, scores, counts, int(getattr(adapter, "pad_id", 0)))
     p_full = full[rows, predicted]
-    return {"comprehensiveness": fm.erasure_differences(p_full, p_removed[rows, :, predicted]),
-            "sufficiency": fm.erasure_differences(p_full, p_kept[rows, :, predicted]), "fractions": list(fractions)}
+    comprehensiveness = fm.erasure_differences(p_full, p_removed[rows, :, predicted])
+    refusal = empty_input_refusal(adapter)
+    sizes = np.array([int(i.content.sum()) for i in instances])
+    framed = np.array([bool((~i.content).any()) for i in instances])
+    emptied = (counts == sizes[:, None]) & ~framed[:, None] & (refusal is not None)
+    comprehensiveness[emptied] = np.nan
+    return {"comprehensiveness": comprehensiveness,
+            "sufficiency": fm.erasure_differences(p_full, p_kept[rows, :, predicted]), "fractions": list(fractions),
+            "undefined": [refusal if e else None for e in emptied.any(1)]}

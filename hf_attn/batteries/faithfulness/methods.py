@@ -13,6 +13,7 @@ import torch
 
 from hf_attn.adapters.base import UnsupportedModelError
 from hf_attn.adapters.interface import InterventionError
+from hf_attn.core import deadline
 from hf_attn.core.batching import padding_bounded_batches
 from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSettings
 from hf_attn.batteries.faithfulness.inputs import _real_scores, _trim
@@ -61,11 +62,17 @@ class _IntegratedGradients:
     def __init__(self, settings: FaithfulnessSettings):
         self.settings = settings
         self.gaps, self.differences, self.steps = [], [], []
+        self.baseline_problem: str | None = None
+        self.probed = False
 
     def __call__(self, adapter, batch):
         from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+        from hf_attn.methods.ig_baselines import baseline_problem
 
         s = self.settings
+        if not self.probed:  # per model: does the baseline sit at the first normalisation's singular point?
+            self.probed = True
+            self.baseline_problem = baseline_problem(adapter, batch, s.ig_baseline)
         steps = s.ig_steps
         result = integrated_gradients_attribution(adapter, batch, steps, s.ig_rule, target=s.gradient_target,
                                                   baseline=s.ig_baseline)
@@ -93,7 +100,10 @@ class _IntegratedGradients:
 
     def completeness(self) -> dict:
         """Mean |gap|, mean |f(x) − f(x')|, the share of sentences within 1 % (and within the
-        target), the nodes used (mean, max) and the sentences that missed the target at the cap."""
+        target), the nodes used (mean, max) and the sentences that missed the target at the cap; on a
+        model where the baseline sits at its first normalisation's singular point
+        (:func:`hf_attn.methods.ig_baselines.baseline_problem`), why the target cannot be met
+        (``ig_baseline_problem``) and the baseline that avoids it (``ig_baseline_offered``)."""
         gaps, differences = np.abs(np.concatenate(self.gaps)), np.abs(np.concatenate(self.differences))
         steps = np.concatenate(self.steps)
         s = self.settings
@@ -104,6 +114,12 @@ class _IntegratedGradients:
         if s.ig_target is not None:
             met = gaps <= np.maximum(s.ig_target * differences, 1e-9)
             out |= {"ig_target": s.ig_target, "ig_target_missed": int((~met).sum())}
+        if self.baseline_problem:  # this model: the target cannot be met from this baseline, and which can
+            from hf_attn.methods.ig_baselines import OFFERED
+
+            out |= {"ig_baseline": s.ig_baseline, "ig_baseline_problem": self.baseline_problem}
+            if s.ig_baseline != OFFERED:
+                out["ig_baseline_offered"] = OFFERED
         return out
 
 
@@ -205,6 +221,11 @@ class MethodRun:
     cost: dict
     skipped: dict
     padding: float
+    undefined: dict = None  # method → {text index: why its scores there are NaN} (a text that failed alone)
+
+    def __post_init__(self):
+        if self.undefined is None:
+            self.undefined = {}
 
 
 def length_groups(full_batch, budget: int) -> list[np.ndarray]:
@@ -219,21 +240,31 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
     """Run ``settings.methods`` on ``full_batch`` (any order, any lengths) in length-sorted groups of
     at most ``settings.batch_tokens`` padded tokens, each trimmed to its longest text; the table,
     ``Explainer.attributions`` and the Space all go through here. A method that does not apply is
-    in ``skipped`` with the reason; with ``time_budget`` (seconds) the methods after the budget is
-    spent are skipped too, saying so (an interactive request stays bounded)."""
-    began = time.perf_counter()
+    in ``skipped`` with the reason. With ``time_budget`` (seconds; or a budget the caller set with
+    :func:`hf_attn.core.deadline.time_budget`) the budget binds inside the running methods too
+    (:mod:`hf_attn.core.deadline`): a method that runs out, or whose remaining steps would not fit
+    in the time left, stops and is in ``skipped`` as "not run: budget" with the reason, as are the
+    methods after the budget is spent; no partial scores are kept (an interactive request stays
+    bounded)."""
+    with deadline.time_budget(time_budget, "this request"):
+        return _run_methods(adapter, full_batch, settings, progress, groups)
+
+
+def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: bool, groups) -> MethodRun:
     groups = length_groups(full_batch, settings.batch_tokens) if groups is None else groups
     count = len(full_batch)
     real_tokens = int(full_batch.attention_mask.sum())
     padded = sum(len(g) * int(full_batch.attention_mask[torch.as_tensor(g)].sum(1).max()) for g in groups)
     scores: dict[str, list] = {}
-    cost, skipped = {}, {}
+    cost, skipped, undefined = {}, {}, {}
     shared = {}  # saliency and gradient × input from one backward: group → gradient × input's scores
     both = {"saliency", "gradient_x_input"} <= set(settings.methods)
     for name in settings.methods:
         reason = _refusal(adapter, name)
-        if time_budget is not None and time.perf_counter() - began > time_budget:
-            reason = f"not run: this request's time budget of {time_budget:g} s was spent by the methods before it"
+        budget = deadline.current()
+        if not reason and budget is not None and budget.remaining() <= 0:
+            reason = (f"not run: budget: {budget.what}'s time budget of {budget.seconds:g} s was spent by the "
+                      "methods before it")
         if reason:
             skipped[name] = reason
             continue
@@ -248,13 +279,21 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
             function = _SharedGradient(settings.gradient_target, shared, reuse=True)
         per_instance: list = [None] * count
         seconds, memory = 0.0, []
+        started = time.perf_counter()
         try:
-            for group in groups:
+            for group in groups:  # the groups differ in length: each method paces its own (uniform) steps
+                deadline.check()
                 batch = full_batch.select(group.tolist())
                 batch = _trim(batch, int(batch.attention_mask.sum(1).max()), adapter)
                 with _PeakMemory(adapter.device) as peak:
                     start = time.perf_counter()
-                    values = function(adapter, batch)
+                    try:
+                        values = function(adapter, batch)
+                    except (UnsupportedModelError, InterventionError):  # the model's, not a text's: skipped
+                        raise
+                    except ValueError as error:  # one text's failure must not fail the others: each alone
+                        values = _one_by_one(function, adapter, batch, error, undefined.setdefault(name, {}),
+                                             group.tolist())
                     if adapter.device.type == "cuda":
                         torch.cuda.synchronize()
                     seconds += time.perf_counter() - start
@@ -264,6 +303,11 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
         except (UnsupportedModelError, InterventionError) as error:
             skipped[name] = f"{type(error).__name__}: {error}"
             continue
+        except deadline.BudgetExceeded as error:  # nothing of this method is kept
+            skipped[name] = f"not run: budget: {error} (stopped after {time.perf_counter() - started:.1f} s)"
+            continue
+        if len(undefined.get(name, {})) == count:  # it failed on every text: the method's error, not a text's
+            raise next(iter(undefined[name].values()))[1]
         if progress:
             print(f"{name}: {seconds:.1f} s")
         scores[name] = per_instance
@@ -273,4 +317,31 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
             cost[name]["shared_backward"] = "saliency and gradient_x_input from one forward + backward"
         if isinstance(function, _IntegratedGradients):
             cost[name] |= function.completeness()
-    return MethodRun(scores, cost, skipped, padded / max(real_tokens, 1))
+    undefined = {name: {i: why for i, (why, _) in rows.items()} for name, rows in undefined.items()
+                 if rows and name in scores}
+    return MethodRun(scores, cost, skipped, padded / max(real_tokens, 1), undefined)
+
+
+def _one_by_one(function, adapter, batch, error: ValueError, failed: dict, indices: list[int]) -> torch.Tensor:
+    """``function`` on each text of ``batch`` alone after it raised ``error`` on the whole batch: a text
+    that fails alone gets NaN scores and its reason in ``failed`` (text index → reason). A method
+    that fails on every text of the table raises its first error (:func:`run_methods`)."""
+    out = torch.full(batch.input_ids.shape, float("nan"), dtype=torch.float32, device=batch.input_ids.device)
+    if len(batch) == 1:
+        failed[indices[0]] = (f"{type(error).__name__}: {error}", error)
+        return out
+    for r in range(len(batch)):
+        one = batch.select([r])
+        one = _trim(one, int(one.attention_mask.sum()), adapter)
+        try:
+            values = function(adapter, one)
+        except (UnsupportedModelError, InterventionError):
+            raise
+        except ValueError as own:
+            failed[indices[r]] = (f"{type(own).__name__}: {own}", own)
+            continue
+        row = torch.zeros(batch.input_ids.shape[1], dtype=torch.float32, device=out.device)
+        real = one.attention_mask[0].bool()
+        row[batch.attention_mask[r].bool()] = values[0][real].float().to(out.device)
+        out[r] = row
+    return out

@@ -23,7 +23,12 @@ class FaithfulnessResult:
     ``peak_mb_per_sentence``, ``seconds``; ``skipped[method]``: why it did not run; ``agreement``:
     mean Kendall τ between methods; ``per_instance[method][metric]``: the per-sentence values;
     ``attributions[method]``: per sentence, the scores over its real positions; ``content``: per
-    sentence, which real positions are the text's; ``forwards``: requested / unique erasure inputs."""
+    sentence, which real positions are the text's; ``forwards``: requested / unique erasure inputs;
+    ``undefined[method]``: per sentence why the method's scores are undefined on it (None: defined;
+    e.g. a one-token text's leave-one-out on a model without an empty input,
+    :mod:`hf_attn.methods.one_token`): those sentences are left out of that method's cells and
+    counted in each cell's ``undefined``; ``undefined_reasons[method][metric]``: ``{reason:
+    sentences}`` of every cell's undefined sentences."""
 
     methods: list[str]
     table: dict
@@ -39,6 +44,8 @@ class FaithfulnessResult:
     forwards: dict = field(default_factory=dict)
     texts: list = field(default_factory=list)
     metric_details: dict = field(default_factory=dict)
+    undefined: dict = field(default_factory=dict)
+    undefined_reasons: dict = field(default_factory=dict)
 
     def to_pandas(self):
         """DataFrame: one row per method that ran; per metric its mean, interval, median, the
@@ -231,8 +238,14 @@ class FaithfulnessResult:
             undefined = max(c.get("undefined", 0) for c in cells)
             line = f"{metric}: {min(c.get('n', 0) for c in cells)}–{max(c.get('n', 0) for c in cells)} of " \
                    f"{self.num_instances} sentences"
+            reasons: dict = {}
+            for m in self.methods:
+                for reason, count in ((self.undefined_reasons or {}).get(m, {}).get(metric) or {}).items():
+                    reasons[reason] = max(reasons.get(reason, 0), count)
             if undefined:
-                line += f" (up to {undefined} undefined: {UNDEFINED[metric]})"
+                said = (next(iter(reasons)) if len(reasons) == 1 else
+                        "; ".join(f"{count}: {reason}" for reason, count in reasons.items()) or UNDEFINED[metric])
+                line += f" (up to {undefined} undefined: {said})"
             lines.append(line)
         return lines
 
@@ -300,6 +313,8 @@ class FaithfulnessResult:
                     f"{ig['completeness_gap_mean_abs']:.2g}, mean |f(x) − f(x')| {ig['output_difference_mean_abs']:.2g})")
             if "ig_target_missed" in ig:
                 text += f"; {ig['ig_target_missed']} sentences missed the target at {self.settings.get('ig_max_steps')} nodes"
+            if ig.get("ig_baseline_problem"):  # per model: why the target cannot be met, and what can
+                text += f". On this model {ig['ig_baseline_problem']}"
             lines.append(text)
         return lines
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hf_attn.core.naopc import DEFAULT_BEAM_WIDTH
 from hf_attn.core.numpy_measures import check_number, check_whole
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
+from hf_attn.methods.ig_baselines import BASELINES as IG_BASELINES
 
 # name: (description with the paper, needs transformer internals)
 METHODS = {
@@ -41,6 +43,10 @@ UNDEFINED = {
     "naopc_sufficiency": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
     "tau_loo": "fewer than 2 tokens or constant scores", "agreement": "fewer than 2 tokens or constant scores"}
 SOFT_VARIANTS = ("reference", "embedding")
+# the count settings and their kind of upper bound (hf_attn.core.numpy_measures.COUNT_LIMITS)
+COUNT_SETTINGS = {"ig_steps": "ig_nodes", "ig_max_steps": "ig_nodes", "soft_draws": "draws",
+                  "soft_max_draws": "draws", "shap_samples": "shap_samples", "batch_tokens": "token_budget",
+                  "naopc_beam": "beam_width", "naopc_beam_max": "tokens", "naopc_every_k_max": "tokens"}
 NAOPC_PERTURBATIONS = ("delete", "mask")
 
 
@@ -57,7 +63,10 @@ class FaithfulnessSettings:
     ``ig_max_steps`` is reached (the sentences that miss it are counted); ``ig_target=None``: exactly
     ``ig_steps`` nodes. ``gradient_target``: f of saliency, gradient × input and IG,
     ``"probability"`` ŷ_c (default) or ``"logit"`` z_c (ferret's and inseq's choice);
-    ``ig_baseline``: ``"zero"`` or ``"pad"`` (the pad token's embedding).
+    ``ig_baseline``: ``"zero"``, ``"pad"`` (the pad token's embedding) or ``"mean"`` (the mean input
+    embedding): where the zero baseline sits at the singular point of the model's first normalisation
+    (Llama, Qwen2, Mistral, ModernBERT) no node count meets the target; the result says so per model
+    and offers ``"mean"`` (:mod:`hf_attn.methods.ig_baselines`).
 
     Soft metrics: ``soft_variant`` ``"reference"`` (default: Zhao & Aletras's code — the mask on the
     embedding layer's output, the null input every id 0, scores clipped to [0, 1]) or
@@ -66,7 +75,8 @@ class FaithfulnessSettings:
     and the method, ``soft_draws`` of them, doubled while a cell's Monte-Carlo standard error
     exceeds ``soft_stderr`` and the draws stay within ``soft_max_draws``.
 
-    NAOPC (Edin et al. 2024): ``naopc_beam`` the beam width (0: no NAOPC columns); bounds exact for
+    NAOPC (Edin et al. 2024): ``naopc_beam`` the beam width (default 5, the authors' width:
+    :data:`hf_attn.core.naopc.DEFAULT_BEAM_WIDTH`; 0: no NAOPC columns); bounds exact for
     sentences of at most ``naopc_exact_max`` tokens (2^n forwards), by beam search up to
     ``naopc_beam_max`` tokens, beyond that the extremes over the table's own orderings (every
     method's, both directions) — each sentence's method is recorded; sentences over
@@ -89,7 +99,7 @@ class FaithfulnessSettings:
     soft_draws: int = 10
     soft_max_draws: int = 40
     soft_stderr: float = 0.01
-    naopc_beam: int = 1
+    naopc_beam: int = DEFAULT_BEAM_WIDTH
     naopc_exact_max: int = 10
     naopc_beam_max: int = 32
     naopc_every_k_max: int = 64
@@ -117,11 +127,12 @@ class FaithfulnessSettings:
             raise ValueError(f"fractions must be a non-empty list of numbers in (0, 1], got {self.fractions!r}")
         for i, f in enumerate(self.fractions):
             check_number(f"fractions[{i}]", f, 0, 1, low_open=True)
-        for name in ("ig_steps", "ig_max_steps", "soft_draws", "soft_max_draws", "shap_samples", "batch_tokens"):
-            check_whole(name, getattr(self, name), 1)
-        for name in ("naopc_beam", "naopc_exact_max", "naopc_beam_max", "seed"):
+        # every count within its upper bound, with the reason (hf_attn.core.numpy_measures.COUNT_LIMITS)
+        for name, limit in COUNT_SETTINGS.items():
+            check_whole(name, getattr(self, name), 2 if name == "naopc_every_k_max" else
+                        0 if name.startswith("naopc") else 1, limit=limit)
+        for name in ("naopc_exact_max", "seed"):
             check_whole(name, getattr(self, name), 0)
-        check_whole("naopc_every_k_max", self.naopc_every_k_max, 2)
         if max(self.naopc_exact_max, self.naopc_beam_max) > self.naopc_every_k_max:
             raise ValueError(f"naopc_exact_max and naopc_beam_max must be ≤ naopc_every_k_max "
                              f"({self.naopc_every_k_max}): their bounds are over every k")
@@ -140,7 +151,7 @@ class FaithfulnessSettings:
         unknown = [m for m in self.metrics if m not in METRICS]
         if unknown or not self.metrics:
             raise ValueError(f"metrics must be a non-empty subset of {list(METRICS)}, got {list(self.metrics)}")
-        choices = {"gradient_target": ("probability", "logit"), "ig_baseline": ("zero", "pad"),
+        choices = {"gradient_target": ("probability", "logit"), "ig_baseline": IG_BASELINES,
                    "soft_variant": SOFT_VARIANTS, "naopc_perturbation": NAOPC_PERTURBATIONS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

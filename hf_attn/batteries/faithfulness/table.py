@@ -12,8 +12,9 @@ import numpy as np
 
 from hf_attn.core import faithfulness as fm
 from hf_attn.methods.eraser import tokens_per_fraction
+from hf_attn.methods.one_token import empty_input_refusal, one_token_refusal, reasons_count, undefined_rows
 from hf_attn.batteries.faithfulness.result import FaithfulnessResult, _paired
-from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSettings
+from hf_attn.batteries.faithfulness.settings import METHODS, UNDEFINED, FaithfulnessSettings
 from hf_attn.batteries.faithfulness.methods import _PeakMemory, length_groups, run_methods
 from hf_attn.batteries.faithfulness.inputs import _ProbabilityCache, _instances
 from hf_attn.batteries.faithfulness.erasure import _cached_leave_one_out, _erasure, _naopc_columns
@@ -44,6 +45,7 @@ class _Inputs:
     cache: _ProbabilityCache
     predicted: np.ndarray
     p_full: np.ndarray
+    empty_refusal: str | None = None  # why a text without special tokens has no empty input (None: it has one)
 
 
 def _table_inputs(adapter, texts, settings: FaithfulnessSettings) -> _Inputs:
@@ -63,12 +65,13 @@ def _table_inputs(adapter, texts, settings: FaithfulnessSettings) -> _Inputs:
     full = cache.get([tuple(int(t) for t in i.tokens) for i in instances])
     predicted = full.argmax(1)
     return _Inputs(texts, full_batch, instances, groups, pad, cache, predicted,
-                   full[np.arange(len(instances)), predicted])
+                   full[np.arange(len(instances)), predicted], empty_input_refusal(adapter))
 
 
 def _method_scores(adapter, inputs: _Inputs, settings: FaithfulnessSettings, progress: bool
-                   ) -> tuple[dict, dict, dict]:
-    """``(scores, cost, skipped)`` of the requested methods, in the requested order. Leave-one-out goes
+                   ) -> tuple[dict, dict, dict, dict]:
+    """``(scores, cost, skipped, failed)`` of the requested methods, in the requested order (``failed``:
+    method → {text: reason} of the texts it failed on alone, NaN in its scores). Leave-one-out goes
     through the erasure cache: its deletions are the k = 1 erasures of every method."""
     runner = replace(settings, methods=tuple(m for m in settings.methods if m != "leave_one_out") or ("random",))
     run = run_methods(adapter, inputs.full_batch, runner, progress=progress, groups=inputs.groups)
@@ -78,44 +81,79 @@ def _method_scores(adapter, inputs: _Inputs, settings: FaithfulnessSettings, pro
         with _PeakMemory(adapter.device) as peak:
             start = time.perf_counter()
             scores["leave_one_out"] = _cached_leave_one_out(inputs.cache, inputs.instances, inputs.p_full,
-                                                            inputs.predicted, inputs.pad)
+                                                            inputs.predicted, inputs.pad, inputs.empty_refusal)
             seconds = time.perf_counter() - start
         cost["leave_one_out"] = {"seconds": seconds, "seconds_per_sentence": seconds / count,
                                  "peak_mb_per_sentence": peak.peak / count / 2**20,
                                  "shared_forwards": "deletions scored through the erasure inputs' cache"}
     if "random" not in settings.methods:
         scores.pop("random", None), cost.pop("random", None)
-    return {m: scores[m] for m in settings.methods if m in scores}, cost, skipped
+    return {m: scores[m] for m in settings.methods if m in scores}, cost, skipped, run.undefined
 
 
 class _Columns:
     """The table being filled: per method and metric the summary cell (mean, interval, median, the
-    undefined count) and the per-text values behind it."""
+    undefined count) and the per-text values behind it, and per method and metric the reasons of
+    the undefined texts (``reasons``). A text on which a method's scores are undefined
+    (``undefined[method]``, :func:`hf_attn.methods.one_token.undefined_rows`) is undefined in every
+    column of that method, with the method's reason; the aggregates leave undefined texts out and
+    count them."""
 
-    def __init__(self, methods: list[str], confidence: float):
+    def __init__(self, methods: list[str], confidence: float, adapter=None, instances=(),
+                 undefined: dict | None = None):
         self.table: dict = {m: {} for m in methods}
         self.per_metric: dict = {m: {} for m in methods}
         self.confidence = confidence
+        self.adapter, self.instances = adapter, list(instances)
+        self.undefined = undefined or {}
+        self.reasons: dict = {m: {} for m in methods}  # method → metric → {reason: texts}
 
-    def add(self, method: str, metric: str, values) -> None:
-        values = np.asarray(values, dtype=float)
+    def _reason(self, metric: str, i: int) -> str:
+        """Why text ``i``'s ``metric`` is undefined when the computation gave NaN: the one-token rule
+        for a text of one token, else the column's general cause."""
+        inst = self.instances[i] if i < len(self.instances) else None
+        if inst is not None and int(inst.content.sum()) == 1:
+            reason = one_token_refusal(self.adapter, metric, bool((~inst.content).any()))
+            if reason:
+                return reason
+        return UNDEFINED[metric]
+
+    def add(self, method: str, metric: str, values, reasons=None) -> None:
+        values = np.array(values, dtype=float)
+        why: list = [None] * len(values)
+        for i, reason in enumerate(self.undefined.get(method) or []):
+            if reason is not None:
+                values[i], why[i] = math.nan, f"{method}: {reason}"
+        for i in np.flatnonzero(~np.isfinite(values)):
+            if why[i] is None:
+                why[i] = (reasons[i] if reasons is not None else None) or self._reason(metric, int(i))
         self.per_metric[method][metric] = values
         finite = values[np.isfinite(values)]
         self.table[method][metric] = fm.mean_ci(values, self.confidence) | {
             "median": float(np.median(finite)) if len(finite) else math.nan,
             "undefined": int(len(values) - len(finite))}
+        counted = reasons_count(why)
+        if counted:
+            self.reasons[method][metric] = counted
 
 
 def _erasure_cells(columns: _Columns, inputs: _Inputs, scores: dict, settings: FaithfulnessSettings) -> None:
     """ERASER comprehensiveness and sufficiency (AOPC over ``settings.fractions``) of every method."""
     instances, predicted = inputs.instances, inputs.predicted
-    counts = tokens_per_fraction([int(i.content.sum()) for i in instances], settings.fractions)
+    sizes = np.array([int(i.content.sum()) for i in instances])
+    counts = tokens_per_fraction(sizes, settings.fractions)
     rows = np.arange(len(instances))
+    # a bin that removes every token of a text without special tokens reads the model's empty input:
+    # none on a model that would read zero tokens (hf_attn.methods.one_token), so that bin is undefined
+    framed = np.array([bool((~i.content).any()) for i in instances])
+    emptied = (counts == sizes[:, None]) & ~framed[:, None] & (inputs.empty_refusal is not None)
+    reasons = [inputs.empty_refusal if e else None for e in emptied.any(1)]
     for method, content_scores in scores.items():
         p_removed, p_kept = _erasure(inputs.cache, instances, content_scores, counts, inputs.pad)
         comp = fm.erasure_differences(inputs.p_full, p_removed[rows, :, predicted])
+        comp[emptied] = math.nan
         suff = fm.erasure_differences(inputs.p_full, p_kept[rows, :, predicted])
-        columns.add(method, "comprehensiveness", fm.aopc(comp))
+        columns.add(method, "comprehensiveness", fm.aopc(comp), reasons)
         columns.add(method, "sufficiency", fm.aopc(suff))
 
 
@@ -231,7 +269,9 @@ def _result(adapter, inputs: _Inputs, settings: FaithfulnessSettings, scores: di
         model=model, num_instances=len(inputs.instances),
         forwards={"requested": cache.requested, "unique": len(cache.store),
                   "saved_share": 1 - len(cache.store) / max(cache.requested, 1)},
-        texts=inputs.texts, metric_details=extra)
+        texts=inputs.texts, metric_details=extra,
+        undefined={m: columns.undefined.get(m) or [None] * len(inputs.instances) for m in methods},
+        undefined_reasons={m: {k: v for k, v in columns.reasons.get(m, {}).items() if k in wanted} for m in methods})
 
 
 def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = None, progress: bool = False
@@ -241,9 +281,18 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
     between methods and the paired tests against the random floor."""
     settings = settings or FaithfulnessSettings()
     inputs = _table_inputs(adapter, texts, settings)
-    scores, cost, skipped = _method_scores(adapter, inputs, settings, progress)
-    methods = list(scores)
-    columns = _Columns(methods, settings.confidence)
+    raw_scores, cost, skipped, failed = _method_scores(adapter, inputs, settings, progress)
+    methods = list(raw_scores)
+    contents = [i.content for i in inputs.instances]
+    # a text a method leaves undefined (NaN, e.g. a one-token text's leave-one-out on a model without an
+    # empty input) is undefined in that method's columns, with the reason; its scores read as 0 below
+    # only so the other texts' columns run in the same batches
+    undefined = {m: undefined_rows(adapter, m, raw_scores[m], contents) for m in methods}
+    for m, rows in failed.items():  # a text a method failed on alone: the error is its reason
+        for i, reason in rows.items():
+            undefined[m][i] = reason
+    scores = {m: [np.where(np.isfinite(r), r, 0.0) for r in raw_scores[m]] for m in methods}
+    columns = _Columns(methods, settings.confidence, adapter, inputs.instances, undefined)
     _erasure_cells(columns, inputs, scores, settings)
     extra = {}
     for key, details in (("soft", _soft_cells(columns, adapter, inputs, scores, settings)),
@@ -254,4 +303,4 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
     paired = _paired_tests(columns, methods, settings)
     if paired is not None:
         extra["paired"] = paired
-    return _result(adapter, inputs, settings, scores, cost, skipped, columns, agreement, extra)
+    return _result(adapter, inputs, settings, raw_scores, cost, skipped, columns, agreement, extra)

@@ -70,14 +70,15 @@ class JWAlgorithm:
 
     def __post_init__(self):
         """Every parameter within its bounds, checked where the settings are made (the Python API, the
-        CLI's flags and the Space build them): counts are whole numbers >= 1 (``steps`` >= 0), the
+        CLI's flags and the Space build them): counts are whole numbers >= 1 (``steps`` >= 0) up to
+        their upper bounds (:data:`hf_attn.core.numpy_measures.COUNT_LIMITS`, with the reason), the
         seed a whole number, ε, λ, the learning rate and the tie tolerance finite and >= 0 (the rate
         > 0), α in (0, 1)."""
         from hf_attn.core.validation import check_number, check_whole
 
-        check_whole("num_permutations", self.num_permutations)
-        check_whole("k", self.k)
-        check_whole("steps", self.steps, 0)
+        check_whole("num_permutations", self.num_permutations, limit="permutations")
+        check_whole("k", self.k, limit="adversaries")
+        check_whole("steps", self.steps, 0, limit="steps")
         check_whole("seed", self.seed, -(2 ** 63))
         check_number("eps", self.eps, 0.0)
         check_number("lam", self.lam, 0.0)
@@ -140,6 +141,13 @@ class JWSettings(JWAlgorithm):
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        from hf_attn.core.validation import check_whole
+
+        for name, limit in (("batch_size", "batch_size"), ("adversary_batch_size", "batch_size"),
+                            ("token_budget", "token_budget"), ("gradient_token_budget", "token_budget"),
+                            ("loo_token_budget", "token_budget"), ("max_length", "tokens")):
+            if getattr(self, name) is not None:  # the upper bounds, with the reason
+                check_whole(name, getattr(self, name), 1, limit=limit)
         if self.steps < 0 or not self.lr > 0 or self.eps < 0 or self.lam < 0:
             raise ValueError("need steps >= 0, lr > 0, eps >= 0, lam >= 0")
         if not (0 <= self.tie_tolerance < float("inf")):

@@ -87,9 +87,11 @@ class TSSettings:
         for name in ("split", "mi_split"):
             if getattr(self, name) not in SPLITS:
                 raise ValueError(f"{name} must be one of {SPLITS}, got {getattr(self, name)!r}")
-        for name in ("permutation_draws", "mi_words", "mi_clusters", "mi_max_occurrences"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        from hf_attn.core.validation import check_whole
+
+        for name, limit in (("permutation_draws", "permutations"), ("mi_words", "word_types"),
+                            ("mi_clusters", "clusters"), ("mi_max_occurrences", "occurrences")):
+            check_whole(name, getattr(self, name), 1, limit=limit)  # up to its upper bound, with the reason
         # the limit of the J&W adversary: 0 or a negative number is no limit the adversary can run with
         # (it does not mean "all"); without the adversary it is unused (hf-attn reproduce records 0)
         check_count("adversary_limit (--ts-adversary-limit)", self.adversary_limit, minimum=1 if self.adversary else 0)

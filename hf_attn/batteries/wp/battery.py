@@ -118,6 +118,14 @@ class WPSettings:
             raise ValueError("lambdas must be >= 0")
         if self.epochs is not None and self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        from hf_attn.core.validation import check_whole
+
+        counts = {"num_seeds": ("seed_models", 0), "guide_seeds": ("seed_models", 1), "epochs": ("epochs", 1),
+                  "adversary_k": ("adversaries", 1), "adversary_steps": ("steps", 0),
+                  "adversary_max_epochs": ("epochs", 1), "batch_size": ("batch_size", 1)}
+        for name, (limit, low) in counts.items():  # every count up to its upper bound, with the reason
+            if getattr(self, name) is not None:
+                check_whole(name, getattr(self, name), low, limit=limit)
         check_count("max_instances (--wp-max-instances)", self.max_instances)
         wpt.adversary_protocol(self.adversary_protocol, max_epochs=self.adversary_max_epochs)  # raises if invalid
 

@@ -1,13 +1,17 @@
 """Agreement of two per-token attributions of the same inputs: Kendall tau-b per instance (with
 leave-one-out as the reference: "tau with LOO", Jain & Wallace 2019 sec. 3) and top-k feature
 agreement (Krishna et al. 2022, "The Disagreement Problem in Explainable Machine Learning",
-sec. 3.1), means with 95 % intervals. Model-free and self-contained (NumPy and SciPy only): the
-same numbers as ``hf_attn.core.faithfulness.rank_agreement`` / ``top_k_agreement``."""
+sec. 3.1), means with 95 % intervals. Model-free (NumPy and SciPy only): the same numbers as
+``hf_attn.core.faithfulness.rank_agreement`` / ``top_k_agreement``; an undefined value is None with
+its reason (``report_undefined`` of ``_hf_attn_measures.py``, shipped beside this script)."""
 
 import datasets
 import evaluate
+# (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 import scipy.stats
+
+from ._hf_attn_measures import report_undefined
 
 _DESCRIPTION = """How similarly two explanation methods rank the tokens of each input (e.g. captum's
 Kernel SHAP against hf_attn's leave-one-out). Per instance: Kendall tau-b between the two score
@@ -23,7 +27,8 @@ Args:
     confidence: of the intervals (default 0.95).
 Returns:
     kendall_tau, kendall_tau_low, kendall_tau_high, top_k_agreement, top_k_agreement_low,
-    top_k_agreement_high, num_instances, num_undefined.
+    top_k_agreement_high, num_instances, num_undefined, undefined ({name: why} for every value that
+    is None).
 """
 
 _CITATION = """@inproceedings{jain-wallace-2019-attention,
@@ -86,9 +91,18 @@ def summarize_agreement(attributions, references, top_k_fraction=0.2, confidence
         tops.append(top_k(a, b, top_k_fraction))
     tau, tau_low, tau_high = mean_ci(taus, confidence)
     top, top_low, top_high = mean_ci(tops, confidence)
-    return {"kendall_tau": tau, "kendall_tau_low": tau_low, "kendall_tau_high": tau_high, "top_k_agreement": top,
-            "top_k_agreement_low": top_low, "top_k_agreement_high": top_high, "num_instances": len(taus),
-            "num_undefined": int(numpy.isnan(taus).sum())}
+    defined = int(numpy.isfinite(taus).sum())
+    why_tau = "Kendall tau is undefined for fewer than 2 tokens or a constant score list"
+    interval = "an interval needs 2 instances with a defined value, {} given"
+    reasons = {"kendall_tau": f"no instance has a defined tau ({why_tau})",
+               "kendall_tau_low": interval.format(defined) + f" ({why_tau})",
+               "kendall_tau_high": interval.format(defined) + f" ({why_tau})",
+               "top_k_agreement_low": interval.format(len(tops)),
+               "top_k_agreement_high": interval.format(len(tops))}
+    return report_undefined({"kendall_tau": tau, "kendall_tau_low": tau_low, "kendall_tau_high": tau_high,
+                             "top_k_agreement": top, "top_k_agreement_low": top_low,
+                             "top_k_agreement_high": top_high, "num_instances": len(taus),
+                             "num_undefined": int(numpy.isnan(taus).sum())}, reasons)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS)

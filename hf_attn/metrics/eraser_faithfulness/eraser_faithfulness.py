@@ -9,7 +9,7 @@ import evaluate
 # (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 
-from ._hf_attn_measures import DEFAULT_FRACTIONS, summarize_eraser, jsonable
+from ._hf_attn_measures import DEFAULT_FRACTIONS, report_undefined, summarize_eraser
 
 _DESCRIPTION = """ERASER faithfulness of a per-token importance ranking (attention, gradient,
 leave-one-out, integrated gradients, ...). Per instance and bin k (a fraction of its tokens):
@@ -28,8 +28,8 @@ Args:
     include_zero_bin: AOPC normaliser |B|+1 instead of |B| (default False).
 Returns:
     comprehensiveness_aopc, sufficiency_aopc (means of the per-instance AOPC) with their standard
-    errors (*_aopc_stderr), comprehensiveness and sufficiency (per-bin means), fractions,
-    num_instances.
+    errors (*_aopc_stderr; None for one instance), comprehensiveness and sufficiency (per-bin
+    means), fractions, num_instances, undefined ({name: why} for every value that is None).
 """
 
 _CITATION = """@inproceedings{deyoung-etal-2020-eraser,
@@ -53,4 +53,8 @@ class EraserFaithfulness(evaluate.Metric):
 
     def _compute(self, comprehensiveness, sufficiency, fractions=None, include_zero_bin=False):
         fractions = list(DEFAULT_FRACTIONS) if fractions is None else list(fractions)
-        return jsonable(summarize_eraser(comprehensiveness, sufficiency, fractions, bool(include_zero_bin)))
+        out = summarize_eraser(comprehensiveness, sufficiency, fractions, bool(include_zero_bin))
+        if out["num_instances"] < 2:  # one instance has no spread: its standard error is undefined, not 0
+            out["comprehensiveness_aopc_stderr"] = out["sufficiency_aopc_stderr"] = float("nan")
+        why = "a standard error needs 2 instances, 1 given"
+        return report_undefined(out, {"comprehensiveness_aopc_stderr": why, "sufficiency_aopc_stderr": why})

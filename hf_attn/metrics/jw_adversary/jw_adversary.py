@@ -9,7 +9,7 @@ import evaluate
 import numpy
 
 from ._hf_attn_measures import (adversary_summary, check_class_ids, check_range, check_same_count,
-                                check_same_shapes, jsonable)
+                                check_same_shapes, report_undefined)
 
 _DESCRIPTION = """J&W Alg. 3: k adversarial attention distributions per instance are searched to be as far
 (JSD) from the original attention and from each other as possible while the output changes by at
@@ -28,7 +28,8 @@ Args:
     num_classes: number of classes (default: max prediction + 1).
 Returns:
     eps, per_class: {class: {count, mean, std, median, fraction_feasible}}, overall,
-    by_max_attention, eps_max_jsd (per instance).
+    by_max_attention, eps_max_jsd (per instance), undefined ({name: why} for every value that is
+    None).
 """
 
 _CITATION = """@inproceedings{jain-wallace-2019-attention,
@@ -59,5 +60,7 @@ class JwAdversary(evaluate.Metric):
         check_same_shapes("adversary_tvd", adversary_tvd, "adversary_jsd", adversary_jsd, axis=None)
         check_range("max_attention", [[v] for v in max_attention], 0.0, 1.0 + 1e-6)
         check_class_ids("predictions", predictions, num_classes)
-        return jsonable(adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions,
-                                          eps, num_classes))
+        return report_undefined(adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions,
+                                                  eps, num_classes), {
+            "per_class.*.*": "no instance is predicted as this class",
+            "by_max_attention[].*": "no instance of this class has its max attention in this bin"})

@@ -11,7 +11,9 @@ import numpy
 import scipy
 
 from ._hf_attn_measures import (check_class_ids, check_distributions, check_finite, check_same_count,
-                                check_same_shapes, correlation_summary, jsonable)
+                                check_same_shapes, correlation_summary, report_undefined)
+
+TAU_UNDEFINED = "Kendall τ is undefined for fewer than 2 tokens, a constant ranking or a missing value"
 
 _DESCRIPTION = """Per instance, Kendall τ-b (with scipy's p-value) between two rankings of its tokens,
 usually the attention weights and a feature-importance score (gradient × input with attention
@@ -29,7 +31,8 @@ Args:
     num_classes: number of classes (default: max prediction + 1).
 Returns:
     per_class: {class: {count, mean, std, median, fraction_significant, skipped}}, overall: same,
-    alpha, tau: per-instance τ (None where skipped), pvalue, valid.
+    alpha, tau: per-instance τ (None where skipped), pvalue, valid, undefined ({name: why} for
+    every value that is None).
 """
 
 _CITATION = """@inproceedings{jain-wallace-2019-attention,
@@ -57,4 +60,7 @@ class JwCorrelation(evaluate.Metric):
         check_same_shapes("attention", attention, "importance", importance)
         check_class_ids("predictions", predictions, num_classes)
         importance = [[float("nan") if v is None else v for v in row] for row in importance]
-        return jsonable(correlation_summary(attention, importance, predictions, num_classes, alpha))
+        return report_undefined(correlation_summary(attention, importance, predictions, num_classes, alpha), {
+            "per_class.*.*": f"no instance predicted as this class has a defined τ ({TAU_UNDEFINED})",
+            "overall.*": f"no instance has a defined τ ({TAU_UNDEFINED})",
+            "tau[]": TAU_UNDEFINED, "pvalue[]": TAU_UNDEFINED})

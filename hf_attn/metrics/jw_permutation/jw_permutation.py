@@ -8,7 +8,7 @@ import evaluate
 # (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 
-from ._hf_attn_measures import check_class_ids, check_range, check_same_count, jsonable, permutation_summary
+from ._hf_attn_measures import check_class_ids, check_range, check_same_count, permutation_summary, report_undefined
 
 _DESCRIPTION = """J&W Alg. 2: the attention weights of an instance are permuted at random among its
 tokens (encoder states unchanged) and the decoder re-run; Δŷ_p = TVD(ŷ_p, ŷ). The metric takes each
@@ -24,7 +24,8 @@ Args:
     num_classes: number of classes (default: max prediction + 1).
 Returns:
     per_class: {class: {count, mean, std, median}} of Δŷ_med, overall, by_max_attention (bins
-    [0, .25, .5, .75, 1] × class: count, median, q25, q75), median_tvd (per instance).
+    [0, .25, .5, .75, 1] × class: count, median, q25, q75), median_tvd (per instance), undefined
+    ({name: why} for every value that is None).
 """
 
 _CITATION = """@inproceedings{jain-wallace-2019-attention,
@@ -49,6 +50,11 @@ class JwPermutation(evaluate.Metric):
         check_same_count(permutation_tvd=permutation_tvd, max_attention=max_attention,
                                     predictions=predictions)
         check_range("permutation_tvd", permutation_tvd, 0.0, 1.0 + 1e-6)
+        for i, row in enumerate(permutation_tvd):  # a median over no permutation is no value
+            if len(row) == 0:
+                raise ValueError(f"permutation_tvd: instance {i} has no permutations (P must be >= 1)")
         check_range("max_attention", [[v] for v in max_attention], 0.0, 1.0 + 1e-6)
         check_class_ids("predictions", predictions, num_classes)
-        return jsonable(permutation_summary(permutation_tvd, max_attention, predictions, num_classes))
+        return report_undefined(permutation_summary(permutation_tvd, max_attention, predictions, num_classes), {
+            "per_class.*.*": "no instance is predicted as this class",
+            "by_max_attention[].*": "no instance of this class has its max attention in this bin"})

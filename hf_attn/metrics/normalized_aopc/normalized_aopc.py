@@ -1,13 +1,17 @@
 """Normalised AOPC (Edin, Motzfeldt, Christensen, Ruotsalo, Maaløe & Maistro 2024, "Normalized AOPC:
 Fixing Misleading Faithfulness Metrics for Feature Attribution Explainability", ACL, §3) summarised
-over a dataset with a 95 % interval. Model-free and self-contained (NumPy and SciPy only): the
-same formula as ``hf_attn.core.faithfulness.normalised_aopc``; the bounds themselves come from
-``hf_attn.core.naopc`` (exact by dynamic programming, or beam search)."""
+over a dataset with a 95 % interval. Model-free (NumPy and SciPy): ``normalised_aopc`` and its
+bounds check come from ``_hf_attn_measures.py``, shipped beside this script (the copy of
+``hf_attn.core.numpy_measures``, the code ``hf_attn.core.faithfulness.normalised_aopc`` runs); the
+bounds themselves come from ``hf_attn.core.naopc`` (exact by dynamic programming, or beam search)."""
 
 import datasets
 import evaluate
+# (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 import scipy.stats
+
+from ._hf_attn_measures import normalised_aopc, report_undefined
 
 _DESCRIPTION = """AOPC values are not comparable across inputs or models: how far the probability can
 drop depends on the instance. NAOPC rescales an instance's AOPC by the lowest and highest AOPC of
@@ -16,16 +20,18 @@ averages the drop over every k = 1..N tokens deleted. For comprehensiveness (tok
 descending order of importance) higher is better; for sufficiency (ascending order) lower is better,
 as the authors report both. Instances whose bounds are equal are undefined (left out, counted). An
 AOPC outside its bounds is an error: the bounds are the extremes over every ordering, the
-attribution's ordering among them."""
+attribution's ordering among them; one past a bound by float32 rounding (a few units in the last
+place, computed along another path) is clipped onto it."""
 
 _KWARGS = """
 Args:
     aopc: per instance, the AOPC of the attribution's ordering.
-    aopc_min, aopc_max: per instance, the lowest and highest AOPC of any ordering (aopc_min <= aopc <= aopc_max).
+    aopc_min, aopc_max: per instance, the lowest and highest AOPC of any ordering (aopc_min <= aopc <= aopc_max,
+        up to float32 rounding).
     confidence: of the interval (default 0.95).
 Returns:
     naopc (mean over the defined instances), naopc_low / naopc_high (Student-t interval),
-    num_instances, num_undefined.
+    num_instances, num_undefined, undefined ({name: why} for every value that is None).
 """
 
 _CITATION = """@inproceedings{edin-etal-2024-normalized,
@@ -43,16 +49,7 @@ def normalised(aopc, low, high):
     for name, arr in (("aopc", value), ("aopc_min", low), ("aopc_max", high)):
         if not numpy.isfinite(arr).all():
             raise ValueError(f"{name} contains NaN or inf")
-    if (low > high + 1e-12).any():
-        raise ValueError("aopc_min must not exceed aopc_max")
-    outside = numpy.flatnonzero((value < low - 1e-9) | (value > high + 1e-9))
-    if len(outside):
-        i = int(outside[0])
-        raise ValueError(f"aopc of instance {i} ({value[i]:.6g}) lies outside its bounds [{low[i]:.6g}, {high[i]:.6g}]: "
-                         "the bounds must be the extremes over every ordering (the attribution's ordering included)")
-    span = high - low
-    defined = span > 1e-12
-    return numpy.where(defined, (value - low) / numpy.where(defined, span, 1.0), numpy.nan)
+    return normalised_aopc(value, low, high)
 
 
 def summarize_naopc(aopc, aopc_min, aopc_max, confidence=0.95):
@@ -63,8 +60,15 @@ def summarize_naopc(aopc, aopc_min, aopc_max, confidence=0.95):
     mean = float(finite.mean()) if len(finite) else float("nan")
     half = (float(scipy.stats.t.ppf(0.5 + confidence / 2, len(finite) - 1) * finite.std(ddof=1)
                   / numpy.sqrt(len(finite))) if len(finite) > 1 else float("nan"))
-    return {"naopc": mean, "naopc_low": mean - half, "naopc_high": mean + half, "num_instances": int(len(values)),
-            "num_undefined": int((~numpy.isfinite(values)).sum())}
+    equal = "AOPC_min = AOPC_max (one token, or no deletion moves the prediction)"
+    reasons = {"naopc": f"no instance is defined: every instance has {equal}",
+               "naopc_low": f"an interval needs 2 defined instances, {len(finite)} given "
+                            f"(the others have {equal})",
+               "naopc_high": f"an interval needs 2 defined instances, {len(finite)} given "
+                             f"(the others have {equal})"}
+    return report_undefined({"naopc": mean, "naopc_low": mean - half, "naopc_high": mean + half,
+                             "num_instances": int(len(values)), "num_undefined": int((~numpy.isfinite(values)).sum())},
+                            reasons)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS)

@@ -1,12 +1,16 @@
 """Soft normalised comprehensiveness and sufficiency (Zhao & Aletras 2023, "Incorporating
 Attribution Importance for Improving Faithfulness Metrics", ACL, §3) summarised over a dataset,
-with 95 % intervals over the instances and over the seeds of the soft masks. Model-free and
-self-contained (NumPy and SciPy only): the same formulas as ``hf_attn.core.faithfulness``."""
+with 95 % intervals over the instances and over the seeds of the soft masks. Model-free (NumPy and
+SciPy only): the same formulas as ``hf_attn.core.faithfulness``; an undefined value is None with its
+reason (``report_undefined`` of ``_hf_attn_measures.py``, shipped beside this script)."""
 
 import datasets
 import evaluate
+# (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 import scipy.stats
+
+from ._hf_attn_measures import report_undefined
 
 _DESCRIPTION = """Soft-NC and Soft-NS of a per-token attribution. Instead of deleting the top-k tokens,
 each element of token t's vector at the embedding layer's output is kept with probability s_t
@@ -29,7 +33,8 @@ Args:
 Returns:
     soft_comprehensiveness, soft_sufficiency (means over instances of the seed-mean), their
     *_low / *_high (Student-t interval over instances) and *_seed_low / *_seed_high (over the seed
-    means), num_instances, num_undefined, num_seeds.
+    means), num_instances, num_undefined, num_seeds, undefined ({name: why} for every value that is
+    None).
 """
 
 _CITATION = """@inproceedings{zhao-aletras-2023-incorporating,
@@ -100,9 +105,20 @@ def summarize_soft(full_probability, null_probability, soft_removed_probability,
         _, seed_low, seed_high, _ = mean_ci(per_seed, confidence)
         out |= {name: mean, f"{name}_low": low, f"{name}_high": high, f"{name}_seed_low": seed_low,
                 f"{name}_seed_high": seed_high}
-    out |= {"num_instances": int(len(full)), "num_undefined": int((~(full - null > 1e-12)).sum()),
-            "num_seeds": int(removed.shape[0])}
-    return out
+    undefined = int((~(full - null > 1e-12)).sum())
+    out |= {"num_instances": int(len(full)), "num_undefined": undefined, "num_seeds": int(removed.shape[0])}
+    why = "y(x) <= y(0): the normaliser 1 - S(x, 0) is 0"
+    defined = len(full) - undefined
+    reasons = {}
+    for name in ("soft_comprehensiveness", "soft_sufficiency"):
+        reasons |= {name: f"no instance is defined (every instance has {why})",
+                    f"{name}_low": f"an interval needs 2 defined instances, {defined} given (the others have {why})",
+                    f"{name}_high": f"an interval needs 2 defined instances, {defined} given (the others have {why})",
+                    f"{name}_seed_low": f"an interval over seeds needs 2 seeds with a defined mean, "
+                                        f"{removed.shape[0] if defined else 0} given",
+                    f"{name}_seed_high": f"an interval over seeds needs 2 seeds with a defined mean, "
+                                         f"{removed.shape[0] if defined else 0} given"}
+    return report_undefined(out, reasons)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS)

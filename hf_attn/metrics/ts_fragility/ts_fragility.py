@@ -10,7 +10,7 @@ import evaluate
 import numpy
 
 from ._hf_attn_measures import (check_class_ids, check_distributions, check_finite, check_same_count,
-                                check_same_shapes, fragility_from_token_logits, jsonable)
+                                check_same_shapes, check_whole, fragility_from_token_logits, report_undefined)
 
 _DESCRIPTION = """F1 (percent) with the trained attention and the signed change in F1 when the attention
 is replaced by the uniform distribution over the real tokens or by a random permutation of itself
@@ -24,9 +24,11 @@ Args:
     references: gold class ids, in [0, C) (C = 2 when K = 1, else K); others are a ValueError.
     seed: seed of the random permutations (the permutations hf_attn draws with
         ``torch.Generator().manual_seed(seed)``, reproduced without torch).
-    permutation_draws: permutations per instance (F1 averaged over draws), a positive integer.
+    permutation_draws: permutations per instance (F1 averaged over draws), a whole number in
+        [1, 100000].
 Returns:
-    f1_trained, f1_uniform, f1_permuted, delta_uniform, delta_permuted (percent), instances.
+    f1_trained, f1_uniform, f1_permuted, delta_uniform, delta_permuted (percent), instances,
+    undefined ({name: why} for every value that is None: none here, F1 is always defined).
 """
 
 _CITATION = """@inproceedings{tutek-snajder-2020-staying,
@@ -59,7 +61,6 @@ class TsFragility(evaluate.Metric):
         units = units.pop()
         # K = 1: one sigmoid logit, classes {0, 1}; K > 1: classes 0 … K-1
         check_class_ids("references", references, 2 if units == 1 else units)
-        if int(permutation_draws) != permutation_draws or permutation_draws < 1:
-            raise ValueError(f"permutation_draws must be a positive integer, got {permutation_draws!r}")
-        return jsonable(fragility_from_token_logits(token_logits, attentions, references, seed=seed,
-                                                    permutation_draws=permutation_draws))
+        check_whole("permutation_draws", permutation_draws, 1, limit="permutations")
+        return report_undefined(fragility_from_token_logits(token_logits, attentions, references, seed=seed,
+                                                            permutation_draws=permutation_draws), {})

@@ -11,7 +11,7 @@ import numpy
 # MiniBatchKMeans and mutual_info_score
 import sklearn
 
-from ._hf_attn_measures import clustered_mutual_information
+from ._hf_attn_measures import check_whole, clustered_mutual_information, report_undefined
 
 _DESCRIPTION = """Clusters the input embeddings e_t and the hidden states h_t of the same token
 occurrences separately with MiniBatchKMeans (T&Š §3.4: k = 1000, batch size 100) and returns the
@@ -24,7 +24,8 @@ Args:
     hidden_vectors: h_t of the same occurrences, row-aligned (D floats).
     n_clusters: k (default 1000), batch_size: k-means mini-batch (default 100), seed.
 Returns:
-    mutual_information (nats), occurrences.
+    mutual_information (nats), occurrences, undefined ({name: why} for every value that is None:
+    none here).
 """
 
 _CITATION = """@inproceedings{tutek-snajder-2020-staying,
@@ -46,8 +47,10 @@ class TsMutualInformation(evaluate.Metric):
                             "https://aclanthology.org/D19-1448/"])
 
     def _compute(self, input_vectors, hidden_vectors, n_clusters=1000, batch_size=100, seed=0):
+        check_whole("n_clusters", n_clusters, 1, limit="clusters")
+        check_whole("batch_size", batch_size, 1, limit="batch_size")
         inputs = numpy.asarray(input_vectors, dtype=numpy.float32)
         hidden = numpy.asarray(hidden_vectors, dtype=numpy.float32)
-        return {"mutual_information": clustered_mutual_information(inputs, hidden, n_clusters,
-                                                                   batch_size, seed),
-                "occurrences": int(len(inputs))}
+        return report_undefined({"mutual_information": clustered_mutual_information(inputs, hidden, n_clusters,
+                                                                                    batch_size, seed),
+                                 "occurrences": int(len(inputs))}, {})

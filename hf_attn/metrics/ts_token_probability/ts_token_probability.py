@@ -9,7 +9,7 @@ import evaluate
 import numpy
 
 from ._hf_attn_measures import (check_class_ids, check_distributions, check_finite, check_same_count,
-                                check_same_shapes, token_probability_from_token_logits, jsonable)
+                                check_same_shapes, report_undefined, token_probability_from_token_logits)
 
 _DESCRIPTION = """For every correctly classified instance, the mean over its tokens of the probability of
 the predicted class when the decoder sees h_t alone (all attention on t; T&Š §5, Eq. 9), averaged
@@ -22,7 +22,8 @@ Args:
     attentions: per instance, the trained attention (tokens,), used for the model's prediction.
     references: gold class ids, in [0, C) (C = 2 when K = 1, else K); others are a ValueError.
 Returns:
-    token_probability, correct_instances, instances.
+    token_probability, correct_instances, instances, undefined ({name: why} for every value that is
+    None).
 """
 
 _CITATION = """@inproceedings{tutek-snajder-2020-staying,
@@ -55,4 +56,6 @@ class TsTokenProbability(evaluate.Metric):
         units = units.pop()
         # K = 1: one sigmoid logit, classes {0, 1}; K > 1: classes 0 … K-1
         references = check_class_ids("references", references, 2 if units == 1 else units)
-        return jsonable(token_probability_from_token_logits(token_logits, attentions, references))
+        return report_undefined(token_probability_from_token_logits(token_logits, attentions, references),
+                                {"token_probability": "no instance is classified correctly: the mean is over "
+                                                      "correctly classified instances"})

@@ -8,7 +8,7 @@ import evaluate
 # (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 
-from ._hf_attn_measures import check_distributions, check_same_count, consistent_adversary_summary, jsonable
+from ._hf_attn_measures import check_distributions, check_same_count, consistent_adversary_summary, report_undefined
 
 _DESCRIPTION = """W&P §4 train ONE adversarial model M_a against a fixed base M_b with
 L = TVD(ŷ_a, ŷ_b) − λ·KL(α_a ‖ α_b): the adversary must keep the predictions while moving all of its
@@ -24,7 +24,7 @@ Args:
     lam: λ of the objective (default 0.001).
 Returns:
     lambda, mean_jsd, median_jsd, std_jsd, mean_tvd, median_tvd, std_tvd, mean_kl, objective,
-    jsd / tvd / kl per instance.
+    jsd / tvd / kl per instance, undefined ({name: why} for every value that is None: none here).
 """
 
 _CITATION = """@inproceedings{wiegreffe-pinter-2019-attention,
@@ -55,5 +55,5 @@ class WpConsistentAdversary(evaluate.Metric):
         check_distributions("base_attention", base_attention)
         check_distributions("adversary_probabilities", adversary_probabilities)
         check_distributions("base_probabilities", base_probabilities)
-        return jsonable(consistent_adversary_summary(adversary_attention, base_attention, adversary_probabilities,
-                                                     base_probabilities, lam))
+        return report_undefined(consistent_adversary_summary(adversary_attention, base_attention,
+                                                             adversary_probabilities, base_probabilities, lam), {})

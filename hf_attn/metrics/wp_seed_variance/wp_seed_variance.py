@@ -8,7 +8,7 @@ import evaluate
 # (every top-level import is listed so that evaluate checks it is installed)
 import numpy
 
-from ._hf_attn_measures import check_distributions, check_same_count, seed_variance_summary, jsonable
+from ._hf_attn_measures import check_distributions, check_same_count, report_undefined, seed_variance_summary
 
 _DESCRIPTION = """W&P §3.3: models that differ from a base model only in the random seed give the
 baseline amount of attention variance that is "normal". Per instance, the metric takes the JSD of
@@ -26,7 +26,8 @@ Args:
     statistic: "max" (default, W&P paper) or "median" (W&P code) over seeds.
 Returns:
     statistic, num_seeds, mean_max_jsd, mean_median_jsd, mean_max_tvd, mean_median_tvd,
-    jsd / tvd / max_attention (per instance), by_class_and_max_attention.
+    jsd / tvd / max_attention (per instance), by_class_and_max_attention, undefined ({name: why}
+    for every value that is None).
 """
 
 _CITATION = """@inproceedings{wiegreffe-pinter-2019-attention,
@@ -58,5 +59,6 @@ class WpSeedVariance(evaluate.Metric):
         check_distributions("seed_attentions", seed_attentions)
         check_distributions("base_probabilities", base_probabilities)
         check_distributions("seed_probabilities", seed_probabilities)
-        return jsonable(seed_variance_summary(base_attention, seed_attentions, base_probabilities,
-                                              seed_probabilities, labels, statistic))
+        return report_undefined(seed_variance_summary(base_attention, seed_attentions, base_probabilities,
+                                                      seed_probabilities, labels, statistic), {
+            "by_class_and_max_attention[].*": "no instance of this class has its max base attention in this bin"})
