@@ -240,6 +240,10 @@ class Explainer:
         :meth:`describe`'s ``precision`` and ``weights_dtype`` are what runs."""
         if not isinstance(name_or_path, str) or not name_or_path.strip():
             raise ValueError(f"name_or_path must be a folder, a Hub id or an alias, got {name_or_path!r}")
+        if "dtype" in kwargs or "torch_dtype" in kwargs:  # before any weights are read
+            from hf_attn.adapters.transformer_attention import check_no_dtype_argument
+
+            check_no_dtype_argument(kwargs)
         config = os.path.join(name_or_path, "config.json")
         if os.path.isfile(config):
             model_type = read_json(config).get("model_type")
@@ -281,15 +285,18 @@ class Explainer:
         naming it."""
         from hf_attn.core.validation import check_number, check_whole
 
-        check_whole("ig_steps", ig_steps, limit="ig_nodes")  # counts up to their bounds, with the reason
-        check_whole("k", k, limit="adversaries")
-        check_whole("adversary_steps", adversary_steps, 0, limit="steps")
-        check_whole("num_permutations", num_permutations, 0, limit="permutations")
+        from hf_attn.core.validation import check_seed
+
+        # counts up to their bounds, with the reason; the normalised ints are used (NumPy integers accepted)
+        ig_steps = check_whole("ig_steps", ig_steps, limit="ig_nodes")
+        k = check_whole("k", k, limit="adversaries")
+        adversary_steps = check_whole("adversary_steps", adversary_steps, 0, limit="steps")
+        num_permutations = check_whole("num_permutations", num_permutations, 0, limit="permutations")
         check_number("eps", eps, 0.0)
         check_number("lam", lam, 0.0)
         check_number("lr", lr, 0.0)
-        check_whole("seed", seed, -(2 ** 63))
-        check_whole("batch_size", batch_size, limit="batch_size")
+        seed = check_seed(seed)
+        batch_size = check_whole("batch_size", batch_size, limit="batch_size")
         if ig_baseline not in ("zero", "pad", "mean"):  # hf_attn.methods.ig_baselines.BASELINES
             raise ValueError(f"ig_baseline must be 'zero', 'pad' or 'mean', got {ig_baseline!r}")
         items = checked_texts(texts)
@@ -299,6 +306,10 @@ class Explainer:
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
             batch = self.adapter.encode(chunk, first_index=start)
+            empty = [start + i for i in range(len(chunk)) if not bool(batch.content[i].any())]
+            if empty:  # e.g. a lone combining accent or a private-use character: the tokenizer drops it
+                raise ValueError(f"texts[{empty[0]}]: the text has no tokens of its own after tokenisation "
+                                 f"({chunk[empty[0] - start]!r} gives only special tokens): nothing to explain")
             measured = self._measure(batch, start, settings)
             sentences += [self._sentence(text, batch, i, measured, eps) for i, text in enumerate(chunk)]
         return Explanation(sentences, self.describe())
@@ -445,9 +456,10 @@ class Explainer:
         rollout (models with several attention layers), gradient, leave-one-out, integrated gradients
         and random scores, in memory (:func:`hf_attn.batteries.eraser.battery.eraser_table`)."""
         from hf_attn.batteries.eraser.battery import encode_for, eraser_table
-        from hf_attn.core.validation import check_whole
+        from hf_attn.core.validation import check_seed, check_whole
 
-        check_whole("ig_steps", ig_steps, limit="ig_nodes")
+        ig_steps = check_whole("ig_steps", ig_steps, limit="ig_nodes")  # the int kept: NumPy integers accepted
+        seed = check_seed(seed)
         items = checked_texts(texts)
         ids, mask, units = encode_for(self.adapter, items)
         if not bool(units.any(1).all()):
@@ -690,7 +702,10 @@ def _typed_tokens(tokenizer, text: str, batch, i: int, tokens: list[str], widen:
     unknown = [unk_id is not None and t == unk_id for t, c in zip(ids, content) if c]
     fallback = (list(tokens), [None] * len(tokens), unknown)
     try:
-        encoded = tokenizer(text, add_special_tokens=True, truncation=False, return_offsets_mapping=True)
+        from hf_attn.adapters.contract import encode_as_text
+
+        encoded = encode_as_text(tokenizer, text, add_special_tokens=True, truncation=False,
+                                 return_offsets_mapping=True)
     except (NotImplementedError, ValueError, TypeError, KeyError):
         return fallback
     if list(encoded["input_ids"]) != ids or int(keep.sum()) != len(tokens):

@@ -487,8 +487,8 @@ EVALUATE_CASES = [
     ("wp_seed_variance", "3 vs 2 tokens", dict(
         base_attention=[[0.2, 0.8]], seed_attentions=[[[0.2, 0.3, 0.5]]], base_probabilities=[[0.5, 0.5]],
         seed_probabilities=[[[0.5, 0.5]]], labels=[1]), "3 tokens, base 2"),
-    ("eraser_faithfulness", "NaN comprehensiveness", dict(comprehensiveness=[[NAN, 0.1, 0.1, 0.1, 0.1]],
-                                                          sufficiency=[[0.1] * 5]), "NaN or inf"),
+    ("eraser_faithfulness", "inf comprehensiveness", dict(comprehensiveness=[[float("inf"), 0.1, 0.1, 0.1, 0.1]],
+                                                          sufficiency=[[0.1] * 5]), "contains inf"),
     ("eraser_faithfulness", "2 bins for 5 fractions", dict(comprehensiveness=[[0.1, 0.1]],
                                                            sufficiency=[[0.1] * 5]), "5 bins"),
     # class ids outside the label set, fractions outside (0, 1], scores outside [-1, 1]

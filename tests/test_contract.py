@@ -362,7 +362,9 @@ def test_cli_refuses_data_with_more_classes_or_other_names_than_the_model(tmp_pa
     texts = ["the good movie", "a bad film", "dull plot", "fun story", "very good acting"]
     five = _jsonl(tmp_path / "five.jsonl", [(t, i) for i, t in enumerate(texts)])
     named = _jsonl(tmp_path / "named.jsonl", [(t, ["negative", "positive"][i % 2]) for i, t in enumerate(texts)])
-    for data, pattern in ((five, "the data has 5 classes"), (named, "label name(s) 'negative', 'positive'")):
+    # integer labels are the model's class ids: the first beyond its 2 classes is refused with its line
+    for data, pattern in ((five, "five.jsonl, line 3: label 2 is outside the model's 2 classes"),
+                          (named, "'negative' is not a class of the model")):
         capsys.readouterr()
         code = main(["analyze", str(folder), "--battery", "jw", "--output-dir", str(tmp_path / data.stem),
                      "--dataset", str(data), "--quiet", "--jw-steps", "1", "--jw-permutations", "2",

@@ -150,3 +150,23 @@ def test_leave_one_out_stops_inside_its_batch():
     assert result.skipped["leave_one_out"].startswith("not run: budget: this request's time budget of 2 s ran out")
     assert "stopped after" in result.skipped["leave_one_out"] and "leave_one_out" not in result.values
     assert took < 8.0, f"the request took {took:.1f} s under a 2 s budget"
+
+
+def test_the_module_hook_is_held_only_while_a_budget_is_open():
+    """Forwards outside every budget keep torch's hook-free path: the global pre-hook is there while a
+    budget is open (nested ones included) and gone with the last."""
+    from torch.nn.modules import module as torch_module
+
+    from hf_attn.core import deadline
+
+    before = len(torch_module._global_forward_pre_hooks)
+    with deadline.time_budget(60):
+        assert len(torch_module._global_forward_pre_hooks) == before + 1
+        with deadline.time_budget(30):
+            assert len(torch_module._global_forward_pre_hooks) == before + 1
+        assert len(torch_module._global_forward_pre_hooks) == before + 1
+    assert len(torch_module._global_forward_pre_hooks) == before
+    with pytest.raises(deadline.BudgetExceeded):
+        with deadline.time_budget(1e-9):
+            torch.nn.Linear(2, 2)(torch.zeros(1, 2))
+    assert len(torch_module._global_forward_pre_hooks) == before

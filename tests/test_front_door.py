@@ -176,7 +176,7 @@ def test_the_quick_check_refuses_what_the_real_parser_refuses(argv, capsys):
 
 @pytest.mark.parametrize("argv", [
     ["analyze", "runs/x", "--battery", "jw", "--jw-permutations", "5", "--split", "validation", "--threads", "2"],
-    ["analyze", "runs/x", "--battery", "faithfulness", "--quiet", "--overwrite", "--seed", "-3"],
+    ["analyze", "runs/x", "--battery", "faithfulness", "--quiet", "--overwrite", "--seed", "3"],
     ["analyze", "owner/model", "--battery", "wp", "--wp-lambdas", "0.1,1", "--output-dir", "out"],
     ["eraser", "runs/x", "--fractions", "0.1", "0.2", "--measures", "attention", "random", "--ig-baseline", "pad"],
     ["train", "--dataset", "sst", "--encoder", "cnn", "--epochs", "2", "--learning-rate", "1e-3", "--output-dir", "r",

@@ -20,19 +20,10 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
+from hf_attn.core.texts import nothing_to_explain as _nothing_to_explain  # the one test of an empty text
+
 Heads = Literal["mean"] | int
 Query = Literal["auto", "first", "last", "mean"]
-
-
-# Characters that show nothing and carry no word: zero-width spaces and joiners, the byte-order mark,
-# soft hyphens, word joiners, bidirectional marks (Unicode categories Cf, Cc, Zs, Zl, Zp).
-_EMPTY_CATEGORIES = ("Cf", "Cc", "Zs", "Zl", "Zp")
-
-
-def _nothing_to_explain(text: str) -> bool:
-    import unicodedata
-
-    return all(c.isspace() or unicodedata.category(c) in _EMPTY_CATEGORIES for c in text)
 
 
 def checked_texts(texts) -> list[str]:

@@ -34,6 +34,20 @@ class TruncationWarning(UserWarning):
     """Texts longer than the model's limit were cut (the message says how much and which end)."""
 
 
+def check_adapter_counts(token_budget, max_length, min_length: int = 1) -> tuple[int, int | None]:
+    """An adapter's ``token_budget`` (a whole number in ``[1, 2^24]``) and ``max_length`` (None, or a
+    whole number in ``[min_length, 10^6]``), up to their bounds in
+    :data:`hf_attn.core.numpy_measures.COUNT_LIMITS` with the reason: a ``ValueError`` naming the
+    setting otherwise. The one check of every adapter's constructor (and so of the ``Explainer``'s);
+    returns both as ints (NumPy integers accepted)."""
+    from hf_attn.core.numpy_measures import check_whole
+
+    token_budget = check_whole("token_budget", token_budget, 1, limit="token_budget")
+    if max_length is not None:
+        max_length = check_whole("max_length", max_length, min_length, limit="tokens")
+    return token_budget, max_length
+
+
 def check_model_contract(model) -> None:
     """:class:`UnsupportedModelError` (a ``ValueError``, one line) unless ``model`` is a single-label
     classifier with at least two classes (see the module docstring)."""
@@ -87,6 +101,27 @@ def model_token_limit(model, tokenizer=None, max_length: int | None = None) -> i
     return limit
 
 
+def encode_as_text(tokenizer, texts, **kwargs):
+    """``tokenizer(texts, **kwargs)`` with typed text read as text: a special token's literal string
+    typed in a text (``"[CLS]"``, ``"<s>"``, ``"[PAD]"``) is split into ordinary pieces
+    (``split_special_tokens=True``), never read as the special token itself, which would be
+    explained as a token of the text (or make the text the same input as the empty one). A tokenizer
+    that does not take ``split_special_tokens`` is called as before, after texts holding a special
+    token's literal string are refused with the reason (``ValueError``)."""
+    try:
+        return tokenizer(texts, split_special_tokens=True, **kwargs)
+    except TypeError as error:
+        if "split_special_tokens" not in str(error):
+            raise
+    literals = [t for t in getattr(tokenizer, "all_special_tokens", []) if isinstance(t, str) and t]
+    for text in ([texts] if isinstance(texts, str) else texts):
+        found = next((t for t in literals if t in text), None)
+        if found is not None:
+            raise ValueError(f"the text contains {found!r}, the literal string of one of the tokenizer's special "
+                             "tokens, and this tokenizer cannot read it as ordinary text; remove or reword it")
+    return tokenizer(texts, **kwargs)
+
+
 def tokenize_texts(tokenizer, texts: list[str], limit: int | None, keep: str = "start", first_index: int = 0):
     """``(token id lists, word id lists)`` of ``texts``, each cut to ``limit`` tokens (special tokens
     included) keeping its ``"start"`` or its ``"end"``; word ids count from 0 in what is kept. One
@@ -94,7 +129,7 @@ def tokenize_texts(tokenizer, texts: list[str], limit: int | None, keep: str = "
     lost and the end kept."""
     if keep not in ("start", "end"):
         raise ValueError(f"keep must be 'start' or 'end', got {keep!r}")
-    full = tokenizer(list(texts), truncation=False, verbose=False)
+    full = encode_as_text(tokenizer, list(texts), truncation=False, verbose=False)
     sequences = [list(s) for s in full["input_ids"]]
     word_ids = [list(full.word_ids(i)) for i in range(len(texts))]
     long = [i for i, s in enumerate(sequences) if limit is not None and len(s) > limit]
@@ -103,7 +138,7 @@ def tokenize_texts(tokenizer, texts: list[str], limit: int | None, keep: str = "
             side = tokenizer.truncation_side
             tokenizer.truncation_side = "left" if keep == "end" else "right"
             try:
-                cut = tokenizer([texts[i] for i in long], truncation=True, max_length=limit)
+                cut = encode_as_text(tokenizer, [texts[i] for i in long], truncation=True, max_length=limit)
             finally:
                 tokenizer.truncation_side = side
         dropped = []
@@ -122,4 +157,4 @@ def tokenize_texts(tokenizer, texts: list[str], limit: int | None, keep: str = "
     return sequences, word_ids
 
 
-__all__ = ["TruncationWarning", "check_model_contract", "model_token_limit", "tokenize_texts"]
+__all__ = ["TruncationWarning", "check_model_contract", "encode_as_text", "model_token_limit", "tokenize_texts"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
-from hf_attn.adapters.contract import check_model_contract, tokenize_texts
+from hf_attn.adapters.contract import check_adapter_counts, check_model_contract, tokenize_texts
 from hf_attn.adapters.device import check_weights_dtype, dtype_name, frozen_parameters, running_dtype
 
 
@@ -54,8 +54,7 @@ class HfAttnAdapter:
                              "arithmetic")
         if getattr(getattr(model, "config", None), "model_type", None) != "hf_attn":
             raise UnsupportedModelError(f"{type(model).__name__} is not a single-sentence hf_attn model")
-        if not isinstance(token_budget, int) or token_budget < 1:
-            raise ValueError(f"token_budget must be a positive int, got {token_budget!r}")
+        token_budget, max_length = check_adapter_counts(token_budget, max_length)  # within bounds, the reason told
         check_model_contract(model)
         self.spec = spec
         self.device = torch.device("cpu")

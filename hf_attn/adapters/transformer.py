@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError, checked_texts
-from hf_attn.adapters.contract import check_model_contract, model_token_limit, tokenize_texts
+from hf_attn.adapters.contract import check_adapter_counts, check_model_contract, model_token_limit, tokenize_texts
 from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import (autocast, check_weights_dtype, dtype_name, running_dtype, frozen_parameters, resolve_device,
                                     resolve_precision)
@@ -121,10 +121,7 @@ class TransformersAdapter:
             raise UnsupportedModelError(f"{type(tokenizer).__name__} is not a fast tokenizer: word spans need the "
                                         "offsets of a tokenizers-backed tokenizer (tokenizer.json); load it with "
                                         "AutoTokenizer.from_pretrained(..., use_fast=True)")
-        if not isinstance(token_budget, int) or token_budget < 1:
-            raise ValueError(f"token_budget must be a positive int, got {token_budget!r}")
-        if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
-            raise ValueError(f"max_length must be an int ≥ 2 or None, got {max_length!r}")
+        token_budget, max_length = check_adapter_counts(token_budget, max_length, 2)  # within bounds, the reason told
         check_model_contract(model)
         self.spec = spec or AttentionSpec()
         self.device = resolve_device(device)

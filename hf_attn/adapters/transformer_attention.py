@@ -48,14 +48,14 @@ def load_transformer_classifier(name_or_path: str, num_labels: int | None = None
 
     from hf_attn.adapters.device import PRECISIONS
 
-    if "dtype" in kwargs or "torch_dtype" in kwargs:
-        raise ValueError("pass precision='float32' | 'bfloat16' | 'float16' (the dtype the weights are loaded in), "
-                         "not dtype")
+    check_no_dtype_argument(kwargs)
     dtype = precision if isinstance(precision, torch.dtype) else PRECISIONS.get(precision)
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"precision must be one of float32, bfloat16, float16, got {precision!r}")
     path = resolve_base_model(name_or_path)
     check_no_pickled_weights_only(path, name_or_path)
+    check_tokenizer_files(path, name_or_path)
+    check_readable_safetensors(path, name_or_path)
     register()
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
@@ -74,7 +74,65 @@ def load_transformer_classifier(name_or_path: str, num_labels: int | None = None
     tokenizer = saved_tokenizer(path, AutoTokenizer.from_pretrained(path))
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(f"{name_or_path!r}: word-piece merging needs a fast tokenizer (tokenizer.json)")
+    check_tokenizer_fits(model, tokenizer, name_or_path)
     return model.eval(), tokenizer
+
+
+def check_no_dtype_argument(kwargs) -> None:
+    """``ValueError`` when ``kwargs`` hold ``dtype`` or ``torch_dtype``: hf_attn takes ``precision``."""
+    for name in ("dtype", "torch_dtype"):
+        if name in kwargs:
+            raise ValueError(f"pass precision='float32' | 'bfloat16' | 'float16' (the dtype the weights are loaded "
+                             f"in), not {name}")
+
+
+# files a tokenizer is built from; a local folder with none of them has no tokenizer of its own (transformers
+# would build one of only special tokens out of nothing, and every word would be explained as the unknown token)
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model", "spm.model", "bpe.codes", "vocab.model")
+
+
+def check_tokenizer_files(path: str, name) -> None:
+    """``ValueError`` (one line) when the local folder ``path`` holds none of :data:`TOKENIZER_FILES`."""
+    import os
+
+    if os.path.isdir(path) and not any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES):
+        raise ValueError(f"{name}: the tokenizer files are missing (no tokenizer.json or vocabulary file in the "
+                         "folder); save the tokenizer with the model (tokenizer.save_pretrained(folder))")
+
+
+def check_tokenizer_fits(model, tokenizer, name) -> None:
+    """``ValueError`` when ``tokenizer``'s vocabulary is only special tokens (nothing a text could be
+    read as but the unknown token) or has more tokens than the model's input embedding."""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    ids = set(tokenizer.get_vocab().values())
+    if not ids - special:
+        raise ValueError(f"{name}: the tokenizer's vocabulary holds only its {len(ids)} special token(s), so every "
+                         "word would be the unknown token: the tokenizer files are missing or empty")
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(embeddings, "num_embeddings", None)
+    if isinstance(rows, int) and max(ids) >= rows:
+        raise ValueError(f"{name}: the tokenizer has token ids up to {max(ids)} but the model's embedding only "
+                         f"{rows} rows; they do not belong together")
+
+
+def check_readable_safetensors(path: str, name) -> None:
+    """``ValueError`` naming the file when a ``*.safetensors`` file of the local folder ``path`` cannot
+    be read (truncated, corrupt): one line, never the reader's traceback."""
+    import os
+
+    if not os.path.isdir(path):
+        return
+    from safetensors import safe_open
+
+    for file in sorted(f for f in os.listdir(path) if f.endswith(".safetensors")):
+        try:
+            with safe_open(os.path.join(path, file), framework="pt") as f:
+                f.keys()
+        except Exception as error:  # noqa: BLE001 — SafetensorError, OSError: a file that cannot be read
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            raise ValueError(f"{name}: the weights file {file} cannot be read ({first}); it is corrupt or "
+                             "truncated: copy or save the model again") from None
 
 
 # sentences on which the tokenizer loaded must split like the saved tokenizer.json

@@ -121,12 +121,15 @@ def check_settings(*, num_permutations=100, k=5, lam=500.0, eps=0.01, steps=500,
 
 def _encode(tokenizer, text: str):
     """``(ids, offsets or None, special-token flags)`` of ``text``."""
+    from hf_attn.adapters.contract import encode_as_text  # typed "[CLS]" is text, as the adapter reads it
+
     try:
-        encoded = tokenizer(text, add_special_tokens=True, truncation=False, return_offsets_mapping=True,
-                            return_special_tokens_mask=True)
+        encoded = encode_as_text(tokenizer, text, add_special_tokens=True, truncation=False,
+                                 return_offsets_mapping=True, return_special_tokens_mask=True)
         offsets = encoded["offset_mapping"]
     except (NotImplementedError, ValueError, TypeError, KeyError):  # a tokenizer without offsets
-        encoded = tokenizer(text, add_special_tokens=True, truncation=False, return_special_tokens_mask=True)
+        encoded = encode_as_text(tokenizer, text, add_special_tokens=True, truncation=False,
+                                 return_special_tokens_mask=True)
         offsets = None
     ids = list(encoded["input_ids"])
     special = [bool(f) for f in encoded.get("special_tokens_mask", [0] * len(ids))]
@@ -299,6 +302,7 @@ def compare_methods(model, tokenizer, text: str, max_tokens: int | None = None, 
 # Per view (explanation, comparison): requests computed at once, requests waiting for their turn and
 # the longest wait; any request beyond them is refused at once, and a request that got no turn in
 # REQUEST_MAX_WAIT seconds is refused then, so a visitor waits at most that long, never minutes.
+MAX_REQUEST_WAIT = 86_400.0  # seconds: RequestGate's max_wait is finite, at most a day
 REQUEST_RUNNING = 1
 REQUEST_WAITING = 8
 REQUEST_MAX_WAIT = 30.0
@@ -314,9 +318,13 @@ class RequestGate:
 
     def __init__(self, running: int = REQUEST_RUNNING, waiting: int = REQUEST_WAITING,
                  max_wait: float = REQUEST_MAX_WAIT):
-        if running < 1 or waiting < 0 or not max_wait > 0:
-            raise ValueError(f"need running ≥ 1, waiting ≥ 0 and max_wait > 0, got {running}, {waiting}, "
-                             f"{max_wait}")
+        from hf_attn.core.validation import check_number, check_whole
+
+        # whole numbers (NumPy integers accepted), and a finite wait of at most a day: an infinite or
+        # huge one would not bound the wait and overflows the lock's timeout
+        running = check_whole("running", running, 1)
+        waiting = check_whole("waiting", waiting, 0)
+        max_wait = check_number("max_wait", max_wait, 0.0, MAX_REQUEST_WAIT, low_open=True)
         self.running, self.waiting, self.max_wait = running, waiting, float(max_wait)
         self._turns = threading.BoundedSemaphore(running)
         self._lock = threading.Lock()

@@ -38,7 +38,7 @@ def is_transformer_model_dir(model_dir: str) -> bool:
 
 
 def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = "test",
-                       text_column: str | None = None, label_column: str | None = None):
+                       text_column: str | None = None, label_column: str | None = None, model_names=None):
     """``(texts, labels, label_names, dataset name)`` to analyse a BERT-family classifier on.
 
     - ``dataset`` given: loaded with :func:`hf_attn.data.datasets.load_task` (a bundled name, a
@@ -51,8 +51,10 @@ def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = 
       a Hub id) this is a ``ValueError`` asking for ``--dataset``.
 
     A missing column is a one-line :class:`hf_attn.data.datasets.DataError` naming the column and
-    the file (or Hub id). Labels are class ids as ``load_task`` numbers them (integer labels are
-    their own ids; strings in sorted order)."""
+    the file (or Hub id). Without ``model_names`` labels are class ids as ``load_task`` numbers them
+    (into the returned names, in sorted order). With ``model_names`` (the classifier's ``id2label``
+    names, one per class) they are the model's class ids (:func:`model_class_ids`: an integer label
+    is the model's class id, a class name is matched by name) and the names returned are the model's."""
     from hf_attn.data.datasets import load_task
 
     if dataset is None:
@@ -77,7 +79,7 @@ def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = 
                          text_column=text_column or s.get("text_column") or "text",
                          label_column=label_column or s.get("label_column") or "label")
     elif os.path.isfile(dataset) and dataset.lower().endswith((".csv", ".jsonl", ".json")):
-        return _whole_file(dataset, text_column or "text", label_column or "label")
+        return _whole_file(dataset, text_column or "text", label_column or "label", model_names)
     else:
         task = load_task(dataset, text_column=text_column or "text", label_column=label_column or "label")
     if task.is_pair:
@@ -86,7 +88,57 @@ def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = 
     if split not in task.splits:
         raise ValueError(f"{task.name}: no split {split!r} (has {list(task.splits)})")
     data = task.splits[split]
+    if model_names is not None:
+        keys = [str(task.label_names[int(y)]) for y in data["label"]]
+        labels = model_class_ids(keys, model_names, lambda row: f"{task.name} [{split}] row {row}")
+        return list(data["text"]), labels, [str(n) for n in model_names], task.name
     return list(data["text"]), list(data["label"]), list(task.label_names), task.name
+
+
+def model_class_ids(keys, model_names, where) -> list[int]:
+    """Canonical data labels ``keys`` (one per row, as the loaders read them: ``"2"``, ``"pos"``) →
+    class ids of a model whose classes are named ``model_names`` (its ``id2label``), never renumbered
+    by sort order:
+
+    - integer labels are the model's class ids, kept as they are; one outside ``[0, num_labels)`` is
+      a :class:`~hf_attn.data.datasets.DataError` naming its row (``where(row)``: file and line);
+    - class names are matched to the model's names (so are integers when the model names its classes
+      by such numbers, e.g. a model trained here on labels 0 and 2); a name the model does not have
+      is refused with its row — except that a model with transformers' placeholder names
+      (``LABEL_0``, …) takes the data's names in sorted order, refused when there are more of them
+      than the model has classes."""
+    import re
+
+    from hf_attn.core.arguments import bounded_list, bounded_text
+    from hf_attn.core.validation import _default_names
+    from hf_attn.data.datasets import DataError, _label_set
+
+    names = [str(n) for n in model_names]
+    count = len(names)
+    keys = [str(k) for k in keys]
+    placeholder = _default_names(names)
+    numbered = not placeholder and all(re.fullmatch(r"-?\d+", n) for n in names)
+    by_name = {n: i for i, n in enumerate(names)}
+    if not numbered and all(re.fullmatch(r"-?\d+", k) for k in keys):
+        out = []
+        for row, key in enumerate(keys):
+            if not 0 <= int(key) < count:
+                raise DataError(f"{where(row)}: label {key} is outside the model's {count} classes [0, {count}) "
+                                "(integer labels are the model's class ids)")
+            out.append(int(key))
+        return out
+    if all(k in by_name for k in keys):
+        return [by_name[k] for k in keys]
+    if not placeholder:
+        row = next(r for r, k in enumerate(keys) if k not in by_name)
+        raise DataError(f"{where(row)}: label {bounded_text(repr(keys[row]), 80)} is not a class of the model "
+                        f"({bounded_list(names)}); name the classes as the model's id2label does")
+    order = _label_set(keys)
+    if len(order) > count:
+        raise DataError(f"the data has {len(order)} classes ({bounded_list(order)}) but the model only {count} "
+                        f"({bounded_list(names)})")
+    index = {k: i for i, k in enumerate(order)}
+    return [index[k] for k in keys]
 
 
 def analysis_split(dataset: str | None, split: str) -> str:
@@ -96,12 +148,16 @@ def analysis_split(dataset: str | None, split: str) -> str:
     return split
 
 
-def _whole_file(path: str, text_column: str, label_column: str):
+def _whole_file(path: str, text_column: str, label_column: str, model_names=None):
     """Every row of one CSV/JSON(L) file, in file order, checked like ``load_task`` does (missing
-    columns, empty texts and bad labels are errors naming the file and line)."""
+    columns, empty texts and bad labels are errors naming the file and line); with ``model_names``
+    the labels are the model's class ids (:func:`model_class_ids`)."""
     from hf_attn.data import datasets as d
 
     table = d._checked_rows(d._read_table(path), {"text": text_column}, label_column)
+    if model_names is not None:
+        labels = model_class_ids(table.data["label"], model_names, table.where)
+        return list(table.data["text"]), labels, [str(n) for n in model_names], os.path.basename(path)
     names = d._label_set(table.data["label"])
     data = d._encode_labels({"all": table}, names)["all"]
     return list(data["text"]), list(data["label"]), names, os.path.basename(path)
@@ -139,6 +195,36 @@ def load_classifier(model_dir: str):
     return load_model_folder(model_dir, "hf_attn")
 
 
+def _class_names(config) -> list[str]:
+    """A transformers config's class names, one per class (its ``id2label``; the id where it has none)."""
+    id2label = getattr(config, "id2label", None) or {}
+    return [str(id2label.get(i, id2label.get(str(i), i))) for i in range(int(config.num_labels))]
+
+
+def _config_class_names(model_dir: str) -> list[str] | None:
+    """The class names of a local classifier folder read from its ``config.json`` without loading the
+    model (as transformers reads them: ``id2label``, else ``num_labels`` classes, else 2); None when
+    it is no folder or its config cannot be read (the model is then loaded first)."""
+    import json
+
+    try:
+        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        id2label = config.get("id2label")
+        classes = len(id2label) if isinstance(id2label, dict) and id2label else int(config.get("num_labels", 2))
+        if config.get("problem_type") in ("regression", "multi_label_classification") or classes < 2:
+            return None  # no class distribution: the model is loaded first and refused with the reason
+        if isinstance(id2label, dict) and id2label:
+            labels = {int(k): str(v) for k, v in id2label.items()}
+            if sorted(labels) != list(range(len(labels))):
+                return None
+            return [labels[i] for i in range(len(labels))]
+        count = int(config.get("num_labels", 2))
+        return [f"LABEL_{i}" for i in range(count)] if count > 0 else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def load_classifier_and_data(model_dir: str, split: str = "test", dataset: str | None = None,
                              text_column: str | None = None, label_column: str | None = None,
                              needed_by: str = "the analysis"):
@@ -148,8 +234,18 @@ def load_classifier_and_data(model_dir: str, split: str = "test", dataset: str |
     before the model, so a bad ``dataset`` or column fails fast; the recorded split is
     :func:`analysis_split`'s)."""
     if is_transformer_model_dir(model_dir):
-        texts, labels, names, name = load_analysis_data(model_dir, dataset, split, text_column, label_column)
-        model, tokenizer = load_classifier(model_dir)
+        model_names = _config_class_names(model_dir)
+        model = None
+        if model_names is None:  # a Hub id (or an unreadable config): the model says how many classes
+            from hf_attn.adapters.contract import check_model_contract
+
+            model, tokenizer = load_classifier(model_dir)
+            check_model_contract(model)  # a regression or multi-label head: refused before its data is read
+            model_names = _class_names(model.config)
+        texts, labels, names, name = load_analysis_data(model_dir, dataset, split, text_column, label_column,
+                                                        model_names)
+        if model is None:
+            model, tokenizer = load_classifier(model_dir)
         return model, tokenizer, texts, labels, names, name, analysis_split(dataset, split)
     given = [f for f, v in (("dataset", dataset), ("text_column", text_column), ("label_column", label_column))
              if v is not None]

@@ -10,7 +10,7 @@ import logging
 import sys
 
 from hf_attn.core.arguments import (MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS, bounded_text,
-                                   count, finite_float, positive_int, type_from_spec, type_spec)
+                                   count, finite_float, positive_int, seed_int, type_from_spec, type_spec)
 from hf_attn.core.threads import apply_threads, threads_argument
 
 # This module imports neither torch nor any subcommand's module: ``hf-attn --help`` lists the
@@ -54,8 +54,8 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--min-count", type=_positive_int, default=1)
     p.add_argument("--max-length", type=count(1, MAX_LENGTH), default=None,
                    help="default 512 tokens (66 word pieces with --base-model, at most 512)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data-seed", type=int, default=0, help="seed of the train/dev/test split")
+    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument("--data-seed", type=seed_int, default=0, help="seed of the train/dev/test split")
     p.add_argument("--epochs", type=count(1, limit="epochs"), default=None,
                    help="default 8 (2 with --base-model)")
     p.add_argument("--batch-size", type=count(1, limit="batch_size"), default=32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hf_attn.runs import BATTERY_MODULES, available_batteries
+from hf_attn.core.arguments import seed_int
 
 
 def _named_battery(argv) -> list[str] | None:
@@ -29,7 +30,7 @@ def add_parser(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--output-dir", default=None,
                    help="where results.json and the figures go (default: MODEL_DIR/BATTERY for a model folder, "
                         "./NAME-BATTERY for a Hub id)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--overwrite", action="store_true",
                    help="replace what --output-dir holds (another battery's analysis, or this battery's with "

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from hf_attn.batteries.eraser.battery import MEASURES
-from hf_attn.core.arguments import count, finite_float, positive_int
+from hf_attn.core.arguments import count, finite_float, positive_int, seed_int
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
 from hf_attn.runs.eraser import run_eraser
 
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--ig-baseline", choices=["zero", "pad", "mean"], default="zero",
                    help="the text's embeddings start from 0, the pad token's or the mean input embedding "
                         "(default %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--token-budget", type=count(1, limit="token_budget"), default=16384)
     p.add_argument("--max-instances", type=positive_int, default=None, help="only the first N instances")
     p.add_argument("--quiet", action="store_true")

@@ -3,7 +3,7 @@ same explanation object a notebook shows as HTML and the Space as its page."""
 
 from __future__ import annotations
 
-from hf_attn.core.arguments import count, finite_float
+from hf_attn.core.arguments import count, finite_float, seed_int
 
 
 def add_parser(subparsers) -> None:
@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--k", type=count(1, limit="adversaries"), default=5, help="adversaries per text")
     p.add_argument("--adversary-steps", type=count(0, limit="steps"), default=200)
     p.add_argument("--eps", type=finite_float(0), default=0.01, help="the adversary's TVD budget ε")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--no-adversary", action="store_true", help="skip the adversary")
     p.add_argument("--html", default=None, help="also write the notebook's page (heatmaps) to this file")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from hf_attn.core.arguments import MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, count, positive_int
+from hf_attn.core.arguments import MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, count, positive_int, seed_int
 from hf_attn.runs.grid import (DEFAULT_ATTENTIONS, DEFAULT_MLM_WEIGHT, DEFAULT_TYING_DELTA, DEFAULT_VARIANTS, grid_runs,
                                train_grid)
 from hf_attn.training.engine import TrainSettings
@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--attentions", nargs="+", default=list(DEFAULT_ATTENTIONS),
                    choices=["additive", "dot", "uniform"])
     p.add_argument("--seeds", type=count(1, limit="seed_models"), default=5, help="number of seeds (0 … n−1)")
-    p.add_argument("--seed-list", type=int, nargs="+", help="explicit seeds instead of --seeds")
+    p.add_argument("--seed-list", type=seed_int, nargs="+", help="explicit seeds instead of --seeds")
     p.add_argument("--embeddings", choices=["glove-6b-50d", "random"], default="glove-6b-50d")
     p.add_argument("--embedding-dim", type=count(1, MAX_EMBEDDING_DIM), default=300, help="d for --embeddings random")
     p.add_argument("--hidden-size", type=count(1, MAX_HIDDEN_SIZE), default=None, help="H for every variant (default d/2)")
@@ -43,10 +43,10 @@ def add_parser(subparsers) -> None:
                     "as mean ± std over seeds, beside the published SST numbers; resumable.")
     r.add_argument("grid_dir")
     r.add_argument("--output-dir", required=True)
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=seed_int, default=0)
     r.add_argument("--mi-attentions", nargs="+", default=["additive"])
     r.add_argument("--mi-variants", nargs="+", default=["base", "residual", "tying", "mlm"])
-    r.add_argument("--mi-seeds", type=int, nargs="+", default=None, help="default: every seed")
+    r.add_argument("--mi-seeds", type=seed_int, nargs="+", default=None, help="default: every seed")
     r.add_argument("--skip-adversary", action="store_true")
     r.add_argument("--adversary-limit", type=positive_int, default=500)
     r.add_argument("--summarize-only", action="store_true", help="only aggregate existing results")
@@ -54,7 +54,7 @@ def add_parser(subparsers) -> None:
                    help="also train W&P model-consistent adversaries with these λ (one training "
                         "each) against seed --wp-seed of --wp-cells (T&Š Fig. 1)")
     r.add_argument("--wp-cells", nargs="+", default=["base-additive", "mlm-additive", "tying-additive"])
-    r.add_argument("--wp-seed", type=int, default=0)
+    r.add_argument("--wp-seed", type=seed_int, default=0)
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=_run_report)
 

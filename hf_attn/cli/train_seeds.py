@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hf_attn.core.arguments import count
+from hf_attn.core.arguments import count, seed_int
 from hf_attn.training.wp import train_seeds
 
 
@@ -14,7 +14,7 @@ def add_parser(subparsers) -> None:
                     "into OUTPUT_DIR/seed-S. Rerun to resume; finished runs are skipped.")
     p.add_argument("base_dir")
     p.add_argument("--num-seeds", type=count(1, limit="seed_models"), default=8)
-    p.add_argument("--first-seed", type=int, default=None)
+    p.add_argument("--first-seed", type=seed_int, default=None)
     p.add_argument("--output-dir", required=True)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_run_train_seeds)

@@ -62,6 +62,8 @@ def count(minimum: int = 1, maximum: int | None = None, limit: str | None = None
 
 positive_int = count(1)
 non_negative_int = count(0)
+# a seed: a whole number in [0, 2^63 − 1], what torch and NumPy both accept (COUNT_LIMITS["seed"])
+seed_int = count(0, limit="seed")
 
 
 def type_spec(kind) -> list | None:
@@ -140,5 +142,5 @@ def bounded_text(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters in all)"
 
 
-__all__ = ["count", "count_limit", "positive_int", "non_negative_int", "finite_float", "check_count", "bounded_list",
+__all__ = ["count", "count_limit", "positive_int", "non_negative_int", "seed_int", "finite_float", "check_count", "bounded_list",
            "bounded_text", "MAX_HIDDEN_SIZE", "MAX_EMBEDDING_DIM", "MAX_NUM_LAYERS", "MAX_LENGTH"]

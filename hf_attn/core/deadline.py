@@ -6,9 +6,9 @@ their own). Computations look at it in three ways:
 
 - :func:`check` raises :class:`BudgetExceeded` once the deadline has passed; loops of the costly
   methods call it once per step;
-- every ``torch.nn.Module`` forward checks it too (one global forward pre-hook, installed the first
-  time a budget is set; without a budget it does nothing), so a method stops within one layer's
-  forward, whichever loop runs it;
+- every ``torch.nn.Module`` forward checks it too (one global forward pre-hook, held while a budget
+  is open and removed with the last one), so a method stops within one layer's forward, whichever
+  loop runs it;
 - :func:`paced` wraps a loop of known length whose steps cost about the same: before each step it
   checks the deadline and, from the steps done so far, the time the remaining ones need; a loop
   that cannot finish in the time left stops at once instead of spending the rest of the budget on a
@@ -51,6 +51,7 @@ class Deadline:
 _DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("hf_attn_deadline", default=None)
 _HOOK_LOCK = threading.Lock()
 _HOOK = None
+_HOOK_USERS = 0  # budgets open in this process (any thread): the hook is held while one is
 
 
 def _module_check(module, args) -> None:
@@ -58,14 +59,26 @@ def _module_check(module, args) -> None:
         check()
 
 
-def _install_module_hook() -> None:
-    """One global forward pre-hook on every torch module (once per process): :func:`check`."""
-    global _HOOK
+@contextlib.contextmanager
+def _module_hook():
+    """One global forward pre-hook on every torch module (:func:`check`), held while at least one
+    budget is open anywhere in the process and removed with the last, so that forwards outside any
+    budget keep torch's hook-free fast path."""
+    global _HOOK, _HOOK_USERS
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
     with _HOOK_LOCK:
         if _HOOK is None:
-            from torch.nn.modules.module import register_module_forward_pre_hook
-
             _HOOK = register_module_forward_pre_hook(_module_check)
+        _HOOK_USERS += 1
+    try:
+        yield
+    finally:
+        with _HOOK_LOCK:
+            _HOOK_USERS -= 1
+            if _HOOK_USERS == 0 and _HOOK is not None:
+                _HOOK.remove()
+                _HOOK = None
 
 
 def current() -> Deadline | None:
@@ -88,14 +101,14 @@ def time_budget(seconds: float | None, what: str = "this request"):
         return
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"a time budget must be a positive number of seconds, got {seconds!r}")
-    _install_module_hook()
     deadline = Deadline(time.perf_counter() + float(seconds), float(seconds), what)
     outer = _DEADLINE.get()
     if outer is not None and outer.end <= deadline.end:
         deadline = outer
     token = _DEADLINE.set(deadline)
     try:
-        yield deadline
+        with _module_hook():
+            yield deadline
     finally:
         _DEADLINE.reset(token)
 

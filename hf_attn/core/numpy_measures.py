@@ -140,6 +140,10 @@ def check_number(name: str, value, low: float | None = None, high: float | None 
     return number
 
 
+# A seed is a whole number in [0, MAX_SEED]: what both torch.manual_seed (below 2^64) and NumPy's
+# default_rng (non-negative, below 2^128) accept, with room for the per-batch offsets added to it.
+MAX_SEED = 2 ** 63 - 1
+
 # Upper bounds of the count settings: kind → (the largest count, why). A count beyond its bound
 # cannot be meant (a typo, 10**9) and would fail late, as a MemoryError after minutes or a run of
 # years; every settings class, the Explainer, the command line and the evaluate modules refuse it
@@ -173,6 +177,10 @@ COUNT_LIMITS = {
     "word_types": (1_000_000, "no data set's vocabulary has more word types"),
     "occurrences": (100_000_000, "100 times Tutek & Šnajder's million occurrences, whose vectors alone would "
                                  "fill tens of GiB"),
+    "threads": (4096, "the largest machines have a few thousand cores; threads beyond the cores only spin against "
+                      "each other, and OpenMP allocates every thread's stack and buffers up front"),
+    "seed": (MAX_SEED, "a seed must be one that torch (below 2^64) and NumPy (at least 0) both accept, with room "
+                       "for the per-batch offsets added to it"),
 }
 
 
@@ -194,6 +202,13 @@ def check_whole(name: str, value, low: int = 1, high: int | None = None, *, limi
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be {bound}, got {value!r}")
     return int(value)
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """A seed: a whole number (a Python or NumPy integer, not a bool) in ``[0, MAX_SEED]``, which both
+    ``torch.manual_seed`` and ``numpy.random.default_rng`` accept; a ``ValueError`` naming ``name``
+    otherwise, with the reason. Returns it as an int."""
+    return check_whole(name, value, 0, limit="seed")
 
 
 def check_num_classes(num_classes, name: str = "num_classes") -> int | None:
@@ -993,26 +1008,46 @@ def aopc(scores, include_zero_bin: bool = False) -> np.ndarray:
 
 def summarize_eraser(comprehensiveness, sufficiency, fractions=DEFAULT_FRACTIONS,
                      include_zero_bin: bool = False) -> dict:
-    """Dataset summary of per-instance ERASER scores (``hf_attn.faithfulness.summarize_eraser``)."""
+    """Dataset summary of per-instance ERASER scores (``hf_attn.faithfulness.summarize_eraser``).
+    An instance with an undefined bin (NaN or None: ``hf-attn eraser`` leaves a one-token text's
+    bins undefined on a model without an empty input) is left out of that score's aggregates;
+    when any is, ``<score>_n`` (the instances the aggregates cover) and ``undefined_instances``
+    (``{score: [instance positions]}``) are added, and aggregates over no instance are NaN.
+    ``inf`` is refused."""
     fractions = check_fractions(fractions)
     out: dict = {"fractions": fractions}
+    left_out: dict = {}
     for name, values in (("comprehensiveness", comprehensiveness), ("sufficiency", sufficiency)):
-        arr = np.asarray(values, dtype=np.float64)
+        try:
+            arr = np.asarray(values, dtype=np.float64)  # None → NaN (undefined)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name} must be (instances, {len(fractions)} bins) of numbers ({err})") from None
         if arr.ndim != 2 or arr.shape[1] != len(fractions):
             raise ValueError(f"{name} must be (instances, {len(fractions)} bins) for fractions "
                              f"{fractions}, got shape {arr.shape}")
         if len(arr) == 0:
             raise ValueError(f"{name} is empty")
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{name} contains NaN or inf")
+        if np.isinf(arr).any():
+            raise ValueError(f"{name} contains inf (undefined bins are NaN or None)")
+        defined = ~np.isnan(arr).any(1)
         # differences of two probabilities of the predicted class: always in [-1, 1]
-        check_range(name, arr, -1.0, 1.0)
-        per_instance = aopc(arr, include_zero_bin)
-        out[f"{name}_aopc"] = float(per_instance.mean())
-        out[f"{name}_aopc_stderr"] = (float(per_instance.std(ddof=1) / math.sqrt(len(arr)))
-                                      if len(arr) > 1 else 0.0)
-        out[name] = arr.mean(0).tolist()
+        check_range(name, arr[defined], -1.0, 1.0)
+        kept = arr[defined]
+        if len(kept):
+            per_instance = aopc(kept, include_zero_bin)
+            out[f"{name}_aopc"] = float(per_instance.mean())
+            out[f"{name}_aopc_stderr"] = (float(per_instance.std(ddof=1) / math.sqrt(len(kept)))
+                                          if len(kept) > 1 else 0.0)
+            out[name] = kept.mean(0).tolist()
+        else:
+            out[f"{name}_aopc"] = out[f"{name}_aopc_stderr"] = float("nan")
+            out[name] = [float("nan")] * len(fractions)
+        if not defined.all():
+            out[f"{name}_n"] = int(defined.sum())
+            left_out[name] = np.flatnonzero(~defined).tolist()
     if np.shape(comprehensiveness)[0] != np.shape(sufficiency)[0]:
         raise ValueError("comprehensiveness and sufficiency have different numbers of instances")
     out["num_instances"] = int(np.shape(comprehensiveness)[0])
+    if left_out:
+        out["undefined_instances"] = left_out
     return out

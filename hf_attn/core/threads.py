@@ -3,7 +3,9 @@
 On a CPU shared with other busy processes, torch's default (one thread per core) makes OpenMP
 threads spin against each other: ``hf-attn train`` ran 27× slower with 2 threads than with 1 on a
 busy 2-core machine. ``auto`` (the default) therefore takes only the cores that the 1-minute load
-average says are free, at least one.
+average says are free, at least one. A number is at most the ``threads`` bound of
+:data:`hf_attn.core.numpy_measures.COUNT_LIMITS` (4096), the reason told: more threads than cores only
+spin, and OpenMP allocates every thread's state up front (a billion threads asked for 216 GB).
 """
 
 from __future__ import annotations
@@ -40,14 +42,30 @@ def threads_argument(text: str) -> str | int:
         raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1 or 'auto', got {value}")
+    from hf_attn.core.numpy_measures import COUNT_LIMITS  # when a value is checked: --help loads no NumPy
+
+    bound, why = COUNT_LIMITS["threads"]
+    if value > bound:
+        raise argparse.ArgumentTypeError(f"must be <= {bound} or 'auto', got {value}: {why}")
     return value
+
+
+def check_threads(value, name: str = "num_threads", allow_none: bool = True) -> int | None:
+    """The Python API's thread settings: None (when ``allow_none``: torch's own setting) or a whole
+    number in ``[1, 4096]`` (:data:`~hf_attn.core.numpy_measures.COUNT_LIMITS`, the reason told);
+    a ``ValueError`` naming ``name`` otherwise. Returns it as an int."""
+    if value is None and allow_none:
+        return None
+    from hf_attn.core.numpy_measures import check_whole
+
+    return check_whole(name, value, 1, limit="threads")
 
 
 def resolve_threads(spec: str | int | None) -> int | None:
     """``spec`` (``"auto"``, an int, or None for torch's own default) → a thread count or None."""
     if spec is None:
         return None
-    return auto_threads() if spec == "auto" else int(spec)
+    return auto_threads() if spec == "auto" else check_threads(spec, "threads", allow_none=False)
 
 
 def apply_threads(spec: str | int | None) -> int:
@@ -60,4 +78,4 @@ def apply_threads(spec: str | int | None) -> int:
     return torch.get_num_threads()
 
 
-__all__ = ["auto_threads", "threads_argument", "resolve_threads", "apply_threads", "available_cores"]
+__all__ = ["auto_threads", "threads_argument", "check_threads", "resolve_threads", "apply_threads", "available_cores"]

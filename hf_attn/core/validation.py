@@ -9,7 +9,8 @@ that every ``evaluate`` module ships as a generated copy (``scripts/generate_met
 
 Settings use the same source: :func:`check_number` (finite, within bounds), :func:`check_whole`
 (a whole number within bounds; with ``limit=``, a count setting up to its upper bound in
-:data:`COUNT_LIMITS`, the reason told) and :func:`check_num_classes` (at most :data:`MAX_CLASSES`,
+:data:`COUNT_LIMITS`, the reason told) and :func:`check_seed` (a seed in ``[0, MAX_SEED]``, what torch and NumPy
+both accept), :func:`check_num_classes` (at most :data:`MAX_CLASSES`,
 checked before any per-class table is allocated) serve the settings dataclasses, the ``Explainer``,
 the explorer Space and the ``evaluate`` modules alike; :func:`check_within_bounds` checks values
 against bounds computed along another float32 path (clipped within float32 rounding, refused
@@ -18,10 +19,10 @@ beyond); :func:`check_labels` checks labels against a model's classes.
 
 from __future__ import annotations
 
-from hf_attn.core.numpy_measures import (COUNT_LIMITS, MAX_CLASSES, SUM_TOLERANCE, _rows,  # noqa: F401
+from hf_attn.core.numpy_measures import (COUNT_LIMITS, MAX_CLASSES, MAX_SEED, SUM_TOLERANCE, _rows,  # noqa: F401
                                          check_class_ids, check_distributions, check_finite, check_num_classes,
                                          check_number, check_range, check_same_count, check_same_shapes,
-                                         check_whole, check_within_bounds)
+                                         check_seed, check_whole, check_within_bounds)
 
 
 def check_labels(labels, count: int, num_classes: int, label_names=None, name: str = "labels") -> list[int]:
@@ -86,4 +87,4 @@ def align_labels(labels, data_names, model_names) -> tuple[list[int], list[str]]
 
 __all__ = ["align_labels", "check_finite", "check_distributions", "check_range", "check_same_count", "check_same_shapes",
            "check_class_ids", "check_number", "check_whole", "check_num_classes", "check_labels",
-           "check_within_bounds", "COUNT_LIMITS", "MAX_CLASSES", "SUM_TOLERANCE"]
+           "check_within_bounds", "check_seed", "COUNT_LIMITS", "MAX_CLASSES", "MAX_SEED", "SUM_TOLERANCE"]

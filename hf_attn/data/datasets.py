@@ -553,7 +553,19 @@ def _text(value, table: _Table, row: int, column: str) -> str:
         raise DataError(f"{table.where(row)}: {column} is {value!r}, not a string")
     if not value.strip():
         raise DataError(f"{table.where(row)}: empty or whitespace-only {column}")
+    if _invisible_only(value):
+        raise DataError(f"{table.where(row)}: {column} holds only invisible characters (zero-width spaces, "
+                        f"joiners, a byte-order mark, control characters): nothing to analyse")
     return value
+
+
+def _invisible_only(text: str) -> bool:
+    """True for a text of only whitespace or invisible characters (zero-width spaces and joiners, a
+    byte-order mark, control characters), the Python API's "empty" text
+    (:func:`hf_attn.core.texts.nothing_to_explain`)."""
+    from hf_attn.core.texts import nothing_to_explain
+
+    return nothing_to_explain(text)
 
 
 def _label_key(value, table: _Table, row: int) -> str:
@@ -761,6 +773,9 @@ def validate_task(task: TaskData) -> None:
             for row, text in enumerate(data[column]):
                 if not isinstance(text, str) or not text.strip():
                     raise DataError(f"{task.name} [{split}] row {row}: empty or whitespace-only {column}")
+                if _invisible_only(text):
+                    raise DataError(f"{task.name} [{split}] row {row}: {column} holds only invisible characters "
+                                    "(zero-width spaces, joiners, a byte-order mark, control characters)")
         labels = np.asarray(data["label"])
         bad = (labels < 0) | (labels >= task.num_labels)
         if bad.any():

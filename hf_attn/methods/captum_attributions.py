@@ -75,6 +75,24 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
             internal_batch_size=len(batch) * steps)
         return torch.where(batch.content, attributions.sum(-1).float(), torch.zeros((), device=out.device))
     torch.manual_seed(seed)
+    import warnings
+
+    with warnings.catch_warnings():  # captum warns about feature masks on every call; ours are deliberate
+        warnings.filterwarnings("ignore", message=_FEATURE_MASK_WARNINGS)
+        _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out)
+    return torch.where(batch.content, out, torch.zeros((), device=out.device))
+
+
+# captum's warnings about the feature mask its sampling methods are given: feature 0 (the positions
+# that are not the text's, in every coalition) is never ablated, which captum reports as a mask
+# "missing some integers" once per sampled permutation
+_FEATURE_MASK_WARNINGS = r"(Feature mask is missing some integers|Minimum element in feature mask)"
+
+
+def _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out) -> None:
+    """Kernel SHAP / Shapley value sampling of each instance of ``batch`` into ``out`` (in place)."""
+    import captum.attr
+
     for i in range(len(batch)):  # captum's sampling methods take one instance at a time
         deadline.check()  # a time budget, if one is set (hf_attn.core.deadline)
         one = batch.select([i])
@@ -102,7 +120,6 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
                     feature_mask=mask, n_samples=max(1, n_samples // max(int(one.content.sum()), 1)),
                     perturbations_per_eval=max(1, int(one.content.sum())))
         out[i] = values[0, :, 0].float()  # one value per feature, broadcast over its elements
-    return torch.where(batch.content, out, torch.zeros((), device=out.device))
 
 
 class _NormalisedLogits(torch.nn.Module):

@@ -72,6 +72,7 @@ def load_model_folder(model_dir: str | os.PathLike, expected_type: str | None = 
     if not os.path.isfile(os.path.join(model_dir, "tokenizer.json")):
         raise ModelFolderError(f"{model_dir} has no tokenizer.json: save the tokenizer with the model "
                                "(tokenizer.save_pretrained) or point at a folder written by `hf-attn train`")
+    check_readable_weights(os.path.join(model_dir, "model.safetensors"))
     mismatches = shape_mismatches(model_dir, classes[model_type])
     if mismatches:
         raise ModelFolderError(f"{model_dir}: config.json and model.safetensors disagree (size mismatch for "
@@ -142,6 +143,20 @@ def check_weight_names(model_dir: str, model_class) -> None:
                                "not have: the weights belong to another model")
 
 
+def check_readable_weights(path: str) -> None:
+    """:class:`ModelFolderError` naming the safetensors file ``path`` when it cannot be read
+    (truncated or corrupt): one line instead of the reader's traceback."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(path, framework="pt") as f:
+            f.keys()
+    except Exception as err:  # noqa: BLE001 — SafetensorError, OSError
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise ModelFolderError(f"{path} cannot be read ({first}): the weights file is corrupt or truncated; "
+                               "copy or save the model again") from None
+
+
 def check_finite_weights(path: str) -> None:
     """:class:`ModelFolderError` naming every tensor of the safetensors file ``path`` that holds NaN
     or infinite values (such a model predicts NaN: every analysis would be null)."""
@@ -163,4 +178,5 @@ def check_finite_weights(path: str) -> None:
                                "cannot give meaningful predictions, so it is not loaded")
 
 
-__all__ = ["load_model_folder", "model_type_of", "ModelFolderError", "check_weight_names", "check_finite_weights"]
+__all__ = ["load_model_folder", "model_type_of", "ModelFolderError", "check_weight_names", "check_finite_weights",
+           "check_readable_weights"]

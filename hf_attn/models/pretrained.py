@@ -106,6 +106,9 @@ def resolve_base_model(name: str) -> str:
         if not os.path.isfile(os.path.join(name, "config.json")):
             raise ValueError(f"{name!r} is a folder without config.json: not a transformers model folder")
         return os.path.abspath(name)
+    if os.path.isfile(name):
+        raise ValueError(f"{name!r} is a file, not a model folder: give the folder that holds it "
+                         f"({os.path.dirname(os.path.abspath(name))!r})")
     if os.path.sep in name and (name.startswith((".", os.path.sep, "~"))):
         raise FileNotFoundError(f"base model folder {name!r} does not exist")
     return name

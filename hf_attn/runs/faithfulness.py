@@ -98,7 +98,7 @@ def _tuple_of(kind):
 def add_options(parser) -> None:
     """The ``--faith-*`` flags of ``hf-attn analyze`` (defaults from :class:`FaithfulnessRunSettings`)."""
     from hf_attn.batteries.jw.common import add_data_options
-    from hf_attn.core.arguments import count
+    from hf_attn.core.arguments import count, positive_int
     from hf_attn.core.naopc import EXACT_LIMIT
 
     g = parser.add_argument_group("faithfulness battery (attribution methods × faithfulness metrics)")
@@ -143,8 +143,8 @@ def add_options(parser) -> None:
                    help="NAOPC deletes tokens or replaces them by the mask token (default %(default)s)")
     g.add_argument("--faith-shap-samples", type=count(1, limit="shap_samples"), default=table.shap_samples)
     g.add_argument("--faith-batch-tokens", type=count(1, limit="token_budget"), default=table.batch_tokens)
-    g.add_argument("--faith-max-instances", type=int, default=FaithfulnessRunSettings.max_instances,
-                   help="the first N texts of the split (default %(default)s; 0: all)")
+    g.add_argument("--faith-max-instances", type=positive_int, default=FaithfulnessRunSettings.max_instances,
+                   help="the first N texts of the split (default %(default)s; a number at least the split's size: all)")
     g.add_argument("--faith-layer", type=int, default=-1, help="the explained attention layer (default: last)")
     g.add_argument("--faith-heads", default="mean", help="'mean' or one head index")
     g.add_argument("--faith-device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
@@ -166,7 +166,7 @@ def settings_from_args(args) -> FaithfulnessRunSettings:
                                  seed=args.seed, metrics=tuple(args.faith_metrics),
                                  gradient_target=args.faith_gradient_target, ig_baseline=args.faith_ig_baseline)
     heads = heads_option(args.faith_heads, "--faith-heads")
-    return FaithfulnessRunSettings(split=args.split, max_instances=args.faith_max_instances or None,
+    return FaithfulnessRunSettings(split=args.split, max_instances=args.faith_max_instances,
                                    dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
                                    layer=args.faith_layer, heads=heads, device=args.faith_device,
                                    progress=not args.quiet, table=table)

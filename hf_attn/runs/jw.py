@@ -78,7 +78,7 @@ def add_options(parser) -> None:
     g.add_argument("--jw-tie-tolerance", type=finite_float(0), default=defaults.tie_tolerance,
                    help="importances within this absolute distance count as tied in Kendall τ "
                         "(float32 noise; 0: rank the raw values)")
-    g.add_argument("--jw-threads", type=positive_int, default=defaults.num_threads,
+    g.add_argument("--jw-threads", type=count(1, limit="threads"), default=defaults.num_threads,
                    help="torch threads (1 is much faster on an oversubscribed CPU)")
     g.add_argument("--jw-max-instances", type=positive_int, default=run_defaults.max_instances,
                    help="only the first N instances")

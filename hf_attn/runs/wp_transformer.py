@@ -42,8 +42,16 @@ def _transformer_data(model, settings: TransformerWPSettings, run: dict | None, 
         dataset = task.name
         label_names = label_names or list(task.label_names)
     if texts is None:
+        from hf_attn.batteries.data import _class_names, model_class_ids
+
         data = task.splits[settings.split]
-        texts, labels = list(data["text"]), list(data["label"])
+        names = _class_names(model.config)
+        # the data's labels as the model's class ids (an integer label is the model's id, a name is
+        # matched to id2label), never renumbered by the data's sort order
+        keys = [str(task.label_names[int(y)]) for y in data["label"]]
+        texts = list(data["text"])
+        labels = model_class_ids(keys, names, lambda row: f"{task.name} [{settings.split}] row {row}")
+        label_names = names
     if labels is None:
         raise ValueError("the wp battery needs gold labels (F1 of the uniform variant)")
     if settings.max_instances:

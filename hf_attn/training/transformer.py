@@ -65,6 +65,9 @@ class TransformerTrainSettings:
             raise ValueError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
         if self.max_train_examples is not None and self.max_train_examples < 1:
             raise ValueError(f"max_train_examples must be >= 1, got {self.max_train_examples}")
+        from hf_attn.core.threads import check_threads
+
+        self.num_threads = check_threads(self.num_threads)  # None, or 1 … 4096 with the reason
         if self.model_selection not in ("accuracy", "f1", "macro_f1", "roc_auc"):
             raise ValueError(f"model_selection must be accuracy/f1/macro_f1/roc_auc, got {self.model_selection!r}")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hf_attn.core.naopc import DEFAULT_BEAM_WIDTH
-from hf_attn.core.numpy_measures import check_number, check_whole
+from hf_attn.core.numpy_measures import check_number, check_seed, check_whole
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
 from hf_attn.methods.ig_baselines import BASELINES as IG_BASELINES
 
@@ -128,11 +128,12 @@ class FaithfulnessSettings:
         for i, f in enumerate(self.fractions):
             check_number(f"fractions[{i}]", f, 0, 1, low_open=True)
         # every count within its upper bound, with the reason (hf_attn.core.numpy_measures.COUNT_LIMITS)
+        # (the normalised ints are kept: a NumPy integer is accepted and stored as an int)
         for name, limit in COUNT_SETTINGS.items():
-            check_whole(name, getattr(self, name), 2 if name == "naopc_every_k_max" else
-                        0 if name.startswith("naopc") else 1, limit=limit)
-        for name in ("naopc_exact_max", "seed"):
-            check_whole(name, getattr(self, name), 0)
+            object.__setattr__(self, name, check_whole(name, getattr(self, name), 2 if name == "naopc_every_k_max"
+                                                       else 0 if name.startswith("naopc") else 1, limit=limit))
+        object.__setattr__(self, "naopc_exact_max", check_whole("naopc_exact_max", self.naopc_exact_max, 0))
+        object.__setattr__(self, "seed", check_seed(self.seed))
         if max(self.naopc_exact_max, self.naopc_beam_max) > self.naopc_every_k_max:
             raise ValueError(f"naopc_exact_max and naopc_beam_max must be ≤ naopc_every_k_max "
                              f"({self.naopc_every_k_max}): their bounds are over every k")

@@ -76,10 +76,13 @@ class JWAlgorithm:
         > 0), α in (0, 1)."""
         from hf_attn.core.validation import check_number, check_whole
 
-        check_whole("num_permutations", self.num_permutations, limit="permutations")
-        check_whole("k", self.k, limit="adversaries")
-        check_whole("steps", self.steps, 0, limit="steps")
-        check_whole("seed", self.seed, -(2 ** 63))
+        from hf_attn.core.validation import check_seed
+
+        # the normalised ints are kept: a NumPy integer is accepted and stored as an int
+        self.num_permutations = check_whole("num_permutations", self.num_permutations, limit="permutations")
+        self.k = check_whole("k", self.k, limit="adversaries")
+        self.steps = check_whole("steps", self.steps, 0, limit="steps")
+        self.seed = check_seed(self.seed)
         check_number("eps", self.eps, 0.0)
         check_number("lam", self.lam, 0.0)
         check_number("lr", self.lr, 0.0, low_open=True)
@@ -134,20 +137,18 @@ class JWSettings(JWAlgorithm):
         self.validate()
 
     def validate(self) -> None:
-        for name in ("num_permutations", "k", "batch_size", "adversary_batch_size", "token_budget",
-                     "gradient_token_budget", "loo_token_budget", "max_length", "num_threads"):
+        from hf_attn.core.validation import check_whole
+
+        # whole numbers >= 1 up to their upper bounds, with the reason; NumPy integers kept as ints
+        for name, limit in (("num_permutations", "permutations"), ("k", "adversaries"),
+                            ("batch_size", "batch_size"), ("adversary_batch_size", "batch_size"),
+                            ("token_budget", "token_budget"), ("gradient_token_budget", "token_budget"),
+                            ("loo_token_budget", "token_budget"), ("max_length", "tokens"),
+                            ("num_threads", "threads")):
             value = getattr(self, name)
             if value is None and name in ("max_length", "num_threads"):
                 continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        from hf_attn.core.validation import check_whole
-
-        for name, limit in (("batch_size", "batch_size"), ("adversary_batch_size", "batch_size"),
-                            ("token_budget", "token_budget"), ("gradient_token_budget", "token_budget"),
-                            ("loo_token_budget", "token_budget"), ("max_length", "tokens")):
-            if getattr(self, name) is not None:  # the upper bounds, with the reason
-                check_whole(name, getattr(self, name), 1, limit=limit)
+            setattr(self, name, check_whole(name, value, 1, limit=limit))
         if self.steps < 0 or not self.lr > 0 or self.eps < 0 or self.lam < 0:
             raise ValueError("need steps >= 0, lr > 0, eps >= 0, lam >= 0")
         if not (0 <= self.tie_tolerance < float("inf")):

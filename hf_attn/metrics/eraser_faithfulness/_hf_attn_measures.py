@@ -180,26 +180,46 @@ def aopc(scores, include_zero_bin: bool = False) -> np.ndarray:
 
 def summarize_eraser(comprehensiveness, sufficiency, fractions=DEFAULT_FRACTIONS,
                      include_zero_bin: bool = False) -> dict:
-    """Dataset summary of per-instance ERASER scores (``hf_attn.faithfulness.summarize_eraser``)."""
+    """Dataset summary of per-instance ERASER scores (``hf_attn.faithfulness.summarize_eraser``).
+    An instance with an undefined bin (NaN or None: ``hf-attn eraser`` leaves a one-token text's
+    bins undefined on a model without an empty input) is left out of that score's aggregates;
+    when any is, ``<score>_n`` (the instances the aggregates cover) and ``undefined_instances``
+    (``{score: [instance positions]}``) are added, and aggregates over no instance are NaN.
+    ``inf`` is refused."""
     fractions = check_fractions(fractions)
     out: dict = {"fractions": fractions}
+    left_out: dict = {}
     for name, values in (("comprehensiveness", comprehensiveness), ("sufficiency", sufficiency)):
-        arr = np.asarray(values, dtype=np.float64)
+        try:
+            arr = np.asarray(values, dtype=np.float64)  # None → NaN (undefined)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name} must be (instances, {len(fractions)} bins) of numbers ({err})") from None
         if arr.ndim != 2 or arr.shape[1] != len(fractions):
             raise ValueError(f"{name} must be (instances, {len(fractions)} bins) for fractions "
                              f"{fractions}, got shape {arr.shape}")
         if len(arr) == 0:
             raise ValueError(f"{name} is empty")
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{name} contains NaN or inf")
+        if np.isinf(arr).any():
+            raise ValueError(f"{name} contains inf (undefined bins are NaN or None)")
+        defined = ~np.isnan(arr).any(1)
         # differences of two probabilities of the predicted class: always in [-1, 1]
-        check_range(name, arr, -1.0, 1.0)
-        per_instance = aopc(arr, include_zero_bin)
-        out[f"{name}_aopc"] = float(per_instance.mean())
-        out[f"{name}_aopc_stderr"] = (float(per_instance.std(ddof=1) / math.sqrt(len(arr)))
-                                      if len(arr) > 1 else 0.0)
-        out[name] = arr.mean(0).tolist()
+        check_range(name, arr[defined], -1.0, 1.0)
+        kept = arr[defined]
+        if len(kept):
+            per_instance = aopc(kept, include_zero_bin)
+            out[f"{name}_aopc"] = float(per_instance.mean())
+            out[f"{name}_aopc_stderr"] = (float(per_instance.std(ddof=1) / math.sqrt(len(kept)))
+                                          if len(kept) > 1 else 0.0)
+            out[name] = kept.mean(0).tolist()
+        else:
+            out[f"{name}_aopc"] = out[f"{name}_aopc_stderr"] = float("nan")
+            out[name] = [float("nan")] * len(fractions)
+        if not defined.all():
+            out[f"{name}_n"] = int(defined.sum())
+            left_out[name] = np.flatnonzero(~defined).tolist()
     if np.shape(comprehensiveness)[0] != np.shape(sufficiency)[0]:
         raise ValueError("comprehensiveness and sufficiency have different numbers of instances")
     out["num_instances"] = int(np.shape(comprehensiveness)[0])
+    if left_out:
+        out["undefined_instances"] = left_out
     return out

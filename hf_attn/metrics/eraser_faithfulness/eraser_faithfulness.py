@@ -20,8 +20,9 @@ formula). High comprehensiveness and low sufficiency = a faithful ranking."""
 
 _KWARGS = """
 Args:
-    comprehensiveness: per instance, a list with one score per bin (probability differences: finite,
-        in [-1, 1]).
+    comprehensiveness: per instance, a list with one score per bin (probability differences in
+        [-1, 1]; NaN or None = undefined: the instance is left out of the aggregates and counted in
+        `undefined`; inf is refused).
     sufficiency: per instance, a list with one score per bin (same range).
     fractions: the bins (default [0.01, 0.05, 0.1, 0.2, 0.5]), each in (0, 1]; the score lists
         need one value per bin. Anything else raises ValueError naming the argument.
@@ -29,7 +30,9 @@ Args:
 Returns:
     comprehensiveness_aopc, sufficiency_aopc (means of the per-instance AOPC) with their standard
     errors (*_aopc_stderr; None for one instance), comprehensiveness and sufficiency (per-bin
-    means), fractions, num_instances, undefined ({name: why} for every value that is None).
+    means), fractions, num_instances, comprehensiveness_n / sufficiency_n (the instances the
+    aggregates cover, when some are left out), undefined ({name: why} for every value that is None
+    and every score with instances left out).
 """
 
 _CITATION = """@inproceedings{deyoung-etal-2020-eraser,
@@ -54,7 +57,19 @@ class EraserFaithfulness(evaluate.Metric):
     def _compute(self, comprehensiveness, sufficiency, fractions=None, include_zero_bin=False):
         fractions = list(DEFAULT_FRACTIONS) if fractions is None else list(fractions)
         out = summarize_eraser(comprehensiveness, sufficiency, fractions, bool(include_zero_bin))
-        if out["num_instances"] < 2:  # one instance has no spread: its standard error is undefined, not 0
-            out["comprehensiveness_aopc_stderr"] = out["sufficiency_aopc_stderr"] = float("nan")
-        why = "a standard error needs 2 instances, 1 given"
-        return report_undefined(out, {"comprehensiveness_aopc_stderr": why, "sufficiency_aopc_stderr": why})
+        left_out = out.pop("undefined_instances", {})
+        reasons = {}
+        for name in ("comprehensiveness", "sufficiency"):
+            covered = out.get(f"{name}_n", out["num_instances"])
+            if covered < 2:  # one instance has no spread: its standard error is undefined, not 0
+                out[f"{name}_aopc_stderr"] = float("nan")
+            reasons[f"{name}_aopc_stderr"] = f"a standard error needs 2 instances, {covered} given"
+            reasons[f"{name}_aopc"] = reasons[f"{name}[]"] = f"every instance's {name} has an undefined bin"
+        result = report_undefined(out, reasons)
+        for name, positions in left_out.items():  # left out of the aggregates: counted, with the reason
+            shown = ", ".join(str(i) for i in positions[:10]) + (", …" if len(positions) > 10 else "")
+            result["undefined"][f"{name} instances"] = (
+                f"{len(positions)} of {out['num_instances']} instance(s) have an undefined bin (NaN or None, e.g. "
+                f"a one-token text on a model without an empty input) and are left out of the aggregates "
+                f"(positions {shown})")
+        return result

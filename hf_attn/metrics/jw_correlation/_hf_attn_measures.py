@@ -127,6 +127,10 @@ def check_number(name: str, value, low: float | None = None, high: float | None 
     return number
 
 
+# A seed is a whole number in [0, MAX_SEED]: what both torch.manual_seed (below 2^64) and NumPy's
+# default_rng (non-negative, below 2^128) accept, with room for the per-batch offsets added to it.
+MAX_SEED = 2 ** 63 - 1
+
 # Upper bounds of the count settings: kind → (the largest count, why). A count beyond its bound
 # cannot be meant (a typo, 10**9) and would fail late, as a MemoryError after minutes or a run of
 # years; every settings class, the Explainer, the command line and the evaluate modules refuse it
@@ -160,6 +164,10 @@ COUNT_LIMITS = {
     "word_types": (1_000_000, "no data set's vocabulary has more word types"),
     "occurrences": (100_000_000, "100 times Tutek & Šnajder's million occurrences, whose vectors alone would "
                                  "fill tens of GiB"),
+    "threads": (4096, "the largest machines have a few thousand cores; threads beyond the cores only spin against "
+                      "each other, and OpenMP allocates every thread's stack and buffers up front"),
+    "seed": (MAX_SEED, "a seed must be one that torch (below 2^64) and NumPy (at least 0) both accept, with room "
+                       "for the per-batch offsets added to it"),
 }
 
 
