@@ -405,10 +405,9 @@ class Explainer:
         return sentence
 
     def _label_names(self) -> list[str]:
-        config = self.model.config
-        count = int(getattr(config, "num_labels", 2))
-        id2label = getattr(config, "id2label", None) or {}
-        return [str(id2label.get(i, id2label.get(str(i), i))) for i in range(count)]
+        from hf_attn.batteries.data import model_class_names
+
+        return model_class_names(self.model.config)
 
     def _checked_labels(self, labels, count: int) -> list[int]:
         """Labels checked against the model's classes: class ids in ``[0, num_labels)`` (``1.0`` is 1;

@@ -195,8 +195,9 @@ def load_classifier(model_dir: str):
     return load_model_folder(model_dir, "hf_attn")
 
 
-def _class_names(config) -> list[str]:
-    """A transformers config's class names, one per class (its ``id2label``; the id where it has none)."""
+def model_class_names(config) -> list[str]:
+    """A transformers config's class names, one per class (its ``id2label``; the id where it has none):
+    the one reading of a model's classes for the batteries, the runs and the ``Explainer``."""
     id2label = getattr(config, "id2label", None) or {}
     return [str(id2label.get(i, id2label.get(str(i), i))) for i in range(int(config.num_labels))]
 
@@ -241,7 +242,7 @@ def load_classifier_and_data(model_dir: str, split: str = "test", dataset: str |
 
             model, tokenizer = load_classifier(model_dir)
             check_model_contract(model)  # a regression or multi-label head: refused before its data is read
-            model_names = _class_names(model.config)
+            model_names = model_class_names(model.config)
         texts, labels, names, name = load_analysis_data(model_dir, dataset, split, text_column, label_column,
                                                         model_names)
         if model is None:

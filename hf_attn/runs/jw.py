@@ -264,10 +264,10 @@ def jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None, 
     own = model.config.model_type == "hf_attn"
     run = None if own or not os.path.isdir(model_dir) else read_transformer_run(model_dir)
     if labels is not None and not own:  # the data's classes must be the model's: counted, and matched by name
+        from hf_attn.batteries.data import model_class_names
         from hf_attn.core.validation import align_labels
 
-        id2label = getattr(model.config, "id2label", None) or {}
-        model_names = [str(id2label.get(i, id2label.get(str(i), i))) for i in range(model.config.num_labels)]
+        model_names = model_class_names(model.config)
         labels, label_names = align_labels(labels, label_names or model_names, model_names)
     if max_instances:
         texts = texts[:max_instances]

@@ -42,10 +42,10 @@ def _transformer_data(model, settings: TransformerWPSettings, run: dict | None, 
         dataset = task.name
         label_names = label_names or list(task.label_names)
     if texts is None:
-        from hf_attn.batteries.data import _class_names, model_class_ids
+        from hf_attn.batteries.data import model_class_ids, model_class_names
 
         data = task.splits[settings.split]
-        names = _class_names(model.config)
+        names = model_class_names(model.config)
         # the data's labels as the model's class ids (an integer label is the model's id, a name is
         # matched to id2label), never renumbered by the data's sort order
         keys = [str(task.label_names[int(y)]) for y in data["label"]]
