@@ -283,9 +283,8 @@ class Explainer:
         :class:`~hf_attn.adapters.contract.TruncationWarning` (decoders keep its end). Every setting
         out of its range (``k``, ``batch_size`` < 1, ``eps`` < 0 or not finite, …) is a ``ValueError``
         naming it."""
-        from hf_attn.core.validation import check_number, check_whole
-
-        from hf_attn.core.validation import check_seed
+        from hf_attn.core.validation import check_number, check_seed, check_whole
+        from hf_attn.methods.ig_baselines import BASELINES as IG_BASELINES
 
         # counts up to their bounds, with the reason; the normalised ints are used (NumPy integers accepted)
         ig_steps = check_whole("ig_steps", ig_steps, limit="ig_nodes")
@@ -297,7 +296,7 @@ class Explainer:
         check_number("lr", lr, 0.0)
         seed = check_seed(seed)
         batch_size = check_whole("batch_size", batch_size, limit="batch_size")
-        if ig_baseline not in ("zero", "pad", "mean"):  # hf_attn.methods.ig_baselines.BASELINES
+        if ig_baseline not in IG_BASELINES:
             raise ValueError(f"ig_baseline must be 'zero', 'pad' or 'mean', got {ig_baseline!r}")
         items = checked_texts(texts)
         settings = dict(ig_steps=ig_steps if ig else 0, ig_baseline=ig_baseline, adversary=adversary, k=k, steps=adversary_steps,

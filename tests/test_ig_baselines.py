@@ -77,3 +77,19 @@ def test_the_summary_says_it(llama):
     text = result.summary()
     assert "On this model the 'zero' baseline puts the input of this model's first normalisation (LlamaRMSNorm)" in text
     assert "ig_baseline='mean'" in text
+
+
+def test_the_eraser_takes_every_baseline_it_offers(tmp_path):
+    """``hf-attn eraser --ig-baseline mean`` (a choice the command offers) runs and records it: the
+    battery checks baselines with the method's own list, not a shorter copy of it."""
+    import json
+
+    from architectures import saved_classifier
+    from hf_attn.cli import main
+
+    folder, data = saved_classifier("bert", tmp_path)
+    out = tmp_path / "out"
+    assert main(["eraser", str(folder), "--dataset", str(data), "--ig-steps", "4", "--ig-baseline", "mean",
+                 "--output-dir", str(out), "--quiet"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert (results.get("parameters") or results)["ig_baseline"] == "mean"

@@ -48,6 +48,7 @@ from hf_attn.core.io import save_figure_atomic
 from hf_attn.methods.eraser import (DEFAULT_FRACTIONS, EraserResult, aopc, batched_probabilities, eraser_scores,
                                     eraser_scores_slow, erasure_variants, rank_tokens, summarize_eraser,
                                     tokens_per_fraction)
+from hf_attn.methods.ig_baselines import check_baseline
 from hf_attn.methods.one_token import reasons_count
 from hf_attn.methods.integrated_gradients import (DEFAULT_IG_TOKEN_BUDGET, IntegratedGradientsResult,
                                                   integrated_gradients, integrated_gradients_importance)
@@ -132,7 +133,8 @@ def integrated_gradients_units(adapter, input_ids: torch.Tensor, attention_mask:
     IG_t = Σ_d (e_t − b)_d · Σ_j w_j ∂f(x' + a_j (x − x'))/∂e_t,d,
 
     x the token embeddings of the row, x' the same with every unit's embedding replaced by the
-    baseline b (``"zero"``: 0; ``"pad"``: the pad token's embedding); special tokens and pads keep
+    baseline b (``"zero"``: 0; ``"pad"``: the pad token's embedding; ``"mean"``: the mean input
+    embedding, :mod:`hf_attn.methods.ig_baselines`); special tokens and pads keep
     their embeddings, and position / token-type embeddings are added by the model as usual. f =
     ``target`` of the class c predicted for x (``"probability"`` ŷ_c, as ERASER ranks for;
     ``"logit"``), a_j, w_j the ``rule``'s nodes (``_path_points`` of
@@ -145,8 +147,7 @@ def integrated_gradients_units(adapter, input_ids: torch.Tensor, attention_mask:
     instance's points exceed the budget), on the adapter's device. Returns
     :class:`hf_attn.methods.integrated_gradients.IntegratedGradientsResult` (``(B, T)`` signed
     attributions on the right-padded rows, 0 outside the units)."""
-    if baseline not in ("zero", "pad"):
-        raise ValueError(f"baseline must be 'zero' or 'pad', got {baseline!r}")
+    check_baseline(baseline)  # the one list of baselines (zero, pad, mean), as the method it calls
     if target not in ("probability", "logit"):
         raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
     from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
