@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -221,11 +221,7 @@ class MethodRun:
     cost: dict
     skipped: dict
     padding: float
-    undefined: dict = None  # method → {text index: why its scores there are NaN} (a text that failed alone)
-
-    def __post_init__(self):
-        if self.undefined is None:
-            self.undefined = {}
+    undefined: dict = field(default_factory=dict)  # method → {text index: why its scores there are NaN}
 
 
 def length_groups(full_batch, budget: int) -> list[np.ndarray]:
