@@ -29,6 +29,7 @@ import torch
 from hf_attn.adapters import AttentionSpec, adapter_for
 from hf_attn.adapters.base import checked_texts
 from hf_attn.core.io import json_safe, read_json, write_json_atomic, write_jsonl_atomic
+from hf_attn.core.measure_names import JW_MEASURES, LOO_TVD
 from hf_attn.explanation import EXPLANATION_ROWS, Explanation, SentenceExplanation
 
 
@@ -58,6 +59,9 @@ class BatteryResult:
                ("adversary_fraction_feasible", ("adversary", "overall", "fraction_feasible")),
                ("seconds", ("seconds", "total"))),
     }
+    # the printed name of a headline whose key alone could be read as another measure (J&W's
+    # leave-one-out is the LOO-TVD, not the faithfulness table's LOO-drop)
+    LABELS = {"jw": {"tau_loo": f"tau_loo (τ with {LOO_TVD})"}}
 
     def summary(self) -> dict:
         """The headline numbers (the full summary is ``.data``)."""
@@ -74,7 +78,7 @@ class BatteryResult:
     def to_pandas(self, level: str = "instance"):
         """Tidy frames, no list-valued cells: ``level="instance"`` one row per instance (its scalar
         values); ``level="token"`` one row per (instance, token) with the per-token values (J&W:
-        ``attention``, ``gradient``, ``loo``)."""
+        ``attention``, ``gradient``, ``loo``: the LOO-TVD)."""
         import pandas as pd
 
         if level not in ("instance", "token"):
@@ -98,7 +102,8 @@ class BatteryResult:
         return frame.melt(id_vars=["instance"], value_vars=keep, var_name="measure", value_name="value")
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt(v))}</td></tr>"
+        labels = self.LABELS.get(self.name, {})
+        rows = "".join(f"<tr><td>{html.escape(str(labels.get(k, k)))}</td><td>{html.escape(_fmt(v))}</td></tr>"
                        for k, v in self.summary().items())
         return (f"<p><b>{html.escape(self.name)} battery</b> — {html.escape(self.model.get('text', ''))}</p>"
                 f"<table>{rows}</table>")
@@ -115,9 +120,10 @@ class BatteryResult:
         frame = self.to_pandas()
         if self.name == "jw" and len(frame):
             fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-            for column, color in (("tau_attention_gradient", "#2980b9"), ("tau_attention_loo", "#c0392b")):
+            for column, color, label in (("tau_attention_gradient", "#2980b9", "attention vs gradient"),
+                                         ("tau_attention_loo", "#c0392b", f"attention vs {LOO_TVD}")):
                 values = frame[column].dropna() if column in frame else []
-                axes[0].hist(values, bins=20, range=(-1, 1), alpha=0.6, color=color, label=column[4:])
+                axes[0].hist(values, bins=20, range=(-1, 1), alpha=0.6, color=color, label=label)
             axes[0].set_xlabel("Kendall τ per instance")
             axes[0].legend(fontsize=7)
             axes[1].scatter(frame["max_attention"], frame["eps_max_jsd"], s=8, color="#34495e")
@@ -137,7 +143,8 @@ class BatteryResult:
 
     def save(self, folder: str) -> str:
         record = {"battery": self.name, "summary": self.data, "model": self.model, "settings": self.settings,
-                  "instances_file": "instances.jsonl"}
+                  "instances_file": "instances.jsonl",
+                  **({"measure_definitions": JW_MEASURES} if self.name == "jw" else {})}
         write_jsonl_atomic(os.path.join(folder, "instances.jsonl"), self.instances)
         write_json_atomic(os.path.join(folder, "results.json"), record)
         return folder
@@ -270,8 +277,8 @@ class Explainer:
                 num_permutations: int = 100, seed: int = 0, batch_size: int = 32) -> Explanation:
         """The one explanation object (:class:`hf_attn.explanation.SentenceExplanation` per text), which
         a notebook, the Space and ``hf-attn explain`` render. Per token and per word: attention, J&W's
-        gradient (attention held fixed), leave-one-out, integrated gradients (``ig_steps`` trapezoid
-        intervals; ``ig=False`` skips them; ``ig_baseline`` ``"zero"``, ``"pad"`` or ``"mean"``: on Llama,
+        gradient (attention held fixed), leave-one-out (the LOO-TVD, J&W §4.1), integrated gradients
+        (``ig_steps`` trapezoid intervals; ``ig=False`` skips them; ``ig_baseline`` ``"zero"``, ``"pad"`` or ``"mean"``: on Llama,
         Qwen2, Mistral and ModernBERT the zero embedding is the singular point of the first
         normalisation, where no step count meets completeness — the gap reported per sentence shows
         it, and ``"mean"``, the mean input embedding, avoids it: :mod:`hf_attn.methods.ig_baselines`), rollout, the per-token read-out p̂_t of
@@ -417,8 +424,8 @@ class Explainer:
         return check_labels(labels, count, len(names), names)
 
     def jw(self, texts, labels=None, **settings) -> BatteryResult:
-        """Jain & Wallace's battery (§4: τ of attention vs gradient and leave-one-out, permutation,
-        adversary) on ``texts`` in memory, through this explainer's adapter
+        """Jain & Wallace's battery (§4: τ of attention vs gradient and leave-one-out as the LOO-TVD,
+        permutation, adversary) on ``texts`` in memory, through this explainer's adapter
         (:func:`hf_attn.batteries.jw.battery.run_jw_battery`). ``settings``: the fields of
         :class:`hf_attn.batteries.jw.common.JWSettings`, e.g. ``num_permutations``, ``k``, ``steps``,
         ``seed`` (the explained layer and heads are the explainer's)."""
@@ -451,8 +458,8 @@ class Explainer:
     def eraser(self, texts, *, fractions=(0.01, 0.05, 0.1, 0.2, 0.5), ig_steps: int = 50, seed: int = 0
                ) -> BatteryResult:
         """ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020 §4) of attention,
-        rollout (models with several attention layers), gradient, leave-one-out, integrated gradients
-        and random scores, in memory (:func:`hf_attn.batteries.eraser.battery.eraser_table`)."""
+        rollout (models with several attention layers), gradient, leave-one-out (the LOO-TVD),
+        integrated gradients and random scores, in memory (:func:`hf_attn.batteries.eraser.battery.eraser_table`)."""
         from hf_attn.batteries.eraser.battery import encode_for, eraser_table
         from hf_attn.core.validation import check_seed, check_whole
 

@@ -55,7 +55,7 @@ ex.describe()"""),
     ("markdown", """\
 ## One sentence
 
-Per token and per word: the attention, J&W's gradient (attention held fixed), leave-one-out,
+Per token and per word: the attention, J&W's gradient (attention held fixed), leave-one-out as LOO-TVD,
 integrated gradients and rollout, and how far an adversarial attention can move away without changing
 the prediction. In a notebook it renders as a heatmap; `.to_pandas()` gives the numbers."""),
     ("code", """\
@@ -66,7 +66,7 @@ explanation.to_pandas(level="word")"""),
     ("markdown", """\
 ## The Jain & Wallace battery
 
-Kendall τ of attention against the gradient and leave-one-out, the prediction change under permuted
+Kendall τ of attention against the gradient and leave-one-out (LOO-TVD), the prediction change under permuted
 attention, and the adversary's JSD, on the 100 sentences with their gold labels. `jw.save("out/jw")`
 writes the same files as `hf-attn analyze`; `jw.plot()` draws J&W's figures."""),
     ("code", """\

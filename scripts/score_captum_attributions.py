@@ -6,11 +6,11 @@
 
 captum (the optional extra ``hf_attn[captum]``) computes Kernel SHAP and integrated gradients on
 the model's embeddings (:mod:`hf_attn.methods.captum_attributions`); hf_attn computes
-leave-one-out (:mod:`hf_attn.methods.deletion`). Then, through ``evaluate.load`` of the module
+the leave-one-out drop, LOO-drop ŷ_c(x) − ŷ_c(x₋t) (:mod:`hf_attn.methods.deletion`). Then, through ``evaluate.load`` of the module
 folders (as a user of captum would, from the Hub):
 
 - ``attribution_agreement``: Kendall τ-b / top-k agreement of each captum attribution with
-  leave-one-out;
+  the LOO-drop;
 - ``eraser_faithfulness``: ERASER comprehensiveness / sufficiency AOPC of each captum attribution
   (the deletions scored by :func:`hf_attn.batteries.faithfulness.erasure_scores`).
 """

@@ -1,12 +1,13 @@
 """Is attention explanation? — a Gradio explorer for hf_attn models and transformers classifiers.
 
 Type a sentence; see the prediction and, aligned under the words as typed, the model's attention,
-gradient and leave-one-out importance (normalised, on one colour scale with the attention), an
-adversarial attention (with its Δŷ and JSD), the per-token prediction probabilities, the sentence's
-Kendall τ of attention vs gradient and vs leave-one-out, and the permutation Δŷ distribution; on
-request, every attribution method side by side (one heatmap row per method: attention, rollout,
-attention flow / norm, ALTI, value zeroing, saliency, gradient × input, integrated gradients,
-leave-one-out, through ``hf_attn.Explainer``). The explanation is ``hf_attn.Explainer``'s, drawn by
+gradient and leave-one-out importance (J&W's LOO-TVD; normalised, on one colour scale with the
+attention), an adversarial attention (with its Δŷ and JSD), the per-token prediction probabilities,
+the sentence's Kendall τ of attention vs gradient and vs LOO-TVD, and the permutation Δŷ
+distribution; on request, every attribution method side by side (one heatmap row per method:
+attention, rollout, attention flow / norm, ALTI, value zeroing, saliency, gradient × input,
+integrated gradients, the leave-one-out drop LOO-drop, through ``hf_attn.Explainer``). The
+explanation is ``hf_attn.Explainer``'s, drawn by
 ``hf_attn.explanation.render`` as in a notebook; the Space's policy, model cache and request limits are
 ``hf_attn.app.space``; this file only lays it out. The input limit is the model's
 (``config.max_tokens``, a transformer's position table), counted without the special tokens its
@@ -229,8 +230,9 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
     eps_low, eps_high = FLOAT_LIMITS["eps"]
     with gr.Blocks(title="Is attention explanation?") as demo:
         gr.Markdown("# Is attention explanation?\nAttention of the classifier (hf_attn or transformers) next to gradient and "
-                    "leave-one-out importance with the sentence's Kendall τ, an adversarial attention and the "
-                    "permutation Δŷ (Jain & Wallace 2019), and per-token predictions (Tutek & Šnajder 2020).")
+                    "leave-one-out importance (LOO-TVD: TVD(ŷ(x₋t), ŷ(x)), J&W §4.1) with the sentence's Kendall "
+                    "τ, an adversarial attention and the permutation Δŷ (Jain & Wallace 2019), and per-token "
+                    "predictions (Tutek & Šnajder 2020).")
         if initial_name:
             gr.Markdown(f"Serving **{initial_name}**" + (f", {served_because}" if served_because else "")
                         + (f"; {len(names) - 1} other model(s) to choose from." if len(names) > 1 else "."),
@@ -265,7 +267,8 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
         with gr.Accordion("Every attribution method side by side", open=False, elem_id="compare-methods"):
             gr.Markdown("For the sentence above: one row per attribution method (attention, rollout, attention "
                         "flow, attention norm, ALTI, value zeroing, saliency, gradient × input, integrated gradients, "
-                        "leave-one-out), each on its own colour scale; methods that need transformer layers are "
+                        "the leave-one-out drop LOO-drop: ŷ_c(x) − ŷ_c(x₋t), Li et al. 2016 §3, not the LOO-TVD "
+                        "above), each on its own colour scale; methods that need transformer layers are "
                         "listed as not shown for the other models.")
             compare_button = gr.Button("Compare the methods", elem_id="compare")
             methods = gr.HTML(label="Attribution methods", elem_id="methods")

@@ -77,8 +77,9 @@ def test_committed_report_statuses(committed):
     rows = {(r["paper"], r["item"]): r for r in coverage_rows(committed)}
     assert rows[("J&W", "Table 2, §4.1")]["status"] == GRADED
     assert "sst: JW-2 not reproduced" in rows[("J&W", "Table 2, §4.1")]["detail"]
-    assert rows[("J&W", "Fig. 3, §4.2.1")]["status"] == UNGRADED  # JW-7: not measured
-    assert rows[("beyond", "ERASER (DeYoung et al. 2020)")]["status"] == UNGRADED  # new measurement
+    assert rows[("J&W", "Fig. 3, §4.2.1")]["status"] == GRADED  # JW-7 against J&W's released Fig. 3
+    assert rows[("beyond", "ERASER (DeYoung et al. 2020)")]["status"] == UNGRADED  # extension
+    assert rows[("T&Š", "Table 6 across depths (appendix B)")]["status"] == GRADED  # TS-7
     assert rows[("J&W", "Tables 1–2, Figs. 2–5 (CNN QA)")]["status"] == IMPOSSIBLE
     assert rows[("T&Š", "Table 6, 3 layers (appendix B)")]["status"] == UNGRADED
     assert rows[("T&Š", "Table 6, 2 layers (appendix B)")]["status"] == UNGRADED

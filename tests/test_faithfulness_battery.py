@@ -194,12 +194,12 @@ def test_soft_metrics_do_not_depend_on_the_other_texts_their_order_or_the_batch(
     order = [4, 2, 0, 5, 1, 3]
     again = run_faithfulness(adapter, [texts[i] for i in order], FaithfulnessSettings(**settings | {"batch_tokens": 9}))
     alone = run_faithfulness(adapter, [texts[3]], FaithfulnessSettings(**settings))
-    for method in base.methods:
+    for method in base.methods:  # within float32 noise: the rows share other batches (1e-5 after ÷ 1 − S(x, ŷ, 0))
         for metric in ("soft_comprehensiveness", "soft_sufficiency"):
             np.testing.assert_allclose(again.per_instance[method][metric],
-                                       base.per_instance[method][metric][order], atol=1e-6, equal_nan=True)
+                                       base.per_instance[method][metric][order], atol=1e-5, equal_nan=True)
             np.testing.assert_allclose(alone.per_instance[method][metric], base.per_instance[method][metric][3:4],
-                                       atol=1e-6, equal_nan=True)
+                                       atol=1e-5, equal_nan=True)
             values = base.per_instance[method][metric]
             assert np.all((values[np.isfinite(values)] >= 0) & (values[np.isfinite(values)] <= 1))  # clipped
 

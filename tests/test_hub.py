@@ -263,8 +263,8 @@ def test_pushed_model_card(hub, published):
     published_lstm = PUBLISHED_SST["lstm"]["tau_gradient"]
     assert gradient[-1] == " / ".join(f"{m:.2f} ± {s:.2f}, {100 * f:.0f} %" for m, s, f in zip(
         published_lstm["mean"], published_lstm["std"], published_lstm["fraction_significant"]))
-    assert rows["τ(attention, leave-one-out)"][-1].startswith(f"{PUBLISHED_SST['lstm']['tau_loo']['mean'][0]:.2f}, ")
-    assert rows["τ(gradient, leave-one-out)"][-1] == "new measurement"
+    assert rows["τ(attention, LOO-TVD)"][-1].startswith(f"{PUBLISHED_SST['lstm']['tau_loo']['mean'][0]:.2f}, ")
+    assert rows["τ(gradient, LOO-TVD)"][-1] == "new measurement"
     header = [line for line in readme.splitlines() if line.startswith("| quantity | this model: ")][0]
     assert all(f"this model: {n}" in header for n in names)  # class names, not ids
     overall = summary["tau_gradient"]["overall"]["mean"]

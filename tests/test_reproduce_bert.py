@@ -86,8 +86,8 @@ def test_section_shows_minilm_beside_the_bilstm_from_the_results_files(tmp_path)
         o = s[key]["overall"]
         return f"{o['mean']:.2f} ± {o['std']:.2f} ({o['fraction_significant']:.2f})"
 
-    for key, label in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO)"),
-                       ("tau_gradient_loo", "τ(gradient, LOO)")):
+    for key, label in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO-TVD)"),
+                       ("tau_gradient_loo", "τ(gradient, LOO-TVD)")):
         cells = _row(section, label)
         assert cells[1].startswith(tau(l, key)) and cells[2].startswith(tau(b, key)), cells
         assert cells[3] == "new measurement"

@@ -40,8 +40,11 @@ def _subsection(section: str, label_start: str) -> str:
 
 
 def _row(block: str, method: str) -> list[str]:
+    from hf_attn.batteries.faithfulness.settings import METHOD_LABELS
+
+    label = METHOD_LABELS.get(method, method)  # the leave_one_out row is printed with its measure, LOO-drop
     for line in block.splitlines():
-        if line.startswith(f"| {method} |"):
+        if line.startswith(f"| {label} |"):
             return [c.strip() for c in line.strip().strip("|").split(" | ")]
     raise AssertionError(f"no row {method!r} in:\n{block}")
 

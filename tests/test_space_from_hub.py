@@ -467,7 +467,7 @@ def test_space_in_chromium(space, expected):
         summary = driver.find_element(By.CSS_SELECTOR, "#summary").text
         assert "Prediction:" in summary and "Seconds" not in summary
         for pair, title in (("attention_gradient", "attention vs gradient"),
-                            ("attention_loo", "attention vs leave-one-out")):
+                            ("attention_loo", "attention vs LOO-TVD")):
             assert f"{title} {explanation.kendall[pair]['tau']:.2f}" in summary.replace("\t", " ")
         screenshot_page(driver, ARTIFACTS / "space_from_hub.png")
 

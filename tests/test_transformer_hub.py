@@ -162,7 +162,7 @@ def test_transformer_folder_is_an_allow_list_with_a_valid_card(minilm_like_run, 
     gradient = rows["τ(attention, gradient): mean ± std, share with p < 0.05"]
     assert gradient[0].startswith(f"{jw['tau_gradient']['per_class']['0']['mean']:.2f} ± ")
     assert gradient[1].startswith(f"{jw['tau_gradient']['per_class']['1']['mean']:.2f} ± ")
-    assert gradient[-1] == "new measurement" and rows["τ(attention, leave-one-out)"][-1] == "new measurement"
+    assert gradient[-1] == "new measurement" and rows["τ(attention, LOO-TVD)"][-1] == "new measurement"
     assert "layer -1, [CLS] query row, mean over heads (over word pieces; 6 layers, 12 heads)" in readme
     assert f"at mean τ = {jw['tau_gradient']['overall']['mean']:.2f} and with leave-one-out" in readme
     assert "![analysis/jw/fig_tau_per_layer.png](analysis/jw/fig_tau_per_layer.png)" in readme

@@ -33,17 +33,24 @@ PAPERS = next((p for p in (os.path.join(os.path.dirname(ROOT), "shared", "papers
 EXPECTED_SST = {
     "JW-1": "reproduced", "JW-2": "not reproduced", "JW-3": "qualitatively reproduced",
     "JW-4": "partly reproduced", "JW-5": "qualitatively reproduced", "JW-6": "qualitatively reproduced",
-    "JW-7": "reproduced", "JW-8": "reproduced",
-    "WP-1": "not measured",  # its tolerance (±0.049) is wider than W&P's own SST gap 0.012: a pass cannot decide
-    "WP-2": "reproduced", "WP-3": "partly reproduced", "WP-4": "partly reproduced",
-    "WP-5": "not reproduced",  # the consistent adversary surpasses the seed variance at no cost
-    "TS-1": "partly reproduced", "TS-2a": "partly reproduced", "TS-2d": "not reproduced",
+    # JW-7: one run without seed batteries cannot be compared with J&W's one run (no seed spread: not graded)
+    "JW-7": "undecided", "JW-8": "reproduced",
+    # W&P §3.2's "three tasks" include SST; a pass now counts up to the F1 cap ±0.1 (the old cap, Table 3's
+    # 0.012 gap, could never be reached): the gap −0.001 within ±0.049 holds
+    "WP-1": "reproduced",
+    # WP-3: the guides' matches are not graded (±0.049 is wider than half the gaps between W&P's guides),
+    # BASE − UNIFORM is within the tolerance (not decided): the ADVERSARY miss is the one graded check
+    "WP-2": "reproduced", "WP-3": "not reproduced", "WP-4": "partly reproduced",
+    # W&P §6: adversarial distributions can be found; the consistent adversary surpasses the seeds at no cost
+    "WP-5": "reproduced",
+    # TS-2d: "the base's dot attention ≈ uniform" is not measured (no attention entropy): no longer a failed gate
+    "TS-1": "partly reproduced", "TS-2a": "partly reproduced", "TS-2d": "partly reproduced",
     "TS-3": "reproduced",  # MI on one seed: the Table 2 numbers are not graded, every graded claim holds
     "TS-4": "partly reproduced",
     "TS-5": "not measured",  # the committed adversaries used W&P's KL objective, not T&Š's Eq. 6
-    "TS-6": "not reproduced",  # T&Š §6: regularised models harder to attack; ε-max JSD not lower here
-    "ER-base-additive": "new measurement", "ER-tying-additive": "new measurement",
-    "ER-mlm-additive": "new measurement",
+    "TS-6": "extension",  # J&W's per-instance adversary, which T&Š never ran: the checks extend T&Š §6
+    # none of the three papers ran ERASER
+    "ER-base-additive": "extension", "ER-tying-additive": "extension", "ER-mlm-additive": "extension",
 }
 
 
@@ -94,7 +101,7 @@ def test_every_finding_has_quote_rule_tolerance_and_the_report_prints_them(commi
         if not f["id"].startswith("ER-"):
             assert f["quotes"], f["id"]
             assert f["rule"], f["id"]
-        if f["verdict"] not in ("new measurement", "not measured"):
+        if f["verdict"] not in ("new measurement", "not measured", "extension"):  # ERASER: nothing to check
             assert f["tolerance"] and f["checks"], f["id"]
         text = _verdict_lines(findings, [f["id"]])
         for q in f["quotes"]:
@@ -148,15 +155,17 @@ def test_a_number_check_that_could_not_fail_is_not_graded(committed):
 
     wp3 = _verdicts(committed)["WP-3"]
     adversary = next(c for c in wp3["checks"] if c["name"] == "adversary")
-    assert adversary["holds"] is False and wp3["verdict"] == "partly reproduced" and wp3["graded"] == [4, 4]
+    # the UNIFORM / TRAINED / BASE matches (±0.049) are wider than half the gaps between W&P's guides and
+    # the BASE − UNIFORM ordering is within its tolerance: the ADVERSARY miss is the one graded check
+    assert adversary["holds"] is False and wp3["verdict"] == "not reproduced" and wp3["graded"] == [1, 5]
     wide_pass = copy.deepcopy(committed)
     _sst(wide_pass)["wp"]["diagnostic_mlp"]["guides"]["adversary"]["test_f1"] = 0.60
     wp3 = _verdicts(wide_pass)["WP-3"]
     adversary = next(c for c in wp3["checks"] if c["name"] == "adversary")
-    assert adversary["holds"] is None and "too large for this number to decide" in adversary["detail"]
-    # every graded check holds: "reproduced", and the sentence says what was graded
-    assert wp3["verdict"] == "reproduced" and wp3["graded"] == [3, 4]
-    assert "(3 of 4 checks graded) — reproduced." in wp3["sentence"]
+    assert adversary["holds"] is None and "too wide for a pass to decide" in adversary["detail"]
+    # nothing graded: "undecided", and the sentence says so
+    assert wp3["verdict"] == "undecided" and wp3["graded"] == [0, 5]
+    assert "(0 of 5 checks graded) — undecided." in wp3["sentence"]
     narrow = copy.deepcopy(committed)
     guide = _sst(narrow)["wp"]["diagnostic_mlp"]["guides"]["adversary"]
     guide["test_f1_std"] = 0.01  # tolerance 2·0.01·√(4/3) ≈ 0.023 < MAX_F1_TOLERANCE
@@ -214,9 +223,11 @@ def _jw6(r):
     d["average"]["summary"]["tau_loo"]["overall"]["mean"] = d["lstm"]["summary"]["tau_loo"]["overall"]["mean"] + 0.375
 
 
-def _jw7(r):  # permuting now changes the outputs three times as much
+def _jw7(r):  # permuting now flips the outputs (0.9), with seed batteries (±5 %) to grade against
+    # (JW-7 grades nothing without a seed spread: the fixture has none)
     for row in _sst(r)["jw"]["lstm"]["summary"]["permutation"]["by_max_attention"]:
-        row["median"] *= 3
+        row["median"] = 0.9
+    _with_seed_batteries(r, (0, 0, 0), scale_permutation=(0.95, 1.05, 1.0))
 
 
 def _jw8(r):
@@ -243,7 +254,7 @@ def _wp4(r):
     _sst(r)["wp"]["diagnostic_mlp"]["guides"]["adversary"]["test_f1"] = 0.59
 
 
-def _wp5(r):  # the consistent adversary stays below the seed models' variance at every λ
+def _wp5(r):  # the consistent adversary stays below the seed models' variance at every λ: none found
     for row in _sst(r)["wp"]["consistent_adversary"]["rows"]:
         row["mean_jsd"] = 0.1
 
@@ -286,6 +297,13 @@ def _ts5(r, seeds=(0, 1, 2)):  # adversaries with T&Š's objective, three seeds 
                          "mean_tvd": mt + jitter[seed], "test_f1": 0.81})
 
 
+def _ts2d_holds(r):  # MLM's dot attention now fragile too, and tying keeps the base's F1: every claim holds
+    cells = _sst(r)["ts"]["cells"]
+    cells["mlm-dot"]["delta_uniform"].update(mean=-3.0, std=0.3)
+    cells["mlm-dot"]["delta_permuted"].update(mean=-5.4, std=0.3)
+    cells["tying-dot"]["f1_trained"]["mean"] = cells["base-dot"]["f1_trained"]["mean"]
+
+
 def _ts6(r):
     _sst(r)["ts"]["cells"]["tying-additive"]["jw_mean_eps_max_jsd"]["mean"] = 0.2
 
@@ -308,17 +326,17 @@ FLIPS = {  # id → (counter-example, the verdict it must give)
     "WP-2": (_wp2, "not reproduced"),
     "WP-3": (_wp3, "reproduced"),
     "WP-4": (_wp4, "reproduced"),
-    "WP-5": (_wp5, "reproduced"),
+    "WP-5": (_wp5, "not reproduced"),
     "TS-1": (_ts1, "qualitatively reproduced"),
     "TS-2a": (_ts2a, "qualitatively reproduced"),
-    "TS-2d": (_ts2d, "partly reproduced"),
+    "TS-2d": (_ts2d_holds, "qualitatively reproduced"),  # the committed numbers are "partly reproduced" now
     "TS-3": (_ts3, "partly reproduced"),
     "TS-4": (_ts4, "qualitatively reproduced"),
     "TS-5": (_ts5, "reproduced"),
-    "TS-6": (_ts6, "partly reproduced"),
-    "ER-base-additive": (_er, "new measurement"),
-    "ER-tying-additive": (_er, "new measurement"),
-    "ER-mlm-additive": (_er, "new measurement"),
+    "TS-6": (_ts6, "extension"),  # T&Š ran no per-instance adversary: shown, whatever the numbers
+    "ER-base-additive": (_er, "extension"),
+    "ER-tying-additive": (_er, "extension"),
+    "ER-mlm-additive": (_er, "extension"),
 }
 
 
@@ -335,8 +353,9 @@ def test_counter_example_flips_the_verdict(committed, fid):
     change(altered)
     after = _verdicts(altered)[fid]
     assert after["verdict"] == wanted, after["sentence"]
-    if EXPECTED_SST[fid] in ("new measurement",):
-        # nothing published to grade against: the verdict cannot flip, the reported numbers do
+    if EXPECTED_SST[fid] in ("new measurement", "extension"):
+        # nothing published to grade against, or no such test in the paper: the verdict cannot flip, the
+        # reported numbers do
         assert after["sentence"] != before["sentence"]
     else:
         assert after["verdict"] != before["verdict"]
@@ -362,27 +381,30 @@ def test_ts5_other_direction_and_kl_rows_are_not_graded(committed):
     for row in _sst(altered)["ts"]["wp_consistent_adversary"]:
         if row.get("divergence") == "jsd" and row["cell"] == "mlm-additive":
             row["mean_jsd"] = 0.69
-    assert _verdicts(altered)["TS-5"]["verdict"] == "not measured"
+    assert _verdicts(altered)["TS-5"]["verdict"] == "undecided"  # measured, but nothing graded
 
 
 def test_ts2d_names_the_likely_cause(committed):
+    # the report holds no attention entropy of the T&Š grid: "≈ uniform" (T&Š App. C) is not measured, so
+    # the precondition is shown ungraded and no cause is asserted (the F1 insensitivity is what is measured)
     f = _verdicts(committed)["TS-2d"]
-    assert "≈ uniform" in f["sentence"] and "App. C" in f["sentence"]
-    assert f["checks"][0]["kind"] == "gate" and f["checks"][0]["holds"] is False
+    assert "App. C" in f["sentence"] and "not measured" in f["sentence"] and "Likely cause" not in f["sentence"]
+    assert f["checks"][0]["kind"] == "gate" and f["checks"][0]["holds"] is None
 
 
 def test_wp5_is_graded_against_wp_s_sentence(committed):
-    """WP-5 grades W&P §3.3's "difficulty of surpassing seed-induced variance": the committed consistent
-    adversaries surpass the seed models' max JSD at no cost in F1 or TVD, so the claim is not reproduced."""
+    """WP-5 grades W&P §6's conclusion "adversarial distributions can be found" (§3.3 only announces §4):
+    the committed consistent adversaries surpass the seed models' max JSD at no cost in F1 or TVD, so
+    the claim is reproduced (the old rule read §3.3's forward reference as the claim: not reproduced)."""
     f = _verdicts(committed)["WP-5"]
-    assert f["verdict"] == "not reproduced" and f["checks"][0]["kind"] == "claim"
-    assert "difficulty of surpassing" in f["quotes"][0]["text"]
-    assert "0.40–0.67" in f["sentence"] and "0.205" in f["sentence"] and "against W&P's" in f["sentence"]
-    # an adversary that only surpasses by wrecking the predictions does not contradict W&P
+    assert f["verdict"] == "reproduced" and f["checks"][0]["kind"] == "claim"
+    assert "adversarial distributions can be found" in f["quotes"][0]["text"] and f["quotes"][0]["source"] == "W&P §6"
+    assert "0.40–0.67" in f["sentence"] and "0.205" in f["sentence"] and "as W&P §6 conclude" in f["sentence"]
+    # an adversary that only surpasses by wrecking the predictions finds no alternative attention
     altered = copy.deepcopy(committed)
     for row in _sst(altered)["wp"]["consistent_adversary"]["rows"]:
         row["f1"] = 0.5
-    assert _verdicts(altered)["WP-5"]["verdict"] == "not measured"  # neither below the seeds nor free: not decided
+    assert _verdicts(altered)["WP-5"]["verdict"] == "undecided"  # neither below the seeds nor free: not decided
 
 
 def test_jw_tolerances_use_the_seed_batteries_when_present(committed):
@@ -533,7 +555,7 @@ def test_ts5_needs_a_seed_spread(committed):
     single = copy.deepcopy(committed)
     _ts5(single, seeds=(0,))
     f = _verdicts(single)["TS-5"]
-    assert f["verdict"] == "not measured" and "no seed spread" in f["sentence"]
+    assert f["verdict"] == "undecided" and "no seed spread" in f["sentence"]
     assert all(c["holds"] is None for c in f["checks"])
     seeded = copy.deepcopy(committed)
     _ts5(seeded)
@@ -576,13 +598,16 @@ def test_jw5_number_with_a_wide_tolerance_is_not_graded_but_can_fail(committed):
 
 
 def test_jw7_bin_with_a_wide_tolerance_is_not_graded_but_can_fail(committed):
-    """JW-7: a tolerance wider than half J&W's bin value cannot pass (±0.090 on 0.112 accepts twice
-    J&W's value); medians far above J&W's still fail it."""
+    """JW-7: a tolerance wider than half J&W's bin value cannot pass the comparison with J&W's figure
+    (±0.090 on 0.107 accepts twice J&W's value); medians far above J&W's still fail it."""
     wide = copy.deepcopy(committed)
     _with_seed_batteries(wide, (0, 0, 0, 0), scale_permutation=(0.2, 2.0, 0.3, 1.8))
     f = _verdicts(wide)["JW-7"]
-    assert f["verdict"] == "not measured"
-    assert all(c["holds"] is None and "half J&W's value" in c["detail"] for c in f["checks"])
+    numbers = [c for c in f["checks"] if c["kind"] == "number"]
+    assert numbers and all(c["holds"] is None and "half J&W's value" in c["detail"] for c in numbers)
+    # the claim itself ("little": below half the change J&W call large, ~0.39) is decided even with this
+    # spread, the medians (≤ 0.08) being far below it: it is graded and holds
+    assert f["verdict"] == "reproduced"
     for row in _sst(wide)["jw"]["lstm"]["summary"]["permutation"]["by_max_attention"]:
         row["median"] = 0.9  # permuting now flips the output: far beyond even the wide tolerance
     f = _verdicts(wide)["JW-7"]
@@ -590,8 +615,12 @@ def test_jw7_bin_with_a_wide_tolerance_is_not_graded_but_can_fail(committed):
 
 
 def test_wp1_can_hold_and_fail_only_with_a_narrow_tolerance(committed):
+    # the cap is now ±0.1 (half W&P's SST large drop 0.232, within the F1 cap), not Table 3's 0.012 gap
     f = _verdicts(committed)["WP-1"]
-    assert f["checks"][0]["holds"] is None and "0.012 (W&P Table 3, paper table)" in f["sentence"]
+    assert f["checks"][0]["holds"] is True and "0.232 (W&P Table 3, paper table)" in f["rule"]
+    too_wide = copy.deepcopy(committed)
+    _sst(too_wide)["wp"]["seed_variance"]["summary"]["f1_std"] = 0.05  # ±0.141 > ±0.1: a pass is not graded
+    assert _verdicts(too_wide)["WP-1"]["verdict"] == "undecided"
     narrow = copy.deepcopy(committed)
     _sst(narrow)["wp"]["seed_variance"]["summary"]["f1_std"] = 0.002
     assert _verdicts(narrow)["WP-1"]["verdict"] == "reproduced"  # gap −0.001 within ±0.006
@@ -602,8 +631,10 @@ def test_wp1_can_hold_and_fail_only_with_a_narrow_tolerance(committed):
 
 
 def test_ts6_is_graded_against_ts_section_6(committed):
+    # T&Š ran no per-instance adversary: the checks are shown, the verdict is "extension"
     f = _verdicts(committed)["TS-6"]
-    assert f["verdict"] == "not reproduced" and all(c["kind"] == "claim" for c in f["checks"])
+    assert f["verdict"] == "extension" and all(c["kind"] == "claim" for c in f["checks"])
+    assert [c["holds"] for c in f["checks"]] == [False, False]
     assert any("more susceptible to attacks" in q["text"] for q in f["quotes"])
 
 

@@ -632,22 +632,25 @@ class TransformersAdapter:
         return self._position_ids_taken
 
     @contextlib.contextmanager
-    def _last_position_pooling(self):
+    def _last_position_pooling(self, always: bool = False):
         """A decoder classifier without a pad token refuses several rows ("Cannot handle batch sizes
         > 1 if no padding token is defined") although the adapter pads on the left, so every row's
         last position is its last real token, the one the head reads. For the call, its
         ``config.pad_token_id`` is set to −1, an id no input holds: the head then reads the last
-        position of every row, as it does for one row; the config is restored after."""
+        position of every row, as it does for one row; the config is restored after. ``always``:
+        also for a model with a pad token (:meth:`logits_at_last_position`)."""
         config = self.model.config
-        if not getattr(self, "left_padding", False) or getattr(config, "pad_token_id", 0) is not None:
+        has_pad = getattr(config, "pad_token_id", 0) is not None
+        if not getattr(self, "left_padding", False) or (has_pad and not always):
             yield
             return
         with self._lock:
+            saved = config.pad_token_id
             config.pad_token_id = -1
             try:
                 yield
             finally:
-                config.pad_token_id = None
+                config.pad_token_id = saved
 
     def _model_call(self, input_ids, mask, embeds, intervention, position_ids=None, **kwargs):
         """One forward: from ``input_ids``, or from input embeddings ``embeds`` (``input_ids`` then
@@ -696,6 +699,19 @@ class TransformersAdapter:
             out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
                                         self._positions(batch, rows)).logits.float())
         return torch.cat(out)
+
+    @torch.no_grad()
+    def logits_at_last_position(self, batch: Batch) -> torch.Tensor:
+        """``(B, C)`` logits of :meth:`logits` with a head that reads the last token reading every
+        row's last real position whatever ids the row holds. Such a head (GPT-2, Llama, Qwen2, …)
+        looks for the last id that is not the pad id; in an input whose ids are all the pad id
+        (the soft metrics' null input, every id 0, on a model whose pad id is 0) it finds none and
+        reads position 0 — padding in a left-padded batch, the first token alone. Decoders are
+        padded on the left, so the last position is each row's last real token: for the call the
+        head is told that no id is padding (``config.pad_token_id`` −1, restored after). Encoders
+        (their head reads the first row) are unchanged."""
+        with self._last_position_pooling(always=True):
+            return self.logits(batch)
 
     def _positions(self, batch: Batch, rows):
         return None if batch.position_ids is None else batch.position_ids[rows]

@@ -159,14 +159,14 @@ def format_train_summary(metrics: dict, output_dir: str) -> str:
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("hf_attn.cli", "train one attentive classifier"),
     "analyze": ("hf_attn.cli.analyze", "run a diagnostic battery on a trained model"),
-    "explain": ("hf_attn.cli.explain", "explain sentences: attention, gradient, leave-one-out, IG, adversary, τ"),
+    "explain": ("hf_attn.cli.explain", "explain sentences: attention, gradient, leave-one-out (LOO-TVD), IG, adversary, τ"),
     "train-grid": ("hf_attn.cli.grid", "train the T&Š variant × attention × seed grid (resumable)"),
     "ts-report": ("hf_attn.cli.grid", "run the ts battery on every run of a train-grid folder and tabulate"),
     "push": ("hf_attn.cli.push", "publish a trained run as a Hub model repo"),
     "push-metric": ("hf_attn.cli.push", "publish an evaluate module as a metric Space"),
     "push-space": ("hf_attn.cli.push", "publish the Gradio attention explorer as a Space"),
     "train-seeds": ("hf_attn.cli.train_seeds", "train N copies of a model that differ only in seed (W&P §3.3)"),
-    "eraser": ("hf_attn.cli.eraser", "ERASER faithfulness of attention / gradient / LOO / IG rankings"),
+    "eraser": ("hf_attn.cli.eraser", "ERASER faithfulness of attention / gradient / LOO-TVD / IG rankings"),
     "reproduce": ("hf_attn.cli.reproduce", "train, run all three batteries + ERASER, write REPORT.md (resumable)"),
 }
 # Modules that contribute subcommands (each defines `add_parser(subparsers)`), in --help order: the

@@ -12,7 +12,7 @@ from hf_attn.runs.eraser import run_eraser
 def add_parser(subparsers) -> None:
     """``hf-attn eraser DIR [--output-dir OUT]``."""
     p = subparsers.add_parser(
-        "eraser", help="ERASER faithfulness of attention / gradient / LOO / IG rankings",
+        "eraser", help="ERASER faithfulness of attention / gradient / LOO-TVD / IG rankings",
         description="ERASER comprehensiveness, sufficiency and AOPC (DeYoung et al. 2020 §4) of each "
                     "importance measure of a trained model; writes results.json, eraser.md, eraser.png.")
     p.add_argument("model_dir", help="an hf_attn model folder, or a BERT-family classifier (folder or Hub id)")

@@ -9,10 +9,11 @@ from hf_attn.core.arguments import count, finite_float, seed_int
 def add_parser(subparsers) -> None:
     """``hf-attn explain MODEL TEXT [TEXT …]``."""
     p = subparsers.add_parser(
-        "explain", help="explain sentences: attention, gradient, leave-one-out, IG, adversary, τ",
+        "explain", help="explain sentences: attention, gradient, leave-one-out (LOO-TVD), IG, adversary, τ",
         description="Explain each text with Explainer.explain and print its summary: the prediction, per "
                     "token attention, gradient, leave-one-out, integrated gradients and rollout, the word-level "
-                    "sums, the sentence's Kendall τ, the adversary and the permutations.")
+                    "sums, the sentence's Kendall τ, the adversary and the permutations. Leave-one-out here is "
+                    "J&W's LOO-TVD, TVD(ŷ(x₋t), ŷ(x)) (§4.1), not the faithfulness table's LOO-drop.")
     p.add_argument("model", help="a model folder (hf-attn train, any save_pretrained folder), a Hub id or an alias")
     p.add_argument("texts", nargs="+", help="the texts to explain")
     p.add_argument("--ig-steps", type=count(1, limit="ig_nodes"), default=20)

@@ -12,10 +12,11 @@ probabilities they need come from :mod:`hf_attn.batteries.faithfulness`).
   :func:`normalised_aopc`; its bounds over every ordering are :mod:`hf_attn.core.naopc`.
 - Paired tests between two methods' per-sentence values (:func:`paired_test`, Wilcoxon signed-rank)
   and rankings in which ties share a rank (:func:`shared_ranks`).
-- Rank agreement: Kendall τ-b per instance (:func:`rank_agreement`; with leave-one-out as one side,
-  τ with LOO, Jain & Wallace 2019 §3) and top-k feature agreement (Krishna et al. 2022, "The
-  Disagreement Problem in Explainable Machine Learning", §3.1: |top-k(a) ∩ top-k(b)| / k,
-  :func:`top_k_agreement`).
+- Rank agreement: Kendall τ-b per instance (:func:`rank_agreement`; with a leave-one-out measure as
+  one side, τ with LOO as in Jain & Wallace 2019 §4.1, whose leave-one-out is the LOO-TVD; the
+  faithfulness table's is the LOO-drop, :mod:`hf_attn.core.measure_names`) and top-k feature
+  agreement (Krishna et al. 2022, "The Disagreement Problem in Explainable Machine Learning", §3.1:
+  |top-k(a) ∩ top-k(b)| / k, :func:`top_k_agreement`).
 - Means with 95 % confidence intervals over sentences (:func:`mean_ci`, Student t) and over seeds
   (:func:`mean_ci_over_seeds`).
 

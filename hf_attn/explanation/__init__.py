@@ -20,6 +20,7 @@ import numpy as np
 
 from hf_attn.batteries.jw.common import JWSettings
 from hf_attn.core.io import write_text_atomic
+from hf_attn.core.measure_names import LOO_TVD_DEFINITION
 from hf_attn.core.measures import kendall_tau
 
 # The per-token rows an explanation may hold, in the order they are shown.
@@ -37,14 +38,14 @@ class SentenceExplanation:
 
     Prediction: ``probabilities`` (C,), ``predicted``, ``label_names``. Per token: ``attention`` α
     (the explained rows over the text's tokens, J&W §2), ``gradient`` g_t = |∂ŷ/∂e_t · e_t| with α
-    held fixed (J&W Alg. 1), ``loo`` Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W §4.1), ``ig`` integrated
+    held fixed (J&W Alg. 1), ``loo`` the LOO-TVD Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W §4.1), ``ig`` integrated
     gradients and ``rollout`` (None where not computed or where a model has none),
     ``token_probability`` p̂_t of the predicted class with all attention on t (T&Š Fig. 2; NaN where
     a model has no such read-out). The adversary (J&W Alg. 3): ``adversaries_tvd`` / ``_jsd`` (k,),
     the one shown (``adversary_attention``, ``_tvd``, ``_jsd``, ``_probabilities``, ``_feasible``:
     the largest-JSD adversary within ``eps`` TVD, else the closest), ``eps_max_jsd`` (0 = none
     feasible); ``permutation_tvd`` (P,) (J&W Alg. 2). ``kendall``: this text's τ-b and p of attention
-    vs gradient, attention vs leave-one-out and gradient vs leave-one-out (J&W Table 2's statistic,
+    vs gradient, attention vs LOO-TVD and gradient vs LOO-TVD (J&W Table 2's statistic,
     NaN where undefined). ``explained``: which attention rows, in words, from the adapter's facts.
     ``undefined``: row → why its values are NaN (a one-token text's leave-one-out on a model without
     an empty input, its Kendall τ: :mod:`hf_attn.methods.one_token`)."""
@@ -117,7 +118,7 @@ class SentenceExplanation:
 
     @property
     def loo_share(self) -> np.ndarray:
-        """Δŷ_t / Σ Δŷ: leave-one-out as a distribution over the tokens (NaN if undefined)."""
+        """Δŷ_t / Σ Δŷ: the LOO-TVD as a distribution over the tokens (NaN if undefined)."""
         return share(self.loo)
 
     def to_dict(self) -> dict:
@@ -127,6 +128,7 @@ class SentenceExplanation:
         payload["permutation_median"] = self.permutation_median
         payload["gradient_share"] = _clean(self.gradient_share)
         payload["loo_share"] = _clean(self.loo_share)
+        payload["measure_definitions"] = {"loo": LOO_TVD_DEFINITION}  # J&W's leave-one-out, not the LOO-drop
         return payload
 
     def summary(self) -> str:
@@ -166,7 +168,7 @@ def share(values) -> np.ndarray:
 
 def sentence_kendall(attention, gradient, loo, tie_tolerance: float = TIE_TOLERANCE) -> dict:
     """This sentence's Kendall τ-b and p-value (J&W Table 2's per-instance statistic) of attention vs
-    gradient, attention vs leave-one-out and gradient vs leave-one-out, by
+    gradient, attention vs LOO-TVD and gradient vs LOO-TVD (J&W's leave-one-out), by
     :func:`hf_attn.core.measures.kendall_tau` after tying values within ``tie_tolerance`` (as the J&W
     battery does). NaN where τ is undefined (fewer than 2 tokens, a constant ranking, NaN values)."""
     pairs = {"attention_gradient": (attention, gradient), "attention_loo": (attention, loo),

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from hf_attn.core.measure_names import LOO_DROP, LOO_TVD, LOO_TVD_DEFINITION
 from hf_attn.explanation import SentenceExplanation, token_groups
 
 WEIGHT_COLOUR = (31, 119, 180)  # the shared scale of α, adversarial α and the normalised g and Δŷ
@@ -26,15 +27,17 @@ POSITIVE_COLOUR, NEGATIVE_COLOUR = (214, 39, 40), (31, 119, 180)  # signed score
 ROWS = (  # (data-row, title, values, scale): one colour scale per kind of row
     ("attention", "attention α", lambda e: e.attention, "weight"),
     ("gradient", "gradient g / Σg", lambda e: e.gradient_share, "weight"),
-    ("loo", "leave-one-out Δŷ / ΣΔŷ", lambda e: e.loo_share, "weight"),
+    ("loo", "LOO-TVD Δŷ / ΣΔŷ", lambda e: e.loo_share, "weight"),
     ("adversary_attention", "adversarial α", lambda e: e.adversary_attention, "weight"),
     ("token_probability", "per-token p̂_t", lambda e: e.token_probability, "probability"),
     ("rollout", "attention rollout", lambda e: e.rollout, "rollout"),
     ("ig", "integrated gradients", lambda e: e.ig, "ig"),
 )
-RAW_VALUES = {"gradient": ("|∂ŷ/∂e·e|", lambda e: e.gradient), "loo": ("Δŷ", lambda e: e.loo)}
-KENDALL_ROWS = (("attention_gradient", "attention vs gradient"), ("attention_loo", "attention vs leave-one-out"),
-                ("gradient_loo", "gradient vs leave-one-out"))
+RAW_VALUES = {"gradient": ("|∂ŷ/∂e·e|", lambda e: e.gradient), "loo": ("TVD(ŷ(x₋t), ŷ(x))", lambda e: e.loo)}
+KENDALL_ROWS = (("attention_gradient", "attention vs gradient"), ("attention_loo", f"attention vs {LOO_TVD}"),
+                ("gradient_loo", f"gradient vs {LOO_TVD}"))
+# the printed summary's column name of each row (the explanation's ``loo`` is J&W's LOO-TVD)
+SUMMARY_COLUMNS = {"loo": LOO_TVD}
 # Estimated width of the token columns of one line of the heatmap, after which it wraps: with the row
 # labels (~190 px) a line fits a page ~900 px wide (a 1050 px window); narrower pages scroll the line.
 LINE_WIDTH_PX = 700
@@ -176,7 +179,7 @@ def _row_labels(e: SentenceExplanation) -> dict[str, str]:
            f"<br><small>completeness gap {e.ig_completeness_gap:.3g}</small>")
     return {"attention": "attention α",
             "gradient": f"gradient g/Σg<br><small>vs α: {_kendall_text(e, 'attention_gradient')}</small>",
-            "loo": f"leave-one-out Δŷ/ΣΔŷ<br><small>vs α: {_kendall_text(e, 'attention_loo')}</small>",
+            "loo": f"{LOO_TVD} Δŷ/ΣΔŷ<br><small>vs α: {_kendall_text(e, 'attention_loo')}</small>",
             "adversary_attention": f"adversarial α{adversary}",
             "token_probability": f"per-token p̂_t<br><small>P({label_name})</small>",
             "rollout": "attention rollout", "ig": f"integrated gradients{gap}"}
@@ -262,7 +265,7 @@ def word_table_html(e: SentenceExplanation, values=None, scales=None) -> str:
 
 def heatmap_html(explanation: SentenceExplanation) -> str:
     """Aligned token heatmaps under the words as typed (unknown words dotted-underlined), one row per
-    measure: attention α, gradient and leave-one-out normalised to sum 1 (so all three are
+    measure: attention α, gradient and leave-one-out (the LOO-TVD) normalised to sum 1 (so all three are
     distributions over the tokens), the adversarial α, p̂_t, rollout and integrated gradients where the
     explanation has them. Rows of one kind share one colour scale and a legend gives every scale
     (module docstring). Each cell prints its value (raw values in the tooltip and ``data-value``);
@@ -298,7 +301,8 @@ def explanation_html(explanation) -> str:
 COMPARE_TITLES = {"attention": "attention α", "rollout": "attention rollout", "attention_flow": "attention flow",
                   "attention_norm": "attention norm ‖αf(x)‖", "alti": "ALTI", "value_zeroing": "value zeroing",
                   "saliency": "saliency ‖∂ŷ/∂e‖", "gradient_x_input": "gradient × input",
-                  "integrated_gradients": "integrated gradients", "leave_one_out": "leave-one-out Δŷ"}
+                  "integrated_gradients": "integrated gradients",
+                  "leave_one_out": f"leave-one-out drop ({LOO_DROP}) ŷ_c(x) − ŷ_c(x₋t)"}
 
 
 def methods_heatmap_html(comparison) -> str:
@@ -395,7 +399,8 @@ def summary_markdown(explanation: SentenceExplanation) -> str:
         "|---|---|---|",
         *kendall_rows,
         "",
-        f"τ-b and its p-value as in J&W Table 2 (importances within {e.tie_tolerance:g} of each other tied).",
+        f"τ-b and its p-value as in J&W Table 2 (importances within {e.tie_tolerance:g} of each other tied); "
+        f"{LOO_TVD_DEFINITION}.",
         "",
         *(f"- {line}" for line in (_adversary_line(e), _permutation_line(e), _read_out_line(e)) if line),
     ]
@@ -416,7 +421,7 @@ def summary_text(explanation: SentenceExplanation) -> str:
     if e.explained:
         lines.append(f"explained: {e.explained}")
     width = max([len(t) for t in e.tokens] + [5])
-    lines.append(f"{'token':<{width}}  " + "  ".join(f"{n:>9}" for n in names))
+    lines.append(f"{'token':<{width}}  " + "  ".join(f"{SUMMARY_COLUMNS.get(n, n):>9}" for n in names))
     undefined = getattr(e, "undefined", None) or {}
 
     def cell(name, value) -> str:  # a value undefined by the one-token rule is said so, not printed as nan
@@ -432,6 +437,8 @@ def summary_text(explanation: SentenceExplanation) -> str:
     taus = "; ".join(f"{title} {_number(e.kendall.get(name, {}).get('tau', float('nan')), 4)}"
                      for name, title in KENDALL_ROWS)
     lines.append(f"Kendall τ: {taus}")
+    if "loo" in names:
+        lines.append(LOO_TVD_DEFINITION)
     lines += [f"undefined {name}: {reason}" for name, reason in undefined.items()]
     lines += [line for line in (_adversary_line(e), _permutation_line(e)) if line]
     return "\n".join(lines)

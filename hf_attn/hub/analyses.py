@@ -162,10 +162,10 @@ def _jw_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
 
     rows = [["τ(attention, gradient): mean ± std, share with p < 0.05", *per("tau_gradient", _tau_cell),
              _published_tau_cell(published, "tau_gradient", len(classes))],
-            ["τ(attention, leave-one-out)", *per("tau_loo", _tau_cell),
+            ["τ(attention, LOO-TVD)", *per("tau_loo", _tau_cell),
              _published_tau_cell(published, "tau_loo", len(classes))]]
     if "tau_gradient_loo" in s:
-        rows.append(["τ(gradient, leave-one-out)", *per("tau_gradient_loo", _tau_cell), NEW_MEASUREMENT])
+        rows.append(["τ(gradient, LOO-TVD)", *per("tau_gradient_loo", _tau_cell), NEW_MEASUREMENT])
     if "permutation" in s:
         rows.append(["permuted attention: median over instances of the median output change Δŷ (TVD)",
                      *per("permutation", lambda b: _format_number((b or {}).get("median"), 3)), NEW_MEASUREMENT])
@@ -176,7 +176,8 @@ def _jw_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
                      NEW_MEASUREMENT])
     n = _format_number(s.get("num_instances"))
     setup = (f"{n} {results.get('split', 'test')} instances, grouped by predicted class; Kendall τ between the "
-             "attention weights and gradient / leave-one-out importance per instance (J&W §4.1), random "
+             "attention weights and gradient / leave-one-out importance per instance (J&W §4.1; leave-one-out "
+             "as LOO-TVD, TVD(ŷ(x₋t), ŷ(x)), the output distribution's change without the token), random "
              "permutations (§4.2.1) and adversarial attention (§4.2.2).")
     model = results.get("model") or {}
     if model.get("encoder") == "transformer" and model.get("attention"):
@@ -192,17 +193,17 @@ def _jw_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
     if g is not None and l is not None:
         pg, pl = _get(published, "tau_gradient", "mean"), _get(published, "tau_loo", "mean")
         text = (f"Attention agrees with gradient importance at mean τ = {g:.2f}"
-                + (f" (J&W: {_range(pg)})" if pg else "") + f" and with leave-one-out at τ = {l:.2f}"
+                + (f" (J&W: {_range(pg)})" if pg else "") + f" and with leave-one-out (LOO-TVD) at τ = {l:.2f}"
                 + (f" (J&W: {_range(pl)})" if pl else ""))
         if pg and pl:
             rel_g, rel_l = _relative(g, pg), _relative(l, pl)
             text += (f", both {rel_g} J&W's" if rel_g == rel_l and rel_g.startswith("within")
-                     else f" (gradient: {rel_g} J&W's; leave-one-out: {rel_l})")
+                     else f" (gradient: {rel_g} J&W's; LOO-TVD: {rel_l})")
         if gl is not None:
             gap = gl - max(g, l)
             lstm_gap = JW_GRADIENT_LOO_GAP if published and (results.get("model") or {}).get(
                 "encoder", "lstm") == "lstm" else None
-            text += f"; gradient and leave-one-out agree with each other at τ = {gl:.2f}, "
+            text += f"; gradient and LOO-TVD agree with each other at τ = {gl:.2f}, "
             if gap > 0:
                 text += (f"{gap:.2f} higher" + (f" (J&W: {_range(lstm_gap)} higher)" if lstm_gap else "")
                          + ", so attention is a weaker guide to which tokens matter than those two are to each other")
@@ -337,7 +338,7 @@ def _ts_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
 def _eraser_summary(results: dict) -> tuple[str, list[str], list[list[str]], str]:
     measures = {name: row for name, row in (results.get("measures") or {}).items()
                 if _num(row.get("comprehensiveness_aopc")) is not None}
-    rows = [[f"{name}: comprehensiveness ↑ / sufficiency ↓ AOPC",
+    rows = [[f"{'loo (LOO-TVD)' if name == 'loo' else name}: comprehensiveness ↑ / sufficiency ↓ AOPC",
              f"{row['comprehensiveness_aopc']:.3f} / {_format_number(row.get('sufficiency_aopc'), 3)}",
              NEW_MEASUREMENT] for name, row in measures.items()]
     sentence = ""
@@ -353,7 +354,8 @@ def _eraser_summary(results: dict) -> tuple[str, list[str], list[list[str]], str
         sentence += "."
     setup = (f"ERASER (DeYoung et al. 2020) on {_format_number(results.get('num_instances'))} "
              f"{results.get('split', 'test')} "
-             "instances: the papers report no ERASER numbers for these models.")
+             "instances: the papers report no ERASER numbers for these models."
+             + (" loo is J&W's LOO-TVD, TVD(ŷ(x₋t), ŷ(x)) (§4.1)." if "loo" in measures else ""))
     return setup, ["this model", "published"], rows, sentence
 
 

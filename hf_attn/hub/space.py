@@ -79,7 +79,7 @@ def render_space_card(default_model: str | None = None, title: str = "Is attenti
 
     models = _space_models(default_model, models)
     hub_models = [m for m in models if not Path(m).exists()]
-    meta = _space_metadata(title, "🔍", "Attention vs gradient, leave-one-out and adversaries",
+    meta = _space_metadata(title, "🔍", "Attention vs gradient, LOO-TVD and adversaries",
                            ["hf_attn", "attention", "interpretability", "explainability"],
                            {"models": hub_models or None})
     meta = {k: v for k, v in meta.items() if v is not None}

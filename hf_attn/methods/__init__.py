@@ -5,7 +5,7 @@ explicit arguments, shapes in every docstring, no settings objects and no I/O. T
 - :mod:`~hf_attn.methods.gradient`: gradient × input importance with α detached
   (Jain & Wallace 2019, §4.1, Alg. 1; pairs: appendix B) — ``gradient_importance``,
   ``pair_gradient_importance``.
-- :mod:`~hf_attn.methods.leave_one_out`: Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W §4.1, Alg. 1) —
+- :mod:`~hf_attn.methods.leave_one_out`: the LOO-TVD Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (J&W §4.1, Alg. 1) —
   ``leave_one_out`` (exact Average / one-layer BiLSTM shortcuts), ``deletion_batch``,
   ``pair_leave_one_out``.
 - :mod:`~hf_attn.methods.permutation`: TVD of the output under permuted attention (J&W §4.2.1,

@@ -74,12 +74,11 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
             embeddings, baselines=baseline, target=target_class, n_steps=steps, method="gausslegendre",
             internal_batch_size=len(batch) * steps)
         return torch.where(batch.content, attributions.sum(-1).float(), torch.zeros((), device=out.device))
-    torch.manual_seed(seed)
     import warnings
 
     with warnings.catch_warnings():  # captum warns about feature masks on every call; ours are deliberate
         warnings.filterwarnings("ignore", message=_FEATURE_MASK_WARNINGS)
-        _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out)
+        _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out, seed)
     return torch.where(batch.content, out, torch.zeros((), device=out.device))
 
 
@@ -89,37 +88,60 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
 _FEATURE_MASK_WARNINGS = r"(Feature mask is missing some integers|Minimum element in feature mask)"
 
 
-def _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out) -> None:
-    """Kernel SHAP / Shapley value sampling of each instance of ``batch`` into ``out`` (in place)."""
-    import captum.attr
+def _sentence_seed(seed: int, tokens: torch.Tensor) -> int:
+    """A seed of one instance: ``seed`` and the instance's own token ids, never its place in a batch."""
+    import zlib
 
+    import numpy as np
+
+    material = np.random.SeedSequence([seed, zlib.crc32(tokens.cpu().numpy().astype(np.int64).tobytes())])
+    return int(material.generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out, seed: int = 0) -> None:
+    """Kernel SHAP / Shapley value sampling of each instance of ``batch`` into ``out`` (in place).
+    captum samples from torch's global generator; it is seeded per instance from ``seed`` and the
+    instance's tokens (:func:`_sentence_seed`), so an instance's coalitions are the same alone, in any
+    batch and in any order."""
     for i in range(len(batch)):  # captum's sampling methods take one instance at a time
         deadline.check()  # a time budget, if one is set (hf_attn.core.deadline)
-        one = batch.select([i])
+        # the instance on its own positions: a batch's padding would be one more feature to sample
+        real = batch.attention_mask[i].bool()
+        one = batch.select([i]).trimmed(int(real.sum()), left=bool(batch.attention_mask[i, -1]))
+        torch.manual_seed(_sentence_seed(seed, one.input_ids[0]))
+        row = torch.zeros(one.input_ids.shape[1], dtype=out.dtype, device=out.device)
+        _sample_one(adapter, one, method, embeddings[i:i + 1][:, real], baseline[i:i + 1][:, real],
+                    int(target_class[i]), n_samples, row)
+        out[i, real] = row
 
-        def forward(e, one=one):
-            return adapter.logits_from_embeddings(one.select([0] * len(e)), e).softmax(-1)
 
-        if int(one.content.sum()) == 1:  # one player: its Shapley value is f(x) − f(x') exactly
-            with torch.no_grad():
-                both = forward(torch.cat([embeddings[i:i + 1], baseline[i:i + 1]]))[:, int(target_class[i])]
-            out[i] = torch.where(one.content[0], (both[0] - both[1]).float(), torch.zeros((), device=out.device))
-            continue
+def _sample_one(adapter, one, method, embeddings, baseline, target: int, n_samples: int, out) -> None:
+    """Kernel SHAP / Shapley value sampling of the one instance ``one`` (its real positions only;
+    ``embeddings``, ``baseline`` ``(1, T, E)``) into ``out`` ``(T,)``."""
+    import captum.attr
 
-        # feature 0: every position that is not the text's (present in every coalition); 1…n: its tokens
-        features = torch.cumsum(one.content.long(), -1) * one.content.long()
-        mask = features.unsqueeze(-1).expand_as(embeddings[i:i + 1]).contiguous()
+    def forward(e):
+        return adapter.logits_from_embeddings(one.select([0] * len(e)), e).softmax(-1)
+
+    if int(one.content.sum()) == 1:  # one player: its Shapley value is f(x) − f(x') exactly
         with torch.no_grad():
-            if method == "kernel_shap":
-                values = captum.attr.KernelShap(forward).attribute(
-                    embeddings[i:i + 1], baselines=baseline[i:i + 1], target=int(target_class[i]),
-                    feature_mask=mask, n_samples=n_samples, perturbations_per_eval=n_samples)
-            else:
-                values = captum.attr.ShapleyValueSampling(forward).attribute(
-                    embeddings[i:i + 1], baselines=baseline[i:i + 1], target=int(target_class[i]),
-                    feature_mask=mask, n_samples=max(1, n_samples // max(int(one.content.sum()), 1)),
-                    perturbations_per_eval=max(1, int(one.content.sum())))
-        out[i] = values[0, :, 0].float()  # one value per feature, broadcast over its elements
+            both = forward(torch.cat([embeddings, baseline]))[:, target]
+        out[:] = torch.where(one.content[0], (both[0] - both[1]).float(), torch.zeros((), device=out.device))
+        return
+    # feature 0: every position that is not the text's (present in every coalition); 1…n: its tokens
+    features = torch.cumsum(one.content.long(), -1) * one.content.long()
+    mask = features.unsqueeze(-1).expand_as(embeddings).contiguous()
+    with torch.no_grad():
+        if method == "kernel_shap":
+            values = captum.attr.KernelShap(forward).attribute(
+                embeddings, baselines=baseline, target=target, feature_mask=mask, n_samples=n_samples,
+                perturbations_per_eval=n_samples)
+        else:
+            values = captum.attr.ShapleyValueSampling(forward).attribute(
+                embeddings, baselines=baseline, target=target, feature_mask=mask,
+                n_samples=max(1, n_samples // max(int(one.content.sum()), 1)),
+                perturbations_per_eval=max(1, int(one.content.sum())))
+    out[:] = values[0, :, 0].float()  # one value per feature, broadcast over its elements
 
 
 class _NormalisedLogits(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""Leave-one-out by deletion (Li, Monroe & Jurafsky 2016, "Understanding Neural Networks through
+"""Leave-one-out by deletion, printed as LOO-drop (Li, Monroe & Jurafsky 2016, "Understanding Neural Networks through
 Representation Erasure", §3, Eq. 1: the importance of a unit is the drop of the model's score when
 it is erased; Jain & Wallace 2019 §4.1 use the same deletions with a TVD).
 

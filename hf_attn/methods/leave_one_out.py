@@ -1,4 +1,4 @@
-"""Leave-one-out importance (Jain & Wallace 2019, §4.1 and Alg. 1).
+"""Leave-one-out importance (Jain & Wallace 2019, §4.1 and Alg. 1), printed as LOO-TVD.
 
 Δŷ_t = TVD(ŷ(x₋t), ŷ(x)): x₋t is x with token t removed (the sequence gets shorter and attention
 renormalises over the remaining tokens). :func:`leave_one_out` runs every deletion of a padded batch

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from hf_attn.core.published import JW_PUBLISHED
 from hf_attn.reporting.findings import ACROSS, _f
+from hf_attn.reporting.findings.checks import UNGRADED_VERDICTS
 from hf_attn.reporting.markdown import _verdict_lines
 
 HEADING = "## Across corpora"
@@ -28,7 +29,7 @@ def _per_class(summary: dict | None, key: str, field: str = "mean") -> list | No
 
 def table2_rows(per_dataset: dict) -> list[str]:
     """J&W Table 2's rows, one per corpus: ours per predicted class, J&W's in brackets."""
-    lines = ["| corpus | BiLSTM test F1 | τ(α, g) BiLSTM | significant | τ(α, g) Average | τ(α, LOO) BiLSTM | "
+    lines = ["| corpus | BiLSTM test F1 | τ(α, g) BiLSTM | significant | τ(α, g) Average | τ(α, LOO-TVD) BiLSTM | "
              "significant |", "|---|---|---|---|---|---|---|"]
     for ds, data in per_dataset.items():
         jw = (data.get("jw") or {})
@@ -54,7 +55,7 @@ def verdicts_by_corpus(findings: list[dict]) -> dict[str, dict[str, str]]:
     return table
 
 
-UNGRADED = ("not measured", "new measurement")  # no verdict to compare: nothing graded, or nothing published
+UNGRADED = UNGRADED_VERDICTS  # no verdict to compare: nothing graded, nothing published, or no such test
 
 
 def differing_verdicts(findings: list[dict]) -> list[str]:

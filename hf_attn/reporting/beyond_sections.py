@@ -41,12 +41,13 @@ def _faithfulness_section(data: dict, figs: _Figures, plan: ReproducePlan) -> li
     BERT-family section ran, of that model; every number read from the tables' results.json."""
     P = [f"\n## {FAITHFULNESS_HEADER}\n",
          "Rows: attribution methods (attention, its rollout / flow / norm / ALTI / value zeroing where the model has "
-         "transformer layers, saliency, gradient × input, integrated gradients, leave-one-out, a random floor; "
+         "transformer layers, saliency, gradient × input, integrated gradients, leave-one-out as the LOO-drop "
+         "ŷ_c(x) − ŷ_c(x₋t) (Li et al. 2016 §3; not the J&W section's LOO-TVD), a random floor; "
          "docs/faithfulness.md has each paper and equation). Columns: ERASER comprehensiveness ↑ and sufficiency ↓ "
          "(DeYoung et al. 2020), Soft-NC / Soft-NS ↑ (Zhao & Aletras 2023), normalised AOPC ↑ / ↓ (Edin et al. 2024), "
-         "Kendall τ with leave-one-out ↑ and the mean τ with the other methods; each cell the mean over sentences "
-         "with its 95 % Student-t interval; then seconds and peak memory per sentence of the method itself. The "
-         "optional captum methods are not run here (the report does not depend on an optional extra). No "
+         "Kendall τ with the LOO-drop ↑ (`tau_loo`) and the mean τ with the other methods; each cell the mean over "
+         "sentences with its 95 % Student-t interval; then seconds and peak memory per sentence of the method "
+         "itself. The optional captum methods are not run here (the report does not depend on an optional extra). No "
          "published values exist.\n"]
     paths = paths_of(data)
     lstm = data.get("faithfulness")
@@ -154,12 +155,12 @@ def _get_num(block: dict, *keys):
 
 def _bert_comparison(lstm: dict | None, bert: dict | None) -> str:
     """One generated sentence: does the transformer's attention agree better or worse with gradient and
-    LOO than the BiLSTM's, how permutation-sensitive and how easy an adversary is (from the numbers)."""
+    LOO-TVD than the BiLSTM's, how permutation-sensitive and how easy an adversary is (from the numbers)."""
     def overall(res, key, stat="mean"):
         return _get_num((res or {}).get("summary") or {}, key, "overall", stat)
 
     clauses = []
-    for key, what in (("tau_gradient", "gradient importance"), ("tau_loo", "leave-one-out")):
+    for key, what in (("tau_gradient", "gradient importance"), ("tau_loo", "leave-one-out (LOO-TVD)")):
         b, l = overall(bert, key), overall(lstm, key)
         if b is not None and l is not None:
             clauses.append(f"agrees {'less' if b < l else 'more' if b > l else 'as much'} with {what} "
@@ -179,7 +180,7 @@ def _bert_comparison(lstm: dict | None, bert: dict | None) -> str:
 
 def _bert_family_section(data: dict, figs: _Figures, plan: ReproducePlan) -> list[str]:
     """The opt-in BERT-family section (SST): the fine-tuned transformer's J&W numbers beside the
-    BiLSTM's — τ(attention, gradient / LOO), τ(gradient, LOO), permutation, ε-max JSD, which layer and
+    BiLSTM's — τ(attention, gradient / LOO-TVD), τ(gradient, LOO-TVD), permutation, ε-max JSD, which layer and
     aggregation — and W&P's uniform attention when its results exist. Every number is read from the
     results files; none is published (no paper ran a transformer)."""
     P = [f"\n## {BERT_FAMILY_HEADER}\n"]
@@ -199,8 +200,9 @@ def _bert_family_section(data: dict, figs: _Figures, plan: ReproducePlan) -> lis
     P.append(f"Which attention: **{model.get('attention', '–')}** of the {model.get('num_layers')}-layer, "
              f"{model.get('num_heads')}-head `{model.get('model_type')}` (the only row its classifier head reads), over "
              f"{spec.get('units', 'word pieces')}; gradient × input on the word-piece embeddings with that row "
-             "detached; leave-one-out deletes one word piece; permutations and adversaries replace the row through "
-             "the attention-interface override. The BiLSTM's is its additive attention over words. Instances: the "
+             "detached; leave-one-out (LOO-TVD, TVD(ŷ(x₋t), ŷ(x)), J&W §4.1) deletes one word piece; "
+             "permutations and adversaries replace the row through the attention-interface override. The BiLSTM's "
+             "is its additive attention over words. Instances: the "
              f"{n_bert} test sentences (a seeded sample) for the transformer, {n_lstm if n_lstm is not None else '–'} for the "
              f"BiLSTM; {bert['parameters']['num_permutations']} permutations, k = {bert['parameters']['k']} adversaries, "
              f"{bert['parameters']['steps']} steps. None of the three papers ran a transformer: every number here is "
@@ -211,15 +213,15 @@ def _bert_family_section(data: dict, figs: _Figures, plan: ReproducePlan) -> lis
              "(this report) | published |\n|---|---|---|---|")
     P.append(f"| test accuracy | {_f(base['test_accuracy']) if base else '–'} | {_f(facts.get('test_accuracy'))} | "
              "new measurement |")
-    for key, label in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO)"),
-                       ("tau_gradient_loo", "τ(gradient, LOO)")):
+    for key, label in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO-TVD)"),
+                       ("tau_gradient_loo", "τ(gradient, LOO-TVD)")):
         P.append(f"| {label}: mean ± std (share p < 0.05) | {_overall_tau(lstm, key)} | {_overall_tau(bert, key)} | "
                  "new measurement |")
     P.append(f"| permutation: median over instances of the median Δŷ (TVD) | {_permutation_cell(lstm)} | "
              f"{_permutation_cell(bert)} | new measurement |")
     P.append(f"| adversary: mean ε-max JSD | {_adversary_cell(lstm)} | {_adversary_cell(bert)} | new measurement |")
     for key, label in (("tau_rollout_gradient", "τ(attention rollout, gradient)"),
-                       ("tau_rollout_loo", "τ(attention rollout, LOO)")):
+                       ("tau_rollout_loo", "τ(attention rollout, LOO-TVD)")):
         if key in bert["summary"]:
             P.append(f"| {label} | – (no rollout for a BiLSTM) | {_overall_tau(bert, key)} | new measurement |")
     wp_cells = _bert_wp_cells(data, block.get("wp"))
@@ -228,13 +230,13 @@ def _bert_family_section(data: dict, figs: _Figures, plan: ReproducePlan) -> lis
                  "new measurement |")
     layers = bert["summary"].get("per_layer") or []
     if layers:
-        P.append("\nPer layer (the `[CLS]` row of each layer, mean over heads): mean τ with gradient / LOO.\n")
-        P.append("| layer | τ(attention, gradient) | τ(attention, LOO) |\n|---|---|---|")
+        P.append("\nPer layer (the `[CLS]` row of each layer, mean over heads): mean τ with gradient / LOO-TVD.\n")
+        P.append("| layer | τ(attention, gradient) | τ(attention, LOO-TVD) |\n|---|---|---|")
         for row in layers:
             P.append(f"| {row['layer']} | {_f(row.get('tau_gradient'), 2)} | {_f(row.get('tau_loo'), 2)} |")
     sentence = _bert_comparison(lstm, bert)
     if sentence:
         P.append("\n" + sentence + "\n")
     P.append(figs.add(paths_of(data)["jw_bert"], "fig_tau_per_layer.png",
-                      "τ of each layer's [CLS] attention with gradient and leave-one-out (BERT-family model)"))
+                      "τ of each layer's [CLS] attention with gradient and LOO-TVD (BERT-family model)"))
     return P

@@ -54,7 +54,8 @@ def _jw_correlations(data: dict, findings: list[dict], figs: _Figures) -> list[s
          _model_line(data["models"]["jw_average"], "Average (also W&P's TRAINED-MLP guide)") + "\n",
          f"\n### {TABLE_HEADERS[0]}\n",
          "Papers: 300-d fastText, H = 128. Per predicted class (0 / 1): mean τ ± std, fraction with p < 0.05 "
-         "in brackets. Single-run values in the paper (no seeds averaged).\n",
+         "in brackets. Single-run values in the paper (no seeds averaged). LOO-TVD: J&W's leave-one-out, "
+         "Δŷ_t = TVD(ŷ(x₋t), ŷ(x)) (§4.1, Alg. 1), not the faithfulness table's LOO-drop.\n",
          _preprocessing_line(data["models"]["jw_wp_base"]),
          "| quantity | published | measured |\n|---|---|---|"]
     jw, jwa = data["jw"]["lstm"], data["jw"]["average"]
@@ -66,12 +67,12 @@ def _jw_correlations(data: dict, findings: list[dict], figs: _Figures) -> list[s
     P.append(f"| τ(attention, gradient), Average | "
              f"{_published_tau_cell(pub, 'tau_gradient_average', None, 'tau_gradient_average_sig')} | "
              f"{_tau_cell(jwa, 'tau_gradient')} |")
-    P.append(f"| τ(attention, LOO), BiLSTM | {_published_tau_cell(pub, 'tau_loo', None, 'tau_loo_sig')} | "
+    P.append(f"| τ(attention, LOO-TVD), BiLSTM | {_published_tau_cell(pub, 'tau_loo', None, 'tau_loo_sig')} | "
              f"{_tau_cell(jw, 'tau_loo')} |")
     committed = JW_COMMITTED_SST if ds == "sst" else {}
-    P.append(f"| τ(attention, LOO), Average | {_committed_tau_cell(committed, 'average-additive', 'tau_loo')} | "
+    P.append(f"| τ(attention, LOO-TVD), Average | {_committed_tau_cell(committed, 'average-additive', 'tau_loo')} | "
              f"{_tau_cell(jwa, 'tau_loo')} |")
-    P.append(f"| τ(gradient, LOO), BiLSTM | ~0.2–0.25 above attention's | {_tau_cell(jw, 'tau_gradient_loo')} |")
+    P.append(f"| τ(gradient, LOO-TVD), BiLSTM | ~0.2–0.25 above attention's | {_tau_cell(jw, 'tau_gradient_loo')} |")
     for name, item in (data["jw"].get("extra") or {}).items():
         res, facts = item.get("results"), item.get("model")
         label = JW_EXTRA_LABELS.get(name, name)
@@ -80,7 +81,7 @@ def _jw_correlations(data: dict, findings: list[dict], figs: _Figures) -> list[s
                  f"{_f(facts['test_f1']) if facts else '–'} |")
         P.append(f"| τ(attention, gradient), {label} | {_committed_tau_cell(committed, name, 'tau_gradient')} | "
                  f"{_tau_cell(res, 'tau_gradient')} |")
-        P.append(f"| τ(attention, LOO), {label} | {_committed_tau_cell(committed, name, 'tau_loo')} | "
+        P.append(f"| τ(attention, LOO-TVD), {label} | {_committed_tau_cell(committed, name, 'tau_loo')} | "
                  f"{_tau_cell(res, 'tau_loo')} |")
     if committed:
         P.append("\nᶜ Not in the paper's Table 2: J&W's committed SST outputs (github.com/successar/AttentionExplanation "
@@ -151,7 +152,7 @@ def _jw_snli(data: dict, plan: ReproducePlan, findings: list[dict]) -> list[str]
     P.append("| quantity | published | measured |\n|---|---|---|")
     pl = PUBLISHED_SNLI["lstm"]
     P.append(f"| test micro-F1 (accuracy) | {pl['test_micro_f1']} | {_f((facts or {}).get('test_accuracy'))} |")
-    for key, label in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO)")):
+    for key, label in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO-TVD)")):
         pub_ = " / ".join(f"{m:.2f}±{sd:.2f} ({fs:.2f})" for m, sd, fs in
                           zip(pl[key]["mean"], pl[key]["std"], pl[key]["fraction_significant"]))
         P.append(f"| {label} | {pub_} | {_tau_cell(res, key)} |")
@@ -172,7 +173,7 @@ def _jw_qa(data: dict, plan: ReproducePlan) -> list[str]:
          f"training questions each (J&W: the 10k sets), {plan.qa_epochs} epochs, J&W's bAbI settings (50-d embeddings "
          f"from scratch, H = 30, batch 50), one seed; the J&W battery with ε = 0.05 on the first "
          f"{plan.qa_jw_instances} test questions. Not J&W's data: shown beside their numbers, **not graded**.\n",
-         "| task (generated) | test accuracy (J&W) | τ(attention, gradient) (J&W) | τ(attention, LOO) (J&W) | "
+         "| task (generated) | test accuracy (J&W) | τ(attention, gradient) (J&W) | τ(attention, LOO-TVD) (J&W) | "
          "median permutation ΔTVD | mean ε-max JSD (found) |", "|---|---|---|---|---|---|"]
     for task, item in qa.items():
         res, facts = item.get("results"), item.get("model")
@@ -321,8 +322,9 @@ def _ts_fragility(data: dict, findings: list[dict], figs: _Figures) -> list[str]
     return P
 
 
-def _ts_multilayer(data: dict, plan: ReproducePlan) -> list[str]:
-    """T&Š Table 6 (appendix B): the fragility grid with multi-layer BiLSTMs, one table per depth (not graded)."""
+def _ts_multilayer(data: dict, findings: list[dict], plan: ReproducePlan) -> list[str]:
+    """T&Š Table 6 (appendix B): the fragility grid with multi-layer BiLSTMs, one table per depth, and
+    TS-7's verdict on the base's robustness across depths."""
     from hf_attn.runs.reproduce.plan import layer_counts
 
     layered = data.get("ts_layers")
@@ -349,8 +351,9 @@ def _ts_multilayer(data: dict, plan: ReproducePlan) -> list[str]:
                       if c else "– | – | –")
             P.append(f"| {variant} | {' / '.join(map(str, one)) if one else '–'} | "
                      f"{' / '.join(map(str, many)) if many else '–'} | {cells_} |")
-    P.append("\nNot graded: T&Š call these results 'far from conclusive' and say they 'should be taken "
-             "with a grain of salt'.\n")
+    verdict = _verdict_lines(findings, ["TS-7"])
+    P.append(verdict or "\nNot graded (no multi-layer base measured): T&Š call these results 'far from "
+                        "conclusive'.\n")
     return P
 
 
@@ -441,7 +444,7 @@ def _ts_sections(data: dict, findings: list[dict], figs: _Figures, plan: Reprodu
          f"\n### {TABLE_HEADERS[6]}\n"]
     if not ts:
         return P + [f"\n### {h}\n\nNot measured.\n" for h in TABLE_HEADERS[7:10]]
-    return (P + _ts_fragility(data, findings, figs) + _ts_multilayer(data, plan)
+    return (P + _ts_fragility(data, findings, figs) + _ts_multilayer(data, findings, plan)
             + _ts_mutual_information(data, findings, plan) + _ts_token_probability(data, findings, figs)
             + _ts_adversaries(data, findings, figs, plan))
 

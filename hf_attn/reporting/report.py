@@ -1,7 +1,8 @@
 """Writing a reproduction's report: ``OUT/REPORT.md``, ``OUT/report.json`` and ``OUT/figures``
 (:func:`write_report`), opening with the coverage of the papers' experiments
-(:mod:`~hf_attn.reporting.coverage`), one function per table of a dataset's section (:func:`dataset_section`), and
-the Markdown verdict table (:func:`format_findings_table`).
+(:mod:`~hf_attn.reporting.coverage`), one function per table of a dataset's section (:func:`dataset_section`),
+each corpus section opening with its comparability banner and cells not run, SNLI in its own section
+(:mod:`~hf_attn.reporting.comparability`), and the Markdown verdict table (:func:`format_findings_table`).
 
 The tables' Markdown comes from :mod:`~hf_attn.reporting.paper_sections` (the papers' tables and
 ERASER) and :mod:`~hf_attn.reporting.beyond_sections` (the faithfulness tables, the BERT-family
@@ -21,6 +22,7 @@ from dataclasses import asdict
 from hf_attn.core.io import write_text_atomic
 from hf_attn.runs.reproduce.collect import collect, read_json
 from hf_attn.reporting.across_section import across_section, summary_lines
+from hf_attn.reporting.comparability import with_comparability, with_records
 from hf_attn.reporting.coverage import with_coverage
 from hf_attn.reporting.findings import TOLERANCE, VERDICTS, findings_of_report
 from hf_attn.runs.reproduce.layout import ReproductionLayout
@@ -97,8 +99,11 @@ def _how_paragraph(command: str) -> str:
             + ". Verdicts, from the graded checks (a finding with ungraded checks says how many of its checks "
             "were graded): reproduced = every graded check holds; qualitatively reproduced = every graded claim "
             "holds, a published number is missed; partly reproduced = some claims hold; not reproduced = none "
-            "holds or a precondition of the experiment fails; not measured = nothing could be graded (the "
-            "sentence says why); new measurement = the paper states nothing to grade against.")
+            "holds or a precondition of the experiment fails; undecided = measured, but no check could decide (every "
+            "tolerance too wide, or the value within its tolerance of the claimed threshold; the sentence says "
+            "which); not measured = the numbers the claim needs were not produced (the sentence says why); new "
+            "measurement = the paper states the claim but publishes nothing to grade against; extension = the "
+            "paper ran no such test, so the numbers extend it and cannot reproduce it.")
 
 
 def _summary_line(findings: list[dict]) -> str:
@@ -106,22 +111,38 @@ def _summary_line(findings: list[dict]) -> str:
     return "Verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "."
 
 
+# Findings added to the rules after a report was written, and the text the writer of that time printed
+# where the finding now goes (REPORT.md's section keeps its tables; the finding takes that text's place).
+ADDED_AT = {
+    "TS-7": "Not graded: T&Š call these results 'far from conclusive' and say they 'should be taken with a grain "
+            "of salt'.\n",
+}
+
+
 def regraded_report_md(text: str, old: list[dict], new: list[dict]) -> str:
     """``REPORT.md`` ``text`` with the verdicts of findings ``old`` replaced by ``new`` (e.g.
     :func:`hf_attn.reporting.findings.regrade` of its report.json), each part rendered by the functions
     that write it (:func:`_finding_lines`, :func:`_summary_line`, :func:`_how_paragraph`,
-    :func:`format_findings_table`); the rest of the report (tables, figures, setup) is kept as it is.
-    Raises ValueError when a part of ``old`` is not in ``text``."""
+    :func:`format_findings_table`); the rest of the report (tables, figures, setup) is kept as it is. A
+    finding of ``new`` that ``old`` lacks (a rule added since) takes the place of its :data:`ADDED_AT`
+    text. Raises ValueError when a part of ``old`` is not in ``text``, or a new finding has no place."""
     def swap(text, before, after):
         if text.count(before) != 1:
             raise ValueError(f"not exactly once in REPORT.md: {before[:80]!r}")
         return text.replace(before, after)
 
-    key = [(f.get("dataset"), f["id"]) for f in old]
-    if key != [(f.get("dataset"), f["id"]) for f in new]:
+    before = {(f.get("dataset"), f["id"]): f for f in old}
+    after = [(f.get("dataset"), f["id"]) for f in new]
+    if [k for k in after if k in before] != list(before):
         raise ValueError("the regraded findings are not the report's findings")
-    for o, n in zip(old, new):
-        text = swap(text, "\n".join(_finding_lines(o)) + "\n", "\n".join(_finding_lines(n)) + "\n")
+    for n in new:
+        o = before.get((n.get("dataset"), n["id"]))
+        if o is not None:
+            text = swap(text, "\n".join(_finding_lines(o)) + "\n", "\n".join(_finding_lines(n)) + "\n")
+        elif n["id"] in ADDED_AT:
+            text = swap(text, ADDED_AT[n["id"]], "\n".join(_finding_lines(n)) + "\n")
+        else:
+            raise ValueError(f"{n.get('dataset')} {n['id']} is new to the rules and has no place in REPORT.md")
     text = swap(text, "\n" + _summary_line(old) + "\n", "\n" + _summary_line(new) + "\n")
     text = swap(text, format_findings_table(old), format_findings_table(new))
     start = text.index("Generated by `")
@@ -205,6 +226,7 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
               "stages": stages, "total_stage_seconds": round(total, 1),
               "this_invocation_seconds": round(time.perf_counter() - started, 1) if started else None,
               "tolerances": TOLERANCE, "results": per_dataset, "findings": all_findings, "figures": figures}
+    report = with_records(report)  # each corpus's comparability record (hf_attn.reporting.comparability)
     body = with_coverage("\n".join(_report_head(datasets, plan, all_findings, stages, total, machine, machine_start)),
                          report)
     across = across_section(per_dataset, all_findings)
@@ -212,6 +234,7 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
     body += (f"\n# {TABLE_HEADERS[11]}\n\nEach finding: the sentence of the paper it tests (verbatim), the rule "
              "derived from it, the tolerance and the verdict (the checks and numbers are in the sections above).\n\n")
     body += format_findings_table(all_findings)
+    body = with_comparability(body, report)  # the banners, the cells not run, SNLI in its own section
     report = layout.public(report)
     write_json_atomic(layout.report_json, report)
     write_text_atomic(layout.report_md, layout.public(body))

@@ -126,10 +126,10 @@ def add_options(parser) -> None:
                    help="reference: the authors' code (embedding-layer output masked, null input ids 0, clipped); "
                         "embedding: word embeddings masked, unclipped (default %(default)s)")
     g.add_argument("--faith-soft-draws", type=count(1, limit="draws"), default=table.soft_draws,
-                   help="Bernoulli draws per sentence to start from (default %(default)s)")
+                   help="Bernoulli draws per sentence and method to start from (default %(default)s)")
     g.add_argument("--faith-soft-max-draws", type=count(1, limit="draws"), default=table.soft_max_draws,
-                   help="draws are doubled up to this while a cell's Monte-Carlo standard error is above 0.01 "
-                        "(default %(default)s)")
+                   help="each sentence's draws are doubled up to this while the Monte-Carlo standard error of "
+                        f"its own mean is above {table.soft_stderr:g} (default %(default)s)")
     g.add_argument("--faith-naopc-beam", type=count(0, limit="beam_width"), default=table.naopc_beam,
                    help="NAOPC beam width (default %(default)s, the authors' width; 0: no normalised AOPC)")
     g.add_argument("--faith-naopc-exact-max", type=count(0, EXACT_LIMIT), default=table.naopc_exact_max,

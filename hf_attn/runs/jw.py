@@ -23,6 +23,7 @@ from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings,
                                          instance_analysis_row)
 from hf_attn.core.arguments import check_count, count, finite_float, positive_int
 from hf_attn.core.io import write_jsonl_atomic
+from hf_attn.core.measure_names import JW_MEASURES
 from hf_attn.core.sharding import distributed_world_size, is_main_process
 from hf_attn.runs import Battery, register_battery
 
@@ -163,6 +164,7 @@ def run_pair(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
                        _pair_instance_rows(instances, tokenizer))
     results = {
         "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4 (NLI, QA: §3)",
+        "measure_definitions": JW_MEASURES,  # which leave-one-out: the LOO-TVD
         "model_dir": os.path.abspath(model_dir), "dataset": dataset, "split": settings.split,
         "label_names": label_names, "pair": True,
         "attended": ("passage tokens; query = encoded question" if qa else
@@ -291,6 +293,7 @@ def jw_battery_runner(model_dir: str, output_dir: str, texts=None, labels=None, 
     write_jsonl_atomic(os.path.join(output_dir, "instances.jsonl"), _instance_rows(instances, tokenizer))
     record = {
         "battery": "jw", "paper": "Jain & Wallace 2019, Attention is not Explanation, §4",
+        "measure_definitions": JW_MEASURES,  # which leave-one-out: the LOO-TVD
         "model_dir": os.path.abspath(model_dir) if os.path.isdir(model_dir) else model_dir,
         "dataset": dataset, "split": split, "label_names": label_names, "model": model_block,
         **({"attention_spec": spec} if spec else {}),

@@ -14,8 +14,9 @@ over the papers' models takes each method's exact model-level shortcut):
   attention layers only (with one, rollout is α itself);
 - ``gradient``: |Σ_d ∂ŷ_c/∂e_t,d · e_t,d| on the token embeddings with the explained attention
   detached (J&W Alg. 1; :func:`hf_attn.methods.gradient.attention_fixed_gradient`);
-- ``loo``: TVD(ŷ(x₋t), ŷ(x)) with token t deleted (J&W §4.1;
-  :func:`hf_attn.methods.leave_one_out.deletion_importance`);
+- ``loo``: LOO-TVD, TVD(ŷ(x₋t), ŷ(x)) with token t deleted (J&W §4.1;
+  :func:`hf_attn.methods.leave_one_out.deletion_importance`; not the faithfulness table's LOO-drop,
+  :mod:`hf_attn.core.measure_names`);
 - ``ig`` / ``ig_abs``: integrated gradients (Sundararajan et al. 2017, "Axiomatic Attribution for
   Deep Networks", Eq. 1) of ŷ_c on the units' token embeddings, signed / absolute
   (:func:`integrated_gradients_units`);
@@ -45,6 +46,7 @@ from hf_attn.batteries.eraser.units import (DEFAULT_GRADIENT_TOKEN_BUDGET, DEFAU
                                             framed_eraser_scores)
 from hf_attn.core.batching import length_batches
 from hf_attn.core.io import save_figure_atomic
+from hf_attn.core.measure_names import LOO_TVD, LOO_TVD_DEFINITION
 from hf_attn.methods.eraser import (DEFAULT_FRACTIONS, EraserResult, aopc, batched_probabilities, eraser_scores,
                                     eraser_scores_slow, erasure_variants, rank_tokens, summarize_eraser,
                                     tokens_per_fraction)
@@ -58,11 +60,13 @@ MEASURE_DESCRIPTIONS = {
     "attention": "the explained attention row (J&W §2; for transformers the layer and heads of attention_spec)",
     "rollout": "the explained row of attention rollout (Abnar & Zuidema 2020)",
     "gradient": "|∇ŷ_c · e_t| on the token embeddings, explained attention detached (J&W Alg. 1)",
-    "loo": "leave-one-out TVD(ŷ(x₋t), ŷ(x)), one token deleted (J&W §4.1)",
+    "loo": "LOO-TVD: leave-one-out TVD(ŷ(x₋t), ŷ(x)), one token deleted (J&W §4.1, Alg. 1)",
     "ig": "integrated gradients on the token embeddings, signed (Sundararajan et al. 2017; toward c ranks first)",
     "ig_abs": "|integrated gradients|",
     "random": "uniform random scores (the floor)",
 }
+# the printed name of a measure where its key alone could be read as another measure
+MEASURE_LABELS = {"loo": f"loo ({LOO_TVD})"}
 
 
 def measures_for(adapter) -> tuple[str, ...]:
@@ -437,19 +441,21 @@ def format_eraser_table(results: dict) -> str:
 
     notes = []
     for name, row in results["measures"].items():
-        lines.append(f"| {name} | {number(row['comprehensiveness_aopc'])} ± "
+        lines.append(f"| {MEASURE_LABELS.get(name, name)} | {number(row['comprehensiveness_aopc'])} ± "
                      f"{number(row['comprehensiveness_aopc_stderr'])} "
                      f"| {number(row['sufficiency_aopc'])} ± {number(row['sufficiency_aopc_stderr'])} "
                      f"| {' / '.join(number(v) for v in row['comprehensiveness'])} "
                      f"| {' / '.join(number(v) for v in row['sufficiency'])} |")
         for column, reasons in (row.get("undefined_reasons") or {}).items():
-            notes += [f"- {name} {column}: {count} instance(s) undefined, left out: {reason}"
+            notes += [f"- {MEASURE_LABELS.get(name, name)} {column}: {count} instance(s) undefined, left out: {reason}"
                       for reason, count in reasons.items()]
     if notes:
         lines += ["", "Undefined instances (left out of the column's AOPC and counted):", *notes]
     lines += ["", f"± is the standard error of the mean over the {results.get('num_instances', 'N')} instances "
               "(standard deviation / √N), not a standard deviation; AOPC = mean over the bins (DeYoung et al. "
               "2020, §4)."]
+    if "loo" in results["measures"]:
+        lines.append(f"{LOO_TVD_DEFINITION}.")
     return "\n".join(lines)
 
 
@@ -464,7 +470,8 @@ def write_eraser_figure(results: dict, path: str, title: str = "") -> str:
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharex=True)
     for name, row in results["measures"].items():
         for ax, key in ((axes[0], "comprehensiveness"), (axes[1], "sufficiency")):
-            ax.plot(fractions, [np.nan if v is None else v for v in row[key]], marker="o", label=name)
+            ax.plot(fractions, [np.nan if v is None else v for v in row[key]], marker="o",
+                    label=MEASURE_LABELS.get(name, name))
     for ax, label in zip(axes, ("comprehensiveness ↑ (top-k removed)", "sufficiency ↓ (only top-k kept)")):
         ax.set_xscale("log")
         ax.set_xticks(fractions, [f"{f:g}" for f in fractions])

@@ -15,13 +15,14 @@ Metrics (:mod:`hf_attn.core.faithfulness`):
   §3) as the authors' code computes them (``casszhao/multilingual-faith``,
   ``src/models/bert_components.py`` and ``src/common_code/metrics.py``): each element of a text
   token's vector at the embedding layer's output kept with the token's min–max-normalised importance
-  (sufficiency) or 1 − it (comprehensiveness), normalised by the null input (every input id 0),
+  (sufficiency) or 1 − it (comprehensiveness), normalised by the null input (every input id 0 at
+  the sentence's length; a decoder's read at its last token, where its head reads the sentence),
   clipped to [0, 1]. Special tokens are never masked (the authors' code masks them with their own
-  normalised score). Each sentence draws its masks from a seed of its own tokens, so its value never
-  depends on the other texts, their order or the batch size; the cell's Monte-Carlo standard error
-  is reported and kept under ``soft_stderr`` by adding draws. ``soft_variant="embedding"`` is the
-  other measurement (the word embeddings masked, the text's embeddings zeroed as the null input,
-  unclipped and unbounded);
+  normalised score). Each (sentence, method) draws its masks from a seed of the sentence's tokens
+  and adds draws (doubling, up to ``soft_max_draws``) until the Monte-Carlo standard error of its
+  own mean is within ``soft_stderr``; each cell reports the standard error of its mean and the
+  draws per sentence. ``soft_variant="embedding"`` is the other measurement (the word embeddings
+  masked, the text's embeddings zeroed as the null input, unclipped and unbounded);
 - ``naopc_comprehensiveness`` ↑ / ``naopc_sufficiency`` ↓: normalised AOPC (Edin et al. 2024, §3):
   the AOPC over **every** k = 1..N of deleting the tokens in descending (comprehensiveness) or
   ascending (sufficiency) order of importance, rescaled by the lowest and highest AOPC of any
@@ -29,13 +30,23 @@ Metrics (:mod:`hf_attn.core.faithfulness`):
   beam search (§4, ranked by the AOPC itself) for longer ones, and for the longest the extremes over
   the table's own orderings; the method of each sentence is in ``metric_details["naopc"]``
   (:mod:`hf_attn.core.naopc`; the authors' code: ``JoakimEdin/naopc``, ``aopc/aopc/methods.py``);
-- ``tau_loo`` ↑: Kendall τ-b with leave-one-out (Jain & Wallace 2019, §3);
+- ``tau_loo`` ↑: Kendall τ-b with the ``leave_one_out`` row, the LOO-drop ŷ_c(x) − ŷ_c(x₋t) (Li et
+  al. 2016 §3; the printed label says "τ with LOO-drop"). Not J&W's τ_loo, whose leave-one-out is
+  the LOO-TVD TVD(ŷ(x₋t), ŷ(x)) (Jain & Wallace 2019 §4.1; :mod:`hf_attn.core.measure_names`);
 - ``agreement``: the mean over the other methods of the mean Kendall τ-b with them (Krishna et al.
   2022's rank agreement); the full matrix is :attr:`FaithfulnessResult.agreement`.
 
 Every column reports its mean, interval, median, the sentences it covers and those where it is
 undefined (``undefined``), and for every method a paired Wilcoxon test against the random floor
 (``vs_random``). Rankings let ties share a rank and leave undefined values out.
+
+Per sentence: every per-sentence value — each method's scores (the random floor's drawn from a
+seed of the sentence's own tokens, Kernel SHAP's coalitions too), the ERASER and NAOPC AOPCs and
+bounds, Soft-NC / Soft-NS with their draws, standard errors and null probability, τ with the
+LOO-drop — is a function of the sentence, the model and the settings alone: the same alone, in any
+order, in any batch and beside any other texts, up to float32 rounding where a forward shares a
+batch with other rows (tests/test_faithfulness_per_sentence.py). What depends on the set of texts
+is what summarises it: the cells' means, intervals and paired tests, the agreement matrix.
 
 Sharing: every deletion input (ERASER variants of every method and bin, the NAOPC searches, the
 full inputs) is a token tuple scored once (:class:`_ProbabilityCache`): identical inputs across
@@ -63,7 +74,7 @@ from hf_attn.batteries.faithfulness.inputs import _Instance  # noqa: F401 (re-ex
 from hf_attn.batteries.faithfulness.methods import (MethodRun, attribution_scores,  # noqa: F401 (re-exported)
                                                     length_groups, run_methods)
 from hf_attn.batteries.faithfulness.erasure import erasure_scores, naopc_sizes  # noqa: F401 (re-exported)
-from hf_attn.batteries.faithfulness.soft import _sentence_generator  # noqa: F401 (re-exported)
+from hf_attn.batteries.faithfulness.inputs import _sentence_generator  # noqa: F401 (re-exported)
 from hf_attn.batteries.faithfulness.result import FaithfulnessResult  # noqa: F401 (re-exported)
 from hf_attn.batteries.faithfulness.table import run_faithfulness  # noqa: F401 (re-exported)
 

@@ -61,7 +61,7 @@ class _Drops:
 
 def _cached_leave_one_out(cache, instances, p_full, predicted, pad, empty_refusal: str | None = None
                           ) -> list[np.ndarray]:
-    """Leave-one-out ŷ_c(x) − ŷ_c(x₋t) per text token (Li et al. 2016; the ``leave_one_out`` method's
+    """The LOO-drop ŷ_c(x) − ŷ_c(x₋t) per text token (Li et al. 2016; the ``leave_one_out`` method's
     definition) with every deletion scored through the shared cache, so the ERASER and NAOPC inputs
     that delete one token reuse these forwards. Per instance, over its real positions (0 on specials).
     A one-token text without special tokens is NaN when ``empty_refusal`` says the model has no empty

@@ -4,6 +4,7 @@ their longest text."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +69,26 @@ def _ranks(scores: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(scores), dtype=int)
     ranks[order] = np.arange(len(scores))
     return ranks
+
+
+def _sentence_generator(settings, method: str, tokens: np.ndarray, kind: str, draw: int) -> torch.Generator:
+    """A generator seeded by the sentence's own tokens, ``settings.seed``, the method, the kind of
+    draw and the draw's number, never by the sentence's place in a batch or the other texts: the
+    soft metrics' Bernoulli masks (Zhao & Aletras 2023 §3) and the random floor's scores are each a
+    function of the sentence alone."""
+    return _draw_generator(_sentence_key(settings, method, tokens, kind), draw)
+
+
+def _sentence_key(settings, method: str, tokens: np.ndarray, kind: str) -> list[int]:
+    """The entropy of :func:`_sentence_generator` before the draw's number (computed once per row)."""
+    return [settings.seed, zlib.crc32(method.encode()), zlib.crc32(kind.encode()),
+            zlib.crc32(np.asarray(tokens, dtype=np.int64).tobytes())]
+
+
+def _draw_generator(key: list[int], draw: int) -> torch.Generator:
+    """The generator of draw ``draw`` of the sentence whose :func:`_sentence_key` is ``key``."""
+    material = np.random.SeedSequence(key + [draw])
+    return torch.Generator().manual_seed(int(material.generate_state(1, dtype=np.uint64)[0] >> 1))
 
 
 def _trim(batch, width: int, adapter):

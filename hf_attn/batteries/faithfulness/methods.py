@@ -16,7 +16,7 @@ from hf_attn.adapters.interface import InterventionError
 from hf_attn.core import deadline
 from hf_attn.core.batching import padding_bounded_batches
 from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSettings
-from hf_attn.batteries.faithfulness.inputs import _real_scores, _trim
+from hf_attn.batteries.faithfulness.inputs import _real_scores, _sentence_generator, _trim
 
 
 def _method_function(name: str, settings: FaithfulnessSettings):
@@ -24,12 +24,7 @@ def _method_function(name: str, settings: FaithfulnessSettings):
                                  gradient_x_input, raw_attention, rollout, saliency, value_zeroing)
 
     if name == "random":
-        generator = torch.Generator().manual_seed(settings.seed)
-
-        def random_scores(adapter, batch):
-            scores = torch.rand(batch.input_ids.shape, generator=generator).to(batch.input_ids.device)
-            return torch.where(batch.content, scores, torch.zeros((), device=scores.device))
-        return random_scores
+        return lambda adapter, batch: _random_scores(batch, settings)
     if name in ("kernel_shap", "deeplift"):  # the optional captum extra
         from hf_attn.methods.captum_attributions import captum_attribution, captum_available, deeplift_attribution
 
@@ -52,6 +47,22 @@ def _method_function(name: str, settings: FaithfulnessSettings):
             "attention_norm": attention_norm.attention_norm,
             "alti": alti.alti, "value_zeroing": value_zeroing.value_zeroing,
             "leave_one_out": deletion.leave_one_out_deletion}[name]
+
+
+def _random_scores(batch, settings: FaithfulnessSettings) -> torch.Tensor:
+    """The random floor ``(B, T)``: uniform scores on each row's real positions, drawn from a
+    generator seeded by that row's own tokens and ``settings.seed``
+    (:func:`~hf_attn.batteries.faithfulness.inputs._sentence_generator`), so a sentence's scores are
+    the same alone, in any batch, in any order and beside any other texts; 0 on pads and special
+    tokens."""
+    real = batch.attention_mask.bool().cpu()
+    ids = batch.input_ids.cpu()
+    scores = torch.zeros(ids.shape, dtype=torch.float32)
+    for r in range(len(batch)):
+        generator = _sentence_generator(settings, "random", ids[r][real[r]].numpy(), "scores", 0)
+        scores[r, real[r]] = torch.rand(int(real[r].sum()), generator=generator)
+    scores = scores.to(batch.input_ids.device)
+    return torch.where(batch.content, scores, torch.zeros((), device=scores.device))
 
 
 class _IntegratedGradients:

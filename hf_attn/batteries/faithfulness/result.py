@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from hf_attn.core import faithfulness as fm
-from hf_attn.batteries.faithfulness.settings import ATTENTION_FAMILY, HIGHER_IS_BETTER, METRICS, UNDEFINED
+from hf_attn.batteries.faithfulness.settings import (ATTENTION_FAMILY, HIGHER_IS_BETTER, METHOD_LABELS, METRIC_LABELS,
+                                                     METRICS, UNDEFINED)
+from hf_attn.core.measure_names import FAITHFULNESS_MEASURES, LOO_DROP, LOO_DROP_DEFINITION, LOO_TVD
 
 
 @dataclass
@@ -198,7 +200,7 @@ class FaithfulnessResult:
                          + ", ".join(f"{m} on {k} (p = {p:.2g})" for m, k, p in below) + ".")
         tau = self._mean("attention", "tau_loo")
         if math.isfinite(tau):
-            parts.append(f"Attention's Kendall τ with leave-one-out is {tau:.2f}.")
+            parts.append(f"Attention's Kendall τ with the leave-one-out drop ({LOO_DROP}) is {tau:.2f}.")
         return " ".join(parts)
 
     def _comprehensiveness_claims(self) -> list[str]:
@@ -254,7 +256,8 @@ class FaithfulnessResult:
         :meth:`sentence`."""
         metrics = [m for m in METRICS if any(m in self.table[x] for x in self.methods)]
         arrows = {m: "↑" if HIGHER_IS_BETTER[m] else "↓" for m in metrics}
-        lines = ["| method | " + " | ".join(f"{m} {arrows[m]}" for m in metrics) + " | s / sentence | peak MB / sentence |",
+        lines = ["| method | " + " | ".join(f"{METRIC_LABELS.get(m, m)} {arrows[m]}" for m in metrics)
+                 + " | s / sentence | peak MB / sentence |",
                  "|---" * (len(metrics) + 3) + "|"]
         for method in self.methods:
             cells = []
@@ -270,7 +273,7 @@ class FaithfulnessResult:
                     text += " *"
                 cells.append(text)
             cost = self.cost.get(method, {})
-            lines.append(f"| {method} | " + " | ".join(cells)
+            lines.append(f"| {METHOD_LABELS.get(method, method)} | " + " | ".join(cells)
                          + f" | {cost.get('seconds_per_sentence', math.nan):.4f} | {cost.get('peak_mb_per_sentence', math.nan):.2f} |")
         conf = int(round(100 * self.settings.get("confidence", 0.95)))
         lines += ["", f"{self.num_instances} sentences; [low, high] = {conf} % interval over sentences (Student t); "
@@ -279,6 +282,9 @@ class FaithfulnessResult:
                       f"requested, {self.forwards.get('unique', 0)} unique forwards "
                       f"({100 * self.forwards.get('saved_share', 0.0):.0f} % shared)."]
         lines += [f"- {line}" for line in self.coverage()]
+        if "leave_one_out" in self.methods or "tau_loo" in metrics:
+            lines.append(f"- {LOO_DROP_DEFINITION}: the leave_one_out row, and tau_loo is each method's Kendall "
+                         f"τ-b with it (not J&W's {LOO_TVD}, TVD(ŷ(x₋t), ŷ(x)))")
         lines += self._detail_lines()
         for method, reason in self.skipped.items():
             lines.append(f"- skipped {method}: {reason}")
@@ -289,7 +295,18 @@ class FaithfulnessResult:
         """How the soft metrics, NAOPC and integrated gradients were computed in this run."""
         lines = []
         soft = self.metric_details.get("soft")
-        if soft:
+        if soft and "draws_mean" in soft:  # per-sentence draws (each sentence to its own standard error)
+            target = soft.get("target_stderr", self.settings.get("soft_stderr", math.nan))
+            missed = soft.get("missed_target", 0)
+            errors = (f"; largest standard error of a sentence {soft['max_sentence_stderr']:.3g}, of a cell's mean "
+                      f"{soft['max_mc_stderr']:.3g}" if math.isfinite(soft.get("max_sentence_stderr", math.nan))
+                      else "; no standard error (one draw per sentence)")
+            lines.append(f"- soft metrics ({soft['variant']}): " + (
+                f"Bernoulli draws per sentence and method until the Monte-Carlo standard error of its mean is ≤ "
+                f"{target:g}: {soft['draws_mean']:.1f} on average, at most {soft['draws_max']}" + errors
+                + (f"; {missed} sentence–method pairs stopped at soft_max_draws above the target" if missed else "")
+                if soft.get("draws_max") else "no draws: ŷ(x) ≤ ŷ(null input) on every sentence"))
+        elif soft:  # a result saved before draws were counted per sentence: one count for the whole table
             target = self.settings.get("soft_stderr", 0.01)
             lines.append(f"- soft metrics ({soft['variant']}): {soft['draws']} Bernoulli draws per sentence, largest "
                          f"Monte-Carlo standard error of a cell {soft['max_mc_stderr']:.3g}"
@@ -318,6 +335,13 @@ class FaithfulnessResult:
             lines.append(text)
         return lines
 
+    def measure_definitions(self) -> dict:
+        """What this table's leave-one-out row and column hold (``results.json``'s
+        ``measure_definitions``): the LOO-drop, not J&W's LOO-TVD
+        (:data:`hf_attn.core.measure_names.FAITHFULNESS_MEASURES`)."""
+        present = set(self.methods) | {k for m in self.methods for k in self.table.get(m, {})}
+        return {k: v for k, v in FAITHFULNESS_MEASURES.items() if k in present}
+
     def plot(self, path: str | None = None):
         """Heatmap methods × metrics (each column scaled to [0, 1] with 1 = best, the mean printed);
         saved atomically to ``path`` when given. Returns the figure."""
@@ -341,9 +365,10 @@ class FaithfulnessResult:
                 if np.isfinite(values[i, j]):
                     ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=7,
                             color="white" if (np.isfinite(scaled[i, j]) and scaled[i, j] < 0.5) else "black")
-        ax.set_xticks(range(len(metrics)), [f"{m} {'↑' if HIGHER_IS_BETTER[m] else '↓'}" for m in metrics],
+        ax.set_xticks(range(len(metrics)), [f"{METRIC_LABELS.get(m, m)} {'↑' if HIGHER_IS_BETTER[m] else '↓'}"
+                                            for m in metrics],
                       rotation=35, ha="right", fontsize=8)
-        ax.set_yticks(range(len(self.methods)), self.methods, fontsize=8)
+        ax.set_yticks(range(len(self.methods)), [METHOD_LABELS.get(m, m) for m in self.methods], fontsize=8)
         name = os.path.basename(str(self.model.get("name", "")).rstrip("/"))  # no local path in a figure
         ax.set_title(f"faithfulness, {name} ({self.num_instances} sentences); colour: 1 = best",
                      fontsize=9)
@@ -360,6 +385,7 @@ class FaithfulnessResult:
 
         os.makedirs(directory, exist_ok=True)
         payload = {k: v for k, v in asdict(self).items() if k not in ("attributions", "content", "per_instance")}
+        payload["measure_definitions"] = self.measure_definitions()
         payload["per_instance"] = {m: {k: np.asarray(v, dtype=float).tolist() for k, v in d.items()}
                                    for m, d in self.per_instance.items()}
         arrays = {}
@@ -407,6 +433,8 @@ class FaithfulnessResult:
 def _nan_for_none(value):
     if isinstance(value, dict):
         return {k: _nan_for_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_for_none(v) for v in value]
     return math.nan if value is None else value
 
 

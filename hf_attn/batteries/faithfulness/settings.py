@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hf_attn.core.measure_names import LOO_DROP
 from hf_attn.core.naopc import DEFAULT_BEAM_WIDTH
 from hf_attn.core.numpy_measures import check_number, check_seed, check_whole
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
@@ -22,11 +23,12 @@ METHODS = {
     "gradient_x_input": ("Σ_d e ∂ŷ_c/∂e, signed (Shrikumar et al. 2016)", False),
     "integrated_gradients": ("integrated gradients, signed, zero-embedding baseline (Sundararajan et al. 2017)",
                              False),
-    "leave_one_out": ("ŷ_c(x) − ŷ_c(x₋t), token deleted (Li et al. 2016)", False),
+    "leave_one_out": ("LOO-drop: ŷ_c(x) − ŷ_c(x₋t), the predicted class's probability drop, token deleted "
+                      "(Li et al. 2016 §3, Eq. 1; not J&W's LOO-TVD)", False),
     "kernel_shap": ("Kernel SHAP via captum (Lundberg & Lee 2017), optional extra", False),
     "deeplift": ("DeepLift rescale rule via captum where its hooks reach (Shrikumar et al. 2017), optional extra",
                  False),
-    "random": ("uniform random scores (the floor)", False),
+    "random": ("uniform random scores, seeded by each sentence's own tokens (the floor)", False),
 }
 ATTENTION_FAMILY = ("attention", "rollout", "attention_flow", "attention_norm", "alti", "value_zeroing")
 DEFAULT_METHODS = tuple(METHODS)
@@ -41,7 +43,13 @@ UNDEFINED = {
     "soft_sufficiency": "ŷ(x) ≤ ŷ(null input): the normaliser 1 − S(x, ŷ, 0) is 0",
     "naopc_comprehensiveness": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
     "naopc_sufficiency": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
-    "tau_loo": "fewer than 2 tokens or constant scores", "agreement": "fewer than 2 tokens or constant scores"}
+    "tau_loo": "fewer than 2 tokens or constant scores (of the method or of the LOO-drop)",
+    "agreement": "fewer than 2 tokens or constant scores"}
+# the printed names of a row or column whose key alone could be read as another measure: the
+# leave_one_out row and the tau_loo column are the LOO-drop, never J&W's LOO-TVD
+# (hf_attn.core.measure_names)
+METHOD_LABELS = {"leave_one_out": f"leave_one_out ({LOO_DROP})"}
+METRIC_LABELS = {"tau_loo": f"tau_loo (τ with {LOO_DROP})"}
 SOFT_VARIANTS = ("reference", "embedding")
 # the count settings and their kind of upper bound (hf_attn.core.numpy_measures.COUNT_LIMITS)
 COUNT_SETTINGS = {"ig_steps": "ig_nodes", "ig_max_steps": "ig_nodes", "soft_draws": "draws",
@@ -55,7 +63,8 @@ class FaithfulnessSettings:
     """What :func:`run_faithfulness` computes (module docstring).
 
     ``methods``: names from :data:`METHODS`; ``metrics``: the columns (a subset of :data:`METRICS`;
-    ``tau_loo`` exists only when ``leave_one_out`` is among the methods); ``fractions``: ERASER bins.
+    ``tau_loo``, τ with the LOO-drop, exists only when ``leave_one_out`` is among the methods);
+    ``fractions``: ERASER bins.
 
     Integrated gradients: ``ig_rule`` quadrature (Gauss–Legendre by default) starting from
     ``ig_steps`` nodes; with ``ig_target`` (default 0.01) each sentence's nodes are doubled until its
@@ -71,9 +80,14 @@ class FaithfulnessSettings:
     Soft metrics: ``soft_variant`` ``"reference"`` (default: Zhao & Aletras's code — the mask on the
     embedding layer's output, the null input every id 0, scores clipped to [0, 1]) or
     ``"embedding"`` (the mask on the word embeddings, the null input the text's embeddings zeroed,
-    no clipping); every sentence draws its own Bernoulli masks from a seed of its tokens, ``seed``
-    and the method, ``soft_draws`` of them, doubled while a cell's Monte-Carlo standard error
-    exceeds ``soft_stderr`` and the draws stay within ``soft_max_draws``.
+    no clipping). Per sentence and method: its Bernoulli masks drawn from a seed of its tokens,
+    ``seed`` and the method; ``soft_draws`` of them, doubled while the Monte-Carlo standard error of
+    that sentence's own mean (sd / √draws, Soft-NC or Soft-NS) exceeds ``soft_stderr``, up to
+    ``soft_max_draws``; so a sentence's values and draws are those it has alone. Defaults: a
+    sentence's standard error ≤ 0.05 (at most 0.0025 of Monte-Carlo variance, small beside the
+    spread of soft values across sentences, and a cell's mean over n sentences within 0.05 / √n,
+    0.01 from 25 sentences on); 160 draws always reach it for the clipped values (sd ≤ ½, so
+    sd / √160 < 0.05); start from 10 (the choice and its cost: ``docs/faithfulness.md``).
 
     NAOPC (Edin et al. 2024): ``naopc_beam`` the beam width (default 5, the authors' width:
     :data:`hf_attn.core.naopc.DEFAULT_BEAM_WIDTH`; 0: no NAOPC columns); bounds exact for
@@ -97,8 +111,8 @@ class FaithfulnessSettings:
     ig_max_steps: int = 256
     soft_variant: str = "reference"
     soft_draws: int = 10
-    soft_max_draws: int = 40
-    soft_stderr: float = 0.01
+    soft_max_draws: int = 160
+    soft_stderr: float = 0.05
     naopc_beam: int = DEFAULT_BEAM_WIDTH
     naopc_exact_max: int = 10
     naopc_beam_max: int = 32

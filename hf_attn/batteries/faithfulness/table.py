@@ -18,7 +18,7 @@ from hf_attn.batteries.faithfulness.settings import METHODS, UNDEFINED, Faithful
 from hf_attn.batteries.faithfulness.methods import _PeakMemory, length_groups, run_methods
 from hf_attn.batteries.faithfulness.inputs import _ProbabilityCache, _instances
 from hf_attn.batteries.faithfulness.erasure import _cached_leave_one_out, _erasure, _naopc_columns
-from hf_attn.batteries.faithfulness.soft import _soft_columns
+from hf_attn.batteries.faithfulness.soft import SOFT_COLUMNS, _soft_columns, cell_stderr
 
 
 def _mask_token(adapter) -> int:
@@ -159,9 +159,15 @@ def _erasure_cells(columns: _Columns, inputs: _Inputs, scores: dict, settings: F
 
 def _soft_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, settings: FaithfulnessSettings
                 ) -> dict | None:
-    """Soft-NC / Soft-NS of every method when asked for, each cell with its Monte-Carlo standard error;
-    returns what ``metric_details["soft"]`` records (None: not asked for)."""
-    if not {"soft_comprehensiveness", "soft_sufficiency"} & set(settings.metrics):
+    """Soft-NC / Soft-NS of every method when asked for (Zhao & Aletras 2023 §3), each sentence's value
+    the mean over its own draws, added until its own Monte-Carlo standard error is within
+    ``soft_stderr`` (:func:`~hf_attn.batteries.faithfulness.soft._soft_columns`). Each cell records
+    the Monte-Carlo standard error of its mean over the sentences it covers (``mc_stderr``,
+    √(Σ_i se_i²) / n) and the draws per sentence (``draws_mean``, ``draws_max``); returns what
+    ``metric_details["soft"]`` records (None: not asked for): per method the draws and per column
+    the standard error of every sentence, the null probabilities, the largest standard error of a
+    cell and of a sentence, and the sentences that stopped at ``soft_max_draws`` above the target."""
+    if not set(SOFT_COLUMNS) & set(settings.metrics):
         return None
     if settings.soft_variant == "reference" and not hasattr(adapter, "logits_with_embedding_output"):
         raise ValueError(f"{type(adapter).__name__} cannot reach its model's embedding-layer output "
@@ -170,13 +176,34 @@ def _soft_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, setti
     lengths = np.array([len(i.tokens) for i in inputs.instances])
     soft = _soft_columns(adapter, inputs.full_batch, inputs.instances, inputs.groups, lengths, scores, methods,
                          inputs.predicted, inputs.p_full, settings)
+    cells, missed = {}, 0
+    wanted = [c for c in SOFT_COLUMNS if c in settings.metrics]
     for method in methods:
+        draws = soft["draws"][method]
+        drawn = draws > 0
         for metric, values in soft["columns"][method].items():
             columns.add(method, metric, values)
-            columns.table[method][metric]["mc_stderr"] = soft["stderr"][(method, metric)]
-            columns.table[method][metric]["draws"] = soft["draws"]
-    return {"variant": settings.soft_variant, "draws": soft["draws"], "seconds": soft["seconds"],
-            "max_mc_stderr": max(soft["stderr"].values()), "null_probability": soft["null"].tolist()}
+            covered = np.isfinite(columns.per_metric[method][metric])
+            cells[(method, metric)] = cell_stderr(soft["stderr"][method][metric][covered])
+            columns.table[method][metric] |= {
+                "mc_stderr": cells[(method, metric)],
+                "draws_mean": float(draws[covered].mean()) if covered.any() else math.nan,
+                "draws_max": int(draws[covered].max()) if covered.any() else 0}
+        errors = np.stack([soft["stderr"][method][c] for c in wanted])
+        missed += int((drawn & (errors > settings.soft_stderr).any(0)).sum())  # NaN (one draw): not estimated
+    every_draws = np.concatenate([soft["draws"][m][soft["draws"][m] > 0] for m in methods])
+    sentence_errors = np.concatenate([soft["stderr"][m][c] for m in methods for c in wanted])
+    finite = [v for (_, c), v in cells.items() if c in wanted and math.isfinite(v)]
+    return {"variant": settings.soft_variant, "seconds": soft["seconds"], "target_stderr": settings.soft_stderr,
+            "draws_mean": float(every_draws.mean()) if len(every_draws) else math.nan,
+            "draws_max": int(every_draws.max()) if len(every_draws) else 0,
+            "missed_target": missed, "forwards": soft["forwards"],
+            "max_mc_stderr": max(finite) if finite else math.nan,
+            "max_sentence_stderr": float(np.nanmax(sentence_errors)) if np.isfinite(sentence_errors).any()
+            else math.nan,
+            "draws": {m: soft["draws"][m].tolist() for m in methods},
+            "stderr": {m: {c: soft["stderr"][m][c].tolist() for c in SOFT_COLUMNS} for m in methods},
+            "null_probability": soft["null"].tolist()}
 
 
 def _naopc_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, settings: FaithfulnessSettings
@@ -208,8 +235,9 @@ def _content_matrix(rows: list, masks: list) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _agreement_cells(columns: _Columns, scores: dict, masks: list, settings: FaithfulnessSettings) -> dict:
-    """The rank agreement (mean Kendall τ-b) of every pair of methods; per method τ with leave-one-out
-    (``tau_loo``) and its mean agreement with the others (``agreement``). Returns the full matrix."""
+    """The rank agreement (mean Kendall τ-b) of every pair of methods; per method τ with the
+    leave-one-out drop, the LOO-drop (``tau_loo``), and its mean agreement with the others
+    (``agreement``). Returns the full matrix."""
     methods = list(scores)
     dense = {m: _content_matrix(scores[m], masks) for m in methods}
     agreement: dict = {a: {} for a in methods}

@@ -18,8 +18,9 @@ model-level shortcut (hand-written BiLSTM backward, partial reruns, the closed-f
 cached states):
 
 - gradient (Alg. 1, :func:`hf_attn.methods.gradient.attention_fixed_gradient`);
-- leave-one-out (:func:`hf_attn.methods.leave_one_out.deletion_importance`);
-- Kendall τ of attention vs gradient / LOO and gradient vs LOO with
+- leave-one-out as LOO-TVD, TVD(ŷ(x₋t), ŷ(x)) (§4.1, :func:`hf_attn.methods.leave_one_out.deletion_importance`;
+  not the faithfulness table's LOO-drop, :mod:`hf_attn.core.measure_names`);
+- Kendall τ of attention vs gradient / LOO-TVD and gradient vs LOO-TVD with
   :data:`hf_attn.batteries.jw.summary.TIE_TOLERANCE`; for models with more than one layer also the
   τ of attention vs rollout (Abnar & Zuidema 2020) and τ per layer;
 - permutation (Alg. 2, :func:`hf_attn.methods.permutation.permuted_attention_tvd`);
@@ -254,7 +255,7 @@ def jw_summary(instances: JWInstances, settings: JWSettings, total: float, timin
 
 
 def _per_layer(instances: JWInstances, settings: JWSettings, num_layers: int) -> list[dict]:
-    """Mean τ of each layer's explained row against the gradient and leave-one-out."""
+    """Mean τ of each layer's explained row against the gradient and LOO-TVD."""
     from hf_attn.batteries.jw.summary import kendall_per_instance
 
     per_layer = []

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, permutation_summary
+from hf_attn.core.measure_names import LOO_TVD, LOO_TVD_DEFINITION
 from hf_attn.methods.adversary import AdversaryResult
 
 
@@ -225,7 +226,7 @@ class JWInstances:
     predictions: np.ndarray | None = None  # (N,)
     attention: list = field(default_factory=list)  # (L,)
     gradient: list = field(default_factory=list)  # (L,)
-    loo: list = field(default_factory=list)  # (L,), NaN for single-token instances
+    loo: list = field(default_factory=list)  # (L,) LOO-TVD, TVD(ŷ(x₋t), ŷ(x)); NaN for single-token instances
     permutation_tvd: np.ndarray | None = None  # (N, P)
     adversary_attention: list = field(default_factory=list)  # (k, L)
     adversary_probabilities: np.ndarray | None = None  # (N, k, C)
@@ -313,8 +314,8 @@ def instance_fields(per_row: list[dict]) -> dict:
 def battery_summary(instances, lengths: np.ndarray, settings: JWSettings, total: float,
                     timings: dict[str, float]) -> dict:
     """Summary of a finished battery from its per-instance results (sets
-    ``instances.predictions``): Table 2 per predicted class (τ of attention vs gradient / LOO and
-    gradient vs LOO, values within ``settings.tie_tolerance`` tied first), permutation and
+    ``instances.predictions``): Table 2 per predicted class (τ of attention vs gradient / LOO-TVD and
+    gradient vs LOO-TVD, values within ``settings.tie_tolerance`` tied first), permutation and
     adversary summaries, timings. Shared by the single-sequence and the sentence-pair batteries.
 
     Instances with fewer than 2 tokens are skipped alike by all five statistics (no τ; a single
@@ -388,8 +389,8 @@ def format_summary(results: dict) -> str:
     names = results.get("label_names") or [str(c) for c in range(s["num_classes"])]
     lines = [f"J&W battery: {results['model_dir']} [{results['split']}], {s['num_instances']} instances"
              + (f", accuracy {s['accuracy']:.3f}" if "accuracy" in s else "")]
-    for key, title in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", "τ(attention, LOO)"),
-                       ("tau_gradient_loo", "τ(gradient, LOO)")):
+    for key, title in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", f"τ(attention, {LOO_TVD})"),
+                       ("tau_gradient_loo", f"τ(gradient, {LOO_TVD})")):
         parts = [f"{names[int(c)]}: {_fmt(v['mean'])}±{_fmt(v['std'], 2)} sig {_fmt(v['fraction_significant'], 2)}"
                  f" (n={v['count']}, skipped {v['skipped']})" for c, v in s[key]["per_class"].items()]
         lines.append(f"  {title:24s} " + "; ".join(parts))
@@ -399,4 +400,5 @@ def format_summary(results: dict) -> str:
         f"{names[int(c)]}: mean {_fmt(v['mean'])} feasible {_fmt(v['fraction_feasible'], 2)}"
         for c, v in s["adversary"]["per_class"].items()))
     lines.append("  seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in s["seconds"].items()))
+    lines.append(f"  {LOO_TVD_DEFINITION}")
     return "\n".join(lines)

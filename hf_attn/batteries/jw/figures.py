@@ -175,11 +175,11 @@ def write_jw_figures(instances, summary: dict, output_dir: str, tokenizer, class
             "Kendall τ (attention, gradient)", f"τ_g{suffix}", class_names),
         "fig2_tau_loo": class_histograms(
             summary["tau_loo"]["tau"], predictions, os.path.join(output_dir, "fig2_tau_loo.png"),
-            "Kendall τ (attention, leave-one-out)", f"τ_loo{suffix}", class_names),
+            "Kendall τ (attention, LOO-TVD: TVD(ŷ(x₋t), ŷ(x)))", f"τ_loo{suffix}", class_names),
         "fig2_tau_gradient_loo": class_histograms(
             summary["tau_gradient_loo"]["tau"], predictions,
             os.path.join(output_dir, "fig2_tau_gradient_loo.png"),
-            "Kendall τ (gradient, leave-one-out)", f"τ(g, loo){suffix}", class_names),
+            "Kendall τ (gradient, LOO-TVD: TVD(ŷ(x₋t), ŷ(x)))", f"τ(g, LOO-TVD){suffix}", class_names),
         "fig3_permutation": violins_by_max_attention(
             summary["permutation"]["median_tvd"], max_attention, predictions,
             os.path.join(output_dir, "fig3_permutation.png"), "median output difference Δŷ_med",
@@ -223,7 +223,7 @@ def pick_example(instances, min_length: int = 8, max_length: int = 24):
 
 
 def per_layer_figure(summary: dict, path: str, title: str = "") -> str:
-    """τ(attention, gradient) and τ(attention, LOO) per layer ([CLS] row, head mean), with the
+    """τ(attention, gradient) and τ(attention, LOO-TVD) per layer ([CLS] row, head mean), with the
     rollout's τ as dashed lines; saved atomically."""
     import matplotlib
 
@@ -236,9 +236,9 @@ def per_layer_figure(summary: dict, path: str, title: str = "") -> str:
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
     ax.plot(layers, [e["tau_gradient"] for e in summary["per_layer"]], "o-", color="#2980b9",
             label="τ(attention, gradient)")
-    ax.plot(layers, [e["tau_loo"] for e in summary["per_layer"]], "s-", color="#c0392b", label="τ(attention, LOO)")
+    ax.plot(layers, [e["tau_loo"] for e in summary["per_layer"]], "s-", color="#c0392b", label="τ(attention, LOO-TVD)")
     for key, color, label in (("tau_rollout_gradient", "#2980b9", "τ(rollout, gradient)"),
-                              ("tau_rollout_loo", "#c0392b", "τ(rollout, LOO)")):
+                              ("tau_rollout_loo", "#c0392b", "τ(rollout, LOO-TVD)")):
         mean = summary[key]["overall"]["mean"]
         if mean is not None and np.isfinite(mean):  # None when every instance's τ is undefined (all tied)
             ax.axhline(mean, color=color, ls="--", lw=1, label=label)

@@ -1,6 +1,7 @@
 """Agreement of two per-token attributions of the same inputs: Kendall tau-b per instance (with
-leave-one-out as the reference: "tau with LOO", Jain & Wallace 2019 sec. 3) and top-k feature
-agreement (Krishna et al. 2022, "The Disagreement Problem in Explainable Machine Learning",
+leave-one-out as the reference: "tau with LOO", Jain & Wallace 2019 sec. 4.1, whose leave-one-out
+is the LOO-TVD; hf_attn's faithfulness table uses the LOO-drop, the predicted class's probability
+drop) and top-k feature agreement (Krishna et al. 2022, "The Disagreement Problem in Explainable Machine Learning",
 sec. 3.1), means with 95 % intervals. Model-free (NumPy and SciPy only): the same numbers as
 ``hf_attn.core.faithfulness.rank_agreement`` / ``top_k_agreement``; an undefined value is None with
 its reason (``report_undefined`` of ``_hf_attn_measures.py``, shipped beside this script)."""
@@ -14,7 +15,7 @@ import scipy.stats
 from ._hf_attn_measures import report_undefined
 
 _DESCRIPTION = """How similarly two explanation methods rank the tokens of each input (e.g. captum's
-Kernel SHAP against hf_attn's leave-one-out). Per instance: Kendall tau-b between the two score
+Kernel SHAP against hf_attn's leave-one-out drop, LOO-drop). Per instance: Kendall tau-b between the two score
 lists (ties handled as tau-b; undefined for fewer than 2 tokens or a constant list, left out and
 counted) and the top-k agreement |top-k(a) & top-k(b)| / k with k = ceil(fraction * n), ties broken
 by position (earlier first)."""

@@ -24,7 +24,7 @@ demo = gr.Interface(
     inputs=[gr.Textbox(label="JSON with attention, importance, predictions", value=EXAMPLE, lines=6), gr.Number(label="alpha", value=0.05)],
     outputs=gr.JSON(label="jw_correlation"),
     title="JW Correlation (Jain & Wallace 2019)",
-    description="Kendall τ between attention and gradient / leave-one-out importance per predicted class (Jain & Wallace 2019, Table 2, Fig. 2).")
+    description="Kendall τ between attention and gradient / leave-one-out (LOO-TVD) importance per predicted class (Jain & Wallace 2019, Table 2, Fig. 2).")
 
 if __name__ == "__main__":
     demo.launch()

@@ -1,5 +1,5 @@
 """Jain & Wallace 2019 Table 2 / Fig. 2: Kendall τ between attention and a feature-importance
-measure (gradient or leave-one-out), per predicted class. Thin wrapper over
+measure (gradient or leave-one-out as LOO-TVD), per predicted class. Thin wrapper over
 ``correlation_summary`` of ``_hf_attn_measures.py``, shipped beside this script: the NumPy copy of
 ``hf_attn.batteries.jw.summary.correlation_summary``, so the module runs without hf_attn."""
 
@@ -17,14 +17,15 @@ TAU_UNDEFINED = "Kendall τ is undefined for fewer than 2 tokens, a constant ran
 
 _DESCRIPTION = """Per instance, Kendall τ-b (with scipy's p-value) between two rankings of its tokens,
 usually the attention weights and a feature-importance score (gradient × input with attention
-detached, τ_g, or leave-one-out output change, τ_loo; J&W §4.1, Alg. 1). Summarised per predicted
+detached, τ_g, or the leave-one-out output change LOO-TVD = TVD(y(x without t), y(x)), τ_loo; J&W
+sec. 4.1, Alg. 1). Summarised per predicted
 class: mean ± std of τ, fraction of instances with p < alpha, and instances skipped because τ is
 undefined (fewer than 2 tokens, a constant ranking, or a missing value)."""
 
 _KWARGS = """
 Args:
     attention: per instance, a (tokens,) list (first ranking, e.g. attention weights).
-    importance: per instance, a (tokens,) list of the same length (e.g. gradient or LOO scores;
+    importance: per instance, a (tokens,) list of the same length (e.g. gradient or LOO-TVD scores;
         None/NaN marks an undefined value: the instance is skipped).
     predictions: predicted class id per instance.
     alpha: significance level (default 0.05).

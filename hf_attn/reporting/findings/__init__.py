@@ -4,7 +4,9 @@ A finding is a small table of checks (:class:`Check`): (id, paper, the quoted se
 the rule derived from them, the tolerance from the seed spread measured in this report, the measured
 and published values, the verdict, :func:`verdict_of`). Every quote is verbatim from the paper texts in
 shared/papers beside the checkout (published.QUOTES; tests/test_verdicts.py checks it). Where a paper
-states nothing to grade against, the verdict is "new measurement".
+states nothing to grade against, the verdict is "new measurement"; where it ran no such test (ERASER,
+J&W's per-instance adversary on the T&Š models, a corpus W&P did not run), "extension": the checks are
+shown, they extend the paper and cannot reproduce it.
 
 Tolerances: a difference is real when it exceeds Z = 2 standard errors of the difference, the
 standard errors computed from the spread over seeds measured in this very report (std over the
@@ -19,14 +21,17 @@ figure J&W released), and each finding records them in ``published_source``.
 
 Checks that can fail: a check against a published value or a threshold is graded only when its
 tolerance is narrow enough to decide it — an F1 within ±:data:`MAX_F1_TOLERANCE`; otherwise at most
-:data:`MAX_RELATIVE_TOLERANCE` of the published scale the check decides on (JW-5 and the numbers of
-JW-2 / JW-3: the contrast J&W draw between their BiLSTM and the value they call very high; JW-7:
-J&W's value itself; WP-1: W&P's SST Table 3 gap between attention and uniform guides). A pass on a
+:data:`MAX_RELATIVE_TOLERANCE` of the published scale the check decides on (JW-5 and every check of
+JW-2 / JW-3, significance and "modest" included: the contrast J&W draw between their BiLSTM and the
+value they call very high, or between their BiLSTM's and Average encoder's significant fractions;
+JW-4: J&W's gap itself; JW-7: J&W's value itself; WP-1: half W&P's SST "large drop", Table 3 BASE LSTM − ADVERSARY guide, within the F1
+cap; WP-3's numbers: half the gap between the guide's Table 3 F1 and the nearest other guide's). A pass on a
 wider tolerance would pass values far off, so it is not graded and says why; a miss beyond even the
 wide tolerance stands (it is a miss whatever the spread).
 
 Near a threshold: a claim that places a value on one side of a threshold drawn from the papers'
-numbers (JW-2 / JW-3 "modest" and "weak significance", WP-5 "difficult to surpass seed variance")
+numbers (JW-2 / JW-3 "modest" and "weak significance", WP-5 an adversary beyond the seed models'
+variance, WP-3 BASE LSTM above UNIFORM, TS-7 a smaller F1 change at the deeper BiLSTM)
 holds only when the value is beyond the tolerance on the claimed side, fails beyond it on the other
 side, and is not decided (``holds`` None) within it. A claim of an effect (a difference from a
 reference, e.g. T&Š's regularised models vs base) holds only when the difference exceeds the
@@ -36,7 +41,7 @@ Verdicts (:func:`verdict_of`) are computed from the graded checks only; the chec
 graded are listed in the sentence and counted in ``graded`` ([graded, all]), which the report prints
 beside the verdict ("3 of 4 checks graded").
 
-One function per finding (``_finding_jw1`` … ``_finding_ts6``, ``_findings_eraser``), one module per
+One function per finding (``_finding_jw1`` … ``_finding_ts7``, ``_findings_eraser``), one module per
 paper (:mod:`~hf_attn.reporting.findings.jw`, :mod:`~hf_attn.reporting.findings.wp`,
 :mod:`~hf_attn.reporting.findings.ts`, :mod:`~hf_attn.reporting.findings.eraser`) over the checks and
 verdict rules of :mod:`~hf_attn.reporting.findings.checks`, listed in :data:`FINDINGS` in report order;
@@ -56,7 +61,7 @@ from hf_attn.reporting.findings.jw_snli import _finding_jws1, _finding_jws2, _fi
 from hf_attn.reporting.findings.jw_variants import _finding_jw9, _finding_jw10
 from hf_attn.reporting.findings.wp import _finding_wp1, _finding_wp2, _finding_wp3, _finding_wp4, _finding_wp5
 from hf_attn.reporting.findings.ts import (_finding_ts1, _finding_ts2a, _finding_ts2d, _finding_ts3, _finding_ts4,
-                                           _finding_ts5, _finding_ts6)
+                                           _finding_ts5, _finding_ts6, _finding_ts7)
 from hf_attn.reporting.findings.eraser import _findings_eraser
 
 # Every finding builder in report order: ``builder(data)`` → a finding, None (not measurable on these
@@ -69,7 +74,7 @@ FINDINGS = (
     ("WP-1", _finding_wp1), ("WP-2", _finding_wp2), ("WP-3", _finding_wp3), ("WP-4", _finding_wp4),
     ("WP-5", _finding_wp5),
     ("TS-1", _finding_ts1), ("TS-2a", _finding_ts2a), ("TS-2d", _finding_ts2d), ("TS-3", _finding_ts3),
-    ("TS-4", _finding_ts4), ("TS-5", _finding_ts5), ("TS-6", _finding_ts6),
+    ("TS-4", _finding_ts4), ("TS-5", _finding_ts5), ("TS-6", _finding_ts6), ("TS-7", _finding_ts7),
     ("ER-<cell>", _findings_eraser),
 )
 

@@ -23,7 +23,14 @@ TOLERANCE = {"z": 2.0,
                        "tolerance exceeds half the published scale it decides on; a claim within its tolerance of "
                        "a threshold is not decided; verdicts count graded checks only"}
 VERDICTS = ("reproduced", "qualitatively reproduced", "partly reproduced", "not reproduced",
-            "not measured", "new measurement")
+            "undecided", "not measured", "new measurement", "extension")
+# The verdicts that grade a paper's claim against our numbers; the others say why none is given:
+# "undecided" (measured, but no check could decide: every tolerance too wide, or the value within its
+# tolerance of the claimed threshold), "not measured" (the numbers the claim needs were not produced),
+# "new measurement" (the paper states the claim but publishes nothing to grade against) and
+# "extension" (the paper ran no such test: our numbers extend it, they cannot reproduce it).
+REPRODUCTION_VERDICTS = VERDICTS[:4]
+UNGRADED_VERDICTS = VERDICTS[4:]
 Z = 2.0  # standard errors of a difference that make it real (TOLERANCE["z"])
 
 # A number check must be able to fail: when the seed spread makes the tolerance of an F1 wider than
@@ -47,13 +54,13 @@ class Check:
     detail: str
 
 
-def verdict_of(checks: list[Check]) -> str:
+def verdict_of(checks: list[Check], measured: bool = False) -> str:
     """The verdict of a list of checks, from the graded ones only (``holds`` not None): a check that
     could not be graded neither helps nor hurts, and the finding says how many were graded.
 
     * any graded gate fails → "not reproduced";
-    * no claim or number graded → "not measured" (the sentence says why: not run, or every tolerance
-      too wide to decide);
+    * no claim or number graded → "undecided" when the numbers were ``measured`` (every tolerance too
+      wide, or every value within its tolerance of the threshold), else "not measured";
     * every graded claim and number holds → "reproduced";
     * every graded claim holds (at least one) but a graded published number is missed → "qualitatively
       reproduced";
@@ -66,7 +73,7 @@ def verdict_of(checks: list[Check]) -> str:
     claims = [c for c in graded if c.kind == "claim"]
     numbers = [c for c in graded if c.kind == "number"]
     if not claims + numbers:
-        return "not measured"
+        return "undecided" if measured else "not measured"
     if all(c.holds for c in claims + numbers):
         return "reproduced"
     if claims and all(c.holds for c in claims):
@@ -74,6 +81,19 @@ def verdict_of(checks: list[Check]) -> str:
     if any(c.holds for c in (claims or numbers)):
         return "partly reproduced"
     return "not reproduced"
+
+
+def has_numbers(measured) -> bool:
+    """Does a finding's ``measured`` record hold at least one number (a finite value anywhere in it)?"""
+    if isinstance(measured, dict):
+        return any(has_numbers(v) for v in measured.values())
+    if isinstance(measured, (list, tuple)):
+        return any(has_numbers(v) for v in measured)
+    if isinstance(measured, bool) or measured is None:
+        return False
+    if isinstance(measured, (int, float, np.integer, np.floating)):
+        return math.isfinite(float(measured))
+    return False
 
 
 def graded_count(checks: list[Check]) -> list[int]:
@@ -99,7 +119,7 @@ def _graded(fid, paper, claim, checks, rule, tolerance, published=None, measured
     """A finding whose verdict follows from its graded checks; the sentence lists every check (✓ holds,
     ✗ fails, "(not graded)"), how many were graded when some were not, and, when the claim is not (fully)
     reproduced, a ``cause`` (only one a committed record measures)."""
-    verdict = verdict_of(checks)
+    verdict = verdict_of(checks, measured=has_numbers(measured))
     body = "; ".join(f"{c.detail} {'✓' if c.holds else '✗' if c.holds is not None else '(not graded)'}"
                      for c in checks)
     n, total = graded_count(checks)
@@ -107,6 +127,19 @@ def _graded(fid, paper, claim, checks, rule, tolerance, published=None, measured
     tail = f". {cause}" if cause and verdict in ("not reproduced", "partly reproduced") else ""
     return _finding(fid, paper, claim, verdict, f"{lead}{body}{count}{tail} — {verdict}.", published, measured,
                     rule, tolerance, checks, published_source)
+
+
+def _ungraded(fid, paper, claim, verdict, checks, why, rule, tolerance, published=None, measured=None, lead="",
+              published_source=None) -> dict:
+    """A finding the paper gives nothing to reproduce with — ``verdict`` "extension" (the paper ran no
+    such test) or "new measurement" (the paper makes no claim for these numbers) — whose checks are
+    still shown (✓ / ✗ / "(not graded)") and do not make a reproduction verdict; ``why`` says which."""
+    assert verdict in UNGRADED_VERDICTS, verdict
+    body = "; ".join(f"{c.detail} {'✓' if c.holds else '✗' if c.holds is not None else '(not graded)'}"
+                     for c in checks)
+    body = f"{body}. " if body else ""
+    return _finding(fid, paper, claim, verdict, f"{lead}{body}{why} — {verdict}.", published, measured, rule,
+                    tolerance, checks, published_source)
 
 
 def _src(key: str) -> str:
@@ -127,8 +160,9 @@ def _capped(name: str, kind: str, holds, detail: str, tol: float | None, cap: fl
     if tol is None or holds is None:
         return Check(name, kind, None, f"{detail}: no tolerance (no seed spread)" if tol is None else detail)
     if tol > cap and holds:
-        return Check(name, kind, None, f"{detail}: tolerance ±{tol:.3f} wider than ±{cap:.3f} ({scale_name}), "
-                                       "too wide for a pass to decide")
+        digits = 3 if cap >= 0.01 else 4
+        return Check(name, kind, None, f"{detail}: tolerance ±{tol:.{digits}f} wider than ±{cap:.{digits}f} "
+                                       f"({scale_name}), too wide for a pass to decide")
     return Check(name, kind, holds, detail)
 
 

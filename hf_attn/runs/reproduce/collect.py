@@ -83,7 +83,7 @@ def _bert_family(paths: dict) -> dict:
 
 # what the report keeps of a faithfulness table's results.json (not the per-sentence values and texts)
 FAITHFULNESS_KEYS = ("methods", "table", "cost", "skipped", "agreement", "settings", "model", "num_instances",
-                     "forwards")
+                     "forwards", "measure_definitions")
 
 
 def _faithfulness(folder: str | None) -> dict | None:

@@ -5,7 +5,7 @@ dataset's data comes from (:func:`dataset_source`, :func:`snli_folder`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -25,6 +25,19 @@ CORPUS_PLANS = {
              "ts_fig1_lambdas": (0.01, 0.1), "jw_max_instances": 500, "eraser_max_instances": 200,
              "jw_extra_models": (), "ts_tying_deltas": (10.0,), "ts_mlm_weights": (1.0,)},
 }
+# Why a corpus plan reduces the SST plan (the report's list of cells not run gives it beside each setting).
+CORPUS_PLAN_REASONS = {
+    "imdb": "IMDB's reviews are long: the SST plan on all of it would take days of CPU time on a 2-core machine",
+}
+# The T&Š grid on every corpus but SST (``ReproducePlan.for_dataset``): T&Š Table 1's four variants with
+# additive attention. T&Š publish the dot-attention and residual cells of AG News and IMDB too; the
+# default plan leaves them out to save CPU time, and says so (OTHER_CORPORA_REASON) in the report.
+OTHER_CORPORA_PLAN = {"ts_variants": ("base", "concat", "tying", "mlm"), "ts_attentions": ("additive",)}
+OTHER_CORPORA_REASON = ("the default plan runs T&Š's dot attention and residual variant on SST only, to save CPU "
+                        "time (no option runs them on another corpus)")
+# Stages the pipeline runs for SST only (hf_attn.reproduce.pipeline.STAGES): J&W's NLI and QA rows, T&Š
+# Table 6, the faithfulness table and the BERT-family section
+SST_ONLY_STAGES = ("snli", "qa", "ts_layers", "faithfulness", "bert_family")
 # The AG News CSV is not bundled: --agnews-path, else this environment variable (no machine path as a default).
 AGNEWS_PATH_ENV = "HF_ATTN_AGNEWS_PATH"
 
@@ -180,6 +193,18 @@ class ReproducePlan:
             plan = replace(plan, wp_seeds=wp_seeds)
         return plan
 
+    @classmethod
+    def from_record(cls, record: dict) -> "ReproducePlan":
+        """The plan a report.json recorded (its ``plan``: lists back to tuples, the BERT-family section
+        back to a :class:`BertFamilyPlan`); fields the record lacks keep their defaults."""
+        def tuples(value):
+            return tuple(tuples(v) for v in value) if isinstance(value, list) else value
+
+        names = {f.name for f in fields(cls)} - {"bert_family"}
+        section = record.get("bert_family")
+        return cls(**{k: tuples(v) for k, v in record.items() if k in names},
+                   bert_family=BertFamilyPlan(**section) if section else None)
+
     def with_bert_family(self, model_dir: str | None = None, instances: int | None = None,
                          base_model: str | None = None) -> "ReproducePlan":
         """This plan with the BERT-family section (``--bert-family``): MiniLM fine-tuned on SST, or the
@@ -197,17 +222,16 @@ class ReproducePlan:
         return replace(self, bert_family=section)
 
     def for_dataset(self, dataset: str) -> "ReproducePlan":
-        """The plan of one corpus: AG News and IMDB get the T&Š cells with published AG/IMDB numbers
-        only, and the corpus's :data:`CORPUS_PLANS` entry (IMDB: a seeded subset and fewer seeds on a
-        2-core machine; ``full_corpora`` keeps the whole corpus)."""
+        """The plan of one corpus: AG News and IMDB get T&Š Table 1's four variants with additive
+        attention only (:data:`OTHER_CORPORA_PLAN`), and the corpus's :data:`CORPUS_PLANS` entry (IMDB: a
+        seeded subset and fewer seeds on a 2-core machine; ``full_corpora`` keeps the whole corpus)."""
         if dataset in self.quick_datasets and not self.quick:
             quick = ReproducePlan.for_mode(True, None, None)
             return replace(quick, bert_family=self.bert_family, snli_path=self.snli_path,
                            quick_datasets=self.quick_datasets)
         if dataset == "sst" or self.quick:
             return self
-        plan = replace(self, ts_variants=("base", "concat", "tying", "mlm"), ts_attentions=("additive",),
-                       eraser_max_instances=self.eraser_max_instances or 500)
+        plan = replace(self, **OTHER_CORPORA_PLAN, eraser_max_instances=self.eraser_max_instances or 500)
         changes = dict(CORPUS_PLANS.get(dataset, {}))
         if self.full_corpora:
             changes.pop("subset_sizes", None)
