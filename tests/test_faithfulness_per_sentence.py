@@ -162,3 +162,20 @@ def test_captum_methods_score_a_sentence_the_same_alone_and_in_a_crowd(name):
         for metric in ("comprehensiveness", "sufficiency"):
             assert alone.per_instance[method][metric][0] == pytest.approx(among.per_instance[method][metric][at],
                                                                           abs=ATOL)
+
+
+def test_kernel_shap_leaves_the_global_generator_as_it_found_it():
+    """Kernel SHAP seeds captum's draws per sentence inside ``fork_rng``: the caller's torch generator
+    state is the same after the call."""
+    pytest.importorskip("captum")
+    import torch
+
+    from hf_attn import Explainer
+
+    model, tokenizer = tiny_classifier("bert")
+    explainer = Explainer(model, tokenizer, device="cpu")
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    explainer.attributions([SENTENCE, "a dull plot"], methods=["kernel_shap"], shap_samples=16)
+    assert torch.equal(torch.rand(3), expected)

@@ -102,16 +102,18 @@ def _sample(adapter, batch, method, embeddings, baseline, target_class, n_sample
     """Kernel SHAP / Shapley value sampling of each instance of ``batch`` into ``out`` (in place).
     captum samples from torch's global generator; it is seeded per instance from ``seed`` and the
     instance's tokens (:func:`_sentence_seed`), so an instance's coalitions are the same alone, in any
-    batch and in any order."""
+    batch and in any order, inside ``torch.random.fork_rng`` so the caller's generator state is kept."""
     for i in range(len(batch)):  # captum's sampling methods take one instance at a time
         deadline.check()  # a time budget, if one is set (hf_attn.core.deadline)
         # the instance on its own positions: a batch's padding would be one more feature to sample
         real = batch.attention_mask[i].bool()
         one = batch.select([i]).trimmed(int(real.sum()), left=bool(batch.attention_mask[i, -1]))
-        torch.manual_seed(_sentence_seed(seed, one.input_ids[0]))
         row = torch.zeros(one.input_ids.shape[1], dtype=out.dtype, device=out.device)
-        _sample_one(adapter, one, method, embeddings[i:i + 1][:, real], baseline[i:i + 1][:, real],
-                    int(target_class[i]), n_samples, row)
+        # the caller's generator state is restored afterwards: seeding here leaves no global trace
+        with torch.random.fork_rng(devices=[out.device] if out.device.type == "cuda" else []):
+            torch.manual_seed(_sentence_seed(seed, one.input_ids[0]))
+            _sample_one(adapter, one, method, embeddings[i:i + 1][:, real], baseline[i:i + 1][:, real],
+                        int(target_class[i]), n_samples, row)
         out[i, real] = row
 
 
