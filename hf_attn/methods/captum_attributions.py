@@ -90,12 +90,9 @@ _FEATURE_MASK_WARNINGS = r"(Feature mask is missing some integers|Minimum elemen
 
 def _sentence_seed(seed: int, tokens: torch.Tensor) -> int:
     """A seed of one instance: ``seed`` and the instance's own token ids, never its place in a batch."""
-    import zlib
+    from hf_attn.core.seeding import seed_of, token_hash
 
-    import numpy as np
-
-    material = np.random.SeedSequence([seed, zlib.crc32(tokens.cpu().numpy().astype(np.int64).tobytes())])
-    return int(material.generate_state(1, dtype=np.uint64)[0] >> 1)
+    return seed_of([seed, token_hash(tokens)])
 
 
 def _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out, seed: int = 0) -> None:

@@ -4,13 +4,13 @@ their longest text."""
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from hf_attn.core.batching import length_batches
+from hf_attn.core.seeding import seed_of, text_hash, token_hash
 
 
 class _ProbabilityCache:
@@ -81,14 +81,12 @@ def _sentence_generator(settings, method: str, tokens: np.ndarray, kind: str, dr
 
 def _sentence_key(settings, method: str, tokens: np.ndarray, kind: str) -> list[int]:
     """The entropy of :func:`_sentence_generator` before the draw's number (computed once per row)."""
-    return [settings.seed, zlib.crc32(method.encode()), zlib.crc32(kind.encode()),
-            zlib.crc32(np.asarray(tokens, dtype=np.int64).tobytes())]
+    return [settings.seed, text_hash(method), text_hash(kind), token_hash(tokens)]
 
 
 def _draw_generator(key: list[int], draw: int) -> torch.Generator:
     """The generator of draw ``draw`` of the sentence whose :func:`_sentence_key` is ``key``."""
-    material = np.random.SeedSequence(key + [draw])
-    return torch.Generator().manual_seed(int(material.generate_state(1, dtype=np.uint64)[0] >> 1))
+    return torch.Generator().manual_seed(seed_of(key + [draw]))
 
 
 def _trim(batch, width: int, adapter):
