@@ -15,7 +15,6 @@ import torch
 from hf_attn.core import faithfulness as fm
 from hf_attn.core.batching import padding_bounded_batches
 from hf_attn.batteries.faithfulness.inputs import _draw_generator, _sentence_key, _trim
-from hf_attn.batteries.faithfulness.inputs import _sentence_generator  # noqa: F401 (its name kept here)
 
 SOFT_COLUMNS = ("soft_comprehensiveness", "soft_sufficiency")
 
@@ -49,8 +48,9 @@ def _soft_draws(adapter, batch, rows, keep, settings, kind, draws: range) -> np.
     """ŷ ``(D, B, C)`` under the Bernoulli draws ``draws`` of one kind of mask: each element of a
     token's vector (the embedding layer's output, or the word embedding) kept with probability
     ``keep`` ``(B, T)`` (1 on specials and pads); row r's draws seeded by its method and its
-    sentence's tokens, ``rows[r]`` = (method, tokens) (:func:`_sentence_generator`), so a row's
-    masks do not depend on the rows beside it. Every draw of every row goes through the same
+    sentence's tokens, ``rows[r]`` = (method, tokens)
+    (:func:`~hf_attn.batteries.faithfulness.inputs._sentence_generator`), so a row's masks do not
+    depend on the rows beside it. Every draw of every row goes through the same
     forwards (the batch repeated once per draw, chunked by the adapter's token budget)."""
     real = batch.attention_mask.bool().cpu()
     size, draws = len(batch), list(draws)
