@@ -1,6 +1,6 @@
 """The data sets of hf_attn, for notebooks and scripts: the bundled SST (offline), SST-5, AG News, IMDB,
 SNLI, a local CSV / JSON(L) file or folder, or a Hub dataset id, loaded and checked exactly as
-``hf-attn train --dataset NAME`` loads them (:func:`hf_attn.data.datasets.load_task`)::
+``hf-attn train --dataset NAME`` loads them (:func:`hf_attn.data.tasks.load_task`)::
 
     import hf_attn
     sst = hf_attn.datasets.load("sst")     # binary SST, Jain & Wallace's split, bundled: no network
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hf_attn.data.datasets import BUILTIN_DATASETS, PAIR_COLUMNS, DataError, TaskData, load_task
+from hf_attn.data.tasks import BUILTIN_DATASETS, PAIR_COLUMNS, DataError, TaskData, load_task
 
 SPLIT_ALIASES = {"dev": "validation", "valid": "validation", "val": "validation"}
 
@@ -91,7 +91,7 @@ def load(name: str = "sst", *, data_path: str | None = None, text_column: str = 
     ``"sst5"``, ``"agnews"`` / ``"imdb"`` / ``"snli"`` (``data_path`` where they need one), a local
     CSV / JSON(L) file or a folder of ``train`` / ``validation`` / ``test`` files, or a Hub dataset id.
     ``seed`` splits data that comes without its own splits; ``preprocessing="jw"``: Jain & Wallace's
-    SST preprocessing. Raises :class:`hf_attn.data.datasets.DataError` (a ``ValueError``) or
+    SST preprocessing. Raises :class:`hf_attn.data.tasks.DataError` (a ``ValueError``) or
     ``FileNotFoundError`` with one line naming what is wrong."""
     task = load_task(name, seed=seed, text_column=text_column, label_column=label_column, data_path=data_path,
                      preprocessing=preprocessing)

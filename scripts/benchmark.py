@@ -249,7 +249,7 @@ def jw_adversary(ctx: Context, k: int = 5, steps: int = 500, loop_limit: int = 4
 def jw_battery(ctx: Context) -> dict:
     """The whole battery as `hf-attn analyze` runs it (tokenize → all analyses → summaries)."""
     from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
 
     texts = list(load_sst().splits["test"]["text"])
     runs = []
@@ -291,7 +291,7 @@ def main(argv=None) -> int:
     from transformers import PreTrainedTokenizerFast
 
     from hf_attn import AttnClassifierForSequenceClassification
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
 
     model = AttnClassifierForSequenceClassification.from_pretrained(args.model_dir).eval()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(args.model_dir)

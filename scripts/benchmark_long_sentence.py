@@ -26,7 +26,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def long_text(tokenizer, length: int) -> str:
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
 
     words: list[str] = []
     for sentence in load_sst(binary=True).splits["test"]["text"]:

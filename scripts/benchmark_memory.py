@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     from transformers import PreTrainedTokenizerFast
 
     from hf_attn.batteries.jw.battery import JWSettings, length_batches, run_jw_battery
-    from hf_attn.data.datasets import load_task
+    from hf_attn.data.tasks import load_task
     from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic

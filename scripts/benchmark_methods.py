@@ -35,7 +35,7 @@ import json, sys, time, resource, torch
 torch.set_num_threads(int(sys.argv[1]))
 out_path = sys.argv[2]
 from hf_attn.core.batching import pad_batch
-from hf_attn.data.datasets import load_sst
+from hf_attn.data.tasks import load_sst
 from hf_attn.data.tokenization import build_tokenizer
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification

@@ -1098,7 +1098,7 @@ def run_side(python, side: str, job: dict, folder: str, threads: int):
 
 
 def sst_sentences(count: int) -> list[str]:
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
 
     return list(load_sst().splits["test"]["text"][:count])
 

@@ -28,7 +28,7 @@ import time
 import numpy as np
 import torch
 
-from hf_attn.data.datasets import load_sst
+from hf_attn.data.tasks import load_sst
 from hf_attn.training.engine import TrainSettings, build_model, classification_metrics, jw_adam, train
 from hf_attn.data.tokenization import build_tokenizer
 

@@ -7,7 +7,7 @@
 
 Writes ``datasets.json`` (one record per corpus) and ``datasets.md`` (generated from it; its first
 line says so). Each corpus is loaded exactly as ``hf-attn train --dataset NAME`` loads it
-(:func:`hf_attn.data.datasets.load_task`, what ``hf_attn.datasets.load`` wraps) and counted with the
+(:func:`hf_attn.data.tasks.load_task`, what ``hf_attn.datasets.load`` wraps) and counted with the
 words hf_attn's tokenizer sees (:func:`hf_attn.data.tokenization.word_counts`: lower-cased, PTB
 spelling, numbers → ``qqq``; J&W's preprocessing for the J&W row):
 
@@ -97,7 +97,7 @@ def corpus_stats(task) -> dict:
 
 
 def _load(name: str, kwargs: dict, paths: dict):
-    from hf_attn.data.datasets import load_task
+    from hf_attn.data.tasks import load_task
 
     kwargs = dict(kwargs)
     if "data_path" in kwargs:

@@ -67,7 +67,7 @@ METHODS = ("attention", "rollout", "attention_flow", "saliency", "gradient_x_inp
 
 
 def _texts(tokenizer, sentences: int, max_tokens: int) -> list[str]:
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
 
     test = load_sst(binary=True).splits["test"]
     out = []
@@ -387,7 +387,7 @@ def tiny_decoder(name: str, texts: list[str], seed: int = 0):
 
 def _sst_crowd(count: int, checked: list[str]) -> list[str]:
     """The first ``count`` SST test sentences, with every checked sentence among them."""
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
 
     crowd = list(load_sst(binary=True).splits["test"]["text"][:count])
     return crowd + [t for t in checked if t not in crowd]
@@ -448,7 +448,7 @@ def main(argv=None) -> int:
         for p in kept:
             p["kept"] = f"{args.model_dir} was absent when the record was remade: this part is the earlier record's"
         parts += kept
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
 
     vocabulary = list(load_sst(binary=True).splits["test"]["text"])
     for name in [n for n in args.decoders.split(",") if n]:

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     import torch
 
     from hf_attn import Explainer
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
     from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
     from hf_attn.methods.integrated_gradients import completeness_summary
 

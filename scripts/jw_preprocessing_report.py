@@ -67,7 +67,7 @@ def _tau_block(summary: dict) -> dict:
 
 def data_facts() -> dict:
     """Split sizes and the punctuation share of the SST test split, from the bundled data."""
-    from hf_attn.data.datasets import _LEAF, SPLITS, _sst_lines, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw
+    from hf_attn.data.tasks import _LEAF, SPLITS, _sst_lines, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw
     from hf_attn.data.tokenization import build_tokenizer
 
     default, jw = load_sst(), load_sst_jw()
@@ -105,7 +105,7 @@ def post_hoc(battery_dir: str, tie_tolerance: float, alpha: float) -> dict:
     import numpy as np
 
     from hf_attn.batteries.jw.summary import correlation_summary
-    from hf_attn.data.datasets import jw_length_filter, jw_sst_rows
+    from hf_attn.data.tasks import jw_length_filter, jw_sst_rows
 
     rows = [json.loads(line) for line in open(os.path.join(battery_dir, "instances.jsonl"), encoding="utf-8")]
     rows.sort(key=lambda r: r["index"])

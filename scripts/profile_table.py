@@ -60,7 +60,7 @@ def main(argv=None) -> int:
 
     from hf_attn import Explainer
     from hf_attn.core.io import json_safe
-    from hf_attn.data.datasets import load_sst
+    from hf_attn.data.tasks import load_sst
 
     torch.set_num_threads(1)
     texts = list(load_sst().splits["test"]["text"][:args.sentences])

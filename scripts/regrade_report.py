@@ -46,7 +46,7 @@ def refreshed_faithfulness(text: str, report: dict) -> str:
     :meth:`FaithfulnessResult.summary`) from report.json's numbers; figures and headings kept."""
     from hf_attn.batteries.faithfulness import FaithfulnessResult
     from hf_attn.reporting.beyond_sections import FAITHFULNESS_HEADER, _faithfulness_section
-    from hf_attn.runs.reproduce.plan import ReproducePlan
+    from hf_attn.reproduce.plan import ReproducePlan
 
     if f"## {FAITHFULNESS_HEADER}" not in text:
         return text

@@ -85,7 +85,7 @@ def clean_env(**extra) -> dict:
 
 SAMPLE_DATA = """
 import csv, sys
-from hf_attn.data.datasets import load_sst
+from hf_attn.data.tasks import load_sst
 task = load_sst(binary=True)
 for split, n in (("train", 240), ("validation", 60), ("test", 60)):
     rows = task.splits[split].shuffle(seed=0).select(range(n))

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from datasets import DatasetDict  # noqa: E402
 
-from hf_attn.data.datasets import TaskData, load_sst  # noqa: E402
+from hf_attn.data.tasks import TaskData, load_sst  # noqa: E402
 
 
 # Tests of the offline all-MiniLM-L6-v2 need the optional `bert` extra (installed by the README's and

@@ -12,7 +12,7 @@ import pytest
 
 from hf_attn.data.babi import (GENERATED_NOTE, PLACES, generate_babi, is_qa_task, load_cnn_folder,
                                parse_babi_file)
-from hf_attn.data.datasets import BUILTIN_DATASETS, DataError, load_task
+from hf_attn.data.tasks import BUILTIN_DATASETS, DataError, load_task
 
 _MOVE = re.compile(r"^(\w+) (?:moved to|went to|journeyed to|travelled to|went back to) the (\w+)$")
 _GET = re.compile(r"^(\w+) (?:got|grabbed|picked up|took) the (\w+) there$")

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data.datasets import DataError, load_local, load_task
+from hf_attn.data.tasks import DataError, load_local, load_task
 from hf_attn.core.measures import LN2, jsd, kendall_tau, kl_divergence, tvd
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.data.tokenization import build_tokenizer
@@ -183,7 +183,7 @@ def test_text_longer_than_the_model_limit(model, tokenizer, caplog):
     from datasets import Dataset, DatasetDict
 
     from hf_attn.batteries.jw.battery import JWSettings, run_jw_battery
-    from hf_attn.data.datasets import TaskData
+    from hf_attn.data.tasks import TaskData
     from hf_attn.app.space import ExplainError, explain_sentence
     from hf_attn.training.engine import tokenize_splits
 

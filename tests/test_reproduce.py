@@ -303,7 +303,7 @@ def test_grid_cells_made_with_another_selection_are_named_not_reused(tmp_path):
     """A grid cell trained with δ = 10 when the selection now chooses 30: the grid stage refuses and names
     every folder made from those models (grid runs, T&Š analyses, ERASER, adversaries)."""
     from hf_attn.reproduce.pipeline import DatasetRun, _stage_ts_grid, _stale_regularised_cells
-    from hf_attn.runs.reproduce.layout import ReproductionLayout
+    from hf_attn.reproduce.layout import ReproductionLayout
     from hf_attn.reproduce import ReproducePlan
 
     plan = ReproducePlan(ts_variants=("base", "tying"), ts_attentions=("additive",), ts_seeds=1)

@@ -179,7 +179,7 @@ def test_stage_end_to_end_on_a_tiny_bilstm(tmp_path):
     section), skips the transformer-only methods with the reason, is resumable, and the report shows it."""
     from datasets import Dataset, DatasetDict
 
-    from hf_attn.data.datasets import TaskData
+    from hf_attn.data.tasks import TaskData
 
     rows = {"text": TEXTS, "label": [1, 0, 0, 1, 0, 1, 0, 1]}
     task = TaskData(DatasetDict({s: Dataset.from_dict(rows) for s in ("train", "validation", "test")}),

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
 
-from hf_attn.data.datasets import load_sst
+from hf_attn.data.tasks import load_sst
 from hf_attn.data.tokenization import (NUMBER_TOKEN, UNK, _normalizer, _pre_tokenizer, build_tokenizer,
                                   word_counts)
 from remote_code import BLOCK_HF_ATTN
@@ -139,7 +139,7 @@ def test_number_words_still_become_qqq(text, expected):
 @pytest.mark.parametrize("ptb,bundled", [("-LRB- a -RRB-", "( a )"), ("-LSB- a -RSB-", "[ a ]"),
                                          ("-LCB- a -RCB-", "{ a }")])
 def test_ptb_bracket_escapes_read_as_the_bundled_brackets(ptb, bundled):
-    """hf_attn.data.datasets unescapes SST's -LRB- etc.: text still escaped (e.g. GLUE SST-2) now matches."""
+    """hf_attn.data.tasks unescapes SST's -LRB- etc.: text still escaped (e.g. GLUE SST-2) now matches."""
     assert new_words(ptb) == new_words(bundled) == old_words(bundled)
 
 

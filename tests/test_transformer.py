@@ -384,7 +384,7 @@ def test_train_transformer_classifier_tiny(model, tokenizer, tmp_path):
     override attention, and --freeze-layers 1 leaves the embeddings and layer 0 untouched."""
     from datasets import Dataset, DatasetDict
 
-    from hf_attn.data.datasets import TaskData
+    from hf_attn.data.tasks import TaskData
     from hf_attn.training.transformer import read_transformer_run, train_transformer_classifier
 
     base = tmp_path / "base"

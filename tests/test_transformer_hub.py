@@ -45,7 +45,7 @@ def tiny_base_and_toy_task(root: Path):
     a toy task (the same 20 labelled texts as every split): ``(base folder, TaskData)``."""
     from datasets import Dataset, DatasetDict
 
-    from hf_attn.data.datasets import TaskData
+    from hf_attn.data.tasks import TaskData
 
     tokenizer = bert_tokenizer()
     base = root / "base"

@@ -188,7 +188,7 @@ def _folder(model, tokenizer, path, data=None):
 def _task():
     from datasets import Dataset, DatasetDict
 
-    from hf_attn.data.datasets import TaskData
+    from hf_attn.data.tasks import TaskData
 
     rows = {"text": TEXTS * 3, "label": LABELS * 3}
     return TaskData(DatasetDict({s: Dataset.from_dict(rows) for s in ("train", "validation", "test")}),

@@ -16,7 +16,7 @@ from hf_attn.batteries.wp import battery as wp
 from hf_attn.runs.wp import run_wp
 from hf_attn.core.batching import ragged_to_padded
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data.datasets import TaskData
+from hf_attn.data.tasks import TaskData
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.training.engine import TrainSettings, classification_metrics, tokenize_splits, train
 from hf_attn.methods import consistent_adversary as ca

@@ -41,7 +41,7 @@ def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = 
                        text_column: str | None = None, label_column: str | None = None, model_names=None):
     """``(texts, labels, label_names, dataset name)`` to analyse a BERT-family classifier on.
 
-    - ``dataset`` given: loaded with :func:`hf_attn.data.datasets.load_task` (a bundled name, a
+    - ``dataset`` given: loaded with :func:`hf_attn.data.tasks.load_task` (a bundled name, a
       CSV/JSON(L) folder with train/validation/test files or a Hub dataset id: its ``split``), with
       ``text_column`` / ``label_column`` (default ``text`` / ``label``). **A single CSV/JSON(L) file
       is analysed whole, in file order** (it is the data to analyse, not a corpus to split;
@@ -50,12 +50,12 @@ def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = 
       the dataset, its data path, columns and split seed; without one (a model trained elsewhere,
       a Hub id) this is a ``ValueError`` asking for ``--dataset``.
 
-    A missing column is a one-line :class:`hf_attn.data.datasets.DataError` naming the column and
+    A missing column is a one-line :class:`hf_attn.data.tasks.DataError` naming the column and
     the file (or Hub id). Without ``model_names`` labels are class ids as ``load_task`` numbers them
     (into the returned names, in sorted order). With ``model_names`` (the classifier's ``id2label``
     names, one per class) they are the model's class ids (:func:`model_class_ids`: an integer label
     is the model's class id, a class name is matched by name) and the names returned are the model's."""
-    from hf_attn.data.datasets import load_task
+    from hf_attn.data.tasks import load_task
 
     if dataset is None:
         from hf_attn.training.transformer import read_transformer_run
@@ -101,7 +101,7 @@ def model_class_ids(keys, model_names, where) -> list[int]:
     by sort order:
 
     - integer labels are the model's class ids, kept as they are; one outside ``[0, num_labels)`` is
-      a :class:`~hf_attn.data.datasets.DataError` naming its row (``where(row)``: file and line);
+      a :class:`~hf_attn.data.tasks.DataError` naming its row (``where(row)``: file and line);
     - class names are matched to the model's names (so are integers when the model names its classes
       by such numbers, e.g. a model trained here on labels 0 and 2); a name the model does not have
       is refused with its row — except that a model with transformers' placeholder names
@@ -111,7 +111,7 @@ def model_class_ids(keys, model_names, where) -> list[int]:
 
     from hf_attn.core.arguments import bounded_list, bounded_text
     from hf_attn.core.validation import _default_names
-    from hf_attn.data.datasets import DataError, _label_set
+    from hf_attn.data.tasks import DataError, _label_set
 
     names = [str(n) for n in model_names]
     count = len(names)
@@ -152,7 +152,7 @@ def _whole_file(path: str, text_column: str, label_column: str, model_names=None
     """Every row of one CSV/JSON(L) file, in file order, checked like ``load_task`` does (missing
     columns, empty texts and bad labels are errors naming the file and line); with ``model_names``
     the labels are the model's class ids (:func:`model_class_ids`)."""
-    from hf_attn.data import datasets as d
+    from hf_attn.data import tasks as d
 
     table = d._checked_rows(d._read_table(path), {"text": text_column}, label_column)
     if model_names is not None:

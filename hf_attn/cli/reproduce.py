@@ -13,11 +13,11 @@ from hf_attn.core.arguments import count, positive_int
 from hf_attn.core.io import exclusive_output_folder, write_text_atomic
 from hf_attn.core.threads import threads_argument
 
-from hf_attn.runs.reproduce.collect import read_json
+from hf_attn.reproduce.collect import read_json
 from hf_attn.reporting.findings import VERDICTS, regrade
-from hf_attn.runs.reproduce.layout import ReproductionLayout
+from hf_attn.reproduce.layout import ReproductionLayout
 from hf_attn.reproduce.pipeline import reproduce
-from hf_attn.runs.reproduce.plan import AGNEWS_PATH_ENV, DATASETS
+from hf_attn.reproduce.plan import AGNEWS_PATH_ENV, DATASETS
 from hf_attn.reporting.report import format_findings_table
 
 

@@ -9,7 +9,7 @@ model, its ``Trainer`` path and the pair J&W battery run on it unchanged.
   Toy Tasks" (§3, tasks 1 "Single Supporting Fact", 2 "Two Supporting Facts", 3 "Three Supporting
   Facts"): four actors move between six places and pick up / drop three objects; a question is asked
   only when the story so far answers it. **Generated bAbI-style data, not the released bAbI files**:
-  every :class:`~hf_attn.data.datasets.TaskData` it makes says so in its notes, and its name ends in
+  every :class:`~hf_attn.data.tasks.TaskData` it makes says so in its notes, and its name ends in
   ``-generated``. Sizes follow the released "1k" set (1,000 train and 1,000 test questions per task;
   J&W Table 1 used the 10k set, ``train_size=10_000``); the dev split is carved from train with the
   seed.

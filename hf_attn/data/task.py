@@ -1,5 +1,5 @@
 """A loaded task (:class:`TaskData`) and the error bad data raises (:class:`DataError`): the types
-every loader returns (:mod:`hf_attn.data.datasets`, :mod:`hf_attn.data.babi`)."""
+every loader returns (:mod:`hf_attn.data.tasks`, :mod:`hf_attn.data.babi`)."""
 
 from __future__ import annotations
 

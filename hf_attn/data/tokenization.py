@@ -45,7 +45,7 @@ _PUNCTUATION = r"[^\w\s'\-]"
 # Raw text → the (lower-cased) PTB spelling of SST, applied in order after NFKC + lower-casing and
 # before the number rule (so "1999's" → "qqq 's" as SST's "1999 's"). Each rule is a regex Replace
 # (Oniguruma, as in tokenizers; lookarounds keep the context unconsumed). None of them changes SST
-# as hf_attn.data.datasets loads it (brackets unescaped): every rule needs a word character before a quote
+# as hf_attn.data.tasks loads it (brackets unescaped): every rule needs a word character before a quote
 # or a spelling SST never contains. tests/test_tokenization.py checks this on all of SST.
 _KEPT_APOSTROPHE = r"(?:s|re|ve|ll|d|m|em|n|til|tis|twas|cause|bout)\b"  # 's 'em 'til ... stay words
 PTB_RULES: tuple[tuple[str, str], ...] = (
@@ -58,7 +58,7 @@ PTB_RULES: tuple[tuple[str, str], ...] = (
     (r"(?<=[^\s'])''", " ''"),                        # word'' → word ''
     ("[\u2013\u2014\u2015]|-{2,}", " -- "),           # en/em dash, word--word → --
     (r"-lrb-", "("), (r"-rrb-", ")"),                 # PTB bracket escapes → the bundled SST form
-    (r"-lsb-", "["), (r"-rsb-", "]"),                 # (hf_attn.data.datasets unescapes them on loading)
+    (r"-lsb-", "["), (r"-rsb-", "]"),                 # (hf_attn.data.tasks unescapes them on loading)
     (r"-lcb-", "{"), (r"-rcb-", "}"),
     (r"\bcannot\b", "can not"),
     (r"(?<=\w)n't\b", " n't"),                        # don't → do n't, can't → ca n't, won't → wo n't

@@ -28,7 +28,7 @@ class DatasetInfo:
 def _dataset_info(run: dict, split_sizes: dict) -> DatasetInfo:
     """The data a run was trained on, named honestly: the Hub dataset it derives from (if any), how
     hf_attn's copy differs from it, and no Hub id for local data."""
-    from hf_attn.data.datasets import BUILTIN_DATASETS, _looks_like_path
+    from hf_attn.data.tasks import BUILTIN_DATASETS, _looks_like_path
 
     settings = run.get("settings") or {}
     task = str(run.get("task") or settings.get("dataset") or "custom")
@@ -74,11 +74,11 @@ def _dataset_info(run: dict, split_sizes: dict) -> DatasetInfo:
             and not _looks_like_path(requested)):
         return DatasetInfo(requested, requested, None,
                            f"The Hugging Face dataset [`{requested}`](https://huggingface.co/datasets/{requested}), "
-                           "loaded with `hf_attn.data.datasets.load_task` (missing dev/test splits carved from train "
+                           "loaded with `hf_attn.data.tasks.load_task` (missing dev/test splits carved from train "
                            f"with data seed {seed}).")
     return DatasetInfo(task, None, None,
                        f"A local dataset (`{task}`), not published on the Hub, loaded with "
-                       f"`hf_attn.data.datasets.load_task` (a single file is split 70 / 10 / 20 % with data seed {seed}).")
+                       f"`hf_attn.data.tasks.load_task` (a single file is split 70 / 10 / 20 % with data seed {seed}).")
 
 
 def _architecture_rows(config: dict, run: dict) -> list[tuple[str, str]]:

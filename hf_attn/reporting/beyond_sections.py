@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from hf_attn.reporting.findings import _f
-from hf_attn.runs.reproduce.plan import ReproducePlan
+from hf_attn.reproduce.plan import ReproducePlan
 from hf_attn.reporting.markdown import _Figures, paths_of
 
 # The opt-in BERT-family section (--bert-family): in every SST report, with its numbers or "not run".

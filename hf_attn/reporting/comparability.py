@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 
 from hf_attn.core.published import JW_SNLI_SUMMARY, JW_TABLE1
-from hf_attn.runs.reproduce.plan import (CORPUS_PLAN_REASONS, CORPUS_PLANS, OTHER_CORPORA_PLAN,
+from hf_attn.reproduce.plan import (CORPUS_PLAN_REASONS, CORPUS_PLANS, OTHER_CORPORA_PLAN,
                                          OTHER_CORPORA_REASON, ReproducePlan)
 
 NOT_COMPARABLE_BELOW = 0.2  # a corpus whose training data is under this share of the paper's is "not comparable"

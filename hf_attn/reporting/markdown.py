@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from hf_attn.reporting.findings import _f
-from hf_attn.runs.reproduce.layout import ReproductionLayout
+from hf_attn.reproduce.layout import ReproductionLayout
 
 
 def _ms(stat: dict | None, digits=1, scale=1.0) -> str:

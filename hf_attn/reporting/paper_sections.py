@@ -4,7 +4,7 @@ Markdown parts with the findings it grades."""
 from __future__ import annotations
 
 from hf_attn.reporting.findings import _f
-from hf_attn.runs.reproduce.plan import ReproducePlan, snli_seconds
+from hf_attn.reproduce.plan import ReproducePlan, snli_seconds
 from hf_attn.reporting.published import JW_COMMITTED_SST, JW_PUBLISHED, TS_TABLE6_SST, published_key, ts_published
 from hf_attn.reporting.markdown import (_Figures, _committed_tau_cell, _model_line, _ms, paths_of, _published_tau_cell,
                                         _tau_cell, _ts_rows, _verdict_lines)
@@ -325,7 +325,7 @@ def _ts_fragility(data: dict, findings: list[dict], figs: _Figures) -> list[str]
 def _ts_multilayer(data: dict, findings: list[dict], plan: ReproducePlan) -> list[str]:
     """T&Š Table 6 (appendix B): the fragility grid with multi-layer BiLSTMs, one table per depth, and
     TS-7's verdict on the base's robustness across depths."""
-    from hf_attn.runs.reproduce.plan import layer_counts
+    from hf_attn.reproduce.plan import layer_counts
 
     layered = data.get("ts_layers")
     if not (data["dataset"] == "sst" and not plan.quick or layered):

@@ -20,13 +20,13 @@ import time
 from dataclasses import asdict
 
 from hf_attn.core.io import write_text_atomic
-from hf_attn.runs.reproduce.collect import collect, read_json
+from hf_attn.reproduce.collect import collect, read_json
 from hf_attn.reporting.across_section import across_section, summary_lines
 from hf_attn.reporting.comparability import with_comparability, with_records
 from hf_attn.reporting.coverage import with_coverage
 from hf_attn.reporting.findings import TOLERANCE, VERDICTS, findings_of_report
-from hf_attn.runs.reproduce.layout import ReproductionLayout
-from hf_attn.runs.reproduce.plan import STAGE_TITLES, ReproducePlan
+from hf_attn.reproduce.layout import ReproductionLayout
+from hf_attn.reproduce.plan import STAGE_TITLES, ReproducePlan
 from hf_attn.reporting.markdown import _Figures, _finding_lines, format_findings_table
 from hf_attn.reporting.markdown import _verdict_lines  # noqa: F401 (re-exported)
 from hf_attn.reporting.paper_sections import (TABLE_HEADERS, _eraser_section, _jw_correlations,
@@ -204,7 +204,7 @@ def write_report(output_dir: str, datasets: list[str], plan: ReproducePlan, all_
     report as written (machine paths replaced, see ``ReproductionLayout.public``)."""
     from hf_attn.core.io import write_json_atomic
 
-    from hf_attn.runs.reproduce.machine import machine_info
+    from hf_attn.reproduce.machine import machine_info
 
     layout = ReproductionLayout(output_dir)
     figures: list[str] = []

@@ -28,14 +28,16 @@ meaningless). ``--bert-family`` (opt-in, SST) adds a BERT-family section: all-Mi
 SST (~7 min on one thread; or a folder given with ``--bert-model-dir``) and the J&W battery on its
 last-layer ``[CLS]`` attention over the first 500 test sentences, beside the BiLSTM's numbers.
 
-Which file holds what (the reproduction spans three floors of the package):
+Which file holds what. This one folder spans two floors of the package: ``plan``, ``layout``, ``collect`` and
+``machine`` sit on the runs' floor, so that the reporting can read a reproduction folder, and ``pipeline`` sits on
+the top floor, above the reporting it drives:
 
-* ``hf_attn/runs/reproduce/plan.py``: :class:`ReproducePlan` (what is trained and analysed),
+* ``plan.py``: :class:`ReproducePlan` (what is trained and analysed),
   :func:`stage_estimates`, the stage titles, :data:`DATASETS`, :func:`dataset_source` and :func:`snli_folder`;
-* ``hf_attn/runs/reproduce/layout.py``: :class:`ReproductionLayout`, the folder layout of OUT (runs,
+* ``layout.py``: :class:`ReproductionLayout`, the folder layout of OUT (runs,
   analyses, data, figures, stages.json, the report files) and the path scrubbing of what is shipped;
-* ``hf_attn/runs/reproduce/collect.py``: :func:`collect`, the numbers of one dataset read back from its folders;
-* ``hf_attn/runs/reproduce/machine.py``: :func:`machine_info`;
+* ``collect.py``: :func:`collect.collect`, the numbers of one dataset read back from its folders;
+* ``machine.py``: :func:`machine_info`;
 * ``hf_attn/reporting/published.py``: the papers' published numbers and the verbatim sentences the findings quote;
 * ``hf_attn/reporting/findings/``: :class:`Check`, :func:`verdict_of`, :data:`VERDICTS` (``checks.py``), one
   function per finding (``jw.py``, ``wp.py``, ``ts.py``, ``eraser.py``; the :data:`FINDINGS` table),
@@ -43,25 +45,42 @@ Which file holds what (the reproduction spans three floors of the package):
 * ``hf_attn/reporting/report.py``: :func:`write_report`, :func:`dataset_section` (one function per
   table, in ``paper_sections.py`` and ``beyond_sections.py``), :func:`format_findings_table` and
   :data:`TABLE_HEADERS`;
-* ``pipeline.py`` (this package): :func:`reproduce` and :func:`run_dataset` (one function per stage;
+* ``pipeline.py``: :func:`reproduce` and :func:`run_dataset` (one function per stage;
   which runs are shared between batteries), :class:`StageClock`, :func:`train_and_analyse_snli` and
   the battery settings. It drives the runs and then the reporting, so it sits above both;
 * ``hf_attn/cli/reproduce.py``: ``hf-attn reproduce`` (``add_parser``, ``main``) and ``regrade_file``.
+
+This package's names are read on first use (:func:`__getattr__`), so that ``import hf_attn.reproduce.layout`` from
+the reporting does not import the pipeline, which imports the reporting.
 """
 
-from hf_attn.reporting.findings import FINDINGS, TOLERANCE, VERDICTS, Check, findings_for, regrade, verdict_of
-from hf_attn.reporting.published import (JW_AVERAGE_LOO_GAIN, JW_COMMITTED_SST, JW_GRADIENT_LOO_GAP, JW_PUBLISHED,
-                                         JW_RELEASED_SST, QUOTES, TS_PUBLISHED_EXTRA, TS_TABLE6_SST, ts_published)
-from hf_attn.reporting.report import BERT_FAMILY_HEADER, FAITHFULNESS_HEADER, TABLE_HEADERS, dataset_section, format_findings_table, write_report
-from hf_attn.reproduce.pipeline import StageClock, machine_info, reproduce, run_dataset, train_and_analyse_snli
-from hf_attn.runs.reproduce.collect import collect
-from hf_attn.runs.reproduce.layout import ReproductionLayout
-from hf_attn.runs.reproduce.plan import (AGNEWS_PATH_ENV, DATASETS, STAGE_TITLES, BertFamilyPlan, ReproducePlan,
-                                         dataset_source, snli_folder, stage_estimates)
+from __future__ import annotations
 
-__all__ = ["reproduce", "run_dataset", "ReproducePlan", "BertFamilyPlan", "BERT_FAMILY_HEADER", "FAITHFULNESS_HEADER", "ReproductionLayout", "StageClock", "machine_info",
-           "train_and_analyse_snli", "stage_estimates", "snli_folder", "dataset_source", "DATASETS",
-           "AGNEWS_PATH_ENV", "STAGE_TITLES", "collect", "findings_for", "regrade", "verdict_of",
-           "Check", "FINDINGS", "TOLERANCE", "VERDICTS", "format_findings_table", "write_report", "dataset_section",
-           "TABLE_HEADERS", "QUOTES", "JW_PUBLISHED", "JW_COMMITTED_SST", "JW_GRADIENT_LOO_GAP",
-           "JW_AVERAGE_LOO_GAIN", "JW_RELEASED_SST", "TS_PUBLISHED_EXTRA", "TS_TABLE6_SST", "ts_published"]
+import importlib
+
+_EXPORTS = {
+    "hf_attn.reporting.findings": ["FINDINGS", "TOLERANCE", "VERDICTS", "Check", "findings_for", "regrade", "verdict_of"],
+    "hf_attn.reporting.published": ["JW_AVERAGE_LOO_GAIN", "JW_COMMITTED_SST", "JW_GRADIENT_LOO_GAP", "JW_PUBLISHED",
+                                    "JW_RELEASED_SST", "QUOTES", "TS_PUBLISHED_EXTRA", "TS_TABLE6_SST", "ts_published"],
+    "hf_attn.reporting.report": ["BERT_FAMILY_HEADER", "FAITHFULNESS_HEADER", "TABLE_HEADERS", "dataset_section",
+                                 "format_findings_table", "write_report"],
+    "hf_attn.reproduce.pipeline": ["StageClock", "machine_info", "reproduce", "run_dataset", "train_and_analyse_snli"],
+    "hf_attn.reproduce.layout": ["ReproductionLayout"],
+    "hf_attn.reproduce.plan": ["AGNEWS_PATH_ENV", "DATASETS", "STAGE_TITLES", "BertFamilyPlan", "ReproducePlan",
+                               "dataset_source", "snli_folder", "stage_estimates"],
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    """The re-exported name ``name`` (PEP 562), imported from its home module on first use."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOME))

@@ -24,10 +24,10 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
-from hf_attn.runs.reproduce.collect import read_json, seed_model_dirs
-from hf_attn.runs.reproduce.layout import ReproductionLayout
-from hf_attn.runs.reproduce.machine import machine_info
-from hf_attn.runs.reproduce.plan import (DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, layer_counts,
+from hf_attn.reproduce.collect import read_json, seed_model_dirs
+from hf_attn.reproduce.layout import ReproductionLayout
+from hf_attn.reproduce.machine import machine_info
+from hf_attn.reproduce.plan import (DATASETS, STAGE_TITLES, ReproducePlan, dataset_source, layer_counts,
                                          snli_folder, stage_estimates)
 from hf_attn.reporting.report import write_report
 
@@ -159,7 +159,7 @@ def train_and_analyse_snli(snli_dir: str, model_dir: str, out: str, plan: Reprod
     finished model trained on another number of pairs is refused (its folder belongs to another plan)."""
     from datasets import DatasetDict
 
-    from hf_attn.data.datasets import TaskData, load_snli
+    from hf_attn.data.tasks import TaskData, load_snli
     from hf_attn.training.engine import TrainSettings, train
 
     if os.path.exists(os.path.join(model_dir, "metrics.json")):
@@ -202,7 +202,7 @@ class DatasetRun:
 
     def task(self):
         """The dataset's splits, loaded once and only when a stage has to train."""
-        from hf_attn.data.datasets import load_task
+        from hf_attn.data.tasks import load_task
 
         if self._task is None:
             self._task = load_task(self.data_name, data_path=self.data_path)
@@ -634,7 +634,7 @@ def reproduce(datasets, output_dir: str, quick: bool | list = False, seeds: int 
     processes: two spinning OpenMP threads on two busy cores slowed training 4-10× here).
     ``jobs``: 2 runs the W&P chain in a second process beside the rest (see :func:`run_dataset`).
     ``full_corpora``: every corpus whole (IMDB's plan otherwise trains on a seeded subset:
-    :data:`~hf_attn.runs.reproduce.plan.CORPUS_PLANS`). ``quick``: True (every corpus) or a list of the
+    :data:`~hf_attn.reproduce.plan.CORPUS_PLANS`). ``quick``: True (every corpus) or a list of the
     corpora that run the --quick smoke-test plan (the others the full one)."""
     if jobs not in (1, 2):
         raise ValueError(f"jobs must be 1 or 2, got {jobs}")

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from hf_attn.batteries.wp.battery import WPSettings, divergence_summary, ordering_holds, plot_diagnostic_mlp
 from hf_attn.core.measures import jsd, tvd
-from hf_attn.data.datasets import TaskData
+from hf_attn.data.tasks import TaskData
 from hf_attn.training import wp as wpt
 from hf_attn.training.engine import classification_metrics, settings_from_run, task_of, tokenize_splits, train
 

@@ -34,7 +34,7 @@ def _transformer_data(model, settings: TransformerWPSettings, run: dict | None, 
     labels checked against the model's classes."""
     dataset = run["dataset"] if run else settings.dataset
     if task is None and (texts is None or settings.diagnostic_mlp):
-        from hf_attn.data.datasets import load_task
+        from hf_attn.data.tasks import load_task
 
         task = load_task(dataset, text_column=settings.text_column, label_column=settings.label_column) \
             if not run else load_task(dataset)

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerFast, Trainer, TrainingArguments
 
-from hf_attn.data.datasets import TaskData
+from hf_attn.data.tasks import TaskData
 from hf_attn.core.environment import environment_versions
 from hf_attn.core.io import LOCK_NAME, exclusive_output_folder, write_json_atomic
 from hf_attn.data.tokenization import build_tokenizer

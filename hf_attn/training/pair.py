@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
-from hf_attn.data.datasets import PAIR_COLUMNS, TaskData
+from hf_attn.data.tasks import PAIR_COLUMNS, TaskData
 from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
 from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
 from hf_attn.training.weighting import class_weights_for

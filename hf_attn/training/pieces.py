@@ -14,7 +14,7 @@ import torch
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
-from hf_attn.data.datasets import TaskData
+from hf_attn.data.tasks import TaskData
 from hf_attn.data.embeddings import embedding_dim_of, pretrained_matrix
 from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
 from hf_attn.training import pair

@@ -8,7 +8,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from hf_attn.data.datasets import BUILTIN_DATASETS, TaskData, load_task
+from hf_attn.data.tasks import BUILTIN_DATASETS, TaskData, load_task
 from hf_attn.core.arguments import bounded_list, MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS
 from hf_attn.core.io import read_json
 
@@ -49,7 +49,7 @@ class TrainSettings:
     # bfloat16 autocast of forward and backward (Trainer's ``bf16``): faster on CPUs with bf16
     # instructions, NOT the papers' float32 arithmetic; weights, optimiser and checkpoints stay float32.
     bf16: bool = False
-    # "jw": Jain & Wallace's SST preprocessing (hf_attn.data.datasets.load_sst_jw: punctuation stripped,
+    # "jw": Jain & Wallace's SST preprocessing (hf_attn.data.tasks.load_sst_jw: punctuation stripped,
     # their length filter, <SOS>/<EOS> read by the encoder and excluded from attention).
     preprocessing: str = "default"
     extra_config: dict = field(default_factory=dict)

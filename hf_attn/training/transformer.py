@@ -110,7 +110,7 @@ def ensure_pad_token(tokenizer, model=None) -> None:
 
 
 def _task(settings: TransformerTrainSettings):
-    from hf_attn.data.datasets import load_task
+    from hf_attn.data.tasks import load_task
 
     task = load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
                      label_column=settings.label_column,
@@ -142,7 +142,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
                                  **overrides) -> dict:
     """Fine-tune ``AutoModelForSequenceClassification`` from ``base_model`` (``"minilm-l6"``, a local
     folder or a Hub id; :func:`hf_attn.models.pretrained.resolve_base_model`) on ``task``
-    (a :class:`hf_attn.data.datasets.TaskData`, or a task name for ``load_task``; default SST) with
+    (a :class:`hf_attn.data.tasks.TaskData`, or a task name for ``load_task``; default SST) with
     a real ``transformers.Trainer``: AdamW, linear schedule with warm-up, dev evaluation every
     epoch, the best epoch by dev ``model_selection`` kept, then the test split evaluated.
 

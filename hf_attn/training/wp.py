@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from transformers import EarlyStoppingCallback
 
 from hf_attn.core.published import WP_TABLE3_SST  # noqa: F401 (W&P Table 3: the diagnostic MLP's SST F1)
-from hf_attn.data.datasets import TaskData
+from hf_attn.data.tasks import TaskData
 from hf_attn.methods.consistent_adversary import (ADVERSARY_DIVERGENCES, ADVERSARY_PROTOCOLS,  # noqa: F401
                                                   BASE_ATTENTION_FLOOR, adversary_protocol,
                                                   attention_divergence, check_divergence,

@@ -81,7 +81,7 @@ class TransformerWPSettings:
     layer, mean over heads). split: the split analysed (§3.2, §3.3). max_instances: only the first N
     instances of the split (None: all; the MLP is trained and tested on the full splits anyway).
     dataset: data of a folder without ``run.json`` (a name or path for
-    :func:`hf_attn.data.datasets.load_task`). batch_size: instances per forward.
+    :func:`hf_attn.data.tasks.load_task`). batch_size: instances per forward.
     uniform_every_layer: also the "uniform ``[CLS]`` row at every layer" variant (one more forward).
     seed_model_dirs: fine-tuned models differing from the base only in seed (W&P §3.3); empty: the
     ``seed-*`` folders of ``runs_dir`` (at most ``num_seeds``), none there: §3.3 not run.

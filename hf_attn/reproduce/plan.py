@@ -137,7 +137,7 @@ class ReproducePlan:
     # it; J&W: all 550k), snli_epochs epochs, the J&W battery on the first snli_jw_instances test pairs, on
     # snli_seeds models (seed 0 and snli_seeds − 1 more: the seed spread the SNLI verdicts take their
     # tolerances from). Runs only when the offline copy is found ($HF_ATTN_SNLI_DIR or snli_path; see
-    # hf_attn.data.datasets.load_snli).
+    # hf_attn.data.tasks.load_snli).
     snli_path: str | None = None
     snli_train_pairs: int = 100_000
     snli_dev_pairs: int = 2000
@@ -265,7 +265,7 @@ _SECONDS = {"train_lstm": 30, "train_small_lstm": 16, "train_mlm": 25, "train_av
 
 def snli_folder(plan: ReproducePlan) -> str | None:
     """The offline SNLI copy (``plan.snli_path`` or ``$HF_ATTN_SNLI_DIR``) if its files are there, else None."""
-    from hf_attn.data.datasets import SNLI_ENV, _snli_files
+    from hf_attn.data.tasks import SNLI_ENV, _snli_files
 
     root = plan.snli_path or os.environ.get(SNLI_ENV)
     if not root:
@@ -369,7 +369,7 @@ def dataset_source(dataset: str, output_dir: str, plan: ReproducePlan,
     subsets of the real splits to ``OUT/data/<dataset>-quick/{train,validation,test}.jsonl``, a corpus
     plan's ``subset_sizes`` to ``OUT/data/<dataset>-subset/`` (the batteries reload the data from
     run.json, so the subset has to exist on disk)."""
-    from hf_attn.data.datasets import load_task
+    from hf_attn.data.tasks import load_task
 
 
     data_path = None
