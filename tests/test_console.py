@@ -146,7 +146,8 @@ def test_train_prints_a_table_quiet_hides_every_bar_and_logs_go_to_the_run_folde
               "--epochs", "1", "--threads", "1"]
     done = _hf_attn("train", *common, "--output-dir", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines()[-6].split() == ["test", "dev"] and "trained in" in done.stdout
+    assert done.stdout.splitlines()[-7].split() == ["test", "dev"] and "trained in" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("split of ")  # the split (given: a folder of files) and classes
     assert "{'loss'" not in done.stdout + done.stderr and "'eval_loss'" not in done.stdout + done.stderr
     assert "Loading weights" not in done.stderr and "Writing model shards" not in done.stderr
     assert "step " in (tmp_path / "run" / "hf-attn.log").read_text()

@@ -21,6 +21,7 @@ import torch
 from hf_attn.adapters.base import AttentionSpec as TransformerAttentionSpec  # noqa: F401 (the older name)
 from hf_attn.adapters.interface import ATTN_IMPLEMENTATION, register
 from hf_attn.adapters.rollout import attention_rollout  # noqa: F401 (re-exported)
+from hf_attn.core.hub_access import hub_model_location
 
 # the base-model aliases live in hf_attn.models.pretrained; re-exported for existing callers
 from hf_attn.models.pretrained import (BASE_MODEL_ALIASES, MINILM_DISTRIBUTION, MINILM_PACKAGE,  # noqa: F401
@@ -52,7 +53,8 @@ def load_transformer_classifier(name_or_path: str, num_labels: int | None = None
     dtype = precision if isinstance(precision, torch.dtype) else PRECISIONS.get(precision)
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"precision must be one of float32, bfloat16, float16, got {precision!r}")
-    path = resolve_base_model(name_or_path)
+    # a Hub id without the network (and not cached) fails here in about a second, with what would work
+    path = hub_model_location(resolve_base_model(name_or_path), ("minilm-l6", "smollm2-135m"))
     check_no_pickled_weights_only(path, name_or_path)
     check_tokenizer_files(path, name_or_path)
     check_readable_safetensors(path, name_or_path)

@@ -35,6 +35,10 @@ def add_train_parser(subparsers) -> None:
                                        "J&W's CNN CSV")
     p.add_argument("--text-column", default="text")
     p.add_argument("--label-column", default="label")
+    p.add_argument("--label-names", default=None, metavar="NAME,NAME,...",
+                   help="names of integer class ids, in the order of the sorted ids (e.g. neg,pos for labels "
+                        "0 and 1); stored in the model's id2label. String labels name the classes themselves "
+                        "(sorted); see README, Training")
     p.add_argument("--preprocessing", choices=["default", "jw"], default="default",
                    help="default: PTB tokens with punctuation; jw: Jain & Wallace's SST preprocessing "
                         "(punctuation stripped, their length filter: 6355 / 821 / 1725, <SOS>/<EOS> "
@@ -55,7 +59,9 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--max-length", type=count(1, MAX_LENGTH), default=None,
                    help="default 512 tokens (66 word pieces with --base-model, at most 512)")
     p.add_argument("--seed", type=seed_int, default=0)
-    p.add_argument("--data-seed", type=seed_int, default=0, help="seed of the train/dev/test split")
+    p.add_argument("--data-seed", type=seed_int, default=0,
+                   help="seed of the 70/10/20 train/dev/test split of data without its own splits (one CSV/JSONL "
+                        "file, agnews, imdb)")
     p.add_argument("--epochs", type=count(1, limit="epochs"), default=None,
                    help="default 8 (2 with --base-model)")
     p.add_argument("--batch-size", type=count(1, limit="batch_size"), default=32)
@@ -110,14 +116,38 @@ def _run_train(args) -> int:
         epochs=args.epochs or TrainSettings.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate if args.learning_rate is not None else TrainSettings.learning_rate,
         class_balanced=not args.no_class_balance,
-        sparse_embedding_updates=args.sparse_embedding_updates, bf16=args.bf16)
+        sparse_embedding_updates=args.sparse_embedding_updates, bf16=args.bf16,
+        label_names=_label_names(args))
     metrics = train(settings, args.output_dir, progress=not args.quiet, overwrite=args.overwrite)
     if args.json:
         print_json({k: v for k, v in metrics.items() if k.startswith("test_")
                     or k in ("train_seconds", "train_tokens_per_second")})
     else:
-        print(format_train_summary(metrics, args.output_dir))
+        print(format_train_summary(metrics, args.output_dir, _recorded_split(args)))
     return 0
+
+
+def _label_names(args) -> list[str] | None:
+    from hf_attn.data.classes import parse_label_names
+
+    return parse_label_names(args.label_names)
+
+
+def _recorded_split(args, record: dict | None = None) -> str | None:
+    """The split line of the run in ``--output-dir`` (:func:`hf_attn.data.classes.split_line`), from
+    its ``run.json`` (or ``record``); None for a run recorded before splits were."""
+    import os
+
+    from hf_attn.core.io import read_json
+    from hf_attn.data.classes import split_line
+
+    try:
+        record = record or read_json(os.path.join(args.output_dir, "run.json"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not record.get("split") or not isinstance(record.get("split_sizes"), dict):
+        return None
+    return split_line(args.dataset, record["split"], record["split_sizes"], record.get("label_names"))
 
 
 def print_json(payload) -> None:
@@ -131,10 +161,11 @@ def _cell(value) -> str:
     return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
 
 
-def format_train_summary(metrics: dict, output_dir: str) -> str:
+def format_train_summary(metrics: dict, output_dir: str, split: str | None = None) -> str:
     """The short table ``hf-attn train`` ends with: test and dev accuracy, F1, macro-F1, ROC-AUC (from
     ``metrics.json``'s ``test_*`` / ``dev_*``, or the ``test`` / ``dev`` dicts of a BERT-family run),
-    then time, throughput, the kept checkpoint and where the model is."""
+    then time, throughput, the kept checkpoint and where the model is, then ``split`` (the line of
+    :func:`hf_attn.data.classes.split_line`: split sizes, seed and class names) when given."""
     def value(split: str, name: str):
         nested = metrics.get(split)
         return nested.get(name) if isinstance(nested, dict) else metrics.get(f"{split}_{name}")
@@ -152,7 +183,7 @@ def format_train_summary(metrics: dict, output_dir: str) -> str:
     if metrics.get("best_checkpoint"):
         facts.append(f"kept {metrics['best_checkpoint']} (best on dev)")
     facts.append(f"model, metrics.json and run.json in {output_dir}")
-    return "\n".join(lines + ["; ".join(facts)])
+    return "\n".join(lines + ["; ".join(facts)] + ([split] if split else []))
 
 
 # command → (module defining it with ``add_parser(subparsers)``, one-line help), in --help order
@@ -188,12 +219,12 @@ def _run_train_transformer(args) -> int:
         learning_rate=args.learning_rate if args.learning_rate is not None else defaults.learning_rate,
         max_length=min(args.max_length, 512) if args.max_length else defaults.max_length,
         freeze_layers=args.freeze_layers, max_train_examples=args.max_train_examples, seed=args.seed,
-        data_seed=args.data_seed)
+        data_seed=args.data_seed, label_names=_label_names(args))
     record = train_transformer_classifier(output_dir=args.output_dir, settings=settings, progress=not args.quiet)
     if args.json:
         print_json({"test": record.get("test"), "seconds": record.get("seconds")})
     else:
-        print(format_train_summary(record, args.output_dir))
+        print(format_train_summary(record, args.output_dir, _recorded_split(args, record)))
     return 0
 
 
@@ -401,11 +432,12 @@ NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "urllib3", "filelock", "huggingf
 
 
 class _ConsoleFilter(logging.Filter):
-    """On the console: hf_attn's own messages, and the libraries' warnings and errors only."""
+    """On the console: hf_attn's own messages, and the libraries' warnings and errors only; never a
+    record marked ``console=False`` below ERROR (third-party ``warnings``: the log file holds them)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING:
-            return True
+            return record.levelno >= logging.ERROR or getattr(record, "console", True)
         return record.name.split(".")[0] == "hf_attn" and getattr(record, "console", True)
 
 
@@ -528,6 +560,13 @@ def main(argv: list[str] | None = None) -> int:
     if checker is not None:  # argument errors answer as fast as --help, before the command's imports
         checker.parse_args(argv[argv.index(command) + 1:])
     args = build_parser(command, argv).parse_args(argv)
+    from hf_attn.runs.folder import missing_model_folder
+
+    for dest in ("model_dir", "model", "run_dir", "base_dir", "grid_dir"):  # before anything is logged or made
+        missing = missing_model_folder(getattr(args, dest, None))
+        if missing:
+            print(f"hf-attn {args.command}: error: {missing}", file=sys.stderr)
+            return 2
     default_output = getattr(args, "output_dir", "") is None and getattr(args, "model_dir", None)
     if default_output:  # analyze, eraser: RUN/<battery>
         args.output_dir = default_output_dir(args.model_dir, getattr(args, "battery", None) or args.command)
@@ -537,7 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.threads = apply_threads(args.threads)
         register_auto_classes()
-        return args.func(args)
+        from hf_attn.core.warning_log import third_party_warnings_to_log
+
+        with third_party_warnings_to_log():  # captum's, torch's, …: into hf-attn.log, not the console
+            return args.func(args)
     # User errors: bad data or arguments (ValueError, incl. DataError, HubError, ModelFolderError,
     # RunSettingsMismatch), missing/corrupt/busy files (OSError, incl. OutputFolderBusy). One line,
     # exit code 2; anything else is a bug and keeps its traceback.

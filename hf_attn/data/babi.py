@@ -238,6 +238,7 @@ def _qa_task(train: list[tuple[str, str, str]], test: list[tuple[str, str, str]]
              labels: list[str] | None = None) -> TaskData:
     """(passage, question, answer) rows → :class:`TaskData` with a dev split carved from train
     (10 %, seeded) unless ``validation`` is given; classes = ``labels`` or every answer seen."""
+    split_seed = seed if validation is None else None
     if validation is None:
         keep, dev = _carve_dev(len(train), seed)
         validation = [train[i] for i in dev]
@@ -255,7 +256,7 @@ def _qa_task(train: list[tuple[str, str, str]], test: list[tuple[str, str, str]]
     splits = DatasetDict({"train": Dataset.from_dict(columns(train)),
                           "validation": Dataset.from_dict(columns(validation)),
                           "test": Dataset.from_dict(columns(test))})
-    return TaskData(splits, names, name, notes=notes)
+    return TaskData(splits, names, name, notes=notes, split_seed=split_seed)
 
 
 def _answer_order(answer: str):

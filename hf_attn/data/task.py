@@ -26,6 +26,9 @@ class TaskData:
     # train split before their length filter); and the tokenizer preprocessing they need.
     vocabulary_texts: list[str] | None = None
     preprocessing: str = "default"
+    # The seed the train/validation/test split was cut with (all of it, or a part such as a dev split
+    # carved from train), or None when the data came with its own splits (SST, a folder of files).
+    split_seed: int | None = None
 
     @property
     def num_labels(self) -> int:

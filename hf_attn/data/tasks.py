@@ -32,6 +32,7 @@ from datasets import Dataset, DatasetDict
 
 from hf_attn.core.arguments import bounded_list, bounded_text
 from hf_attn.data.task import PAIR_COLUMNS, DataError, TaskData  # noqa: F401  (re-exported: the loaders' types)
+from hf_attn.data.classes import with_label_names
 
 SPLITS = ("train", "validation", "test")
 SNLI_ENV = "HF_ATTN_SNLI_DIR"
@@ -208,7 +209,7 @@ def load_agnews(path: str | os.PathLike, seed: int = 0,
             labels.append(0 if row[0] == "1" else 1)
     if not texts:
         raise DataError(f"{path}: no World (1) or Business (3) rows")
-    return TaskData(_from_rows(texts, labels, seed, fractions), ["world", "business"], "agnews",
+    return TaskData(_from_rows(texts, labels, seed, fractions), ["world", "business"], "agnews", split_seed=seed,
                     notes=[f"AG News offline copy is the test split only: its {len(texts)} World/"
                            f"Business rows were split {fractions} with seed {seed}"])
 
@@ -234,7 +235,7 @@ def load_imdb(seed: int = 0, fractions: tuple[float, float, float] = (0.7, 0.1, 
     labels = [int(v) for v in frame["label"]]
     if set(labels) - {0, 1}:
         raise DataError(f"{path}: IMDB labels must be 0/1, got {bounded_list(sorted(set(map(str, labels))))}")
-    return TaskData(_from_rows(texts, labels, seed, fractions), ["negative", "positive"], "imdb",
+    return TaskData(_from_rows(texts, labels, seed, fractions), ["negative", "positive"], "imdb", split_seed=seed,
                     notes=[f"IMDB: {len(texts)} reviews split {fractions} with seed {seed}"])
 
 
@@ -312,7 +313,7 @@ def load_snli(path: str | os.PathLike | None = None, seed: int = 0, dev_size: in
              f"test pairs; {train[3]} + {test[3]} without a gold label dropped",
              f"the official dev split is not available offline: {dev_size} pairs carved from the "
              f"train subset with seed {seed} as validation (train {n - dev_size})"]
-    return TaskData(splits, list(SNLI_LABELS), "snli", notes=notes)
+    return TaskData(splits, list(SNLI_LABELS), "snli", notes=notes, split_seed=seed)
 
 
 def _require_columns(columns, required: list[str], where: str) -> None:
@@ -382,11 +383,13 @@ def load_local(path: str | os.PathLike, text_column: str = "text", label_column:
     pair = _is_pair_table(first.columns, text_column)  # premise/hypothesis/label rows
     sources = {c: c for c in PAIR_COLUMNS} if pair else {"text": text_column}
     checked = {s: _checked_rows(t, sources, label_column) for s, t in tables.items()}
-    if None in checked:  # one file: checked in file order above, then split with the seed
+    single = None in checked
+    if single:  # one file: checked in file order above, then split with the seed
         whole = checked.pop(None)
         checked = {s: whole.take(ix, s) for s, ix in seeded_split(len(whole), seed, fractions).items()}
     names = list(label_names) if label_names else _label_set(checked["train"].data["label"])
-    return TaskData(_encode_labels(checked, names), names, os.path.basename(path.rstrip("/")))
+    return TaskData(_encode_labels(checked, names), names, os.path.basename(path.rstrip("/")),
+                    split_seed=seed if single else None)
 
 
 def _decoded(path: str) -> str:
@@ -662,7 +665,8 @@ def load_hub(dataset_id: str, text_column: str = "text", label_column: str = "la
         table = _Table(dataset_id, list(data), data, list(range(len(d))), "row", split)
         checked[split] = _checked_rows(table, sources, label_column)
     names = list(class_names) if class_names else _label_set(checked["train"].data["label"])
-    return TaskData(_encode_labels(checked, names), names, dataset_id)
+    carved = not (loaded.get("validation") or loaded.get("dev")) or "test" not in loaded
+    return TaskData(_encode_labels(checked, names), names, dataset_id, split_seed=seed if carved else None)
 
 
 def _is_hub_id(name: str) -> bool:
@@ -691,14 +695,15 @@ def _looks_like_path(name: str) -> bool:
 
 
 def load_task(name: str, seed: int = 0, text_column: str = "text", label_column: str = "label",
-              data_path: str | None = None, preprocessing: str = "default") -> TaskData:
+              data_path: str | None = None, preprocessing: str = "default", label_names=None) -> TaskData:
     """``sst`` | ``sst5`` | ``agnews`` (needs ``data_path``) | ``imdb`` | ``snli`` (``data_path`` or
     ``$HF_ATTN_SNLI_DIR``) | ``babi1``–``babi3`` (generated, or the released files at ``data_path``;
     :mod:`hf_attn.data.babi`) | ``cnn-qa`` (``data_path``) | a local file/folder | a Hub dataset id. Every split is validated
     (non-empty texts, known labels).
 
     ``preprocessing="jw"`` is Jain & Wallace's SST preprocessing (:func:`load_sst_jw`); it exists
-    for the bundled ``sst`` only (any other name is a :class:`DataError`).
+    for the bundled ``sst`` only (any other name is a :class:`DataError`). ``label_names`` names
+    integer class ids (:func:`hf_attn.data.classes.with_label_names`, ``--label-names``).
 
     A bundled name (``sst``, ``imdb``, …) always means the bundled dataset, so that what a result
     records as ``"dataset": "sst"`` is what was read: a local folder ``sst/`` in the working directory
@@ -711,7 +716,7 @@ def load_task(name: str, seed: int = 0, text_column: str = "text", label_column:
         if name != "sst":
             raise DataError(f"preprocessing 'jw' (Jain & Wallace's SST preprocessing) exists for the "
                             f"bundled sst dataset only, not {name!r}")
-        task = load_sst_jw()
+        task = with_label_names(load_sst_jw(), label_names)
         validate_task(task)
         return task
     local = os.path.exists(name)
@@ -753,6 +758,7 @@ def load_task(name: str, seed: int = 0, text_column: str = "text", label_column:
                 f"unknown dataset {name!r}: not a bundled dataset ({', '.join(BUILTIN_DATASETS)}), no "
                 f"such file or folder {os.path.abspath(name)}, and loading it as a Hugging Face Hub "
                 f"dataset id failed ({type(err).__name__}: {err})") from err
+    task = with_label_names(task, label_names)
     validate_task(task)
     return task
 

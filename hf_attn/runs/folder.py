@@ -142,4 +142,37 @@ def claimed_output_folder(output_dir: str, battery: str, model_dir: str, setting
         raise
 
 
-__all__ = ["claim_output_folder", "claimed_output_folder", "analysis_record", "AnalysisFolderMismatch", "RECORD_NAME"]
+__all__ = ["claim_output_folder", "claimed_output_folder", "analysis_record", "AnalysisFolderMismatch", "RECORD_NAME",
+           "missing_model_folder"]
+
+
+def missing_model_folder(name: str) -> str | None:
+    """The one-line error for a model or run folder argument that names no folder, with the closest
+    sibling folder (``no model folder runs/typo; did you mean runs/typ0?``), or None when ``name``
+    exists or is no local path. A name is a local path when it starts with ``./``, ``../``, ``/``
+    or ``~``, has more than one ``/``, or its first part is a folder here (``runs/…`` beside a
+    ``runs`` folder); anything else (``owner/name``, an alias such as ``minilm-l6``) may be a Hub id
+    and is left to the loader. Asked before anything is logged or created."""
+    import difflib
+
+    if not isinstance(name, str) or not name or os.path.exists(os.path.expanduser(name)):
+        return None
+    path, slashed = os.path.expanduser(name), name.replace("\\", "/")
+    local = (slashed.startswith(("./", "../", "/", "~")) or os.path.isabs(path) or slashed.strip("/").count("/") > 1
+             or ("/" in slashed and os.path.isdir(slashed.split("/")[0])))
+    if not local:
+        return None
+    stripped = name.rstrip("/\\") or name
+    parent, base = os.path.split(stripped)
+    where = os.path.expanduser(parent) if parent else "."
+    if not os.path.isdir(where):
+        return f"no model folder {name} (and no folder {parent})"
+    try:
+        siblings = sorted(entry.name for entry in os.scandir(where)
+                          if entry.is_dir() and not entry.name.startswith("."))
+    except OSError:
+        siblings = []
+    close = difflib.get_close_matches(base, siblings, n=1)
+    if not close:
+        return f"no model folder {name}"
+    return f"no model folder {name}; did you mean {os.path.join(parent, close[0]) if parent else close[0]}?"

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerFast, Trainer, TrainingArguments
 
+from hf_attn.data.classes import split_record, task_split_line
 from hf_attn.data.tasks import TaskData
 from hf_attn.core.environment import environment_versions
 from hf_attn.core.io import LOCK_NAME, exclusive_output_folder, write_json_atomic
@@ -204,7 +205,10 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
            hooks: TrainingHooks | None) -> dict:
     """The training itself (see :func:`train`), in a folder that is ours."""
     metrics_path = os.path.join(output_dir, "metrics.json")
+    source = task.name if task is not None else settings.dataset
     task = task or task_of(settings)
+    if main_process:
+        logger.info("%s", task_split_line(source, task))
     pieces = pieces or task_pieces(task)
     plain, hooks = hooks is None, hooks or TrainingHooks()
     os.makedirs(os.path.join(output_dir, "checkpoints"), exist_ok=True)
@@ -254,7 +258,7 @@ def _train(settings: TrainSettings, output_dir: str, task: TaskData | None, prog
     if hooks.test_metrics is not None:
         metrics.update(hooks.test_metrics(trainer.model, encoded["test"]))
     run = {"settings": asdict(stored_paths(settings, output_dir)), "task": task.name, "label_names": task.label_names,
-           "split_sizes": {s: len(d) for s, d in task.splits.items()}, "notes": task.notes,
+           **split_record(task), "notes": task.notes,
            "model_selection": metric, "model_selection_note": selection_note,
            "model": info | {"encoder": model.config.encoder, "attention": model.config.attention,
                             "variant": model.config.variant, "hidden_size": model.config.hidden_size,

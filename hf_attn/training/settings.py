@@ -52,6 +52,9 @@ class TrainSettings:
     # "jw": Jain & Wallace's SST preprocessing (hf_attn.data.tasks.load_sst_jw: punctuation stripped,
     # their length filter, <SOS>/<EOS> read by the encoder and excluded from attention).
     preprocessing: str = "default"
+    # Names of integer class ids, in the order of the sorted ids (--label-names neg,pos; stored in the
+    # model's config.id2label); None: the data's own labels name the classes.
+    label_names: list[str] | None = None
     extra_config: dict = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -176,4 +179,5 @@ def task_of(settings: TrainSettings) -> TaskData:
     """The task, with the same splits, that a run with ``settings`` trains on."""
     return load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
                      label_column=settings.label_column, data_path=settings.data_path,
-                     preprocessing=getattr(settings, "preprocessing", "default"))
+                     preprocessing=getattr(settings, "preprocessing", "default"),
+                     label_names=getattr(settings, "label_names", None))

@@ -47,6 +47,8 @@ class TransformerTrainSettings:
     # exactly 66, dev 55, test 64: nothing is truncated
     max_length: int = 66
     freeze_layers: int | None = None  # None: train everything; N: embeddings + first N layers frozen
+    # names of integer class ids in the order of the sorted ids (--label-names); None: the data's own
+    label_names: list[str] | None = None
     # None: the whole train split; N: a random N of its sentences (seeded by data_seed), e.g. to
     # fit a larger model's fine-tune into a time budget; dev and test stay whole
     max_train_examples: int | None = None
@@ -114,7 +116,7 @@ def _task(settings: TransformerTrainSettings):
 
     task = load_task(settings.dataset, seed=settings.data_seed, text_column=settings.text_column,
                      label_column=settings.label_column,
-                     data_path=settings.data_path)
+                     data_path=settings.data_path, label_names=settings.label_names)
     if task.is_pair:
         raise ValueError(f"{task.name}: sentence-pair tasks are not supported for transformers yet")
     return task
@@ -157,7 +159,9 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
 
     from datasets import DatasetDict
 
+    from hf_attn.core.hub_access import hub_model_location
     from hf_attn.core.io import write_json_atomic
+    from hf_attn.data.classes import split_record, task_split_line
     from hf_attn.training.console import _readable_console
     from hf_attn.models.pretrained import resolve_base_model
     from hf_attn.adapters.transformer_attention import register_override_attention
@@ -172,13 +176,16 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
     if isinstance(task, str):
         settings.dataset, task = task, None
     settings.validate()
+    # an unreachable Hub id fails here, in about a second, before the data is read
+    path = hub_model_location(resolve_base_model(settings.base_model), ("minilm-l6", "smollm2-135m"))
+    source = task.name if task is not None else settings.dataset
     task = task if task is not None else _task(settings)
+    logger.info("%s", task_split_line(source, task))
     previous_threads = torch.get_num_threads()
     if settings.num_threads:
         torch.set_num_threads(settings.num_threads)
     started = time.perf_counter()
     try:
-        path = resolve_base_model(settings.base_model)
         set_seed(settings.seed)
         tokenizer = AutoTokenizer.from_pretrained(path)
         if not getattr(tokenizer, "is_fast", False):
@@ -234,7 +241,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
                 stored[name] = os.path.relpath(os.path.abspath(value), os.path.abspath(output_dir)).replace(os.sep, "/")
         record = {"kind": RUN_KIND, "settings": stored,
                   "base_model_path": None if os.path.isabs(path) else path,  # never a machine path
-                  "dataset": task.name, "label_names": label_names, "parameters": counts,
+                  "dataset": task.name, "label_names": label_names, **split_record(task), "parameters": counts,
                   "examples": {s: len(d) for s, d in encoded.items()},
                   "at_max_length": at_max_length, "train_loss": float(train_output.training_loss),
                   "best_checkpoint_dev": trainer.state.best_metric,

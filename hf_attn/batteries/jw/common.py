@@ -383,22 +383,94 @@ def _fmt(value, digits=3):
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+WIDTH = 100  # the printed summary's lines (a long model folder path excepted)
+# classes never predicted are listed up to this many classes (the papers' binary and NLI tasks);
+# above it (QA: one class per answer, CNN has hundreds) only the predicted ones are
+LIST_EVERY_CLASS_UP_TO = 3
+SPLIT_BY_PREDICTED = ("Rows by predicted class: the class the model predicts for the unaltered input (the argmax "
+                      "of its output), not the gold label, as J&W Table 2; \"all\" = every instance.")
+
+
+def _tau_cell(values: dict | None, digits: int) -> str:
+    """``0.341±0.21 sig 0.48`` (mean ± std, share with p < α), what of it is there; "–" without a mean."""
+    if not values or values.get("mean") is None:
+        return "–"
+    text = f"{values['mean']:.{digits}f}"
+    if values.get("std") is not None:
+        text += f"±{values['std']:.2f}"
+    if values.get("fraction_significant") is not None:
+        text += f" sig {values['fraction_significant']:.2f}"
+    return text
+
+
+def _published_value(published: dict | None, key: str, stat: str, cls: int | None, num_classes: int):
+    """One published number: per class (a list of C values) for a class row, a single number for
+    the "all" row (``cls`` None); None where J&W give none."""
+    value = ((published or {}).get(key) or {}).get(stat) if stat else (published or {}).get(key)
+    if isinstance(value, list):
+        return value[cls] if cls is not None and len(value) == num_classes else None
+    return value if cls is None and isinstance(value, (int, float)) else None
+
+
+def _wrapped(text: str, indent: str = "  ") -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
 def format_summary(results: dict) -> str:
-    """A short human-readable table of results.json."""
+    """A short human-readable table of results.json (printed by ``hf-attn analyze DIR --battery jw``):
+    per measure one row per predicted class and one for all instances, with n, skipped, our value
+    and J&W's published one beside it (:func:`hf_attn.batteries.jw.summary.published_for_model`;
+    "–" where J&W published none). Lines are at most :data:`WIDTH` characters (the first, naming
+    the model folder, excepted)."""
+    from hf_attn.batteries.jw.summary import published_for_model
+
     s = results["summary"]
-    names = results.get("label_names") or [str(c) for c in range(s["num_classes"])]
-    lines = [f"J&W battery: {results['model_dir']} [{results['split']}], {s['num_instances']} instances"
-             + (f", accuracy {s['accuracy']:.3f}" if "accuracy" in s else "")]
+    num_classes = s["num_classes"]
+    names = list(results.get("label_names") or [])
+    names = [str(names[c]) if c < len(names) else str(c) for c in range(num_classes)]
+    published, where = published_for_model(results)
+    accuracy = ""
+    if "accuracy" in s:
+        accuracy = f", accuracy {s['accuracy']:.3f}"
+        if _published_value(published, "test_accuracy", None, None, num_classes) is not None:
+            accuracy += f" (J&W Table 1: {published['test_accuracy']:.2f})"
+        elif _published_value(published, "test_micro_f1", None, None, num_classes) is not None:
+            accuracy += f" (J&W Table 1: micro-F1 {published['test_micro_f1']:.2f}, = accuracy here)"
+    lines = [f"J&W battery: {results['model_dir']} [{results['split']}]",
+             f"  {s['num_instances']} instances{accuracy}", *_wrapped(SPLIT_BY_PREDICTED)]
+    lines += _wrapped(f"J&W = {where}; – = not published (J&W show the permutation and adversary results as "
+                      "figures only)." if published else
+                      "J&W: – throughout: J&W published values only for their BiLSTM and Average models with "
+                      "additive attention, on their datasets.")
+    counts = s.get("predicted_class_counts") or [None] * num_classes
+    listed = [c for c in range(num_classes) if num_classes <= LIST_EVERY_CLASS_UP_TO or counts[c] != 0]
+    lines.append(f"  {'':22}{'n':>6} {'skipped':>7}  {'ours':<22} J&W")
+
+    def rows(key: str, ours, theirs) -> None:
+        blocks = [(names[c], s[key]["per_class"].get(str(c)) or {}, c) for c in listed]
+        blocks.append(("all", s[key].get("overall") or {}, None))
+        for name, block, cls in blocks:
+            lines.append(f"    {name[:20]:<20}{block.get('count', 0):>6} {block.get('skipped', 0):>7}  "
+                         f"{ours(block):<22} {theirs(cls)}")
+
+    alpha = s["tau_gradient"].get("alpha", 0.05)
     for key, title in (("tau_gradient", "τ(attention, gradient)"), ("tau_loo", f"τ(attention, {LOO_TVD})"),
                        ("tau_gradient_loo", f"τ(gradient, {LOO_TVD})")):
-        parts = [f"{names[int(c)]}: {_fmt(v['mean'])}±{_fmt(v['std'], 2)} sig {_fmt(v['fraction_significant'], 2)}"
-                 f" (n={v['count']}, skipped {v['skipped']})" for c, v in s[key]["per_class"].items()]
-        lines.append(f"  {title:24s} " + "; ".join(parts))
-    lines.append("  permutation Δŷ_med        " + "; ".join(
-        f"{names[int(c)]}: median {_fmt(v['median'], 4)}" for c, v in s["permutation"]["per_class"].items()))
-    lines.append(f"  ε-max JSD (ε={s['adversary']['eps']})     " + "; ".join(
-        f"{names[int(c)]}: mean {_fmt(v['mean'])} feasible {_fmt(v['fraction_feasible'], 2)}"
-        for c, v in s["adversary"]["per_class"].items()))
-    lines.append("  seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in s["seconds"].items()))
-    lines.append(f"  {LOO_TVD_DEFINITION}")
+        if key not in s:
+            continue
+        lines.append(f"  {title}: mean±std, sig = share with p < {alpha}")
+        rows(key, lambda block: _tau_cell(block, 3), lambda cls, key=key: _tau_cell(
+            {stat: _published_value(published, key, stat, cls, num_classes)
+             for stat in ("mean", "std", "fraction_significant")}, 2))
+    lines.append("  permutation Δŷ_med: median over the instances")
+    rows("permutation", lambda block: _fmt(block.get("median"), 4), lambda cls: "–")
+    lines.append(f"  ε-max JSD (ε={s['adversary']['eps']}): mean, share with a feasible adversary")
+    rows("adversary", lambda block: f"{_fmt(block.get('mean'))} feasible {_fmt(block.get('fraction_feasible'), 2)}",
+         lambda cls: "–")
+    if len(listed) < num_classes:
+        lines += _wrapped(f"{num_classes - len(listed)} of the {num_classes} classes never predicted (not listed).")
+    lines += _wrapped("seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in s["seconds"].items()))
+    lines += _wrapped(LOO_TVD_DEFINITION)
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hf_attn.core.published import JW_SST_SUMMARY
+from hf_attn.core.published import JW_PUBLISHED, JW_SST_SUMMARY
 from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.measures import kendall_tau
 from hf_attn.methods.adversary import best_feasible_adversary
@@ -190,6 +190,45 @@ def adversary_summary(adversary_tvd, adversary_jsd, max_attention, predictions, 
                                                           predictions[valid], num_classes),
               "eps_max_jsd": eps_max}
     return result if lengths is None else result | {"valid": valid}
+
+
+# the models J&W Table 2 reports, by results.json's model "encoder"
+PUBLISHED_ENCODERS = {"lstm": "BiLSTM", "average": "Average"}
+
+
+def published_for_model(results: dict) -> tuple[dict | None, str]:
+    """``(J&W's published values for this results.json's model and data, where they come from)``,
+    or ``(None, "")`` when J&W published none for it.
+
+    J&W Tables 1–2 cover their own BiLSTM and Average encoders with additive attention (and, for
+    pairs, their tanh decoder): any other model (a transformer, CNN, dot or uniform attention, a
+    T&Š variant) gets None. The values are results.json's ``published`` block for the encoder
+    (SST, SNLI, QA), else J&W Table 2 for IMDB / AG News (:data:`hf_attn.core.published.JW_PUBLISHED`).
+    Shape as ``published``: ``{"tau_gradient": {"mean": …, "std": …, "fraction_significant": …},
+    "tau_loo": …, "test_accuracy" | "test_micro_f1": …}``, each value a list over the C classes
+    (per predicted class) or one number (QA: all instances)."""
+    model = results.get("model") or {}
+    encoder = model.get("encoder")
+    if (encoder not in PUBLISHED_ENCODERS or model.get("attention", "additive") != "additive"
+            or model.get("variant", "base") != "base" or model.get("pair_decoder", "tanh") != "tanh"):
+        return None, ""
+    dataset = str(results.get("dataset") or "")
+    published = results.get("published")
+    block = published.get(encoder) if isinstance(published, dict) else None
+    if not isinstance(block, dict):
+        table = JW_PUBLISHED.get(dataset)
+        if not table:
+            return None, ""
+        suffix = "" if encoder == "lstm" else "_average"
+        block = {"tau_gradient": {"mean": table[f"tau_gradient{suffix}"], "std": table.get(f"tau_gradient{suffix}_std"),
+                                  "fraction_significant": table[f"tau_gradient{suffix}_sig"]}}
+        if encoder == "lstm":
+            block["tau_loo"] = {"mean": table["tau_loo"], "std": table["tau_loo_std"],
+                                "fraction_significant": table["tau_loo_sig"]}
+    where = f"J&W 2019 Table 2, {dataset}, {PUBLISHED_ENCODERS[encoder]} + additive attention"
+    if results.get("data"):  # generated data (bAbI): J&W's values are those of the released data
+        where += " (on J&W's released data, not this data)"
+    return block, where
 
 
 def strip_arrays(summary: dict) -> dict:
