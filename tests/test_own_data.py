@@ -187,6 +187,18 @@ def test_base_model_training_prints_its_split(sst_rows, tmp_path, monkeypatch, c
     record = json.loads((tmp_path / "runs" / "bert" / "run.json").read_text())
     assert record["split"] == "seed 2" and record["split_sizes"] == {"train": 42, "validation": 6, "test": 12}
     assert json.loads((tmp_path / "runs" / "bert" / "config.json").read_text())["id2label"] == {"0": "neg", "1": "pos"}
+    # the analyses (and the W&P battery's data) reload the recorded file, split seed and class names
+    from hf_attn.batteries.data import recorded_task
+    from hf_attn.runs.wp_transformer import _transformer_data
+    from hf_attn.batteries.wp.transformer import TransformerWPSettings
+
+    task = recorded_task("runs/bert")
+    assert task.label_names == ["neg", "pos"] and len(task.splits["test"]) == 12
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "runs" / "bert")
+    texts, labels, _, _, names = _transformer_data(model, TransformerWPSettings(), record, None, None, None, None,
+                                                   "runs/bert")
+    assert names == ["neg", "pos"] and texts == list(task.splits["test"]["text"])
+    assert labels.tolist() == list(task.splits["test"]["label"])
 
 
 # ------------------------------------------------------------------ d. a Hub id without the network

@@ -37,6 +37,39 @@ def is_transformer_model_dir(model_dir: str) -> bool:
 # the data a transformers classifier is analysed on (shared with `hf-attn eraser`)
 
 
+def recorded_task(model_dir: str, run: dict | None = None, text_column: str | None = None,
+                  label_column: str | None = None):
+    """The task a folder trained by ``hf-attn train --base-model`` was trained on, loaded again as its
+    ``run.json`` records it: the dataset (or data file, recorded relative to the folder), its data path,
+    columns, split seed and class names (``--label-names``), so that the same sentences get the same
+    splits and names. ``run``: the folder's record when already read. Without one (a model trained
+    elsewhere, a Hub id) this is a ``ValueError`` asking for ``--dataset``."""
+    from hf_attn.data.tasks import load_task
+
+    if run is None:
+        from hf_attn.training.transformer import read_transformer_run
+
+        run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
+    if run is None:
+        raise ValueError(f"{model_dir}: not trained by hf-attn (no run.json of a transformer run): name "
+                         "the data to analyse with --dataset (sst, a CSV/JSON(L) file or folder, or a Hub "
+                         "dataset id) and, if needed, --text-column/--label-column")
+    s = run.get("settings", {})
+
+    def located(value):  # a data path recorded relative to the run folder, usable from here
+        if isinstance(value, str) and not os.path.isabs(value):
+            candidate = os.path.normpath(os.path.join(model_dir, value))
+            if os.path.exists(candidate):
+                return candidate
+        return value
+
+    source = located(s.get("dataset")) or run["dataset"]
+    return load_task(source, seed=int(s.get("data_seed", 0)), data_path=located(s.get("data_path")),
+                     text_column=text_column or s.get("text_column") or "text",
+                     label_column=label_column or s.get("label_column") or "label",
+                     label_names=s.get("label_names"))
+
+
 def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = "test",
                        text_column: str | None = None, label_column: str | None = None, model_names=None):
     """``(texts, labels, label_names, dataset name)`` to analyse a BERT-family classifier on.
@@ -58,26 +91,7 @@ def load_analysis_data(model_dir: str, dataset: str | None = None, split: str = 
     from hf_attn.data.tasks import load_task
 
     if dataset is None:
-        from hf_attn.training.transformer import read_transformer_run
-
-        run = read_transformer_run(model_dir) if os.path.isdir(model_dir) else None
-        if run is None:
-            raise ValueError(f"{model_dir}: not trained by hf-attn (no run.json of a transformer run): name "
-                             "the data to analyse with --dataset (sst, a CSV/JSON(L) file or folder, or a Hub "
-                             "dataset id) and, if needed, --text-column/--label-column")
-        s = run.get("settings", {})
-
-        def located(value):  # a data path recorded relative to the run folder, usable from here
-            if isinstance(value, str) and not os.path.isabs(value):
-                candidate = os.path.normpath(os.path.join(model_dir, value))
-                if os.path.exists(candidate):
-                    return candidate
-            return value
-
-        source = located(s.get("dataset")) or run["dataset"]
-        task = load_task(source, seed=int(s.get("data_seed", 0)), data_path=located(s.get("data_path")),
-                         text_column=text_column or s.get("text_column") or "text",
-                         label_column=label_column or s.get("label_column") or "label")
+        task = recorded_task(model_dir, text_column=text_column, label_column=label_column)
     elif os.path.isfile(dataset) and dataset.lower().endswith((".csv", ".jsonl", ".json")):
         return _whole_file(dataset, text_column or "text", label_column or "label", model_names)
     else:

@@ -27,17 +27,22 @@ def _relative(path: str, start: str) -> str:
     return os.path.relpath(os.path.abspath(path), os.path.abspath(start))
 
 
-def _transformer_data(model, settings: TransformerWPSettings, run: dict | None, texts, labels, task, label_names
-                      ) -> tuple[list, np.ndarray, object, str, list]:
+def _transformer_data(model, settings: TransformerWPSettings, run: dict | None, texts, labels, task, label_names,
+                      model_dir: str | None = None) -> tuple[list, np.ndarray, object, str, list]:
     """``(texts, labels, task, dataset, label_names)`` the battery runs on: the given texts and labels,
-    else the split ``settings.split`` of the task (loaded when needed), the first ``max_instances``;
-    labels checked against the model's classes."""
+    else the split ``settings.split`` of the task (loaded when needed: a folder trained by hf-attn
+    reloads its recorded data, path, columns, split seed and class names), the first
+    ``max_instances``; labels checked against the model's classes."""
     dataset = run["dataset"] if run else settings.dataset
     if task is None and (texts is None or settings.diagnostic_mlp):
-        from hf_attn.data.tasks import load_task
+        if run:
+            from hf_attn.batteries.data import recorded_task
 
-        task = load_task(dataset, text_column=settings.text_column, label_column=settings.label_column) \
-            if not run else load_task(dataset)
+            task = recorded_task(model_dir, run)
+        else:
+            from hf_attn.data.tasks import load_task
+
+            task = load_task(dataset, text_column=settings.text_column, label_column=settings.label_column)
     if task is not None:
         dataset = task.name
         label_names = label_names or list(task.label_names)
@@ -113,7 +118,7 @@ class TransformerModels:
                            else int(min(self.tokenizer.model_max_length or 512, 512)))
         self.adapter = self.view.adapter(self.model, self.tokenizer, self.max_length)  # refuses what it cannot do
         self.texts, self.labels, self.task, self.dataset, self.label_names = _transformer_data(
-            self.model, self.view, self.run, texts, labels, task, label_names)
+            self.model, self.view, self.run, texts, labels, task, label_names, model_dir)
         self.runs_dir = settings.runs_dir or os.path.join(output_dir, "models")
 
     def name(self) -> str:
