@@ -394,6 +394,7 @@ def test_tie_tolerance_is_a_validated_setting_and_cli_option():
     parser.add_argument("--split", default="test")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--threads", default="auto")
     from hf_attn.runs import jw as jw_run
 
     jw_run.add_options(parser)
@@ -460,7 +461,7 @@ def test_jw_flag_defaults_are_the_settings_dataclass_defaults():
     args = _analyze_args("--jw-permutations", "7", "--jw-adversaries", "2", "--jw-lambda", "3", "--jw-eps", "0.2",
                          "--jw-steps", "9", "--jw-lr", "0.5", "--jw-token-budget", "11",
                          "--jw-gradient-token-budget", "12", "--jw-loo-token-budget", "13",
-                         "--jw-tie-tolerance", "0", "--jw-threads", "1", "--jw-max-instances", "5",
+                         "--jw-tie-tolerance", "0", "--threads", "1", "--jw-max-instances", "5",
                          "--jw-no-cache", "--split", "validation", "--seed", "4", "--quiet")
     expected = jw.JWRunSettings(split="validation", progress=False, max_instances=5, use_cache=False,
                                 algorithm=jw.JWSettings(num_permutations=7, k=2, lam=3.0, eps=0.2, steps=9, lr=0.5,

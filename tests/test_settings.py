@@ -63,19 +63,21 @@ def _help(battery: str) -> str:
 
 
 def test_help_shows_the_dataclass_defaults():
+    """Each generated option's help ends with its type, the dataclass default and the allowed values."""
     wp_help, ts_help = _help("wp"), _help("ts")
     d = WPSettings()
-    assert f"seed models (default {d.num_seeds})" in wp_help
-    assert "(default " + ",".join(f"{x:g}" for x in d.lambdas) + ")" in wp_help
-    assert f"(default {d.guide_lambda}, as W&P)" in wp_help
-    assert f"default {d.guide_seeds}, as W&P" in wp_help
-    assert f"default {d.seed_statistic}" in wp_help
-    assert f"(default {d.adversary_steps})" in wp_help and f"default {d.adversary_protocol}" in wp_help
+    assert f"seed models (int ≥ 1, default {d.num_seeds})" in wp_help
+    assert "(comma-separated numbers ≥ 0, default " + ",".join(f"{x:g}" for x in d.lambdas) + ")" in wp_help
+    assert f"(as W&P) (number ≥ 0, default {d.guide_lambda})" in wp_help
+    assert f"(int ≥ 1, default {d.guide_seeds})" in wp_help
+    assert f"({{max,median}}, default {d.seed_statistic})" in wp_help
+    assert f"(int ≥ 0, default {d.adversary_steps})" in wp_help and f"({{fast,wp}}, default {d.adversary_protocol})" in wp_help
     t = TSSettings()
-    assert f"over draws); default {t.permutation_draws}" in ts_help
-    assert f"(default {t.mi_split})" in ts_help and f"default {t.mi_max_occurrences})" in ts_help
-    assert f"(default {t.mi_words}, as T&Š)" in ts_help and f"(default {t.mi_clusters}, as T&Š)" in ts_help
-    assert f"split (default {t.adversary_limit})" in ts_help
+    assert f"(F1 averaged over draws) (int ≥ 1, default {t.permutation_draws})" in ts_help
+    assert f"({{train,validation,test}}, default {t.mi_split})" in ts_help
+    assert f"(int ≥ 1, default {t.mi_max_occurrences})" in ts_help
+    assert f"(as T&Š) (int ≥ 1, default {t.mi_words})" in ts_help and f"(int ≥ 1, default {t.mi_clusters})" in ts_help
+    assert f"split (int ≥ 1, default {t.adversary_limit})" in ts_help
 
 
 def test_settings_validate_and_registry_takes_typed_settings_only(tmp_path):

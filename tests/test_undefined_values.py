@@ -164,4 +164,5 @@ def test_naopc_beam_width_defaults_to_the_authors():
     add_options(parser)
     assert parser.parse_args([]).faith_naopc_beam == 5
     cached = json.loads((ROOT / "hf_attn" / "cli_help.json").read_text())
-    assert "default %(default)s, the authors' width" in json.dumps(cached, ensure_ascii=False)
+    assert "NAOPC beam width (the authors' width; 0: no normalised AOPC) (int ≥ 0, default 5)" in \
+        json.dumps(cached, ensure_ascii=False)

@@ -21,15 +21,14 @@ def explainer():
 
 # ---------------------------------------------------------------------------------------- threads
 @pytest.mark.parametrize("argv", [["explain", "RUN", "good movie", "--threads", "1000000000"],
-                                  ["analyze", "RUN", "--battery", "jw", "--jw-threads", "1000000000"],
+                                  ["analyze", "RUN", "--battery", "jw", "--threads", "1000000000"],
                                   ["train", "--output-dir", "x", "--threads", "4097"]])
 def test_thread_flags_are_bounded(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         build_parser().parse_args(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    flag = "--jw-threads" if "--jw-threads" in argv else "--threads"
-    assert flag in err and "<= 4096" in err and "cores" in err
+    assert "--threads" in err and "<= 4096" in err and "cores" in err
 
 
 def test_thread_flags_accept_the_bound():

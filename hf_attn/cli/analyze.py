@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from hf_attn.runs import BATTERY_MODULES, available_batteries
 from hf_attn.core.arguments import seed_int
+from hf_attn.core.settings_cli import flag_value
+from hf_attn.core.threads import threads_argument
 
 
 def _named_battery(argv) -> list[str] | None:
@@ -36,9 +38,41 @@ def add_parser(subparsers, argv: list[str] | None = None) -> None:
                    help="replace what --output-dir holds (another battery's analysis, or this battery's with "
                         "other settings or another model): its whole content is removed first. Without it "
                         "such a folder is refused; the same analysis resumes")
-    for battery in available_batteries(_named_battery(argv)).values():
+    p.add_argument("--threads", type=threads_argument, default="auto",
+                   help="torch threads of the command and every battery: a number, or auto (default): the cores "
+                        "the load average says are free, at least 1")
+    p.add_argument("--config", metavar="FILE", default=None,
+                   help="settings file (.json, or .yaml / .yml): one section per battery (jw, wp, ts, "
+                        "faithfulness), keys the settings' field names (the key in an option's help where it "
+                        "differs from the flag), values typed, e.g. {\"jw\": {\"num_permutations\": 50}}; "
+                        "the command line overrides the file, the file the defaults")
+    batteries = available_batteries(_named_battery(argv))
+    for battery in batteries.values():
         battery.add_options(p)
+    path = flag_value(argv, "--config") if argv is not None and not _asks_help(argv) else None
+    if path is not None:
+        _apply_settings_file(p, path, argv)
     p.set_defaults(func=_run)
+
+
+def _asks_help(argv) -> bool:
+    return "-h" in argv or "--help" in argv
+
+
+def _apply_settings_file(parser, path: str, argv) -> None:
+    """``--config FILE``: the section of the battery named by ``--battery`` becomes the defaults of its
+    options (the command line overrides them); a refused file is a one-line error (exit code 2)."""
+    from hf_attn.core.settings_cli import SettingsFileError, apply_settings_file
+
+    named = _named_battery(argv)
+    if not named:  # no --battery or an unknown one: argparse says so
+        return
+    battery = available_batteries(named)[named[0]]
+    try:
+        apply_settings_file(parser, path, battery.name, battery.settings_class, battery.prefix or battery.name,
+                            BATTERY_CHOICES)
+    except SettingsFileError as error:
+        parser.error(f"--config {error}")
 
 
 def _run(args) -> int:

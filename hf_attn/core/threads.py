@@ -61,6 +61,15 @@ def check_threads(value, name: str = "num_threads", allow_none: bool = True) -> 
     return check_whole(name, value, 1, limit="threads")
 
 
+def threads_setting(spec: str | int | None, flag: str = "--threads") -> int | None:
+    """A command's ``--threads`` value → a settings class's thread count (``num_threads``): None for
+    ``auto`` or None (the command has set torch's threads already: leave them), else the number,
+    checked (a ``ValueError`` naming ``flag``)."""
+    if spec is None or spec == "auto":
+        return None
+    return check_threads(spec, flag, allow_none=False)
+
+
 def resolve_threads(spec: str | int | None) -> int | None:
     """``spec`` (``"auto"``, an int, or None for torch's own default) → a thread count or None."""
     if spec is None:
@@ -78,4 +87,4 @@ def apply_threads(spec: str | int | None) -> int:
     return torch.get_num_threads()
 
 
-__all__ = ["auto_threads", "threads_argument", "check_threads", "resolve_threads", "apply_threads", "available_cores"]
+__all__ = ["auto_threads", "threads_argument", "threads_setting", "check_threads", "resolve_threads", "apply_threads", "available_cores"]

@@ -30,7 +30,9 @@ class Battery:
     ``settings_class``: a dataclass whose field defaults are the paper's defaults;
     ``add_options(parser)``: adds the battery's own ``--flags`` (defaults taken from ``settings_class``);
     ``settings_from_args(args)``: the parsed ``hf-attn analyze`` namespace → a ``settings_class`` instance;
-    ``run(model_dir, output_dir, settings)``: runs the battery and returns its results dict.
+    ``run(model_dir, output_dir, settings)``: runs the battery and returns its results dict;
+    ``prefix``: of its flags (``--jw-…``; the options are generated from ``settings_class``'s fields,
+    :mod:`hf_attn.core.settings_cli`, and a ``--config`` file's section is the battery's ``name``).
     """
 
     name: str
@@ -38,6 +40,7 @@ class Battery:
     add_options: Callable[[argparse.ArgumentParser], None]
     settings_from_args: Callable[[argparse.Namespace], Any]
     run: Callable[[str, str, Any], dict]
+    prefix: str = ""
 
 
 _BATTERIES: dict[str, Battery] = {}

@@ -18,8 +18,19 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 
+from hf_attn.core.arguments import positive_int
+from hf_attn.core.settings_cli import add_settings_options, data_option, option, settings_from_namespace
 from hf_attn.runs import Battery, register_battery
 from hf_attn.batteries.faithfulness import METHODS, METRICS, FaithfulnessResult, FaithfulnessSettings, run_faithfulness
+
+
+PREFIX = "faith"
+
+
+def _heads(value, flag: str) -> str:
+    from hf_attn.batteries.jw.common import heads_option
+
+    return heads_option(value, flag)
 
 
 @dataclass(frozen=True)
@@ -28,15 +39,17 @@ class FaithfulnessRunSettings:
     columns for folders without run.json), the explained attention (``layer``, ``heads``), the
     ``device`` and the table's own :class:`FaithfulnessSettings`."""
 
-    split: str = "test"
-    max_instances: int | None = 200
-    dataset: str | None = None
-    text_column: str | None = None
-    label_column: str | None = None
-    layer: int = -1
-    heads: str | int = "mean"
-    device: str = "auto"
-    progress: bool = True
+    # ``metadata=option(...)``: the field's ``hf-attn analyze --faith-*`` option (hf_attn.core.settings_cli)
+    split: str = field(default="test", metadata=option(command="split"))
+    max_instances: int | None = field(default=200, metadata=option(
+        "the first N texts of the split (a number at least the split's size: all)", type=positive_int))
+    dataset: str | None = field(default=None, metadata=data_option("dataset"))
+    text_column: str | None = field(default=None, metadata=data_option("text_column"))
+    label_column: str | None = field(default=None, metadata=data_option("label_column"))
+    layer: int = field(default=-1, metadata=option("the explained attention layer (-1: the last)", type=int))
+    heads: str | int = field(default="mean", metadata=option("'mean' or one head index", convert=_heads))
+    device: str = field(default="auto", metadata=option("where the table runs", choices=("auto", "cpu", "cuda", "mps")))
+    progress: bool = field(default=True, metadata=option(command="quiet", negate=True))
     table: FaithfulnessSettings = field(default_factory=FaithfulnessSettings)
 
     def __post_init__(self):
@@ -91,88 +104,20 @@ def run_faithfulness_battery(model_dir: str, output_dir: str, settings: Faithful
     return payload
 
 
-def _tuple_of(kind):
-    return lambda text: tuple(kind(x) for x in str(text).replace(",", " ").split())
-
-
 def add_options(parser) -> None:
-    """The ``--faith-*`` flags of ``hf-attn analyze`` (defaults from :class:`FaithfulnessRunSettings`)."""
-    from hf_attn.batteries.jw.common import add_data_options
-    from hf_attn.core.arguments import count, positive_int
-    from hf_attn.core.naopc import EXACT_LIMIT
-
-    g = parser.add_argument_group("faithfulness battery (attribution methods × faithfulness metrics)")
-    table = FaithfulnessSettings()
-    g.add_argument("--faith-methods", type=_tuple_of(str), default=table.methods,
-                   help=f"comma-separated subset of {', '.join(METHODS)} (default: all)")
-    g.add_argument("--faith-fractions", type=_tuple_of(float), default=table.fractions,
-                   help="ERASER bins (default 0.01,0.05,0.1,0.2,0.5)")
-    g.add_argument("--faith-ig-steps", type=count(1, limit="ig_nodes"), default=table.ig_steps,
-                   help="integrated gradients' Gauss–Legendre nodes to start from (default %(default)s)")
-    g.add_argument("--faith-ig-target", type=float, default=table.ig_target,
-                   help="nodes doubled per sentence until |completeness gap| ≤ this share of |f(x) − f(x')| "
-                        "(default %(default)s; 0: exactly --faith-ig-steps nodes)")
-    g.add_argument("--faith-ig-max-steps", type=count(1, limit="ig_nodes"), default=table.ig_max_steps,
-                   help="the most nodes per sentence (default %(default)s)")
-    g.add_argument("--faith-ig-baseline", choices=["zero", "pad", "mean"], default=table.ig_baseline,
-                   help="the text's embeddings start from 0, the pad token's or the mean input embedding (default "
-                        "%(default)s; where 0 is the singular point of the model's first normalisation, as on "
-                        "Llama, the result says so and offers mean)")
-    g.add_argument("--faith-gradient-target", choices=["probability", "logit"], default=table.gradient_target,
-                   help="f of saliency, gradient × input and integrated gradients: ŷ_c or z_c (default %(default)s)")
-    g.add_argument("--faith-metrics", type=_tuple_of(str), default=table.metrics,
-                   help=f"comma-separated subset of {', '.join(METRICS)} (default: all)")
-    g.add_argument("--faith-soft-variant", choices=["reference", "embedding"], default=table.soft_variant,
-                   help="reference: the authors' code (embedding-layer output masked, null input ids 0, clipped); "
-                        "embedding: word embeddings masked, unclipped (default %(default)s)")
-    g.add_argument("--faith-soft-draws", type=count(1, limit="draws"), default=table.soft_draws,
-                   help="Bernoulli draws per sentence and method to start from (default %(default)s)")
-    g.add_argument("--faith-soft-max-draws", type=count(1, limit="draws"), default=table.soft_max_draws,
-                   help="each sentence's draws are doubled up to this while the Monte-Carlo standard error of "
-                        f"its own mean is above {table.soft_stderr:g} (default %(default)s)")
-    g.add_argument("--faith-naopc-beam", type=count(0, limit="beam_width"), default=table.naopc_beam,
-                   help="NAOPC beam width (default %(default)s, the authors' width; 0: no normalised AOPC)")
-    g.add_argument("--faith-naopc-exact-max", type=count(0, EXACT_LIMIT), default=table.naopc_exact_max,
-                   help="exact NAOPC bounds up to this many tokens (2^n forwards; default %(default)s)")
-    g.add_argument("--faith-naopc-beam-max", type=count(0, limit="tokens"), default=table.naopc_beam_max,
-                   help="beam-searched bounds up to this many tokens, the table's orderings beyond (default %(default)s)")
-    g.add_argument("--faith-naopc-every-k-max", type=count(2, limit="tokens"), default=table.naopc_every_k_max,
-                   help="AOPC over every k up to this many tokens, an even grid of that many k's beyond "
-                        "(default %(default)s)")
-    g.add_argument("--faith-naopc-perturbation", choices=["delete", "mask"], default=table.naopc_perturbation,
-                   help="NAOPC deletes tokens or replaces them by the mask token (default %(default)s)")
-    g.add_argument("--faith-shap-samples", type=count(1, limit="shap_samples"), default=table.shap_samples)
-    g.add_argument("--faith-batch-tokens", type=count(1, limit="token_budget"), default=table.batch_tokens)
-    g.add_argument("--faith-max-instances", type=positive_int, default=FaithfulnessRunSettings.max_instances,
-                   help="the first N texts of the split (default %(default)s; a number at least the split's size: all)")
-    g.add_argument("--faith-layer", type=int, default=-1, help="the explained attention layer (default: last)")
-    g.add_argument("--faith-heads", default="mean", help="'mean' or one head index")
-    g.add_argument("--faith-device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
-    add_data_options(g)
+    """The ``--faith-*`` options of ``hf-attn analyze``, generated from :class:`FaithfulnessRunSettings`
+    and its :class:`FaithfulnessSettings` (:func:`hf_attn.core.settings_cli.add_settings_options`)."""
+    add_settings_options(parser, FaithfulnessRunSettings, PREFIX,
+                         "faithfulness battery (attribution methods × faithfulness metrics)",
+                         "settings file section: faithfulness")
 
 
 def settings_from_args(args) -> FaithfulnessRunSettings:
-    from hf_attn.batteries.jw.common import heads_option
-
-    table = FaithfulnessSettings(methods=tuple(args.faith_methods), fractions=tuple(args.faith_fractions),
-                                 ig_steps=args.faith_ig_steps, ig_target=args.faith_ig_target or None,
-                                 ig_max_steps=args.faith_ig_max_steps, soft_variant=args.faith_soft_variant,
-                                 soft_draws=args.faith_soft_draws, soft_max_draws=args.faith_soft_max_draws,
-                                 naopc_beam=args.faith_naopc_beam, naopc_exact_max=args.faith_naopc_exact_max,
-                                 naopc_beam_max=args.faith_naopc_beam_max,
-                                 naopc_every_k_max=args.faith_naopc_every_k_max,
-                                 naopc_perturbation=args.faith_naopc_perturbation,
-                                 shap_samples=args.faith_shap_samples, batch_tokens=args.faith_batch_tokens,
-                                 seed=args.seed, metrics=tuple(args.faith_metrics),
-                                 gradient_target=args.faith_gradient_target, ig_baseline=args.faith_ig_baseline)
-    heads = heads_option(args.faith_heads, "--faith-heads")
-    return FaithfulnessRunSettings(split=args.split, max_instances=args.faith_max_instances,
-                                   dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
-                                   layer=args.faith_layer, heads=heads, device=args.faith_device,
-                                   progress=not args.quiet, table=table)
+    """The parsed ``hf-attn analyze`` namespace → :class:`FaithfulnessRunSettings`."""
+    return settings_from_namespace(FaithfulnessRunSettings, args, PREFIX)
 
 
 register_battery(Battery("faithfulness", settings_class=FaithfulnessRunSettings, add_options=add_options,
-                         settings_from_args=settings_from_args, run=run_faithfulness_battery))
+                         settings_from_args=settings_from_args, run=run_faithfulness_battery, prefix=PREFIX))
 
 __all__ = ["FaithfulnessResult", "FaithfulnessRunSettings", "load_texts_and_adapter", "run_faithfulness_battery"]

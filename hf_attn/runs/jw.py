@@ -19,11 +19,11 @@ from hf_attn.batteries.data import is_transformer_model_dir, load_classifier, lo
 from hf_attn.batteries.jw.battery import check_papers_model_device, run_jw_battery
 from hf_attn.batteries.jw.pair import (QA_EPS, PairJWInstances, is_pair_model_dir, load_pair_model_and_split, published_for,
                                        run_pair_jw_battery)
-from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, add_data_options, format_summary, heads_option,
-                                         instance_analysis_row)
-from hf_attn.core.arguments import check_count, count, finite_float, positive_int
+from hf_attn.batteries.jw.common import JWInstances, JWRunSettings, JWSettings, format_summary, instance_analysis_row
+from hf_attn.core.arguments import check_count
 from hf_attn.core.io import write_jsonl_atomic
 from hf_attn.core.measure_names import JW_MEASURES
+from hf_attn.core.settings_cli import add_settings_options, settings_from_namespace
 from hf_attn.core.sharding import distributed_world_size, is_main_process
 from hf_attn.runs import Battery, register_battery
 
@@ -56,62 +56,22 @@ def run(model_dir: str, output_dir: str, settings: JWRunSettings) -> dict:
                              use_cache=settings.use_cache)
 
 
+PREFIX = "jw"
+
+
 def add_options(parser) -> None:
-    """The ``--jw-*`` flags of ``hf-attn analyze``; every default is the :class:`JWRunSettings` /
-    :class:`JWSettings` default (``--split``, ``--seed``, ``--quiet`` are the command's own)."""
-    run_defaults = JWRunSettings()
-    defaults = run_defaults.algorithm
-    g = parser.add_argument_group("jw battery (Jain & Wallace 2019 §4)")
-    g.add_argument("--jw-permutations", type=count(1, limit="permutations"), default=defaults.num_permutations,
-                   help="permutations per instance (Alg. 2)")
-    g.add_argument("--jw-adversaries", type=count(1, limit="adversaries"), default=defaults.k, help="k adversaries per instance (Alg. 3)")
-    g.add_argument("--jw-lambda", type=finite_float(0), default=defaults.lam, help="λ of the relaxed Eq. 1")
-    g.add_argument("--jw-eps", type=finite_float(0), default=None,
-                   help=f"ε: allowed TVD of an adversary's output (default {defaults.eps}; {QA_EPS} on the QA "
-                        f"datasets babi1-3 / cnn-qa, as J&W §4.2.2)")
-    g.add_argument("--jw-steps", type=count(0, limit="steps"), default=defaults.steps, help="Adam steps of the adversary search")
-    g.add_argument("--jw-lr", type=finite_float(0, strictly_above=True), default=defaults.lr, help="Adam learning rate of the adversary search")
-    g.add_argument("--jw-token-budget", type=count(1, limit="token_budget"), default=defaults.token_budget, help="padded tokens per batch")
-    g.add_argument("--jw-gradient-token-budget", type=count(1, limit="token_budget"), default=defaults.gradient_token_budget,
-                   help="padded tokens per gradient forward + backward")
-    g.add_argument("--jw-loo-token-budget", type=count(1, limit="token_budget"), default=defaults.loo_token_budget,
-                   help="padded tokens per chunk of leave-one-out deletions")
-    g.add_argument("--jw-tie-tolerance", type=finite_float(0), default=defaults.tie_tolerance,
-                   help="importances within this absolute distance count as tied in Kendall τ "
-                        "(float32 noise; 0: rank the raw values)")
-    g.add_argument("--jw-threads", type=count(1, limit="threads"), default=defaults.num_threads,
-                   help="torch threads (1 is much faster on an oversubscribed CPU)")
-    g.add_argument("--jw-max-instances", type=positive_int, default=run_defaults.max_instances,
-                   help="only the first N instances")
-    g.add_argument("--jw-no-cache", action="store_true", default=not run_defaults.use_cache,
-                   help="do not cache batches for resuming")
-    g.add_argument("--jw-layer", type=int, default=run_defaults.transformer_layer,
-                   help="transformers models: the layer whose attention is explained (-1: the last)")
-    g.add_argument("--jw-heads", default=run_defaults.transformer_heads,
-                   help="transformers models: 'mean' (average the heads) or one head's index")
-    g.add_argument("--device", default=run_defaults.device,
-                   help="auto | cpu | cuda | cuda:N | mps (auto: a GPU when there is one)")
-    g.add_argument("--precision", default=run_defaults.precision, choices=["float32", "bfloat16", "float16"],
-                   help="forward precision of transformers models (the papers' models run in float32)")
-    add_data_options(g)
+    """The ``--jw-*`` options of ``hf-attn analyze``, generated from :class:`JWRunSettings` and its
+    :class:`JWSettings` (:func:`hf_attn.core.settings_cli.add_settings_options`; ``--split``,
+    ``--seed``, ``--quiet``, ``--threads`` are the command's own)."""
+    add_settings_options(parser, JWRunSettings, PREFIX, "jw battery (Jain & Wallace 2019 §4)",
+                         "settings file section: jw")
 
 
 def settings_from_args(args: argparse.Namespace) -> JWRunSettings:
-    """The parsed ``hf-attn analyze`` namespace (``--split``, ``--seed``, ``--quiet`` and the flags of
-    :func:`add_options`) → :class:`JWRunSettings`. Every attribute must be there (no fallbacks)."""
-    algorithm = JWSettings(
-        num_permutations=args.jw_permutations, k=args.jw_adversaries, lam=args.jw_lambda,
-        eps=JWSettings.eps if args.jw_eps is None else args.jw_eps,
-        steps=args.jw_steps, lr=args.jw_lr, seed=args.seed, token_budget=args.jw_token_budget,
-        gradient_token_budget=args.jw_gradient_token_budget, loo_token_budget=args.jw_loo_token_budget,
-        num_threads=args.jw_threads, tie_tolerance=args.jw_tie_tolerance)
-    heads = heads_option(args.jw_heads, "--jw-heads")
-    return JWRunSettings(split=args.split, progress=not args.quiet, max_instances=args.jw_max_instances,
-                         use_cache=not args.jw_no_cache, algorithm=algorithm,
-                         transformer_layer=args.jw_layer, transformer_heads=heads, dataset=args.dataset,
-                         device=args.device, precision=args.precision,
-                         text_column=args.text_column, label_column=args.label_column,
-                         eps_given=args.jw_eps is not None)
+    """The parsed ``hf-attn analyze`` namespace (the command's options and those of :func:`add_options`)
+    → :class:`JWRunSettings`. Every attribute must be there (no fallbacks); ``eps_given``: whether
+    ``--jw-eps`` (or the settings file's ``eps``) was given."""
+    return settings_from_namespace(JWRunSettings, args, PREFIX, eps_given=args.jw_eps is not None)
 
 
 def _pair_instance_rows(instances: PairJWInstances, tokenizer):
@@ -336,4 +296,4 @@ def settings_from_jw(run: JWRunSettings) -> JWSettings:
 
 
 register_battery(Battery("jw", settings_class=JWRunSettings, add_options=add_options,
-                         settings_from_args=settings_from_args, run=run))
+                         settings_from_args=settings_from_args, run=run, prefix=PREFIX))

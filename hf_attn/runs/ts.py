@@ -17,7 +17,7 @@ import numpy as np
 from hf_attn.batteries.ts.battery import (PUBLISHED_SST, SPLITS, VARIANT_ORDER, WORD_SET_METHODS, TSSettings, analyze_model,
                                           format_ts_summary, load_run, pick_example, plot_token_probabilities,
                                           token_probability_curve)
-from hf_attn.core.arguments import count, positive_int
+from hf_attn.core.settings_cli import add_settings_options, settings_from_namespace
 from hf_attn.core.io import save_figure_atomic, write_text_atomic
 from hf_attn.runs import Battery, register_battery
 
@@ -398,46 +398,19 @@ def _plot_example(grid_dir: str, rows: list[dict], path: str, attention: str = "
                              f"#{example['index']} ({attention}); dotted: model P — T&Š Fig. 2")
 
 
-def _option_defaults(defaults: TSSettings) -> dict:
-    """``hf-attn analyze`` destination → its default, from ``defaults`` (the only place they are
-    stated is :class:`TSSettings`); the ``--ts-skip-*`` flags default to False when the field is True."""
-    return {"split": defaults.split, "seed": defaults.seed, "quiet": not defaults.progress,
-            "ts_permutation_draws": defaults.permutation_draws, "ts_skip_mi": not defaults.mi,
-            "ts_mi_split": defaults.mi_split, "ts_mi_words": defaults.mi_words,
-            "ts_mi_clusters": defaults.mi_clusters, "ts_mi_max_occurrences": defaults.mi_max_occurrences,
-            "ts_skip_adversary": not defaults.adversary, "ts_adversary_limit": defaults.adversary_limit}
+PREFIX = "ts"
 
 
 def add_options(parser) -> None:
-    """The ``--ts-*`` flags of ``hf-attn analyze``; defaults from :class:`TSSettings`."""
-    g = parser.add_argument_group("ts battery (Tutek & Šnajder)")
-    default = _option_defaults(TSSettings())
-
-    def add(flag, dest, **kwargs):
-        g.add_argument(flag, dest=dest, default=default[dest], **kwargs)
-
-    add("--ts-permutation-draws", "ts_permutation_draws", type=count(1, limit="permutations"),
-        help="random permutations of α per instance (F1 averaged over draws); default %(default)s")
-    add("--ts-mi-split", "ts_mi_split", choices=list(SPLITS),
-        help="split whose word counts and occurrences the MI uses (default %(default)s)")
-    add("--ts-mi-max-occurrences", "ts_mi_max_occurrences", type=count(1, limit="occurrences"),
-        help="occurrences the MI clusters (a seeded subset above; default %(default)s)")
-    add("--ts-mi-words", "ts_mi_words", type=count(1, limit="word_types"), help="word types per set (default %(default)s, as T&Š)")
-    add("--ts-mi-clusters", "ts_mi_clusters", type=count(1, limit="clusters"), help="k of the k-means (default %(default)s, as T&Š)")
-    add("--ts-skip-mi", "ts_skip_mi", action="store_true", help="skip the (slow) MI clustering")
-    add("--ts-skip-adversary", "ts_skip_adversary", action="store_true")
-    add("--ts-adversary-limit", "ts_adversary_limit", type=positive_int,
-        help="run the J&W adversary on the first N instances of the split (default %(default)s)")
+    """The ``--ts-*`` options of ``hf-attn analyze``, generated from :class:`TSSettings`
+    (:func:`hf_attn.core.settings_cli.add_settings_options`)."""
+    add_settings_options(parser, TSSettings, PREFIX, "ts battery (Tutek & Šnajder)", "settings file section: ts")
 
 
 def settings_from_args(args) -> TSSettings:
     """The parsed ``hf-attn analyze`` namespace → :class:`TSSettings`."""
-    return TSSettings(split=args.split, seed=int(args.seed), progress=not args.quiet,
-                      permutation_draws=args.ts_permutation_draws, mi=not args.ts_skip_mi,
-                      mi_split=args.ts_mi_split, mi_words=args.ts_mi_words, mi_clusters=args.ts_mi_clusters,
-                      mi_max_occurrences=args.ts_mi_max_occurrences, adversary=not args.ts_skip_adversary,
-                      adversary_limit=args.ts_adversary_limit)
+    return settings_from_namespace(TSSettings, args, PREFIX)
 
 
 register_battery(Battery("ts", settings_class=TSSettings, add_options=add_options,
-                         settings_from_args=settings_from_args, run=run_battery))
+                         settings_from_args=settings_from_args, run=run_battery, prefix=PREFIX))

@@ -3,10 +3,13 @@ which way is better, what leaves a cell undefined) and :class:`FaithfulnessSetti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import argparse
+from dataclasses import dataclass, field
 
+from hf_attn.core.arguments import count
 from hf_attn.core.measure_names import LOO_DROP
-from hf_attn.core.naopc import DEFAULT_BEAM_WIDTH
+from hf_attn.core.naopc import DEFAULT_BEAM_WIDTH, EXACT_LIMIT
+from hf_attn.core.settings_cli import option
 from hf_attn.core.numpy_measures import check_number, check_seed, check_whole
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
 from hf_attn.methods.ig_baselines import BASELINES as IG_BASELINES
@@ -58,6 +61,24 @@ COUNT_SETTINGS = {"ig_steps": "ig_nodes", "ig_max_steps": "ig_nodes", "soft_draw
 NAOPC_PERTURBATIONS = ("delete", "mask")
 
 
+def names_list(text: str) -> tuple[str, ...]:
+    """``--faith-methods attention,rollout``: names separated by commas or spaces."""
+    return tuple(str(text).replace(",", " ").split())
+
+
+def numbers_list(text: str) -> tuple[float, ...]:
+    """``--faith-fractions 0.1,0.5``: numbers separated by commas or spaces."""
+    try:
+        return tuple(float(x) for x in str(text).replace(",", " ").split())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _zero_is_none(value, flag: str):
+    """``--faith-ig-target 0``: no target (exactly --faith-ig-steps nodes)."""
+    return value or None
+
+
 @dataclass(frozen=True)
 class FaithfulnessSettings:
     """What :func:`run_faithfulness` computes (module docstring).
@@ -103,29 +124,54 @@ class FaithfulnessSettings:
     padded tokens per method batch; ``seed``: the random floor and the soft draws; ``confidence``:
     of the intervals and the significance level (1 − confidence) of the paired tests."""
 
-    methods: tuple[str, ...] = DEFAULT_METHODS
-    fractions: tuple[float, ...] = DEFAULT_FRACTIONS
-    ig_steps: int = 16
+    # ``metadata=option(...)``: the field's ``hf-attn analyze --faith-*`` option (hf_attn.core.settings_cli)
+    methods: tuple[str, ...] = field(default=DEFAULT_METHODS, metadata=option(
+        f"subset of {', '.join(METHODS)}", type=names_list, type_text="comma-separated names", default_text="all"))
+    fractions: tuple[float, ...] = field(default=DEFAULT_FRACTIONS, metadata=option(
+        "ERASER bins", type=numbers_list, type_text="comma-separated numbers in (0, 1]"))
+    ig_steps: int = field(default=16, metadata=option(
+        "integrated gradients' Gauss–Legendre nodes to start from", type=count(1, limit="ig_nodes")))
     ig_rule: str = "gauss-legendre"
-    ig_target: float | None = 0.01
-    ig_max_steps: int = 256
-    soft_variant: str = "reference"
-    soft_draws: int = 10
-    soft_max_draws: int = 160
+    ig_target: float | None = field(default=0.01, metadata=option(
+        "nodes doubled per sentence until |completeness gap| ≤ this share of |f(x) − f(x')| (0: exactly "
+        "--faith-ig-steps nodes)", type=float, convert=_zero_is_none))
+    ig_max_steps: int = field(default=256, metadata=option("the most nodes per sentence",
+                                                           type=count(1, limit="ig_nodes")))
+    soft_variant: str = field(default="reference", metadata=option(
+        "reference: the authors' code (embedding-layer output masked, null input ids 0, clipped); embedding: word "
+        "embeddings masked, unclipped", choices=SOFT_VARIANTS))
+    soft_draws: int = field(default=10, metadata=option("Bernoulli draws per sentence and method to start from",
+                                                        type=count(1, limit="draws")))
+    soft_max_draws: int = field(default=160, metadata=option(
+        "each sentence's draws are doubled up to this while the Monte-Carlo standard error of its own mean is "
+        "above soft_stderr (0.05)", type=count(1, limit="draws")))
     soft_stderr: float = 0.05
-    naopc_beam: int = DEFAULT_BEAM_WIDTH
-    naopc_exact_max: int = 10
-    naopc_beam_max: int = 32
-    naopc_every_k_max: int = 64
-    naopc_perturbation: str = "delete"
+    naopc_beam: int = field(default=DEFAULT_BEAM_WIDTH, metadata=option(
+        "NAOPC beam width (the authors' width; 0: no normalised AOPC)", type=count(0, limit="beam_width")))
+    naopc_exact_max: int = field(default=10, metadata=option(
+        "exact NAOPC bounds up to this many tokens (2^n forwards)", type=count(0, EXACT_LIMIT)))
+    naopc_beam_max: int = field(default=32, metadata=option(
+        "beam-searched bounds up to this many tokens, the table's orderings beyond", type=count(0, limit="tokens")))
+    naopc_every_k_max: int = field(default=64, metadata=option(
+        "AOPC over every k up to this many tokens, an even grid of that many k's beyond",
+        type=count(2, limit="tokens")))
+    naopc_perturbation: str = field(default="delete", metadata=option(
+        "NAOPC deletes tokens or replaces them by the mask token", choices=NAOPC_PERTURBATIONS))
     flow_normalise: bool = True
-    shap_samples: int = 64
-    batch_tokens: int = 1024
-    seed: int = 0
+    shap_samples: int = field(default=64, metadata=option("Kernel SHAP coalitions per sentence",
+                                                          type=count(1, limit="shap_samples")))
+    batch_tokens: int = field(default=1024, metadata=option("padded tokens per method batch",
+                                                            type=count(1, limit="token_budget")))
+    seed: int = field(default=0, metadata=option(command="seed"))
     confidence: float = 0.95
-    metrics: tuple[str, ...] = METRICS
-    gradient_target: str = "probability"
-    ig_baseline: str = "zero"
+    metrics: tuple[str, ...] = field(default=METRICS, metadata=option(
+        f"subset of {', '.join(METRICS)}", type=names_list, type_text="comma-separated names", default_text="all"))
+    gradient_target: str = field(default="probability", metadata=option(
+        "f of saliency, gradient × input and integrated gradients: ŷ_c or z_c", choices=("probability", "logit")))
+    ig_baseline: str = field(default="zero", metadata=option(
+        "the text's embeddings start from 0, the pad token's or the mean input embedding (where 0 is the singular "
+        "point of the model's first normalisation, as on Llama, the result says so and offers mean)",
+        choices=IG_BASELINES))
 
     def __post_init__(self):
         for name in ("methods", "fractions", "metrics"):

@@ -18,25 +18,11 @@ import numpy as np
 import torch
 
 from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, permutation_summary
+from hf_attn.core.arguments import count, finite_float, positive_int
 from hf_attn.core.measure_names import LOO_TVD, LOO_TVD_DEFINITION
+from hf_attn.core.settings_cli import data_option, option
+from hf_attn.core.threads import threads_setting
 from hf_attn.methods.adversary import AdversaryResult
-
-
-def add_data_options(group) -> None:
-    """``--dataset`` / ``--text-column`` / ``--label-column`` of ``hf-attn analyze`` (BERT-family
-    models without a run.json), shared by the jw and wp batteries: added once when both batteries'
-    flags are listed, whichever comes first; defaults None (each battery's own default applies)."""
-    import argparse
-
-    for flag, text in [("--dataset", "BERT-family models without a run.json (trained elsewhere, a Hub id): the "
-                                     "dataset to analyse (sst, agnews, imdb, a CSV/JSON(L) file or folder, or a Hub "
-                                     "dataset id; a single file is analysed whole by the jw battery)"),
-                       ("--text-column", "BERT-family models: the text column of --dataset (default: text)"),
-                       ("--label-column", "BERT-family models: the label column of --dataset (default: label)")]:
-        try:
-            group.add_argument(flag, default=None, help=text)
-        except argparse.ArgumentError:  # the other battery's group added it already
-            pass
 
 
 def heads_option(value: str, flag: str) -> str:
@@ -54,20 +40,30 @@ class JWAlgorithm:
     sentence-pair battery). Defaults:
     J&W §4 / code."""
 
-    num_permutations: int = 100
-    k: int = 5
-    lam: float = 500.0
-    eps: float = 0.01
-    steps: int = 500
-    lr: float = 0.01
+    # ``metadata=option(...)``: the field's ``hf-attn analyze --jw-*`` option (hf_attn.core.settings_cli)
+    num_permutations: int = field(default=100, metadata=option(
+        "permutations per instance (Alg. 2)", flag="permutations", type=count(1, limit="permutations")))
+    k: int = field(default=5, metadata=option("adversaries per instance (Alg. 3)", flag="adversaries",
+                                              type=count(1, limit="adversaries")))
+    lam: float = field(default=500.0, metadata=option("λ of the relaxed Eq. 1", flag="lambda", type=finite_float(0)))
+    # --jw-eps not given (None): 0.01, or J&W's QA threshold 0.05 on a QA model (JWRunSettings.eps_given)
+    eps: float = field(default=0.01, metadata=option(
+        "ε: allowed TVD of an adversary's output", type=finite_float(0), unset=True,
+        default_text="0.01; 0.05 on the QA datasets babi1-3 / cnn-qa, as J&W §4.2.2"))
+    steps: int = field(default=500, metadata=option("Adam steps of the adversary search",
+                                                    type=count(0, limit="steps")))
+    lr: float = field(default=0.01, metadata=option("Adam learning rate of the adversary search",
+                                                    type=finite_float(0, strictly_above=True)))
     init_scale: float = 3.0
-    seed: int = 0
+    seed: int = field(default=0, metadata=option(command="seed"))
     alpha: float = 0.05  # significance level of the Kendall τ tests
     # Importances of one instance within this (absolute) distance are tied before Kendall τ:
     # attention, gradient and leave-one-out carry float32 noise of up to ~5e-7, enough to order
     # exact ties (two adjacent identical tokens give the same sentence when either is deleted).
     # 0 ranks the raw values. Why 1e-6: hf_attn.batteries.jw.summary.TIE_TOLERANCE.
-    tie_tolerance: float = 1e-6
+    tie_tolerance: float = field(default=1e-6, metadata=option(
+        "importances within this absolute distance count as tied in Kendall τ (float32 noise; 0: rank the raw "
+        "values)", type=finite_float(0)))
 
     def __post_init__(self):
         """Every parameter within its bounds, checked where the settings are made (the Python API, the
@@ -125,11 +121,15 @@ class JWSettings(JWAlgorithm):
     divergence_on: str = "content"
     batch_size: int = 64
     adversary_batch_size: int = 256
-    token_budget: int = 16384
-    gradient_token_budget: int = 16384
-    loo_token_budget: int = 16384
+    token_budget: int = field(default=16384, metadata=option("padded tokens per batch",
+                                                             type=count(1, limit="token_budget")))
+    gradient_token_budget: int = field(default=16384, metadata=option(
+        "padded tokens per gradient forward + backward", type=count(1, limit="token_budget")))
+    loo_token_budget: int = field(default=16384, metadata=option(
+        "padded tokens per chunk of leave-one-out deletions", type=count(1, limit="token_budget")))
     max_length: int | None = None
-    num_threads: int | None = None
+    # the command's --threads (auto: None, torch's threads as the command set them)
+    num_threads: int | None = field(default=None, metadata=option(command="threads", convert=threads_setting))
     device: str = "auto"
     precision: str = "float32"
 
@@ -179,6 +179,13 @@ class JWSettings(JWAlgorithm):
         return None if getattr(model.config, "model_type", None) == "hf_attn" else TRANSFORMER_MAX_LENGTH
 
 
+# --device / --precision of hf-attn analyze: one option for the batteries that take them
+DEVICE_OPTION = option("auto | cpu | cuda | cuda:N | mps (auto: a GPU when there is one)", flag="--device",
+                       shared=True)
+PRECISION_OPTION = option("forward precision of transformers models (the papers' models run in float32)",
+                          flag="--precision", shared=True, choices=("float32", "bfloat16", "float16"))
+
+
 @dataclass
 class JWRunSettings:
     """One ``hf-attn analyze DIR --battery jw`` run (single-sequence or sentence-pair model): which
@@ -191,29 +198,33 @@ class JWRunSettings:
     (``--jw-no-cache`` turns it off); ``algorithm``: the analyses' parameters (``--seed`` is
     ``algorithm.seed``), recorded as ``parameters`` in results.json."""
 
-    split: str = "test"
-    progress: bool = True
-    max_instances: int | None = None
-    use_cache: bool = True
+    split: str = field(default="test", metadata=option(command="split"))
+    progress: bool = field(default=True, metadata=option(command="quiet", negate=True))
+    max_instances: int | None = field(default=None, metadata=option("only the first N instances",
+                                                                     type=positive_int, default_text="all"))
+    use_cache: bool = field(default=True, metadata=option("do not cache batches for resuming", flag="no-cache",
+                                                          negate=True))
     algorithm: JWSettings = field(default_factory=JWSettings)
     # transformers classifiers: which attention is explained — the
     # query row(s) the head reads in ``transformer_layer`` (−1: the last), averaged over heads or one
     # head — and the
     # dataset to analyse when the folder has no run.json (a model not trained here, a Hub id).
-    transformer_layer: int = -1
-    transformer_heads: str = "mean"
+    transformer_layer: int = field(default=-1, metadata=option(
+        "transformers models: the layer whose attention is explained (-1: the last)", flag="layer", type=int))
+    transformer_heads: str = field(default="mean", metadata=option(
+        "transformers models: 'mean' (average the heads) or one head's index", flag="heads", convert=heads_option))
     # where the analyses run ("auto" | "cpu" | "cuda" | "cuda:N" | "mps") and the forward precision of
     # transformers classifiers ("float32" | "bfloat16" | "float16"; the papers' models run in float32)
-    device: str = "auto"
-    precision: str = "float32"
+    device: str = field(default="auto", metadata=DEVICE_OPTION)
+    precision: str = field(default="float32", metadata=PRECISION_OPTION)
     # True when ``--jw-eps`` was typed. Left False with ``algorithm.eps`` at its default (0.01, J&W's
     # classification threshold), a QA model (bAbI, CNN) gets J&W's QA threshold ε = 0.05 (§4.2.2)
     eps_given: bool = False
-    dataset: str | None = None
+    dataset: str | None = field(default=None, metadata=data_option("dataset"))
     # the text and label columns of ``dataset`` (a CSV/JSON(L) file or folder, or a Hub dataset id);
     # None: "text" / "label", or the ones recorded in the folder's run.json
-    text_column: str | None = None
-    label_column: str | None = None
+    text_column: str | None = field(default=None, metadata=data_option("text_column"))
+    label_column: str | None = field(default=None, metadata=data_option("label_column"))
 
 
 @dataclass

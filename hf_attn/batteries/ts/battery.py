@@ -35,12 +35,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from hf_attn.core.arguments import check_count
+from hf_attn.core.arguments import check_count, count, positive_int
+from hf_attn.core.settings_cli import option
 from hf_attn.core.published import TS_SST
 from hf_attn.core.io import save_figure_atomic
 
@@ -71,17 +72,25 @@ class TSSettings:
     adversary_limit: on the first N instances of the split (None: all).
     """
 
-    split: str = "test"
-    seed: int = 0
-    progress: bool = True
-    permutation_draws: int = 10
-    mi: bool = True
-    mi_split: str = "train"
-    mi_words: int = 1000
-    mi_clusters: int = 1000
-    mi_max_occurrences: int = 1_000_000
-    adversary: bool = True
-    adversary_limit: int | None = 500
+    # ``metadata=option(...)``: the field's ``hf-attn analyze --ts-*`` option (hf_attn.core.settings_cli)
+    split: str = field(default="test", metadata=option(command="split"))
+    seed: int = field(default=0, metadata=option(command="seed"))
+    progress: bool = field(default=True, metadata=option(command="quiet", negate=True))
+    permutation_draws: int = field(default=10, metadata=option(
+        "random permutations of α per instance (F1 averaged over draws)", type=count(1, limit="permutations")))
+    mi: bool = field(default=True, metadata=option("skip the (slow) MI clustering", flag="skip-mi", negate=True))
+    mi_split: str = field(default="train", metadata=option(
+        "split whose word counts and occurrences the MI uses", choices=SPLITS))
+    mi_words: int = field(default=1000, metadata=option("word types per set (as T&Š)",
+                                                        type=count(1, limit="word_types")))
+    mi_clusters: int = field(default=1000, metadata=option("k of the k-means (as T&Š)",
+                                                           type=count(1, limit="clusters")))
+    mi_max_occurrences: int = field(default=1_000_000, metadata=option(
+        "occurrences the MI clusters (a seeded subset above)", type=count(1, limit="occurrences")))
+    adversary: bool = field(default=True, metadata=option("skip the J&W per-instance adversary",
+                                                          flag="skip-adversary", negate=True))
+    adversary_limit: int | None = field(default=500, metadata=option(
+        "run the J&W adversary on the first N instances of the split", type=positive_int))
 
     def validate(self) -> None:
         for name in ("split", "mi_split"):

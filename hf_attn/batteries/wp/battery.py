@@ -23,7 +23,8 @@ The plain functions (:func:`seed_variance_statistics`, :func:`binned_summary`, .
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import argparse
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -33,7 +34,9 @@ from hf_attn.core.batching import ragged_to_padded
 from hf_attn.core.io import save_figure_atomic
 from hf_attn.batteries.jw.figures import class_colour, class_label
 from hf_attn.core.measures import jsd, tvd
-from hf_attn.core.arguments import check_count
+from hf_attn.core.arguments import check_count, count, finite_float, positive_int
+from hf_attn.core.settings_cli import data_option, option
+from hf_attn.batteries.jw.common import DEVICE_OPTION, PRECISION_OPTION, heads_option
 
 # Same code as the NumPy measures every evaluate module ships (one source: that file, which must
 # stay self-contained to load from the Hub without hf_attn).
@@ -46,6 +49,25 @@ ORDERING = ("base", "trained", "uniform", "adversary")  # W&P: base LSTM ≥ tra
 
 # ---------------------------------------------------------------------------------------------
 # settings
+def _float_list(text: str) -> list[float]:
+    """``--wp-lambdas 0.1,1``: comma-separated numbers >= 0."""
+    try:
+        values = [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from err
+    if not values or any(not v >= 0 or v == float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"expected finite numbers >= 0, got {text!r}")
+    return values
+
+
+def _also(flag: str, metadata: dict) -> dict:
+    """``metadata`` (one field's option) with one more flag."""
+    from dataclasses import replace
+
+    cli = metadata["cli"]
+    return {"cli": replace(cli, aliases=cli.aliases + (flag,))}
+
+
 @dataclass
 class WPSettings:
     """Settings of the W&P battery (``hf-attn analyze DIR --battery wp``, :func:`hf_attn.runs.wp.run_wp`); the field
@@ -72,34 +94,59 @@ class WPSettings:
     run.json.
     """
 
-    split: str = "test"
-    seed: int = 0
-    progress: bool = True
-    runs_dir: str | None = None
-    num_seeds: int = 8
-    lambdas: tuple[float, ...] = wpt.DEFAULT_LAMBDAS
-    guide_lambda: float = 0.001
-    guide_seeds: int = 1
-    seed_statistic: str = "max"
-    epochs: int | None = None
-    train_missing: bool = True
+    # ``metadata=option(...)``: the field's ``hf-attn analyze --wp-*`` option (hf_attn.core.settings_cli)
+    split: str = field(default="test", metadata=option(command="split"))
+    seed: int = field(default=0, metadata=option(command="seed"))
+    progress: bool = field(default=True, metadata=option(command="quiet", negate=True))
+    runs_dir: str | None = field(default=None, metadata=option(
+        "where the helper models (uniform, seeds, adversaries, MLPs) live", aliases=("--runs-dir",),
+        default_text="OUT/models"))
+    num_seeds: int = field(default=8, metadata=option("seed models", aliases=("--num-seeds",),
+                                                      type=count(1, limit="seed_models")))
+    lambdas: tuple[float, ...] = field(default=wpt.DEFAULT_LAMBDAS, metadata=option(
+        "λ sweep of the consistent adversary", aliases=("--lambdas",), type=_float_list,
+        type_text="comma-separated numbers ≥ 0"))
+    guide_lambda: float = field(default=0.001, metadata=option(
+        "λ of the adversary whose attention guides the diagnostic MLP (as W&P)", type=finite_float(0)))
+    guide_seeds: int = field(default=1, metadata=option(
+        "seeds of the guide adversary (one guided MLP each; F1 = their mean; as W&P)",
+        type=count(1, limit="seed_models")))
+    seed_statistic: str = field(default="max", metadata=option(
+        "max over seeds (W&P paper) or median (W&P code)", choices=("max", "median")))
+    epochs: int | None = field(default=None, metadata=option("epochs of helper models",
+                                                             type=count(1, limit="epochs"), default_text="the base's"))
+    train_missing: bool = field(default=True, metadata=option("fail instead of training missing models",
+                                                              flag="no-train", negate=True))
     adversary_k: int = 5
-    adversary_steps: int = 500
+    adversary_steps: int = field(default=500, metadata=option(
+        "optimisation steps of the J&W per-instance adversary", type=count(0, limit="steps")))
     adversary_eps: float = 0.01
     adversary_lambda: float = 500.0
-    per_instance_adversary: bool = True
-    adversary_protocol: str = "fast"
-    adversary_max_epochs: int | None = None
-    transformer_layer: int = -1
-    transformer_heads: str = "mean"
-    device: str = "auto"
-    precision: str = "float32"
-    uniform_every_layer: bool = True
-    seed_model_dirs: tuple[str, ...] = ()
-    max_instances: int | None = None
-    dataset: str | None = None
-    text_column: str = "text"
-    label_column: str = "label"
+    per_instance_adversary: bool = field(default=True, metadata=option(
+        "skip the J&W per-instance adversary (§3.3)", flag="skip-per-instance-adversary", negate=True))
+    adversary_protocol: str = field(default="fast", metadata=option(
+        "consistent adversary: 'wp' = W&P's code (≤ 80 epochs, early stopping on the training objective, ½·TVD, "
+        "class-weighted) or 'fast' (base's epochs, dev selection)", choices=tuple(sorted(wpt.ADVERSARY_PROTOCOLS))))
+    adversary_max_epochs: int | None = field(default=None, metadata=option(
+        "epoch cap of the 'wp' protocol", type=count(1, limit="epochs"),
+        default_text=str(wpt.ADVERSARY_PROTOCOLS["wp"]["max_epochs"])))
+    transformer_layer: int = field(default=-1, metadata=option(
+        "BERT-family models: the layer whose [CLS] attention is explained (-1: the last)", flag="layer", type=int))
+    transformer_heads: str = field(default="mean", metadata=option(
+        "BERT-family models: 'mean' or one head index", flag="heads", convert=heads_option))
+    device: str = field(default="auto", metadata=_also("--wp-device", DEVICE_OPTION))
+    precision: str = field(default="float32", metadata=_also("--wp-precision", PRECISION_OPTION))
+    uniform_every_layer: bool = field(default=True, metadata=option(
+        "BERT-family models: skip the uniform [CLS] row at every layer (§3.2 extra)", flag="no-uniform-every-layer",
+        negate=True))
+    seed_model_dirs: tuple[str, ...] = field(default=(), metadata=option(
+        "BERT-family models: fine-tuning seeds of the same model for §3.3 (folders)", nargs="+", metavar="DIR",
+        type_text="folders"))
+    max_instances: int | None = field(default=None, metadata=option(
+        "BERT-family models: analyse only the first N instances of the split", type=positive_int, default_text="all"))
+    dataset: str | None = field(default=None, metadata=data_option("dataset"))
+    text_column: str = field(default="text", metadata=data_option("text_column"))
+    label_column: str = field(default="label", metadata=data_option("label_column"))
     batch_size: int = 64
     diagnostic_mlp: bool = True
     mlp_guides: tuple[str, ...] = ("uniform", "transformer", "trained")
