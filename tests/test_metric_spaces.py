@@ -48,7 +48,8 @@ from remote_code import BLOCK_HF_ATTN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 METRICS = REPO_ROOT / "hf_attn" / "metrics"
-CANONICAL = REPO_ROOT / "hf_attn" / "core" / "numpy_measures.py"  # the source of every module's copy
+CANONICAL = REPO_ROOT / "hf_attn" / "core" / "numpy_measures.py"  # the top source of every module's copy
+SOURCES = metric_copies.SOURCES  # numpy_primitives.py (re-exported by numpy_measures.py), numpy_measures.py
 # the modules that ship the shared NumPy measures: every module (the faithfulness modules need only the
 # bounds check and report_undefined; their own tests: tests/test_faithfulness_modules.py)
 FAITHFULNESS = ("attribution_agreement", "normalized_aopc", "soft_faithfulness")
@@ -262,9 +263,9 @@ def measures():
 def test_every_module_ships_the_self_contained_measures_it_uses():
     """Each copy is what the generator writes for its folder: the definitions its script imports and
     what they use, each as the source writes it (nothing else of the source), and it runs on its own."""
-    source = ast.parse(CANONICAL.read_text())
-    source_text = {node.name: ast.get_source_segment(CANONICAL.read_text(), node) for node in source.body
-                   if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert SOURCES[-1] == CANONICAL and [p.name for p in SOURCES] == ["numpy_primitives.py", "numpy_measures.py"]
+    source_text = {node.name: ast.get_source_segment(path.read_text(), node) for path in SOURCES
+                   for node in ast.parse(path.read_text()).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     for name in MODULES:
         copy = METRICS / name / "_hf_attn_measures.py"
         assert not copy.is_symlink() and copy.read_text() == metric_copies.copy_text(METRICS / name), (
@@ -287,10 +288,15 @@ def test_every_module_ships_the_self_contained_measures_it_uses():
                                                                       "sklearn"}, name
         assert f'with_name("{name}.py")' in (METRICS / name / "app.py").read_text(), name
         assert "hf_attn" not in {m for _, m, _ in hub._evaluate_imports(METRICS / name / "app.py")}, name
-    # the copy imports nothing from hf_attn, torch or the Trainer stack, not even inside functions
-    imported = set(re.findall(r"^\s*(?:from|import)\s+(\S+)", CANONICAL.read_text(), flags=re.M))
-    assert imported == {"__future__", "math", "warnings", "dataclasses", "functools", "numpy", "scipy.special",
-                        "sklearn.cluster", "sklearn.metrics"}, imported
+        assert not re.search(r"^\s*(?:from|import)\s+hf_attn", text, flags=re.M), name
+    # the copies import nothing from hf_attn, torch or the Trainer stack, not even inside functions: the
+    # sources import only these, and the top source imports the lower one's names (inlined in a copy)
+    imported = {path.name: set(re.findall(r"^\s*(?:from|import)\s+(\S+)", path.read_text(), flags=re.M))
+                for path in SOURCES}
+    assert imported == {"numpy_primitives.py": {"__future__", "math", "dataclasses", "functools", "numpy",
+                                                "scipy.special"},
+                        "numpy_measures.py": {"__future__", "math", "warnings", "numpy", "hf_attn.core.numpy_primitives",
+                                              "sklearn.cluster", "sklearn.metrics"}}, imported
 
 
 def test_generator_check_fails_on_a_stale_copy_and_rewrites_it(tmp_path):
@@ -331,6 +337,39 @@ def test_a_copy_holds_the_transitive_dependencies_and_their_imports(tmp_path):
     (module / "only_tau.py").write_text("from ._hf_attn_measures import no_such_measure\n")
     with pytest.raises(ValueError, match="defines no no_such_measure"):
         metric_copies.copy_text(module)
+
+
+def _two_sources(tmp_path, second: str) -> tuple[Path, Path]:
+    low, top = tmp_path / "low.py", tmp_path / "top.py"
+    low.write_text('"""Low."""\n\nimport math\n\nBASE = 2\n\n\ndef double(x):\n    return BASE * x\n\n\n'
+                   'def unused():\n    return math.pi\n')
+    top.write_text('"""Top."""\n\nfrom __future__ import annotations\n\nimport numpy as np\n\n' + second)
+    return low, top
+
+
+def test_a_copy_inlines_what_a_later_source_imports_from_an_earlier_one(tmp_path):
+    """The top source imports ``double`` from the lower one (as numpy_measures.py imports from
+    numpy_primitives.py): the copy holds ``double`` and ``BASE`` in their own text, no hf_attn import,
+    and the names are found across both sources; a name defined twice, or imported from hf_attn and
+    defined by no source, is refused."""
+    sources = _two_sources(tmp_path, "from hf_attn.core.low import double  # noqa: F401\n\n\n"
+                                     "def quad(x):\n    return double(double(x))\n")
+    module = tmp_path / "uses_quad"
+    module.mkdir()
+    (module / "uses_quad.py").write_text("from ._hf_attn_measures import quad\n")
+    text = metric_copies.copy_text(module, sources)
+    assert "hf_attn" not in text.split('"""Top."""')[1] and "import numpy" not in text and "import math" not in text
+    assert text.index("BASE = 2") < text.index("def double(") < text.index("def quad(") and "def unused(" not in text
+    namespace: dict = {}
+    exec(compile(text, "copy", "exec"), namespace)
+    assert namespace["quad"](3) == 12  # 2 * (2 * 3)
+    twice = _two_sources(tmp_path, "def double(x):\n    return x\n")
+    with pytest.raises(ValueError, match="double is defined twice"):
+        metric_copies.copy_text(module, twice)
+    nowhere = _two_sources(tmp_path, "from hf_attn.core.elsewhere import triple\n\n\n"
+                                     "def quad(x):\n    return triple(x)\n")
+    with pytest.raises(ValueError, match="imports triple from hf_attn.core.elsewhere, which no source defines"):
+        metric_copies.copy_text(module, nowhere)
 
 
 def test_the_library_does_not_import_the_metric_modules():

@@ -36,7 +36,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {
     "report": "docs/reproduction/report.json",  # hf-attn reproduce --datasets sst (REPORT.md)
-    "benchmark": "docs/reproduction/benchmark_reproduce.json",  # scripts/benchmark_reproduce.py
+    "benchmark": "docs/reproduction/benchmark_reproduce.json",  # scripts/bench/reproduce.py
     "jwpre": "docs/reproduction/jw_preprocessing/summary.json",  # scripts/jw_preprocessing_report.py
     "bert": "docs/bert_family/jw_results.json",  # scripts/finetune_minilm.py: the J&W battery on MiniLM
     "bertrun": "docs/bert_family/train_run.json",  # scripts/finetune_minilm.py: the fine-tuning run
@@ -47,20 +47,20 @@ SOURCES = {
     "archsweep": "docs/benchmarks/architecture_sweep.json",  # scripts/architecture_sweep.py
     "pretrained": "docs/benchmarks/pretrained_jw.json",  # hf-attn analyze --battery jw on MiniLM, SmolLM2, BiLSTM
     "checkpoints": "docs/benchmarks/pretrained_checkpoints.json",  # scripts/pretrained_checkpoints.py
-    "bf16": "docs/benchmarks/bf16_training.json",  # scripts/benchmark_training.py --compare bf16
+    "bf16": "docs/benchmarks/bf16_training.json",  # scripts/bench/training.py --compare bf16
     "profile": "docs/benchmarks/profile_analyze.json",  # scripts/profile_commands.py analyze
     "trainprofile": "docs/benchmarks/profile_train.json",  # scripts/profile_commands.py train
-    "peers": "docs/benchmarks/peers.json",  # scripts/benchmark_peers.py --quick
-    "peerstable": "docs/benchmarks/peers_table.json",  # scripts/benchmark_peers.py --methods faithfulness_table
-    "peersfull": "docs/benchmarks/peers_full.json",  # scripts/benchmark_peers.py --full
-    "growth": "docs/benchmarks/growth.json",  # scripts/benchmark_peers.py --growth
+    "peers": "docs/benchmarks/peers.json",  # scripts/bench/peers.py --quick
+    "peerstable": "docs/benchmarks/peers_table.json",  # scripts/bench/peers.py --methods faithfulness_table
+    "peersfull": "docs/benchmarks/peers_full.json",  # scripts/bench/peers.py --full
+    "growth": "docs/benchmarks/growth.json",  # scripts/bench/peers.py --growth
     "igc": "docs/benchmarks/ig_completeness.json",  # scripts/ig_completeness.py
-    "long": "docs/benchmarks/long_sentence.json",  # scripts/benchmark_long_sentence.py
+    "long": "docs/benchmarks/long_sentence.json",  # scripts/bench/long_sentence.py
     "refcheck": "docs/faithfulness/reference_check.json",  # scripts/faithfulness_references.py
     "training": "docs/benchmarks/training_vs_plain_loop.json",
     "gpu": "docs/benchmarks/gpu_check.json",
-    "peersapi": "docs/benchmarks/peers_api.json",  # scripts/benchmark_peers.py through the public API
-    "peersprofile": "docs/benchmarks/peers_api_profile.json",  # scripts/profile_table.py  # scripts/gpu_check.py on a CUDA machine  # scripts/benchmark_training.py --epochs E
+    "peersapi": "docs/benchmarks/peers_api.json",  # scripts/bench/peers.py through the public API
+    "peersprofile": "docs/benchmarks/peers_api_profile.json",  # scripts/profile_table.py  # scripts/gpu_check.py on a CUDA machine  # scripts/bench/training.py --epochs E
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
 

@@ -2,7 +2,8 @@
 transformers' attention interface (BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, ModernBERT,
 GPT-2, Llama, Qwen2, Mistral, …).
 
-What it finds out when it is built (:meth:`TransformersAdapter._probe`, one tiny forward):
+What it finds out when it is built (:meth:`TransformersAdapter._probe`, one tiny forward; the set-up
+checks live in :mod:`hf_attn.adapters.transformer_probe`):
 
 - the **layers**: attention calls are counted in forward order (call i = layer i);
 - the **query rows** the classification head reads: the rows of the last layer's output through
@@ -41,14 +42,10 @@ from hf_attn.adapters.contract import check_adapter_counts, check_model_contract
 from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import (autocast, check_weights_dtype, dtype_name, running_dtype, frozen_parameters, resolve_device,
                                     resolve_precision)
-from hf_attn.adapters.interface import (ATTN_IMPLEMENTATION, INTERVENTION_KWARG, Intervention, active,
-                                        eager_function_of, register)
+from hf_attn.adapters.interface import INTERVENTION_KWARG, Intervention, active
 from hf_attn.adapters.rollout import attention_rollout
-
-PROBE_TEXT = "the film is a gripping and wonderfully acted story"
-# what to do instead, after the reason an architecture's attention cannot be explained
-_INSTEAD = ("; use a classifier whose attention is a softmax over its tokens (docs/engine.md lists the architectures "
-            "checked), or open an issue with its model_type")
+# the set-up checks (the adapter's mixin); the names stay importable from here
+from hf_attn.adapters.transformer_probe import PROBE_TEXT, TransformersProbe, _first_tensor, _INSTEAD, _quiet  # noqa: F401
 
 
 @dataclass
@@ -59,23 +56,6 @@ class _Cache:
     values: torch.Tensor
     hidden: torch.Tensor
     position: torch.Tensor
-
-
-@contextlib.contextmanager
-def _quiet(logger_name: str):
-    """transformers' loggers of one modelling module (and of the shared classifier heads) at ERROR
-    level for the duration."""
-    from transformers.utils import logging as hf_logging
-
-    loggers = [hf_logging.get_logger(name) for name in (logger_name, "transformers.modeling_layers")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(hf_logging.ERROR)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
 
 
 def _right_aligned_rows(ids: torch.Tensor, mask: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,15 +71,7 @@ def _right_aligned_rows(ids: torch.Tensor, mask: torch.Tensor, pad_id: int) -> t
     return new_ids, keep.to(mask.dtype)
 
 
-def _first_tensor(value):
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
-        return value[0]
-    return getattr(value, "last_hidden_state", None)
-
-
-class TransformersAdapter:
+class TransformersAdapter(TransformersProbe):
     """Adapter over a ``transformers`` sequence classifier (see the module docstring).
 
     ``model``, ``tokenizer`` (a fast tokenizer: word ids come from its offsets); ``spec``: which
@@ -151,143 +123,7 @@ class TransformersAdapter:
                 "or open an issue with its model_type") from None
 
     # ------------------------------------------------------------------------------------------
-    # set-up
-
-    def _use_intervention_attention(self) -> None:
-        register()
-        self.own_attention: list[str] = []  # families hooked in their own modules (own_attention.py)
-        refusal = (f"{type(self.model).__name__} ({self.model_type}) does not route its attention through "
-                   "transformers' attention interface, so its attention rows cannot be replaced")
-        instead = ("; use a classifier of an architecture that does (docs/engine.md lists the ones checked), "
-                   "or open an issue with its model_type")
-        # transformers' own test of the modelling file (an attention module that calls
-        # ALL_ATTENTION_FUNCTIONS.get_interface), not `_supports_attention_backend`, which only
-        # declares custom kernels: many interface-routed models (BART, T5, StableLM) leave it False.
-        can_set = getattr(type(self.model), "_can_set_attn_implementation", None)
-        routed = can_set() if callable(can_set) else True
-        try:
-            with _quiet("transformers.modeling_utils"):
-                self.model.set_attn_implementation(ATTN_IMPLEMENTATION)
-        except (ValueError, TypeError, AttributeError, NotImplementedError) as error:
-            raise UnsupportedModelError(f"{refusal} ({str(error).splitlines()[0][:200]}){instead}") from None
-        if not routed or getattr(self.model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
-            from hf_attn.adapters.own_attention import install, not_explained
-
-            families = install(self.model)  # attention computed in the model's own modules: hooks there
-            if not families:
-                reason = not_explained(self.model)
-                if reason:
-                    raise UnsupportedModelError(f"{refusal} ({reason}){_INSTEAD}")
-                raise UnsupportedModelError(f"{refusal} (its attention module computes attention itself, and hf_attn "
-                                            f"has no hook for {type(self.model).__name__}'s attention class){instead}")
-            self.own_attention = families
-
-    def _pad_id(self) -> int:
-        for candidate in (self.tokenizer.pad_token_id, getattr(self.model.config, "pad_token_id", None),
-                          self.tokenizer.eos_token_id):
-            if isinstance(candidate, int):
-                return candidate
-        return 0
-
-    def _probe(self) -> None:
-        self.fused, self.fused_reason = False, "not checked yet"  # eager until _check_fused says otherwise
-        ids = self.tokenizer(PROBE_TEXT)["input_ids"][: self.max_length]
-        if len(ids) < 3:
-            raise UnsupportedModelError(f"the tokenizer turns a 9-word probe sentence into {len(ids)} tokens; "
-                                        "use the tokenizer the model was trained with")
-        input_ids = torch.tensor([ids], device=self.device)
-        mask = torch.ones_like(input_ids)
-        record: list = []
-        with torch.no_grad():
-            self._model_call(input_ids, mask, None, Intervention(record=record))
-        if not record and self.own_attention:
-            raise UnsupportedModelError(
-                f"{type(self.model).__name__} ({self.model_type}): its attention modules are hooked "
-                f"({', '.join(self.own_attention)}), but with this configuration they compute attention on a path "
-                "without the hooked dropout, so interventions would silently do nothing; open an issue with its "
-                "model_type and configuration")
-        if not record:
-            from hf_attn.adapters.own_attention import not_explained
-
-            reason = not_explained(self.model)
-            if reason:
-                raise UnsupportedModelError(f"{type(self.model).__name__} ({self.model_type}): {reason}{_INSTEAD}")
-            raise UnsupportedModelError(
-                f"{type(self.model).__name__} ({self.model_type}): no attention call reached transformers' attention "
-                "interface with the intervention argument, so interventions would silently do nothing; use a model "
-                "whose attention modules call the interface (docs/engine.md lists the architectures checked), or open "
-                "an issue with its model_type")
-        from hf_attn.adapters.own_attention import is_hooked
-
-        modules = [m for _, m, _, _ in record]
-        for module in set(modules):
-            if eager_function_of(module) is None and not is_hooked(module):
-                raise UnsupportedModelError(f"{type(module).__name__} has no eager attention function in "
-                                            f"{type(module).__module__}: its attention cannot be recomputed; open an "
-                                            "issue with its model_type")
-        self.num_layers = len(record)
-        self.num_heads = int(record[-1][2].shape[1])
-        self.layer = self.spec.layer_index(self.num_layers)
-        names = {id(m): n for n, m in self.model.named_modules()}
-        self.explained_module = names.get(id(record[self.layer][1]), type(record[self.layer][1]).__name__)
-        heads_here = int(record[self.layer][2].shape[1])
-        if self.spec.heads != "mean" and self.spec.heads >= heads_here:
-            raise ValueError(f"heads={self.spec.heads}: layer {self.spec.layer} has {heads_here} heads")
-        self.num_heads = heads_here
-        for _, module, probs, values in record:  # the attention output must be probabilities × values
-            if probs.dim() != 4 or probs.shape[-1] != input_ids.shape[1] or (
-                    values is not None and values.shape[2] != input_ids.shape[1]):
-                raise UnsupportedModelError(f"{type(module).__name__}: attention of shape {tuple(probs.shape)} is "
-                                            "not (batch, heads, queries, keys) over the input tokens, so its rows are not "
-                                            "rows over the text; open an issue with its model_type")
-        self.layers = self._find_layers(modules)
-        self.pooling = self._find_pooling(input_ids, mask)
-        if self.spec.query == "auto":
-            self.query_rule = self.pooling
-        else:
-            self.query_rule = self.spec.query
-        # decoders are padded on the left; encoder-decoders (BART, T5) find their end-of-sentence token
-        # in the ids themselves and keep their right padding
-        self.left_padding = self.pooling == "last" and not getattr(self.model.config, "is_encoder_decoder", False)
-        self._check_decoder_padding(input_ids)
-        self.fast_path = False
-        self._check_effective(input_ids, mask)
-        self.fast_path = True  # the check's forward fills the fast path's cache
-        self.fast_path, self.fast_path_reason = self._check_fast_path(input_ids, mask)
-        self.fused, self.fused_reason = self._check_fused(input_ids, mask)
-
-    def _check_decoder_padding(self, input_ids) -> None:
-        """An encoder–decoder whose head reads the decoder's last position that is not a pad token of
-        its decoder inputs (T5Gemma2) derives those inputs from the right-padded ids: shifted right,
-        the last real id lands on the first padding position, so in a padded batch the head reads a
-        row one position later than for the text alone. Found by running the probe sentence alone and
-        followed by two padding positions; the decoder inputs are then passed explicitly — the
-        model's own shift of the ids, with pad ids from the first padding position on (the decoder is
-        causal: the rows before are unchanged) — where that gives the text's logits alone. Where it
-        does not (T5Gemma reads one position past the ids' last real token whatever the decoder
-        inputs), the model keeps its own padding behaviour and :meth:`describe` says that padding
-        changes its logits (``padding_changes_logits``)."""
-        self.decoder_padding = False
-        self.padding_changes_logits = False
-        if not getattr(self.model.config, "is_encoder_decoder", False):
-            return
-        padded = torch.cat([input_ids, torch.full_like(input_ids[:, :2], self.pad_id)], 1)
-        mask = torch.cat([torch.ones_like(input_ids), torch.zeros_like(input_ids[:, :2])], 1)
-
-        def gap() -> float:
-            with torch.no_grad():
-                alone = self._model_call(input_ids, torch.ones_like(input_ids), None, None).logits.float()
-                extra = self._model_call(padded, mask, None, None).logits.float()
-            return float((alone - extra).abs().max()) / (1.0 + float(alone.abs().max()))
-
-        if gap() <= 1e-5:
-            return
-        if self._shift_function() is not None:
-            self.decoder_padding = True
-            if gap() <= 1e-5:
-                return
-            self.decoder_padding = False
-        self.padding_changes_logits = True
+    # set-up helpers the forwards use (the checks are in transformer_probe.py)
 
     def _shift_function(self):
         """The model's own shift of the ids to the decoder's inputs, or ``None``."""
@@ -303,127 +139,9 @@ class TransformersAdapter:
         shifted = self._shift_function()(input_ids)
         return torch.where(mask.bool(), shifted, torch.full_like(shifted, self.pad_id))
 
-    def _check_fused(self, input_ids, mask) -> tuple[bool, str]:
-        """Whether the gradients to the input embeddings (saliency, gradient × input, integrated
-        gradients: forwards that change and record nothing) can run transformers' fused attention
-        kernel, which keeps no (T × T) probabilities for the backward: it must run on this model and
-        give the eager forward's logits (within 1e-4 of their scale); otherwise they stay eager, with
-        the reason. The no-gradient forwards (``logits``: deletions, erasures) stay eager, so every
-        difference of two such forwards (leave-one-out, comprehensiveness) compares like with like."""
-        if self.own_attention:
-            return False, "the attention is computed in the model's own modules (hooked), not through the interface"
-        if not getattr(self.model, "_supports_sdpa", False):
-            return False, f"{type(self.model).__name__} does not declare support for transformers' sdpa kernel"
-        try:
-            with torch.no_grad():
-                fused = self._model_call(input_ids, mask, None, Intervention(fused=True)).logits.float()
-                eager = self._model_call(input_ids, mask, None, None).logits.float()
-        except Exception as error:  # noqa: BLE001 - any failure means: stay eager, and say why
-            return False, f"the fused kernel fails on this model ({type(error).__name__}: {str(error)[:160]})"
-        if not bool(torch.isfinite(fused).all()) or float((fused - eager).abs().max()) > 1e-4 * (
-                1.0 + float(eager.abs().max())):
-            return False, "the fused kernel's logits differ from the eager forward's on the probe sentence"
-        return True, "gradients to the inputs use transformers' sdpa kernel (checked on a probe sentence)"
-
     def _plain(self) -> Intervention | None:
         """The intervention argument of a differentiable forward that changes and records nothing."""
         return Intervention(fused=True) if self.fused else None
-
-    def _find_layers(self, modules):
-        """The ``ModuleList`` whose i-th layer holds the i-th attention call's module (None when
-        layers share modules, as ALBERT's do, or no such list exists)."""
-        if len(set(map(id, modules))) != len(modules):
-            return None
-        for _, candidate in self.model.named_modules():
-            if not isinstance(candidate, torch.nn.ModuleList) or len(candidate) != len(modules):
-                continue
-            if all(any(sub is module for sub in layer.modules()) for layer, module in zip(candidate, modules)):
-                return candidate
-        return None
-
-    def _find_pooling(self, input_ids, mask) -> str:
-        """Which rows of the last layer's output the logits depend on: "first", "last" or "mean"."""
-        captured = {}
-        handle = None
-        if self.layers is not None:
-            def hook(module, args, output):
-                if not torch.is_grad_enabled():  # the no-gradient check forward of _embeds_forward
-                    return
-                tensor = _first_tensor(output)
-                if tensor is not None and tensor.requires_grad:
-                    tensor.retain_grad()
-                captured["out"] = tensor
-            handle = self.layers[-1].register_forward_hook(hook)
-        try:
-            with torch.enable_grad():
-                embeds = self._table(input_ids).detach().requires_grad_(True)
-                out = self._embeds_forward(input_ids, mask, embeds, output_hidden_states=self.layers is None)
-                target = captured.get("out")
-                if target is None and self.layers is not None:
-                    # layers called past their hooks (SqueezeBERT calls layer.forward): no hook on them
-                    # sees their output, so none of the methods that hook them may use them
-                    self.layers = None
-                    out = self._embeds_forward(input_ids, mask, embeds, output_hidden_states=True)
-                if target is None:
-                    hidden = getattr(out, "decoder_hidden_states", None) or getattr(out, "hidden_states", None)
-                    target = hidden[-1] if hidden else None
-                if target is None:
-                    raise UnsupportedModelError(f"{type(self.model).__name__}: cannot see the last layer's output, so "
-                                                "the rows its head reads are unknown; open an issue with its model_type")
-                (grad,) = torch.autograd.grad(out.logits.float().sum(), target, allow_unused=True)
-        finally:
-            if handle is not None:
-                handle.remove()
-        if grad is None:
-            raise UnsupportedModelError(f"{type(self.model).__name__}: the logits do not depend on the last layer; "
-                                        "open an issue with its model_type")
-        if grad.dim() == 3 and grad.shape[0] == input_ids.shape[1] and grad.shape[1] == input_ids.shape[0] != grad.shape[0]:
-            grad = grad.transpose(0, 1)  # sequence-first layers (XLNet): (T, B, D) → (B, T, D)
-        read = grad[0].abs().sum(-1) > 0  # (T,)
-        steps = read.shape[0]
-        positions = read.nonzero().flatten().tolist()
-        if positions == [0]:
-            return "first"
-        if positions == [steps - 1]:
-            return "last"
-        if len(positions) == steps:
-            return "mean"
-        raise UnsupportedModelError(f"{type(self.model).__name__}: the classification head reads rows {positions} of "
-                                    f"{steps}; only the first, the last or all rows are supported: open an issue with "
-                                    "its model_type")
-
-    def _embeds_forward(self, input_ids, mask, embeds, **kwargs):
-        """The probe's forward from input embeddings: ``inputs_embeds`` where the model takes them;
-        a model that refuses them (BART, T5 and other encoder–decoders, whose heads find the
-        end-of-sentence token in ``input_ids``) switches the adapter to swapping the embeddings in at
-        its embedding module (:meth:`_swapped_embeddings`), checked to give the ``input_ids``
-        forward's logits."""
-        try:
-            with _quiet(type(self.model).__module__):
-                return self._model_call(input_ids, mask, embeds, None, **kwargs)
-        except (NotImplementedError, ValueError, TypeError, AttributeError):
-            if self.embeds_by_hook:
-                raise
-        self.embeds_by_hook = True
-        self.embeddings_swapped = 0
-        with _quiet(type(self.model).__module__):
-            out = self._model_call(input_ids, mask, embeds, None, **kwargs)
-        with torch.no_grad():
-            plain = self._model_call(input_ids, mask, None, None).logits.float()
-        gap = float((out.logits.detach().float() - plain).abs().max())
-        if not out.logits.requires_grad or not self.embeddings_swapped:
-            why = ("its logits do not depend on the output of its input embedding module" if self.embeddings_swapped
-                   else "its input embedding module is never called on the input ids (as given, shifted right or "
-                        "padded on the right)")
-            raise UnsupportedModelError(
-                f"{type(self.model).__name__} ({self.model_type}) takes no input embeddings, and {why}; use a model "
-                "that accepts inputs_embeds, or open an issue with its model_type")
-        if gap > 1e-5 * (1.0 + float(plain.abs().max())):
-            raise UnsupportedModelError(
-                f"{type(self.model).__name__} ({self.model_type}) takes no input embeddings, and swapping them in at "
-                f"its embedding module changes its logits by {gap:.1e}; use a model that accepts inputs_embeds, or "
-                "open an issue with its model_type")
-        return out
 
     @contextlib.contextmanager
     def _swapped_embeddings(self, input_ids, embeds):
@@ -473,53 +191,6 @@ class TransformersAdapter:
         finally:
             for handle in handles:
                 handle.remove()
-
-    def _check_effective(self, input_ids, mask) -> None:
-        batch = self.from_token_lists([input_ids[0].tolist()])
-        forward = self.forward(batch, rollout=False)
-        weights = torch.zeros_like(forward.attention)
-        own = forward.attention[0]
-        candidates = batch.content[0].nonzero().flatten()
-        target = candidates[own[candidates].argmin()] if len(candidates) else own.argmin()
-        weights[0, target] = 1.0
-        with torch.no_grad():
-            changed = self._full_logits(batch, weights.unsqueeze(1), per_head=False)[:, 0]
-        if torch.equal(changed.float(), forward.logits.float()):
-            raise UnsupportedModelError(
-                f"{type(self.model).__name__}: replacing layer {self.layer}'s query row by a one-hot row left the "
-                "logits exactly unchanged: the intervention does not reach the classifier; explain another layer "
-                "(layer=...) or open an issue with its model_type")
-
-    def _check_fast_path(self, input_ids, mask) -> tuple[bool, str]:
-        if self.own_attention:
-            return False, "the attention is computed in the model's own modules: the query-only replay needs the interface"
-        if self.layer != self.num_layers - 1:
-            return False, "the explained layer is not the last one"
-        if self.query_rule not in ("first", "last") or self.query_rule != self.pooling:
-            return False, "the head reads several rows"
-        if self.layers is None:
-            return False, "the layers share modules or are not one list"
-        if self.layer == 0:
-            return False, "a one-layer model"
-        if self.pooling == "last" and getattr(self.model.config, "pad_token_id", None) is None:
-            return False, "the model has no pad_token_id"
-        batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
-        forward = self.forward(batch, rollout=False)
-        generator = torch.Generator().manual_seed(0)
-        noise = torch.rand((len(batch), 3, self.num_heads, batch.input_ids.shape[1]), generator=generator)
-        noise = noise.to(self.device) * batch.attention_mask[:, None, None, :]
-        weights = noise / noise.sum(-1, keepdim=True)
-        try:
-            with torch.no_grad():
-                fast = self._fast_logits(batch, forward, weights)
-                full = self._full_logits(batch, weights, per_head=True)
-        except Exception as error:  # noqa: BLE001 — any failure disables the fast path, with the reason
-            return False, f"the query-only forward failed ({type(error).__name__}: {str(error)[:120]})"
-        scale = float(full.abs().max()) + 1.0
-        gap = float((fast.float() - full.float()).abs().max())
-        if gap > 1e-4 * scale:
-            return False, f"the query-only forward differs from the full one by {gap:.2e}"
-        return True, "exact query-only forward of the last layer"
 
     # ------------------------------------------------------------------------------------------
     # encoding

@@ -15,7 +15,7 @@ from hf_attn.core.deadline import check
 COSTS = ("tokens", "deletions")
 
 # Padded tokens per forward pass without gradients on a CPU. Measured on MiniLM-L6 (one thread, rows of
-# 24 and 96 tokens, scripts/benchmark_peers.py's setting): 1024 tokens per forward ran 1.2–1.3× faster
+# 24 and 96 tokens, scripts/bench/peers.py's setting): 1024 tokens per forward ran 1.2–1.3× faster
 # than 8192 and 65536 (the intermediate activations of a large forward leave the caches), and bounds
 # the memory of every scoring loop. Integrated gradients' forward + backward passes use the same cap:
 # as fast as 8192 tokens (7.7 vs 8.4 s on 40 sentences × 16 nodes) in 0.8 instead of 1.9 GB. On a GPU

@@ -1,4 +1,5 @@
-"""The copies of ``hf_attn/core/numpy_measures.py`` that the ``evaluate`` modules ship.
+"""The copies of ``hf_attn/core/numpy_primitives.py`` + ``numpy_measures.py`` that the ``evaluate``
+modules ship.
 
 ``evaluate.load`` downloads a module script and the files it imports relatively, nothing else, so
 every folder ``hf_attn/metrics/<name>/`` holds its own ``_hf_attn_measures.py``: a regular file (no
@@ -6,31 +7,42 @@ symlink, so checkouts without symlink support and the Hub get the same bytes), g
 library's single source with a header that says so. A copy holds only what its folder needs, as
 transformers' modular converter writes a model's files: the names the folder's scripts import
 from ``._hf_attn_measures``, the constants, functions and classes those use (followed through the
-source until nothing new is needed) and the imports that these need, in the source's order and
-with its text. ``python scripts/generate_metric_copies.py`` writes them; ``--check`` lists stale
+sources until nothing new is needed) and the imports that these need, in the sources' order and
+with their text. ``python scripts/generate_metric_copies.py`` writes them; ``--check`` lists stale
 ones and fails (the pattern of transformers' ``utils/check_copies.py``). This module reads files
 only: it imports nothing from ``hf_attn.metrics``.
+
+The source is several modules (:data:`SOURCES`, lowest first): a later one may import names of an
+earlier one (``from hf_attn.core.numpy_primitives import ...``); a copy inlines those definitions
+instead, so it imports nothing of hf_attn, and a source that imports from hf_attn a name that no
+source defines, or defines a name twice, is refused.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().with_name("numpy_measures.py")
+# lowest first; the last one's docstring heads a copy
+SOURCES = (Path(__file__).resolve().with_name("numpy_primitives.py"),
+           Path(__file__).resolve().with_name("numpy_measures.py"))
+LIBRARY = "hf_attn"  # the package the copies must not import
 METRICS_DIR = Path(__file__).resolve().parents[1] / "metrics"
 SHARED_MODULE = "_hf_attn_measures"
 COPY_NAME = f"{SHARED_MODULE}.py"
-HEADER = ("# Generated from hf_attn/core/numpy_measures.py by scripts/generate_metric_copies.py: do not edit.\n"
+HEADER = ("# Generated from hf_attn/core/numpy_primitives.py and hf_attn/core/numpy_measures.py\n"
+          "# by scripts/generate_metric_copies.py: do not edit.\n"
           "# It holds what this folder's scripts import from it and what that uses, nothing more.\n"
-          "# Edit the source and run `python scripts/generate_metric_copies.py` to update every copy.\n")
+          "# Edit the sources and run `python scripts/generate_metric_copies.py` to update every copy.\n")
 
 
 @dataclass(frozen=True)
 class _Piece:
-    """One top-level statement of the source: the names it binds, the names it reads, its text
-    (with the comments just above it), whether a blank line stands above it and what it is."""
+    """One top-level statement of a source: the names it binds, the names it reads, its text
+    (with the comments just above it), whether a blank line stands above it and what it is
+    (``module``: what an import imports from, else ``""``)."""
 
     binds: frozenset[str]
     reads: frozenset[str]
@@ -38,6 +50,12 @@ class _Piece:
     blank_before: bool
     is_import: bool
     is_definition: bool  # a function or a class (two blank lines around it)
+    module: str = ""
+
+    @property
+    def is_library_import(self) -> bool:
+        """An import of hf_attn (another source's names): left out of a copy, its definitions inlined."""
+        return self.is_import and self.module.split(".")[0] == LIBRARY
 
 
 def _bound_names(node: ast.stmt) -> set[str]:
@@ -47,6 +65,14 @@ def _bound_names(node: ast.stmt) -> set[str]:
         return {(a.asname or a.name.split(".")[0]) for a in node.names}
     targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
     return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _imported_module(node: ast.stmt) -> str:
+    if isinstance(node, ast.ImportFrom):
+        return "." * node.level + (node.module or "")
+    if isinstance(node, ast.Import):
+        return node.names[0].name
+    return ""
 
 
 def _pieces(source_text: str) -> tuple[str, list[_Piece]]:
@@ -68,7 +94,8 @@ def _pieces(source_text: str) -> tuple[str, list[_Piece]]:
         pieces.append(_Piece(frozenset(_bound_names(node)), frozenset(reads), "".join(raw).strip("\n") + "\n",
                              bool(raw) and not raw[0].strip(),
                              isinstance(node, (ast.Import, ast.ImportFrom)),
-                             isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
+                             isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)),
+                             _imported_module(node)))
         previous_end = node.end_lineno
     return docstring, pieces
 
@@ -85,13 +112,34 @@ def imported_names(folder: Path) -> list[str]:
     return sorted(names)
 
 
-def _needed(names, pieces: list[_Piece]) -> set[int]:
+def _definers(pieces: list[_Piece], sources) -> dict[str, int]:
+    """name → index of the piece that defines it, over every source; a name defined twice, or
+    imported from hf_attn but defined by no source, is refused (a ``ValueError`` naming it)."""
+    definers: dict[str, int] = {}
+    for i, piece in enumerate(pieces):
+        if piece.is_import:
+            continue
+        for name in piece.binds:
+            if name in definers:
+                raise ValueError(f"{name} is defined twice in the sources of the metric copies "
+                                 f"({', '.join(Path(s).name for s in sources)}); keep one definition")
+            definers[name] = i
+    for piece in pieces:
+        if piece.is_library_import and not piece.binds <= set(definers):
+            missing = ", ".join(sorted(piece.binds - set(definers)))
+            raise ValueError(f"a source of the metric copies imports {missing} from {piece.module}, which no source "
+                             "defines: the copies would import hf_attn; move it into a source or list its module "
+                             "in SOURCES")
+    return definers
+
+
+def _needed(names, pieces: list[_Piece], sources=SOURCES) -> set[int]:
     """Indices of the pieces that define ``names`` and, transitively, what those read."""
-    definers = {name: i for i, piece in enumerate(pieces) if not piece.is_import for name in piece.binds}
+    definers = _definers(pieces, sources)
     wanted = set(definers) if "*" in names else set(names)
     missing = sorted(wanted - set(definers))
     if missing:
-        raise ValueError(f"numpy_measures.py defines no {', '.join(missing)}")
+        raise ValueError(f"{' + '.join(Path(s).name for s in sources)} defines no {', '.join(missing)}")
     chosen: set[int] = set()
     todo = [definers[name] for name in wanted]
     while todo:
@@ -103,12 +151,16 @@ def _needed(names, pieces: list[_Piece]) -> set[int]:
     return chosen
 
 
-def _import_text(piece: _Piece, used: set[str]) -> str | None:
-    """An import statement as the source writes it, or with only the names in ``used``."""
+def _import_text(piece: _Piece, used: set[str], bound: set[str]) -> str | None:
+    """An import statement as the source writes it, or with only the names in ``used`` that an
+    earlier import has not bound yet (``bound``: updated with the names kept)."""
     node = ast.parse(piece.text).body[-1]
+    names = [(a.asname or a.name.split(".")[0]) for a in node.names]
     if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-        return piece.text
-    kept = [a for a in node.names if (a.asname or a.name.split(".")[0]) in used]
+        kept = [a for a, name in zip(node.names, names) if name not in bound]
+    else:
+        kept = [a for a, name in zip(node.names, names) if name in used and name not in bound]
+    bound.update(a.asname or a.name.split(".")[0] for a in kept)
     if not kept:
         return None
     if len(kept) == len(node.names):
@@ -117,16 +169,33 @@ def _import_text(piece: _Piece, used: set[str]) -> str | None:
     return ast.unparse(node) + "\n"
 
 
-def select(names, source: Path = SOURCE) -> str:
-    """The source's text reduced to the definitions of ``names``, what they use and the imports they need."""
-    docstring, pieces = _pieces(Path(source).read_text(encoding="utf-8"))
-    chosen = _needed(names, pieces)
+def _import_group(piece: _Piece) -> int:
+    """0: ``__future__``, 1: the standard library, 2: the rest (a blank line between groups)."""
+    top = piece.module.split(".")[0]
+    return 0 if top == "__future__" else 1 if top in sys.stdlib_module_names else 2
+
+
+def select(names, sources=SOURCES) -> str:
+    """The sources' text reduced to the definitions of ``names``, what they use and the imports they
+    need (each once, grouped and ordered as the sources write them: plain imports, then ``from``
+    imports, by module), under the last source's docstring; hf_attn imports are left out."""
+    docstring, pieces = "", []
+    for source in sources:
+        docstring, more = _pieces(Path(source).read_text(encoding="utf-8"))
+        pieces.extend(more)
+    chosen = _needed(names, pieces, sources)
     used = set().union(*(pieces[i].reads for i in chosen)) if chosen else set()
     parts = [docstring] if docstring else []
-    for piece in pieces:
-        text = _import_text(piece, used) if piece.is_import else None
-        if text:  # the import groups stay apart as in the source
-            parts.append(("\n" if piece.blank_before else "") + text)
+    imports = sorted((p for p in pieces if p.is_import and not p.is_library_import),
+                     key=lambda p: (_import_group(p), isinstance(ast.parse(p.text).body[-1], ast.ImportFrom), p.module))
+    bound: set[str] = set()
+    group = None
+    for piece in imports:
+        text = _import_text(piece, used, bound)
+        if text:  # the import groups stay apart
+            apart = _import_group(piece) != group if group is not None else bool(docstring)
+            parts.append(("\n" if apart else "") + text)
+            group = _import_group(piece)
     previous = None
     for i in sorted(chosen):
         piece = pieces[i]
@@ -139,9 +208,9 @@ def select(names, source: Path = SOURCE) -> str:
     return "".join(parts)
 
 
-def copy_text(folder: Path, source: Path = SOURCE) -> str:
+def copy_text(folder: Path, sources=SOURCES) -> str:
     """The exact text ``folder``'s ``_hf_attn_measures.py`` must hold."""
-    return HEADER + select(imported_names(folder), source)
+    return HEADER + select(imported_names(folder), sources)
 
 
 def module_folders(metrics_dir: Path = METRICS_DIR) -> list[Path]:
@@ -153,22 +222,22 @@ def module_folders(metrics_dir: Path = METRICS_DIR) -> list[Path]:
                   and SHARED_MODULE in (p / f"{p.name}.py").read_text(encoding="utf-8"))
 
 
-def stale_copies(metrics_dir: Path = METRICS_DIR, source: Path = SOURCE) -> list[Path]:
+def stale_copies(metrics_dir: Path = METRICS_DIR, sources=SOURCES) -> list[Path]:
     """The copies that are missing, symlinks or differ from :func:`copy_text`."""
     stale = []
     for folder in module_folders(metrics_dir):
         target = folder / COPY_NAME
         if (target.is_symlink() or not target.is_file()
-                or target.read_text(encoding="utf-8") != copy_text(folder, source)):
+                or target.read_text(encoding="utf-8") != copy_text(folder, sources)):
             stale.append(target)
     return stale
 
 
-def write_copies(metrics_dir: Path = METRICS_DIR, source: Path = SOURCE) -> list[Path]:
+def write_copies(metrics_dir: Path = METRICS_DIR, sources=SOURCES) -> list[Path]:
     """(Re)write every stale copy as a regular file; returns the files written."""
-    written = stale_copies(metrics_dir, source)
+    written = stale_copies(metrics_dir, sources)
     for target in written:
         if target.is_symlink() or target.exists():
             target.unlink()
-        target.write_text(copy_text(target.parent, source), encoding="utf-8")
+        target.write_text(copy_text(target.parent, sources), encoding="utf-8")
     return written

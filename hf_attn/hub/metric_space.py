@@ -127,14 +127,14 @@ def _checked_metric_imports(name: str, files: dict, module_dir: Path, repo_id: s
 
 def _check_measures_copy(module_dir: Path, copy: Path) -> None:
     """HubError unless the copy of the measures in one of hf_attn's own module folders is what
-    ``scripts/generate_metric_copies.py`` writes from hf_attn/core/numpy_measures.py."""
+    ``scripts/generate_metric_copies.py`` writes from hf_attn/core/numpy_primitives.py + numpy_measures.py."""
     try:
         expected = metric_copies.copy_text(module_dir)
     except ValueError as err:  # the script imports a name the measures do not define
         raise HubError(f"{module_dir.name}: {err} (its script imports it from {SHARED_MEASURES})") from err
     if copy.read_text(encoding="utf-8") != expected:
         raise HubError(f"{module_dir.name}/{SHARED_MEASURES}.py is stale: it differs from what "
-                       "hf_attn/core/numpy_measures.py, its single source, gives this module "
+                       "hf_attn/core/numpy_primitives.py + numpy_measures.py, its single source, gives this module "
                        "(run `python scripts/generate_metric_copies.py`)")
 
 

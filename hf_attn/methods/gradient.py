@@ -28,7 +28,7 @@ def gradient_importance(model, input_ids: torch.Tensor, attention_mask: torch.Te
     wide as the hidden size (:func:`_lstm_gradient_importance`: a hand-written backward through the
     recurrence that never forms ∂ŷ/∂e_t nor weight gradients; what it saves grows with d, and with
     d < H PyTorch's fused LSTM backward is as fast: measured 1.2–1.35× faster at the papers' 300-d,
-    H = 128, ~0.9× at GloVe-50d, ``scripts/benchmark_methods.py``); ``"generic"`` is autograd
+    H = 128, ~0.9× at GloVe-50d, ``scripts/bench/methods.py``); ``"generic"`` is autograd
     through the model, ``"bptt"`` forces the shortcut (tests compare them).
     """
     if method not in ("auto", "generic", "bptt"):

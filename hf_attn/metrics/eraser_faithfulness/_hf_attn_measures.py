@@ -1,23 +1,25 @@
-# Generated from hf_attn/core/numpy_measures.py by scripts/generate_metric_copies.py: do not edit.
+# Generated from hf_attn/core/numpy_primitives.py and hf_attn/core/numpy_measures.py
+# by scripts/generate_metric_copies.py: do not edit.
 # It holds what this folder's scripts import from it and what that uses, nothing more.
-# Edit the source and run `python scripts/generate_metric_copies.py` to update every copy.
+# Edit the sources and run `python scripts/generate_metric_copies.py` to update every copy.
 """The measures behind hf_attn's ``evaluate`` modules, in plain NumPy (scikit-learn / SciPy imported
 only by the functions that need them): what a module computes when hf_attn is not installed.
 
 ``evaluate.load("USER/<metric>")`` downloads ``<metric>.py`` and the files it imports *relatively*
 (``from ._hf_attn_measures import ...``), never a package from PyPI; hf_attn is not on any index,
 so each module script imports only its copy of this file, NumPy and the evaluate stack. This file
-is the one source: ``python scripts/generate_metric_copies.py`` writes, under a generated-file
-header, the part of it each module folder uses (the names its script imports, what those use and
-the imports they need) as ``hf_attn/metrics/<name>/_hf_attn_measures.py`` (so each folder loads on
-its own, locally and from the Hub), ``--check`` fails when a copy is stale, and
+and :mod:`hf_attn.core.numpy_primitives` (the input checks, distances and Kendall's τ-b, which this
+file re-exports) are the one source: ``python scripts/generate_metric_copies.py`` writes, under a
+generated-file header, the part of them each module folder uses (the names its script imports,
+what those use and the imports they need) as ``hf_attn/metrics/<name>/_hf_attn_measures.py`` (so
+each folder loads on its own, locally and from the Hub), ``--check`` fails when a copy is stale, and
 ``hf-attn push-metric`` refuses a stale copy. It must therefore stay self-contained: it imports
-nothing from hf_attn.
+nothing from hf_attn but ``numpy_primitives`` (whose definitions the copies inline).
 
 Every module returns its result through :func:`report_undefined`: an undefined value is None and
 named with its reason in the result's ``undefined`` map, never NaN. The count settings' upper bounds
 (:data:`COUNT_LIMITS`) and the float32-aware bounds check (:func:`check_within_bounds`, NAOPC) are
-here too, so the library and the modules check alike.
+in ``numpy_primitives`` (importable from here too), so the library and the modules check alike.
 
 Where the library's function is the same code (the input checks, the J&W/W&P/T&Š summaries that
 are pure NumPy, Kendall's exact null), the library imports it from here; the others are NumPy ports
@@ -30,8 +32,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)  # hf_attn.faithfulness.DEFAULT_FRACTIONS
 
 
 # ------------------------------------------------------------------------------------------------
@@ -71,6 +71,9 @@ def check_range(name: str, rows, low: float, high: float, allow_nan: bool = Fals
             raise ValueError(f"{name}: instance {i} has values outside [{low:.4g}, {high:.4g}] "
                              f"(min {real.min():.4g}, max {real.max():.4g})")
     return arrays
+
+
+DEFAULT_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)  # hf_attn.faithfulness.DEFAULT_FRACTIONS
 
 
 def jsonable(value):

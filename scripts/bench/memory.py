@@ -1,6 +1,6 @@
 """Peak memory and wall time of the Jain & Wallace battery on IMDB-length inputs.
 
-    python scripts/benchmark_memory.py --model-dir runs/imdb/imdb-lstm-additive \
+    python scripts/bench/memory.py --model-dir runs/imdb/imdb-lstm-additive \
         --instances 2000 --output runs/imdb/benchmark_memory.json
 
 Runs ``run_jw_battery`` (gradient, leave-one-out, 100 permutations, k = 5 adversaries × 500 steps:

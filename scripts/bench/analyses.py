@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark of the batched analyses against straightforward per-instance loops (same numbers).
 
-    python scripts/benchmark.py [--model-dir runs/sst-lstm-additive] [--sections jw_gradient ...]
+    python scripts/bench/analyses.py [--model-dir runs/sst-lstm-additive] [--sections jw_gradient ...]
                                 [--loop-instances 300] [--threads N]
 
 Each section is a function ``section(context) -> dict`` registered in ``SECTIONS``; it times the
@@ -14,32 +14,16 @@ The loops live here (and in tests), never in the library.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import resource
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-@dataclass
-class Context:
-    model: object
-    tokenizer: object
-    encoded: list  # token id lists of the split
-    loop_rows: np.ndarray  # instances the per-instance loops run on
-    token_budget: int = 16384
-    results: dict = field(default_factory=dict)
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling modules, run as a script or loaded by path
+from common import Context, main as run_sections, peak_rss_mb  # noqa: E402
+from faithfulness import SECTIONS as _FAITHFULNESS_SECTIONS  # noqa: E402  (eraser, integrated_gradients)
 
 
 def _timed(fn):
@@ -269,49 +253,12 @@ def jw_battery(ctx: Context) -> dict:
 
 SECTIONS = {"jw_battery": jw_battery, "jw_gradient": jw_gradient, "jw_leave_one_out": jw_leave_one_out,
             "jw_permutation": jw_permutation, "jw_adversary": jw_adversary}
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchmark_faithfulness import SECTIONS as _FAITHFULNESS_SECTIONS  # noqa: E402  (eraser, integrated_gradients)
-
 SECTIONS.update(_FAITHFULNESS_SECTIONS)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", default="runs/sst-lstm-additive")
-    parser.add_argument("--sections", nargs="*", default=list(SECTIONS), choices=list(SECTIONS))
-    parser.add_argument("--loop-instances", type=int, default=200,
-                        help="instances the per-instance loops run on (random, seeded)")
-    parser.add_argument("--token-budget", type=int, default=16384)
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    parser.add_argument("--output", help="write the rows as JSON here")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-
-    from transformers import PreTrainedTokenizerFast
-
-    from hf_attn import AttnClassifierForSequenceClassification
-    from hf_attn.data.tasks import load_sst
-
-    model = AttnClassifierForSequenceClassification.from_pretrained(args.model_dir).eval()
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(args.model_dir)
-    texts = list(load_sst().splits["test"]["text"])
-    encoded = tokenizer(texts)["input_ids"]
-    rows = np.random.default_rng(0).choice(len(encoded), size=min(args.loop_instances, len(encoded)),
-                                           replace=False)
-    ctx = Context(model, tokenizer, encoded, rows, args.token_budget)
-    load = os.getloadavg()
-    print(f"{args.model_dir}: {len(encoded)} SST test sentences, {sum(map(len, encoded))} tokens; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average "
-          f"{load[0]:.1f} on {os.cpu_count()} CPUs (timings are contended if that exceeds the CPUs)",
-          flush=True)
-    out = []
-    for name in args.sections:
-        out.append(SECTIONS[name](ctx))
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump({"rows": out, "load_average": load}, f, indent=2)
-    return 0 if all(r.get("agree", True) for r in out) else 1
+    """Every section (the J&W ones and faithfulness.py's) through common.py's driver."""
+    return run_sections(SECTIONS, argv, __doc__)
 
 
 if __name__ == "__main__":

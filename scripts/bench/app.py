@@ -3,7 +3,7 @@
 permutations, the 5-adversary J&W search with 500 steps, per-token probabilities and the rendered
 heatmap + plot), as the app runs it (one torch thread). Goal: < 2 s for a 20-token sentence.
 
-    python scripts/benchmark_app.py --model runs/sst-lstm-additive [--repeats 5] [--threads 1]
+    python scripts/bench/app.py --model runs/sst-lstm-additive [--repeats 5] [--threads 1]
 """
 import argparse
 import json

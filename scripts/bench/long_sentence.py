@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The faithfulness table on one long sentence: seconds per stage at growing lengths.
 
-    python scripts/benchmark_long_sentence.py --model-dir runs/minilm-sst \\
+    python scripts/bench/long_sentence.py --model-dir runs/minilm-sst \\
         --lengths 64 128 256 510 --output docs/benchmarks/long_sentence.json
 
 One text of SST test sentences joined until the tokenizer gives at least N word pieces, cut to N

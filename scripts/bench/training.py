@@ -3,11 +3,11 @@
 or (``--compare sparse|bf16``) the papers' exact training against ``--sparse-embedding-updates`` or
 ``--bf16``.
 
-    python scripts/benchmark_training.py [--encoder lstm] [--epochs 8] [--skip-plain]
+    python scripts/bench/training.py [--encoder lstm] [--epochs 8] [--skip-plain]
                                          [--embeddings random --embedding-dim 300]
-    python scripts/benchmark_training.py --compare sparse --embeddings random --embedding-dim 300 \
+    python scripts/bench/training.py --compare sparse --embeddings random --embedding-dim 300 \
                                          --seeds 0 1 2 [--output docs/benchmarks/sparse_embedding_updates.json]
-    python scripts/benchmark_training.py --compare bf16 --embeddings random --embedding-dim 300 \
+    python scripts/bench/training.py --compare bf16 --embeddings random --embedding-dim 300 \
                                          --seeds 0 1 2 [--output docs/benchmarks/bf16_training.json]
 
 Prints seconds, real (non-pad) tokens per second and the Trainer's overhead over the plain loop,

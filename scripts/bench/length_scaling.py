@@ -3,7 +3,7 @@
 T = 25, 50, 100, 200, 400 tokens, at the papers' size (BiLSTM, H = 128, 300-d embeddings, additive
 attention, a 20k-word vocabulary).
 
-    python scripts/benchmark_length_scaling.py [--lengths 25 50 100 200 400] [--tokens 12800]
+    python scripts/bench/length_scaling.py [--lengths 25 50 100 200 400] [--tokens 12800]
                                                [--threads 1] [--steps 500] [--output result.json]
 
 Timing does not depend on what the weights learned, so the model is freshly initialised (seeded) and

@@ -11,7 +11,7 @@ The outputs of the two sides are compared (max |difference|), so a faster method
 numbers shows up here.
 
     mkdir /tmp/baseline && git archive 9909fbe | tar -x -C /tmp/baseline
-    python scripts/benchmark_methods.py --baseline /tmp/baseline [--threads 1] [--repeats 3]
+    python scripts/bench/methods.py --baseline /tmp/baseline [--threads 1] [--repeats 3]
                                         [--output docs/benchmarks/methods.json]
 """
 
@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 METHODS = ("forward", "gradient", "leave_one_out", "permutation", "adversary")
 
 # Runs inside each side's process: times each analysis on the same batches, saves the outputs.
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     peaks = {side: max(r["peak_rss_gb"] for r in runs if r["side"] == side) for side in ("baseline", "new")}
     print(f"peak RSS: baseline {peaks['baseline']:.2f} GB, new {peaks['new']:.2f} GB")
     if args.output:
-        record = {"benchmark": "J&W analyses at the papers' size, baseline vs new (scripts/benchmark_methods.py)",
+        record = {"benchmark": "J&W analyses at the papers' size, baseline vs new (scripts/bench/methods.py)",
                   "date": datetime.date.today().isoformat(), "baseline_commit": args.baseline_commit,
                   "threads": args.threads, "repeats": args.repeats, "rows": rows, "peak_rss_gb": peaks,
                   "runs": [{k: v for k, v in r.items() if k != "outputs"} for r in runs],

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Benchmark sections for ERASER and integrated gradients (hf_attn.batteries.eraser.battery).
 
-    python scripts/benchmark_faithfulness.py [--model-dir runs/sst-lstm-additive]
+    python scripts/bench/faithfulness.py [--model-dir runs/sst-lstm-additive]
         [--sections eraser integrated_gradients] [--loop-instances 200] [--threads N]
 
-Same protocol as ``scripts/benchmark.py`` (whose ``SECTIONS`` picks these up): the batched
+Same protocol as ``scripts/bench/analyses.py`` (whose ``SECTIONS`` picks these up): the batched
 implementation on the whole split (SST test: 1821 sentences), a per-instance loop of the same
 computation on ``--loop-instances`` of them, agreement on those, instances/s and speed-up.
 
@@ -17,18 +17,14 @@ computation on ``--loop-instances`` of them, agreement on those, instances/s and
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import time
 
 import numpy as np
 import torch
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # common.py, run as a script or loaded by path
+from common import main as run_sections, peak_rss_mb  # noqa: E402
 
 
 def _row(name, n_batched, batched_seconds, n_loop, loop_seconds, max_abs_diff, tolerance, **extra):
@@ -37,7 +33,7 @@ def _row(name, n_batched, batched_seconds, n_loop, loop_seconds, max_abs_diff, t
            "batched_instances_per_s": batched_rate, "loop_instances": n_loop,
            "loop_seconds": loop_seconds, "loop_instances_per_s": loop_rate,
            "speedup": batched_rate / loop_rate, "max_abs_diff": max_abs_diff,
-           "agree": bool(max_abs_diff <= tolerance), "peak_rss_mb": _peak_rss_mb(), **extra}
+           "agree": bool(max_abs_diff <= tolerance), "peak_rss_mb": peak_rss_mb(), **extra}
     print(f"{name:16s} batched {batched_seconds:7.2f} s ({batched_rate:8.1f} inst/s) | loop "
           f"{loop_rate:7.1f} inst/s on {n_loop} | speed-up {row['speedup']:6.1f}× | max |Δ| "
           f"{max_abs_diff:.1e} {'ok' if row['agree'] else 'MISMATCH'} | peak RSS {row['peak_rss_mb']:.0f} MB"
@@ -95,14 +91,8 @@ SECTIONS = {"eraser": eraser, "integrated_gradients": integrated_gradients}
 
 
 def main(argv=None) -> int:
-    """These sections only, through ``scripts/benchmark.py``'s driver (same options and output)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import benchmark  # imported here: benchmark imports this module's SECTIONS
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--sections" not in argv:
-        argv += ["--sections", *SECTIONS]
-    return benchmark.main(argv)
+    """These sections only, through common.py's driver (same options and output as analyses.py)."""
+    return run_sections(SECTIONS, argv, __doc__)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """Benchmark of the whole reproduction: wall time of ``hf-attn reproduce --datasets sst`` from scratch.
 
-    python scripts/benchmark_reproduce.py [--output-dir runs/reproduce-bench] [--quick]
+    python scripts/bench/reproduce.py [--output-dir runs/reproduce-bench] [--quick]
                                           [--seeds 3] [--output result.json]
 
 Goal: the default ``--datasets sst`` finishes in under 60 minutes on 2 idle cores. It is
-not one of ``scripts/benchmark.py``'s sections: those time one analysis on a trained model in
+not one of ``scripts/bench/analyses.py``'s sections: those time one analysis on a trained model in
 seconds, this one trains ~50 models and takes most of an hour, so it is run on purpose.
 
 The output folder must not hold finished runs (a rerun reuses them and would time only the

@@ -4,7 +4,7 @@ and with this checkout, ALTERNATELY on the same machine, and prints the medians,
 load average around each run.
 
     mkdir /tmp/baseline && git archive d042f30 | tar -x -C /tmp/baseline      # once (no git state change)
-    python scripts/benchmark_baseline.py [--baseline /tmp/baseline] [--epochs 8] [--repeats 2]
+    python scripts/bench/baseline.py [--baseline /tmp/baseline] [--epochs 8] [--repeats 2]
                                          [--tasks help train-300d train-glove analyze-jw]
                                          [--threads 1] [--output docs/benchmarks/baseline_comparison.txt]
 
@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASKS = ("help", "train-300d", "train-300d-sparse", "train-300d-bf16", "train-glove", "analyze-jw")
 # options the baseline may not have (they change the arithmetic): new code only, compared with the
 # baseline's exact train-300d
@@ -202,7 +202,7 @@ def main() -> None:
     dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
     header = [
-        f"hf-attn benchmark, baseline vs new (scripts/benchmark_baseline.py), {datetime.datetime.now().isoformat(timespec='seconds')}",
+        f"hf-attn benchmark, baseline vs new (scripts/bench/baseline.py), {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"machine: {os.cpu_count()} cores, {cpu_name()}, Python {platform.python_version()}; "
         f"{args.threads} torch thread(s) per job (OMP_NUM_THREADS; new code also --threads)",
         # no machine paths in the record: what was compared, not where it lay
