@@ -9,13 +9,21 @@ SNLI, a local CSV / JSON(L) file or folder, or a Hub dataset id, loaded and chec
     sst.label_names                        # ['negative', 'positive']
     sst["test"]                            # the datasets.Dataset itself (columns text, label)
     sst.to_pandas("test")                  # a DataFrame with the label's name beside it
+
+``load("sst_rationales")`` is the same binary SST with a 0/1 human-rationale mark per word
+(:mod:`hf_attn.data.rationales`: ``.rationales(split)``); local rationale data loads with
+:func:`load_eraser`, :func:`load_hatexplain` and :func:`load_label_studio`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hf_attn.data.rationales import (RationaleDataset, load_eraser, load_hatexplain, load_label_studio,
+                                     load_sst_rationales)
 from hf_attn.data.tasks import BUILTIN_DATASETS, PAIR_COLUMNS, DataError, TaskData, load_task
+
+RATIONALE_DATASETS = ("sst_rationales",)  # bundled data sets with human rationales (RationaleDataset)
 
 SPLIT_ALIASES = {"dev": "validation", "valid": "validation", "val": "validation"}
 
@@ -86,13 +94,19 @@ class TextDataset:
 
 
 def load(name: str = "sst", *, data_path: str | None = None, text_column: str = "text", label_column: str = "label",
-         seed: int = 0, preprocessing: str = "default") -> TextDataset:
+         seed: int = 0, preprocessing: str = "default") -> TextDataset | RationaleDataset:
     """A data set by name: ``"sst"`` (binary SST, the J&W split: 6,920 / 872 / 1,821 sentences, bundled),
+    ``"sst_rationales"`` (the same sentences with a 0/1 rationale per word: a :class:`RationaleDataset`),
     ``"sst5"``, ``"agnews"`` / ``"imdb"`` / ``"snli"`` (``data_path`` where they need one), a local
     CSV / JSON(L) file or a folder of ``train`` / ``validation`` / ``test`` files, or a Hub dataset id.
     ``seed`` splits data that comes without its own splits; ``preprocessing="jw"``: Jain & Wallace's
     SST preprocessing. Raises :class:`hf_attn.data.tasks.DataError` (a ``ValueError``) or
     ``FileNotFoundError`` with one line naming what is wrong."""
+    if name == "sst_rationales":
+        if preprocessing != "default":
+            raise DataError(f"preprocessing {preprocessing!r} does not apply to sst_rationales "
+                            f"(its words are the trees' leaves)")
+        return load_sst_rationales()
     task = load_task(name, seed=seed, text_column=text_column, label_column=label_column, data_path=data_path,
                      preprocessing=preprocessing)
     return TextDataset.from_task(task)
@@ -100,7 +114,8 @@ def load(name: str = "sst", *, data_path: str | None = None, text_column: str = 
 
 def names() -> tuple[str, ...]:
     """The data sets known by name (any other name is a local path or a Hub dataset id)."""
-    return tuple(BUILTIN_DATASETS)
+    return (*BUILTIN_DATASETS, *RATIONALE_DATASETS)
 
 
-__all__ = ["TextDataset", "load", "names", "DataError"]
+__all__ = ["TextDataset", "RationaleDataset", "load", "names", "DataError", "load_eraser", "load_hatexplain",
+           "load_label_studio"]

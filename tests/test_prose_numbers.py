@@ -58,6 +58,7 @@ SOURCES = {
     "long": "docs/benchmarks/long_sentence.json",  # scripts/bench/long_sentence.py
     "refcheck": "docs/faithfulness/reference_check.json",  # scripts/faithfulness_references.py
     "training": "docs/benchmarks/training_vs_plain_loop.json",
+    "plausibility": "docs/plausibility/sst_rationales.json",  # scripts/rationale_stats.py
     "gpu": "docs/benchmarks/gpu_check.json",
     "peersapi": "docs/benchmarks/peers_api.json",  # scripts/bench/peers.py through the public API
     "peersprofile": "docs/benchmarks/peers_api_profile.json",  # scripts/profile_table.py  # scripts/gpu_check.py on a CUDA machine  # scripts/bench/training.py --epochs E

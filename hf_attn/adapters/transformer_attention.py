@@ -15,13 +15,14 @@ Which attention is explained and every intervention live in :mod:`hf_attn.adapte
 from __future__ import annotations
 
 
-import numpy as np
 import torch
 
 from hf_attn.adapters.base import AttentionSpec as TransformerAttentionSpec  # noqa: F401 (the older name)
 from hf_attn.adapters.interface import ATTN_IMPLEMENTATION, register
 from hf_attn.adapters.rollout import attention_rollout  # noqa: F401 (re-exported)
 from hf_attn.core.hub_access import hub_model_location
+# the sum of pieces into words lives in core (NumPy only, shared with the plausibility metrics)
+from hf_attn.core.word_pieces import merge_word_pieces, piece_to_word_matrix  # noqa: F401 (re-exported)
 
 # the base-model aliases live in hf_attn.models.pretrained; re-exported for existing callers
 from hf_attn.models.pretrained import (BASE_MODEL_ALIASES, MINILM_DISTRIBUTION, MINILM_PACKAGE,  # noqa: F401
@@ -236,34 +237,6 @@ def check_loaded_weights(model, info: dict, name: str) -> None:
 def word_ids_of(encoding, batch_index: int = 0) -> list[int | None]:
     """The fast tokenizer's ``word_ids()`` of one encoded text (None for special tokens)."""
     return list(encoding.word_ids(batch_index))
-
-
-def merge_word_pieces(values, word_ids) -> np.ndarray:
-    """Word-level values from word-piece values: the value of a word is the **sum** of the values of
-    its pieces (the pieces are the positions with the same ``word_ids`` entry of the fast tokenizer;
-    special tokens, ``None``, are dropped). Summing keeps a distribution a distribution (attention
-    over pieces → attention over words, the same total) and an additive importance additive.
-
-    ``values``: ``(T,)`` or ``(..., T)`` (e.g. ``(k, T)`` adversaries); ``word_ids``: length T.
-    Returns ``(..., W)``, W = number of words (max word id + 1): one matrix product with
-    :func:`piece_to_word_matrix`."""
-    values = np.asarray(values, dtype=np.float64)
-    ids = list(word_ids)
-    if values.shape[-1] != len(ids):
-        raise ValueError(f"{values.shape[-1]} values but {len(ids)} word ids")
-    return values @ piece_to_word_matrix(ids)
-
-
-def piece_to_word_matrix(word_ids) -> np.ndarray:
-    """``(T, W)`` 0/1 matrix: entry (t, w) is 1 when piece t belongs to word w (``word_ids[t] == w``);
-    special tokens (None) have an all-zero row. ``values @ M`` sums pieces into words."""
-    ids = list(word_ids)
-    words = [w for w in ids if w is not None]
-    matrix = np.zeros((len(ids), max(words) + 1 if words else 0), dtype=np.float64)
-    for t, w in enumerate(ids):
-        if w is not None:
-            matrix[t, w] = 1.0
-    return matrix
 
 
 def words_of(input_ids, word_ids, tokenizer) -> list[str]:
