@@ -31,6 +31,7 @@ from hf_attn.adapters.base import checked_texts
 from hf_attn.core.io import json_safe, read_json, write_json_atomic, write_jsonl_atomic
 from hf_attn.core.measure_names import JW_MEASURES, LOO_TVD
 from hf_attn.explanation import EXPLANATION_ROWS, Explanation, SentenceExplanation
+from hf_attn.explanation.settings import DEFAULT_SETTINGS, ExplainSettings
 
 
 # ----------------------------------------------------------------------------------------------
@@ -62,6 +63,14 @@ class BatteryResult:
     # the printed name of a headline whose key alone could be read as another measure (J&W's
     # leave-one-out is the LOO-TVD, not the faithfulness table's LOO-drop)
     LABELS = {"jw": {"tau_loo": f"tau_loo (τ with {LOO_TVD})"}}
+
+    def __repr__(self) -> str:
+        """One line: the battery, the model, the instances and the headline numbers (no per-instance values)."""
+        numbers = ", ".join([f"{k}={_fmt(v)}" for k, v in self.summary().items()
+                             if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "num_instances"][:8])
+        model = self.model.get("name") or self.model.get("text") or "?"
+        return (f"BatteryResult({self.name!r}, model={str(model)!r}, {len(self.instances)} instances"
+                + (f"; {numbers}" if numbers else "") + ")")
 
     def summary(self) -> dict:
         """The headline numbers (the full summary is ``.data``)."""
@@ -191,6 +200,13 @@ class MethodAttributions:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def __repr__(self) -> str:
+        """One line: how many texts, the methods that ran and those skipped (no scores)."""
+        skipped = f"; skipped: {', '.join(self.skipped)}" if self.skipped else ""
+        count = len(self.texts)
+        return (f"MethodAttributions({count} text{'' if count == 1 else 's'}, methods: {', '.join(self.methods)}"
+                f"{skipped})")
+
     def to_pandas(self):
         """One row per (text, token), one column per method."""
         import pandas as pd
@@ -271,12 +287,26 @@ class Explainer:
     def describe(self) -> dict:
         return self.adapter.describe() | {"name": os.path.basename(os.path.normpath(str(self.adapter.name)))}
 
-    def explain(self, texts, *, ig: bool = True, ig_steps: int = 20, ig_baseline: str = "zero", adversary: bool = True,
-                k: int = 5,
-                adversary_steps: int = 200, eps: float = 0.01, lam: float = 500.0, lr: float = 0.01,
-                num_permutations: int = 100, seed: int = 0, batch_size: int = 32) -> Explanation:
+    def __repr__(self) -> str:
+        """One line, no memory address: ``Explainer(model='sst-bert', kind='transformers
+        BertForSequenceClassification', device='cpu', attention='layer -1, mean of heads')``."""
+        described = self.describe()
+        own = self.adapter.model_type == "hf_attn"
+        config = self.model.config
+        kind = (f"hf_attn {getattr(config, 'encoder', '?')} encoder, {getattr(config, 'attention', '?')} attention"
+                if own else f"transformers {type(self.model).__name__}")
+        spec = getattr(self.adapter, "spec", None)
+        heads = "" if spec is None else (", mean of heads" if spec.heads == "mean" else f", head {spec.heads}")
+        attention = "the model's attention" if spec is None else f"layer {spec.layer}{heads}"
+        return (f"Explainer(model={described.get('name', '?')!r}, kind={kind!r}, "
+                f"device={str(described.get('device', '?'))!r}, attention={attention!r})")
+
+    def explain(self, texts, settings: ExplainSettings | None = None, **changes) -> Explanation:
         """The one explanation object (:class:`hf_attn.explanation.SentenceExplanation` per text), which
-        a notebook, the Space and ``hf-attn explain`` render. Per token and per word: attention, J&W's
+        a notebook, the Space and ``hf-attn explain`` render. ``settings``: an
+        :class:`~hf_attn.explanation.settings.ExplainSettings` (default: its defaults, the ones the Space
+        and ``hf-attn explain`` use); ``changes``: any of its fields by name, e.g.
+        ``explain(text, adversary_steps=100, ig=False)``. Per token and per word: attention, J&W's
         gradient (attention held fixed), leave-one-out (the LOO-TVD, J&W §4.1), integrated gradients
         (``ig_steps`` trapezoid intervals; ``ig=False`` skips them; ``ig_baseline`` ``"zero"``, ``"pad"`` or ``"mean"``: on Llama,
         Qwen2, Mistral and ModernBERT the zero embedding is the singular point of the first
@@ -289,25 +319,17 @@ class Explainer:
         ``datasets`` column. A text longer than the model's limit is cut, with a
         :class:`~hf_attn.adapters.contract.TruncationWarning` (decoders keep its end). Every setting
         out of its range (``k``, ``batch_size`` < 1, ``eps`` < 0 or not finite, …) is a ``ValueError``
-        naming it."""
-        from hf_attn.core.validation import check_number, check_seed, check_whole
-        from hf_attn.methods.ig_baselines import BASELINES as IG_BASELINES
-
-        # counts up to their bounds, with the reason; the normalised ints are used (NumPy integers accepted)
-        ig_steps = check_whole("ig_steps", ig_steps, limit="ig_nodes")
-        k = check_whole("k", k, limit="adversaries")
-        adversary_steps = check_whole("adversary_steps", adversary_steps, 0, limit="steps")
-        num_permutations = check_whole("num_permutations", num_permutations, 0, limit="permutations")
-        check_number("eps", eps, 0.0)
-        check_number("lam", lam, 0.0)
-        check_number("lr", lr, 0.0)
-        seed = check_seed(seed)
-        batch_size = check_whole("batch_size", batch_size, limit="batch_size")
-        if ig_baseline not in IG_BASELINES:
-            raise ValueError(f"ig_baseline must be 'zero', 'pad' or 'mean', got {ig_baseline!r}")
+        naming it, and so is a name that is not a setting."""
+        if settings is None:
+            settings = DEFAULT_SETTINGS
+        elif not isinstance(settings, ExplainSettings):
+            raise ValueError(f"settings must be an ExplainSettings, got {type(settings).__name__}")
+        typed = settings.updated(**changes)
+        batch_size, eps = typed.batch_size, typed.eps
         items = checked_texts(texts)
-        settings = dict(ig_steps=ig_steps if ig else 0, ig_baseline=ig_baseline, adversary=adversary, k=k, steps=adversary_steps,
-                        eps=eps, lam=lam, lr=lr, num_permutations=num_permutations, seed=seed)
+        settings = dict(ig_steps=typed.ig_steps if typed.ig else 0, ig_baseline=typed.ig_baseline,
+                        adversary=typed.adversary, k=typed.k, steps=typed.adversary_steps, eps=eps, lam=typed.lam,
+                        lr=typed.lr, num_permutations=typed.num_permutations, seed=typed.seed)
         sentences: list[SentenceExplanation] = []
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
@@ -318,7 +340,7 @@ class Explainer:
                                  f"({chunk[empty[0] - start]!r} gives only special tokens): nothing to explain")
             measured = self._measure(batch, start, settings)
             sentences += [self._sentence(text, batch, i, measured, eps) for i, text in enumerate(chunk)]
-        return Explanation(sentences, self.describe())
+        return Explanation(sentences, self.describe(), typed.to_dict())
 
     def _measure(self, batch, start: int, settings: dict) -> dict:
         """Every measure of :meth:`explain` on one encoded batch: ``(B, T)`` rows (zero off the

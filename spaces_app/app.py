@@ -1,15 +1,18 @@
 """Is attention explanation? — a Gradio explorer for hf_attn models and transformers classifiers.
 
 Type a sentence; see the prediction and, aligned under the words as typed, the model's attention,
-gradient and leave-one-out importance (J&W's LOO-TVD; normalised, on one colour scale with the
-attention), an adversarial attention (with its Δŷ and JSD), the per-token prediction probabilities,
+gradient, leave-one-out importance (J&W's LOO-TVD) and integrated gradients (raw values, as
+``hf-attn explain`` prints them; a checkbox shows gradient and LOO-TVD as shares of their sum, on one
+colour scale with the attention), an adversarial attention (with its Δŷ and JSD), the per-token prediction probabilities,
 the sentence's Kendall τ of attention vs gradient and vs LOO-TVD, and the permutation Δŷ
 distribution; on request, every attribution method side by side (one heatmap row per method:
 attention, rollout, attention flow / norm, ALTI, value zeroing, saliency, gradient × input,
 integrated gradients, the leave-one-out drop LOO-drop, through ``hf_attn.Explainer``). The
 explanation is ``hf_attn.Explainer``'s, drawn by
-``hf_attn.explanation.render`` as in a notebook; the Space's policy, model cache and request limits are
-``hf_attn.app.space``; this file only lays it out. The input limit is the model's
+``hf_attn.explanation.render`` as in a notebook, with the same settings
+(``hf_attn.explanation.settings.ExplainSettings``: the defaults of ``Explainer.explain`` and
+``hf-attn explain``); the Space's request limits are ``hf_attn.app.space``, its policy and model cache
+``hf_attn.app.models``; this file only lays it out. The input limit is the model's
 (``config.max_tokens``, a transformer's position table), counted without the special tokens its
 tokenizer adds; a longer sentence is refused, never cut. Each request has a time budget held inside
 its computations (an explanation 60 s, the comparison 10 s), and each view runs one request at a
@@ -54,8 +57,9 @@ from hf_attn.app.space import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, Explain
                                ModelPolicy, RequestGate, check_settings, compare_methods, explain_sentence,
                                explained_attention, is_transformer_model, model_max_tokens, model_policy,
                                names_hub_repo)
-from hf_attn.explanation.render import (heatmap_html, markdown_text, methods_heatmap_html,  # noqa: E402
-                                        permutation_figure, summary_markdown)
+from hf_attn.explanation.render import (SHARES_LABEL, heatmap_html, markdown_text,  # noqa: E402
+                                        methods_heatmap_html, permutation_figure, summary_markdown)
+from hf_attn.explanation.settings import DEFAULT_SETTINGS  # noqa: E402
 
 LOGGER = logging.getLogger("hf_attn.app")
 # What a visitor sees for an error we did not foresee; the traceback goes to the server log only
@@ -116,7 +120,7 @@ def display_names(models) -> dict[str, str]:
 
 def model_source(model: str, app_dir=APP_DIR) -> str:
     """Why the app serves ``model`` (the first of the operator's list): which setting names it."""
-    from hf_attn.app.space import _split_names
+    from hf_attn.app.models import _split_names
 
     if model in _split_names(os.environ.get("HF_ATTN_MODEL")):
         return "set by the HF_ATTN_MODEL variable"
@@ -176,15 +180,22 @@ def make_handlers(cache: ModelCache, names: dict[str, str] | None = None, gate: 
         return gr.update(info=sentence_info(limit))
 
     @visitor_errors
-    def explain(model_name: str, text: str, eps: float, steps: float, seed: float):
+    def explain(model_name: str, text: str, eps: float = DEFAULT_SETTINGS.eps,
+                steps: float = DEFAULT_SETTINGS.adversary_steps, seed: float = DEFAULT_SETTINGS.seed,
+                ig: bool = DEFAULT_SETTINGS.ig, shares: bool = False):
+        """The main view: ``(prediction, summary, heatmaps, permutation plot, JSON)``; every setting not
+        shown defaults to ``ExplainSettings``' (as ``Explainer.explain``); ``shares``: gradient and
+        LOO-TVD as shares of their sum in the heatmaps (the JSON holds both)."""
         # Bounds first: a request with absurd settings is refused before any model is loaded.
-        settings = check_settings(eps=eps, steps=steps, seed=seed)  # max_tokens: the model's own limit
+        settings = check_settings(eps=eps, steps=steps, seed=seed, ig=ig)  # max_tokens: the model's own limit
+        if not isinstance(shares, bool):
+            raise ExplainError(f"shares must be on or off (True or False), got {shares!r}.")
         model, tokenizer = cache.get(model_of(model_name))
         with gate.turn():
             explanation = explain_sentence(model, tokenizer, text, **settings)
         label = {name: float(p) for name, p in zip(explanation.label_names, explanation.probabilities)}
-        return (label, summary_markdown(explanation), heatmap_html(explanation), permutation_figure(explanation),
-                explanation.to_dict())
+        return (label, summary_markdown(explanation), heatmap_html(explanation, shares=shares),
+                permutation_figure(explanation), explanation.to_dict())
 
     explain.gate = gate
     return describe_model, explain, sentence_box
@@ -229,8 +240,9 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
     steps_low, steps_high = INT_LIMITS["steps"]
     eps_low, eps_high = FLOAT_LIMITS["eps"]
     with gr.Blocks(title="Is attention explanation?") as demo:
-        gr.Markdown("# Is attention explanation?\nAttention of the classifier (hf_attn or transformers) next to gradient and "
-                    "leave-one-out importance (LOO-TVD: TVD(ŷ(x₋t), ŷ(x)), J&W §4.1) with the sentence's Kendall "
+        gr.Markdown("# Is attention explanation?\nAttention of the classifier (hf_attn or transformers) next to gradient, "
+                    "leave-one-out importance (LOO-TVD: TVD(ŷ(x₋t), ŷ(x)), J&W §4.1) and integrated gradients "
+                    "(raw values, as hf-attn explain prints them) with the sentence's Kendall "
                     "τ, an adversarial attention and the permutation Δŷ (Jain & Wallace 2019), and per-token "
                     "predictions (Tutek & Šnajder 2020).")
         if initial_name:
@@ -254,10 +266,15 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
             with gr.Row():
                 # The ranges are enforced by the handler (check_settings), not by Gradio's
                 # minimum/maximum: its message would not say which field is out of range.
-                eps = gr.Number(value=0.01, label=f"ε, {eps_low:g}–{eps_high:g} (max TVD of the adversary's "
-                                "prediction)")
-                steps = gr.Number(value=500, label=f"optimisation steps, {steps_low}–{steps_high}", precision=0)
-                seed = gr.Number(value=0, label="seed", precision=0)
+                eps = gr.Number(value=DEFAULT_SETTINGS.eps, label=f"ε, {eps_low:g}–{eps_high:g} (max TVD of the "
+                                "adversary's prediction)")
+                steps = gr.Number(value=DEFAULT_SETTINGS.adversary_steps,
+                                  label=f"optimisation steps, {steps_low}–{steps_high}", precision=0)
+                seed = gr.Number(value=DEFAULT_SETTINGS.seed, label="seed", precision=0)
+        with gr.Row():
+            ig = gr.Checkbox(value=DEFAULT_SETTINGS.ig, label="integrated gradients (within the request's time budget)",
+                             elem_id="ig")
+            shares = gr.Checkbox(value=False, label=SHARES_LABEL, elem_id="shares")
         explain_button = gr.Button("Explain", variant="primary", elem_id="explain")
         with gr.Row():
             prediction = gr.Label(label="Prediction ŷ", elem_id="prediction")
@@ -282,10 +299,11 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
         loaded = load_button.click(describe_model, inputs=[model_name], outputs=[model_status], api_name="load_model")
         loaded.failure(lambda: "", outputs=[model_status], api_visibility="private", queue=False)
         loaded.success(sentence_box, inputs=[model_name], outputs=[text], api_visibility="private")
-        explained = explain_button.click(explain, inputs=[model_name, text, eps, steps, seed], outputs=outputs,
+        inputs = [model_name, text, eps, steps, seed, ig, shares]
+        explained = explain_button.click(explain, inputs=inputs, outputs=outputs,
                                          api_name="explain", concurrency_limit=explain_workers,
                                          concurrency_id="explain")
-        submitted = text.submit(explain, inputs=[model_name, text, eps, steps, seed], outputs=outputs,
+        submitted = text.submit(explain, inputs=inputs, outputs=outputs,
                                 api_visibility="private", concurrency_limit=explain_workers,
                                 concurrency_id="explain")
         for event in (explained, submitted):

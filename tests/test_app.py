@@ -108,7 +108,8 @@ def test_explain_endpoint_every_output(client, trained_model_dir):
     # summary and heatmaps
     assert f"Prediction: {label['label']}" in summary and "JSD" in summary and "median Δŷ" in summary
     assert "Kendall τ" in summary and "Seconds" not in summary
-    assert heatmaps.count('class="hfa-cell"') == 5 * len(expected.tokens)
+    assert heatmaps.count('class="hfa-cell"') == 6 * len(expected.tokens)  # integrated gradients included
+    np.testing.assert_allclose(values["ig"], expected.ig, rtol=1e-6, atol=1e-9)
     for word, unknown in zip(expected.typed, expected.unknown):  # the words as typed, unknown ones marked
         assert (f'<span class="hfa-unk">{html.escape(word)}</span></th>' if unknown
                 else f">{html.escape(word)}</th>") in heatmaps
@@ -202,7 +203,7 @@ def test_app_in_headless_chromium(app_url, trained_model_dir, tmp_path):
         for table in tables:
             rows = table.find_elements(By.CSS_SELECTOR, "tr[data-row]")
             assert [r.get_attribute("data-row") for r in rows] == [
-                "attention", "gradient", "loo", "adversary_attention", "token_probability"]
+                "attention", "gradient", "loo", "adversary_attention", "token_probability", "ig"]
             columns = len(table.find_elements(By.CSS_SELECTOR, "th.hfa-tok"))
             for row in rows:
                 cells = row.find_elements(By.CSS_SELECTOR, "td.hfa-cell")

@@ -109,9 +109,9 @@ def test_rendering(explanation):
     page = heatmap_html(explanation)
     lines = page.count('<table class="hfa-heatmap"')  # a long sentence wraps: each line has every row
     assert lines >= 1 and page.count('class="hfa-line"') == lines
-    for row in ("attention", "gradient", "loo", "adversary_attention", "token_probability"):
-        assert page.count(f'data-row="{row}"') == lines
-    assert page.count('class="hfa-cell"') == 5 * len(explanation.tokens)
+    for row in ("attention", "gradient", "loo", "adversary_attention", "token_probability", "ig"):
+        assert page.count(f'data-row="{row}"') == lines  # the Space computes integrated gradients too
+    assert page.count('class="hfa-cell"') == 6 * len(explanation.tokens)
     assert "&lt;" not in page or "<" in TEXT
     n = len(explanation.tokens)
     escaped = heatmap_html(type(explanation)(**{**explanation.__dict__, "tokens": ["<b>"] * n, "typed": ["<b>"] * n}))
@@ -161,19 +161,39 @@ def test_default_model_choice(tmp_path, monkeypatch):
     assert default_model(app_dir) == "other/model"
 
 
+def test_raw_values_have_a_scale_each(explanation):
+    """By default the gradient and the LOO-TVD are shown raw, each on its own scale (0 to its largest,
+    in the legend), the value shown in ``data-value``; α and the adversarial α share one."""
+    import re
+
+    e = explanation
+    page = heatmap_html(e)
+    assert 'data-units="raw"' in page and f"gradient g (raw): 0 <span" in page
+    assert f"</span> {e.gradient.max():.3g}</span>" in page and f"</span> {e.loo.max():.3g}</span>" in page
+    assert f"α and adversarial α: 0 <span" in page and f"</span> {e.attention.max():.3f}" in page
+    for row, values in (("gradient", e.gradient), ("loo", e.loo)):
+        content = "".join(re.findall(rf'<tr data-row="{row}">(.*?)</tr>', page))  # every line of the row
+        shown = [float(v) for v in re.findall(r'data-value="([-0-9.e+]+)"', content)]
+        np.testing.assert_allclose(shown, values, rtol=1e-6)
+        top = int(np.argmax(values))  # the row's largest value at full colour
+        assert re.findall(r'background:rgb\((\d+),', content)[top] == "31"
+
+
 def test_one_colour_scale_per_row_kind(explanation):
-    """α, the normalised gradient and leave-one-out (each sums to 1) and the adversarial α share one
-    scale, from 0 to the largest of the first three; p̂_t has its own, 0 to 1. A cell's colour is a
-    function of its value and its row kind only."""
+    """As shares (``shares=True``): α, the normalised gradient and leave-one-out (each sums to 1) and
+    the adversarial α share one scale, from 0 to the largest of the first three; p̂_t has its own, 0
+    to 1. A cell's colour is a function of its value and its row kind only."""
     import re
 
     e = explanation
     assert e.gradient_share.sum() == pytest.approx(1.0) and e.loo_share.sum() == pytest.approx(1.0)
-    page = heatmap_html(e)
+    page = heatmap_html(e, shares=True)
     top = max(e.attention.max(), e.gradient_share.max(), e.loo_share.max())
     assert "adversarial α: 0 <span" in page and f"</span> {top:.3f}" in page
     cells: dict[str, list[tuple[float, int]]] = {"weight": [], "probability": []}
     for row, content in re.findall(r'<tr data-row="(\w+)">(.*?)</tr>', page):
+        if row == "ig":  # signed, on its own scale
+            continue
         kind = "probability" if row == "token_probability" else "weight"
         for red, value in re.findall(r'background:rgb\((\d+),\d+,\d+\);[^"]*" title="[^"]*: ([-0-9.e+]+)', content):
             cells[kind].append((float(value), int(red)))
@@ -284,7 +304,7 @@ def test_long_sentences_wrap_in_balanced_lines(explanation):
 
     n = 60
     long = type(explanation)(**{**explanation.__dict__, **{name: np.resize(getattr(explanation, name), n) for name in (
-        "attention", "gradient", "loo", "adversary_attention", "token_probability")},
+        "attention", "gradient", "loo", "adversary_attention", "token_probability", "ig")},
         "tokens": ["movie"] * n, "typed": ["movie"] * n, "spans": [[6 * t, 6 * t + 5] for t in range(n)],
         "unknown": [False] * n, "special": [False] * n})
     page = heatmap_html(long)

@@ -30,7 +30,7 @@ def _run_python(code: str, cwd=None, env=None, timeout=300) -> subprocess.Comple
 def test_the_spaces_model_folder_needs_no_dot_slash(trained_model_dir, tmp_path, monkeypatch):
     """``HF_ATTN_MODEL=runs/sst-lstm`` (the README's command) serves the folder ``runs/sst-lstm``:
     spelled like a Hub id, but an existing folder wins, and the Hub is never asked."""
-    import hf_attn.app.space as explorer
+    import hf_attn.app.models as explorer
     from hf_attn.app.space import ModelCache, load_model, model_policy, names_hub_repo
 
     shutil.copytree(trained_model_dir, tmp_path / "runs" / "sst-lstm")

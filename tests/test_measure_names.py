@@ -111,7 +111,7 @@ def test_explanation_and_method_comparison_say_which_leave_one_out(tmp_path):
     header = next(line for line in text.splitlines() if line.startswith("token "))
     assert LOO_TVD in header.split() and "loo" not in header.split()
     assert LOO_TVD_DEFINITION in text and f"attention vs {LOO_TVD}" in text
-    assert f"attention vs {LOO_TVD}" in summary_markdown(e) and f"{LOO_TVD} Δŷ/ΣΔŷ" in heatmap_html(e)
+    assert f"attention vs {LOO_TVD}" in summary_markdown(e) and f"{LOO_TVD} Δŷ/ΣΔŷ" in heatmap_html(e, shares=True)
     assert e.to_dict()["measure_definitions"]["loo"] == LOO_TVD_DEFINITION
     compared = ex.attributions([TEXTS[1]], methods=["attention", "leave_one_out"])
     assert LOO_DROP in methods_heatmap_html(compared)

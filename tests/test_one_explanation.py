@@ -49,6 +49,60 @@ def _printed(summary: str, tokens: list[str]) -> dict[str, list[float]]:
     return out
 
 
+def _three_views(model_dir, capsys, *cli_options):
+    """The same sentence, with every view's defaults: ``Explainer.explain``, ``hf-attn explain --json``
+    and the Space's own handler (one thread, as the Space runs)."""
+    import json
+
+    from test_space_security import load_app_module
+
+    from hf_attn import Explainer
+    from hf_attn.app.space import ModelCache, ModelPolicy
+    from hf_attn.cli import main
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        notebook = Explainer.from_pretrained(model_dir, device="cpu").explain(TEXT)
+        capsys.readouterr()
+        assert main(["explain", model_dir, TEXT, "--device", "cpu", "--json", *cli_options]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        app = load_app_module()
+        _, explain, _ = app.make_handlers(ModelCache(ModelPolicy((model_dir,))))
+        space = explain(model_dir, TEXT)  # the handler's defaults: the Space page's widgets
+    finally:
+        torch.set_num_threads(threads)
+    return notebook, printed, space
+
+
+def test_the_three_views_agree_with_their_defaults(model_dir, capsys):
+    """One sentence through the notebook (``Explainer.explain``), the command line (``hf-attn explain
+    --json``) and the Space's API function, each with its own defaults: the same settings (one
+    ``ExplainSettings``) and the same numbers — probabilities, attention, gradient, LOO-TVD, integrated
+    gradients, the permutations and the adversary's ε-max JSD — to float tolerance."""
+    pytest.importorskip("gradio")
+    from hf_attn.explanation.settings import ExplainSettings
+
+    notebook, printed, (label, _, heatmaps, _, values) = _three_views(model_dir, capsys)
+    e = notebook[0]
+    assert notebook.settings == printed["settings"] == ExplainSettings().to_dict()
+    assert notebook.settings["adversary_steps"] == 500 and notebook.settings["ig"] is True
+    cli = printed["sentences"][0]
+    assert e.ig is not None and values["ig"] is not None and cli["ig"] is not None  # IG in every view
+    for name in ("probabilities", "attention", "gradient", "loo", "ig", "permutation_tvd", "adversary_attention"):
+        np.testing.assert_allclose(cli[name], getattr(e, name), rtol=1e-6, atol=1e-9, err_msg=f"cli {name}")
+        np.testing.assert_allclose(values[name], getattr(e, name), rtol=1e-6, atol=1e-9, err_msg=f"space {name}")
+    for name in ("eps_max_jsd", "adversary_jsd", "adversary_tvd", "ig_completeness_gap"):
+        assert cli[name] == pytest.approx(getattr(e, name), abs=1e-9) == values[name], name
+    assert label == pytest.approx(dict(zip(e.label_names, e.probabilities)), abs=1e-9)
+    assert cli["prediction"] == values["prediction"] == e.label_names[e.predicted]
+    # the Space's heatmap shows raw values by default, as the notebook and the CLI
+    shown = _cells(heatmaps)
+    for row in ("attention", "gradient", "loo", "ig"):
+        np.testing.assert_allclose(shown[row], getattr(e, row), rtol=1e-6, atol=1e-9, err_msg=row)
+    assert 'data-units="raw"' in heatmaps
+
+
 def test_notebook_cli_and_space_show_the_same_numbers(model_dir, capsys):
     pytest.importorskip("gradio")
     from test_space_security import load_app_module
@@ -65,29 +119,41 @@ def test_notebook_cli_and_space_show_the_same_numbers(model_dir, capsys):
         notebook = Explainer.from_pretrained(model_dir, device="cpu").explain(
             TEXT, adversary_steps=STEPS, eps=EPS, seed=SEED)
         page = notebook._repr_html_()
-        # the command line
+        # the command line, raw values and shares
         capsys.readouterr()
-        assert main(["explain", model_dir, TEXT, "--adversary-steps", str(STEPS), "--eps", str(EPS),
-                     "--seed", str(SEED), "--device", "cpu"]) == 0
+        options = ["--adversary-steps", str(STEPS), "--eps", str(EPS), "--seed", str(SEED), "--device", "cpu"]
+        assert main(["explain", model_dir, TEXT, *options]) == 0
         printed = capsys.readouterr().out
-        # the Space, through the app's own handler
+        assert main(["explain", model_dir, TEXT, *options, "--shares"]) == 0
+        printed_shares = capsys.readouterr().out
+        # the Space, through the app's own handler, raw values and shares
         app = load_app_module()
         _, explain, _ = app.make_handlers(ModelCache(ModelPolicy((model_dir,))))
         label, summary, heatmaps, _, values = explain(model_dir, TEXT, EPS, STEPS, SEED)
+        *_, share_heatmaps, _, _ = explain(model_dir, TEXT, EPS, STEPS, SEED, True, True)
     finally:
         torch.set_num_threads(threads)
 
     e = notebook[0]
-    # the same object's numbers on the notebook page and on the Space's heatmap
-    shown, space = _cells(page), _cells(heatmaps)
-    for row in ("attention", "gradient", "loo", "adversary_attention"):
+    # the same object's numbers on the notebook page and on the Space's heatmap: raw by default
+    shown, space, space_shares = _cells(page), _cells(heatmaps), _cells(share_heatmaps)
+    for row in ("attention", "gradient", "loo", "ig", "adversary_attention"):
         np.testing.assert_allclose(space[row], shown[row], rtol=1e-6, atol=1e-9, err_msg=row)
     np.testing.assert_allclose(shown["attention"], e.attention, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(shown["gradient"], e.gradient_share, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(shown["gradient"], e.gradient, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(shown["loo"], e.loo, rtol=1e-6, atol=1e-9)
+    # the shares toggle: g/Σg and Δŷ/ΣΔŷ, labelled, summing to 1
+    np.testing.assert_allclose(space_shares["gradient"], e.gradient_share, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(space_shares["loo"], e.loo_share, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(space_shares["attention"], e.attention, rtol=1e-6, atol=1e-9)
+    assert sum(space_shares["gradient"]) == pytest.approx(1.0, abs=1e-6)
+    assert 'data-units="shares"' in share_heatmaps and "gradient g/Σg" in share_heatmaps
+    assert "gradient g = |∂ŷ/∂e·e|<br>" in heatmaps and "gradient g/Σg<br>" not in heatmaps
     # the Space's JSON and prediction
     np.testing.assert_allclose(values["attention"], e.attention, atol=1e-9)
     np.testing.assert_allclose(values["gradient"], e.gradient, atol=1e-9)
     np.testing.assert_allclose(values["loo"], e.loo, atol=1e-9)
+    np.testing.assert_allclose(values["ig"], e.ig, atol=1e-9)
     np.testing.assert_allclose(values["permutation_tvd"], e.permutation_tvd, atol=1e-9)
     assert values["eps_max_jsd"] == pytest.approx(e.eps_max_jsd, abs=1e-9)
     assert label == pytest.approx(dict(zip(e.label_names, e.probabilities)), abs=1e-9)
@@ -98,6 +164,11 @@ def test_notebook_cli_and_space_show_the_same_numbers(model_dir, capsys):
     rows = _printed(printed, e.tokens)
     for name, column in (("attention", "attention"), ("gradient", "gradient"), ("loo", "LOO-TVD"), ("ig", "ig")):
         np.testing.assert_allclose(rows[column], getattr(e, name), atol=5.1e-5, err_msg=name)
+    rows = _printed(printed_shares, e.tokens)
+    np.testing.assert_allclose(rows["g/Σg"], e.gradient_share, atol=5.1e-5)
+    np.testing.assert_allclose(rows["Δŷ/ΣΔŷ"], e.loo_share, atol=5.1e-5)
+    np.testing.assert_allclose(rows["ig"], e.ig, atol=5.1e-5)
+    assert "as shares of their sum" in printed_shares and "as shares of their sum" not in printed
     for pair in ("attention_gradient", "attention_loo"):
         tau = e.kendall[pair]["tau"]
         assert f"{tau:.4f}" in printed and f"{tau:.2f}" in summary and f"τ = {tau:.2f}" in page
@@ -106,7 +177,9 @@ def test_notebook_cli_and_space_show_the_same_numbers(model_dir, capsys):
     assert f"median Δŷ = {e.permutation_median:.4f}" in printed and f"median Δŷ = {e.permutation_median:.4f}" in summary
     # every scale has its legend, on both pages
     for html_page in (page, heatmaps):
-        assert 'id="hfa-legend"' in html_page and "α, g/Σg, Δŷ/ΣΔŷ and adversarial α: 0 <span" in html_page
+        assert 'id="hfa-legend"' in html_page and "α and adversarial α: 0 <span" in html_page
+        assert f"gradient g (raw): 0 <span" in html_page
+    assert "α, g/Σg, Δŷ/ΣΔŷ and adversarial α: 0 <span" in share_heatmaps
 
 
 def test_word_level_sums_are_shown_where_a_word_has_several_tokens():

@@ -410,7 +410,7 @@ def test_explain_through_gradio_client(client, space, hub, expected):
         assert values["kendall"][pair]["tau"] == pytest.approx(explanation.kendall[pair]["tau"], abs=1e-9)
         assert f"{explanation.kendall[pair]['tau']:.2f}" in summary
     assert "Kendall τ" in summary and "Seconds" not in summary and "Seconds" not in heatmaps
-    assert heatmaps.count('class="hfa-cell"') == 5 * len(explanation.tokens)
+    assert heatmaps.count('class="hfa-cell"') == 6 * len(explanation.tokens)  # integrated gradients too
     assert ">I</th>" in heatmaps and ">n&#x27;t</th>" in heatmaps and "[UNK]</th>" not in heatmaps
     fetched = {path for _, path, _ in hub.state.requests}
     assert any(p.startswith(f"/{MODEL_ID}/resolve/") and p.endswith("/model.safetensors") for p in fetched)
@@ -455,15 +455,16 @@ def test_space_in_chromium(space, expected):
         assert words == ["I", "do", "n't", "like", "it", ",", "it", "is", "n't", "good", "."]
         rows = heatmap.find_elements(By.CSS_SELECTOR, "table.hfa-heatmap tr[data-row]")
         assert [r.get_attribute("data-row") for r in rows] == [
-            "attention", "gradient", "loo", "adversary_attention", "token_probability"]
+            "attention", "gradient", "loo", "adversary_attention", "token_probability", "ig"]
         for row in rows:
             cells = row.find_elements(By.CSS_SELECTOR, "td.hfa-cell")
             assert len(cells) == len(words) and all(c.is_displayed() for c in cells)
         assert f"vs α: τ = {explanation.kendall['attention_gradient']['tau']:.2f}" in rows[1].text
         assert f"vs α: τ = {explanation.kendall['attention_loo']['tau']:.2f}" in rows[2].text
         legend = " ".join(heatmap.find_element(By.ID, "hfa-legend").text.split())
-        top = max(explanation.attention.max(), explanation.gradient_share.max(), explanation.loo_share.max())
-        assert f"α, g/Σg, Δŷ/ΣΔŷ and adversarial α: 0 {top:.3f}" in legend and "p̂_t: 0 1" in legend
+        top = explanation.attention.max()  # raw values: α's scale; the gradient and the LOO-TVD have their own
+        assert f"α and adversarial α: 0 {top:.3f}" in legend and "p̂_t: 0 1" in legend
+        assert f"gradient g (raw): 0 {explanation.gradient.max():.3g}" in legend
         summary = driver.find_element(By.CSS_SELECTOR, "#summary").text
         assert "Prediction:" in summary and "Seconds" not in summary
         for pair, title in (("attention_gradient", "attention vs gradient"),

@@ -1,2 +1,2 @@
-"""The Space's own side (:mod:`hf_attn.app.space`): its model policy, model cache and request limits;
-the Gradio page is ``spaces_app/app.py``."""
+"""The Space's own side: its request limits and explain calls (:mod:`hf_attn.app.space`), its model
+policy and model cache (:mod:`hf_attn.app.models`); the Gradio page is ``spaces_app/app.py``."""

@@ -7,22 +7,43 @@ from hf_attn.core.arguments import count, finite_float, seed_int
 
 
 def add_parser(subparsers) -> None:
-    """``hf-attn explain MODEL TEXT [TEXT …]``."""
+    """``hf-attn explain MODEL TEXT [TEXT …]``; every option's default is
+    :class:`hf_attn.explanation.settings.ExplainSettings`' (the Space's and ``Explainer.explain``'s)."""
+    from hf_attn.explanation.settings import DEFAULT_SETTINGS as D, IG_BASELINES
+
     p = subparsers.add_parser(
         "explain", help="explain sentences: attention, gradient, leave-one-out (LOO-TVD), IG, adversary, τ",
         description="Explain each text with Explainer.explain and print its summary: the prediction, per "
                     "token attention, gradient, leave-one-out, integrated gradients and rollout, the word-level "
                     "sums, the sentence's Kendall τ, the adversary and the permutations. Leave-one-out here is "
-                    "J&W's LOO-TVD, TVD(ŷ(x₋t), ŷ(x)) (§4.1), not the faithfulness table's LOO-drop.")
+                    "J&W's LOO-TVD, TVD(ŷ(x₋t), ŷ(x)) (§4.1), not the faithfulness table's LOO-drop. Values are "
+                    "raw (as Explainer.explain returns them and the Space shows them); --shares shows the "
+                    "gradient and the LOO-TVD as shares of their sum. The defaults are those of "
+                    "Explainer.explain and of the explorer Space, so one sentence gives the same numbers in all "
+                    "three.")
     p.add_argument("model", help="a model folder (hf-attn train, any save_pretrained folder), a Hub id or an alias")
     p.add_argument("texts", nargs="+", help="the texts to explain")
-    p.add_argument("--ig-steps", type=count(1, limit="ig_nodes"), default=20)
-    p.add_argument("--permutations", type=count(0, limit="permutations"), default=100, help="random permutations (0: none)")
-    p.add_argument("--k", type=count(1, limit="adversaries"), default=5, help="adversaries per text")
-    p.add_argument("--adversary-steps", type=count(0, limit="steps"), default=200)
-    p.add_argument("--eps", type=finite_float(0), default=0.01, help="the adversary's TVD budget ε")
-    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument("--ig-steps", type=count(1, limit="ig_nodes"), default=D.ig_steps,
+                   help="trapezoid intervals of integrated gradients")
+    p.add_argument("--ig-baseline", choices=list(IG_BASELINES), default=D.ig_baseline,
+                   help="the integrated-gradients baseline")
+    p.add_argument("--no-ig", action="store_true", help="skip integrated gradients")
+    p.add_argument("--permutations", type=count(0, limit="permutations"), default=D.num_permutations,
+                   help="random permutations (0: none)")
+    p.add_argument("--k", type=count(1, limit="adversaries"), default=D.k, help="adversaries per text")
+    p.add_argument("--adversary-steps", type=count(0, limit="steps"), default=D.adversary_steps,
+                   help="Adam steps of the adversary search")
+    p.add_argument("--eps", type=finite_float(0), default=D.eps, help="the adversary's TVD budget ε")
+    p.add_argument("--lambda", dest="lam", type=finite_float(0), default=D.lam,
+                   help="λ of the adversary's relaxed objective")
+    p.add_argument("--lr", type=finite_float(0, strictly_above=True), default=D.lr,
+                   help="Adam learning rate of the adversary search")
+    p.add_argument("--seed", type=seed_int, default=D.seed)
     p.add_argument("--no-adversary", action="store_true", help="skip the adversary")
+    p.add_argument("--shares", action="store_true",
+                   help="print the gradient and the LOO-TVD as shares of their sum (g/Σg, Δŷ/ΣΔŷ), not raw values")
+    p.add_argument("--json", action="store_true",
+                   help="print the whole explanation as JSON (raw values and shares, the model, the settings)")
     p.add_argument("--html", default=None, help="also write the notebook's page (heatmaps) to this file")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
@@ -30,15 +51,30 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=_run_cli)
 
 
+def settings_of(args):
+    """The :class:`~hf_attn.explanation.settings.ExplainSettings` of parsed ``hf-attn explain`` arguments."""
+    from hf_attn.explanation.settings import ExplainSettings
+
+    return ExplainSettings(ig=not args.no_ig, ig_steps=args.ig_steps, ig_baseline=args.ig_baseline,
+                           adversary=not args.no_adversary, k=args.k, adversary_steps=args.adversary_steps,
+                           eps=args.eps, lam=args.lam, lr=args.lr, num_permutations=args.permutations,
+                           seed=args.seed)
+
+
 def _run_cli(args) -> int:
+    import sys
+
     from hf_attn.explainer import Explainer
 
     explainer = Explainer.from_pretrained(args.model, device=args.device, precision=args.precision)
-    explanation = explainer.explain(args.texts, ig_steps=args.ig_steps, num_permutations=args.permutations,
-                                    k=args.k, adversary_steps=args.adversary_steps, eps=args.eps, seed=args.seed,
-                                    adversary=not args.no_adversary)
-    print(explanation.summary())
+    explanation = explainer.explain(args.texts, settings_of(args))
+    if args.json:
+        from hf_attn.core.io import print_json
+
+        print_json(explanation.to_dict())
+    else:
+        print(explanation.summary(shares=args.shares))
     if args.html:
-        explanation.save_html(args.html)
-        print(f"page: {args.html}")
+        explanation.save_html(args.html, shares=args.shares)
+        print(f"page: {args.html}", file=sys.stderr if args.json else sys.stdout)
     return 0

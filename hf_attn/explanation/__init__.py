@@ -131,16 +131,35 @@ class SentenceExplanation:
         payload["measure_definitions"] = {"loo": LOO_TVD_DEFINITION}  # J&W's leave-one-out, not the LOO-drop
         return payload
 
-    def summary(self) -> str:
-        """The printed summary (what ``hf-attn explain`` prints): :func:`hf_attn.explanation.render.summary_text`."""
+    def summary(self, shares: bool = False) -> str:
+        """The printed summary (what ``hf-attn explain`` prints): :func:`hf_attn.explanation.render.summary_text`;
+        ``shares``: gradient and leave-one-out as shares of their sum instead of raw values."""
         from hf_attn.explanation.render import summary_text
 
-        return summary_text(self)
+        return summary_text(self, shares=shares)
 
-    def _repr_html_(self) -> str:
+    def to_html(self, shares: bool = False) -> str:
+        """The heatmap page (:func:`hf_attn.explanation.render.heatmap_html`): raw values, or with
+        ``shares`` gradient and leave-one-out as shares of their sum."""
         from hf_attn.explanation.render import heatmap_html
 
-        return heatmap_html(self)
+        return heatmap_html(self, shares=shares)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr__(self) -> str:
+        """One line, no arrays: ``SentenceExplanation('the film is great', prediction='positive' (0.93),
+        5 tokens, methods: attention, gradient, loo, ig; adversary JSD 0.041)``."""
+        methods = [n for n in EXPLANATION_ROWS if getattr(self, n) is not None]
+        label = self.label_names[self.predicted] if self.predicted < len(self.label_names) else self.predicted
+        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        line = (f"SentenceExplanation({text!r}, prediction={str(label)!r} "
+                f"({float(self.probabilities[self.predicted]):.2f}), {len(self.tokens)} "
+                f"token{'' if len(self.tokens) == 1 else 's'}, methods: {', '.join(methods)}")
+        if self.eps_max_jsd is not None:
+            line += f"; adversary JSD {self.eps_max_jsd:.3f}"
+        return line + ")"
 
 
 def _clean(value):
@@ -239,9 +258,17 @@ class Explanation:
 
     sentences: list[SentenceExplanation]
     model: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.sentences)
+
+    def __repr__(self) -> str:
+        """One line: how many texts, of which model, the first text's :class:`SentenceExplanation` line."""
+        model = self.model.get("name") or self.model.get("text") or "a model"
+        first = f"; first: {self.sentences[0]!r}" if self.sentences else ""
+        count = len(self.sentences)
+        return f"Explanation({count} text{'' if count == 1 else 's'} of {str(model)!r}{first})"
 
     def __getitem__(self, index: int) -> SentenceExplanation:
         return self.sentences[index]
@@ -265,19 +292,29 @@ class Explanation:
                     rows.append(row | {n: (None if v is None else float(v[j])) for n, v in values.items()})
         return pd.DataFrame(rows)
 
-    def summary(self) -> str:
+    def summary(self, shares: bool = False) -> str:
+        """Every text's printed summary (:meth:`SentenceExplanation.summary`)."""
         from hf_attn.explanation.render import summary_text
 
-        return "\n\n".join(summary_text(s) for s in self.sentences)
+        return "\n\n".join(summary_text(s, shares=shares) for s in self.sentences)
 
-    def _repr_html_(self) -> str:
+    def to_dict(self) -> dict:
+        """JSON-ready: ``model``, ``settings`` and each text's :meth:`SentenceExplanation.to_dict`."""
+        return {"model": _clean(self.model), "settings": _clean(self.settings),
+                "sentences": [s.to_dict() for s in self.sentences]}
+
+    def to_html(self, shares: bool = False) -> str:
+        """The notebook's page (:func:`hf_attn.explanation.render.explanation_html`)."""
         from hf_attn.explanation.render import explanation_html
 
-        return explanation_html(self)
+        return explanation_html(self, shares=shares)
 
-    def save_html(self, path: str) -> str:
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def save_html(self, path: str, shares: bool = False) -> str:
         page = ("<!doctype html><html><head><meta charset='utf-8'><title>hf_attn explanation</title></head>"
-                f"<body>{self._repr_html_()}</body></html>")
+                f"<body>{self.to_html(shares=shares)}</body></html>")
         write_text_atomic(path, page)
         return path
 

@@ -4,11 +4,20 @@ the Space's Markdown summary (:func:`summary_markdown`), the printed summary of 
 and :meth:`SentenceExplanation.summary` (:func:`summary_text`), the permutation histogram
 (:func:`permutation_figure`) and the side-by-side methods heatmap (:func:`methods_heatmap_html`).
 
-The heatmap's colour scales (a legend gives each): α, g/Σg, Δŷ/ΣΔŷ and the adversarial α share one,
-from 0 to the largest of the first three (each of them sums to 1 over the tokens, so they compare);
-rollout has its own (0 to its largest), p̂_t goes from 0 to 1, integrated gradients (signed) run from
-−max|IG| (blue) to +max|IG| (red). Under the token table, the word-level sums (a word's value is the
-sum of its tokens') when a word has more than one token.
+**Units.** Every view shows the same quantities in the same units: raw values by default (the
+gradient g_t = |∂ŷ/∂e_t · e_t|, the LOO-TVD Δŷ_t, integrated gradients, as the explanation holds
+them and ``hf-attn explain`` prints them); ``shares=True`` (the Space's checkbox, ``hf-attn explain
+--shares``) shows the gradient and the LOO-TVD as shares of their sum over the tokens (g/Σg,
+Δŷ/ΣΔŷ), which sum to 1 like the attention. Attention, p̂_t, rollout and integrated gradients are
+shown as they are in both.
+
+The heatmap's colour scales (a legend gives each): α and the adversarial α share one (0 to the
+largest α); raw, the gradient and the LOO-TVD each have their own (0 to their largest); as shares,
+α, g/Σg, Δŷ/ΣΔŷ and the adversarial α share one, from 0 to the largest of the first three (each of
+them sums to 1 over the tokens, so they compare); rollout has its own (0 to its largest), p̂_t goes
+from 0 to 1, integrated gradients (signed) run from −max|IG| (blue) to +max|IG| (red). Under the
+token table, the word-level sums (a word's value is the sum of its tokens') when a word has more than
+one token.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from hf_attn.explanation import SentenceExplanation, token_groups
 WEIGHT_COLOUR = (31, 119, 180)  # the shared scale of α, adversarial α and the normalised g and Δŷ
 PROBABILITY_COLOUR = (230, 115, 0)  # p̂_t, 0 … 1
 POSITIVE_COLOUR, NEGATIVE_COLOUR = (214, 39, 40), (31, 119, 180)  # signed scores (integrated gradients, methods)
-ROWS = (  # (data-row, title, values, scale): one colour scale per kind of row
+ROWS = (  # (data-row, title, values, scale): one colour scale per kind of row; gradient and LOO as shares
     ("attention", "attention α", lambda e: e.attention, "weight"),
     ("gradient", "gradient g / Σg", lambda e: e.gradient_share, "weight"),
     ("loo", "LOO-TVD Δŷ / ΣΔŷ", lambda e: e.loo_share, "weight"),
@@ -33,7 +42,13 @@ ROWS = (  # (data-row, title, values, scale): one colour scale per kind of row
     ("rollout", "attention rollout", lambda e: e.rollout, "rollout"),
     ("ig", "integrated gradients", lambda e: e.ig, "ig"),
 )
+# the rows in raw values (the default): the gradient and the LOO-TVD as computed, each on its own scale
+RAW_ROWS = tuple((row, "gradient g = |∂ŷ/∂e·e|", lambda e: e.gradient, "gradient") if row == "gradient" else
+                 (row, "LOO-TVD Δŷ = TVD(ŷ(x₋t), ŷ(x))", lambda e: e.loo, "loo") if row == "loo" else
+                 (row, title, get, kind) for row, title, get, kind in ROWS)
 RAW_VALUES = {"gradient": ("|∂ŷ/∂e·e|", lambda e: e.gradient), "loo": ("TVD(ŷ(x₋t), ŷ(x))", lambda e: e.loo)}
+SHARE_VALUES = {"gradient": ("g/Σg", lambda e: e.gradient_share), "loo": ("Δŷ/ΣΔŷ", lambda e: e.loo_share)}
+SHARES_LABEL = "show gradient and leave-one-out as shares of their sum (g/Σg, Δŷ/ΣΔŷ) instead of raw values"
 KENDALL_ROWS = (("attention_gradient", "attention vs gradient"), ("attention_loo", f"attention vs {LOO_TVD}"),
                 ("gradient_loo", f"gradient vs {LOO_TVD}"))
 # the printed summary's column name of each row (the explanation's ``loo`` is J&W's LOO-TVD)
@@ -126,11 +141,16 @@ def _lines(e: SentenceExplanation, groups: list[tuple[int, int]]) -> list[list[t
     return lines
 
 
-def _row_values(e: SentenceExplanation) -> dict[str, np.ndarray]:
+def _rows(shares: bool) -> tuple:
+    """:data:`ROWS` (gradient and LOO-TVD as shares of their sum) or :data:`RAW_ROWS` (raw values)."""
+    return ROWS if shares else RAW_ROWS
+
+
+def _row_values(e: SentenceExplanation, shares: bool = False) -> dict[str, np.ndarray]:
     """The rows this explanation has, in :data:`ROWS` order (a row the model has none of is left out:
     p̂_t for transformers, rollout for one-layer models, the adversary when it was not run)."""
     values = {}
-    for row, _, get, _ in ROWS:
+    for row, _, get, _ in _rows(shares):
         raw = get(e)
         if raw is None:
             continue
@@ -141,25 +161,29 @@ def _row_values(e: SentenceExplanation) -> dict[str, np.ndarray]:
     return values
 
 
-def _scales(values: dict[str, np.ndarray]) -> dict[str, tuple[float, tuple, tuple]]:
+def _top(values) -> float:
+    """The largest finite |value| (1.0 when there is none above 0)."""
+    finite = np.abs(np.asarray(values, dtype=np.float64))
+    finite = finite[np.isfinite(finite)]
+    return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+
+
+def _scales(values: dict[str, np.ndarray], shares: bool = False) -> dict[str, tuple[float, tuple, tuple]]:
     """Per scale kind: (top, colour of positive values, colour of negative values)."""
-    compared = np.concatenate([values[r] for r in ("attention", "gradient", "loo") if r in values])
-    compared = compared[np.isfinite(compared)]
-    weight_top = float(compared.max()) if compared.size and compared.max() > 0 else 1.0
+    compared = ("attention", "gradient", "loo") if shares else ("attention",)
+    weight_top = _top(np.concatenate([values[r] for r in compared if r in values] or [np.zeros(0)]))
     scales = {"weight": (weight_top, WEIGHT_COLOUR, WEIGHT_COLOUR), "probability": (1.0, PROBABILITY_COLOUR,
                                                                                     PROBABILITY_COLOUR)}
-    for row in ("rollout", "ig"):
-        finite = values.get(row, np.zeros(0))
-        finite = np.abs(finite[np.isfinite(finite)])
-        top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-        scales[row] = (top, *((WEIGHT_COLOUR, WEIGHT_COLOUR) if row == "rollout" else (POSITIVE_COLOUR,
-                                                                                        NEGATIVE_COLOUR)))
+    for row in ("rollout", "ig") if shares else ("rollout", "ig", "gradient", "loo"):
+        scales[row] = (_top(values.get(row, np.zeros(0))),
+                       *((POSITIVE_COLOUR, NEGATIVE_COLOUR) if row == "ig" else (WEIGHT_COLOUR, WEIGHT_COLOUR)))
     return scales
 
 
-def _cell(value: float, scale: tuple, title: str, digits: int = 3, cls: str = "hfa-cell") -> str:
+def _cell(value: float, scale: tuple, title: str, digits: int = 3, cls: str = "hfa-cell", spec: str = "") -> str:
     """One heatmap cell: its colour from ``value`` on ``scale`` (top, positive colour, negative
-    colour), the value printed, the title (with the value) as tooltip, the value in ``data-value``."""
+    colour), the value printed (``spec``: a format, e.g. ``".4f"``; default ``digits`` decimals), the
+    title (with the value) as tooltip, the value in ``data-value``."""
     if not np.isfinite(value):
         return f'<td class="{cls}" title="{html.escape(title)}: undefined">–</td>'
     top, positive, negative = scale
@@ -168,30 +192,33 @@ def _cell(value: float, scale: tuple, title: str, digits: int = 3, cls: str = "h
     r, g, b = _blend(positive if value >= 0 or not signed else negative, strength)
     text_colour = "#fff" if strength > 0.6 else "#111"
     return (f'<td class="{cls}" style="background:rgb({r},{g},{b});color:{text_colour}" '
-            f'title="{html.escape(title)}" data-value="{value:.9g}">{value:.{digits}f}</td>')
+            f'title="{html.escape(title)}" data-value="{value:.9g}">{value:{spec or f".{digits}f"}}</td>')
 
 
-def _row_labels(e: SentenceExplanation) -> dict[str, str]:
+def _row_labels(e: SentenceExplanation, shares: bool = False) -> dict[str, str]:
     label_name = html.escape(e.label_names[e.predicted])
     adversary = ("" if e.adversary_tvd is None else
                  f"<br><small>Δŷ {e.adversary_tvd:.4f} · JSD {e.adversary_jsd:.3f}</small>")
     gap = ("" if e.ig_completeness_gap is None or not np.isfinite(e.ig_completeness_gap) else
            f"<br><small>completeness gap {e.ig_completeness_gap:.3g}</small>")
     return {"attention": "attention α",
-            "gradient": f"gradient g/Σg<br><small>vs α: {_kendall_text(e, 'attention_gradient')}</small>",
-            "loo": f"{LOO_TVD} Δŷ/ΣΔŷ<br><small>vs α: {_kendall_text(e, 'attention_loo')}</small>",
+            "gradient": (f"gradient {'g/Σg' if shares else 'g = |∂ŷ/∂e·e|'}<br><small>vs α: "
+                         f"{_kendall_text(e, 'attention_gradient')}</small>"),
+            "loo": (f"{LOO_TVD} {'Δŷ/ΣΔŷ' if shares else 'Δŷ'}<br><small>vs α: "
+                    f"{_kendall_text(e, 'attention_loo')}</small>"),
             "adversary_attention": f"adversarial α{adversary}",
             "token_probability": f"per-token p̂_t<br><small>P({label_name})</small>",
             "rollout": "attention rollout", "ig": f"integrated gradients{gap}"}
 
 
-def _line_table(e: SentenceExplanation, number: int, line, values, scales, labels) -> str:
+def _line_table(e: SentenceExplanation, number: int, line, values, scales, labels, shares: bool = False) -> str:
     """One line of the token heatmap: the typed words as header, one row per measure."""
     words = e.typed or e.tokens
     head = "".join(_word_header(e, start, stop) for start, stop in line)
     columns = [t for start, stop in line for t in range(start, stop)]
     rows = []
-    for row, _, _, kind in ROWS:
+    other = RAW_VALUES if shares else SHARE_VALUES  # the tooltip gives the other unit too
+    for row, _, _, kind in _rows(shares):
         if row not in values:
             continue
         cells = []
@@ -200,10 +227,10 @@ def _line_table(e: SentenceExplanation, number: int, line, values, scales, label
             title = f"{words[t]} ({e.tokens[t]})" if words[t] != e.tokens[t] else words[t]
             if np.isfinite(value):
                 title += f": {value:.4g}"
-                if row in RAW_VALUES:
-                    raw_name, raw = RAW_VALUES[row]
-                    title += f" (raw {raw_name} = {raw(e)[t]:.4g})"
-            cells.append(_cell(value, scales[kind], title))
+                if row in other:
+                    other_name, get = other[row]
+                    title += f" ({'raw ' if shares else 'share '}{other_name} = {get(e)[t]:.4g})"
+            cells.append(_cell(value, scales[kind], title, spec="" if shares or row not in RAW_VALUES else ".4f"))
         rows.append(f'<tr data-row="{row}"><th class="hfa-row">{labels[row]}</th>{"".join(cells)}</tr>')
     return (f'<div class="hfa-line"><table class="hfa-heatmap" data-line="{number}"><tr>'
             f'<th class="hfa-row">word</th>{head}</tr>{"".join(rows)}</table></div>')
@@ -215,14 +242,20 @@ def _bar(colour_low: tuple, colour_high: tuple, middle: tuple | None = None) -> 
     return f'<span class="hfa-bar" style="background:linear-gradient(to right, {stops})"></span>'
 
 
-def _legend(e: SentenceExplanation, values, scales) -> str:
+def _legend(e: SentenceExplanation, values, scales, shares: bool = False) -> str:
     """Every colour scale of the heatmap, with its range."""
     weight_top = scales["weight"][0]
     saturated = (" (adversarial weights above it at full colour)"
                  if "adversary_attention" in values and values["adversary_attention"].max() > weight_top else "")
     adversary = " and adversarial α" if "adversary_attention" in values else ""
-    legend = [f'<span>α, g/Σg, Δŷ/ΣΔŷ{adversary}: 0 {_bar(_blend(WEIGHT_COLOUR, 0), WEIGHT_COLOUR)} '
+    shared = "α, g/Σg, Δŷ/ΣΔŷ" if shares else "α"
+    legend = [f'<span>{shared}{adversary}: 0 {_bar(_blend(WEIGHT_COLOUR, 0), WEIGHT_COLOUR)} '
               f'{weight_top:.3f}{saturated}</span>']
+    if not shares:
+        for row, name in (("gradient", "gradient g (raw)"), ("loo", f"{LOO_TVD} Δŷ (raw)")):
+            if row in values:
+                legend.append(f'<span>{name}: 0 {_bar(_blend(WEIGHT_COLOUR, 0), WEIGHT_COLOUR)} '
+                              f'{scales[row][0]:.3g}</span>')
     if "rollout" in values:
         legend.append(f'<span>rollout: 0 {_bar(_blend(WEIGHT_COLOUR, 0), WEIGHT_COLOUR)} {scales["rollout"][0]:.3f}'
                       "</span>")
@@ -238,15 +271,15 @@ def _legend(e: SentenceExplanation, values, scales) -> str:
     return f'<div class="hfa-legend" id="hfa-legend">{"".join(legend)}</div>'
 
 
-def word_table_html(e: SentenceExplanation, values=None, scales=None) -> str:
+def word_table_html(e: SentenceExplanation, values=None, scales=None, shares: bool = False) -> str:
     """The word-level aggregation: per word (the tokenizer's words), the sum of its tokens' values of
     each row that sums over tokens (α, g/Σg, Δŷ/ΣΔŷ, rollout, integrated gradients), on the token
     heatmap's scales. Empty when every word is one token (the token heatmap already shows it)."""
     if not e.words or len(e.words) >= len([w for w in e.word_ids if w is not None]):
         return ""
-    values = values if values is not None else _row_values(e)
-    scales = scales if scales is not None else _scales(values)
-    kinds = {row: kind for row, _, _, kind in ROWS}
+    values = values if values is not None else _row_values(e, shares)
+    scales = scales if scales is not None else _scales(values, shares)
+    kinds = {row: kind for row, _, _, kind in _rows(shares)}
     head = "".join(f'<th class="hfa-wtok">{html.escape(w)}</th>' for w in e.words)
     rows = []
     for row in ("attention", "gradient", "loo", "rollout", "ig"):
@@ -256,34 +289,40 @@ def word_table_html(e: SentenceExplanation, values=None, scales=None) -> str:
         for value, word in zip(values[row], e.word_ids):
             if word is not None and word < len(sums):
                 sums[word] += float(value)
-        cells = "".join(_cell(v, scales[kinds[row]], f"{w}: {v:.4g}", cls="hfa-wcell") for w, v in zip(e.words, sums))
-        title = dict((r, t) for r, t, _, _ in ROWS)[row]
+        spec = "" if shares or row not in RAW_VALUES else ".4f"  # as hf-attn explain prints them
+        cells = "".join(_cell(v, scales[kinds[row]], f"{w}: {v:.4g}", cls="hfa-wcell", spec=spec)
+                        for w, v in zip(e.words, sums))
+        title = dict((r, t) for r, t, _, _ in _rows(shares))[row]
         rows.append(f'<tr data-word-row="{row}"><th class="hfa-row">{html.escape(title)}</th>{cells}</tr>')
     return (f'<div class="hfa-line"><p>Per word (the sum of its tokens):</p><table class="hfa-words">'
             f'<tr><th class="hfa-row">word</th>{head}</tr>{"".join(rows)}</table></div>')
 
 
-def heatmap_html(explanation: SentenceExplanation) -> str:
+def heatmap_html(explanation: SentenceExplanation, shares: bool = False) -> str:
     """Aligned token heatmaps under the words as typed (unknown words dotted-underlined), one row per
-    measure: attention α, gradient and leave-one-out (the LOO-TVD) normalised to sum 1 (so all three are
-    distributions over the tokens), the adversarial α, p̂_t, rollout and integrated gradients where the
-    explanation has them. Rows of one kind share one colour scale and a legend gives every scale
-    (module docstring). Each cell prints its value (raw values in the tooltip and ``data-value``);
-    the gradient and leave-one-out labels give the sentence's Kendall τ with α. Long sentences wrap
-    onto several lines, each with the row labels; the word-level sums follow (:func:`word_table_html`)."""
+    measure: attention α, gradient and leave-one-out (the LOO-TVD) in raw values (``shares``: as
+    shares of their sum, so all three are distributions over the tokens), the adversarial α, p̂_t,
+    rollout and integrated gradients where the explanation has them. Rows of one kind share one
+    colour scale and a legend gives every scale (module docstring). Each cell prints its value (the
+    value shown in ``data-value``, the other unit in the tooltip); the gradient and leave-one-out
+    labels give the sentence's Kendall τ with α. Long sentences wrap onto several lines, each with
+    the row labels; the word-level sums follow (:func:`word_table_html`)."""
     e = explanation
-    values = _row_values(e)
-    scales = _scales(values)
-    labels = _row_labels(e)
-    tables = [_line_table(e, number, line, values, scales, labels)
+    values = _row_values(e, shares)
+    scales = _scales(values, shares)
+    labels = _row_labels(e, shares)
+    tables = [_line_table(e, number, line, values, scales, labels, shares)
               for number, line in enumerate(_lines(e, token_groups(e)))]
-    return (f'{HEATMAP_STYLE}<div class="hfa-heatmaps" id="hfa-heatmap">{_legend(e, values, scales)}'
-            f'{"".join(tables)}{word_table_html(e, values, scales)}</div>')
+    unit = ("gradient and LOO-TVD as shares of their sum over the tokens" if shares
+            else "raw values (gradient |∂ŷ/∂e·e|, LOO-TVD TVD(ŷ(x₋t), ŷ(x)))")
+    return (f'{HEATMAP_STYLE}<div class="hfa-heatmaps" id="hfa-heatmap" data-units="{"shares" if shares else "raw"}">'
+            f'{_legend(e, values, scales, shares)}<p class="hfa-units">Shown: {html.escape(unit)}.</p>'
+            f'{"".join(tables)}{word_table_html(e, values, scales, shares)}</div>')
 
 
-def explanation_html(explanation) -> str:
+def explanation_html(explanation, shares: bool = False) -> str:
     """A notebook's view of an :class:`hf_attn.explanation.Explanation`: what was explained, then per
-    text its prediction and :func:`heatmap_html`."""
+    text its prediction and :func:`heatmap_html` (``shares`` as there)."""
     model = explanation.model or {}
     parts = [f"<div class='hf-attn'><p><b>{html.escape(str(model.get('text', '')))}</b></p>"]
     for s in explanation.sentences:
@@ -292,7 +331,7 @@ def explanation_html(explanation) -> str:
             line += f"; adversarial attention within ε = {s.eps:g}: ε-max JSD {s.eps_max_jsd:.3f}"
         if s.permutation_median is not None:
             line += f"; permutations: median Δŷ {s.permutation_median:.4f}"
-        parts.append(f"<p>{line}</p>{heatmap_html(s)}")
+        parts.append(f"<p>{line}</p>{heatmap_html(s, shares)}")
     parts.append("</div>")
     return "".join(parts)
 
@@ -410,28 +449,35 @@ def summary_markdown(explanation: SentenceExplanation) -> str:
     return "\n".join(lines)
 
 
-def summary_text(explanation: SentenceExplanation) -> str:
+def summary_text(explanation: SentenceExplanation, shares: bool = False) -> str:
     """The printed summary of one explanation (``hf-attn explain``, :meth:`SentenceExplanation.summary`):
-    the prediction, one line per token with every row's value (4 decimals), the word-level sums when a
-    word has several tokens, the sentence's Kendall τ, the adversary and the permutations."""
+    the prediction, one line per token with every row's value (4 decimals; raw values, or with
+    ``shares`` the gradient and the LOO-TVD as shares of their sum, columns ``g/Σg`` and ``Δŷ/ΣΔŷ``),
+    the word-level sums when a word has several tokens, the sentence's Kendall τ, the adversary and
+    the permutations."""
     e = explanation
     names = [n for n in ("attention", "gradient", "loo", "ig", "rollout") if getattr(e, n) is not None]
+    shown = {n: (SHARE_VALUES[n][1](e) if shares and n in SHARE_VALUES else np.asarray(getattr(e, n), dtype=np.float64))
+             for n in names}
+    columns = {n: (SHARE_VALUES[n][0] if shares and n in SHARE_VALUES else SUMMARY_COLUMNS.get(n, n)) for n in names}
     probabilities = ", ".join(f"{n} {p:.4f}" for n, p in zip(e.label_names, e.probabilities))
     lines = [f"{e.text}", f"prediction: {e.label_names[e.predicted]} ({probabilities})"]
     if e.explained:
         lines.append(f"explained: {e.explained}")
+    if shares and ("gradient" in names or "loo" in names):
+        lines.append("gradient and LOO-TVD as shares of their sum over the tokens (g/Σg, Δŷ/ΣΔŷ)")
     width = max([len(t) for t in e.tokens] + [5])
-    lines.append(f"{'token':<{width}}  " + "  ".join(f"{SUMMARY_COLUMNS.get(n, n):>9}" for n in names))
+    lines.append(f"{'token':<{width}}  " + "  ".join(f"{columns[n]:>9}" for n in names))
     undefined = getattr(e, "undefined", None) or {}
 
     def cell(name, value) -> str:  # a value undefined by the one-token rule is said so, not printed as nan
         return f"{'undefined':>9}" if name in undefined and not np.isfinite(value) else f"{float(value):>9.4f}"
 
     for t, token in enumerate(e.tokens):
-        lines.append(f"{token:<{width}}  " + "  ".join(cell(n, getattr(e, n)[t]) for n in names))
+        lines.append(f"{token:<{width}}  " + "  ".join(cell(n, shown[n][t]) for n in names))
     if e.words and len(e.words) < len([w for w in e.word_ids if w is not None]):
         lines.append("per word (the sum of its tokens):")
-        sums = {n: e.word_values(n) for n in names}
+        sums = {n: _word_sums(e, shown[n]) for n in names}
         width = max([len(w) for w in e.words] + [5])
         lines += [f"{word:<{width}}  " + "  ".join(cell(n, sums[n][w]) for n in names) for w, word in enumerate(e.words)]
     taus = "; ".join(f"{title} {_number(e.kendall.get(name, {}).get('tau', float('nan')), 4)}"
@@ -442,6 +488,15 @@ def summary_text(explanation: SentenceExplanation) -> str:
     lines += [f"undefined {name}: {reason}" for name, reason in undefined.items()]
     lines += [line for line in (_adversary_line(e), _permutation_line(e)) if line]
     return "\n".join(lines)
+
+
+def _word_sums(e: SentenceExplanation, values) -> list[float]:
+    """Per word: the sum of its tokens' ``values`` (:meth:`SentenceExplanation.word_values`' rule)."""
+    out = [0.0] * len(e.words)
+    for value, word in zip(values, e.word_ids):
+        if word is not None and word < len(out):
+            out[word] += float(value)
+    return out
 
 
 def permutation_figure(explanation: SentenceExplanation):
