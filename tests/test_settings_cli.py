@@ -191,3 +191,35 @@ def test_analyze_runs_with_the_file_and_the_command_line_settings(trained_model_
     assert (parameters["num_permutations"], parameters["k"], parameters["steps"], parameters["seed"]) == (2, 1, 2, 5)
     assert parameters["max_instances"] == 4 == results["summary"]["num_instances"]
     assert parameters["num_threads"] == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"faithfulness": {"methods": ["attention", "nope"]}},
+     "faithfulness.methods: methods must be a non-empty subset of ['attention', 'rollout'"),
+    ({"faithfulness": {"metrics": "sufficiency,sufficiency"}},
+     "faithfulness.metrics: metrics lists an item twice: ['sufficiency', 'sufficiency']"),
+    ({"faithfulness": {"fractions": [0.5, 2]}}, "faithfulness.fractions: fractions[1]"),
+])
+def test_a_value_the_settings_class_refuses_names_the_file_and_the_key(tmp_path, capsys, content, message):
+    """The per-value checks pass (names, numbers) but the settings class refuses the value: the error
+    still names the file and the key, before any model is loaded."""
+    path = _write(tmp_path, "bad.json", content)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", str(tmp_path), "--battery", "faithfulness", "--config", path])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--config {path}: {message}" in err, err
+
+
+def test_a_value_the_settings_class_refuses_names_the_flag():
+    with pytest.raises(ValueError, match=r"^argument --faith-methods: methods must be a non-empty subset"):
+        _settings("--faith-methods", "attention,nope", name="faithfulness")
+    with pytest.raises(ValueError, match=r"^argument --faith-metrics: metrics lists an item twice"):
+        _settings("--faith-metrics", "agreement agreement", name="faithfulness")
+    # a value refused only beside another's: the one refused alone (every other setting at its default) is named
+    with pytest.raises(ValueError, match=r"^argument --faith-naopc-every-k-max: naopc_exact_max and naopc_beam_max "
+                                         r"must be ≤ naopc_every_k_max \(20\)"):
+        _settings("--faith-naopc-every-k-max", "20", name="faithfulness")
+    # a convert that names its flag already is not named twice
+    with pytest.raises(ValueError, match=r"^--jw-heads must be 'mean' or a head index, got 'x'"):
+        _settings("--jw-heads", "x")

@@ -244,19 +244,38 @@ def settings_from_namespace(settings_class, args: argparse.Namespace, prefix: st
     """The parsed namespace → a ``settings_class`` instance: every option's value (its dest must be
     in ``args``: no fallbacks), nested dataclasses built the same way; ``fixed``: values of fields
     that are no option (e.g. derived from others)."""
-    return _build(settings_class, args, prefix, fixed)
+    try:
+        return _build(settings_class, args, prefix, fixed)
+    except (ValueError, TypeError) as error:
+        flag = _refused_option(settings_class, args, prefix, fixed)
+        if flag is None or flag in str(error):
+            raise
+        raise ValueError(f"argument {flag}: {error}") from None
 
 
-def _build(settings_class, args, prefix: str, fixed: dict):
+def _refused_option(settings_class, args, prefix: str, fixed: dict) -> str | None:
+    """The flag of the first option whose value alone (every other setting at its default) the
+    settings class refuses; None when each is accepted alone (a combination is refused)."""
+    for o in settings_options(settings_class, prefix):
+        try:
+            _build(settings_class, args, prefix, fixed, only=o.dest)
+        except (ValueError, TypeError):
+            return o.flags[0]
+    return None
+
+
+def _build(settings_class, args, prefix: str, fixed: dict, only: str | None = None):
+    """``only``: the dest of the one option read from ``args``; every other option keeps its field's
+    default (to find which value a settings class refuses)."""
     values = {}
     for f in dataclasses.fields(settings_class):
         nested = _nested_class(f)
         if nested is not None:
-            values[f.name] = _build(nested, args, prefix, fixed)
+            values[f.name] = _build(nested, args, prefix, fixed, only)
         elif f.name in fixed and f.metadata.get(OPTION) is None:
             values[f.name] = fixed[f.name]
     for o in settings_options(settings_class, prefix):
-        if len(o.path) == 1:
+        if len(o.path) == 1 and (only is None or o.dest == only):
             values[o.key] = _field_value(o, getattr(args, o.dest))
     return settings_class(**values)
 
@@ -371,6 +390,14 @@ def apply_settings_file(parser, path: str, section: str, settings_class, prefix:
         if action is None:
             raise SettingsFileError(f"{where}: this command has no {o.flags[0]} option")
         defaults[o.dest] = _file_value(o, action, value, where)
+    # what the settings class itself refuses (e.g. an unknown method in a list), each key alone
+    namespace = argparse.Namespace(**{a.dest: a.default for a in parser._actions if a.dest != argparse.SUPPRESS})
+    for key, dest in ((o.key, o.dest) for o in options.values() if o.dest in defaults):
+        setattr(namespace, dest, defaults[dest])
+        try:
+            _build(settings_class, namespace, prefix, {}, only=dest)
+        except (ValueError, TypeError) as error:
+            raise SettingsFileError(f"{path}: {section}.{key}: {error}") from None
     parser.set_defaults(**defaults)
     return defaults
 
