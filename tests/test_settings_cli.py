@@ -223,3 +223,22 @@ def test_a_value_the_settings_class_refuses_names_the_flag():
     # a convert that names its flag already is not named twice
     with pytest.raises(ValueError, match=r"^--jw-heads must be 'mean' or a head index, got 'x'"):
         _settings("--jw-heads", "x")
+
+
+def test_explain_options_are_generated_from_explain_settings():
+    """``hf-attn explain``'s explanation options are ExplainSettings' fields: one flag per field with
+    metadata, its default the field's, and parsed values (switches included) build the same settings."""
+    from hf_attn.cli.explain import settings_of
+    from hf_attn.explanation.settings import ExplainSettings
+
+    parser = build_parser("explain")
+    explain = parser._subparsers._group_actions[0].choices["explain"]
+    flags = {s for a in explain._actions for s in a.option_strings}
+    with_option = [f for f in dataclasses.fields(ExplainSettings) if f.metadata.get(OPTION)]
+    assert {f.metadata[OPTION].flag for f in with_option} <= flags
+    assert {f.name for f in with_option} == set(ExplainSettings.names()) - {"batch_size"}
+    assert settings_of(explain.parse_args(["m", "t"])) == ExplainSettings()
+    args = explain.parse_args(["m", "t", "--no-ig", "--k", "2", "--lambda", "3", "--permutations", "0"])
+    assert settings_of(args) == ExplainSettings(ig=False, k=2, lam=3.0, num_permutations=0)
+    help_text = explain.format_help()
+    assert "adversaries per text (int ≥ 1, default 5)" in " ".join(help_text.split())

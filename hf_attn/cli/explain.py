@@ -3,13 +3,12 @@ same explanation object a notebook shows as HTML and the Space as its page."""
 
 from __future__ import annotations
 
-from hf_attn.core.arguments import count, finite_float, seed_int
-
 
 def add_parser(subparsers) -> None:
     """``hf-attn explain MODEL TEXT [TEXT …]``; every option's default is
     :class:`hf_attn.explanation.settings.ExplainSettings`' (the Space's and ``Explainer.explain``'s)."""
-    from hf_attn.explanation.settings import DEFAULT_SETTINGS as D, IG_BASELINES
+    from hf_attn.core.settings_cli import add_settings_options
+    from hf_attn.explanation.settings import ExplainSettings
 
     p = subparsers.add_parser(
         "explain", help="explain sentences: attention, gradient, leave-one-out (LOO-TVD), IG, adversary, τ",
@@ -23,23 +22,9 @@ def add_parser(subparsers) -> None:
                     "three.")
     p.add_argument("model", help="a model folder (hf-attn train, any save_pretrained folder), a Hub id or an alias")
     p.add_argument("texts", nargs="+", help="the texts to explain")
-    p.add_argument("--ig-steps", type=count(1, limit="ig_nodes"), default=D.ig_steps,
-                   help="trapezoid intervals of integrated gradients")
-    p.add_argument("--ig-baseline", choices=list(IG_BASELINES), default=D.ig_baseline,
-                   help="the integrated-gradients baseline")
-    p.add_argument("--no-ig", action="store_true", help="skip integrated gradients")
-    p.add_argument("--permutations", type=count(0, limit="permutations"), default=D.num_permutations,
-                   help="random permutations (0: none)")
-    p.add_argument("--k", type=count(1, limit="adversaries"), default=D.k, help="adversaries per text")
-    p.add_argument("--adversary-steps", type=count(0, limit="steps"), default=D.adversary_steps,
-                   help="Adam steps of the adversary search")
-    p.add_argument("--eps", type=finite_float(0), default=D.eps, help="the adversary's TVD budget ε")
-    p.add_argument("--lambda", dest="lam", type=finite_float(0), default=D.lam,
-                   help="λ of the adversary's relaxed objective")
-    p.add_argument("--lr", type=finite_float(0, strictly_above=True), default=D.lr,
-                   help="Adam learning rate of the adversary search")
-    p.add_argument("--seed", type=seed_int, default=D.seed)
-    p.add_argument("--no-adversary", action="store_true", help="skip the adversary")
+    # the explanation's settings: generated from ExplainSettings' fields (type, default, allowed values)
+    add_settings_options(p, ExplainSettings, "", "explanation settings (ExplainSettings: the defaults of "
+                         "Explainer.explain and of the Space)")
     p.add_argument("--shares", action="store_true",
                    help="print the gradient and the LOO-TVD as shares of their sum (g/Σg, Δŷ/ΣΔŷ), not raw values")
     p.add_argument("--json", action="store_true",
@@ -53,12 +38,10 @@ def add_parser(subparsers) -> None:
 
 def settings_of(args):
     """The :class:`~hf_attn.explanation.settings.ExplainSettings` of parsed ``hf-attn explain`` arguments."""
+    from hf_attn.core.settings_cli import settings_from_namespace
     from hf_attn.explanation.settings import ExplainSettings
 
-    return ExplainSettings(ig=not args.no_ig, ig_steps=args.ig_steps, ig_baseline=args.ig_baseline,
-                           adversary=not args.no_adversary, k=args.k, adversary_steps=args.adversary_steps,
-                           eps=args.eps, lam=args.lam, lr=args.lr, num_permutations=args.permutations,
-                           seed=args.seed)
+    return settings_from_namespace(ExplainSettings, args, "")
 
 
 def _run_cli(args) -> int:

@@ -14,9 +14,11 @@ the same adversaries.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from hf_attn.batteries.jw.common import JWSettings
+from hf_attn.core.arguments import count, finite_float, seed_int
+from hf_attn.core.settings_cli import option
 from hf_attn.core.validation import check_number, check_seed, check_whole
 from hf_attn.methods.ig_baselines import BASELINES as IG_BASELINES
 
@@ -34,17 +36,27 @@ class ExplainSettings:
     or non-finite ε / λ, a learning rate ≤ 0, an unknown baseline is a ``ValueError`` naming the field;
     whole numbers are stored as Python ints (NumPy integers accepted)."""
 
-    ig: bool = True
-    ig_steps: int = 20
-    ig_baseline: str = "zero"
-    adversary: bool = True
-    k: int = JWSettings.k
-    adversary_steps: int = JWSettings.steps
-    eps: float = JWSettings.eps
-    lam: float = JWSettings.lam
-    lr: float = JWSettings.lr
-    num_permutations: int = JWSettings.num_permutations
-    seed: int = 0
+    # ``metadata=option(...)``: the field's ``hf-attn explain`` option (hf_attn.core.settings_cli)
+    ig: bool = field(default=True, metadata=option("skip integrated gradients", flag="--no-ig", negate=True))
+    ig_steps: int = field(default=20, metadata=option("trapezoid intervals of integrated gradients",
+                                                      flag="--ig-steps", type=count(1, limit="ig_nodes")))
+    ig_baseline: str = field(default="zero", metadata=option("the integrated-gradients baseline",
+                                                             flag="--ig-baseline", choices=IG_BASELINES))
+    adversary: bool = field(default=True, metadata=option("skip the adversary", flag="--no-adversary", negate=True))
+    k: int = field(default=JWSettings.k, metadata=option("adversaries per text", flag="--k",
+                                                        type=count(1, limit="adversaries")))
+    adversary_steps: int = field(default=JWSettings.steps, metadata=option(
+        "Adam steps of the adversary search", flag="--adversary-steps", type=count(0, limit="steps")))
+    eps: float = field(default=JWSettings.eps, metadata=option("the adversary's TVD budget ε", flag="--eps",
+                                                              type=finite_float(0)))
+    lam: float = field(default=JWSettings.lam, metadata=option("λ of the adversary's relaxed objective",
+                                                              flag="--lambda", type=finite_float(0)))
+    lr: float = field(default=JWSettings.lr, metadata=option("Adam learning rate of the adversary search",
+                                                            flag="--lr", type=finite_float(0, strictly_above=True)))
+    num_permutations: int = field(default=JWSettings.num_permutations, metadata=option(
+        "random permutations (0: none)", flag="--permutations", type=count(0, limit="permutations")))
+    seed: int = field(default=0, metadata=option("the permutations' and adversaries' draws", flag="--seed",
+                                                 type=seed_int))
     batch_size: int = 32
 
     def __post_init__(self) -> None:
