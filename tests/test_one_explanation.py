@@ -15,6 +15,7 @@ from architectures import tiny_classifier
 
 TEXT = "the acting is good but the plot is dull"
 STEPS, EPS, SEED = 20, 0.05, 3
+CLASS_NAMES = ("negative", "neutral", "positive")
 
 
 @pytest.fixture(scope="module", params=["lstm", "bert"])
@@ -22,6 +23,8 @@ def model_dir(request, trained_model_dir, tmp_path_factory):
     if request.param == "lstm":
         return trained_model_dir
     model, tokenizer = tiny_classifier("bert")
+    model.config.id2label = dict(enumerate(CLASS_NAMES))  # class names, as hf-attn train stores them
+    model.config.label2id = {name: i for i, name in enumerate(CLASS_NAMES)}
     folder = tmp_path_factory.mktemp("bert") / "tiny-bert"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -96,6 +99,9 @@ def test_the_three_views_agree_with_their_defaults(model_dir, capsys):
         assert cli[name] == pytest.approx(getattr(e, name), abs=1e-9) == values[name], name
     assert label == pytest.approx(dict(zip(e.label_names, e.probabilities)), abs=1e-9)
     assert cli["prediction"] == values["prediction"] == e.label_names[e.predicted]
+    if "bert" in model_dir:  # the class names of config.id2label, in every view
+        assert e.label_names == list(CLASS_NAMES) and set(label) == set(CLASS_NAMES)
+        assert printed["sentences"][0]["label_names"] == list(CLASS_NAMES)
     # the Space's heatmap shows raw values by default, as the notebook and the CLI
     shown = _cells(heatmaps)
     for row in ("attention", "gradient", "loo", "ig"):

@@ -371,3 +371,112 @@ def test_train_on_snli_fixture_and_analyze_with_the_jw_battery(tmp_path, monkeyp
                                            settings, progress=False, cache_dir=cache)
     assert all(np.array_equal(a, b) for a, b in zip(first.attention, again.attention))
     assert np.array_equal(first.adversary_jsd, again.adversary_jsd)
+
+
+# ----------------------------------------------------------------------------------------------
+# the pair adapter: the one J&W driver's view of a pair model
+
+
+def make_adapter(decoder="tanh"):
+    from hf_attn.adapters import adapter_for
+    from hf_attn.data.tokenization import build_tokenizer
+
+    tokenizer = build_tokenizer(["a man plays guitar", "the dog sleeps outside", "nobody is here"])
+    config = AttnPairClassifierConfig(vocab_size=len(tokenizer), embedding_dim=12, hidden_size=6, encoder="lstm",
+                                      attention="additive", pair_decoder=decoder, num_labels=3)
+    torch.manual_seed(0)
+    return adapter_for(AttnPairClassifierForSequenceClassification(config).eval(), tokenizer)
+
+
+def test_pair_adapter_batches_premises_with_their_hypotheses():
+    from hf_attn.adapters.pair import PairAdapter, PairBatch
+
+    adapter = make_adapter()
+    assert isinstance(adapter, PairAdapter) and adapter.exact_model_methods
+    pairs = [("a man plays guitar", "nobody"), ("the dog", "a dog sleeps outside")]
+    sequences, word_ids = adapter.tokenize(pairs)
+    assert [len(s) for s in sequences] == [4, 2] and [len(s.hypothesis) for s in sequences] == [1, 4]
+    assert word_ids == [[0, 1, 2, 3], [0, 1]]
+    batch = adapter.from_token_lists(sequences, word_ids=word_ids)
+    assert isinstance(batch, PairBatch) and batch.input_ids.shape == (2, 4)
+    assert batch.hypothesis_input_ids.shape == (2, 4)
+    assert batch.content.tolist() == [[True] * 4, [True, True, False, False]]
+    assert batch.hypothesis_attention_mask.sum(1).tolist() == [1, 4]
+    second = batch.select([1])  # the second pair's hypothesis goes with its premise
+    assert second.hypothesis_input_ids.tolist() == [sequences[1].hypothesis]
+    assert second.input_ids[0, :2].tolist() == list(sequences[1])
+    assert batch.trimmed(2).hypothesis_input_ids.shape == (2, 4)  # premise positions only
+    # one forward of the pair model, the hypothesis read
+    expected = adapter.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                             hypothesis_input_ids=batch.hypothesis_input_ids,
+                             hypothesis_attention_mask=batch.hypothesis_attention_mask).logits
+    torch.testing.assert_close(adapter.logits(batch), expected)
+    torch.testing.assert_close(adapter.logits(second), expected[1:])
+
+
+@pytest.mark.parametrize("decoder", ["tanh", "linear"])
+def test_pair_adapter_logits_under_any_attention_are_the_models(decoder):
+    adapter = make_adapter(decoder)
+    batch = adapter.encode([("a man plays guitar", "the dog"), ("nobody sleeps", "a man is here")])
+    forward = adapter.forward(batch)
+    own = adapter.logits_under(batch, forward.attention.unsqueeze(1), False, forward)[:, 0]
+    torch.testing.assert_close(own, forward.logits, rtol=1e-5, atol=1e-6)
+    # all attention on token 1 of each premise (a tanh decoder: not the mean of two token outputs)
+    one_hot = torch.zeros_like(forward.attention)
+    one_hot[:, 1] = 1.0
+    with torch.no_grad():
+        expected = adapter.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                 attention_weights=one_hot, **batch.hypothesis()).logits
+    got = adapter.logits_under(batch, one_hot.view(2, 1, 1, -1), True, forward)[:, 0]
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_pair_adapter_refuses_what_it_cannot_run_in_one_line():
+    from hf_attn.adapters.pair import PairAdapter
+
+    adapter = make_adapter()
+    with pytest.raises(ValueError, match=r"1 hypothesis\(s\) have no tokens, e.g. index 1"):
+        adapter.tokenize([("a man", "the dog"), ("a dog", "   ")])
+    with pytest.raises(ValueError, match=r"pairs\[0\] must be a \(premise, hypothesis\) pair"):
+        adapter.tokenize(["a man plays guitar"])
+    with pytest.raises(ValueError, match="sequence 0 has no hypothesis"):
+        adapter.from_token_lists([[5, 6]])
+    with pytest.raises(ValueError, match="device 'cuda'.*run on the CPU"):
+        PairAdapter(adapter.model, adapter.tokenizer, device="cuda")
+    with pytest.raises(ValueError, match="precision 'bfloat16'"):
+        PairAdapter(adapter.model, adapter.tokenizer, precision="bfloat16")
+    from hf_attn import AttnClassifierConfig, AttnClassifierForSequenceClassification
+
+    with pytest.raises(ValueError, match="not a sentence-pair hf_attn model"):
+        PairAdapter(AttnClassifierForSequenceClassification(AttnClassifierConfig(vocab_size=VOCAB, num_labels=2)),
+                    adapter.tokenizer)
+    # the batch cache's key reads the hypotheses too
+    same_premise = [adapter.tokenize([("a man", h)])[0] for h in ("the dog", "nobody")]
+    assert adapter.token_key(same_premise[0]) != adapter.token_key(same_premise[1])
+    assert adapter.token_key(same_premise[0]) == adapter.token_key(adapter.tokenize([("a man", "the dog")])[0])
+
+
+def test_pair_battery_runs_on_the_one_driver_with_the_exact_pair_methods():
+    """run_pair_jw_battery is run_jw_battery through the pair adapter: its gradient and leave-one-out are
+    the pair methods' on the premise (hypothesis fixed), hand-checked for one pair."""
+    from hf_attn.batteries.jw.battery import run_jw_battery
+
+    adapter = make_adapter()
+    premises, hypotheses = ["a man plays guitar", "the dog sleeps outside", "nobody"], ["a dog", "the man", "here"]
+    settings = JWSettings(num_permutations=4, k=2, steps=3)
+    instances, summary = jw_pair.run_pair_jw_battery(adapter.model, adapter.tokenizer, premises, hypotheses,
+                                                     settings=settings, progress=False)
+    direct, _ = run_jw_battery(adapter, list(zip(premises, hypotheses)), settings=settings, progress=False)
+    assert all(np.array_equal(a, b) for a, b in zip(instances.adversary_attention, direct.adversary_attention))
+    # premises of 4, 4 and 1 tokens; hypotheses of 2, 2 and 1
+    assert summary["length"]["mean"] == 3.0 and summary["length"]["hypothesis_mean"] == pytest.approx(5 / 3)
+    assert [h.tolist() for h in instances.hypothesis_ids] == [s.hypothesis for s in adapter.tokenize(
+        list(zip(premises, hypotheses)))[0]]
+    batch = adapter.encode([(premises[1], hypotheses[1])])
+    grad = gradient.pair_gradient_importance(adapter.model, batch.input_ids, batch.attention_mask,
+                                             **batch.hypothesis())
+    np.testing.assert_allclose(instances.gradient[1], grad[0].double().numpy(), rtol=1e-5, atol=1e-7)
+    loo = leave_one_out.pair_leave_one_out(adapter.model, batch.input_ids, batch.attention_mask,
+                                           batch.hypothesis_input_ids, batch.hypothesis_attention_mask)
+    np.testing.assert_allclose(instances.loo[1], loo[0].double().numpy(), rtol=1e-5, atol=1e-7)
+    assert instances.loo[2].tolist() == [0.0]  # a one-token premise: nothing left to compare, as for one text

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from hf_attn.adapters.pair import PairBatch
 from hf_attn.core import deadline
 from hf_attn.core.measures import jsd, tvd
 
@@ -409,15 +410,20 @@ def adversarial_rows(adapter, batch, forward, k: int = 5, lam: float = 500.0, ep
 def _exact_model_rows(adapter, batch, forward, k, lam, eps, steps, lr, init_scale, generator) -> RowAdversaryResult:
     """:func:`adversarial_rows` on an adapter over the papers' one-attention models
     (``adapter.exact_model_methods``): the same objective and optimiser, run by
-    :func:`adversarial_attention` (closed-form gradient from the cached states, no autograd). The
+    :func:`adversarial_attention` (closed-form gradient from the cached states, no autograd; a sentence
+    pair's batch by :func:`pair_adversarial_attention`, through the pair decoder with Q fixed). The
     one head's row is the model's α over its attended tokens (J&W's markers, if any, get no
     attention), so the content and row divergences are the same number. The start is drawn as
     :func:`adversarial_rows` draws it (``(B, k, 1, T)`` from ``generator``)."""
     content = batch.content
     count, length = content.shape
     noise = torch.randn((count, k, 1, length), generator=generator, dtype=torch.float32)[:, :, 0]
-    result = adversarial_attention(adapter.model, forward.cache, forward.attention, content, k=k, lam=lam,
-                                   eps=eps, steps=steps, lr=lr, init_scale=init_scale, noise=noise)
+    options = dict(k=k, lam=lam, eps=eps, steps=steps, lr=lr, init_scale=init_scale, noise=noise)
+    if isinstance(batch, PairBatch):  # a sentence pair: h and the hypothesis query Q cached, Q fixed
+        hidden, query = forward.cache
+        result = pair_adversarial_attention(adapter.model, hidden, forward.attention, content, query, **options)
+    else:
+        result = adversarial_attention(adapter.model, forward.cache, forward.attention, content, **options)
     return RowAdversaryResult(attention=result.attention, head_rows=result.attention.unsqueeze(2), tvd=result.tvd,
                               jsd=result.jsd, eps_max_jsd=result.eps_max_jsd, feasible=result.feasible,
                               probabilities=result.probabilities, jsd_row=result.jsd)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from hf_attn.adapters.pair import PairBatch
 from hf_attn.models.masks import input_mask
 
 
@@ -171,8 +172,12 @@ def attention_fixed_gradient(adapter, batch) -> torch.Tensor:
     explained attention rows detached (J&W §4.1 "we disconnect the computation graph at the
     attention module"); 0 outside ``batch.content``. One backward for the batch (instances are
     independent). An adapter over hf_attn's own models (``adapter.exact_model_methods``, the one-layer
-    BiLSTM) gets the exact :func:`gradient_importance` of its model."""
+    BiLSTM) gets the exact :func:`gradient_importance` of its model (a sentence pair's batch,
+    :class:`hf_attn.adapters.pair.PairBatch`: :func:`pair_gradient_importance`, the hypothesis fixed)."""
     if getattr(adapter, "exact_model_methods", False):
+        if isinstance(batch, PairBatch):
+            return pair_gradient_importance(adapter.model, batch.input_ids, batch.attention_mask,
+                                            **batch.hypothesis()) * batch.content.to(torch.float32)
         return gradient_importance(adapter.model, batch.input_ids, batch.attention_mask) * batch.content.to(torch.float32)
     with torch.enable_grad():
         embeddings = adapter.embeddings(batch).detach().requires_grad_(True)

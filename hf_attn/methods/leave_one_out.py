@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from hf_attn.adapters.pair import PairBatch
 from hf_attn.core.measures import tvd
 from hf_attn.models.masks import attended_mask, input_mask
 from hf_attn.models.modeling_hf_attn import AdditiveAttention, masked_softmax, reverse_within_length
@@ -425,8 +426,13 @@ def deletion_importance(adapter, batch, probabilities: torch.Tensor | None = Non
     special tokens (e.g. GPT-2): that Δŷ is undefined and comes back as NaN (a one-token text has
     no ranking for τ either)."""
     if getattr(adapter, "exact_model_methods", False):
-        values = leave_one_out(adapter.model, batch.input_ids, batch.attention_mask,
-                               token_budget or adapter.token_budget, probabilities)
+        if isinstance(batch, PairBatch):  # a sentence pair: premise tokens deleted, the hypothesis unchanged
+            values = pair_leave_one_out(adapter.model, batch.input_ids, batch.attention_mask,
+                                        batch.hypothesis_input_ids, batch.hypothesis_attention_mask,
+                                        token_budget or adapter.token_budget, probabilities)
+        else:
+            values = leave_one_out(adapter.model, batch.input_ids, batch.attention_mask,
+                                   token_budget or adapter.token_budget, probabilities)
         return torch.nan_to_num(values, nan=0.0) * batch.content
     if probabilities is None:
         probabilities = adapter.logits(batch).softmax(-1)

@@ -28,8 +28,10 @@ cached states):
 
 Shapes: B instances, T tokens (right-padded), P permutations, k adversaries, C classes.
 
-Sentence-pair (NLI, QA) models go to :mod:`hf_attn.batteries.jw.pair`: the adapter contract takes
-one text per instance, and a pair model's attention is conditioned on a second text.
+Sentence-pair (NLI, QA) models run on this driver too, through :class:`hf_attn.adapters.pair.PairAdapter`:
+its texts are ``(premise, hypothesis)`` pairs and its batches carry the hypothesis (the question) beside
+the premise (the passage), the attended sequence every analysis works on; the pair-specific pieces
+(the split, J&W's published values, QA's ε) are :mod:`hf_attn.batteries.jw.pair`'s.
 ``hf-attn analyze DIR --battery jw`` is :func:`hf_attn.runs.jw.run`.
 """
 
@@ -87,15 +89,19 @@ def _length_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> 
 
 
 def _length_limit(adapter, settings: JWSettings) -> int:
-    """The settings' length (:meth:`JWSettings.length_for`) within the adapter's limit: one of the two
-    is always set (the papers' models always have a limit; a transformer's length is set)."""
-    return min(v for v in (settings.length_for(adapter.model), adapter.max_length) if v is not None)
+    """The settings' length (:meth:`JWSettings.length_for`; for the papers' models, single-text and pair
+    alike, ``max_length`` or their own limit) within the adapter's limit: one of the two is always set
+    (the papers' models always have a limit; a transformer's length is set)."""
+    own = settings.max_length if getattr(adapter, "exact_model_methods", False) else settings.length_for(adapter.model)
+    return min(v for v in (own, adapter.max_length) if v is not None)
 
 
 def run_jw_battery(adapter, texts, labels=None, settings: JWSettings | None = None,
                    progress: bool = True, cache_dir: str | None = None) -> tuple[JWInstances, dict]:
     """The whole J&W battery on ``texts`` through ``adapter`` → ``(per-instance results, summary)``
-    (:class:`JWInstances` over each instance's content tokens, and :func:`jw_summary`).
+    (:class:`JWInstances` over each instance's content tokens, and :func:`jw_summary`). For a
+    sentence-pair adapter (:class:`hf_attn.adapters.pair.PairAdapter`) ``texts`` are ``(premise,
+    hypothesis)`` pairs and the content tokens the premise's.
 
     Texts are tokenized (cut to ``settings.max_length`` tokens, at most the model's limit, keeping
     the end the head reads, with a warning: :meth:`adapter.tokenize`), sorted by length and batched;
@@ -199,10 +205,15 @@ def _run_all(adapter, texts, labels, settings: JWSettings, progress, cache_dir, 
 
     key = None
     if cache_dir is not None:
-        ids = np.concatenate([np.asarray(e, dtype=np.int64) for e in encoded])
+        token_key = getattr(adapter, "token_key", None)  # a pair adapter's: premises and hypotheses
+        if token_key is None:
+            ids = np.concatenate([np.asarray(e, dtype=np.int64) for e in encoded])
+            digest = hashlib.sha256(ids.tobytes()).hexdigest()
+        else:
+            digest = token_key(encoded)
         recorded = asdict(settings) | {"num_threads": None}
-        key = cache_key("jw", recorded, weights_checksum(adapter.model), lengths.tolist(),
-                        hashlib.sha256(ids.tobytes()).hexdigest(), adapter.describe()["text"])
+        key = cache_key("jw", recorded, weights_checksum(adapter.model), lengths.tolist(), digest,
+                        adapter.describe()["text"])
     started = time.perf_counter()
     batches = _length_batches(lengths, settings.batch_size, settings.token_budget)
     adversary_batches = _length_batches(lengths, settings.adversary_batch_size, settings.token_budget)
