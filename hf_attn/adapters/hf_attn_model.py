@@ -23,6 +23,29 @@ from hf_attn.adapters.contract import check_adapter_counts, check_model_contract
 from hf_attn.adapters.device import check_weights_dtype, dtype_name, frozen_parameters, running_dtype
 
 
+def checked_own_model(model, spec, device, precision, token_budget, max_length, model_type: str, kind: str,
+                      models: str):
+    """``(spec, token_budget, max_length)`` checked for one of hf_attn's own models (``model_type``:
+    ``hf_attn`` or ``hf_attn_pair``; ``kind`` / ``models`` name it in the errors): one attention
+    distribution (one layer, one head), the CPU, float32 (the papers' arithmetic), the model's own type,
+    counts within bounds, the model contract."""
+    spec = spec or AttentionSpec()
+    if spec.layer not in (0, -1) or spec.heads not in ("mean", 0) or spec.query not in ("auto", "mean"):
+        raise ValueError(f"{spec}: a {kind} has one attention distribution (one layer, one head); "
+                         "use layer=-1, heads='mean', query='auto'")
+    if device not in ("auto", "cpu", None) and str(device) != "cpu":
+        raise ValueError(f"device {device!r}: hf_attn's own {models} run on the CPU (their exact fast paths are "
+                         "CPU code); devices apply to transformers models")
+    if precision not in ("float32", None, torch.float32):
+        raise ValueError(f"precision {precision!r}: hf_attn's own models are analysed in float32, the papers' "
+                         "arithmetic")
+    if getattr(getattr(model, "config", None), "model_type", None) != model_type:
+        raise UnsupportedModelError(f"{type(model).__name__} is not a {kind}")
+    token_budget, max_length = check_adapter_counts(token_budget, max_length)  # within bounds, the reason told
+    check_model_contract(model)
+    return spec, token_budget, max_length
+
+
 class HfAttnAdapter:
     """Adapter over an :class:`hf_attn.models.modeling_hf_attn.AttnClassifierForSequenceClassification`
     (see the module docstring); the same contract as
@@ -42,20 +65,9 @@ class HfAttnAdapter:
 
     def __init__(self, model, tokenizer, spec: AttentionSpec | None = None, device="auto", precision="float32",
                  token_budget: int = 16384, max_length: int | None = None):
-        spec = spec or AttentionSpec()
-        if spec.layer not in (0, -1) or spec.heads not in ("mean", 0) or spec.query not in ("auto", "mean"):
-            raise ValueError(f"{spec}: hf_attn models have one attention distribution (one layer, one head); "
-                             "use layer=-1, heads='mean', query='auto'")
-        if device not in ("auto", "cpu", None) and str(device) != "cpu":
-            raise ValueError(f"device {device!r}: hf_attn's own BiLSTM/CNN/Average models run on the CPU (their "
-                             "exact fast paths are CPU code); devices apply to transformers models")
-        if precision not in ("float32", None, torch.float32):
-            raise ValueError(f"precision {precision!r}: hf_attn's own models are analysed in float32, the papers' "
-                             "arithmetic")
-        if getattr(getattr(model, "config", None), "model_type", None) != "hf_attn":
-            raise UnsupportedModelError(f"{type(model).__name__} is not a single-sentence hf_attn model")
-        token_budget, max_length = check_adapter_counts(token_budget, max_length)  # within bounds, the reason told
-        check_model_contract(model)
+        spec, token_budget, max_length = checked_own_model(model, spec, device, precision, token_budget, max_length,
+                                                           "hf_attn", "single-sentence hf_attn model",
+                                                           "BiLSTM/CNN/Average models")
         self.spec = spec
         self.device = torch.device("cpu")
         self.dtype = torch.float32

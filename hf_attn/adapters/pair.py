@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from hf_attn.adapters.base import AttentionSpec, Batch, Forward, UnsupportedModelError
-from hf_attn.adapters.contract import check_adapter_counts, check_model_contract, tokenize_texts
+from hf_attn.adapters.base import AttentionSpec, Batch, Forward
+from hf_attn.adapters.contract import tokenize_texts
+from hf_attn.adapters.hf_attn_model import checked_own_model
 from hf_attn.adapters.device import check_weights_dtype, dtype_name, frozen_parameters, running_dtype
 
 
@@ -104,20 +105,9 @@ class PairAdapter:
 
     def __init__(self, model, tokenizer, spec: AttentionSpec | None = None, device="auto", precision="float32",
                  token_budget: int = 16384, max_length: int | None = None):
-        spec = spec or AttentionSpec()
-        if spec.layer not in (0, -1) or spec.heads not in ("mean", 0) or spec.query not in ("auto", "mean"):
-            raise ValueError(f"{spec}: a sentence-pair hf_attn model has one attention distribution (one layer, "
-                             "one head); use layer=-1, heads='mean', query='auto'")
-        if device not in ("auto", "cpu", None) and str(device) != "cpu":
-            raise ValueError(f"device {device!r}: hf_attn's own sentence-pair models run on the CPU (their exact "
-                             "fast paths are CPU code); devices apply to transformers models")
-        if precision not in ("float32", None, torch.float32):
-            raise ValueError(f"precision {precision!r}: hf_attn's own models are analysed in float32, the papers' "
-                             "arithmetic")
-        if getattr(getattr(model, "config", None), "model_type", None) != "hf_attn_pair":
-            raise UnsupportedModelError(f"{type(model).__name__} is not a sentence-pair hf_attn model")
-        token_budget, max_length = check_adapter_counts(token_budget, max_length)
-        check_model_contract(model)
+        spec, token_budget, max_length = checked_own_model(model, spec, device, precision, token_budget, max_length,
+                                                           "hf_attn_pair", "sentence-pair hf_attn model",
+                                                           "sentence-pair models")
         self.spec = spec
         self.device = torch.device("cpu")
         self.dtype = torch.float32
