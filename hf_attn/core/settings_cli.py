@@ -140,7 +140,7 @@ def settings_options(settings_class, prefix: str, path: tuple[str, ...] = ()) ->
             name, flags, dest = cli.command, (f"--{cli.command}",), cli.command
         else:
             name = cli.flag or f.name.replace("_", "-")
-            first = name if name.startswith("--") else f"--{prefix}-{name}"
+            first = name if name.startswith("--") else (f"--{prefix}-{name}" if prefix else f"--{name}")
             name = name.lstrip("-")
             flags, dest = (first, *cli.aliases), first[2:].replace("-", "_")
         default = _default(f)

