@@ -273,3 +273,21 @@ def test_train_options_are_generated_from_the_two_training_settings_classes(monk
     assert seen["bert"] == TransformerTrainSettings(base_model="tiny", max_length=512, seed=3, freeze_layers=1)
     help_text = " ".join(train.format_help().split())
     assert "training epochs (int ≥ 1, default 8; 2 with --base-" in help_text  # (wrapped at the dash)
+
+
+def test_eraser_options_are_generated_from_eraser_run_settings():
+    """``hf-attn eraser``'s options are EraserRunSettings' fields; parsed values build the settings."""
+    from hf_attn.runs.eraser import EraserRunSettings
+    from hf_attn.core.settings_cli import settings_from_namespace
+
+    parser = build_parser("eraser")
+    eraser = parser._subparsers._group_actions[0].choices["eraser"]
+    flags = {s for a in eraser._actions for s in a.option_strings}
+    assert {f.metadata[OPTION].flag for f in dataclasses.fields(EraserRunSettings)} <= flags
+    assert settings_from_namespace(EraserRunSettings, eraser.parse_args(["m"]), "") == EraserRunSettings()
+    args = eraser.parse_args(["m", "--measures", "attention", "gradient", "--fractions", "0.1", "0.5",
+                              "--heads", " 2 ", "--max-instances", "4"])
+    assert settings_from_namespace(EraserRunSettings, args, "") == EraserRunSettings(
+        measures=("attention", "gradient"), fractions=(0.1, 0.5), heads="2", max_instances=4)
+    with pytest.raises(ValueError, match="--heads must be 'mean' or a head index"):
+        settings_from_namespace(EraserRunSettings, eraser.parse_args(["m", "--heads", "first"]), "")

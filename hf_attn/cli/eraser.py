@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from hf_attn.batteries.eraser.battery import MEASURES
-from hf_attn.core.arguments import count, finite_float, positive_int, seed_int
-from hf_attn.methods.eraser import DEFAULT_FRACTIONS
-from hf_attn.runs.eraser import run_eraser
+from dataclasses import asdict
+
+from hf_attn.core.settings_cli import add_settings_options, settings_from_namespace
+from hf_attn.runs.eraser import EraserRunSettings, run_eraser
 
 
 def add_parser(subparsers) -> None:
@@ -19,34 +19,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output-dir", default=None,
                    help="where results.json, eraser.md and eraser.png go (default: MODEL_DIR/eraser for a model "
                         "folder, ./NAME-eraser for a Hub id)")
-    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
-    p.add_argument("--measures", nargs="+", default=None,
-                   choices=list(MEASURES),
-                   help="default: every measure that applies to the model (rollout: models with several "
-                        "attention layers)")
-    p.add_argument("--fractions", nargs="+", type=finite_float(0, strictly_above=True), default=list(DEFAULT_FRACTIONS))
-    p.add_argument("--ig-steps", type=count(1, limit="ig_nodes"), default=50)
-    p.add_argument("--ig-baseline", choices=["zero", "pad", "mean"], default="zero",
-                   help="the text's embeddings start from 0, the pad token's or the mean input embedding "
-                        "(default %(default)s)")
-    p.add_argument("--seed", type=seed_int, default=0)
-    p.add_argument("--token-budget", type=count(1, limit="token_budget"), default=16384)
-    p.add_argument("--max-instances", type=positive_int, default=None, help="only the first N instances")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--overwrite", action="store_true",
                    help="replace what --output-dir holds (another analysis, or this one with other settings)")
-    g = p.add_argument_group("transformers classifiers")
-    g.add_argument("--dataset", default=None,
-                   help="the data to analyse for a model without run.json (trained elsewhere, a Hub id): sst, "
-                        "a CSV/JSON(L) file (analysed whole) or folder, or a Hub dataset id")
-    g.add_argument("--text-column", default=None, help="the text column of --dataset (default: text)")
-    g.add_argument("--label-column", default=None, help="the label column of --dataset (default: label)")
-    g.add_argument("--layer", type=int, default=-1, help="the layer whose [CLS] attention is explained (-1: last)")
-    g.add_argument("--heads", default="mean", help="'mean' (average the heads) or one head's index")
-    g.add_argument("--device", default="auto",
-                   help="auto | cpu | cuda | cuda:N | mps (the papers' models run on the CPU)")
-    g.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
-                   help="forward precision (the papers' models run in float32)")
+    # the analysis' options, generated from EraserRunSettings' fields (hf_attn.core.settings_cli)
+    add_settings_options(p, EraserRunSettings, "", "the ERASER table (EraserRunSettings; --dataset … --precision: "
+                         "transformers classifiers)")
     p.set_defaults(func=_run_cli)
 
 
@@ -54,24 +32,18 @@ def _run_cli(args) -> int:
     from hf_attn.runs.folder import claimed_output_folder
     from hf_attn.core.io import exclusive_output_folder
 
-    heads = args.heads.strip().lower()
-    if heads != "mean" and not heads.isdigit():
-        raise ValueError(f"--heads must be 'mean' or a head index, got {args.heads!r}")
+    settings = settings_from_namespace(EraserRunSettings, args, "")
     from hf_attn.batteries.data import is_transformer_model_dir
 
-    options = {"dataset": args.dataset, "text_column": args.text_column, "label_column": args.label_column,
-               "layer": args.layer, "heads": heads, "device": args.device, "precision": args.precision}
     if not is_transformer_model_dir(args.model_dir):
         from hf_attn.batteries.jw.battery import check_papers_model_device
 
-        check_papers_model_device(args.device, args.precision)
-    settings = {"split": args.split, "measures": args.measures, "fractions": args.fractions,
-                "ig_steps": args.ig_steps, "ig_baseline": args.ig_baseline, "seed": args.seed,
-                "token_budget": args.token_budget, "max_instances": args.max_instances, **options}
+        check_papers_model_device(settings.device, settings.precision)
+    record = asdict(settings)  # what the output folder is claimed with (a rerun with other settings is refused)
+    record["measures"] = list(settings.measures) if settings.measures is not None else None
+    record["fractions"] = list(settings.fractions)
     with exclusive_output_folder(args.output_dir), \
-            claimed_output_folder(args.output_dir, "eraser", args.model_dir, settings, args.overwrite):
-        run_eraser(args.model_dir, args.output_dir, args.split, args.measures, args.fractions,
-                   ig_steps=args.ig_steps, ig_baseline=args.ig_baseline, seed=args.seed,
-                   token_budget=args.token_budget, max_instances=args.max_instances, progress=not args.quiet,
-                   **options)
+            claimed_output_folder(args.output_dir, "eraser", args.model_dir, record, args.overwrite):
+        run_eraser(args.model_dir, args.output_dir, progress=not args.quiet,
+                   **{**record, "fractions": settings.fractions})
     return 0

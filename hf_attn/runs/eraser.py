@@ -7,16 +7,65 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from hf_attn.adapters import adapter_for
-from hf_attn.batteries.eraser.battery import checked_measures, encode_for, eraser_table, format_eraser_table
+from hf_attn.batteries.eraser.battery import MEASURES, checked_measures, encode_for, eraser_table, format_eraser_table
 from hf_attn.batteries.eraser.battery import write_eraser_figure
 from hf_attn.batteries.eraser.units import DEFAULT_TOKEN_BUDGET
-from hf_attn.core.arguments import check_count
+from hf_attn.core.arguments import check_count, count, finite_float, positive_int, seed_int
+from hf_attn.core.settings_cli import data_option, option
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
+
+
+def _heads(value, flag: str):
+    """``--heads``: ``mean`` or a head's index (a string of digits), lower-cased."""
+    heads = str(value).strip().lower()
+    if heads != "mean" and not heads.isdigit():
+        raise ValueError(f"{flag} must be 'mean' or a head index, got {value!r}")
+    return heads
+
+
+@dataclass(frozen=True)
+class EraserRunSettings:
+    """What ``hf-attn eraser`` computes (:func:`run_eraser`'s settings); each field that is an option
+    carries its flag, type and help (``hf-attn eraser``'s options are generated from them,
+    :mod:`hf_attn.core.settings_cli`)."""
+
+    split: str = field(default="test", metadata=option("the split analysed", flag="--split",
+                                                        choices=("train", "validation", "test")))
+    measures: tuple[str, ...] | None = field(default=None, metadata=option(
+        "the importance measures ranked", flag="--measures", choices=tuple(MEASURES), nargs="+",
+        convert=lambda value, flag: None if value is None else tuple(value),
+        default_text="every measure that applies to the model (rollout: models with several attention layers)"))
+    fractions: tuple[float, ...] = field(default=tuple(DEFAULT_FRACTIONS), metadata=option(
+        "the fractions of tokens removed (AOPC's bins)", flag="--fractions", nargs="+",
+        type=finite_float(0, strictly_above=True)))
+    ig_steps: int = field(default=50, metadata=option("integrated gradients' steps", flag="--ig-steps",
+                                                      type=count(1, limit="ig_nodes")))
+    ig_baseline: str = field(default="zero", metadata=option(
+        "the text's embeddings start from 0, the pad token's or the mean input embedding", flag="--ig-baseline",
+        choices=("zero", "pad", "mean")))
+    seed: int = field(default=0, metadata=option("the random ranking's draws", flag="--seed", type=seed_int))
+    token_budget: int = field(default=DEFAULT_TOKEN_BUDGET, metadata=option(
+        "padded tokens per batch", flag="--token-budget", type=count(1, limit="token_budget")))
+    max_instances: int | None = field(default=None, metadata=option("only the first N instances",
+                                                                     flag="--max-instances", type=positive_int))
+    dataset: str | None = field(default=None, metadata=data_option("dataset"))
+    text_column: str | None = field(default=None, metadata=data_option("text_column"))
+    label_column: str | None = field(default=None, metadata=data_option("label_column"))
+    layer: int = field(default=-1, metadata=option("transformers models: the layer whose [CLS] attention is "
+                                                   "explained (-1: the last)", flag="--layer", type=int))
+    heads: str = field(default="mean", metadata=option(
+        "transformers models: 'mean' (average the heads) or one head's index", flag="--heads", convert=_heads))
+    device: str = field(default="auto", metadata=option(
+        "auto | cpu | cuda | cuda:N | mps (the papers' models run on the CPU)", flag="--device"))
+    precision: str = field(default="float32", metadata=option(
+        "forward precision (the papers' models run in float32)", flag="--precision",
+        choices=("float32", "bfloat16", "float16")))
 
 
 def _model_block(model, adapter, spec_text: str) -> dict:
