@@ -20,13 +20,12 @@ import torch
 from hf_attn.adapters.base import AttentionSpec as TransformerAttentionSpec  # noqa: F401 (the older name)
 from hf_attn.adapters.interface import ATTN_IMPLEMENTATION, register
 from hf_attn.adapters.rollout import attention_rollout  # noqa: F401 (re-exported)
-from hf_attn.core.hub_access import hub_model_location
 # the sum of pieces into words lives in core (NumPy only, shared with the plausibility metrics)
 from hf_attn.core.word_pieces import merge_word_pieces, piece_to_word_matrix  # noqa: F401 (re-exported)
 
 # the base-model aliases live in hf_attn.models.pretrained; re-exported for existing callers
 from hf_attn.models.pretrained import (BASE_MODEL_ALIASES, MINILM_DISTRIBUTION, MINILM_PACKAGE,  # noqa: F401
-                                       MissingExtraError, resolve_base_model)
+                                       MissingExtraError, model_location, resolve_base_model)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -55,7 +54,7 @@ def load_transformer_classifier(name_or_path: str, num_labels: int | None = None
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"precision must be one of float32, bfloat16, float16, got {precision!r}")
     # a Hub id without the network (and not cached) fails here in about a second, with what would work
-    path = hub_model_location(resolve_base_model(name_or_path), ("minilm-l6", "smollm2-135m"))
+    path = model_location(name_or_path)
     check_no_pickled_weights_only(path, name_or_path)
     check_tokenizer_files(path, name_or_path)
     check_readable_safetensors(path, name_or_path)

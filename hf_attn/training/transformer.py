@@ -170,11 +170,10 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
 
     from datasets import DatasetDict
 
-    from hf_attn.core.hub_access import hub_model_location
+    from hf_attn.models.pretrained import model_location
     from hf_attn.core.io import write_json_atomic
     from hf_attn.data.classes import split_record, task_split_line
     from hf_attn.training.console import _readable_console
-    from hf_attn.models.pretrained import resolve_base_model
     from hf_attn.adapters.transformer_attention import register_override_attention
 
     if settings is None:
@@ -188,7 +187,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
         settings.dataset, task = task, None
     settings.validate()
     # an unreachable Hub id fails here, in about a second, before the data is read
-    path = hub_model_location(resolve_base_model(settings.base_model), ("minilm-l6", "smollm2-135m"))
+    path = model_location(settings.base_model)
     source = task.name if task is not None else settings.dataset
     task = task if task is not None else _task(settings)
     logger.info("%s", task_split_line(source, task))
