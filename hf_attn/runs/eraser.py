@@ -16,17 +16,10 @@ from hf_attn.adapters import adapter_for
 from hf_attn.batteries.eraser.battery import MEASURES, checked_measures, encode_for, eraser_table, format_eraser_table
 from hf_attn.batteries.eraser.battery import write_eraser_figure
 from hf_attn.batteries.eraser.units import DEFAULT_TOKEN_BUDGET
+from hf_attn.batteries.jw.common import DEVICE_OPTION, PRECISION_OPTION, heads_option
 from hf_attn.core.arguments import check_count, count, finite_float, positive_int, seed_int
 from hf_attn.core.settings_cli import data_option, option
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
-
-
-def _heads(value, flag: str):
-    """``--heads``: ``mean`` or a head's index (a string of digits), lower-cased."""
-    heads = str(value).strip().lower()
-    if heads != "mean" and not heads.isdigit():
-        raise ValueError(f"{flag} must be 'mean' or a head index, got {value!r}")
-    return heads
 
 
 @dataclass(frozen=True)
@@ -60,12 +53,10 @@ class EraserRunSettings:
     layer: int = field(default=-1, metadata=option("transformers models: the layer whose [CLS] attention is "
                                                    "explained (-1: the last)", flag="--layer", type=int))
     heads: str = field(default="mean", metadata=option(
-        "transformers models: 'mean' (average the heads) or one head's index", flag="--heads", convert=_heads))
-    device: str = field(default="auto", metadata=option(
-        "auto | cpu | cuda | cuda:N | mps (the papers' models run on the CPU)", flag="--device"))
-    precision: str = field(default="float32", metadata=option(
-        "forward precision (the papers' models run in float32)", flag="--precision",
-        choices=("float32", "bfloat16", "float16")))
+        "transformers models: 'mean' (average the heads) or one head's index", flag="--heads",
+        convert=heads_option))
+    device: str = field(default="auto", metadata=DEVICE_OPTION)
+    precision: str = field(default="float32", metadata=PRECISION_OPTION)
 
 
 def _model_block(model, adapter, spec_text: str) -> dict:
