@@ -117,5 +117,17 @@ def names() -> tuple[str, ...]:
     return (*BUILTIN_DATASETS, *RATIONALE_DATASETS)
 
 
+def rationale_dataset_for(dataset_name: str | None) -> str | None:
+    """The bundled data set of :data:`RATIONALE_DATASETS` that holds human rationales for the
+    sentences of ``dataset_name`` (the name a model's ``run.json`` records), or None when there is
+    none: ``"sst"`` → ``"sst_rationales"`` (the same sentences in the same splits). ``None`` (no
+    recorded data set) gives None; a name that is not a string is a ``ValueError``."""
+    if dataset_name is None:
+        return None
+    if not isinstance(dataset_name, str):
+        raise ValueError(f"dataset_name must be a data set's name (a string), got a {type(dataset_name).__name__}")
+    return {"sst": "sst_rationales"}.get(dataset_name)
+
+
 __all__ = ["TextDataset", "RationaleDataset", "load", "names", "DataError", "load_eraser", "load_hatexplain",
-           "load_label_studio"]
+           "load_label_studio", "rationale_dataset_for"]

@@ -5,7 +5,9 @@ gradient, leave-one-out importance (J&W's LOO-TVD) and integrated gradients (raw
 ``hf-attn explain`` prints them; a checkbox shows gradient and LOO-TVD as shares of their sum, on one
 colour scale with the attention), an adversarial attention (with its Δŷ and JSD), the per-token prediction probabilities,
 the sentence's Kendall τ of attention vs gradient and vs LOO-TVD, and the permutation Δŷ
-distribution; on request, every attribution method side by side (one heatmap row per method:
+distribution; under the heatmaps, for a model trained on a data set with human rationales (SST), the
+sentence's human rationale when it is one of that data's sentences (``hf_attn.app.rationale``; a few
+of its test sentences are offered as examples); on request, every attribution method side by side (one heatmap row per method:
 attention, rollout, attention flow / norm, ALTI, value zeroing, saliency, gradient × input,
 integrated gradients, the leave-one-out drop LOO-drop, through ``hf_attn.Explainer``). The
 explanation is ``hf_attn.Explainer``'s, drawn by
@@ -57,6 +59,7 @@ from hf_attn.app.space import (FLOAT_LIMITS, INT_LIMITS, MAX_TEXT_CHARS, Explain
                                ModelPolicy, RequestGate, check_settings, compare_methods, explain_sentence,
                                explained_attention, is_transformer_model, model_max_tokens, model_policy,
                                names_hub_repo)
+from hf_attn.app.rationale import model_dataset, rationale_examples, rationale_html, served_dataset  # noqa: E402
 from hf_attn.explanation.render import (SHARES_LABEL, heatmap_html, markdown_text,  # noqa: E402
                                         methods_heatmap_html, permutation_figure, summary_markdown)
 from hf_attn.explanation.settings import DEFAULT_SETTINGS  # noqa: E402
@@ -194,8 +197,9 @@ def make_handlers(cache: ModelCache, names: dict[str, str] | None = None, gate: 
         with gate.turn():
             explanation = explain_sentence(model, tokenizer, text, **settings)
         label = {name: float(p) for name, p in zip(explanation.label_names, explanation.probabilities)}
-        return (label, summary_markdown(explanation), heatmap_html(explanation, shares=shares),
-                permutation_figure(explanation), explanation.to_dict())
+        # under the heatmaps: the human rationale of the sentence when the model's data set has one
+        heatmaps = heatmap_html(explanation, shares=shares) + rationale_html(model_dataset(model), text)
+        return (label, summary_markdown(explanation), heatmaps, permutation_figure(explanation), explanation.to_dict())
 
     explain.gate = gate
     return describe_model, explain, sentence_box
@@ -220,6 +224,13 @@ def make_compare_handler(cache: ModelCache, names: dict[str, str] | None = None,
 
     compare.gate = gate
     return compare
+
+
+def examples_for(cache: ModelCache, model: str | None) -> list[str]:
+    """The example sentences offered for the served ``model``: a few test sentences of its data set's
+    human rationale data when it has some (their rationale is shown under the explanation), then
+    :data:`EXAMPLES`; only :data:`EXAMPLES` otherwise. Nothing is loaded or downloaded to decide."""
+    return [*rationale_examples(served_dataset(cache, model)), *EXAMPLES] if model else list(EXAMPLES)
 
 
 def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: ModelCache | None = None,
@@ -291,7 +302,7 @@ def build_demo(policy: ModelPolicy, initial_model: str | None = None, cache: Mod
             methods = gr.HTML(label="Attribution methods", elem_id="methods")
         with gr.Accordion("All values (JSON)", open=False):
             values = gr.JSON(label="explanation")
-        gr.Examples(EXAMPLES, inputs=[text])
+        gr.Examples(examples_for(cache, initial_model), inputs=[text])
 
         outputs = [prediction, summary, heatmaps, permutations, values]
         # A failed request clears the previous results (they would otherwise stay under the new

@@ -51,10 +51,11 @@ VISITOR_DIR_ENV = "HF_ATTN_VISITOR_MODELS_DIR"
 # One message for every refused name: whether the name is a path that exists on the server, a Hub id
 # or nonsense must not show through.
 NOT_ALLOWED_MESSAGE = "This model is not offered by this explorer. Please pick one of the models in the list."
-# What a Hub snapshot may bring onto the server: weights, config and tokenizer. Never *.py (remote
-# code) nor pickles (pytorch_model.bin can run code when unpickled).
+# What a Hub snapshot may bring onto the server: weights, config, tokenizer and hf-attn's run.json (the
+# data set the model was trained on: which human rationales apply, hf_attn.app.rationale). Never *.py
+# (remote code) nor pickles (pytorch_model.bin can run code when unpickled).
 HUB_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-             "special_tokens_map.json")
+             "special_tokens_map.json", "run.json")
 
 
 def is_hub_id(name: str) -> bool:
@@ -426,6 +427,16 @@ class ModelCache:
             while len(self._models) > self.policy.cache_size:
                 self._models.popitem(last=False)
             return loaded
+
+    def loaded(self, name: str) -> tuple | None:
+        """``(model, tokenizer)`` of ``name`` when the cache already holds it, else None: never loads,
+        never downloads, and None for a name the policy refuses."""
+        try:
+            name, _ = self.policy.resolve(name)
+        except ExplainError:
+            return None
+        with self._lock:
+            return self._models.get(name)
 
     def names(self) -> list[str]:
         """The cached names, least recently used first."""
