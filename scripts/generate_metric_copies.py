@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Write into every evaluate module folder, as ``hf_attn/metrics/<name>/_hf_attn_measures.py``, the part
-of ``hf_attn/core/numpy_primitives.py`` and ``hf_attn/core/numpy_measures.py`` (the sources,
-``metric_copies.SOURCES``) that folder uses: the names its scripts import from it, the definitions
-those use in turn (a name one source imports from another is inlined), and the imports they need
-(``hf_attn.core.metric_copies``); with ``--check``, write nothing and exit 1 when a copy is missing
-or stale (run by the test suite)."""
+of ``hf_attn/core/numpy_primitives.py``, ``hf_attn/core/numpy_measures.py`` and
+``hf_attn/core/plausibility.py`` (the sources, ``metric_copies.SOURCES``) that folder uses: the names
+its scripts import from it, the definitions those use in turn (a name one source imports from
+another is inlined), and the imports they need (``hf_attn.core.metric_copies``); with ``--check``,
+write nothing and exit 1 when a copy is missing or stale (run by the test suite)."""
 
 from __future__ import annotations
 

@@ -509,6 +509,12 @@ EVALUATE_CASES = [
      r"comprehensiveness: instance 1 has values outside \[-1, 1\]"),
     ("eraser_faithfulness", "sufficiency -3", dict(comprehensiveness=[[0.1] * 5], sufficiency=[[-3.0] * 5]),
      r"sufficiency: instance 0 has values outside \[-1, 1\]"),
+    ("plausibility", "3 scores vs 2 marks", dict(predictions=[[0.1, 0.2, 0.3]], references=[[1, 0]]),
+     r"predictions and references: text 0 has 3 scores but 2 rationale marks"),
+    ("plausibility", "mark 2", dict(predictions=[[0.1, 0.2]], references=[[1, 2]]),
+     r"references: text 0 has the mark 2; rationale marks must be 0 or 1"),
+    ("plausibility", "inf score", dict(predictions=[[INF, 0.2]], references=[[1, 0]]),
+     r"predictions: text 0 has a score that is not a finite number"),
 ]
 
 

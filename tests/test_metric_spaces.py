@@ -48,8 +48,9 @@ from remote_code import BLOCK_HF_ATTN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 METRICS = REPO_ROOT / "hf_attn" / "metrics"
-CANONICAL = REPO_ROOT / "hf_attn" / "core" / "numpy_measures.py"  # the top source of every module's copy
-SOURCES = metric_copies.SOURCES  # numpy_primitives.py (re-exported by numpy_measures.py), numpy_measures.py
+CANONICAL = REPO_ROOT / "hf_attn" / "core" / "numpy_measures.py"  # heads every copy but plausibility's
+SOURCES = metric_copies.SOURCES  # numpy_primitives.py (re-exported by numpy_measures.py), numpy_measures.py,
+# plausibility.py (the plausibility module's code)
 # the modules that ship the shared NumPy measures: every module (the faithfulness modules need only the
 # bounds check and report_undefined; their own tests: tests/test_faithfulness_modules.py)
 FAITHFULNESS = ("attribution_agreement", "normalized_aopc", "soft_faithfulness")
@@ -59,12 +60,12 @@ RENAMED = {"attention-tau": "jw_correlation"}
 REPOS = {**{name: name for name in MODULES}, **RENAMED}  # repo name -> module
 
 
-def test_there_are_nine_modules_with_the_shared_measures():
+def test_there_are_ten_modules_with_the_shared_measures():
     assert [p.name for p in metric_copies.module_folders(METRICS)] == sorted(MODULES + list(FAITHFULNESS))
     assert sorted(p.name for p in METRICS.iterdir() if p.is_dir() and not p.name.startswith("_")) == sorted(
         MODULES + list(FAITHFULNESS))  # every module: undefined values are None with a reason (report_undefined)
-    assert MODULES == ["eraser_faithfulness", "jw_adversary", "jw_correlation", "jw_permutation", "ts_fragility",
-                       "ts_mutual_information", "ts_token_probability", "wp_consistent_adversary",
+    assert MODULES == ["eraser_faithfulness", "jw_adversary", "jw_correlation", "jw_permutation", "plausibility",
+                       "ts_fragility", "ts_mutual_information", "ts_token_probability", "wp_consistent_adversary",
                        "wp_seed_variance"]
 
 
@@ -141,6 +142,13 @@ def module_cases() -> dict[str, list[dict]]:
                  sufficiency=rng.uniform(-0.2, 1, (12, 5)).tolist()),
             dict(comprehensiveness=rng.uniform(-1, 1, (5, 3)).tolist(), sufficiency=rng.uniform(-1, 1, (5, 3)).tolist(),
                  fractions=[0.2, 0.4, 1.0], include_zero_bin=True)],
+        "plausibility": [
+            dict(predictions=[[0.9, 0.1, 0.8, 0.2], [0.3, 0.1]], references=[[1, 0, 1, 0], [0, 0]], k_fraction=0.5),
+            dict(predictions=[rng.normal(size=n).round(1).tolist() for n in lengths],  # rounded: ties
+                 references=[(rng.uniform(size=n) < 0.4).astype(int).tolist() for n in lengths[:-1]] + [[1] * 40]),
+            dict(predictions=[rng.uniform(size=n).tolist() for n in lengths[2:]],
+                 references=[[int(i % 3 == 0) for i in range(n)] for n in lengths[2:]], per_instance_k=True,
+                 iou_threshold=0.3)],
     }
 
 
@@ -167,6 +175,9 @@ HAND = {
                                             and out["objective"] == pytest.approx(0.1 - 0.001 * math.log(2))),
     "eraser_faithfulness": lambda out: (out["comprehensiveness_aopc"] == pytest.approx(0.3)
                                         and out["sufficiency_aopc"] == pytest.approx(0.2)),
+    # both marked words ranked first, the top int(0.5 · 4) = 2 words are they; the unmarked text left out
+    "plausibility": lambda out: (out["auprc"] == out["token_f1"] == out["iou_f1"] == 1.0
+                                 and out["without_rationale"] == [1]),
 }
 # float32 softmax in the library, float64 in the copy
 TOLERANCE = {"ts_token_probability": 1e-6}
@@ -178,6 +189,7 @@ def library_value(module: str, kw: dict):
     from hf_attn.batteries.wp import battery as wp
     from hf_attn.batteries.jw.summary import adversary_summary, correlation_summary, jsonable, permutation_summary
     from hf_attn.batteries.eraser.battery import DEFAULT_FRACTIONS, summarize_eraser
+    from hf_attn.core.plausibility import plausibility
 
     if module == "jw_correlation":
         importance = [[float("nan") if v is None else v for v in row] for row in kw["importance"]]
@@ -211,6 +223,9 @@ def library_value(module: str, kw: dict):
         fractions = kw.get("fractions")
         return summarize_eraser(kw["comprehensiveness"], kw["sufficiency"],
                                 DEFAULT_FRACTIONS if fractions is None else fractions, kw.get("include_zero_bin", False))
+    if module == "plausibility":
+        return plausibility(kw["predictions"], kw["references"], kw.get("k_fraction"), kw.get("per_instance_k", False),
+                            kw.get("iou_threshold", 0.5)).to_dict()
     raise KeyError(module)
 
 
@@ -263,7 +278,8 @@ def measures():
 def test_every_module_ships_the_self_contained_measures_it_uses():
     """Each copy is what the generator writes for its folder: the definitions its script imports and
     what they use, each as the source writes it (nothing else of the source), and it runs on its own."""
-    assert SOURCES[-1] == CANONICAL and [p.name for p in SOURCES] == ["numpy_primitives.py", "numpy_measures.py"]
+    assert SOURCES[1] == CANONICAL and [p.name for p in SOURCES] == ["numpy_primitives.py", "numpy_measures.py",
+                                                                     "plausibility.py"]
     source_text = {node.name: ast.get_source_segment(path.read_text(), node) for path in SOURCES
                    for node in ast.parse(path.read_text()).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     for name in MODULES:
@@ -290,13 +306,18 @@ def test_every_module_ships_the_self_contained_measures_it_uses():
         assert "hf_attn" not in {m for _, m, _ in hub._evaluate_imports(METRICS / name / "app.py")}, name
         assert not re.search(r"^\s*(?:from|import)\s+hf_attn", text, flags=re.M), name
     # the copies import nothing from hf_attn, torch or the Trainer stack, not even inside functions: the
-    # sources import only these, and the top source imports the lower one's names (inlined in a copy)
-    imported = {path.name: set(re.findall(r"^\s*(?:from|import)\s+(\S+)", path.read_text(), flags=re.M))
-                for path in SOURCES}
+    # sources import only these, numpy_measures.py imports numpy_primitives.py's names (inlined in a copy), and
+    # plausibility.py's word-piece helper, which no copy holds, its merge rule
+    imported = {path.name: {node.module if isinstance(node, ast.ImportFrom) else alias.name
+                            for node in ast.walk(ast.parse(path.read_text()))
+                            if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+                for path in SOURCES}  # every import statement, inside functions too (docstrings are no imports)
     assert imported == {"numpy_primitives.py": {"__future__", "math", "dataclasses", "functools", "numpy",
                                                 "scipy.special"},
                         "numpy_measures.py": {"__future__", "math", "warnings", "numpy", "hf_attn.core.numpy_primitives",
-                                              "sklearn.cluster", "sklearn.metrics"}}, imported
+                                              "sklearn.cluster", "sklearn.metrics"},
+                        "plausibility.py": {"__future__", "re", "collections.abc", "dataclasses", "numpy",
+                                            "hf_attn.core.word_pieces"}}, imported
 
 
 def test_generator_check_fails_on_a_stale_copy_and_rewrites_it(tmp_path):

@@ -105,6 +105,11 @@ CASES = {
                                     n_clusters=2, seed=0), {})],
     "wp_consistent_adversary": [(dict(adversary_attention=[[1.0, 0.0]], base_attention=[[1.0, 0.0]],
                                       adversary_probabilities=[[0.0, 1.0]], base_probabilities=[[0.0, 1.0]]), {})],
+    # average precision needs a text with marked and unmarked words; a text without a mark is left out, not None
+    "plausibility": [
+        (dict(predictions=[[0.2, 0.1], [0.5, 0.3]], references=[[1, 1], [0, 0]]),
+         {"average_precision": "every scored text is marked entirely"}),
+        (dict(predictions=[[0.2, 0.1, 0.4], [0.5]], references=[[1, 0, 0], [0]]), {})],
 }
 
 

@@ -1,5 +1,5 @@
-"""The copies of ``hf_attn/core/numpy_primitives.py`` + ``numpy_measures.py`` that the ``evaluate``
-modules ship.
+"""The copies of ``hf_attn/core/numpy_primitives.py`` + ``numpy_measures.py`` (+ ``plausibility.py``)
+that the ``evaluate`` modules ship.
 
 ``evaluate.load`` downloads a module script and the files it imports relatively, nothing else, so
 every folder ``hf_attn/metrics/<name>/`` holds its own ``_hf_attn_measures.py``: a regular file (no
@@ -14,8 +14,11 @@ only: it imports nothing from ``hf_attn.metrics``.
 
 The source is several modules (:data:`SOURCES`, lowest first): a later one may import names of an
 earlier one (``from hf_attn.core.numpy_primitives import ...``); a copy inlines those definitions
-instead, so it imports nothing of hf_attn, and a source that imports from hf_attn a name that no
-source defines, or defines a name twice, is refused.
+instead, so it imports nothing of hf_attn. A name defined twice is refused, and so is a copy that
+needs a name a source imports from hf_attn but no source defines (``plausibility.py`` imports
+``merge_word_pieces`` for its word-piece helper, which no module copies). A copy is headed by the
+docstring of the highest source it draws from, ``numpy_measures.py`` at least, and its header names
+the sources up to that one.
 """
 
 from __future__ import annotations
@@ -25,17 +28,25 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# lowest first; the last one's docstring heads a copy
+# lowest first; the docstring of the highest one a copy draws from (numpy_measures.py at least) heads it
 SOURCES = (Path(__file__).resolve().with_name("numpy_primitives.py"),
-           Path(__file__).resolve().with_name("numpy_measures.py"))
+           Path(__file__).resolve().with_name("numpy_measures.py"),
+           Path(__file__).resolve().with_name("plausibility.py"))
+BASE_SOURCES = 2  # every copy is headed as drawn from at least the first two (the measures)
 LIBRARY = "hf_attn"  # the package the copies must not import
 METRICS_DIR = Path(__file__).resolve().parents[1] / "metrics"
 SHARED_MODULE = "_hf_attn_measures"
 COPY_NAME = f"{SHARED_MODULE}.py"
-HEADER = ("# Generated from hf_attn/core/numpy_primitives.py and hf_attn/core/numpy_measures.py\n"
-          "# by scripts/generate_metric_copies.py: do not edit.\n"
+HEADER = ("# by scripts/generate_metric_copies.py: do not edit.\n"
           "# It holds what this folder's scripts import from it and what that uses, nothing more.\n"
           "# Edit the sources and run `python scripts/generate_metric_copies.py` to update every copy.\n")
+
+
+def _header(sources) -> str:
+    """The generated-file header naming ``sources`` (``hf_attn/core/<name>``)."""
+    named = [f"hf_attn/core/{Path(s).name}" for s in sources]
+    listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    return f"# Generated from {listed}\n" + HEADER
 
 
 @dataclass(frozen=True)
@@ -113,8 +124,8 @@ def imported_names(folder: Path) -> list[str]:
 
 
 def _definers(pieces: list[_Piece], sources) -> dict[str, int]:
-    """name → index of the piece that defines it, over every source; a name defined twice, or
-    imported from hf_attn but defined by no source, is refused (a ``ValueError`` naming it)."""
+    """name → index of the piece that defines it, over every source; a name defined twice is refused
+    (a ``ValueError`` naming it)."""
     definers: dict[str, int] = {}
     for i, piece in enumerate(pieces):
         if piece.is_import:
@@ -124,17 +135,12 @@ def _definers(pieces: list[_Piece], sources) -> dict[str, int]:
                 raise ValueError(f"{name} is defined twice in the sources of the metric copies "
                                  f"({', '.join(Path(s).name for s in sources)}); keep one definition")
             definers[name] = i
-    for piece in pieces:
-        if piece.is_library_import and not piece.binds <= set(definers):
-            missing = ", ".join(sorted(piece.binds - set(definers)))
-            raise ValueError(f"a source of the metric copies imports {missing} from {piece.module}, which no source "
-                             "defines: the copies would import hf_attn; move it into a source or list its module "
-                             "in SOURCES")
     return definers
 
 
 def _needed(names, pieces: list[_Piece], sources=SOURCES) -> set[int]:
-    """Indices of the pieces that define ``names`` and, transitively, what those read."""
+    """Indices of the pieces that define ``names`` and, transitively, what those read; a chosen piece
+    that reads a name a source imports from hf_attn and no source defines is refused."""
     definers = _definers(pieces, sources)
     wanted = set(definers) if "*" in names else set(names)
     missing = sorted(wanted - set(definers))
@@ -148,6 +154,13 @@ def _needed(names, pieces: list[_Piece], sources=SOURCES) -> set[int]:
             continue
         chosen.add(index)
         todo.extend(definers[name] for name in pieces[index].reads if name in definers)
+    read = set().union(*(pieces[i].reads for i in chosen)) if chosen else set()
+    for piece in pieces:
+        missing = ", ".join(sorted((piece.binds - set(definers)) & read)) if piece.is_library_import else ""
+        if missing:
+            raise ValueError(f"a source of the metric copies imports {missing} from {piece.module}, which no source "
+                             "defines: the copies would import hf_attn; move it into a source or list its module "
+                             "in SOURCES")
     return chosen
 
 
@@ -169,28 +182,56 @@ def _import_text(piece: _Piece, used: set[str], bound: set[str]) -> str | None:
     return ast.unparse(node) + "\n"
 
 
+def _covering(imports: list[_Piece]) -> list[_Piece]:
+    """``imports`` less each ``from`` import whose names another ``from`` import of the same module
+    binds too (``from dataclasses import dataclass`` beside ``from dataclasses import asdict,
+    dataclass``): one line per module where a source writes one."""
+    def is_from(piece: _Piece) -> bool:
+        return isinstance(ast.parse(piece.text).body[-1], ast.ImportFrom) and piece.module != "__future__"
+
+    return [p for p in imports if not (is_from(p) and any(q.module == p.module and is_from(q) and p.binds < q.binds
+                                                          for q in imports))]
+
+
 def _import_group(piece: _Piece) -> int:
     """0: ``__future__``, 1: the standard library, 2: the rest (a blank line between groups)."""
     top = piece.module.split(".")[0]
     return 0 if top == "__future__" else 1 if top in sys.stdlib_module_names else 2
 
 
+def _gather(sources) -> tuple[list[str], list[_Piece], list[int]]:
+    """(each source's docstring, the pieces of every source in order, the index of each piece's source)."""
+    docstrings, pieces, owner = [], [], []
+    for index, source in enumerate(sources):
+        docstring, more = _pieces(Path(source).read_text(encoding="utf-8"))
+        docstrings.append(docstring)
+        pieces.extend(more)
+        owner.extend([index] * len(more))
+    return docstrings, pieces, owner
+
+
+def _top_source(names, sources=SOURCES) -> int:
+    """The index of the highest source the copy for ``names`` draws from, ``BASE_SOURCES - 1`` at least."""
+    _, pieces, owner = _gather(sources)
+    chosen = _needed(names, pieces, sources)
+    return max([min(BASE_SOURCES, len(sources)) - 1] + [owner[i] for i in chosen])
+
+
 def select(names, sources=SOURCES) -> str:
     """The sources' text reduced to the definitions of ``names``, what they use and the imports they
     need (each once, grouped and ordered as the sources write them: plain imports, then ``from``
-    imports, by module), under the last source's docstring; hf_attn imports are left out."""
-    docstring, pieces = "", []
-    for source in sources:
-        docstring, more = _pieces(Path(source).read_text(encoding="utf-8"))
-        pieces.extend(more)
+    imports, by module), under the docstring of the highest source it draws from (:func:`_top_source`);
+    hf_attn imports are left out."""
+    docstrings, pieces, _ = _gather(sources)
     chosen = _needed(names, pieces, sources)
+    docstring = docstrings[_top_source(names, sources)]
     used = set().union(*(pieces[i].reads for i in chosen)) if chosen else set()
     parts = [docstring] if docstring else []
     imports = sorted((p for p in pieces if p.is_import and not p.is_library_import),
                      key=lambda p: (_import_group(p), isinstance(ast.parse(p.text).body[-1], ast.ImportFrom), p.module))
     bound: set[str] = set()
     group = None
-    for piece in imports:
+    for piece in _covering(imports):
         text = _import_text(piece, used, bound)
         if text:  # the import groups stay apart
             apart = _import_group(piece) != group if group is not None else bool(docstring)
@@ -210,7 +251,8 @@ def select(names, sources=SOURCES) -> str:
 
 def copy_text(folder: Path, sources=SOURCES) -> str:
     """The exact text ``folder``'s ``_hf_attn_measures.py`` must hold."""
-    return HEADER + select(imported_names(folder), sources)
+    names = imported_names(folder)
+    return _header(sources[:_top_source(names, sources) + 1]) + select(names, sources)
 
 
 def module_folders(metrics_dir: Path = METRICS_DIR) -> list[Path]:
