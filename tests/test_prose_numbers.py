@@ -70,6 +70,7 @@ NOT_RESULTS = [
     ("docs/performance.md", "accuracy within 0.02, ROC-AUC within 0.01",
      "tolerances of a test (tests/test_multiprocess.py), not measured values"),
     ("docs/faithfulness.md", "95 % Student-t", "the confidence level of the intervals, a setting"),
+    ("docs/plausibility.md", "same mean, 95 % interval", "the confidence level of the intervals, a setting"),
     ("docs/faithfulness.md", "RSS granularity (0.00)", "what a value below the resolution prints as, not a result"),
     ("docs/faithfulness.md", "its 95 % intervals", "the confidence level of the intervals, a setting"),
     ("docs/models.md", "10 % of those", "the share of the SNLI train pairs carved out as dev, a setting"),

@@ -111,9 +111,10 @@ def read_json(path: str | os.PathLike):
         raise ValueError(f"{path} is not valid JSON ({err.msg}: line {err.lineno} column {err.colno})") from None
 
 
-def write_json_atomic(path: str | os.PathLike, payload) -> None:
-    """Strict JSON (NaN/inf → null), indented, written atomically."""
-    text = json.dumps(json_safe(payload), indent=2, allow_nan=False)
+def write_json_atomic(path: str | os.PathLike, payload, compact: bool = False) -> None:
+    """Strict JSON (NaN/inf → null), indented (``compact``: one line, no spaces), written atomically."""
+    text = json.dumps(json_safe(payload), allow_nan=False,
+                      **({"separators": (",", ":")} if compact else {"indent": 2}))
     with atomic_write(path) as f:
         f.write(text + "\n")
 

@@ -7,7 +7,10 @@ A ``transformers`` classifier folder (``config.json`` of a transformers model, t
 :func:`hf_attn.batteries.data.load_analysis_data` (the folder's run.json, or
 ``--dataset``); one of the papers' BiLSTM / CNN / Average folders with the jw battery's loader.
 Either way the adapter is :func:`hf_attn.adapters.adapter_for` and the battery sees only the
-adapter contract. Writes ``OUT/results.json`` + ``OUT/attributions.npz`` + ``OUT/faithfulness.md``
+adapter contract. ``--faith-rationales`` names a data set with human rationales (the bundled
+``sst_rationales``, or a local ``eraser:FOLDER``, ``hatexplain:FILE``, ``label-studio:FILE``): the
+texts of its split are analysed and the table gains the plausibility columns, the token / IOU F1's
+k fraction taken from its train split as ERASER does (plus ``faithfulness_plausibility.png``). Writes ``OUT/results.json`` + ``OUT/attributions.npz`` + ``OUT/faithfulness.md``
 + ``OUT/faithfulness.png`` (each atomically); a finished ``results.json`` of the same request is
 returned as is.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from hf_attn.core.arguments import positive_int
 from hf_attn.core.settings_cli import add_settings_options, data_option, option, settings_from_namespace
@@ -25,6 +28,22 @@ from hf_attn.batteries.faithfulness import METHODS, METRICS, FaithfulnessResult,
 
 
 PREFIX = "faith"
+
+
+def load_rationale_data(spec: str):
+    """A :class:`hf_attn.data.rationales.RationaleDataset` from ``--faith-rationales``: a bundled name
+    (``hf_attn.datasets.RATIONALE_DATASETS``) or ``FORMAT:PATH`` with FORMAT ``eraser``,
+    ``hatexplain`` or ``label-studio``."""
+    import hf_attn.datasets as data
+
+    loaders = {"eraser": data.load_eraser, "hatexplain": data.load_hatexplain, "label-studio": data.load_label_studio}
+    if spec in data.RATIONALE_DATASETS:
+        return data.load(spec)
+    kind, sep, path = str(spec).partition(":")
+    if not sep or kind not in loaders or not path:
+        raise ValueError(f"--faith-rationales {spec!r}: give {' or '.join(data.RATIONALE_DATASETS)}, or "
+                         f"FORMAT:PATH with FORMAT one of {', '.join(loaders)} (e.g. eraser:data/movies)")
+    return loaders[kind](path)
 
 
 def _heads(value, flag: str) -> str:
@@ -49,6 +68,10 @@ class FaithfulnessRunSettings:
     layer: int = field(default=-1, metadata=option("the explained attention layer (-1: the last)", type=int))
     heads: str | int = field(default="mean", metadata=option("'mean' or one head index", convert=_heads))
     device: str = field(default="auto", metadata=option("where the table runs", choices=("auto", "cpu", "cuda", "mps")))
+    rationales: str | None = field(default=None, metadata=option(
+        "human rationales to score plausibility against: sst_rationales (bundled), or eraser:FOLDER, "
+        "hatexplain:FILE, label-studio:FILE; the texts of their split are analysed (default: none, no plausibility "
+        "columns)"))
     progress: bool = field(default=True, metadata=option(command="quiet", negate=True))
     table: FaithfulnessSettings = field(default_factory=FaithfulnessSettings)
 
@@ -57,22 +80,64 @@ class FaithfulnessRunSettings:
             raise ValueError(f"max_instances must be a positive int or None, got {self.max_instances!r}")
 
 
-def load_texts_and_adapter(model_dir: str, settings: FaithfulnessRunSettings):
-    """``(adapter, texts, labels, dataset name)`` for ``model_dir`` (module docstring)."""
+@dataclass
+class AnalysedTexts:
+    """What the battery analyses: the ``adapter``, the ``texts`` with their gold ``labels``, the data
+    set's ``name``, and with ``--faith-rationales`` the human ``rationales`` (one 0/1 array per text)
+    and the train split's share of marked words (``k_fraction``; None without a train split)."""
+
+    adapter: object
+    texts: list
+    labels: list
+    name: str
+    rationales: list | None = None
+    k_fraction: float | None = None
+
+
+def _rationale_texts(model_dir: str, settings: FaithfulnessRunSettings):
+    """``(model, tokenizer, texts, labels, name, rationales, k_fraction)`` from ``--faith-rationales``."""
+    from hf_attn.batteries.data import load_classifier
+    from hf_attn.batteries.faithfulness.plausibility import k_fraction_of
+
+    given = [f for f in ("dataset", "text_column", "label_column") if getattr(settings, f) is not None]
+    if given:
+        raise ValueError(f"--{given[0].replace('_', '-')} and --faith-rationales both name the texts; give one")
+    data = load_rationale_data(settings.rationales)
+    try:
+        examples = data.examples(settings.split)
+    except KeyError as error:
+        raise ValueError(f"--faith-rationales {settings.rationales}: {error.args[0]}") from None
+    model, tokenizer = load_classifier(model_dir)
+    classes = int(getattr(model.config, "num_labels", 0) or 0)
+    if classes and classes != data.num_labels:
+        raise ValueError(f"{model_dir} has {classes} classes but {data.name} has {data.num_labels} "
+                         f"({', '.join(data.label_names)}): its rationales explain other labels")
+    k_fraction = k_fraction_of(data.rationales("train")) if "train" in data.splits else None
+    return (model, tokenizer, list(examples.texts), list(examples.labels), data.name,
+            [r.copy() for r in examples.rationales], k_fraction)
+
+
+def load_texts_and_adapter(model_dir: str, settings: FaithfulnessRunSettings) -> AnalysedTexts:
+    """The model's adapter and the texts to analyse (module docstring), the first
+    ``max_instances``."""
     from hf_attn.adapters import adapter_for
     from hf_attn.batteries.data import load_classifier_and_data
 
-    model, tokenizer, texts, labels, _, name, _ = load_classifier_and_data(
-        model_dir, settings.split, settings.dataset, settings.text_column, settings.label_column,
-        needed_by="the faithfulness table")
+    rationales = k_fraction = None
+    if settings.rationales is not None:
+        model, tokenizer, texts, labels, name, rationales, k_fraction = _rationale_texts(model_dir, settings)
+    else:
+        model, tokenizer, texts, labels, _, name, _ = load_classifier_and_data(
+            model_dir, settings.split, settings.dataset, settings.text_column, settings.label_column,
+            needed_by="the faithfulness table")
     heads = settings.heads if settings.heads == "mean" else int(settings.heads)
     try:
         adapter = adapter_for(model, tokenizer, layer=settings.layer, heads=heads, device=settings.device)
     except ModuleNotFoundError as error:  # the papers' models need hf_attn.adapters.hf_attn_model
         raise ValueError(f"{model_dir}: no adapter for {type(model).__name__} in this installation ({error})") from None
-    if settings.max_instances:
-        texts, labels = list(texts)[: settings.max_instances], list(labels)[: settings.max_instances]
-    return adapter, list(texts), list(labels), name
+    cut = slice(settings.max_instances)
+    return AnalysedTexts(adapter, list(texts)[cut], list(labels)[cut], name,
+                         None if rationales is None else rationales[cut], k_fraction)
 
 
 def run_faithfulness_battery(model_dir: str, output_dir: str, settings: FaithfulnessRunSettings) -> dict:
@@ -86,18 +151,25 @@ def run_faithfulness_battery(model_dir: str, output_dir: str, settings: Faithful
             previous = json.load(f)
         if previous.get("request") == request:
             return previous
-    adapter, texts, labels, name = load_texts_and_adapter(model_dir, settings)
-    result = run_faithfulness(adapter, texts, settings.table, progress=settings.progress)
+    analysed = load_texts_and_adapter(model_dir, settings)
+    table = settings.table
+    if analysed.rationales is not None and table.rationale_k_fraction is None and analysed.k_fraction is not None:
+        table = replace(table, rationale_k_fraction=analysed.k_fraction)  # ERASER: k from the train rationales
+    result = run_faithfulness(analysed.adapter, analysed.texts, table, progress=settings.progress,
+                              rationales=analysed.rationales)
     result.model |= {"model_dir": os.path.abspath(model_dir) if os.path.isdir(model_dir) else model_dir,
-                     "dataset": name, "split": settings.split}
+                     "dataset": analysed.name, "split": settings.split}
     result.save(output_dir)
     result.plot(os.path.join(output_dir, "faithfulness.png"))
+    figures = {"figure": "faithfulness.png"}
+    if analysed.rationales is not None:
+        result.plot_axes(os.path.join(output_dir, "faithfulness_plausibility.png"))
+        figures["plausibility_figure"] = "faithfulness_plausibility.png"
     from hf_attn.core.io import write_json_atomic
 
     with open(path, encoding="utf-8") as f:
         payload = json.load(f)
-    payload |= {"analysis": "faithfulness", "request": request, "figure": "faithfulness.png",
-                "sentence": result.sentence()}
+    payload |= {"analysis": "faithfulness", "request": request, **figures, "sentence": result.sentence()}
     write_json_atomic(path, payload)
     if settings.progress:
         print(result.summary())
@@ -120,4 +192,5 @@ def settings_from_args(args) -> FaithfulnessRunSettings:
 register_battery(Battery("faithfulness", settings_class=FaithfulnessRunSettings, add_options=add_options,
                          settings_from_args=settings_from_args, run=run_faithfulness_battery, prefix=PREFIX))
 
-__all__ = ["FaithfulnessResult", "FaithfulnessRunSettings", "load_texts_and_adapter", "run_faithfulness_battery"]
+__all__ = ["AnalysedTexts", "FaithfulnessResult", "FaithfulnessRunSettings", "load_rationale_data", "load_texts_and_adapter",
+           "run_faithfulness_battery"]

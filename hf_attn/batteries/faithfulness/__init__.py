@@ -36,6 +36,13 @@ Metrics (:mod:`hf_attn.core.faithfulness`):
 - ``agreement``: the mean over the other methods of the mean Kendall τ-b with them (Krishna et al.
   2022's rank agreement); the full matrix is :attr:`FaithfulnessResult.agreement`.
 
+Plausibility, the second axis (only with ``rationales=``, a human rationale per text:
+:mod:`~hf_attn.batteries.faithfulness.plausibility`): ``auprc`` ↑, ``token_f1`` ↑ and ``iou_f1`` ↑ of
+each method's word scores against the rationale, ERASER's token-level metrics (DeYoung et al. 2020,
+``rationale_benchmark/metrics.py``); :meth:`FaithfulnessResult.two_axes` and
+:meth:`FaithfulnessResult.plot_axes` set each method's comprehensiveness against its AUPRC, each
+decided against the random floor by the paired test.
+
 Every column reports its mean, interval, median, the sentences it covers and those where it is
 undefined (``undefined``), and for every method a paired Wilcoxon test against the random floor
 (``vs_random``). Rankings let ties share a rank and leave undefined values out.
@@ -67,8 +74,9 @@ The pieces, one module each: :mod:`~hf_attn.batteries.faithfulness.settings` (ro
 
 from __future__ import annotations
 
-from hf_attn.batteries.faithfulness.settings import (ATTENTION_FAMILY, DEFAULT_METHODS,  # noqa: F401 (re-exported)
-                                                     HIGHER_IS_BETTER, METHODS, METRICS, NAOPC_PERTURBATIONS,
+from hf_attn.batteries.faithfulness.settings import (ATTENTION_FAMILY, COLUMNS,  # noqa: F401 (re-exported)
+                                                     DEFAULT_METHODS, HIGHER_IS_BETTER, METHODS, METRICS,
+                                                     NAOPC_PERTURBATIONS, PLAUSIBILITY_METRICS,
                                                      SOFT_VARIANTS, UNDEFINED, FaithfulnessSettings)
 from hf_attn.batteries.faithfulness.inputs import _Instance  # noqa: F401 (re-exported)
 from hf_attn.batteries.faithfulness.methods import (MethodRun, attribution_scores,  # noqa: F401 (re-exported)
@@ -78,5 +86,5 @@ from hf_attn.batteries.faithfulness.inputs import _sentence_generator  # noqa: F
 from hf_attn.batteries.faithfulness.result import FaithfulnessResult  # noqa: F401 (re-exported)
 from hf_attn.batteries.faithfulness.table import run_faithfulness  # noqa: F401 (re-exported)
 
-__all__ = ["ATTENTION_FAMILY", "DEFAULT_METHODS", "METHODS", "METRICS", "FaithfulnessResult", "FaithfulnessSettings",
+__all__ = ["ATTENTION_FAMILY", "COLUMNS", "DEFAULT_METHODS", "METHODS", "METRICS", "PLAUSIBILITY_METRICS", "FaithfulnessResult", "FaithfulnessSettings",
            "MethodRun", "attribution_scores", "erasure_scores", "length_groups", "run_faithfulness", "run_methods"]

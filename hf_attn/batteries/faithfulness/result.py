@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from hf_attn.core import faithfulness as fm
-from hf_attn.batteries.faithfulness.settings import (ATTENTION_FAMILY, HIGHER_IS_BETTER, METHOD_LABELS, METRIC_LABELS,
-                                                     METRICS, UNDEFINED)
+from hf_attn.batteries.faithfulness.settings import (ATTENTION_FAMILY, COLUMNS, HIGHER_IS_BETTER, METHOD_LABELS,
+                                                     METRIC_LABELS, METRICS, UNDEFINED)
 from hf_attn.core.measure_names import FAITHFULNESS_MEASURES, LOO_DROP, LOO_DROP_DEFINITION, LOO_TVD
 
 
@@ -57,7 +57,7 @@ class FaithfulnessResult:
         rows = []
         for method in self.methods:
             row = {"method": method}
-            for metric in METRICS:
+            for metric in COLUMNS:
                 cell = self.table[method].get(metric)
                 if cell is not None:
                     row[metric] = cell["mean"]
@@ -79,7 +79,7 @@ class FaithfulnessResult:
 
         rows = []
         for method in self.methods:
-            for metric in METRICS:
+            for metric in COLUMNS:
                 cell = self.table[method].get(metric)
                 if cell is None:
                     continue
@@ -201,7 +201,73 @@ class FaithfulnessResult:
         tau = self._mean("attention", "tau_loo")
         if math.isfinite(tau):
             parts.append(f"Attention's Kendall τ with the leave-one-out drop ({LOO_DROP}) is {tau:.2f}.")
-        return " ".join(parts)
+        plausible = self.plausibility_sentence()
+        return " ".join(parts + ([plausible] if plausible else []))
+
+    # ------------------------------------------------------------------------------------------
+    # the second axis: plausibility against human rationales
+
+    def two_axes(self, faithfulness: str = "comprehensiveness", plausibility: str = "auprc") -> dict:
+        """Per method (the random floor excluded): its mean on the ``faithfulness`` and the
+        ``plausibility`` column and whether a paired Wilcoxon test puts it above the random floor on
+        each (``faithful`` / ``plausible``: True above, False not distinguishable or below, None
+        without the test), with the p values, and its ``quadrant`` (``"both"``, ``"faithful only"``,
+        ``"plausible only"``, ``"neither"``). Empty without the two columns or the random floor."""
+        if "random" not in self.methods or not all(
+                any(c in self.table.get(m, {}) for m in self.methods) for c in (faithfulness, plausibility)):
+            return {}
+        out = {}
+        for method in self.methods:
+            if method == "random":
+                continue
+            row = {}
+            for axis, column in (("faithful", faithfulness), ("plausible", plausibility)):
+                test = self.compare(method, "random", column)
+                row[f"{axis}_mean"] = self._mean(method, column)
+                row[f"{axis}_p"] = test["p"] if test else math.nan
+                row[axis] = None if test is None or not math.isfinite(test["p"]) else test["better"] == method
+            row["quadrant"] = {(True, True): "both", (True, False): "faithful only",
+                               (False, True): "plausible only"}.get((bool(row["faithful"]), bool(row["plausible"])),
+                                                                    "neither")
+            out[method] = row
+        return out
+
+    def plausibility_sentence(self) -> str:
+        """Which methods are faithful (comprehensiveness above the random floor), which plausible
+        (AUPRC against the human rationales above it), which both — each only as far as the paired
+        test at :attr:`alpha` carries it. Empty without plausibility columns."""
+        axes = self.two_axes()
+        if not axes:
+            return ""
+        groups = {q: [m for m, r in axes.items() if r["quadrant"] == q]
+                  for q in ("both", "faithful only", "plausible only", "neither")}
+        said = "; ".join(f"{q}: {', '.join(ms)}" for q, ms in groups.items() if ms)
+        text = (f"Against the human rationales (AUPRC; the random floor {self._mean('random', 'auprc'):.3f}) and by "
+                f"comprehensiveness, each method above the random floor or not (paired Wilcoxon, p < {self.alpha:.2g}) "
+                f"— {said}.")
+        if "attention" in axes:
+            a = axes["attention"]
+            text += (f" Attention's AUPRC is {a['plausible_mean']:.3f} (p = {a['plausible_p']:.2g} against the "
+                     f"floor).")
+        return text + self._trade_off()
+
+    def _trade_off(self) -> str:
+        """The most plausible method against the most comprehensive one on AUPRC (the paired test):
+        the two axes name the same method, or how far apart they are."""
+        plausible = [m for m in self.ranking("auprc") if m != "random"]
+        faithful = [m for m in self.ranking("comprehensiveness") if m != "random"]
+        if not plausible or not faithful:
+            return ""
+        top_p, top_f = plausible[0], faithful[0]
+        if top_p == top_f:
+            return f" The most plausible method is also the most comprehensive: {top_p}."
+        test = self.compare(top_p, top_f, "auprc")
+        verdict = ("" if test is None or not math.isfinite(test["p"]) else
+                   f"; on AUPRC they do not differ significantly (p = {test['p']:.2g})" if test["better"] is None else
+                   f"; on AUPRC {test['better']} is the more plausible (p = {test['p']:.2g})")
+        return (f" The most plausible method is {top_p} (AUPRC {self._mean(top_p, 'auprc'):.3f}), the most "
+                f"comprehensive {top_f} (comprehensiveness {self._mean(top_f, 'comprehensiveness'):.3f}, AUPRC "
+                f"{self._mean(top_f, 'auprc'):.3f}){verdict}.")
 
     def _comprehensiveness_claims(self) -> list[str]:
         """Attention against the random floor and against the most comprehensive method, each only as
@@ -233,7 +299,7 @@ class FaithfulnessResult:
     def coverage(self) -> list[str]:
         """Per column: the sentences it covers, and why the others are undefined."""
         lines = []
-        for metric in METRICS:
+        for metric in COLUMNS:
             cells = [self.table[m][metric] for m in self.methods if metric in self.table[m]]
             if not cells or metric == "agreement":  # agreement averages over methods, not sentences
                 continue
@@ -254,7 +320,7 @@ class FaithfulnessResult:
     def summary(self) -> str:
         """Markdown: the table (mean [interval], median), coverage, the cost, the skipped methods and
         :meth:`sentence`."""
-        metrics = [m for m in METRICS if any(m in self.table[x] for x in self.methods)]
+        metrics = [m for m in COLUMNS if any(m in self.table[x] for x in self.methods)]
         arrows = {m: "↑" if HIGHER_IS_BETTER[m] else "↓" for m in metrics}
         lines = ["| method | " + " | ".join(f"{METRIC_LABELS.get(m, m)} {arrows[m]}" for m in metrics)
                  + " | s / sentence | peak MB / sentence |",
@@ -322,6 +388,15 @@ class FaithfulnessResult:
                          + (f"; {naopc['k_grid_sentences']} sentences over {naopc['every_k_max_tokens']} tokens "
                             f"average {naopc['every_k_max_tokens']} evenly spaced k's, not every k"
                             if naopc.get("k_grid_sentences") else ""))
+        plausible = self.metric_details.get("plausibility")
+        if plausible:
+            lines.append(f"- plausibility: word scores (each word the sum of its tokens') against the human rationale "
+                         f"of each text, ERASER's metrics; token and IOU F1 of each text's top "
+                         f"int({plausible['k_fraction']:.3f} × words) words; {len(plausible['without_rationale'])} "
+                         f"texts without a marked word (undefined), {len(plausible['fully_marked'])} marked entirely "
+                         f"(AUPRC 1 whatever the scores), {len(plausible['cut_by_length_limit'])} cut by the model's "
+                         f"length limit (the words it never read rank last); iou_f1 is per text, ERASER's data-set "
+                         f"macro IOU F1 per method is in metric_details")
         ig = self.cost.get("integrated_gradients", {})
         if "completeness_gap_mean_abs" in ig:
             text = (f"- integrated gradients ({self.settings.get('ig_rule')}, {ig.get('ig_steps_mean', math.nan):.0f} "
@@ -350,7 +425,7 @@ class FaithfulnessResult:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        metrics = [m for m in METRICS if any(m in self.table[x] for x in self.methods)]
+        metrics = [m for m in COLUMNS if any(m in self.table[x] for x in self.methods)]
         values = np.array([[self.table[m].get(k, {}).get("mean", np.nan) for k in metrics] for m in self.methods])
         scaled = np.full_like(values, np.nan)
         for j, metric in enumerate(metrics):
@@ -372,6 +447,49 @@ class FaithfulnessResult:
         name = os.path.basename(str(self.model.get("name", "")).rstrip("/"))  # no local path in a figure
         ax.set_title(f"faithfulness, {name} ({self.num_instances} sentences); colour: 1 = best",
                      fontsize=9)
+        fig.tight_layout()
+        if path is not None:
+            from hf_attn.core.io import save_figure_atomic
+            save_figure_atomic(fig, path, dpi=130)
+        return fig
+
+    def plot_axes(self, path: str | None = None, faithfulness: str = "comprehensiveness",
+                  plausibility: str = "auprc"):
+        """Faithfulness against plausibility, one point per method (its mean on each column with the
+        95 % intervals as bars; the random floor's means as dashed lines; the marker says which
+        quadrant the paired tests put it in, :meth:`two_axes`); saved atomically to ``path`` when
+        given. Returns the figure."""
+        axes = self.two_axes(faithfulness, plausibility)
+        if not axes:
+            raise ValueError(f"the table has no {faithfulness!r} and {plausibility!r} columns with the random floor "
+                             "(plausibility needs rationales)")
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        styles = {"both": ("o", "tab:green"), "faithful only": ("s", "tab:blue"),
+                  "plausible only": ("^", "tab:orange"), "neither": ("x", "tab:gray")}
+        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        for quadrant, (marker, colour) in styles.items():
+            methods = [m for m, r in axes.items() if r["quadrant"] == quadrant]
+            for i, method in enumerate(methods):
+                fx, py = self.table[method][faithfulness], self.table[method][plausibility]
+                xerr = [[fx["mean"] - fx["low"]], [fx["high"] - fx["mean"]]] if math.isfinite(fx["low"]) else None
+                yerr = [[py["mean"] - py["low"]], [py["high"] - py["mean"]]] if math.isfinite(py["low"]) else None
+                ax.errorbar(fx["mean"], py["mean"], xerr=xerr, yerr=yerr, fmt=marker, color=colour, capsize=2,
+                            label=quadrant if i == 0 else None)
+                ax.annotate(METHOD_LABELS.get(method, method).split(" (")[0], (fx["mean"], py["mean"]), fontsize=7,
+                            xytext=(4, 3), textcoords="offset points")
+        ax.axvline(self._mean("random", faithfulness), ls="--", color="k", lw=0.8)
+        ax.axhline(self._mean("random", plausibility), ls="--", color="k", lw=0.8, label="random floor")
+        arrow = lambda c: "↑" if HIGHER_IS_BETTER[c] else "↓"  # noqa: E731
+        ax.set_xlabel(f"faithfulness: {METRIC_LABELS.get(faithfulness, faithfulness)} {arrow(faithfulness)}")
+        ax.set_ylabel(f"{METRIC_LABELS.get(plausibility, plausibility)} {arrow(plausibility)}")
+        name = os.path.basename(str(self.model.get("name", "")).rstrip("/"))  # no local path in a figure
+        ax.set_title(f"faithful or plausible? {name} ({self.num_instances} texts; markers: paired test vs random, "
+                     f"p < {self.alpha:.2g})", fontsize=8)
+        ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         if path is not None:
             from hf_attn.core.io import save_figure_atomic

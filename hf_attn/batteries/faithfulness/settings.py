@@ -37,9 +37,13 @@ ATTENTION_FAMILY = ("attention", "rollout", "attention_flow", "attention_norm", 
 DEFAULT_METHODS = tuple(METHODS)
 METRICS = ("comprehensiveness", "sufficiency", "soft_comprehensiveness", "soft_sufficiency",
            "naopc_comprehensiveness", "naopc_sufficiency", "tau_loo", "agreement")
+# the second axis: agreement with a human rationale per word (ERASER's token-level metrics,
+# hf_attn.core.plausibility), columns only when the table is given rationales
+PLAUSIBILITY_METRICS = ("auprc", "token_f1", "iou_f1")
+COLUMNS = METRICS + PLAUSIBILITY_METRICS
 HIGHER_IS_BETTER = {"comprehensiveness": True, "sufficiency": False, "soft_comprehensiveness": True,
                     "soft_sufficiency": True, "naopc_comprehensiveness": True, "naopc_sufficiency": False,
-                    "tau_loo": True, "agreement": True}
+                    "tau_loo": True, "agreement": True, "auprc": True, "token_f1": True, "iou_f1": True}
 UNDEFINED = {
     "comprehensiveness": "no tokens to delete", "sufficiency": "no tokens to delete",
     "soft_comprehensiveness": "ŷ(x) ≤ ŷ(null input): the normaliser 1 − S(x, ŷ, 0) is 0",
@@ -47,12 +51,15 @@ UNDEFINED = {
     "naopc_comprehensiveness": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
     "naopc_sufficiency": "AOPC_min = AOPC_max (one token, or no deletion moves ŷ)",
     "tau_loo": "fewer than 2 tokens or constant scores (of the method or of the LOO-drop)",
-    "agreement": "fewer than 2 tokens or constant scores"}
+    "agreement": "fewer than 2 tokens or constant scores",
+    "auprc": "the human rationale marks no word", "token_f1": "the human rationale marks no word",
+    "iou_f1": "the human rationale marks no word"}
 # the printed names of a row or column whose key alone could be read as another measure: the
 # leave_one_out row and the tau_loo column are the LOO-drop, never J&W's LOO-TVD
 # (hf_attn.core.measure_names)
 METHOD_LABELS = {"leave_one_out": f"leave_one_out ({LOO_DROP})"}
-METRIC_LABELS = {"tau_loo": f"tau_loo (τ with {LOO_DROP})"}
+METRIC_LABELS = {"tau_loo": f"tau_loo (τ with {LOO_DROP})", "auprc": "plausibility AUPRC",
+                 "token_f1": "plausibility token F1", "iou_f1": "plausibility IOU F1"}
 SOFT_VARIANTS = ("reference", "embedding")
 # the count settings and their kind of upper bound (hf_attn.core.numpy_measures.COUNT_LIMITS)
 COUNT_SETTINGS = {"ig_steps": "ig_nodes", "ig_max_steps": "ig_nodes", "soft_draws": "draws",
@@ -164,8 +171,13 @@ class FaithfulnessSettings:
                                                             type=count(1, limit="token_budget")))
     seed: int = field(default=0, metadata=option(command="seed"))
     confidence: float = 0.95
-    metrics: tuple[str, ...] = field(default=METRICS, metadata=option(
-        f"subset of {', '.join(METRICS)}", type=names_list, type_text="comma-separated names", default_text="all"))
+    metrics: tuple[str, ...] = field(default=COLUMNS, metadata=option(
+        f"subset of {', '.join(COLUMNS)} (the last three: plausibility, only with rationales)", type=names_list,
+        type_text="comma-separated names", default_text="all"))
+    rationale_k_fraction: float | None = field(default=None, metadata=option(
+        "plausibility token / IOU F1: each text's top int(this × words) words are its hard rationale (default: the "
+        "rationales' mean share of marked words; the battery uses the rationale data's train split, as ERASER)",
+        type=float))
     gradient_target: str = field(default="probability", metadata=option(
         "f of saliency, gradient × input and integrated gradients: ŷ_c or z_c", choices=("probability", "logit")))
     ig_baseline: str = field(default="zero", metadata=option(
@@ -209,9 +221,11 @@ class FaithfulnessSettings:
         for name in ("ig_target", "soft_stderr", "confidence"):  # ig_target None: a fixed node count
             if name != "ig_target" or self.ig_target is not None:
                 check_number(name, getattr(self, name), 0, 1, low_open=True, high_open=True)
-        unknown = [m for m in self.metrics if m not in METRICS]
+        unknown = [m for m in self.metrics if m not in COLUMNS]
         if unknown or not self.metrics:
-            raise ValueError(f"metrics must be a non-empty subset of {list(METRICS)}, got {list(self.metrics)}")
+            raise ValueError(f"metrics must be a non-empty subset of {list(COLUMNS)}, got {list(self.metrics)}")
+        if self.rationale_k_fraction is not None:
+            check_number("rationale_k_fraction", self.rationale_k_fraction, 0, 1)
         choices = {"gradient_target": ("probability", "logit"), "ig_baseline": IG_BASELINES,
                    "soft_variant": SOFT_VARIANTS, "naopc_perturbation": NAOPC_PERTURBATIONS}
         for name, allowed in choices.items():

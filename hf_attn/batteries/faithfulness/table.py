@@ -14,7 +14,8 @@ from hf_attn.core import faithfulness as fm
 from hf_attn.methods.eraser import tokens_per_fraction
 from hf_attn.methods.one_token import empty_input_refusal, one_token_refusal, reasons_count, undefined_rows
 from hf_attn.batteries.faithfulness.result import FaithfulnessResult, _paired
-from hf_attn.batteries.faithfulness.settings import METHODS, UNDEFINED, FaithfulnessSettings
+from hf_attn.batteries.faithfulness.settings import (COLUMNS, METHODS, PLAUSIBILITY_METRICS, UNDEFINED,
+                                                     FaithfulnessSettings)
 from hf_attn.batteries.faithfulness.methods import _PeakMemory, length_groups, run_methods
 from hf_attn.batteries.faithfulness.inputs import _ProbabilityCache, _instances
 from hf_attn.batteries.faithfulness.erasure import _cached_leave_one_out, _erasure, _naopc_columns
@@ -281,7 +282,7 @@ def _result(adapter, inputs: _Inputs, settings: FaithfulnessSettings, scores: di
             columns: _Columns, agreement: dict, extra: dict) -> FaithfulnessResult:
     """The filled table as a :class:`FaithfulnessResult`, only the requested columns kept."""
     methods = list(scores)
-    wanted = set(settings.metrics)
+    wanted = set(settings.metrics) - (set() if "plausibility" in extra else set(PLAUSIBILITY_METRICS))
     table = {m: {k: v for k, v in row.items() if k in wanted} for m, row in columns.table.items()}
     per_metric = {m: {k: v for k, v in row.items() if k in wanted} for m, row in columns.per_metric.items()}
     describe = adapter.describe() if hasattr(adapter, "describe") else {}
@@ -302,12 +303,35 @@ def _result(adapter, inputs: _Inputs, settings: FaithfulnessSettings, scores: di
         undefined_reasons={m: {k: v for k, v in columns.reasons.get(m, {}).items() if k in wanted} for m in methods})
 
 
-def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = None, progress: bool = False
-                     ) -> FaithfulnessResult:
+def _checked_plausibility_request(texts, rationales, settings: FaithfulnessSettings):
+    """The rationales checked against the texts (None: no plausibility columns); a plausibility
+    column asked for by name without rationales, or rationales whose columns are all left out, is a
+    one-line refusal."""
+    asked = [m for m in settings.metrics if m in PLAUSIBILITY_METRICS]
+    if rationales is None:
+        if asked and tuple(settings.metrics) != COLUMNS:
+            raise ValueError(f"metrics {asked} are plausibility columns: they need rationales (one 0/1 mark per "
+                             "whitespace word of each text)")
+        return None
+    if not asked:
+        raise ValueError(f"rationales were given but metrics {list(settings.metrics)} leave out every plausibility "
+                         f"column ({', '.join(PLAUSIBILITY_METRICS)})")
+    from hf_attn.batteries.faithfulness.plausibility import checked_rationales
+
+    if isinstance(texts, str) or not len(texts):
+        raise ValueError("texts must be a non-empty list of strings")
+    return checked_rationales(list(texts), rationales)
+
+
+def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = None, progress: bool = False,
+                     rationales=None) -> FaithfulnessResult:
     """The faithfulness table of ``adapter``'s model on ``texts`` (the package docstring): the texts
     scored once, every method's scores, then the ERASER, soft and NAOPC columns, the agreement
-    between methods and the paired tests against the random floor."""
+    between methods and the paired tests against the random floor. ``rationales`` (one 0/1 mark per
+    whitespace word of each text, a human rationale) adds the plausibility columns
+    (:mod:`hf_attn.batteries.faithfulness.plausibility`)."""
     settings = settings or FaithfulnessSettings()
+    rationales = _checked_plausibility_request(texts, rationales, settings)
     inputs = _table_inputs(adapter, texts, settings)
     raw_scores, cost, skipped, failed = _method_scores(adapter, inputs, settings, progress)
     methods = list(raw_scores)
@@ -327,6 +351,11 @@ def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = Non
                          ("naopc", _naopc_cells(columns, adapter, inputs, scores, settings))):
         if details is not None:
             extra[key] = details
+    if rationales is not None:
+        from hf_attn.batteries.faithfulness.plausibility import plausibility_cells
+
+        extra["plausibility"] = plausibility_cells(columns, adapter, inputs.texts, inputs.instances, scores, rationales,
+                                                   settings.rationale_k_fraction, settings.metrics)
     agreement = _agreement_cells(columns, scores, [i.content for i in inputs.instances], settings)
     paired = _paired_tests(columns, methods, settings)
     if paired is not None:
