@@ -88,3 +88,39 @@ def test_two_process_analysis_matches_one_process(trained, tmp_path):
     with open(os.path.join(one, "instances.jsonl"), encoding="utf-8") as f1, \
             open(os.path.join(two, "instances.jsonl"), encoding="utf-8") as f2:
         assert f1.read() == f2.read()
+
+
+FAITH_FLAGS = ["--battery", "faithfulness", "--faith-max-instances", "24", "--faith-shard-sentences", "5",
+               "--faith-methods", "attention,gradient_x_input,integrated_gradients,leave_one_out,random",
+               "--faith-ig-steps", "4", "--faith-ig-target", "0", "--faith-soft-draws", "2",
+               "--faith-soft-max-draws", "4", "--faith-naopc-beam", "2", "--faith-rationales", "sst_rationales",
+               "--quiet"]
+
+
+def _timings_out(record: dict) -> dict:
+    """A faithfulness results.json without what a clock or the launch decides."""
+    record = json.loads(json.dumps(record))
+    for key in ("cost", "processes", "sharding"):
+        record.pop(key)
+    record["settings"].pop("naopc_seconds")
+    for key in ("soft", "naopc"):
+        record["metric_details"][key].pop("seconds")
+    return record
+
+
+def test_two_process_faithfulness_table_matches_one_process(trained, tmp_path):
+    """The table's shards split between two processes (5 shards: 3 + 2), gathered and written once:
+    every value the same as one process computing the same shards (max |Δ| = 0)."""
+    model = trained[0]
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    _single("analyze", model, *FAITH_FLAGS, "--output-dir", one)
+    _launch("analyze", model, *FAITH_FLAGS, "--output-dir", two)
+    r1, r2 = _read(os.path.join(one, "results.json")), _read(os.path.join(two, "results.json"))
+    assert r1["processes"] == 1 and r2["processes"] == 2
+    assert r2["sharding"]["shards"] == 5 and sorted(sum(r2["sharding"]["shards_by_process"].values(), [])) == \
+        [0, 1, 2, 3, 4] and len(r2["sharding"]["shards_by_process"]) == 2
+    assert _timings_out(r1) == _timings_out(r2)
+    assert "auprc" in r1["table"]["attention"]
+    with np.load(os.path.join(one, "attributions.npz")) as a1, np.load(os.path.join(two, "attributions.npz")) as a2:
+        assert a1.files == a2.files and all(np.array_equal(a1[k], a2[k], equal_nan=True) for k in a1.files)
+    assert not os.path.exists(os.path.join(two, "cache"))

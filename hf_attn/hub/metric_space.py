@@ -17,8 +17,8 @@ from hf_attn.hub.space import _space_metadata
 from hf_attn.hub.upload import _upload
 
 # The NumPy measures every hf_attn evaluate module imports relatively (``from ._hf_attn_measures import``):
-# the part of hf_attn/core/numpy_measures.py that the module uses, generated into each module folder and
-# uploaded with the script.
+# the part of the NumPy sources (hf_attn.core.metric_copies.SOURCES: numpy_primitives.py, numpy_measures.py,
+# plausibility.py) that the module uses, generated into each module folder and uploaded with the script.
 METRICS_DIR = PACKAGE_DIR / "metrics"
 SHARED_MEASURES = "_hf_attn_measures"
 
@@ -127,14 +127,15 @@ def _checked_metric_imports(name: str, files: dict, module_dir: Path, repo_id: s
 
 def _check_measures_copy(module_dir: Path, copy: Path) -> None:
     """HubError unless the copy of the measures in one of hf_attn's own module folders is what
-    ``scripts/generate_metric_copies.py`` writes from hf_attn/core/numpy_primitives.py + numpy_measures.py."""
+    ``scripts/generate_metric_copies.py`` writes from the NumPy sources (``metric_copies.SOURCES``)."""
     try:
         expected = metric_copies.copy_text(module_dir)
     except ValueError as err:  # the script imports a name the measures do not define
         raise HubError(f"{module_dir.name}: {err} (its script imports it from {SHARED_MEASURES})") from err
     if copy.read_text(encoding="utf-8") != expected:
         raise HubError(f"{module_dir.name}/{SHARED_MEASURES}.py is stale: it differs from what "
-                       "hf_attn/core/numpy_primitives.py + numpy_measures.py, its single source, gives this module "
+                       f"{' + '.join('hf_attn/core/' + p.name for p in metric_copies.SOURCES)}, its sources, give "
+                       "this module "
                        "(run `python scripts/generate_metric_copies.py`)")
 
 

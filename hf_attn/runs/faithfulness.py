@@ -12,19 +12,21 @@ adapter contract. ``--faith-rationales`` names a data set with human rationales 
 texts of its split are analysed and the table gains the plausibility columns, the token / IOU F1's
 k fraction taken from its train split as ERASER does (plus ``faithfulness_plausibility.png``). Writes ``OUT/results.json`` + ``OUT/attributions.npz`` + ``OUT/faithfulness.md``
 + ``OUT/faithfulness.png`` (each atomically); a finished ``results.json`` of the same request is
-returned as is.
+returned as is. The table is computed shard by shard (:mod:`hf_attn.batteries.faithfulness.shards`):
+under ``accelerate launch`` / ``torchrun`` the shards are split between the processes, finished
+shards are cached in ``OUT/cache`` so a killed run resumes, and the main process writes.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 
-from hf_attn.core.arguments import positive_int
+from hf_attn.core.arguments import count, positive_int
 from hf_attn.core.settings_cli import add_settings_options, data_option, option, settings_from_namespace
 from hf_attn.runs import Battery, register_battery
-from hf_attn.batteries.faithfulness import METHODS, METRICS, FaithfulnessResult, FaithfulnessSettings, run_faithfulness
+from hf_attn.batteries.faithfulness import FaithfulnessResult, FaithfulnessSettings
 
 
 PREFIX = "faith"
@@ -72,10 +74,18 @@ class FaithfulnessRunSettings:
         "human rationales to score plausibility against: sst_rationales (bundled), or eraser:FOLDER, "
         "hatexplain:FILE, label-studio:FILE; the texts of their split are analysed (default: none, no plausibility "
         "columns)"))
+    shard_sentences: int = field(default=64, metadata=option(
+        "texts per shard: the table is computed shard by shard, the shards split between the processes of "
+        "`accelerate launch` / torchrun and cached for resuming (the same shards, and results, for any number of "
+        "processes)", type=count(1, limit="tokens")))
+    use_cache: bool = field(default=True, metadata=option("do not cache finished shards for resuming",
+                                                          flag="no-cache", negate=True))
     progress: bool = field(default=True, metadata=option(command="quiet", negate=True))
     table: FaithfulnessSettings = field(default_factory=FaithfulnessSettings)
 
     def __post_init__(self):
+        if isinstance(self.shard_sentences, bool) or not isinstance(self.shard_sentences, int) or self.shard_sentences < 1:
+            raise ValueError(f"shard_sentences must be a positive int, got {self.shard_sentences!r}")
         if self.max_instances is not None and (not isinstance(self.max_instances, int) or self.max_instances < 1):
             raise ValueError(f"max_instances must be a positive int or None, got {self.max_instances!r}")
 
@@ -155,8 +165,19 @@ def run_faithfulness_battery(model_dir: str, output_dir: str, settings: Faithful
     table = settings.table
     if analysed.rationales is not None and table.rationale_k_fraction is None and analysed.k_fraction is not None:
         table = replace(table, rationale_k_fraction=analysed.k_fraction)  # ERASER: k from the train rationales
-    result = run_faithfulness(analysed.adapter, analysed.texts, table, progress=settings.progress,
-                              rationales=analysed.rationales)
+    from hf_attn.batteries.faithfulness.shards import run_faithfulness_sharded
+    from hf_attn.batteries.jw.common import weights_checksum
+    from hf_attn.core.sharding import cache_key, is_main_process
+
+    os.makedirs(output_dir, exist_ok=True)
+    cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
+    key = cache_key(request, weights_checksum(analysed.adapter.model), analysed.texts,
+                    None if analysed.rationales is None else [r.tolist() for r in analysed.rationales])
+    result, sharding = run_faithfulness_sharded(
+        analysed.adapter, analysed.texts, table, progress=settings.progress, rationales=analysed.rationales,
+        shard_sentences=settings.shard_sentences, cache_dir=cache_dir, key=key)
+    if not is_main_process():  # `accelerate launch`: every process has the whole table; one writes
+        return {"analysis": "faithfulness", "main_process": False}
     result.model |= {"model_dir": os.path.abspath(model_dir) if os.path.isdir(model_dir) else model_dir,
                      "dataset": analysed.name, "split": settings.split}
     result.save(output_dir)
@@ -169,8 +190,13 @@ def run_faithfulness_battery(model_dir: str, output_dir: str, settings: Faithful
 
     with open(path, encoding="utf-8") as f:
         payload = json.load(f)
-    payload |= {"analysis": "faithfulness", "request": request, **figures, "sentence": result.sentence()}
+    payload |= {"analysis": "faithfulness", "request": request, **figures, "sentence": result.sentence(),
+                "processes": sharding["processes"], "sharding": sharding}
     write_json_atomic(path, payload)
+    if cache_dir:  # finished: the shards are only needed to resume
+        import shutil
+
+        shutil.rmtree(cache_dir, ignore_errors=True)
     if settings.progress:
         print(result.summary())
     return payload

@@ -128,14 +128,19 @@ class _Columns:
         for i in np.flatnonzero(~np.isfinite(values)):
             if why[i] is None:
                 why[i] = (reasons[i] if reasons is not None else None) or self._reason(metric, int(i))
+        self.set(method, metric, values, reasons_count(why))
+
+    def set(self, method: str, metric: str, values, counted: dict) -> None:
+        """The cell of ``method`` × ``metric`` from its per-text ``values`` (NaN: undefined, already
+        applied) and the ``{reason: texts}`` of its undefined texts."""
+        values = np.asarray(values, dtype=float)
         self.per_metric[method][metric] = values
         finite = values[np.isfinite(values)]
         self.table[method][metric] = fm.mean_ci(values, self.confidence) | {
             "median": float(np.median(finite)) if len(finite) else math.nan,
             "undefined": int(len(values) - len(finite))}
-        counted = reasons_count(why)
         if counted:
-            self.reasons[method][metric] = counted
+            self.reasons[method][metric] = dict(counted)
 
 
 def _erasure_cells(columns: _Columns, inputs: _Inputs, scores: dict, settings: FaithfulnessSettings) -> None:
@@ -177,23 +182,36 @@ def _soft_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, setti
     lengths = np.array([len(i.tokens) for i in inputs.instances])
     soft = _soft_columns(adapter, inputs.full_batch, inputs.instances, inputs.groups, lengths, scores, methods,
                          inputs.predicted, inputs.p_full, settings)
+    for method in methods:
+        for metric, values in soft["columns"][method].items():
+            columns.add(method, metric, values)
+    return soft_summary(columns, soft, methods, settings)
+
+
+def soft_summary(columns: _Columns, soft: dict, methods: list, settings: FaithfulnessSettings) -> dict:
+    """The soft cells' Monte-Carlo standard errors and draws (added to ``columns``, whose soft values
+    are set) and ``metric_details["soft"]`` from ``soft``: per method the draws (``draws``) and per
+    column the standard error of every sentence (``stderr``), the null probabilities (``null``), the
+    ``seconds`` and ``forwards``."""
     cells, missed = {}, 0
     wanted = [c for c in SOFT_COLUMNS if c in settings.metrics]
     for method in methods:
-        draws = soft["draws"][method]
+        draws = np.asarray(soft["draws"][method])
         drawn = draws > 0
-        for metric, values in soft["columns"][method].items():
-            columns.add(method, metric, values)
+        for metric in SOFT_COLUMNS:
+            if metric not in columns.per_metric[method]:  # a merged table keeps only the requested columns
+                continue
             covered = np.isfinite(columns.per_metric[method][metric])
-            cells[(method, metric)] = cell_stderr(soft["stderr"][method][metric][covered])
+            errors = np.asarray(soft["stderr"][method][metric], dtype=float)
+            cells[(method, metric)] = cell_stderr(errors[covered])
             columns.table[method][metric] |= {
                 "mc_stderr": cells[(method, metric)],
                 "draws_mean": float(draws[covered].mean()) if covered.any() else math.nan,
                 "draws_max": int(draws[covered].max()) if covered.any() else 0}
-        errors = np.stack([soft["stderr"][method][c] for c in wanted])
+        errors = np.stack([np.asarray(soft["stderr"][method][c], dtype=float) for c in wanted])
         missed += int((drawn & (errors > settings.soft_stderr).any(0)).sum())  # NaN (one draw): not estimated
-    every_draws = np.concatenate([soft["draws"][m][soft["draws"][m] > 0] for m in methods])
-    sentence_errors = np.concatenate([soft["stderr"][m][c] for m in methods for c in wanted])
+    every_draws = np.concatenate([np.asarray(soft["draws"][m])[np.asarray(soft["draws"][m]) > 0] for m in methods])
+    sentence_errors = np.concatenate([np.asarray(soft["stderr"][m][c], dtype=float) for m in methods for c in wanted])
     finite = [v for (_, c), v in cells.items() if c in wanted and math.isfinite(v)]
     return {"variant": settings.soft_variant, "seconds": soft["seconds"], "target_stderr": settings.soft_stderr,
             "draws_mean": float(every_draws.mean()) if len(every_draws) else math.nan,
@@ -202,9 +220,10 @@ def _soft_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, setti
             "max_mc_stderr": max(finite) if finite else math.nan,
             "max_sentence_stderr": float(np.nanmax(sentence_errors)) if np.isfinite(sentence_errors).any()
             else math.nan,
-            "draws": {m: soft["draws"][m].tolist() for m in methods},
-            "stderr": {m: {c: soft["stderr"][m][c].tolist() for c in SOFT_COLUMNS} for m in methods},
-            "null_probability": soft["null"].tolist()}
+            "draws": {m: np.asarray(soft["draws"][m]).tolist() for m in methods},
+            "stderr": {m: {c: np.asarray(soft["stderr"][m][c], dtype=float).tolist() for c in SOFT_COLUMNS}
+                       for m in methods},
+            "null_probability": np.asarray(soft["null"], dtype=float).tolist()}
 
 
 def _naopc_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, settings: FaithfulnessSettings
@@ -281,25 +300,32 @@ def _paired_tests(columns: _Columns, methods: list[str], settings: FaithfulnessS
 def _result(adapter, inputs: _Inputs, settings: FaithfulnessSettings, scores: dict, cost: dict, skipped: dict,
             columns: _Columns, agreement: dict, extra: dict) -> FaithfulnessResult:
     """The filled table as a :class:`FaithfulnessResult`, only the requested columns kept."""
+    cache = inputs.cache
+    forwards = {"requested": cache.requested, "unique": len(cache.store),
+                "saved_share": 1 - len(cache.store) / max(cache.requested, 1)}
+    return _result_from(adapter, inputs.texts, inputs.instances, settings, scores, cost, skipped, columns, agreement,
+                        extra, forwards)
+
+
+def _result_from(adapter, texts: list, instances: list, settings: FaithfulnessSettings, scores: dict, cost: dict,
+                 skipped: dict, columns: _Columns, agreement: dict, extra: dict, forwards: dict) -> FaithfulnessResult:
+    """:func:`_result` from its parts (also what merging shards gives)."""
     methods = list(scores)
     wanted = set(settings.metrics) - (set() if "plausibility" in extra else set(PLAUSIBILITY_METRICS))
     table = {m: {k: v for k, v in row.items() if k in wanted} for m, row in columns.table.items()}
     per_metric = {m: {k: v for k, v in row.items() if k in wanted} for m, row in columns.per_metric.items()}
     describe = adapter.describe() if hasattr(adapter, "describe") else {}
     model = {"name": getattr(adapter, "name", type(adapter).__name__), **describe}
-    cache = inputs.cache
     return FaithfulnessResult(
         methods=methods, table=table, cost=cost, skipped=skipped, agreement=agreement, per_instance=per_metric,
-        attributions={m: scores[m] for m in methods}, content=[i.content for i in inputs.instances],
+        attributions={m: scores[m] for m in methods}, content=[i.content for i in instances],
         settings=asdict(settings) | {"descriptions": {m: METHODS[m][0] for m in settings.methods},
                                      "naopc_seconds": extra.get("naopc", {}).get("seconds", 0.0),
                                      "memory": "peak RSS above each batch's start (psutil, 5 ms samples) / sentences "
                                                "in the batch; CUDA: allocator peak"},
-        model=model, num_instances=len(inputs.instances),
-        forwards={"requested": cache.requested, "unique": len(cache.store),
-                  "saved_share": 1 - len(cache.store) / max(cache.requested, 1)},
-        texts=inputs.texts, metric_details=extra,
-        undefined={m: columns.undefined.get(m) or [None] * len(inputs.instances) for m in methods},
+        model=model, num_instances=len(instances), forwards=forwards,
+        texts=list(texts), metric_details=extra,
+        undefined={m: columns.undefined.get(m) or [None] * len(instances) for m in methods},
         undefined_reasons={m: {k: v for k, v in columns.reasons.get(m, {}).items() if k in wanted} for m in methods})
 
 
