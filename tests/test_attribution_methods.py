@@ -552,3 +552,30 @@ def test_value_zeroing_distance_is_one_minus_cosine_without_cancellation():
     naive = 1 - torch.nn.functional.cosine_similarity(a, near, dim=-1)  # float32: rounding, not a distance
     exact = cosine_distance(a, near)
     assert (naive.double() - exact).abs().max() > 0.5 * exact.abs().min()
+
+
+def test_attention_flow_refuses_a_text_past_its_length_limit_with_the_estimate():
+    """One maximum flow per token on L·n² edges: a text longer than ``max_tokens`` is refused before
+    any solve, the message states the estimate; in the faithfulness table only that text's flow is
+    undefined, with the reason, and the other texts keep theirs."""
+    from hf_attn.batteries.faithfulness import FaithfulnessSettings, run_faithfulness
+    from hf_attn.methods.attention_flow import FLOW_SECONDS_PER_L_N3, check_flow_length, flow_seconds_estimate
+
+    assert flow_seconds_estimate(4, 2048) == pytest.approx(FLOW_SECONDS_PER_L_N3 * 4 * 2048 ** 3)
+    with pytest.raises(ValueError, match=r"text of 2048 tokens \(more than 512\).*4·2048² edges, about 3,78"):
+        check_flow_length(4, 2048)
+    check_flow_length(4, 2048, max_tokens=None)  # no limit
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    texts = ["dull", "not very fun acting , but a great story"]  # 3 and 12 real positions
+    batch = adapter.encode(texts)
+    with pytest.raises(ValueError, match="text of 12 tokens"):
+        attention_flow(adapter, batch, max_tokens=6)
+    table = run_faithfulness(adapter, texts, FaithfulnessSettings(methods=("attention_flow", "random"),
+                                                                  metrics=("comprehensiveness",), naopc_beam=0,
+                                                                  flow_max_tokens=6))
+    assert table.undefined["attention_flow"][0] is None
+    assert "attention flow is refused on a text of 12 tokens" in table.undefined["attention_flow"][1]
+    assert table.table["attention_flow"]["comprehensiveness"]["n"] == 1
+    alone = attention_flow(adapter, adapter.encode(texts[:1]), max_tokens=6)  # (1, 3): [CLS] dull [SEP]
+    np.testing.assert_allclose(table.attributions["attention_flow"][0], alone[0].numpy(), atol=1e-6)

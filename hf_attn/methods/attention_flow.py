@@ -10,6 +10,14 @@ they are Ã · ``scale`` rounded (default scale 10⁶, a resolution of 10⁻⁶ 
 divided by ``scale`` again; each rounded capacity is within ½/scale of Ã, so a flow value is within
 (edges of a minimum cut)/(2·scale) ≤ L·n²/(2·scale) of the exact one (n real tokens).
 
+Cost: one maximum flow per (source token, query row) on a graph of (L+1)·n nodes and L·n² edges;
+Dinic's augmenting phases visit the edges, so a sentence costs about ``FLOW_SECONDS_PER_L_N3`` ·
+L · n³ seconds per query row (measured on one CPU core with dense attention: 0.12 s at L = 4, n = 128;
+an hour at n = 2,048). No polynomial bound better than Dinic's O(V²E) per flow holds, so
+:func:`attention_flow` refuses a text longer than ``max_tokens`` (default :data:`FLOW_MAX_TOKENS`)
+with the estimate of what it would cost; rollout is the linear-algebra approximation of the same
+graph (Abnar & Zuidema 2020 §3) at any length.
+
 Batching: the problems of many (sentence, source j, query row q) are solved in **one** call on the
 disjoint union of their graphs, joined by a super-source S → (0, j) of each copy and (L, q) → a
 super-sink Z of each copy. The copies share no edges, so a maximum flow of the union restricted to
@@ -26,6 +34,27 @@ from hf_attn.core import deadline
 
 DEFAULT_SCALE = 10**6
 _INT32 = 2**31 - 1
+# the longest text attention flow solves by default, and the measured seconds per L·n³ of one query row
+# (scipy's Dinic, one CPU core, dense attention rows: 0.92 s at L = 4, n = 128); an estimate, not a bound
+FLOW_MAX_TOKENS = 512
+FLOW_SECONDS_PER_L_N3 = 1.1e-7
+
+
+def flow_seconds_estimate(layers: int, tokens: int, query_rows: int = 1) -> float:
+    """The seconds :func:`attention_flow` is expected to take on one text of ``tokens`` real positions
+    through ``layers`` layers (module docstring: ``FLOW_SECONDS_PER_L_N3`` · L · n³ per query row)."""
+    return FLOW_SECONDS_PER_L_N3 * layers * tokens ** 3 * query_rows
+
+
+def check_flow_length(layers: int, tokens: int, query_rows: int = 1, max_tokens: int | None = FLOW_MAX_TOKENS) -> None:
+    """A one-line ``ValueError`` when a text of ``tokens`` real positions is longer than ``max_tokens``
+    (None: no limit), with the estimate of what its attention flow would cost."""
+    if max_tokens is not None and tokens > max_tokens:
+        estimate = flow_seconds_estimate(layers, tokens, query_rows)
+        raise ValueError(f"attention flow is refused on a text of {tokens} tokens (more than {max_tokens}): it solves "
+                         f"one maximum flow per token on a graph of {layers}·{tokens}² edges, about {estimate:,.0f} s "
+                         f"on one CPU core (≈ {FLOW_SECONDS_PER_L_N3:g} s · L · n³); use rollout, shorter texts, or "
+                         "raise flow_max_tokens")
 
 
 def residual_attention(probs: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -120,7 +149,8 @@ def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
 
 
 @torch.no_grad()
-def attention_flow(adapter, batch, scale: int = DEFAULT_SCALE, normalise: bool = True) -> torch.Tensor:
+def attention_flow(adapter, batch, scale: int = DEFAULT_SCALE, normalise: bool = True,
+                   max_tokens: int | None = FLOW_MAX_TOKENS) -> torch.Tensor:
     """``(B, T)`` attention flow (Abnar & Zuidema 2020, §3) from each text token to the query rows
     the head reads (the mean over them when several), 0 on pads and special tokens: one recording
     forward for the attention of every layer, then one batched max-flow solve (module docstring)
@@ -130,7 +160,15 @@ def attention_flow(adapter, batch, scale: int = DEFAULT_SCALE, normalise: bool =
     position, special tokens included, as the authors' ``compute_flows``
     (``samiraabnar/attention_flow``, ``attention_graph_util.py``: ``flow_values[u] /=
     flow_values[u].sum()``) reports them; False gives the raw max-flow values (same ranking, other
-    scale)."""
+    scale). ``max_tokens``: a text with more real positions is refused before any forward, with the
+    estimated cost (:func:`check_flow_length`; None: no limit)."""
+    from hf_attn.adapters.internals import require_internals
+
+    require_internals(adapter, "the attention of every layer")  # a model without layers: refused first
+    lengths = batch.attention_mask.sum(1)
+    longest = int(lengths.argmax())
+    check_flow_length(int(getattr(adapter, "num_layers", 1) or 1), int(lengths[longest]),
+                      int(batch.query[longest].sum()), max_tokens)
     matrices = torch.stack([residual_attention(p, batch.attention_mask)
                             for p in attention_matrices(adapter, batch)], 1)  # (B, L, T, T)
     real = batch.attention_mask.bool().cpu()
@@ -164,4 +202,5 @@ def attention_flow(adapter, batch, scale: int = DEFAULT_SCALE, normalise: bool =
     return out.to(batch.input_ids.device)
 
 
-__all__ = ["DEFAULT_SCALE", "attention_flow", "max_flows", "residual_attention"]
+__all__ = ["DEFAULT_SCALE", "FLOW_MAX_TOKENS", "attention_flow", "check_flow_length", "flow_seconds_estimate",
+           "max_flows", "residual_attention"]

@@ -43,7 +43,7 @@ def _method_function(name: str, settings: FaithfulnessSettings):
         return lambda adapter, batch: function(adapter, batch, target=target)
     return {"attention": raw_attention.raw_attention, "rollout": rollout.rollout_importance,
             "attention_flow": lambda adapter, batch: attention_flow.attention_flow(
-                adapter, batch, normalise=settings.flow_normalise),
+                adapter, batch, normalise=settings.flow_normalise, max_tokens=settings.flow_max_tokens),
             "attention_norm": attention_norm.attention_norm,
             "alti": alti.alti, "value_zeroing": value_zeroing.value_zeroing,
             "leave_one_out": deletion.leave_one_out_deletion}[name]

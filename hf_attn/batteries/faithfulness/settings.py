@@ -62,7 +62,7 @@ METRIC_LABELS = {"tau_loo": f"tau_loo (τ with {LOO_DROP})", "auprc": "plausibil
                  "token_f1": "plausibility token F1", "iou_f1": "plausibility IOU F1"}
 SOFT_VARIANTS = ("reference", "embedding")
 # the count settings and their kind of upper bound (hf_attn.core.numpy_measures.COUNT_LIMITS)
-COUNT_SETTINGS = {"ig_steps": "ig_nodes", "ig_max_steps": "ig_nodes", "soft_draws": "draws",
+COUNT_SETTINGS = {"flow_max_tokens": "tokens", "ig_steps": "ig_nodes", "ig_max_steps": "ig_nodes", "soft_draws": "draws",
                   "soft_max_draws": "draws", "shap_samples": "shap_samples", "batch_tokens": "token_budget",
                   "naopc_beam": "beam_width", "naopc_beam_max": "tokens", "naopc_every_k_max": "tokens"}
 NAOPC_PERTURBATIONS = ("delete", "mask")
@@ -127,7 +127,9 @@ class FaithfulnessSettings:
     ``"delete"`` (default) or ``"mask"`` (the tokenizer's mask token, as the authors' code).
 
     ``flow_normalise``: attention flow divided per output row by its sum over the input tokens (the
-    authors' code; default) or raw. ``shap_samples``: Kernel SHAP coalitions; ``batch_tokens``:
+    authors' code; default) or raw; ``flow_max_tokens``: attention flow is refused on a longer text
+    (:func:`hf_attn.methods.attention_flow.check_flow_length`, with the estimated cost), undefined
+    on that text with the reason. ``shap_samples``: Kernel SHAP coalitions; ``batch_tokens``:
     padded tokens per method batch; ``seed``: the random floor and the soft draws; ``confidence``:
     of the intervals and the significance level (1 − confidence) of the paired tests."""
 
@@ -165,6 +167,10 @@ class FaithfulnessSettings:
     naopc_perturbation: str = field(default="delete", metadata=option(
         "NAOPC deletes tokens or replaces them by the mask token", choices=NAOPC_PERTURBATIONS))
     flow_normalise: bool = True
+    flow_max_tokens: int = field(default=512, metadata=option(
+        "attention flow refuses a text with more tokens (one max-flow per token, cost ∝ layers · tokens³: the "
+        "refusal states the estimate); the text's flow is then undefined, with the reason",
+        type=count(1, limit="tokens")))
     shap_samples: int = field(default=64, metadata=option("Kernel SHAP coalitions per sentence",
                                                           type=count(1, limit="shap_samples")))
     batch_tokens: int = field(default=1024, metadata=option("padded tokens per method batch",
