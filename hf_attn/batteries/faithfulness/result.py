@@ -212,7 +212,9 @@ class FaithfulnessResult:
         ``plausibility`` column and whether a paired Wilcoxon test puts it above the random floor on
         each (``faithful`` / ``plausible``: True above, False not distinguishable or below, None
         without the test), with the p values, and its ``quadrant`` (``"both"``, ``"faithful only"``,
-        ``"plausible only"``, ``"neither"``). Empty without the two columns or the random floor."""
+        ``"plausible only"``, ``"neither"``) and ``below``: the axes (``"faithful"``, ``"plausible"``)
+        on which the test puts it significantly *below* the floor. Empty without the two columns or the
+        random floor."""
         if "random" not in self.methods or not all(
                 any(c in self.table.get(m, {}) for m in self.methods) for c in (faithfulness, plausibility)):
             return {}
@@ -220,12 +222,14 @@ class FaithfulnessResult:
         for method in self.methods:
             if method == "random":
                 continue
-            row = {}
+            row = {"below": []}
             for axis, column in (("faithful", faithfulness), ("plausible", plausibility)):
                 test = self.compare(method, "random", column)
                 row[f"{axis}_mean"] = self._mean(method, column)
                 row[f"{axis}_p"] = test["p"] if test else math.nan
                 row[axis] = None if test is None or not math.isfinite(test["p"]) else test["better"] == method
+                if test is not None and test["better"] == "random":
+                    row["below"].append(axis)
             row["quadrant"] = {(True, True): "both", (True, False): "faithful only",
                                (False, True): "plausible only"}.get((bool(row["faithful"]), bool(row["plausible"])),
                                                                     "neither")
@@ -245,6 +249,11 @@ class FaithfulnessResult:
         text = (f"Against the human rationales (AUPRC; the random floor {self._mean('random', 'auprc'):.3f}) and by "
                 f"comprehensiveness, each method above the random floor or not (paired Wilcoxon, p < {self.alpha:.2g}) "
                 f"— {said}.")
+        below = {axis: [m for m, r in axes.items() if axis in r["below"]] for axis in ("plausible", "faithful")}
+        if any(below.values()):
+            text += " Significantly below the floor: " + "; ".join(
+                f"{'on AUPRC' if axis == 'plausible' else 'on comprehensiveness'} {', '.join(ms)}"
+                for axis, ms in below.items() if ms) + "."
         if "attention" in axes:
             a = axes["attention"]
             text += (f" Attention's AUPRC is {a['plausible_mean']:.3f} (p = {a['plausible_p']:.2g} against the "
