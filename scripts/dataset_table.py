@@ -210,7 +210,30 @@ def render_markdown(records: list[dict]) -> str:
               "corpora) and the average length in tokens; T&Š Table 5 the average length and the vocabulary. "
               "Ours: the first text of a pair (the premise; bAbI's passage) for the length, the answers summed "
               "beyond three classes. J&W's bAbI sizes are the released 10k sets; ours are generated.", ""]
-    return "\n".join(head + _ours_rows(records) + middle + _papers_rows(records)) + "\n"
+    return "\n".join(head + _ours_rows(records) + middle + _papers_rows(records) + _rationale_rows()) + "\n"
+
+
+RATIONALES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "plausibility",
+                          "sst_rationales.json")
+
+
+def _rationale_rows() -> list[str]:
+    """The human-rationale data set's section, from ``docs/plausibility/sst_rationales.json``
+    (``scripts/rationale_stats.py``); nothing when that record is absent."""
+    if not os.path.exists(RATIONALES):
+        return []
+    with open(RATIONALES, encoding="utf-8") as f:
+        record = json.load(f)
+    rows = ["", "## With human rationales", "",
+            "`hf_attn.datasets.load(\"sst_rationales\")`: the binary SST sentences with a 0/1 mark per word, derived "
+            "from the phrase labels by Carton, Rathore & Tan (2020)'s procedure (docs/plausibility.md; counted by "
+            "`scripts/rationale_stats.py`, words as `text.split()`).", "",
+            "| split | sentences | words | words marked | mean share marked per sentence | sentences without a "
+            "rationale | marked entirely |", "|---|---|---|---|---|---|---|"]
+    for split, c in record["splits"].items():
+        rows.append(f"| {split} | {c['sentences']:,} | {c['words']:,} | {100 * c['share_marked']:.1f} % | "
+                    f"{100 * c['mean_share_marked']:.1f} % | {c['without_rationale']} | {c['fully_marked']} |")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
