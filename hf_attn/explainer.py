@@ -497,13 +497,17 @@ class Explainer:
         return BatteryResult("eraser", json_safe(table), rows, self.describe(),
                              {"fractions": list(fractions), "ig_steps": ig_steps, "seed": seed})
 
-    def faithfulness(self, texts, rationales=None, **settings):
+    def faithfulness(self, texts, rationales=None, attributions=None, attributions_level: str = "token", **settings):
         """The faithfulness table (rows = attribution methods, columns = faithfulness metrics, with
         95 % intervals, time and memory per sentence) of this model on ``texts``, in memory:
         :func:`hf_attn.batteries.faithfulness.run_faithfulness`. ``rationales``: a human rationale per
         text (one 0/1 mark per whitespace word, e.g. ``hf_attn.datasets.load("sst_rationales")
         .rationales("test")``) adds the plausibility columns (AUPRC, token F1, IOU F1 against them,
-        :mod:`hf_attn.batteries.faithfulness.plausibility`). ``settings``: the fields of
+        :mod:`hf_attn.batteries.faithfulness.plausibility`). ``attributions``: ``{name: one array of
+        scores per text}`` computed elsewhere (captum, inseq, ferret, LXT, …), at ``attributions_level``
+        ``"token"`` (the model's tokens, with or without its special tokens) or ``"word"`` (whitespace
+        words), become rows scored like the table's own methods
+        (:mod:`hf_attn.batteries.faithfulness.given`). ``settings``: the fields of
         :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``methods``, ``fractions``,
         ``ig_steps``, …). Returns a ``FaithfulnessResult`` (``summary()``, ``to_pandas()``, ``plot()``,
         ``plot_axes()``, ``two_axes()``, ``save(dir)``)."""
@@ -513,7 +517,8 @@ class Explainer:
         if unknown:
             raise ValueError(f"unknown faithfulness setting(s) {unknown}; see FaithfulnessSettings")
         return run_faithfulness(self.adapter, checked_texts(texts), FaithfulnessSettings(**settings),
-                                rationales=rationales)
+                                rationales=rationales, attributions=attributions,
+                                attributions_level=attributions_level)
 
     def attributions(self, texts, methods=None, time_budget: float | None = None, **settings) -> MethodAttributions:
         """Every attribution method of the faithfulness table on ``texts``, side by side, per content

@@ -48,6 +48,58 @@ def load_rationale_data(spec: str):
     return loaders[kind](path)
 
 
+def _given_name(name: str) -> str:
+    from hf_attn.batteries.faithfulness import METHODS
+
+    return f"given_{name}" if name in METHODS else name
+
+
+def load_attributions_file(path: str, count: int) -> dict:
+    """``{name: per text its scores}`` of the first ``count`` texts from ``--faith-attributions``: JSON
+    ``{name: [[…], …]}`` or an ``.npz`` holding ``NAME__values`` (every text's scores concatenated) and
+    ``lengths`` (the table's ``attributions.npz``, whose rows named like the table's methods come back
+    as ``given_<method>``; read without pickles); one-line errors name the file."""
+    import numpy as np
+
+    if not os.path.isfile(path):
+        raise ValueError(f"--faith-attributions {path}: no such file")
+    if path.endswith(".npz"):
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if "lengths" not in data.files:
+                    raise ValueError(f"--faith-attributions {path}: an .npz needs 'lengths' (the scores per text) "
+                                     "beside NAME__values")
+                lengths = np.asarray(data["lengths"], dtype=np.int64)
+                cuts = np.cumsum(lengths)[:-1]
+                # a table's own rows come back as given_<method> (the table's method names are its own rows')
+                rows = {_given_name(k[: -len("__values")]): np.split(np.asarray(data[k], dtype=float), cuts)
+                        for k in data.files if k.endswith("__values") and k != "content__values"}
+                if any(int(lengths.sum()) != data[k].size for k in data.files if k.endswith("__values")):
+                    raise ValueError(f"--faith-attributions {path}: the lengths do not add up to the values")
+        except (OSError, ValueError, EOFError) as error:
+            if str(error).startswith("--faith-attributions"):
+                raise
+            raise ValueError(f"--faith-attributions {path}: not a readable .npz ({error})") from None
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                rows = json.load(f)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"--faith-attributions {path}: not a JSON file ({error})") from None
+        if not isinstance(rows, dict):
+            raise ValueError(f"--faith-attributions {path}: expected a JSON object {{name: [scores per text]}}")
+    if not rows:
+        raise ValueError(f"--faith-attributions {path}: no rows of scores")
+    out = {}
+    for name, per_text in rows.items():
+        if not isinstance(per_text, list) or len(per_text) < count:
+            size = len(per_text) if isinstance(per_text, list) else "no list of"
+            raise ValueError(f"--faith-attributions {path}: row {name!r} has {size} score arrays for the {count} "
+                             "texts analysed")
+        out[name] = [np.asarray(r, dtype=float) if isinstance(r, np.ndarray) else r for r in per_text[:count]]
+    return out
+
+
 def _heads(value, flag: str) -> str:
     from hf_attn.batteries.jw.common import heads_option
 
@@ -74,6 +126,13 @@ class FaithfulnessRunSettings:
         "human rationales to score plausibility against: sst_rationales (bundled), or eraser:FOLDER, "
         "hatexplain:FILE, label-studio:FILE; the texts of their split are analysed (default: none, no plausibility "
         "columns)"))
+    attributions: str | None = field(default=None, metadata=option(
+        "scores computed elsewhere to put on the table: a JSON file {name: [scores of text 0, …]} or an .npz in the "
+        "layout of the table's attributions.npz (NAME__values + lengths); one array per text of the split, in order "
+        "(the first --faith-max-instances are used)"))
+    attributions_level: str = field(default="token", metadata=option(
+        "what the given scores cover: the model's tokens (with or without its special tokens) or the whitespace "
+        "words", choices=("token", "word")))
     shard_sentences: int = field(default=64, metadata=option(
         "texts per shard: the table is computed shard by shard, the shards split between the processes of "
         "`accelerate launch` / torchrun and cached for resuming (the same shards, and results, for any number of "
@@ -173,9 +232,16 @@ def run_faithfulness_battery(model_dir: str, output_dir: str, settings: Faithful
     cache_dir = os.path.join(output_dir, "cache") if settings.use_cache else None
     key = cache_key(request, weights_checksum(analysed.adapter.model), analysed.texts,
                     None if analysed.rationales is None else [r.tolist() for r in analysed.rationales])
+    given = (None if settings.attributions is None
+             else load_attributions_file(settings.attributions, len(analysed.texts)))
+    if given is not None:  # the scores are part of what the shards compute from
+        from hf_attn.core.io import file_sha256
+
+        key = cache_key(key, file_sha256(settings.attributions))
     result, sharding = run_faithfulness_sharded(
         analysed.adapter, analysed.texts, table, progress=settings.progress, rationales=analysed.rationales,
-        shard_sentences=settings.shard_sentences, cache_dir=cache_dir, key=key)
+        shard_sentences=settings.shard_sentences, cache_dir=cache_dir, key=key, attributions=given,
+        attributions_level=settings.attributions_level)
     if not is_main_process():  # `accelerate launch`: every process has the whole table; one writes
         return {"analysis": "faithfulness", "main_process": False}
     result.model |= {"model_dir": os.path.abspath(model_dir) if os.path.isdir(model_dir) else model_dir,

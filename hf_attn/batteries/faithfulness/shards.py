@@ -161,7 +161,8 @@ def merge_tables(adapter, parts: list[FaithfulnessResult], settings: Faithfulnes
 
 def run_faithfulness_sharded(adapter, texts, settings: FaithfulnessSettings | None = None, progress: bool = False,
                              rationales=None, shard_sentences: int = 64, cache_dir: str | None = None,
-                             key: str | None = None, accelerator="auto") -> tuple[FaithfulnessResult, dict]:
+                             key: str | None = None, accelerator="auto", attributions=None,
+                             attributions_level: str = "token") -> tuple[FaithfulnessResult, dict]:
     """:func:`~hf_attn.batteries.faithfulness.table.run_faithfulness` shard by shard (module
     docstring): ``(result, sharding)`` where ``sharding`` records the processes and the shards each
     computed. ``cache_dir`` / ``key``: where finished shards are kept (a rerun computes only the
@@ -171,9 +172,12 @@ def run_faithfulness_sharded(adapter, texts, settings: FaithfulnessSettings | No
     from hf_attn.core.io import json_safe
     from hf_attn.core.sharding import current_accelerator, run_sharded
 
+    from hf_attn.batteries.faithfulness.given import checked_attributions
+
     settings = settings or FaithfulnessSettings()
     texts = list(texts)
     shards = plan_shards(len(texts), shard_sentences)
+    given = checked_attributions(attributions, len(texts))
     if rationales is not None:
         rationales = checked_rationales(texts, rationales)
         if settings.rationale_k_fraction is None:  # one k for every shard: the rationales' share over all texts
@@ -184,7 +188,10 @@ def run_faithfulness_sharded(adapter, texts, settings: FaithfulnessSettings | No
 
     def compute(number: int, indices: np.ndarray) -> dict:
         part = run_faithfulness(adapter, [texts[i] for i in indices], settings, progress=False,
-                                rationales=None if rationales is None else [rationales[i] for i in indices])
+                                rationales=None if rationales is None else [rationales[i] for i in indices],
+                                attributions=None if not given else {n: [rows[i] for i in indices]
+                                                                     for n, rows in given.items()},
+                                attributions_level=attributions_level)
         computed_by[number] = 0 if accelerator is None else int(accelerator.process_index)
         return {"payload": np.asarray(json.dumps(json_safe(_payload(part)), allow_nan=False)),
                 "process": np.asarray(computed_by[number])}

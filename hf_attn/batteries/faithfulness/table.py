@@ -349,17 +349,37 @@ def _checked_plausibility_request(texts, rationales, settings: FaithfulnessSetti
     return checked_rationales(list(texts), rationales)
 
 
+def _with_given_rows(adapter, inputs: _Inputs, raw_scores: dict, cost: dict, given: dict, level: str) -> dict:
+    """The table's rows with the caller's (:mod:`hf_attn.batteries.faithfulness.given`) before the
+    random floor."""
+    from hf_attn.batteries.faithfulness.given import given_cost, token_scores
+
+    rows = token_scores(adapter, inputs.texts, inputs.instances, given, level)
+    for name in rows:
+        cost[name] = given_cost()
+    order = [m for m in raw_scores if m != "random"] + list(rows) + (["random"] if "random" in raw_scores else [])
+    merged = raw_scores | rows
+    return {m: merged[m] for m in order}
+
+
 def run_faithfulness(adapter, texts, settings: FaithfulnessSettings | None = None, progress: bool = False,
-                     rationales=None) -> FaithfulnessResult:
+                     rationales=None, attributions=None, attributions_level: str = "token") -> FaithfulnessResult:
     """The faithfulness table of ``adapter``'s model on ``texts`` (the package docstring): the texts
     scored once, every method's scores, then the ERASER, soft and NAOPC columns, the agreement
     between methods and the paired tests against the random floor. ``rationales`` (one 0/1 mark per
     whitespace word of each text, a human rationale) adds the plausibility columns
-    (:mod:`hf_attn.batteries.faithfulness.plausibility`)."""
+    (:mod:`hf_attn.batteries.faithfulness.plausibility`). ``attributions`` (``{name: one array of
+    scores per text}``, at ``attributions_level`` ``"token"`` or ``"word"``) adds rows computed
+    elsewhere, scored like every method (:mod:`hf_attn.batteries.faithfulness.given`)."""
+    from hf_attn.batteries.faithfulness.given import checked_attributions
+
     settings = settings or FaithfulnessSettings()
     rationales = _checked_plausibility_request(texts, rationales, settings)
+    given = checked_attributions(attributions, len(texts) if hasattr(texts, "__len__") else 0)
     inputs = _table_inputs(adapter, texts, settings)
     raw_scores, cost, skipped, failed = _method_scores(adapter, inputs, settings, progress)
+    if given:
+        raw_scores = _with_given_rows(adapter, inputs, raw_scores, cost, given, attributions_level)
     methods = list(raw_scores)
     contents = [i.content for i in inputs.instances]
     # a text a method leaves undefined (NaN, e.g. a one-token text's leave-one-out on a model without an
