@@ -497,7 +497,8 @@ class Explainer:
         return BatteryResult("eraser", json_safe(table), rows, self.describe(),
                              {"fractions": list(fractions), "ig_steps": ig_steps, "seed": seed})
 
-    def faithfulness(self, texts, rationales=None, attributions=None, attributions_level: str = "token", **settings):
+    def faithfulness(self, texts, rationales=None, attributions=None, attributions_level: str = "token",
+                     shard_sentences: int = 256, **settings):
         """The faithfulness table (rows = attribution methods, columns = faithfulness metrics, with
         95 % intervals, time and memory per sentence) of this model on ``texts``, in memory:
         :func:`hf_attn.batteries.faithfulness.run_faithfulness`. ``rationales``: a human rationale per
@@ -507,18 +508,24 @@ class Explainer:
         scores per text}`` computed elsewhere (captum, inseq, ferret, LXT, …), at ``attributions_level``
         ``"token"`` (the model's tokens, with or without its special tokens) or ``"word"`` (whitespace
         words), become rows scored like the table's own methods
-        (:mod:`hf_attn.batteries.faithfulness.given`). ``settings``: the fields of
+        (:mod:`hf_attn.batteries.faithfulness.given`). The table is computed in shards of
+        ``shard_sentences`` texts (one shard: exactly one table call), so under ``accelerate launch`` /
+        ``torchrun`` the processes split the shards and every process returns the whole table, the same
+        as one process (:mod:`hf_attn.batteries.faithfulness.shards`). ``settings``: the fields of
         :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``methods``, ``fractions``,
         ``ig_steps``, …). Returns a ``FaithfulnessResult`` (``summary()``, ``to_pandas()``, ``plot()``,
         ``plot_axes()``, ``two_axes()``, ``save(dir)``)."""
-        from hf_attn.batteries.faithfulness import FaithfulnessSettings, run_faithfulness
+        from hf_attn.batteries.faithfulness import FaithfulnessSettings
 
         unknown = sorted(set(settings) - set(FaithfulnessSettings.__dataclass_fields__))
         if unknown:
             raise ValueError(f"unknown faithfulness setting(s) {unknown}; see FaithfulnessSettings")
-        return run_faithfulness(self.adapter, checked_texts(texts), FaithfulnessSettings(**settings),
-                                rationales=rationales, attributions=attributions,
-                                attributions_level=attributions_level)
+        from hf_attn.batteries.faithfulness.shards import run_faithfulness_sharded
+
+        result, _ = run_faithfulness_sharded(self.adapter, checked_texts(texts), FaithfulnessSettings(**settings),
+                                             rationales=rationales, attributions=attributions,
+                                             attributions_level=attributions_level, shard_sentences=shard_sentences)
+        return result
 
     def attributions(self, texts, methods=None, time_budget: float | None = None, **settings) -> MethodAttributions:
         """Every attribution method of the faithfulness table on ``texts``, side by side, per content

@@ -139,3 +139,21 @@ def test_the_battery_records_its_processes_and_shards(trained_model_dir, tmp_pat
         code = exit.code
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1 and "--faith-shard-sentences" in err[0]
+
+
+def test_the_explainer_computes_its_table_in_shards():
+    """``Explainer.faithfulness(..., shard_sentences=k)``: the shards' table, every sentence's values those
+    of the one-shard table (float32 rounding)."""
+    from hf_attn import Explainer
+
+    model, tokenizer = tiny_classifier("bert")
+    explainer = Explainer(model, tokenizer, device="cpu")
+    settings = dict(methods=("attention", "gradient_x_input", "random"), metrics=("comprehensiveness", "sufficiency"),
+                    naopc_beam=0)
+    whole = explainer.faithfulness(TEN, **settings)
+    shards = explainer.faithfulness(TEN, shard_sentences=3, **settings)
+    for method in whole.methods:
+        for metric, values in whole.per_instance[method].items():
+            np.testing.assert_allclose(shards.per_instance[method][metric], values, atol=1e-5)
+    with pytest.raises(ValueError, match="shard_sentences must be a positive int"):
+        explainer.faithfulness(TEN, shard_sentences=0, **settings)
