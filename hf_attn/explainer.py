@@ -539,7 +539,10 @@ class Explainer:
         ``ig_baseline``, ``flow_normalise``). ``time_budget``: seconds for all the methods, held
         inside the running methods too (:mod:`hf_attn.core.deadline`): a method that runs out, or
         could not finish in the time left, and the methods after the budget is spent are in
-        ``skipped`` as "not run: budget" with the reason, never with partial scores (None: no limit)."""
+        ``skipped`` as "not run: budget" with the reason, never with partial scores (None: no limit).
+        Under ``accelerate launch`` / ``torchrun`` the length groups are split between the processes and
+        gathered on every one: each text's scores are those one process computes, in the same group
+        (:func:`hf_attn.batteries.faithfulness.shards.run_methods_sharded`; no ``time_budget`` there)."""
         from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, length_groups, run_methods
         from hf_attn.methods.kept_logits import keep_logits
         from hf_attn.core.numpy_measures import check_number
@@ -565,7 +568,18 @@ class Explainer:
         if time_budget is not None:
             check_number("time_budget", time_budget, 0, low_open=True)
         with keep_logits() as kept:  # the methods' own forwards of the texts give the probabilities
-            run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget)
+            from hf_attn.core.sharding import current_accelerator
+
+            if current_accelerator() is not None:  # accelerate launch / torchrun: the groups split between processes
+                from hf_attn.batteries.faithfulness.shards import run_methods_sharded
+
+                if time_budget is not None:
+                    raise ValueError("time_budget bounds one process's request; under accelerate launch / torchrun "
+                                     "each process would stop at another point: leave it out")
+
+                run = run_methods_sharded(adapter, batch, typed, groups, time_budget)
+            else:
+                run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget)
         probabilities = self._probabilities(batch, groups, kept)
         content = [keep[i][batch.attention_mask[i].bool()].cpu().numpy() for i in range(len(items))]
         values = {name: [np.asarray(rows[i])[content[i]].tolist() for i in range(len(items))]

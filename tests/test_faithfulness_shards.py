@@ -157,3 +157,23 @@ def test_the_explainer_computes_its_table_in_shards():
             np.testing.assert_allclose(shards.per_instance[method][metric], values, atol=1e-5)
     with pytest.raises(ValueError, match="shard_sentences must be a positive int"):
         explainer.faithfulness(TEN, shard_sentences=0, **settings)
+
+
+def test_method_groups_computed_apart_give_the_same_scores(adapter):
+    """What each process of a launch computes (its length groups, alone) gives every text the scores
+    of the one-process run; the costs sum (two processes: tests/test_multiprocess.py)."""
+    from hf_attn.batteries.faithfulness import length_groups, run_methods
+
+    settings = FaithfulnessSettings(methods=("attention", "integrated_gradients", "leave_one_out", "random"),
+                                    ig_steps=4, ig_target=None)
+    batch = adapter.encode(TEN)
+    groups = length_groups(batch, settings.batch_tokens)
+    assert len(groups) > 1
+    one = run_methods(adapter, batch, settings, groups=groups)
+    apart = sharding.run_methods_sharded(adapter, batch, settings, groups, accelerator=None)
+    assert list(apart.scores) == list(one.scores) and apart.skipped == one.skipped
+    for method in one.scores:
+        for ours, theirs in zip(apart.scores[method], one.scores[method]):
+            np.testing.assert_array_equal(ours, theirs)
+    assert apart.cost["integrated_gradients"]["seconds_per_sentence"] == pytest.approx(
+        apart.cost["integrated_gradients"]["seconds"] / len(TEN))

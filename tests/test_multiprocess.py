@@ -124,3 +124,37 @@ def test_two_process_faithfulness_table_matches_one_process(trained, tmp_path):
     with np.load(os.path.join(one, "attributions.npz")) as a1, np.load(os.path.join(two, "attributions.npz")) as a2:
         assert a1.files == a2.files and all(np.array_equal(a1[k], a2[k], equal_nan=True) for k in a1.files)
     assert not os.path.exists(os.path.join(two, "cache"))
+
+
+ATTRIBUTIONS_SCRIPT = """
+import json, os, sys
+sys.path.insert(0, {tests!r})
+from architectures import TEXTS, tiny_classifier
+from hf_attn import Explainer
+from hf_attn.core.sharding import is_main_process
+
+model, tokenizer = tiny_classifier("bert")
+explainer = Explainer(model, tokenizer, device="cpu")
+out = explainer.attributions(TEXTS * 3, methods=["attention", "rollout", "gradient_x_input", "integrated_gradients",
+                                                   "leave_one_out"], ig_steps=4, ig_target=None)
+if is_main_process():
+    with open(sys.argv[1], "w") as f:
+        json.dump({{"values": out.values, "undefined": {{m: {{str(k): v for k, v in d.items()}}
+                   for m, d in out.undefined.items()}}, "methods": out.methods, "predicted": out.predicted}}, f)
+"""
+
+
+def test_two_process_attributions_match_one_process(tmp_path):
+    """``Explainer.attributions`` under ``accelerate launch``: the length groups split between two
+    processes, every text's scores those of one process (max |Δ| = 0)."""
+    script = tmp_path / "attributions.py"
+    script.write_text(ATTRIBUTIONS_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    done = subprocess.run([sys.executable, str(script), str(one)], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    done = subprocess.run(["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                           "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(two)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert _read(one) == _read(two)

@@ -209,4 +209,43 @@ def run_faithfulness_sharded(adapter, texts, settings: FaithfulnessSettings | No
     return merged, sharding
 
 
-__all__ = ["merge_tables", "plan_shards", "run_faithfulness_sharded"]
+def run_methods_sharded(adapter, full_batch, settings: FaithfulnessSettings, groups: list, time_budget=None,
+                        accelerator="auto"):
+    # time_budget: passed to each group's run (the Explainer refuses one under several processes)
+    """:func:`~hf_attn.batteries.faithfulness.methods.run_methods` with its length ``groups`` split
+    between the processes (:func:`hf_attn.core.sharding.run_sharded`) and gathered on every one. Each
+    group is computed as one process computes it (the same texts, trimmed to the same width), so every
+    text's scores are the same; the costs are summed (seconds) or averaged over the texts."""
+    from types import SimpleNamespace
+
+    from hf_attn.batteries.faithfulness.methods import MethodRun, run_methods
+    from hf_attn.core.io import json_safe
+    from hf_attn.core.sharding import run_sharded
+
+    def compute(number: int, indices: np.ndarray) -> dict:
+        part = run_methods(adapter, full_batch.select(indices.tolist()), settings,
+                           groups=[np.arange(len(indices))], time_budget=time_budget)
+        rows = {f"scores__{m}": [np.asarray(r, dtype=float) for r in part.scores[m]] for m in part.scores}
+        info = {"cost": part.cost, "skipped": part.skipped, "padding": part.padding,
+                "undefined": {m: {str(int(indices[i])): why for i, why in d.items()} for m, d in part.undefined.items()}}
+        return rows | {"info": np.asarray(json.dumps(json_safe(info)))}
+
+    results = run_sharded(groups, compute, accelerator=accelerator, progress=False, desc="method groups")
+    infos = [json.loads(str(r["info"])) for r in results]
+    methods = [k[len("scores__"):] for k in results[0] if k.startswith("scores__")]
+    scores = {m: [None] * len(full_batch) for m in methods}
+    for indices, result in zip(groups, results):
+        for m in methods:
+            for i, row in zip(np.asarray(indices).tolist(), result[f"scores__{m}"]):
+                scores[m][i] = row
+    parts = [SimpleNamespace(cost=info["cost"], num_instances=len(indices)) for info, indices in zip(infos, groups)]
+    cost = {m: _merged_cost(parts, m, len(full_batch)) for m in methods}
+    undefined = {}
+    for info in infos:
+        for m, rows in info["undefined"].items():
+            undefined.setdefault(m, {}).update({int(i): why for i, why in rows.items()})
+    padding = _weighted(parts, [info["padding"] for info in infos])
+    return MethodRun(scores, cost, infos[0]["skipped"], padding, undefined)
+
+
+__all__ = ["merge_tables", "plan_shards", "run_faithfulness_sharded", "run_methods_sharded"]
