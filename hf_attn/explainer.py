@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -527,7 +528,21 @@ class Explainer:
                                              attributions_level=attributions_level, shard_sentences=shard_sentences)
         return result
 
-    def attributions(self, texts, methods=None, time_budget: float | None = None, **settings) -> MethodAttributions:
+    def _class_index(self, value, name: str) -> int | None:
+        """A class given by index or by the model's class name (``id2label``) → its index; None stays None."""
+        if value is None:
+            return None
+        names = self._label_names()
+        if isinstance(value, str):
+            if value not in names:
+                raise ValueError(f"{name} {value!r} is not one of the model's classes {names}")
+            return names.index(value)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= int(value) < len(names):
+            raise ValueError(f"{name} must be a class index in [0, {len(names)}) or one of {names}, got {value!r}")
+        return int(value)
+
+    def attributions(self, texts, methods=None, time_budget: float | None = None, target=None, foil=None,
+                     **settings) -> MethodAttributions:
         """Every attribution method of the faithfulness table on ``texts``, side by side, per content
         token (:func:`hf_attn.batteries.faithfulness.attribution_scores`; each method's paper and
         equation are in :mod:`hf_attn.batteries.faithfulness` and its module). ``methods``: names of
@@ -540,6 +555,12 @@ class Explainer:
         inside the running methods too (:mod:`hf_attn.core.deadline`): a method that runs out, or
         could not finish in the time left, and the methods after the budget is spent are in
         ``skipped`` as "not run: budget" with the reason, never with partial scores (None: no limit).
+        ``target`` / ``foil``: a class (index or name) to explain instead of the predicted one, and a
+        class to contrast it with (Yin & Neubig 2022 §2.2: why the target rather than the foil; the
+        gradient family differentiates f(target) − f(foil), leave-one-out erases it): only the methods
+        that explain a class run (:data:`hf_attn.batteries.faithfulness.methods.CLASS_METHODS`, and
+        the random floor); the others are in ``skipped`` with the reason, and a text whose target is
+        the foil has no contrast (undefined, with the reason).
         Under ``accelerate launch`` / ``torchrun`` the length groups are split between the processes and
         gathered on every one: each text's scores are those one process computes, in the same group
         (:func:`hf_attn.batteries.faithfulness.shards.run_methods_sharded`; no ``time_budget`` there)."""
@@ -556,6 +577,10 @@ class Explainer:
         if unknown:
             raise ValueError(f"unknown attribution setting(s) {unknown}; allowed: {sorted(allowed)}")
         typed = FaithfulnessSettings(methods=methods, **settings)
+        target, foil = self._class_index(target, "target"), self._class_index(foil, "foil")
+        if foil is not None and foil == target:
+            raise ValueError(f"the foil is the target class ({self._label_names()[foil]}): nothing to contrast")
+        contrast = None if target is None and foil is None else (target, foil)
         items = checked_texts(texts)
         adapter = self.adapter
         batch = adapter.encode(items)
@@ -577,9 +602,9 @@ class Explainer:
                     raise ValueError("time_budget bounds one process's request; under accelerate launch / torchrun "
                                      "each process would stop at another point: leave it out")
 
-                run = run_methods_sharded(adapter, batch, typed, groups, time_budget)
+                run = run_methods_sharded(adapter, batch, typed, groups, time_budget, contrast=contrast)
             else:
-                run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget)
+                run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget, contrast=contrast)
         probabilities = self._probabilities(batch, groups, kept)
         content = [keep[i][batch.attention_mask[i].bool()].cpu().numpy() for i in range(len(items))]
         values = {name: [np.asarray(rows[i])[content[i]].tolist() for i in range(len(items))]
@@ -592,6 +617,12 @@ class Explainer:
             reasons = undefined_rows(adapter, name, rows, content)
             for i, reason in run.undefined.get(name, {}).items():  # a text the method failed on alone
                 reasons[i] = reason
+            if foil is not None and name != "random":  # the explained class is the foil: no contrast there
+                explained = probabilities.argmax(-1).tolist() if target is None else [target] * len(items)
+                for i, c in enumerate(explained):
+                    if c == foil:
+                        reasons[i] = f"the explained class is the foil ({self._label_names()[foil]}): no contrast"
+                        values[name][i] = [math.nan] * len(values[name][i])
             if any(reasons):
                 undefined[name] = {i: r for i, r in enumerate(reasons) if r is not None}
         tokens = [self.tokenizer.convert_ids_to_tokens(batch.input_ids[i][keep[i]].tolist()) for i in range(len(items))]

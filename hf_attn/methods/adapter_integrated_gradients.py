@@ -29,8 +29,8 @@ from hf_attn.methods.saliency import class_scores
 
 def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str = "gauss-legendre",
                                      target: str = "probability", target_class: torch.Tensor | None = None,
-                                     baseline: str = "zero", token_budget: int | None = None
-                                     ) -> IntegratedGradientsResult:
+                                     baseline: str = "zero", token_budget: int | None = None,
+                                     foil_class: torch.Tensor | None = None) -> IntegratedGradientsResult:
     """Integrated gradients (module docstring) of every instance of ``batch``: at most
     ``token_budget`` padded tokens per forward + backward, so memory stays bounded at any length (all
     path points of several instances, or some points of one). The default is the adapter's budget,
@@ -39,14 +39,17 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     and 1.9–2.0 GB).
     ``baseline``: ``"zero"`` (the text's embeddings replaced by 0), ``"pad"`` (by the pad token's
     embedding) or ``"mean"`` (by the mean input embedding; :mod:`hf_attn.methods.ig_baselines`, which
-    says per model where the zero baseline cannot meet completeness)."""
+    says per model where the zero baseline cannot meet completeness). ``foil_class``: f = ŷ_c − ŷ_f
+    (contrastive, :func:`hf_attn.methods.saliency.class_scores`); completeness then holds for the
+    difference."""
     check_baseline(baseline)
     if target not in ("probability", "logit"):
         raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
     lengths = batch.attention_mask.sum(1)
     if bool((lengths != batch.input_ids.shape[1]).any()):  # padding-free: each length apart, trimmed
         return _by_length(adapter, batch, lengths, steps=steps, rule=rule, target=target,
-                          target_class=target_class, baseline=baseline, token_budget=token_budget)
+                          target_class=target_class, baseline=baseline, token_budget=token_budget,
+                          foil_class=foil_class)
     alphas, weights = quadrature(steps, rule)
     embeddings = adapter.embeddings(batch).detach()
     baseline = baseline_embeddings(adapter, batch, embeddings, baseline)
@@ -67,8 +70,8 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
         keep(batch, ends[0])
         if target_class is None:
             target_class = ends[0].argmax(-1)
-        f_input = class_scores(ends[0], target_class, target).double()
-        f_base = class_scores(ends[1], target_class, target).double()
+        f_input = class_scores(ends[0], target_class, target, foil_class).double()
+        f_base = class_scores(ends[1], target_class, target, foil_class).double()
     delta = embeddings - baseline
     device = embeddings.device
     a = torch.as_tensor(alphas, dtype=embeddings.dtype, device=device)
@@ -98,7 +101,8 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
         path.requires_grad_(True)
         with torch.enable_grad():
             logits = adapter.logits_from_embeddings(repeated, path)
-            values = class_scores(logits, target_class[rows].repeat(m), target)
+            values = class_scores(logits, target_class[rows].repeat(m), target,
+                                  None if foil_class is None else foil_class[rows].repeat(m))
             (grad,) = torch.autograd.grad(values.sum(), path)
         grads[rows] += (grad.view(m, n, width, -1).double() * w[first:first + m, None, None, None]).sum(0)
     attributions = (grads * delta.double()).sum(-1)
@@ -107,7 +111,8 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     return IntegratedGradientsResult(attributions.float(), gap, f_input, f_base, target_class)
 
 
-def _by_length(adapter, batch, lengths: torch.Tensor, target_class, **settings) -> IntegratedGradientsResult:
+def _by_length(adapter, batch, lengths: torch.Tensor, target_class, foil_class=None,
+               **settings) -> IntegratedGradientsResult:
     """:func:`integrated_gradients_attribution` on the texts of each length apart, each group cut to
     its length (no path point is a pad: the passes hold one length's texts and nodes only), the
     results put back at the batch's positions (right padding: the first positions; left: the last)."""
@@ -122,7 +127,9 @@ def _by_length(adapter, batch, lengths: torch.Tensor, target_class, **settings) 
         cut = slice(width - length, None) if left else slice(0, length)
         sub = batch.select(rows.tolist()).trimmed(length, left)
         part = integrated_gradients_attribution(adapter, sub, target_class=None if target_class is None
-                                                else target_class[rows], **settings)
+                                                else target_class[rows],
+                                                foil_class=None if foil_class is None else foil_class[rows],
+                                                **settings)
         attributions[rows, cut] = part.attributions.to(attributions.dtype)
         gap[rows], f_input[rows], f_base[rows] = part.completeness_gap, part.target_input, part.target_baseline
         classes[rows] = part.target_class

@@ -19,9 +19,11 @@ from hf_attn.methods.kept_logits import keep as keep_logits_of
 
 
 @torch.no_grad()
-def leave_one_out_deletion(adapter, batch, target_class: torch.Tensor | None = None) -> torch.Tensor:
+def leave_one_out_deletion(adapter, batch, target_class: torch.Tensor | None = None,
+                           foil_class: torch.Tensor | None = None) -> torch.Tensor:
     """``(B, T)`` ŷ_c(x) − ŷ_c(x₋t) for every text token t (module docstring); 0 on pads and special
-    tokens. A text of one token: ŷ_c(x) minus ŷ_c of the model's empty input (the specials alone;
+    tokens. ``foil_class``: the contrastive erasure (ŷ_c − ŷ_f)(x) − (ŷ_c − ŷ_f)(x₋t) (Yin & Neubig
+    2022 §2.2, probabilities as their code's ``erasure_scores``). A text of one token: ŷ_c(x) minus ŷ_c of the model's empty input (the specials alone;
     hf_attn's own models without markers: one [PAD]); NaN where there is none (a tokenizer that adds
     no special tokens leaves zero tokens: :func:`hf_attn.methods.one_token.empty_input_refusal`)."""
     from hf_attn.methods.one_token import empty_input_refusal
@@ -57,6 +59,9 @@ def leave_one_out_deletion(adapter, batch, target_class: torch.Tensor | None = N
     defined = ~undefined
     c = target_class[instance[defined]]
     drop = probabilities[instance[defined], c] - deleted.gather(1, c[:, None]).squeeze(1)
+    if foil_class is not None:
+        f = foil_class.to(c.device)[instance[defined]]
+        drop = drop - (probabilities[instance[defined], f] - deleted.gather(1, f[:, None]).squeeze(1))
     out = torch.zeros(real.shape, dtype=torch.float32, device=real.device)
     out[instance[defined], position[defined]] = drop.float()
     out[instance[undefined], position[undefined]] = float("nan")

@@ -12,10 +12,10 @@ from hf_attn.methods.saliency import embedding_gradient
 
 
 def gradient_x_input(adapter, batch, target_class: torch.Tensor | None = None,
-                     target: str = "probability") -> torch.Tensor:
-    """``(B, T)`` Σ_d e_t,d ∂ŷ_c/∂e_t,d (module docstring; ``target`` as
+                     target: str = "probability", foil_class: torch.Tensor | None = None) -> torch.Tensor:
+    """``(B, T)`` Σ_d e_t,d ∂ŷ_c/∂e_t,d (module docstring; ``target`` and ``foil_class`` as
     :func:`hf_attn.methods.saliency.saliency`), 0 on pads and special tokens."""
-    embeddings, grad, _ = embedding_gradient(adapter, batch, target_class, target)
+    embeddings, grad, _ = embedding_gradient(adapter, batch, target_class, target, foil_class)
     return gradient_times_input(batch, embeddings, grad)
 
 

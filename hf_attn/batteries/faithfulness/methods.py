@@ -19,7 +19,22 @@ from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSetting
 from hf_attn.batteries.faithfulness.inputs import _real_scores, _sentence_generator, _trim
 
 
-def _method_function(name: str, settings: FaithfulnessSettings):
+# the methods whose scores explain one class (the gradient family and the erasures): the ones a target
+# class or a contrastive foil applies to; the attention family explains no class, captum's rows take
+# the predicted class only
+CLASS_METHODS = ("saliency", "gradient_x_input", "integrated_gradients", "leave_one_out")
+
+
+def _classes(batch, contrast) -> tuple:
+    """``(target_class, foil_class)`` tensors for ``batch`` from ``contrast`` = ``(target, foil)`` class
+    indices (None: the predicted class / no foil)."""
+    target, foil = contrast or (None, None)
+    device = batch.input_ids.device
+    full = lambda c: None if c is None else torch.full((len(batch),), int(c), dtype=torch.long, device=device)  # noqa: E731
+    return full(target), full(foil)
+
+
+def _method_function(name: str, settings: FaithfulnessSettings, contrast=None):
     from hf_attn.methods import (adapter_integrated_gradients, alti, attention_flow, attention_norm, deletion,
                                  gradient_x_input, raw_attention, rollout, saliency, value_zeroing)
 
@@ -37,10 +52,13 @@ def _method_function(name: str, settings: FaithfulnessSettings):
                                                          seed=settings.seed)
     target = settings.gradient_target
     if name == "integrated_gradients":
-        return _IntegratedGradients(settings)
+        return _IntegratedGradients(settings, contrast)
     if name in ("saliency", "gradient_x_input"):
         function = saliency.saliency if name == "saliency" else gradient_x_input.gradient_x_input
-        return lambda adapter, batch: function(adapter, batch, target=target)
+        return lambda adapter, batch: function(adapter, batch, *_classes(batch, contrast)[:1], target=target,
+                                               foil_class=_classes(batch, contrast)[1])
+    if name == "leave_one_out" and contrast is not None:
+        return lambda adapter, batch: deletion.leave_one_out_deletion(adapter, batch, *_classes(batch, contrast))
     return {"attention": raw_attention.raw_attention, "rollout": rollout.rollout_importance,
             "attention_flow": lambda adapter, batch: attention_flow.attention_flow(
                 adapter, batch, normalise=settings.flow_normalise, max_tokens=settings.flow_max_tokens),
@@ -70,8 +88,8 @@ class _IntegratedGradients:
     completeness gap is within ``ig_target`` of |f(x) − f(x')| (or ``ig_max_steps``), per batch;
     each sentence's final result is kept for :meth:`completeness`."""
 
-    def __init__(self, settings: FaithfulnessSettings):
-        self.settings = settings
+    def __init__(self, settings: FaithfulnessSettings, contrast=None):
+        self.settings, self.contrast = settings, contrast
         self.gaps, self.differences, self.steps = [], [], []
         self.baseline_problem: str | None = None
         self.probed = False
@@ -85,8 +103,10 @@ class _IntegratedGradients:
             self.probed = True
             self.baseline_problem = baseline_problem(adapter, batch, s.ig_baseline)
         steps = s.ig_steps
+        target_class, foil_class = _classes(batch, self.contrast)
         result = integrated_gradients_attribution(adapter, batch, steps, s.ig_rule, target=s.gradient_target,
-                                                  baseline=s.ig_baseline)
+                                                  baseline=s.ig_baseline, target_class=target_class,
+                                                  foil_class=foil_class)
         attributions = result.attributions.clone()
         gap = result.completeness_gap.double().cpu().clone()
         difference = (result.target_input - result.target_baseline).double().cpu().clone()
@@ -97,8 +117,10 @@ class _IntegratedGradients:
                 break
             steps = min(2 * steps, s.ig_max_steps)
             rows = missing.nonzero().flatten().tolist()
-            again = integrated_gradients_attribution(adapter, batch.select(rows), steps, s.ig_rule,
-                                                     target=s.gradient_target, baseline=s.ig_baseline)
+            again = integrated_gradients_attribution(
+                adapter, batch.select(rows), steps, s.ig_rule, target=s.gradient_target, baseline=s.ig_baseline,
+                target_class=None if target_class is None else target_class[rows],
+                foil_class=None if foil_class is None else foil_class[rows])
             index = torch.tensor(rows)
             attributions[index.to(attributions.device)] = again.attributions
             gap[index] = again.completeness_gap.double().cpu()
@@ -139,8 +161,8 @@ class _SharedGradient:
     backward: the saliency pass keeps gradient × input's scores per batch (keyed by its token ids),
     the gradient × input pass (``reuse``) reads them."""
 
-    def __init__(self, target: str, store: dict, reuse: bool = False):
-        self.target, self.store, self.reuse = target, store, reuse
+    def __init__(self, target: str, store: dict, reuse: bool = False, contrast=None):
+        self.target, self.store, self.reuse, self.contrast = target, store, reuse, contrast
 
     def __call__(self, adapter, batch):
         from hf_attn.methods.gradient_x_input import gradient_times_input
@@ -149,7 +171,8 @@ class _SharedGradient:
         key = (tuple(batch.input_ids.shape), batch.input_ids.cpu().numpy().tobytes())
         if self.reuse and key in self.store:
             return self.store.pop(key)
-        embeddings, grad, _ = embedding_gradient(adapter, batch, None, self.target)
+        target_class, foil_class = _classes(batch, self.contrast)
+        embeddings, grad, _ = embedding_gradient(adapter, batch, target_class, self.target, foil_class)
         times_input = gradient_times_input(batch, embeddings, grad)
         if self.reuse:
             return times_input
@@ -161,10 +184,17 @@ ROLLOUT_OF_ONE_LAYER = ("one attention layer over a recurrent, convolutional or 
                         "the attention row itself (the attention method)")
 
 
-def _refusal(adapter, name: str) -> str | None:
-    """Why ``name`` is not run on ``adapter`` before trying it (None: try it)."""
+def _refusal(adapter, name: str, contrast=None) -> str | None:
+    """Why ``name`` is not run on ``adapter`` before trying it (None: try it); ``contrast`` =
+    ``(target class, foil class)``: a method that cannot explain the asked class is not run."""
     if name == "rollout" and getattr(adapter, "num_layers", 1) == 1 and not hasattr(adapter, "_model_call"):
         return ROLLOUT_OF_ONE_LAYER
+    if contrast is not None and name not in CLASS_METHODS and name != "random":
+        target, foil = contrast
+        if foil is not None and name not in ("kernel_shap", "deeplift"):
+            return "explains no class (its scores are the same for every class): no contrastive form"
+        return ("captum's row explains the predicted class only here" if name in ("kernel_shap", "deeplift")
+                else None)
     return None
 
 
@@ -243,7 +273,7 @@ def length_groups(full_batch, budget: int) -> list[np.ndarray]:
 
 
 def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: bool = False,
-                groups=None, time_budget: float | None = None) -> MethodRun:
+                groups=None, time_budget: float | None = None, contrast=None) -> MethodRun:
     """Run ``settings.methods`` on ``full_batch`` (any order, any lengths) in length-sorted groups of
     at most ``settings.batch_tokens`` padded tokens, each trimmed to its longest text; the table,
     ``Explainer.attributions`` and the Space all go through here. A method that does not apply is
@@ -252,12 +282,15 @@ def run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: b
     (:mod:`hf_attn.core.deadline`): a method that runs out, or whose remaining steps would not fit
     in the time left, stops and is in ``skipped`` as "not run: budget" with the reason, as are the
     methods after the budget is spent; no partial scores are kept (an interactive request stays
-    bounded)."""
+    bounded). ``contrast`` = ``(target class, foil class)`` (None: the predicted class, no foil):
+    the class-explaining methods (:data:`CLASS_METHODS`) explain the target, or why the target rather
+    than the foil; the attention family (no class) is skipped under a foil, captum's rows under either."""
     with deadline.time_budget(time_budget, "this request"):
-        return _run_methods(adapter, full_batch, settings, progress, groups)
+        return _run_methods(adapter, full_batch, settings, progress, groups, contrast)
 
 
-def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: bool, groups) -> MethodRun:
+def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: bool, groups,
+                 contrast=None) -> MethodRun:
     groups = length_groups(full_batch, settings.batch_tokens) if groups is None else groups
     count = len(full_batch)
     real_tokens = int(full_batch.attention_mask.sum())
@@ -267,7 +300,7 @@ def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: 
     shared = {}  # saliency and gradient × input from one backward: group → gradient × input's scores
     both = {"saliency", "gradient_x_input"} <= set(settings.methods)
     for name in settings.methods:
-        reason = _refusal(adapter, name)
+        reason = _refusal(adapter, name, contrast)
         budget = deadline.current()
         if not reason and budget is not None and budget.remaining() <= 0:
             reason = (f"not run: budget: {budget.what}'s time budget of {budget.seconds:g} s was spent by the "
@@ -276,14 +309,14 @@ def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: 
             skipped[name] = reason
             continue
         try:
-            function = _method_function(name, settings)
+            function = _method_function(name, settings, contrast)
         except ImportError as error:
             skipped[name] = str(error)
             continue
         if both and name == "saliency":
-            function = _SharedGradient(settings.gradient_target, shared)
+            function = _SharedGradient(settings.gradient_target, shared, contrast=contrast)
         elif both and name == "gradient_x_input" and "saliency" in scores:
-            function = _SharedGradient(settings.gradient_target, shared, reuse=True)
+            function = _SharedGradient(settings.gradient_target, shared, reuse=True, contrast=contrast)
         per_instance: list = [None] * count
         seconds, memory = 0.0, []
         started = time.perf_counter()

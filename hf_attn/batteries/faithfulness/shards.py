@@ -210,8 +210,7 @@ def run_faithfulness_sharded(adapter, texts, settings: FaithfulnessSettings | No
 
 
 def run_methods_sharded(adapter, full_batch, settings: FaithfulnessSettings, groups: list, time_budget=None,
-                        accelerator="auto"):
-    # time_budget: passed to each group's run (the Explainer refuses one under several processes)
+                        accelerator="auto", contrast=None):
     """:func:`~hf_attn.batteries.faithfulness.methods.run_methods` with its length ``groups`` split
     between the processes (:func:`hf_attn.core.sharding.run_sharded`) and gathered on every one. Each
     group is computed as one process computes it (the same texts, trimmed to the same width), so every
@@ -224,7 +223,7 @@ def run_methods_sharded(adapter, full_batch, settings: FaithfulnessSettings, gro
 
     def compute(number: int, indices: np.ndarray) -> dict:
         part = run_methods(adapter, full_batch.select(indices.tolist()), settings,
-                           groups=[np.arange(len(indices))], time_budget=time_budget)
+                           groups=[np.arange(len(indices))], time_budget=time_budget, contrast=contrast)
         rows = {f"scores__{m}": [np.asarray(r, dtype=float) for r in part.scores[m]] for m in part.scores}
         info = {"cost": part.cost, "skipped": part.skipped, "padding": part.padding,
                 "undefined": {m: {str(int(indices[i])): why for i, why in d.items()} for m, d in part.undefined.items()}}
