@@ -577,5 +577,9 @@ def test_attention_flow_refuses_a_text_past_its_length_limit_with_the_estimate()
     assert table.undefined["attention_flow"][0] is None
     assert "attention flow is refused on a text of 12 tokens" in table.undefined["attention_flow"][1]
     assert table.table["attention_flow"]["comprehensiveness"]["n"] == 1
+    every = run_faithfulness(adapter, texts[1:], FaithfulnessSettings(methods=("attention_flow", "random"),
+                                                                      metrics=("comprehensiveness",), naopc_beam=0,
+                                                                      flow_max_tokens=6))
+    assert "attention flow is refused" in every.undefined["attention_flow"][0]  # every text refused: no error
     alone = attention_flow(adapter, adapter.encode(texts[:1]), max_tokens=6)  # (1, 3): [CLS] dull [SEP]
     np.testing.assert_allclose(table.attributions["attention_flow"][0], alone[0].numpy(), atol=1e-6)

@@ -189,7 +189,7 @@ def test_two_axes_put_each_method_in_the_quadrant_its_tests_carry(tmp_path):
     without = FaithfulnessResult(methods=["a", "random"], table={"a": {}, "random": {}}, cost={}, skipped={},
                                  agreement={}, per_instance={}, attributions={}, content=[], settings={})
     assert without.two_axes() == {} and without.plausibility_sentence() == ""
-    with pytest.raises(ValueError, match="plausibility needs rationales"):
+    with pytest.raises(ValueError, match="figure needs the .comprehensiveness. and .auprc. columns"):
         without.plot_axes()
 
 
@@ -239,3 +239,24 @@ def test_the_battery_scores_plausibility_on_a_rationale_data_set(trained_model_d
         code = main(base + extra + ["--output-dir", str(tmp_path / "bad")])
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert code == 2 and len(err) == 1 and message in err[0], (extra, err)
+
+
+def test_a_decoder_keeping_the_end_of_a_cut_text_maps_its_tokens_to_the_last_words():
+    """gpt2 keeps the last tokens of a text over its limit: they are the last words, not the first."""
+    model, tokenizer = tiny_classifier("gpt2")
+    adapter = adapter_for(model, tokenizer, device="cpu", max_length=8)
+    text = " ".join(["good"] * 10)
+    with pytest.warns(Warning, match="cut"):
+        instances = _instances(adapter, adapter.encode([text]))
+    cut = []
+    ids = content_word_ids(adapter, [text], instances, cut)
+    assert ids[0] == list(range(10 - len(ids[0]), 10)) and cut == [0]
+
+
+def test_pair_texts_and_rationales_marking_nothing_are_refused_before_any_method_runs():
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    with pytest.raises(ValueError, match="text 0 is a tuple: plausibility takes single texts"):
+        run_faithfulness(adapter, [("a premise", "a hypothesis")], FaithfulnessSettings(**FAST), rationales=[[1]])
+    with pytest.raises(ValueError, match="none of the 5 rationales marks a word"):
+        run_faithfulness(adapter, TEXTS, FaithfulnessSettings(**FAST), rationales=[[0] * len(t.split()) for t in TEXTS])

@@ -95,6 +95,8 @@ def test_the_readme_sentence_holds_in_the_records():
     for name in ("sst-lstm", "ts-base"):
         result = section._result(records[name])
         assert result.ranking("auprc")[0] == "attention", name
+        runner_up = result.ranking("auprc")[1]  # the most plausible by a paired test, not by the mean alone
+        assert result.compare("attention", runner_up, "auprc")["better"] == "attention", name
         assert result.compare("attention", "integrated_gradients", "comprehensiveness")["better"] == \
             "integrated_gradients", name
     for name in ("ts-tying", "ts-mlm"):

@@ -12,7 +12,7 @@ divided by ``scale`` again; each rounded capacity is within ½/scale of Ã, so a
 
 Cost: one maximum flow per (source token, query row) on a graph of (L+1)·n nodes and L·n² edges;
 Dinic's augmenting phases visit the edges, so a sentence costs about ``FLOW_SECONDS_PER_L_N3`` ·
-L · n³ seconds per query row (measured on one CPU core with dense attention: 0.12 s at L = 4, n = 128;
+L · n³ seconds per query row (measured on one CPU core with dense attention: 0.92 s at L = 4, n = 128;
 an hour at n = 2,048). No polynomial bound better than Dinic's O(V²E) per flow holds, so
 :func:`attention_flow` refuses a text longer than ``max_tokens`` (default :data:`FLOW_MAX_TOKENS`)
 with the estimate of what it would cost; rollout is the linear-algebra approximation of the same
@@ -50,11 +50,14 @@ def check_flow_length(layers: int, tokens: int, query_rows: int = 1, max_tokens:
     """A one-line ``ValueError`` when a text of ``tokens`` real positions is longer than ``max_tokens``
     (None: no limit), with the estimate of what its attention flow would cost."""
     if max_tokens is not None and tokens > max_tokens:
+        from hf_attn.methods.one_token import TextRefused
+
         estimate = flow_seconds_estimate(layers, tokens, query_rows)
-        raise ValueError(f"attention flow is refused on a text of {tokens} tokens (more than {max_tokens}): it solves "
-                         f"one maximum flow per token on a graph of {layers}·{tokens}² edges, about {estimate:,.0f} s "
-                         f"on one CPU core (≈ {FLOW_SECONDS_PER_L_N3:g} s · L · n³); use rollout, shorter texts, or "
-                         "raise flow_max_tokens")
+        said = f"{estimate:,.0f}" if estimate >= 10 else f"{estimate:.3g}"
+        raise TextRefused(f"attention flow is refused on a text of {tokens} tokens (more than {max_tokens}): it "
+                          f"solves one maximum flow per token on a graph of {layers}·{tokens}² edges, about {said} s "
+                          f"on one CPU core (≈ {FLOW_SECONDS_PER_L_N3:g} s · L · n³); use rollout, shorter texts, or "
+                          "raise flow_max_tokens (--faith-flow-max-tokens)")
 
 
 def residual_attention(probs: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

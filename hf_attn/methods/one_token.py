@@ -140,6 +140,12 @@ def undefined_rows(adapter, name: str, rows, contents) -> list[str | None]:
     return out
 
 
+class TextRefused(ValueError):
+    """A method refuses one text (not the model): e.g. attention flow on a text past its length limit.
+    The table and ``Explainer.attributions`` leave that text's scores undefined with this reason,
+    even when every text of a call is refused (a method error on every text is raised instead)."""
+
+
 def reasons_count(reasons) -> dict[str, int]:
     """``{reason: rows}`` of the non-None ``reasons`` (a table's count of its undefined rows)."""
     out: dict[str, int] = {}
@@ -149,6 +155,6 @@ def reasons_count(reasons) -> dict[str, int]:
     return out
 
 
-__all__ = ["DEFINED", "EMPTY_INPUT", "NO_EMPTY_INPUT", "NO_RANKING", "ONE_ORDERING", "ONE_TOKEN_RULES", "UNDEFINED",
+__all__ = ["DEFINED", "TextRefused", "EMPTY_INPUT", "NO_EMPTY_INPUT", "NO_RANKING", "ONE_ORDERING", "ONE_TOKEN_RULES", "UNDEFINED",
            "batch_refusals", "empty_input_refusal", "one_token_refusal", "reasons_count", "row_refusals", "rule",
            "undefined_rows"]

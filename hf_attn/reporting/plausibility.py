@@ -106,12 +106,14 @@ def paired_models(a: dict, b: dict, method: str, metric: str) -> dict:
             "p": float(test["p"]), "better": better}
 
 
-def _reason(text: str) -> str:
-    """A skipped method's reason without its exception's name, to its first clause."""
+def _reason(text: str, method: str = "") -> str:
+    """A skipped method's reason without its exception's name or a leading ``<method>: ``, to its
+    first clause."""
     text = str(text)
-    head, sep, rest = text.partition(": ")
-    if sep and head.endswith("Error"):
-        text = rest
+    for _ in range(2):
+        head, sep, rest = text.partition(": ")
+        if sep and (head.endswith("Error") or head == method):
+            text = rest
     return text.split(";")[0].split(": ")[0].strip()
 
 
@@ -137,7 +139,7 @@ def _cell(cell: dict | None, digits: int = 3) -> str:
 def attention_table(records: dict) -> list[str]:
     """One row per model: accuracy and attention on both axes, its quadrant, and the methods ranked
     first on each axis."""
-    lines = ["| model | sentences | test accuracy | attention comprehensiveness ↑ | attention AUPRC ↑ | random AUPRC "
+    lines = ["| model | sentences | test accuracy (whole split) | attention comprehensiveness ↑ | attention AUPRC ↑ | random AUPRC "
              "| attention is | most plausible (AUPRC) | most comprehensive |", "|---" * 9 + "|"]
     for model in MODELS:
         if model.name not in records:
@@ -218,7 +220,11 @@ def report_markdown(records: dict, figures: str = "figures") -> str:
          "Wilcoxon test over the sentences, p < 0.05: *faithful* = comprehensiveness above the floor, *plausible* = "
          "AUPRC above the floor. These rationales mark every word of every non-neutral explanatory phrase "
          f"({100 * details['marked_share']:.0f} % of a sentence's words on average), so the random floor's AUPRC is "
-         "near 0.5, not near 0.", "",
+         "near 0.5, not near 0. Signed methods (gradient × input, integrated gradients, leave-one-out, Kernel SHAP, "
+         "DeepLift) are ranked by their signed scores, as the faithfulness columns rank them: a word that pushes "
+         "against the prediction ranks low even where the rationale, which marks phrases of either sentiment, marks "
+         "it. Each method is tested against the floor on each axis apart (no correction for the number of tests; "
+         "most p values below are far from 0.05).", "",
          "## Attention in each model", ""]
     P += attention_table(records)
     P += ["", "## Does making attention faithful make it more or less plausible?", "",
@@ -235,9 +241,9 @@ def report_markdown(records: dict, figures: str = "figures") -> str:
             continue
         result = _result(records[model.name])
         P += [f"### {model.label}", "",
-              f"The first {result.num_instances} SST test sentences; test accuracy "
+              f"The first {result.num_instances} SST test sentences; test accuracy on the whole test split "
               f"{_accuracy(records[model.name]):.3f}. Skipped: "
-              + ("; ".join(f"{m} ({_reason(r)})" for m, r in result.skipped.items()) or "none") + ".", ""]
+              + ("; ".join(f"{m} ({_reason(r, m)})" for m, r in result.skipped.items()) or "none") + ".", ""]
         P += method_table(result)
         P += ["", result.plausibility_sentence().strip(), "",
               f"![faithfulness against plausibility, {model.label}]({figures}/{model.name}.png)", ""]

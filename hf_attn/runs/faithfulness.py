@@ -48,6 +48,33 @@ def load_rationale_data(spec: str):
     return loaders[kind](path)
 
 
+def _input_digests(settings: FaithfulnessRunSettings) -> dict:
+    """SHA-256 of the local files the request reads by path (``--faith-attributions``, the rationale
+    files of ``FORMAT:PATH``; a folder: every file in it), so that changed contents are a new request."""
+    from hf_attn.core.io import file_sha256
+
+    def digest(path: str) -> str | None:
+        if os.path.isfile(path):
+            return file_sha256(path)
+        if os.path.isdir(path):
+            import hashlib
+
+            h = hashlib.sha256()
+            for root, _, files in sorted(os.walk(path)):
+                for name in sorted(files):
+                    full = os.path.join(root, name)
+                    h.update(os.path.relpath(full, path).encode() + b"\0" + file_sha256(full).encode())
+            return h.hexdigest()
+        return None
+
+    out = {}
+    if settings.attributions is not None:
+        out["attributions"] = digest(settings.attributions)
+    if settings.rationales is not None and ":" in settings.rationales:
+        out["rationales"] = digest(settings.rationales.partition(":")[2])
+    return out
+
+
 def _given_name(name: str) -> str:
     from hf_attn.batteries.faithfulness import METHODS
 
@@ -215,6 +242,9 @@ def run_faithfulness_battery(model_dir: str, output_dir: str, settings: Faithful
     path = os.path.join(output_dir, "results.json")
     request = json.loads(json.dumps(asdict(settings), default=str))
     request.pop("progress", None)
+    digests = _input_digests(settings)  # files read by path: other contents, another request
+    if digests:
+        request["input_sha256"] = digests
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             previous = json.load(f)
@@ -238,10 +268,13 @@ def run_faithfulness_battery(model_dir: str, output_dir: str, settings: Faithful
         from hf_attn.core.io import file_sha256
 
         key = cache_key(key, file_sha256(settings.attributions))
+    k_source = None
+    if analysed.rationales is not None and settings.table.rationale_k_fraction is None and analysed.k_fraction is not None:
+        k_source = f"the train split of {analysed.name} (ERASER fixes k per data set from its human rationales)"
     result, sharding = run_faithfulness_sharded(
         analysed.adapter, analysed.texts, table, progress=settings.progress, rationales=analysed.rationales,
         shard_sentences=settings.shard_sentences, cache_dir=cache_dir, key=key, attributions=given,
-        attributions_level=settings.attributions_level)
+        attributions_level=settings.attributions_level, k_source=k_source)
     if not is_main_process():  # `accelerate launch`: every process has the whole table; one writes
         return {"analysis": "faithfulness", "main_process": False}
     result.model |= {"model_dir": os.path.abspath(model_dir) if os.path.isdir(model_dir) else model_dir,
@@ -250,8 +283,13 @@ def run_faithfulness_battery(model_dir: str, output_dir: str, settings: Faithful
     result.plot(os.path.join(output_dir, "faithfulness.png"))
     figures = {"figure": "faithfulness.png"}
     if analysed.rationales is not None:
-        result.plot_axes(os.path.join(output_dir, "faithfulness_plausibility.png"))
-        figures["plausibility_figure"] = "faithfulness_plausibility.png"
+        if result.two_axes():
+            result.plot_axes(os.path.join(output_dir, "faithfulness_plausibility.png"))
+            figures["plausibility_figure"] = "faithfulness_plausibility.png"
+        else:  # the table still has its plausibility columns
+            figures["plausibility_figure"] = None
+            figures["plausibility_figure_note"] = ("not drawn: it needs the comprehensiveness and auprc columns and "
+                                                   "the random floor among the methods")
     from hf_attn.core.io import write_json_atomic
 
     with open(path, encoding="utf-8") as f:

@@ -15,6 +15,7 @@ from hf_attn.adapters.base import UnsupportedModelError
 from hf_attn.adapters.interface import InterventionError
 from hf_attn.core import deadline
 from hf_attn.core.batching import padding_bounded_batches
+from hf_attn.methods.one_token import TextRefused
 from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSettings
 from hf_attn.batteries.faithfulness.inputs import _real_scores, _sentence_generator, _trim
 
@@ -346,8 +347,9 @@ def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: 
         except deadline.BudgetExceeded as error:  # nothing of this method is kept
             skipped[name] = f"not run: budget: {error} (stopped after {time.perf_counter() - started:.1f} s)"
             continue
-        if len(undefined.get(name, {})) == count:  # it failed on every text: the method's error, not a text's
-            raise next(iter(undefined[name].values()))[1]
+        failures = list(undefined.get(name, {}).values())
+        if len(failures) == count and not all(isinstance(e, TextRefused) for _, e in failures):
+            raise failures[0][1]  # it failed on every text: the method's error, not a text's
         if progress:
             print(f"{name}: {seconds:.1f} s")
         scores[name] = per_instance
@@ -365,7 +367,8 @@ def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: 
 def _one_by_one(function, adapter, batch, error: ValueError, failed: dict, indices: list[int]) -> torch.Tensor:
     """``function`` on each text of ``batch`` alone after it raised ``error`` on the whole batch: a text
     that fails alone gets NaN scores and its reason in ``failed`` (text index → reason). A method
-    that fails on every text of the table raises its first error (:func:`run_methods`)."""
+    that fails on every text of the table raises its first error (:func:`run_methods`), unless every
+    failure is a refusal of that text (:class:`hf_attn.methods.one_token.TextRefused`)."""
     out = torch.full(batch.input_ids.shape, float("nan"), dtype=torch.float32, device=batch.input_ids.device)
     if len(batch) == 1:
         failed[indices[0]] = (f"{type(error).__name__}: {error}", error)

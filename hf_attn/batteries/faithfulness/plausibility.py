@@ -35,6 +35,8 @@ import numpy as np
 from hf_attn.core import plausibility as pl
 from hf_attn.batteries.faithfulness.settings import PLAUSIBILITY_METRICS, UNDEFINED
 
+ANALYSED_K = "the mean share of marked words over the analysed texts' rationales"
+
 
 def checked_rationales(texts: list[str], rationales) -> list[np.ndarray]:
     """``rationales`` as one 0/1 ``int8`` array per text, one mark per whitespace word
@@ -45,6 +47,9 @@ def checked_rationales(texts: list[str], rationales) -> list[np.ndarray]:
         raise ValueError(f"{len(rationales)} rationales for {len(texts)} texts; give one per text")
     out = []
     for i, (text, marks) in enumerate(zip(texts, rationales)):
+        if not isinstance(text, str):
+            raise ValueError(f"text {i} is a {type(text).__name__}: plausibility takes single texts, one rationale "
+                             "mark per whitespace word")
         array = np.asarray(marks)
         words = len(text.split())
         if array.ndim != 1 or array.size != words:
@@ -71,11 +76,13 @@ def _offsets(tokenizer, text: str):
     return list(encoded["input_ids"]), list(encoded["offset_mapping"])
 
 
-def _aligned_start(full: list[int], kept: list[int], where: str) -> int:
+def _aligned_start(full: list[int], kept: list[int], where: str, kept_end: str = "start") -> int:
     """Where the model's content tokens ``kept`` sit in the text's full tokenization ``full``: the
-    start (cut at the end), the end (cut at the start), else the first place they occur."""
+    end the adapter keeps first (``kept_end`` ``"start"``: a text cut at its end; ``"end"``: at its
+    start, as decoders keep the last tokens), then the other, else the first place they occur."""
     n = len(kept)
-    for start in dict.fromkeys((0, len(full) - n)):
+    ends = (len(full) - n, 0) if kept_end == "end" else (0, len(full) - n)
+    for start in dict.fromkeys(ends):
         if 0 <= start and full[start:start + n] == kept:
             return start
     for start in range(len(full) - n + 1):
@@ -85,25 +92,30 @@ def _aligned_start(full: list[int], kept: list[int], where: str) -> int:
                      "cannot be mapped to its words")
 
 
-def content_word_ids(adapter, texts: list[str], instances) -> list[list[int | None]]:
+def content_word_ids(adapter, texts: list[str], instances, cut: list | None = None) -> list[list[int | None]]:
     """Per text, per content token of its instance (the tokens the methods score), the index of the
     whitespace word its characters overlap most (:func:`hf_attn.core.plausibility.whitespace_word_ids`;
-    None: no word)."""
+    None: no word). ``cut``, a list, receives the indices of the texts the model read cut (fewer
+    tokens than the text's tokenization)."""
     tokenizer = getattr(adapter, "tokenizer", None)
     if tokenizer is None:
         raise ValueError(f"{type(adapter).__name__} has no tokenizer: plausibility cannot map its tokens to words")
+    kept_end = getattr(adapter, "kept_end", "start")
     out = []
     for i, (text, instance) in enumerate(zip(texts, instances)):
         kept = [int(t) for t in np.asarray(instance.tokens)[np.asarray(instance.content, bool)]]
         ids, offsets = _offsets(tokenizer, text)
-        start = _aligned_start([int(t) for t in ids], kept, f"text {i}")
+        start = _aligned_start([int(t) for t in ids], kept, f"text {i}", kept_end)
+        if cut is not None and len(kept) < len(ids):
+            cut.append(i)
         out.append(pl.whitespace_word_ids(text, offsets[start:start + len(kept)]))
     return out
 
 
 def text_word_scores(content_scores, word_ids, num_words: int) -> np.ndarray:
     """``(W,)`` word scores of one text from its content tokens' scores: each word the sum of its
-    tokens; words no token reached (cut by the length limit) one below the lowest word reached."""
+    tokens; words no token reached (cut by the length limit, or a word of characters the tokenizer
+    drops) one below the lowest word reached."""
     ids = list(word_ids)
     reached = np.zeros(num_words, bool)
     reached[[w for w in ids if w is not None]] = True
@@ -133,16 +145,20 @@ def k_fraction_of(rationales: list[np.ndarray]) -> float:
 
 
 def plausibility_cells(columns, adapter, texts: list[str], instances, scores: dict, rationales: list[np.ndarray],
-                       k_fraction: float | None, wanted) -> dict:
+                       k_fraction: float | None, wanted, k_source: str | None = None) -> dict:
     """Add the plausibility columns of every method to ``columns`` (:class:`~hf_attn.batteries.
     faithfulness.table._Columns`); returns ``metric_details["plausibility"]``: the k fraction, the IOU
     threshold, the word rule, the texts without a marked word, the fully marked ones, the texts cut
     by the length limit, and per method ERASER's data-set-level values."""
-    k_fraction = k_fraction_of(rationales) if k_fraction is None else float(k_fraction)
-    word_ids = content_word_ids(adapter, texts, instances)
+    if k_fraction is None:
+        k_fraction, k_source = k_fraction_of(rationales), k_source or ANALYSED_K
+    else:
+        k_fraction, k_source = float(k_fraction), k_source or "given (rationale_k_fraction)"
+    cut: list = []
+    word_ids = content_word_ids(adapter, texts, instances, cut)
     no_rationale = [i for i, r in enumerate(rationales) if not r.any()]
-    cut = [i for i, (ids, r) in enumerate(zip(word_ids, rationales))
-           if len({w for w in ids if w is not None}) < r.size]
+    unread = [i for i, (ids, r) in enumerate(zip(word_ids, rationales))
+              if i not in cut and len({w for w in ids if w is not None}) < r.size]
     eraser = {}
     for method, rows in scores.items():
         words = [text_word_scores(np.asarray(row)[np.asarray(inst.content, bool)], ids, r.size)
@@ -158,12 +174,12 @@ def plausibility_cells(columns, adapter, texts: list[str], instances, scores: di
             summary = pl.plausibility([words[i] for i in kept], [rationales[i] for i in kept], k_fraction)
             eraser[method] = {k: v for k, v in summary.to_dict().items() if not k.startswith("instance_")} | {
                 "without_rationale": [kept[i] for i in summary.without_rationale]}
-    return {"k_fraction": k_fraction, "iou_threshold": pl.ERASER_IOU_THRESHOLD,
+    return {"k_fraction": k_fraction, "k_fraction_source": k_source, "iou_threshold": pl.ERASER_IOU_THRESHOLD,
             "word_rule": "a word's score is the sum of its tokens' (hf_attn.core.word_pieces); words cut by the "
                          "length limit rank last",
             "without_rationale": no_rationale, "fully_marked": [i for i, r in enumerate(rationales) if r.all() and r.size],
-            "cut_by_length_limit": cut, "marked_share": float(np.mean([r.mean() for r in rationales if r.size])),
-            "eraser": eraser}
+            "cut_by_length_limit": cut, "words_without_token": unread,
+            "marked_share": float(np.mean([r.mean() for r in rationales if r.size])), "eraser": eraser}
 
 
 __all__ = ["checked_rationales", "content_word_ids", "k_fraction_of", "plausibility_cells", "text_word_scores"]

@@ -212,7 +212,7 @@ class FaithfulnessResult:
         ``plausibility`` column and whether a paired Wilcoxon test puts it above the random floor on
         each (``faithful`` / ``plausible``: True above, False not distinguishable or below, None
         without the test), with the p values, and its ``quadrant`` (``"both"``, ``"faithful only"``,
-        ``"plausible only"``, ``"neither"``) and ``below``: the axes (``"faithful"``, ``"plausible"``)
+        ``"plausible only"``, ``"neither"``, ``"untested"`` where a test could not run) and ``below``: the axes (``"faithful"``, ``"plausible"``)
         on which the test puts it significantly *below* the floor. Empty without the two columns or the
         random floor."""
         if "random" not in self.methods or not all(
@@ -230,9 +230,11 @@ class FaithfulnessResult:
                 row[axis] = None if test is None or not math.isfinite(test["p"]) else test["better"] == method
                 if test is not None and test["better"] == "random":
                     row["below"].append(axis)
-            row["quadrant"] = {(True, True): "both", (True, False): "faithful only",
-                               (False, True): "plausible only"}.get((bool(row["faithful"]), bool(row["plausible"])),
-                                                                    "neither")
+            if row["faithful"] is None or row["plausible"] is None:  # too few sentences for the test
+                row["quadrant"] = "untested"
+            else:
+                row["quadrant"] = {(True, True): "both", (True, False): "faithful only",
+                                   (False, True): "plausible only"}.get((row["faithful"], row["plausible"]), "neither")
             out[method] = row
         return out
 
@@ -244,7 +246,7 @@ class FaithfulnessResult:
         if not axes:
             return ""
         groups = {q: [m for m, r in axes.items() if r["quadrant"] == q]
-                  for q in ("both", "faithful only", "plausible only", "neither")}
+                  for q in ("both", "faithful only", "plausible only", "neither", "untested")}
         said = "; ".join(f"{q}: {', '.join(ms)}" for q, ms in groups.items() if ms)
         text = (f"Against the human rationales (AUPRC; the random floor {self._mean('random', 'auprc'):.3f}) and by "
                 f"comprehensiveness, each method above the random floor or not (paired Wilcoxon, p < {self.alpha:.2g}) "
@@ -470,15 +472,16 @@ class FaithfulnessResult:
         given. Returns the figure."""
         axes = self.two_axes(faithfulness, plausibility)
         if not axes:
-            raise ValueError(f"the table has no {faithfulness!r} and {plausibility!r} columns with the random floor "
-                             "(plausibility needs rationales)")
+            raise ValueError(f"the faithfulness-against-plausibility figure needs the {faithfulness!r} and "
+                             f"{plausibility!r} columns (plausibility: rationales) and the random floor (the "
+                             "'random' method)")
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         styles = {"both": ("o", "tab:green"), "faithful only": ("s", "tab:blue"),
-                  "plausible only": ("^", "tab:orange"), "neither": ("x", "tab:gray")}
+                  "plausible only": ("^", "tab:orange"), "neither": ("x", "tab:gray"), "untested": ("d", "tab:olive")}
         fig, ax = plt.subplots(figsize=(6.4, 4.8))
         for quadrant, (marker, colour) in styles.items():
             methods = [m for m, r in axes.items() if r["quadrant"] == quadrant]

@@ -95,7 +95,7 @@ def _merged_naopc(parts: list[FaithfulnessResult]) -> dict:
 
 
 def merge_tables(adapter, parts: list[FaithfulnessResult], settings: FaithfulnessSettings,
-                 rationales=None) -> FaithfulnessResult:
+                 rationales=None, k_source: str | None = None) -> FaithfulnessResult:
     """One table from the tables of consecutive shards (module docstring). ``rationales``: all the
     texts' rationales (the plausibility columns are recomputed over all of them, with the k fraction
     ``settings.rationale_k_fraction`` every shard used)."""
@@ -146,7 +146,7 @@ def merge_tables(adapter, parts: list[FaithfulnessResult], settings: Faithfulnes
         from hf_attn.batteries.faithfulness.plausibility import plausibility_cells
 
         extra["plausibility"] = plausibility_cells(columns, adapter, texts, instances, scores, list(rationales),
-                                                   settings.rationale_k_fraction, settings.metrics)
+                                                   settings.rationale_k_fraction, settings.metrics, k_source)
     agreement = _agreement_cells(columns, scores, content, settings)
     paired = _paired_tests(columns, methods, settings)
     if paired is not None:
@@ -162,7 +162,8 @@ def merge_tables(adapter, parts: list[FaithfulnessResult], settings: Faithfulnes
 def run_faithfulness_sharded(adapter, texts, settings: FaithfulnessSettings | None = None, progress: bool = False,
                              rationales=None, shard_sentences: int = 64, cache_dir: str | None = None,
                              key: str | None = None, accelerator="auto", attributions=None,
-                             attributions_level: str = "token") -> tuple[FaithfulnessResult, dict]:
+                             attributions_level: str = "token", k_source: str | None = None
+                             ) -> tuple[FaithfulnessResult, dict]:
     """:func:`~hf_attn.batteries.faithfulness.table.run_faithfulness` shard by shard (module
     docstring): ``(result, sharding)`` where ``sharding`` records the processes and the shards each
     computed. ``cache_dir`` / ``key``: where finished shards are kept (a rerun computes only the
@@ -174,14 +175,21 @@ def run_faithfulness_sharded(adapter, texts, settings: FaithfulnessSettings | No
 
     from hf_attn.batteries.faithfulness.given import checked_attributions
 
+    from hf_attn.adapters.base import checked_texts
+    from hf_attn.batteries.faithfulness.plausibility import ANALYSED_K
+
     settings = settings or FaithfulnessSettings()
-    texts = list(texts)
+    texts = checked_texts(texts)  # checked whole, so that a refusal names the text's own index
     shards = plan_shards(len(texts), shard_sentences)
     given = checked_attributions(attributions, len(texts))
+    empty = [i for i, c in enumerate(adapter.encode(texts).content.any(1).tolist()) if not c]
+    if empty:
+        raise ValueError(f"texts {empty[:5]} have no tokens of their own (only special tokens): nothing to rank")
     if rationales is not None:
         rationales = checked_rationales(texts, rationales)
         if settings.rationale_k_fraction is None:  # one k for every shard: the rationales' share over all texts
             settings = replace(settings, rationale_k_fraction=k_fraction_of(rationales))
+            k_source = k_source or ANALYSED_K
     if accelerator == "auto":
         accelerator = current_accelerator()
     computed_by: dict[int, int] = {}
@@ -199,7 +207,7 @@ def run_faithfulness_sharded(adapter, texts, settings: FaithfulnessSettings | No
     results = run_sharded(shards, compute, cache_dir=cache_dir, key=key, accelerator=accelerator,
                           progress=progress, desc="faithfulness shards")
     parts = [_from_payload(json.loads(str(r["payload"]))) for r in results]
-    merged = merge_tables(adapter, parts, settings, rationales)
+    merged = merge_tables(adapter, parts, settings, rationales, k_source)
     processes = 1 if accelerator is None else int(accelerator.num_processes)
     by_process: dict[int, list[int]] = {}
     for number, r in enumerate(results):

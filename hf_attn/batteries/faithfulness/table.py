@@ -342,11 +342,14 @@ def _checked_plausibility_request(texts, rationales, settings: FaithfulnessSetti
     if not asked:
         raise ValueError(f"rationales were given but metrics {list(settings.metrics)} leave out every plausibility "
                          f"column ({', '.join(PLAUSIBILITY_METRICS)})")
-    from hf_attn.batteries.faithfulness.plausibility import checked_rationales
+    from hf_attn.batteries.faithfulness.plausibility import checked_rationales, k_fraction_of
 
     if isinstance(texts, str) or not len(texts):
         raise ValueError("texts must be a non-empty list of strings")
-    return checked_rationales(list(texts), rationales)
+    checked = checked_rationales(list(texts), rationales)
+    if settings.rationale_k_fraction is None:
+        k_fraction_of(checked)  # no rationale marks a word: refused before any method runs
+    return checked
 
 
 def _with_given_rows(adapter, inputs: _Inputs, raw_scores: dict, cost: dict, given: dict, level: str) -> dict:
