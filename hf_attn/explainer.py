@@ -509,10 +509,8 @@ class Explainer:
         scores per text}`` computed elsewhere (captum, inseq, ferret, LXT, …), at ``attributions_level``
         ``"token"`` (the model's tokens, with or without its special tokens) or ``"word"`` (whitespace
         words), become rows scored like the table's own methods
-        (:mod:`hf_attn.batteries.faithfulness.given`). The table is computed in shards of
-        ``shard_sentences`` texts (one shard: exactly one table call), so under ``accelerate launch`` /
-        ``torchrun`` the processes split the shards and every process returns the whole table, the same
-        as one process (:mod:`hf_attn.batteries.faithfulness.shards`). ``settings``: the fields of
+        (:mod:`hf_attn.batteries.faithfulness.given`). Computed in shards of ``shard_sentences`` texts
+        (:mod:`~hf_attn.batteries.faithfulness.shards`). ``settings``: the fields of
         :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``methods``, ``fractions``,
         ``ig_steps``, …). Returns a ``FaithfulnessResult`` (``summary()``, ``to_pandas()``, ``plot()``,
         ``plot_axes()``, ``two_axes()``, ``save(dir)``)."""
@@ -528,19 +526,6 @@ class Explainer:
                                              attributions_level=attributions_level, shard_sentences=shard_sentences)
         return result
 
-    def _class_index(self, value, name: str) -> int | None:
-        """A class given by index or by the model's class name (``id2label``) → its index; None stays None."""
-        if value is None:
-            return None
-        names = self._label_names()
-        if isinstance(value, str):
-            if value not in names:
-                raise ValueError(f"{name} {value!r} is not one of the model's classes {names}")
-            return names.index(value)
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= int(value) < len(names):
-            raise ValueError(f"{name} must be a class index in [0, {len(names)}) or one of {names}, got {value!r}")
-        return int(value)
-
     def attributions(self, texts, methods=None, time_budget: float | None = None, target=None, foil=None,
                      **settings) -> MethodAttributions:
         """Every attribution method of the faithfulness table on ``texts``, side by side, per content
@@ -555,15 +540,10 @@ class Explainer:
         inside the running methods too (:mod:`hf_attn.core.deadline`): a method that runs out, or
         could not finish in the time left, and the methods after the budget is spent are in
         ``skipped`` as "not run: budget" with the reason, never with partial scores (None: no limit).
-        ``target`` / ``foil``: a class (index or name) to explain instead of the predicted one, and a
-        class to contrast it with (Yin & Neubig 2022 §2.2: why the target rather than the foil; the
-        gradient family differentiates f(target) − f(foil), leave-one-out erases it): only the methods
-        that explain a class run (:data:`hf_attn.batteries.faithfulness.methods.CLASS_METHODS`, and
-        the random floor); the others are in ``skipped`` with the reason, and a text whose target is
-        the foil has no contrast (undefined, with the reason).
-        Under ``accelerate launch`` / ``torchrun`` the length groups are split between the processes and
-        gathered on every one: each text's scores are those one process computes, in the same group
-        (:func:`hf_attn.batteries.faithfulness.shards.run_methods_sharded`; no ``time_budget`` there)."""
+        ``target`` / ``foil``: a class (index or name) explained instead of the predicted one, and one
+        to contrast it with (Yin & Neubig 2022 §2.2; docs/faithfulness.md); methods explaining no class
+        are skipped with the reason. Under ``accelerate launch`` / ``torchrun`` the length groups are
+        split between the processes (:func:`hf_attn.batteries.faithfulness.shards.run_methods_sharded`)."""
         from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, length_groups, run_methods
         from hf_attn.methods.kept_logits import keep_logits
         from hf_attn.core.numpy_measures import check_number
@@ -577,9 +557,12 @@ class Explainer:
         if unknown:
             raise ValueError(f"unknown attribution setting(s) {unknown}; allowed: {sorted(allowed)}")
         typed = FaithfulnessSettings(methods=methods, **settings)
-        target, foil = self._class_index(target, "target"), self._class_index(foil, "foil")
+        from hf_attn.batteries.data import class_index
+
+        names = self._label_names()
+        target, foil = class_index(names, target, "target"), class_index(names, foil, "foil")
         if foil is not None and foil == target:
-            raise ValueError(f"the foil is the target class ({self._label_names()[foil]}): nothing to contrast")
+            raise ValueError(f"the foil is the target class ({names[foil]}): nothing to contrast")
         contrast = None if target is None and foil is None else (target, foil)
         items = checked_texts(texts)
         adapter = self.adapter
@@ -597,11 +580,8 @@ class Explainer:
 
             if current_accelerator() is not None:  # accelerate launch / torchrun: the groups split between processes
                 from hf_attn.batteries.faithfulness.shards import run_methods_sharded
-
-                if time_budget is not None:
-                    raise ValueError("time_budget bounds one process's request; under accelerate launch / torchrun "
-                                     "each process would stop at another point: leave it out")
-
+                if time_budget is not None:  # each process would stop at another point
+                    raise ValueError("time_budget bounds one process's request: leave it out under accelerate launch")
                 run = run_methods_sharded(adapter, batch, typed, groups, time_budget, contrast=contrast)
             else:
                 run = run_methods(adapter, batch, typed, groups=groups, time_budget=time_budget, contrast=contrast)
@@ -617,12 +597,10 @@ class Explainer:
             reasons = undefined_rows(adapter, name, rows, content)
             for i, reason in run.undefined.get(name, {}).items():  # a text the method failed on alone
                 reasons[i] = reason
-            if foil is not None and name != "random":  # the explained class is the foil: no contrast there
-                explained = probabilities.argmax(-1).tolist() if target is None else [target] * len(items)
-                for i, c in enumerate(explained):
-                    if c == foil:
-                        reasons[i] = f"the explained class is the foil ({self._label_names()[foil]}): no contrast"
-                        values[name][i] = [math.nan] * len(values[name][i])
+            explained = probabilities.argmax(-1).tolist() if target is None else [target] * len(items)
+            for i in [i for i, c in enumerate(explained) if foil is not None and name != "random" and c == foil]:
+                reasons[i] = f"the explained class is the foil ({names[foil]}): no contrast"  # nothing to contrast
+                values[name][i] = [math.nan] * len(values[name][i])
             if any(reasons):
                 undefined[name] = {i: r for i, r in enumerate(reasons) if r is not None}
         tokens = [self.tokenizer.convert_ids_to_tokens(batch.input_ids[i][keep[i]].tolist()) for i in range(len(items))]

@@ -374,7 +374,7 @@ def test_the_readmes_python_blocks_run(trained_model_dir, tmp_path):
     assert len(blocks) == 2
     shutil.copytree(trained_model_dir, tmp_path / "runs" / "sst-lstm")
     source = "\n".join(blocks)
-    assert source.count("[:100]") == 2
+    assert source.count("[:100]") == 3  # the texts, their labels and their human rationales
     source = source.replace("[:100]", "[:3]")
     source = source.replace('"USER/sst-lstm"', '"runs/sst-lstm"')
     source = source.replace('"USER/jw_correlation"', repr(str(REPO_ROOT / "hf_attn" / "metrics" / "jw_correlation")))

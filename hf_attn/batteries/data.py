@@ -216,6 +216,22 @@ def model_class_names(config) -> list[str]:
     return [str(id2label.get(i, id2label.get(str(i), i))) for i in range(int(config.num_labels))]
 
 
+def class_index(names: list[str], value, what: str) -> int | None:
+    """A class given by index or by name (one of ``names``, the model's classes) → its index; None
+    stays None; anything else is a one-line ``ValueError`` naming ``what``."""
+    import numpy as np
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value not in names:
+            raise ValueError(f"{what} {value!r} is not one of the model's classes {names}")
+        return names.index(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= int(value) < len(names):
+        raise ValueError(f"{what} must be a class index in [0, {len(names)}) or one of {names}, got {value!r}")
+    return int(value)
+
+
 def _config_class_names(model_dir: str) -> list[str] | None:
     """The class names of a local classifier folder read from its ``config.json`` without loading the
     model (as transformers reads them: ``id2label``, else ``num_labels`` classes, else 2); None when

@@ -310,7 +310,8 @@ def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: 
             skipped[name] = reason
             continue
         try:
-            function = _method_function(name, settings, contrast)
+            function = (_method_function(name, settings) if contrast is None
+                        else _method_function(name, settings, contrast))
         except ImportError as error:
             skipped[name] = str(error)
             continue
