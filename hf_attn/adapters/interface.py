@@ -62,8 +62,10 @@ class Intervention:
     grouped heads repeated to one per query head). ``fused``: nothing is changed or recorded, so every
     call runs transformers' fused kernel (``sdpa_attention_forward``) instead of the eager
     arithmetic — the same output up to rounding, without the (T × T) probabilities kept for the
-    backward; the adapter uses it only after checking it on the model. ``calls`` counts the
-    attention calls."""
+    backward; the adapter uses it only after checking it on the model. ``stream``: a
+    :class:`hf_attn.adapters.streaming.Stream` — the calls hand their probabilities to its collector
+    in slices of query rows (only the rows it asks for) and keep none (a streamed forward). ``calls``
+    counts the attention calls."""
 
     layer: int = -1
     query: torch.Tensor | None = None
@@ -75,6 +77,7 @@ class Intervention:
     record: list | None = None
     every_layer: bool = False
     fused: bool = False
+    stream: object | None = None
     calls: int = field(default=0)
 
 
@@ -180,6 +183,8 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
         keep = (~iv.zero_values.to(torch.bool)).to(value.dtype)
         value = value * keep.view(keep.shape[0], 1, -1, 1)
     changes = (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach)
+    if iv.stream is not None and not changes:  # the maps read in slices of rows, never kept whole
+        return iv.stream.attend(index, module, eager, query, key, value, attention_mask, args, kwargs, _repeat_heads)
     recording = iv.record is not None
     output, probs = eager(module, query, key, value, attention_mask, *args, **kwargs)
     if not changes and not recording:

@@ -43,7 +43,7 @@ from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import (autocast, check_weights_dtype, dtype_name, running_dtype, frozen_parameters, resolve_device,
                                     resolve_precision)
 from hf_attn.adapters.interface import INTERVENTION_KWARG, Intervention, active
-from hf_attn.adapters.rollout import attention_rollout
+from hf_attn.adapters.streaming import forward_maps
 # the set-up checks (the adapter's mixin); the names stay importable from here
 from hf_attn.adapters.transformer_probe import PROBE_TEXT, TransformersProbe, _first_tensor, _INSTEAD, _quiet  # noqa: F401
 
@@ -397,7 +397,6 @@ class TransformersAdapter(TransformersProbe):
     def forward(self, batch: Batch, rollout: bool = True) -> Forward:
         """The unmodified forward (one model call): logits, the explained attention, the query rows
         of every head and every layer, the rollout and the fast path's cache."""
-        record: list = []
         hidden = {}
         handle = None
         if self.fast_path:
@@ -405,29 +404,18 @@ class TransformersAdapter(TransformersProbe):
                 hidden["in"] = args[0] if args else kwargs["hidden_states"]
             handle = self.layers[self.layer].register_forward_pre_hook(pre_hook, with_kwargs=True)
         try:
-            out = self._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record),
-                                   batch.position_ids)
+            # the maps streamed in slices of query rows where checked (hf_attn.adapters.streaming)
+            out, maps = forward_maps(self, batch, rollout)
         finally:
             if handle is not None:
                 handle.remove()
-        query = batch.query.to(torch.float32)
-        count = query.sum(-1).clamp_min(1.0)
-
-        def query_rows(probs):  # (B, H, T, T) → (B, H, T): the query rows, averaged over the rows
-            return torch.einsum("bq,bhqt->bht", query, probs.float()) / count.view(-1, 1, 1)
-
-        head_rows = query_rows(record[self.layer][2])
+        head_rows, layer_rows, rolled = maps.head_rows, maps.layer_rows, maps.rollout
         attention = head_rows.mean(1) if self.spec.heads == "mean" else head_rows[:, self.spec.heads]
-        layer_rows = torch.stack([query_rows(p).mean(1) for _, _, p, _ in record], 1)
-        rolled = None
-        if rollout:
-            matrix = attention_rollout([p.float() for _, _, p, _ in record], batch.attention_mask)
-            rolled = torch.einsum("bq,bqt->bt", query, matrix) / count.view(-1, 1)
         cache = None
         if self.fast_path:
             position = batch.query.float().argmax(-1)
             rows = torch.arange(len(batch), device=self.device)
-            cache = _Cache(values=record[self.layer][3].float(), hidden=hidden["in"][rows, position], position=position)
+            cache = _Cache(values=maps.values, hidden=hidden["in"][rows, position], position=position)
         logits = out.logits.float()
         return Forward(logits=logits, probabilities=logits.softmax(-1), attention=attention, head_rows=head_rows,
                        layer_rows=layer_rows, rollout=rolled, cache=cache)
