@@ -1,0 +1,81 @@
+"""Value zeroing and leave-one-out run their copies of a text as batched forwards within the
+adapter's token budget (copies × T ≤ budget per forward): the same numbers whatever the budget
+(within float32 rounding of differently padded batches, 1e-5), and as few forwards as the budget
+allows. Tiny random llama and BERT of tests/architectures.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from architectures import TEXTS, tiny_classifier
+from hf_attn.adapters import adapter_for
+from hf_attn.methods.leave_one_out import deletion_importance
+from hf_attn.methods.value_zeroing import value_zeroing_matrices
+
+
+@pytest.fixture(scope="module", params=["bert", "llama"])
+def setup(request):
+    model, tokenizer = tiny_classifier(request.param)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    return adapter, adapter.encode(TEXTS[:2])
+
+
+class _Counted:
+    """Counts the adapter's model calls and the largest number of padded tokens of one."""
+
+    def __init__(self, adapter):
+        self.adapter, self.calls, self.largest = adapter, 0, 0
+
+    def __enter__(self):
+        inner = self.adapter._model_call
+
+        def counted(input_ids, mask, *args, **kwargs):
+            self.calls += 1
+            self.largest = max(self.largest, int(mask.numel()))
+            return inner(input_ids, mask, *args, **kwargs)
+
+        self.adapter._model_call = counted
+        return self
+
+    def __exit__(self, *exc):
+        del self.adapter._model_call
+
+
+@pytest.mark.parametrize("copies", [1, 3])
+def test_value_zeroing_batches_its_copies_within_the_budget(setup, copies):
+    adapter, batch = setup
+    steps, layers = batch.input_ids.shape[1], adapter.num_layers
+    variants = int(batch.attention_mask.sum())
+    saved = adapter.token_budget
+    try:
+        adapter.token_budget = 10 ** 6  # every variant of a layer in one forward
+        with _Counted(adapter) as whole:
+            reference = value_zeroing_matrices(adapter, batch)
+        assert whole.calls == 1 + layers
+        adapter.token_budget = copies * steps
+        with _Counted(adapter) as cut:
+            scores = value_zeroing_matrices(adapter, batch)
+    finally:
+        adapter.token_budget = saved
+    assert cut.calls == 1 + layers * math.ceil(variants / copies)
+    assert cut.largest <= max(copies * steps, len(batch) * steps)  # the first call: the unmodified batch
+    torch.testing.assert_close(scores, reference, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("copies", [1, 4])
+def test_leave_one_out_batches_its_copies_within_the_budget(setup, copies):
+    adapter, batch = setup
+    probabilities = adapter.logits(batch).softmax(-1)
+    deletions = int(batch.content.sum())
+    with _Counted(adapter) as whole:
+        reference = deletion_importance(adapter, batch, probabilities, token_budget=10 ** 6)
+    assert whole.calls == 1
+    longest = int(batch.attention_mask.sum(1).max()) - 1
+    with _Counted(adapter) as cut:
+        scores = deletion_importance(adapter, batch, probabilities, token_budget=copies * longest)
+    assert cut.calls == math.ceil(deletions / copies)
+    assert cut.largest <= copies * longest
+    torch.testing.assert_close(scores, reference, atol=1e-5, rtol=0)
