@@ -531,7 +531,7 @@ class Explainer:
         """Every attribution method of the faithfulness table on ``texts``, side by side, per content
         token (:func:`hf_attn.batteries.faithfulness.attribution_scores`; each method's paper and
         equation are in :mod:`hf_attn.batteries.faithfulness` and its module). ``methods``: names of
-        ``hf_attn.batteries.faithfulness.METHODS`` (default: all but the random floor); a method that
+        ``hf_attn.batteries.faithfulness.METHODS`` (default: all but the random floor and the opt-in alti_logit); a method that
         does not apply to this model (or needs captum when it is missing) is left out, with the
         reason in ``skipped``. ``settings``: the method knobs of
         :class:`hf_attn.batteries.faithfulness.FaithfulnessSettings` (``ig_steps``, ``ig_rule``,
@@ -544,13 +544,13 @@ class Explainer:
         to contrast it with (Yin & Neubig 2022 §2.2; docs/faithfulness.md); methods explaining no class
         are skipped with the reason. Under ``accelerate launch`` / ``torchrun`` the length groups are
         split between the processes (:func:`hf_attn.batteries.faithfulness.shards.run_methods_sharded`)."""
-        from hf_attn.batteries.faithfulness import METHODS, FaithfulnessSettings, length_groups, run_methods
+        from hf_attn.batteries.faithfulness import DEFAULT_METHODS, FaithfulnessSettings, length_groups, run_methods
         from hf_attn.methods.kept_logits import keep_logits
         from hf_attn.core.numpy_measures import check_number
 
         if isinstance(methods, str):
             raise ValueError(f"methods must be a list of method names, got the string {methods!r}")
-        methods = tuple(m for m in METHODS if m != "random") if methods is None else tuple(methods)
+        methods = tuple(m for m in DEFAULT_METHODS if m != "random") if methods is None else tuple(methods)
         allowed = {"ig_steps", "ig_rule", "ig_target", "ig_max_steps", "shap_samples", "seed", "gradient_target",
                    "ig_baseline", "flow_normalise"}
         unknown = sorted(set(settings) - allowed)

@@ -339,6 +339,7 @@ def explanation_html(explanation, shares: bool = False) -> str:
 # ------------------------------------------------------------------ every attribution method, side by side
 COMPARE_TITLES = {"attention": "attention α", "rollout": "attention rollout", "attention_flow": "attention flow",
                   "attention_norm": "attention norm ‖αf(x)‖", "alti": "ALTI", "value_zeroing": "value zeroing",
+                  "alti_logit": "ALTI-Logit (logit per token)",
                   "saliency": "saliency ‖∂ŷ/∂e‖", "gradient_x_input": "gradient × input",
                   "integrated_gradients": "integrated gradients",
                   "leave_one_out": f"leave-one-out drop ({LOO_DROP}) ŷ_c(x) − ŷ_c(x₋t)"}

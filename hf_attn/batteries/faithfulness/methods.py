@@ -20,10 +20,10 @@ from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSetting
 from hf_attn.batteries.faithfulness.inputs import _real_scores, _sentence_generator, _trim
 
 
-# the methods whose scores explain one class (the gradient family and the erasures): the ones a target
-# class or a contrastive foil applies to; the attention family explains no class, captum's rows take
-# the predicted class only
-CLASS_METHODS = ("saliency", "gradient_x_input", "integrated_gradients", "leave_one_out")
+# the methods whose scores explain one class (the gradient family, the erasures and ALTI-Logit): the ones a
+# target class or a contrastive foil applies to; the rest of the attention family explains no class,
+# captum's rows take the predicted class only
+CLASS_METHODS = ("saliency", "gradient_x_input", "integrated_gradients", "leave_one_out", "alti_logit")
 
 
 def _classes(batch, contrast) -> tuple:
@@ -36,8 +36,8 @@ def _classes(batch, contrast) -> tuple:
 
 
 def _method_function(name: str, settings: FaithfulnessSettings, contrast=None):
-    from hf_attn.methods import (adapter_integrated_gradients, alti, attention_flow, attention_norm, deletion,
-                                 gradient_x_input, raw_attention, rollout, saliency, value_zeroing)
+    from hf_attn.methods import (adapter_integrated_gradients, alti, alti_logit, attention_flow, attention_norm,
+                                 deletion, gradient_x_input, raw_attention, rollout, saliency, value_zeroing)
 
     if name == "random":
         return lambda adapter, batch: _random_scores(batch, settings)
@@ -58,6 +58,8 @@ def _method_function(name: str, settings: FaithfulnessSettings, contrast=None):
         function = saliency.saliency if name == "saliency" else gradient_x_input.gradient_x_input
         return lambda adapter, batch: function(adapter, batch, *_classes(batch, contrast)[:1], target=target,
                                                foil_class=_classes(batch, contrast)[1])
+    if name == "alti_logit":  # the explained class's logit (or the target's minus the foil's)
+        return lambda adapter, batch: alti_logit.alti_logit(adapter, batch, *_classes(batch, contrast))
     if name == "leave_one_out" and contrast is not None:
         return lambda adapter, batch: deletion.leave_one_out_deletion(adapter, batch, *_classes(batch, contrast))
     return {"attention": raw_attention.raw_attention, "rollout": rollout.rollout_importance,

@@ -22,6 +22,8 @@ METHODS = {
     "attention_norm": ("‖Σ_h α f(x)‖, explained layer (Kobayashi et al. 2020 §3)", True),
     "alti": ("ALTI contributions rolled out (Ferrando et al. 2022)", True),
     "value_zeroing": ("value zeroing rolled out (Mohebbi et al. 2023)", True),
+    "alti_logit": ("ALTI-Logit: the attention blocks' updates of the explained class's logit per token, carried to "
+                   "the input by ALTI, signed (Ferrando et al. 2023 §3); pre-LN decoders, opt-in", True),
     "saliency": ("‖∂ŷ_c/∂e_t‖₂ (Simonyan et al. 2014; Li et al. 2016)", False),
     "gradient_x_input": ("Σ_d e ∂ŷ_c/∂e, signed (Shrikumar et al. 2016)", False),
     "integrated_gradients": ("integrated gradients, signed, zero-embedding baseline (Sundararajan et al. 2017)",
@@ -33,8 +35,11 @@ METHODS = {
                  False),
     "random": ("uniform random scores, seeded by each sentence's own tokens (the floor)", False),
 }
-ATTENTION_FAMILY = ("attention", "rollout", "attention_flow", "attention_norm", "alti", "value_zeroing")
-DEFAULT_METHODS = tuple(METHODS)
+ATTENTION_FAMILY = ("attention", "rollout", "attention_flow", "attention_norm", "alti", "value_zeroing", "alti_logit")
+# methods run only when named: ALTI-Logit applies to pre-LN decoders alone (a default table of an encoder
+# would carry one more skipped row), and the committed records were made without it
+OPT_IN_METHODS = ("alti_logit",)
+DEFAULT_METHODS = tuple(m for m in METHODS if m not in OPT_IN_METHODS)
 METRICS = ("comprehensiveness", "sufficiency", "soft_comprehensiveness", "soft_sufficiency",
            "naopc_comprehensiveness", "naopc_sufficiency", "tau_loo", "agreement")
 # the second axis: agreement with a human rationale per word (ERASER's token-level metrics,
@@ -135,7 +140,8 @@ class FaithfulnessSettings:
 
     # ``metadata=option(...)``: the field's ``hf-attn analyze --faith-*`` option (hf_attn.core.settings_cli)
     methods: tuple[str, ...] = field(default=DEFAULT_METHODS, metadata=option(
-        f"subset of {', '.join(METHODS)}", type=names_list, type_text="comma-separated names", default_text="all"))
+        f"subset of {', '.join(METHODS)}", type=names_list, type_text="comma-separated names",
+        default_text=f"all but {', '.join(OPT_IN_METHODS)}"))
     fractions: tuple[float, ...] = field(default=DEFAULT_FRACTIONS, metadata=option(
         "ERASER bins", type=numbers_list, type_text="comma-separated numbers in (0, 1]"))
     ig_steps: int = field(default=16, metadata=option(
