@@ -29,6 +29,8 @@ def add_parser(subparsers) -> None:
 
 
 def _run_cli(args) -> int:
+    import os
+
     from hf_attn.runs.folder import claimed_output_folder
     from hf_attn.core.io import exclusive_output_folder
 
@@ -42,6 +44,9 @@ def _run_cli(args) -> int:
     record = asdict(settings)  # what the output folder is claimed with (a rerun with other settings is refused)
     record["measures"] = list(settings.measures) if settings.measures is not None else None
     record["fractions"] = list(settings.fractions)
+    if os.environ.get("RANK", "0") != "0":  # `accelerate launch` workers: the main process holds the folder
+        run_eraser(args.model_dir, args.output_dir, progress=not args.quiet, **{**record, "fractions": settings.fractions})
+        return 0
     with exclusive_output_folder(args.output_dir), \
             claimed_output_folder(args.output_dir, "eraser", args.model_dir, record, args.overwrite):
         run_eraser(args.model_dir, args.output_dir, progress=not args.quiet,

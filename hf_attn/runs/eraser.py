@@ -47,6 +47,10 @@ class EraserRunSettings:
         "padded tokens per batch", flag="--token-budget", type=count(1, limit="token_budget")))
     max_instances: int | None = field(default=None, metadata=option("only the first N instances",
                                                                      flag="--max-instances", type=positive_int))
+    shard_instances: int = field(default=256, metadata=option(
+        "instances per shard: the table's per-instance work is computed shard by shard, the shards split between "
+        "the processes of `accelerate launch` and cached in OUT/cache for resuming (the same results for any "
+        "number of processes)", flag="--shard-instances", type=count(1, limit="tokens")))
     dataset: str | None = field(default=None, metadata=data_option("dataset"))
     text_column: str | None = field(default=None, metadata=data_option("text_column"))
     label_column: str | None = field(default=None, metadata=data_option("label_column"))
@@ -74,7 +78,7 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
                token_budget: int = DEFAULT_TOKEN_BUDGET, max_instances: int | None = None, progress: bool = True,
                dataset: str | None = None, text_column: str | None = None, label_column: str | None = None,
                layer: int = -1, heads: str | int = "mean", max_length: int | None = None, device: str = "auto",
-               precision: str = "float32") -> dict:
+               precision: str = "float32", shard_instances: int = 256) -> dict:
     """ERASER table of a model folder written by ``hf-attn train`` (on its own dataset's ``split``) or
     of any transformers classifier (folder or Hub id: the data of
     :func:`hf_attn.batteries.data.load_analysis_data`, the folder's run.json or ``dataset`` with
@@ -84,16 +88,25 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     measure that applies to the model (rollout only with several attention layers). ``layer`` /
     ``heads`` / ``device`` / ``precision``: the adapter's (the papers' models have one layer and head
     and run on the CPU in float32; anything else is refused with the reason). ``max_length``: tokens
-    kept per text (None: the papers' models' own limit; a transformer's, at most 512)."""
+    kept per text (None: the papers' models' own limit; a transformer's, at most 512).
+
+    The per-instance work runs in shards of ``shard_instances`` instances, each cached in ``OUT/cache``
+    until the table is written (a killed run resumes); under ``accelerate launch`` the shards are split
+    between the processes and the main process writes (the same values as one process)."""
+    import hashlib
     import json
+    import shutil
 
     from hf_attn.batteries.data import is_transformer_model_dir, load_classifier_and_data
+    from hf_attn.batteries.jw.common import weights_checksum
+    from hf_attn.core.sharding import cache_key, is_main_process
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic, write_text_atomic
 
     check_count("max_instances (--max-instances)", max_instances)
     check_count("ig_steps (--ig-steps)", ig_steps, allow_none=False, limit="ig_nodes")
     check_count("token_budget (--token-budget)", token_budget, allow_none=False, limit="token_budget")
+    check_count("shard_instances (--shard-instances)", shard_instances, allow_none=False, limit="tokens")
     own = not is_transformer_model_dir(model_dir)
     if own:  # refused before a finished request is returned
         from hf_attn.batteries.jw.battery import check_papers_model_device
@@ -129,8 +142,15 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
         labels = [label for label, k in zip(labels, keep.tolist()) if k]
     width = int(mask.sum(1).max())
     ids, mask, units = ids[:, :width], mask[:, :width], units[:, :width]
+    cache_dir = os.path.join(output_dir, "cache")
+    tokens = hashlib.sha256(ids.numpy().tobytes() + mask.numpy().tobytes() + units.numpy().tobytes()).hexdigest()
+    key = cache_key("eraser", params, list(measures), weights_checksum(model), list(ids.shape), tokens,
+                    adapter.describe()["precision"])
     table = eraser_table(adapter, ids, mask, units, measures, fractions, ig_steps=ig_steps, ig_baseline=ig_baseline,
-                         seed=seed, token_budget=token_budget, progress=progress)
+                         seed=seed, token_budget=token_budget, progress=progress, shard_instances=shard_instances,
+                         cache_dir=cache_dir, key=key)
+    if not is_main_process():  # `accelerate launch`: every process has the whole table; one writes
+        return {"analysis": "eraser", "main_process": False}
     with torch.no_grad():
         from hf_attn.methods.eraser import batched_probabilities
 
@@ -156,6 +176,7 @@ def run_eraser(model_dir: str, output_dir: str, split: str = "test",
     title = f"ERASER, {name} {recorded_split}, {described}"
     results["figure"] = os.path.basename(write_eraser_figure(results, os.path.join(output_dir, "eraser.png"), title))
     write_json_atomic(path, results)
+    shutil.rmtree(cache_dir, ignore_errors=True)  # finished: the shards are only needed to resume
     if progress:
         print(text)
     return results

@@ -27,9 +27,17 @@ logger = logging.getLogger(__name__)
 def run_battery(model_dir: str, output_dir: str, settings: TSSettings | None = None) -> dict:
     """``hf-attn analyze DIR --battery ts``: writes ``results.json``, ``per_instance.json`` and
     ``token_probability.png`` into ``output_dir``. ``settings``: :class:`TSSettings` (None: its
-    defaults)."""
+    defaults). The per-instance measures run batch by batch, each finished batch cached in
+    ``OUT/cache`` until the results are written (a killed run resumes); under ``accelerate launch``
+    the batches are split between the processes, the main process alone runs the MI and writes."""
+    import hashlib
+    import shutil
+    from dataclasses import asdict, replace
+
+    from hf_attn.batteries.jw.common import weights_checksum
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic
+    from hf_attn.core.sharding import cache_key, is_main_process
 
     if settings is None:
         settings = TSSettings()
@@ -39,7 +47,15 @@ def run_battery(model_dir: str, output_dir: str, settings: TSSettings | None = N
     split = settings.split
     model, tokenizer, task = load_run(model_dir, split)
     start = time.perf_counter()
-    results = analyze_model(model, tokenizer, task, settings)
+    cache_dir = os.path.join(output_dir, "cache")
+    texts = "\x00".join(task.splits[split]["text"]).encode()
+    key = cache_key("ts", asdict(settings) | {"progress": None}, weights_checksum(model),
+                    hashlib.sha256(texts).hexdigest())
+    main = is_main_process()
+    results = analyze_model(model, tokenizer, task, settings if main else replace(settings, mi=False),
+                            cache_dir=cache_dir, key=key)
+    if not main:  # `accelerate launch`: every process has the per-instance measures; one writes
+        return {"battery": "ts", "main_process": False}
     per_instance = results.pop("per_instance")
     config = model.config
     results.update({
@@ -61,6 +77,7 @@ def run_battery(model_dir: str, output_dir: str, settings: TSSettings | None = N
     results["example"] = {"split": example_split, "index": int(example), "text": text}
     write_json_atomic(os.path.join(output_dir, "per_instance.json"), per_instance)
     write_json_atomic(os.path.join(output_dir, "results.json"), results)
+    shutil.rmtree(cache_dir, ignore_errors=True)  # finished: the batches are only needed to resume
     if settings.progress:
         print(format_ts_summary(results))
     return results

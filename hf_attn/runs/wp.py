@@ -17,6 +17,7 @@ The statistics, settings and figures themselves are :mod:`hf_attn.batteries.wp`.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import replace
 
@@ -61,10 +62,17 @@ def run_wp(model_dir: str, output_dir: str, settings: WPSettings | None = None, 
     :mod:`hf_attn.runs.wp_transformer` finds them), then §3.2 uniform attention, §3.3 seed variance
     with J&W's per-instance adversary on its axes, §4 the model-consistent adversaries and §3.4 the
     diagnostic MLP, the figures and ``OUT/results.json`` (atomic). A section a model kind cannot have
-    says why (``"run": False`` and a ``status``)."""
+    says why (``"run": False`` and a ``status``).
+
+    Every forward over the analysed instances and the per-instance adversary run batch by batch as
+    shards (:func:`hf_attn.core.sharding.run_sharded`), each finished batch cached in ``OUT/cache``
+    until the results are written (a killed run resumes); under ``accelerate launch`` the batches are
+    split between the processes (``processes`` and ``sharding`` record who computed which) and the main
+    process writes; the values are those of one process. Training is unchanged."""
     from hf_attn.batteries.data import is_transformer_model_dir
     from hf_attn.core.environment import environment_versions
     from hf_attn.core.io import write_json_atomic
+    from hf_attn.core.sharding import distributed_world_size, is_main_process
     from hf_attn.runs import wp_sections
 
     settings = replace(settings or WPSettings(), **overrides)
@@ -88,6 +96,8 @@ def run_wp(model_dir: str, output_dir: str, settings: WPSettings | None = None, 
     jw_section, jw_point, adversary_values = wp_sections.per_instance_adversary(base, settings, stats)
     lambda_rows, consistent = models.consistent_adversary(base)
     mlp_section = models.diagnostic_mlp(base)
+    if not is_main_process():  # `accelerate launch`: every process has every section; one writes
+        return {"battery": "wp", "main_process": False}
     figures = wp_sections.figures(output_dir, base, settings, stats, adversary_values, uniform, lambda_rows,
                                   seed_points, uniform_point, jw_point, mlp_section, models)
     analysis_seconds = time.perf_counter() - started
@@ -100,8 +110,10 @@ def run_wp(model_dir: str, output_dir: str, settings: WPSettings | None = None, 
         "tradeoff_points": {"uniform": uniform_point, "seeds": seed_points, "jw_per_instance": jw_point,
                             "consistent_adversary": lambda_rows},
         "figures": figures, "timing": models.timing(analysis_seconds, wall), "options": models.options(),
+        "processes": distributed_world_size(), "sharding": {"processes": distributed_world_size(), **base.sharding},
         "versions": environment_versions()}
     write_json_atomic(os.path.join(output_dir, "results.json"), results)
+    shutil.rmtree(os.path.join(output_dir, "cache"), ignore_errors=True)  # finished: only needed to resume
     return results
 
 

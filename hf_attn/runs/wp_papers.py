@@ -195,6 +195,7 @@ class PapersModels:
             raise FileNotFoundError(f"{model_dir} has no run.json: the wp battery needs a folder written by "
                                     "`hf-attn train` (it retrains the same setup with other seeds/attention)")
         self.model_dir, self.settings = model_dir, settings
+        self.cache_dir = os.path.join(output_dir, "cache")  # finished batches of the analyses, for resuming
         self.runs_dir = settings.runs_dir or os.path.join(output_dir, "models")
         self.base_settings = settings_from_run(model_dir)
         self.task = task or task_of(self.base_settings)
@@ -231,7 +232,8 @@ class PapersModels:
         adapter = self.adapter_of(self.model_dir)
         encoded = tokenize_splits(self.task, adapter.tokenizer, self.base_settings.max_length)[self.settings.split]
         return base_outputs(adapter, [list(x) for x in encoded["input_ids"]], encoded["label"],
-                            self.task.label_names, self.settings.split, self.base_settings.dataset, self.settings)
+                            self.task.label_names, self.settings.split, self.base_settings.dataset, self.settings,
+                            cache_dir=self.cache_dir)
 
     def _outputs(self, base, path: str) -> dict:
         return base.outputs_of(self.adapter_of(path), self.settings.batch_size)

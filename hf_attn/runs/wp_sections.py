@@ -6,8 +6,9 @@ adversary on W&P's axes, and the figures. Divergences compare the explained atte
 
 from __future__ import annotations
 
+import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -20,7 +21,8 @@ from hf_attn.batteries.wp.transformer import (SEED_STATUS_NOT_RUN, plot_uniform,
 from hf_attn.core.batching import length_batches
 from hf_attn.core.measures import tvd
 
-# per-instance adversary batches: at most this many instances and padded tokens (B·k rows per step)
+# per-instance adversary batches: at most this many padded tokens (B·k rows per step) and
+# settings.adversary_batch_size instances (default ADVERSARY_BATCH)
 ADVERSARY_BATCH = 256
 ADVERSARY_TOKEN_BUDGET = 16384
 
@@ -38,6 +40,8 @@ class WPBase:
     outputs: dict
     split: str
     dataset: str
+    cache_dir: str | None = None  # where finished batches are kept for resuming (None: nowhere)
+    sharding: dict = field(default_factory=dict)  # the shards of the forwards and the adversary, and who computed them
 
     @property
     def attention(self) -> np.ndarray:
@@ -69,16 +73,23 @@ class WPBase:
         if adapter.tokenizer.get_vocab() != self.adapter.tokenizer.get_vocab():
             raise ValueError(f"{getattr(adapter.model.config, '_name_or_path', 'a model')} has another vocabulary "
                              "than the base model: attention would not line up")
-        return split_forward(adapter, self.sequences, batch_size, uniform=False, progress=progress, desc=desc)
+        return split_forward(adapter, self.sequences, batch_size, uniform=False, progress=progress, desc=desc,
+                             cache_dir=self.cache_dir)
 
 
-def base_outputs(adapter, sequences, labels, label_names, split: str, dataset: str, settings: WPSettings) -> WPBase:
+def base_outputs(adapter, sequences, labels, label_names, split: str, dataset: str, settings: WPSettings,
+                 cache_dir: str | None = None) -> WPBase:
     """One batched pass of the base (its uniform intervention included; every layer's only for a model
-    with several layers and ``settings.uniform_every_layer``)."""
+    with several layers and ``settings.uniform_every_layer``). Every forward over the instances and
+    the per-instance adversary run batch by batch as shards (split between the processes of
+    ``accelerate launch``; cached in ``cache_dir`` for resuming)."""
     every_layer = settings.uniform_every_layer and adapter.num_layers > 1
+    record: dict = {}
     outputs = split_forward(adapter, sequences, settings.batch_size, uniform=True, every_layer=every_layer,
-                            progress=settings.progress, desc="wp: the model and its uniform variants")
-    return WPBase(adapter, sequences, np.asarray(labels, dtype=np.int64), list(label_names), outputs, split, dataset)
+                            progress=settings.progress, desc="wp: the model and its uniform variants",
+                            cache_dir=cache_dir, record=record)
+    return WPBase(adapter, sequences, np.asarray(labels, dtype=np.int64), list(label_names), outputs, split, dataset,
+                  cache_dir, {"forward": record})
 
 
 def seed_variance(base: WPBase, seed_models: list[tuple], settings: WPSettings) -> tuple[dict, list[dict], dict | None]:
@@ -107,14 +118,18 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
     attention is kept). All None when ``settings.per_instance_adversary`` is off."""
     if not settings.per_instance_adversary:
         return None, None, None
+    from hf_attn.batteries.jw.common import weights_checksum
+    from hf_attn.core.sharding import cache_key, current_accelerator, run_sharded
     from hf_attn.methods.adversary import adversarial_rows, best_feasible_adversary
+
+    accelerator = current_accelerator()
+    process = 0 if accelerator is None else int(accelerator.process_index)
 
     adapter = base.adapter
     lengths = np.fromiter((len(s) for s in base.sequences), dtype=np.int64, count=len(base.sequences))
-    eps_jsd, eps_tvd = np.zeros(len(lengths)), np.zeros(len(lengths))
-    batches = length_batches(lengths, ADVERSARY_TOKEN_BUDGET, max_rows=ADVERSARY_BATCH)
-    for number, rows in enumerate(tqdm(batches, desc="wp: J&W per-instance adversary", disable=not settings.progress,
-                                       leave=False)):
+    batches = length_batches(lengths, ADVERSARY_TOKEN_BUDGET, max_rows=settings.adversary_batch_size)
+
+    def compute(number: int, rows: np.ndarray) -> dict:  # seeded by the batch number: the same in any process
         batch = adapter.from_token_lists([base.sequences[int(r)] for r in rows])
         forward = adapter.forward(batch, rollout=False)
         result = adversarial_rows(adapter, batch, forward, k=settings.adversary_k, lam=settings.adversary_lambda,
@@ -122,8 +137,27 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
                                   generator=torch.Generator().manual_seed(settings.seed * 1_000_003 + number))
         best = best_feasible_adversary(result.tvd, result.jsd, settings.adversary_eps)
         chosen = result.tvd.gather(1, best.index[:, None]).squeeze(1)
-        eps_jsd[rows] = best.eps_max_jsd.double().cpu().numpy()
-        eps_tvd[rows] = torch.where(best.any_feasible, chosen, torch.zeros_like(chosen)).double().cpu().numpy()
+        return {"eps_jsd": best.eps_max_jsd.double().cpu().numpy(),
+                "eps_tvd": torch.where(best.any_feasible, chosen, torch.zeros_like(chosen)).double().cpu().numpy(),
+                "process": np.asarray(process)}
+
+    key = None
+    if base.cache_dir is not None:
+        ids = np.concatenate([np.asarray(s, dtype=np.int64) for s in base.sequences])
+        key = cache_key("wp-adversary", weights_checksum(adapter.model), lengths.tolist(),
+                        hashlib.sha256(ids.tobytes()).hexdigest(), settings.seed, settings.adversary_k,
+                        settings.adversary_lambda, settings.adversary_eps, settings.adversary_steps,
+                        settings.adversary_batch_size, adapter.describe()["text"])
+    results = run_sharded(batches, compute, cache_dir=base.cache_dir, key=key, accelerator=accelerator,
+                          progress=settings.progress, desc="wp: J&W per-instance adversary")
+    eps_jsd, eps_tvd = np.zeros(len(lengths)), np.zeros(len(lengths))
+    by_process: dict[int, list[int]] = {}
+    for number, (rows, r) in enumerate(zip(batches, results)):
+        eps_jsd[rows], eps_tvd[rows] = r["eps_jsd"], r["eps_tvd"]
+        by_process.setdefault(int(r["process"]), []).append(number)
+    base.sharding["adversary"] = {"shards": len(batches), "shard_instances": settings.adversary_batch_size,
+                                  "token_budget": ADVERSARY_TOKEN_BUDGET,
+                                  "shards_by_process": {str(k): v for k, v in sorted(by_process.items())}}
     point = divergence_summary(eps_jsd, eps_tvd)
     max_attention = arrays["max_attention"] if arrays is not None else base.max_attention
     section = {"available": True, "k": settings.adversary_k, "steps": settings.adversary_steps,

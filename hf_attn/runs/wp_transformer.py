@@ -134,7 +134,7 @@ class TransformerModels:
         keep = "end" if getattr(self.adapter, "left_padding", False) else "start"
         sequences = encode_texts(self.tokenizer, self.texts, self.max_length, keep=keep)
         return base_outputs(self.adapter, sequences, self.labels, self.label_names, self.settings.split,
-                            self.dataset, self.settings)
+                            self.dataset, self.settings, cache_dir=os.path.join(self.output_dir, "cache"))
 
     def uniform(self, base) -> tuple[dict, dict]:
         """W&P §3.2 as a test-time intervention (the model's explained row made uniform)."""

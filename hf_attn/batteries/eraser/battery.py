@@ -36,12 +36,14 @@ Shapes: N instances, T tokens (right-padded), K fraction bins.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+from hf_attn.batteries.eraser.shards import CORRELATED, DEFAULT_SHARD_INSTANCES, eraser_shards, merge_shards
 from hf_attn.batteries.eraser.units import (DEFAULT_GRADIENT_TOKEN_BUDGET, DEFAULT_TOKEN_BUDGET, encode,
                                             framed_eraser_scores)
 from hf_attn.core.batching import length_batches
@@ -232,22 +234,30 @@ def erase_each_measure(scores: dict, measures: Sequence[str], fractions: Sequenc
         result = erase(importance)
         seconds[f"eraser_{name}"] = time.perf_counter() - t0
         predicted = result.predicted_class
-        comp, suff = np.array(result.comprehensiveness, dtype=float), np.array(result.sufficiency, dtype=float)
-        reasons = [None if r is None else f"{name}: {r}" for r in why]
-        comp_reasons, suff_reasons = list(reasons), list(reasons)
-        for i, reason in enumerate(reasons):
-            if reason is not None:
-                comp[i], suff[i] = np.nan, np.nan
-        if emptied is not None:
-            mask, reason = emptied
-            mask = np.asarray(mask, dtype=bool)
-            comp[mask] = np.nan
-            for i in np.flatnonzero(mask.any(1)):
-                comp_reasons[i] = comp_reasons[i] or reason
-        table[name] = summarize_defined(comp, suff, fractions, {"comprehensiveness": comp_reasons,
-                                                                "sufficiency": suff_reasons}) | {
-            "description": descriptions[name]}
+        table[name] = measure_column(name, result.comprehensiveness, result.sufficiency, why, emptied, fractions,
+                                     descriptions[name])
     return table, predicted
+
+
+def measure_column(name: str, comprehensiveness, sufficiency, why: Sequence, emptied, fractions: Sequence[float],
+                   description: str) -> dict:
+    """One measure's row of the table (:func:`summarize_defined` + its description) from its per-instance
+    comprehensiveness / sufficiency ``(N, K)``: the instances ``why`` names (undefined scores) are left
+    out of both columns, the ``emptied`` bins (``(mask (N, K), reason)`` or None) out of comprehensiveness."""
+    comp, suff = np.array(comprehensiveness, dtype=float), np.array(sufficiency, dtype=float)
+    reasons = [None if r is None else f"{name}: {r}" for r in why]
+    comp_reasons, suff_reasons = list(reasons), list(reasons)
+    for i, reason in enumerate(reasons):
+        if reason is not None:
+            comp[i], suff[i] = np.nan, np.nan
+    if emptied is not None:
+        mask, reason = emptied
+        mask = np.asarray(mask, dtype=bool)
+        comp[mask] = np.nan
+        for i in np.flatnonzero(mask.any(1)):
+            comp_reasons[i] = comp_reasons[i] or reason
+    return summarize_defined(comp, suff, fractions, {"comprehensiveness": comp_reasons,
+                                                     "sufficiency": suff_reasons}) | {"description": description}
 
 
 def summarize_defined(comprehensiveness, sufficiency, fractions: Sequence[float], reasons: dict | None = None) -> dict:
@@ -371,44 +381,82 @@ def _undefined_rows(adapter, scores: dict, measures, attention_mask: torch.Tenso
     return undefined, ((mask, refusal) if mask.any() else None)
 
 
-def _importance_correlations(scores: dict, units: torch.Tensor, predicted, num_classes: int) -> dict:
-    """J&W Table 2-style Kendall τ (per predicted class) between every pair of measures over the
-    units (rollout included where the model has it)."""
-    names = [n for n in ("attention", "rollout", "gradient", "loo", "ig_abs", "ig") if n in scores]
-    keep = units.numpy()
-    return pairwise_correlations({n: [row[k] for row, k in zip(scores[n].numpy(), keep)] for n in names},
-                                 predicted, num_classes)
+def shard_rows(adapter, ids, mask, units, indices: np.ndarray, measures: Sequence[str], fractions, random_rows,
+           *, ig_steps: int, ig_baseline: str, token_budget: int, gradient_token_budget: int) -> dict:
+    """One shard's per-instance results (the fields :func:`hf_attn.batteries.eraser.shards.merge_shards`
+    reads), its rows cut to the shard's width."""
+    index = torch.from_numpy(np.asarray(indices, dtype=np.int64))
+    width = int(mask[index].sum(1).max())
+    i, m, u = ids[index, :width], mask[index, :width], units[index, :width]
+    scores, seconds = importance_scores(adapter, i, m, u, [n for n in measures if n != "random"], ig_steps=ig_steps,
+                                        ig_baseline=ig_baseline, token_budget=token_budget,
+                                        gradient_token_budget=gradient_token_budget)
+    if "random" in measures:
+        scores["random"] = random_rows[index, :width]
+    undefined, emptied = _undefined_rows(adapter, scores, measures, m, u, fractions)
+    out: dict = {}
+    predicted = None
+    for name in measures:
+        importance = scores[name]
+        if name in undefined:
+            importance = torch.nan_to_num(importance, nan=0.0, posinf=0.0, neginf=0.0)
+            scores[name] = importance
+        t0 = time.perf_counter()
+        result = framed_eraser_scores(adapter.model, i, m, u, importance, fractions, token_budget=4 * token_budget)
+        seconds[f"eraser_{name}"] = time.perf_counter() - t0
+        out[f"comprehensiveness__{name}"] = np.asarray(result.comprehensiveness, dtype=float)
+        out[f"sufficiency__{name}"] = np.asarray(result.sufficiency, dtype=float)
+        predicted = result.predicted_class
+    out["predicted"] = np.asarray(predicted)
+    keep = u.numpy()
+    for name in (n for n in CORRELATED if n in scores):  # the rows the Kendall τ compares, over the units
+        out[f"rows__{name}"] = [row[k] for row, k in zip(scores[name].numpy(), keep)]
+    for name in ("_ig_completeness_gap", "_ig_difference"):
+        if name in scores:
+            out[name.strip("_")] = scores[name].double().numpy()
+    info = {"undefined": undefined, "seconds": seconds,
+            "emptied": None if emptied is None else {"mask": np.asarray(emptied[0], bool).tolist(), "reason": emptied[1]}}
+    return out | {"info": np.asarray(json.dumps(info))}
 
 
 def eraser_table(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor, units: torch.Tensor,
                  measures: Sequence[str] | None = None, fractions: Sequence[float] = DEFAULT_FRACTIONS, *,
                  ig_steps: int = 50, ig_baseline: str = "zero", seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                 gradient_token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET, progress: bool = False) -> dict:
+                 gradient_token_budget: int = DEFAULT_GRADIENT_TOKEN_BUDGET, progress: bool = False,
+                 shard_instances: int | None = None, cache_dir: str | None = None, key: str | None = None,
+                 accelerator="auto") -> dict:
     """ERASER comprehensiveness / sufficiency / AOPC (DeYoung et al. 2020 §4) of each importance
     measure (default :func:`measures_for` the adapter) for any classifier the engine accepts, through
     its adapter, on tokenized right-padded rows (:func:`hf_attn.batteries.eraser.units.encode`, or
     :func:`encode_for`): the question the three papers left open — is attention a worse explanation
     than gradients by a measure other than rank correlation?
 
+    The per-instance work runs shard by shard (:mod:`hf_attn.batteries.eraser.shards`: ``shard_instances``
+    instances each, default 256; under ``accelerate launch`` split between the processes and gathered
+    on every one; with ``cache_dir`` and ``key`` each finished shard is kept so a rerun resumes), the
+    summaries once over all instances: the same values for any number of processes.
+
     Returns a JSON-able dict: ``measures`` {name: :func:`summarize_eraser` output + description},
     ``kendall_tau`` between the measures, ``parameters`` (the request and the rules), ``attention_spec``,
-    ``seconds`` per step and ``ig_completeness`` (mean / max |Σ IG − (f(x) − f(x'))|)."""
+    ``seconds`` per step, ``ig_completeness`` (mean / max |Σ IG − (f(x) − f(x'))|), ``processes`` and
+    ``sharding`` (the shards each process computed)."""
     start = time.perf_counter()
     measures = checked_measures(adapter, measures)
     model, spec = adapter.model, adapter.spec
-    scores, seconds = importance_scores(
-        adapter, input_ids, attention_mask, units, measures, ig_steps=ig_steps, ig_baseline=ig_baseline,
-        seed=seed, token_budget=token_budget, gradient_token_budget=gradient_token_budget, progress=progress)
-    undefined, emptied = _undefined_rows(adapter, scores, measures, attention_mask, units, fractions)
-    table, predicted = erase_each_measure(
-        scores, measures, fractions, MEASURE_DESCRIPTIONS, seconds,
-        lambda importance: framed_eraser_scores(model, input_ids, attention_mask, units, importance, fractions,
-                                                token_budget=4 * token_budget, progress=progress),
-        undefined, emptied)
-    finite = {n: torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) if n in undefined else v
-              for n, v in scores.items()}
+    shards, results, sharding = eraser_shards(
+        shard_rows, adapter, input_ids, attention_mask, units, measures, fractions, ig_steps=ig_steps, ig_baseline=ig_baseline,
+        seed=seed, token_budget=token_budget, gradient_token_budget=gradient_token_budget,
+        shard_instances=DEFAULT_SHARD_INSTANCES if shard_instances is None else shard_instances,
+        cache_dir=cache_dir, key=key, accelerator=accelerator, progress=progress)
+    merged = merge_shards(shards, results, measures, len(input_ids))
+    seconds = merged["seconds"]
+    table = {}
+    for name in measures:
+        why = merged["undefined"].get(name) or [None] * len(input_ids)
+        table[name] = measure_column(name, merged["comprehensiveness"][name], merged["sufficiency"][name], why,
+                                     merged["emptied"], fractions, MEASURE_DESCRIPTIONS[name])
     out = {"measures": table,
-           "kendall_tau": _importance_correlations(finite, units, predicted, model.config.num_labels),
+           "kendall_tau": pairwise_correlations(merged["rows"], merged["predicted"], model.config.num_labels),
            "parameters": {**eraser_parameters(fractions, ig_steps, ig_baseline, seed),
                           "units": "tokens of the text (word pieces for transformers; tokenizer-added "
                                    "specials excluded)",
@@ -417,10 +465,11 @@ def eraser_table(adapter, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                           "ig_path": "the units' token embeddings only; specials, positions, token types fixed"},
            "attention_spec": {"layer": spec.layer, "heads": spec.heads, "query": adapter.query_rule,
                               "description": spec.describe()},
-           "seconds": seconds | {"total": time.perf_counter() - start}}
-    if "_ig_completeness_gap" in scores:
-        gap = scores["_ig_completeness_gap"].abs()
-        difference = scores["_ig_difference"].abs()
+           "seconds": seconds | {"total": time.perf_counter() - start},
+           "processes": sharding["processes"], "sharding": sharding}
+    if "ig_completeness_gap" in merged:
+        gap = torch.from_numpy(merged["ig_completeness_gap"]).abs()
+        difference = torch.from_numpy(merged["ig_difference"]).abs()
         out["ig_completeness"] = {"mean_abs_gap": float(gap.mean()), "max_abs_gap": float(gap.max()),
                                   "mean_abs_difference": float(difference.mean()),
                                   "note": "|Σ_t IG_t − (ŷ_c(x) − ŷ_c(x'))| per instance; difference = "

@@ -69,7 +69,8 @@ class TSSettings:
     mi_split: the split whose word counts and occurrences it uses; mi_words: word types per set
     (T&Š: 1000); mi_clusters: k of the k-means (T&Š: 1000); mi_max_occurrences: occurrences kept
     (a seeded subset above; T&Š: 1M). adversary: run the J&W per-instance adversary;
-    adversary_limit: on the first N instances of the split (None: all).
+    adversary_limit: on the first N instances of the split (None: all). batch_size: instances per
+    length-sorted batch (one shard of the per-instance measures).
     """
 
     # ``metadata=option(...)``: the field's ``hf-attn analyze --ts-*`` option (hf_attn.core.settings_cli)
@@ -91,6 +92,10 @@ class TSSettings:
                                                           flag="skip-adversary", negate=True))
     adversary_limit: int | None = field(default=500, metadata=option(
         "run the J&W adversary on the first N instances of the split", type=positive_int))
+    batch_size: int = field(default=256, metadata=option(
+        "instances per length-sorted batch; each batch is one shard of the per-instance measures, the shards "
+        "split between the processes of `accelerate launch` and cached in OUT/cache for resuming",
+        type=count(1, limit="tokens")))
 
     def validate(self) -> None:
         for name in ("split", "mi_split"):
@@ -104,6 +109,7 @@ class TSSettings:
         # the limit of the J&W adversary: 0 or a negative number is no limit the adversary can run with
         # (it does not mean "all"); without the adversary it is unused (hf-attn reproduce records 0)
         check_count("adversary_limit (--ts-adversary-limit)", self.adversary_limit, minimum=1 if self.adversary else 0)
+        check_count("batch_size (--ts-batch-size)", self.batch_size, allow_none=False, limit="tokens")
 
 
 # ------------------------------------------------------------------------------------------
@@ -415,9 +421,117 @@ def jw_adversary_summary(model, batches: list[StateBatch], seed: int = 0, **kwar
         eps_max.append(result.eps_max_jsd.numpy())
         feasible.append(chosen.any_feasible.numpy())
     jsd, tvd, eps_max, feasible = (np.concatenate(x) for x in (jsd, tvd, eps_max, feasible))
-    return {"status": "ok", "mean_jsd": float(jsd.mean()), "mean_tvd": float(tvd.mean()),
-            "mean_eps_max_jsd": float(eps_max.mean()), "fraction_feasible": float(feasible.mean()),
-            "instances": int(len(jsd)), "settings": kwargs}
+    return adversary_summary({"jsd": jsd, "tvd": tvd, "eps_max_jsd": eps_max, "feasible": feasible}, kwargs)
+
+
+def adversary_summary(values: dict, settings: dict) -> dict:
+    """:func:`jw_adversary_summary`'s dict from the chosen adversaries' per-instance ``jsd``, ``tvd``,
+    ``eps_max_jsd`` and ``feasible`` arrays."""
+    return {"status": "ok", "mean_jsd": float(values["jsd"].mean()), "mean_tvd": float(values["tvd"].mean()),
+            "mean_eps_max_jsd": float(values["eps_max_jsd"].mean()),
+            "fraction_feasible": float(values["feasible"].mean()), "instances": int(len(values["jsd"])),
+            "settings": settings}
+
+
+# ------------------------------------------------------------------------------------------
+# the per-instance measures shard by shard (hf_attn.core.sharding.run_sharded): one shard = one
+# batch of length_sorted_batches; under `accelerate launch` split between the processes and gathered
+# on every one, cached for resuming. The same values as one loop over the batches: the permutations
+# of α are one seeded generator's draws over the batches in order, so every process replays those
+# draws (random keys only, no model) and hands each shard the state its batch started from; the
+# adversary is seeded per batch already.
+def plan_state_batches(id_lists: list[list[int]], batch_size: int) -> list[np.ndarray]:
+    """The instance indices of each batch :func:`~hf_attn.batteries.ts.battery.length_sorted_batches`
+    yields, in its order (every instance once)."""
+    lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=len(id_lists))
+    if (lengths == 0).any():
+        raise ValueError(f"{int((lengths == 0).sum())} texts have no tokens")
+    order = np.argsort(lengths, kind="stable")
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def _one_batch(model, id_lists, indices: np.ndarray, batch_size: int):
+    """The :class:`~hf_attn.batteries.ts.battery.StateBatch` of one planned batch (its instances in
+    the planned order: they are sorted by length already) and its instances' split indices."""
+    states = next(model_states(model, [id_lists[int(i)] for i in indices], batch_size))
+    return states, np.asarray(indices)[states.index]
+
+
+def _by_process(results: list[dict]) -> dict[str, list[int]]:
+    out: dict[int, list[int]] = {}
+    for number, r in enumerate(results):
+        out.setdefault(int(r["process"]), []).append(number)
+    return {str(k): v for k, v in sorted(out.items())}
+
+
+def fragility_shards(model, id_lists, *, seed: int, permutation_draws: int, batch_size: int,
+                     cache_dir: str | None = None, key: str | None = None, accelerator=None,
+                     progress: bool = False) -> tuple[dict, dict]:
+    """``({"trained", "uniform", "token_probability": (N,), "permuted": (draws, N)}, sharding)``."""
+    from hf_attn.core.sharding import run_sharded
+
+    batches = plan_state_batches(id_lists, batch_size)
+    lengths = [len(ids) for ids in id_lists]
+    generator = torch.Generator().manual_seed(seed)
+    starts = []  # the generator's state at each batch: the draws of one loop over the batches
+    for rows in batches:
+        starts.append(generator.get_state())
+        torch.rand((permutation_draws, len(rows), max(lengths[int(i)] for i in rows)), generator=generator)
+    process = 0 if accelerator is None else int(accelerator.process_index)
+
+    def compute(number: int, indices: np.ndarray) -> dict:
+        b, rows = _one_batch(model, id_lists, indices, batch_size)
+        if not np.array_equal(rows, indices):
+            raise RuntimeError("a planned T&Š batch is not in length order")
+        state = torch.Generator()
+        state.set_state(starts[number])
+        preds = fragility_predictions(model, b.token_logits, b.attention, b.mask, state, permutation_draws)
+        probabilities = token_class_probabilities(model, b.token_logits)
+        return {"trained": preds["trained"].numpy(), "uniform": preds["uniform"].numpy(),
+                "permuted": preds["permuted"].numpy().T,  # (B, draws): instances first
+                "token_probability": per_token_prediction_probability(probabilities, preds["trained"],
+                                                                      b.mask).numpy(),
+                "process": np.asarray(process)}
+
+    results = run_sharded(batches, compute, cache_dir=cache_dir, key=key, accelerator=accelerator,
+                          progress=progress, desc="ts shards")
+    n = len(id_lists)
+    out = {"trained": np.empty(n, dtype=np.int64), "uniform": np.empty(n, dtype=np.int64),
+           "token_probability": np.empty(n), "permuted": np.empty((permutation_draws, n), dtype=np.int64)}
+    for rows, r in zip(batches, results):
+        for name in ("trained", "uniform", "token_probability"):
+            out[name][rows] = r[name]
+        out["permuted"][:, rows] = np.asarray(r["permuted"]).T
+    return out, {"shards": len(batches), "shard_instances": batch_size, "shards_by_process": _by_process(results)}
+
+
+def adversary_shards(model, id_lists, *, seed: int, batch_size: int, adversary_kwargs: dict,
+                     cache_dir: str | None = None, key: str | None = None, accelerator=None,
+                     progress: bool = False) -> tuple[dict, dict]:
+    """J&W's per-instance adversary per batch: ``({"jsd", "tvd", "eps_max_jsd", "feasible"}: arrays in
+    the batches' order, as one loop over the batches concatenates them), sharding)``."""
+    from hf_attn.batteries.jw.common import JWSettings
+    from hf_attn.core.sharding import run_sharded
+    from hf_attn.methods.adversary import adversarial_attention, best_feasible_adversary
+
+    batches = plan_state_batches(id_lists, batch_size)
+    process = 0 if accelerator is None else int(accelerator.process_index)
+
+    def compute(number: int, indices: np.ndarray) -> dict:
+        b, _ = _one_batch(model, id_lists, indices, batch_size)
+        result = adversarial_attention(model, b.hidden, b.attention, b.mask, seed=seed, **adversary_kwargs)
+        chosen = best_feasible_adversary(result.tvd, result.jsd, adversary_kwargs.get("eps", JWSettings.eps))
+        best = chosen.index[:, None]
+        return {"jsd": result.jsd.gather(-1, best).squeeze(-1).numpy(),
+                "tvd": result.tvd.gather(-1, best).squeeze(-1).numpy(),
+                "eps_max_jsd": result.eps_max_jsd.numpy(), "feasible": chosen.any_feasible.numpy(),
+                "process": np.asarray(process)}
+
+    results = run_sharded(batches, compute, cache_dir=cache_dir, key=key, accelerator=accelerator,
+                          progress=progress, desc="ts adversary shards")
+    out = {name: np.concatenate([np.asarray(r[name]) for r in results])
+           for name in ("jsd", "tvd", "eps_max_jsd", "feasible")}
+    return out, {"shards": len(batches), "shard_instances": batch_size, "shards_by_process": _by_process(results)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -436,55 +550,51 @@ def load_run(model_dir: str, split: str = "test"):
 
 
 def analyze_model(model, tokenizer, task, settings: TSSettings | None = None, mi_methods=WORD_SET_METHODS,
-                  adversary_kwargs: dict | None = None, batch_size: int = 256, **overrides) -> dict:
+                  adversary_kwargs: dict | None = None, batch_size: int | None = None, cache_dir: str | None = None,
+                  key: str | None = None, accelerator="auto", **overrides) -> dict:
     """Every T&Š measure for one model (see the module docstring) with ``settings`` (None:
     :class:`TSSettings` defaults) and keyword ``overrides`` of single fields; returns a JSON-able
     dict with per-instance arrays under ``"per_instance"``. Long: the three measures in sequence
-    over the same batches of states."""
-    from tqdm.auto import tqdm
+    over the same batches of states.
+
+    The per-instance measures (fragility, the per-token prediction probability, the adversary) run
+    batch by batch as shards (:func:`fragility_shards`, :func:`adversary_shards`): under ``accelerate launch`` split
+    between the processes and gathered on every one (the same values as one process; recorded under
+    ``processes`` and ``sharding``); with ``cache_dir`` and ``key`` (naming the model, the data and the
+    settings) each finished batch is kept so a rerun resumes. The MI (clustering) runs whole."""
+    from hf_attn.core.sharding import current_accelerator
 
     settings = replace(settings or TSSettings(), **overrides)
     settings.validate()
     split, seed, permutation_draws = settings.split, settings.seed, settings.permutation_draws
     adversary, adversary_limit, progress = settings.adversary, settings.adversary_limit, settings.progress
+    batch_size = settings.batch_size if batch_size is None else batch_size
+    if accelerator == "auto":
+        accelerator = current_accelerator()
 
     max_length = model.config.max_tokens
     texts = list(task.splits[split]["text"])
     labels = np.asarray(task.splits[split]["label"])
     ids = encode_texts(tokenizer, texts, max_length)
-    generator = torch.Generator().manual_seed(seed)
     n = len(ids)
-    trained = np.empty(n, dtype=np.int64)
-    uniform = np.empty(n, dtype=np.int64)
-    permuted = np.empty((permutation_draws, n), dtype=np.int64)
-    token_prob = np.empty(n)
-    batches = []
     start = time.perf_counter()
-    for b in tqdm(model_states(model, ids, batch_size), total=math.ceil(n / batch_size),
-                  desc=f"ts {split}", disable=not progress, leave=False):
-        preds = fragility_predictions(model, b.token_logits, b.attention, b.mask, generator,
-                                      permutation_draws)
-        trained[b.index] = preds["trained"].numpy()
-        uniform[b.index] = preds["uniform"].numpy()
-        permuted[:, b.index] = preds["permuted"].numpy()
-        probabilities = token_class_probabilities(model, b.token_logits)
-        token_prob[b.index] = per_token_prediction_probability(probabilities, preds["trained"],
-                                                               b.mask).numpy()
-        if adversary and adversary_limit is None:
-            batches.append(b)
+    per, sharding = fragility_shards(model, ids, seed=seed, permutation_draws=permutation_draws, batch_size=batch_size,
+                                     cache_dir=cache_dir, key=None if key is None else key + "-f",
+                                     accelerator=accelerator, progress=progress)
+    trained = per["trained"]
     results = {"split": split, "instances": n, "seed": seed,
-               "fragility": fragility_scores(labels, trained, uniform, permuted, task.num_labels),
-               "token_probability": token_probability_score(token_prob, trained == labels)}
+               "fragility": fragility_scores(labels, trained, per["uniform"], per["permuted"], task.num_labels),
+               "token_probability": token_probability_score(per["token_probability"], trained == labels)}
     results["seconds_fragility_and_token_probability"] = round(time.perf_counter() - start, 2)
 
     if adversary:
         start = time.perf_counter()
-        chosen = batches
-        if adversary_limit is not None:  # the first instances of the split, batched by length
-            keep_ids = [ids[i] for i in range(min(adversary_limit, n))]
-            chosen = list(model_states(model, keep_ids, batch_size))
-        results["jw_adversary"] = jw_adversary_summary(model, chosen, seed=seed,
-                                                       **(adversary_kwargs or {}))
+        # on the first instances of the split (all without a limit), batched by length
+        chosen = ids if adversary_limit is None else ids[:min(adversary_limit, n)]
+        values, sharding["adversary"] = adversary_shards(
+            model, chosen, seed=seed, batch_size=batch_size, adversary_kwargs=adversary_kwargs or {},
+            cache_dir=cache_dir, key=None if key is None else key + "-a", accelerator=accelerator, progress=progress)
+        results["jw_adversary"] = adversary_summary(values, adversary_kwargs or {})
         results["jw_adversary"]["seconds"] = round(time.perf_counter() - start, 2)
     if settings.mi:
         mi_split = settings.mi_split
@@ -498,8 +608,11 @@ def analyze_model(model, tokenizer, task, settings: TSSettings | None = None, mi
         results["mutual_information"]["split"] = mi_split
         results["mutual_information"]["hidden_state"] = (
             "h'_t after the variant (model.encode): e+rnn(e) for residual, [rnn(e); e] for concat")
-    results["per_instance"] = {"label": labels, "trained": trained, "uniform": uniform,
-                               "token_probability": token_prob}
+    processes = 1 if accelerator is None else int(accelerator.num_processes)
+    results["processes"] = processes
+    results["sharding"] = {"processes": processes, **sharding}
+    results["per_instance"] = {"label": labels, "trained": trained, "uniform": per["uniform"],
+                               "token_probability": per["token_probability"]}
     return results
 
 
@@ -601,7 +714,8 @@ __all__ = ["uniform_attention", "permute_attention", "fragility_predictions", "f
            "token_class_probabilities", "per_token_prediction_probability",
            "token_probability_score", "count_token_ids", "select_word_types",
            "collect_occurrences", "cluster_labels", "clustered_mutual_information",
-           "mutual_information", "jw_adversary_summary", "analyze_model",
+           "mutual_information", "jw_adversary_summary", "adversary_summary", "adversary_shards",
+           "fragility_shards", "plan_state_batches", "analyze_model",
            "load_run", "model_states", "length_sorted_batches", "token_probability_curve",
            "plot_token_probabilities", "f1_score_of", "pad_token_logits",
            "fragility_from_token_logits", "token_probability_from_token_logits",

@@ -47,6 +47,7 @@ transformers is in ``hf-attn analyze DIR --battery jw``.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import time
@@ -241,33 +242,70 @@ def forward_batch(adapter, batch, uniform: bool = True, every_layer: bool = True
 
 
 def split_forward(adapter, sequences, batch_size: int = 64, uniform: bool = True, every_layer: bool = True,
-                  progress: bool = False, desc: str = "forward") -> dict[str, np.ndarray]:
+                  progress: bool = False, desc: str = "forward", cache_dir: str | None = None,
+                  accelerator="auto", record: dict | None = None) -> dict[str, np.ndarray]:
     """:func:`forward_batch` over ``sequences`` (id lists with specials) in length-sorted batches →
     numpy arrays in input order, each row's real positions first (padding on the right whatever the
     model's padding side): ``probabilities`` (and the uniform variants) ``(N, C)``, ``row`` /
-    ``attention`` ``(N, W)``, ``content`` / ``real`` ``(N, W)``."""
+    ``attention`` ``(N, W)``, ``content`` / ``real`` ``(N, W)``.
+
+    Each batch is one shard of :func:`hf_attn.core.sharding.run_sharded`: under ``accelerate launch``
+    the batches are split between the processes and gathered on every one (the same values as one
+    process); with ``cache_dir`` each finished batch is kept there (keyed by the model's weights, the
+    ids and the request) so a rerun resumes. ``record`` (a dict) receives the shards and the process
+    that computed each (``shards``, ``shard_instances``, ``shards_by_process``)."""
+    from hf_attn.core.sharding import cache_key, current_accelerator, run_sharded
+
+    if accelerator == "auto":
+        accelerator = current_accelerator()
+    process = 0 if accelerator is None else int(accelerator.process_index)
+
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
     width = int(lengths.max())
-    result: dict[str, np.ndarray] = {"content": np.zeros((len(sequences), width), dtype=bool),
-                                     "real": np.zeros((len(sequences), width), dtype=bool)}
-    for rows in tqdm(_length_batches(lengths, batch_size), desc=desc, disable=not progress, leave=False):
+    batches = _length_batches(lengths, batch_size)
+    key = None
+    if cache_dir is not None:
+        from hf_attn.batteries.jw.common import weights_checksum
+
+        ids = np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences])
+        key = cache_key("wp-forward", weights_checksum(adapter.model), lengths.tolist(),
+                        hashlib.sha256(ids.tobytes()).hexdigest(), batch_size, uniform, every_layer,
+                        adapter.describe()["text"], adapter.describe()["precision"])
+
+    def compute(number: int, rows: np.ndarray) -> dict:
         batch = adapter.from_token_lists([sequences[int(r)] for r in rows])
         values = forward_batch(adapter, batch, uniform, every_layer)
         real = batch.attention_mask.bool().cpu().numpy()
-        content = batch.content.cpu().numpy()
+        out = {"content": [c[m] for c, m in zip(batch.content.cpu().numpy(), real)]}
         for name, value in values.items():
             value = value.double().cpu().numpy()
+            out[name] = [v[m] for v, m in zip(value, real)] if name in ("row", "attention") else value
+        return out | {"process": np.asarray(process)}
+
+    results = run_sharded(batches, compute, cache_dir=cache_dir, key=key, accelerator=accelerator,
+                          progress=progress, desc=desc)
+    result: dict[str, np.ndarray] = {"content": np.zeros((len(sequences), width), dtype=bool),
+                                     "real": np.zeros((len(sequences), width), dtype=bool)}
+    by_process: dict[int, list[int]] = {}
+    for number, (rows, values) in enumerate(zip(batches, results)):
+        by_process.setdefault(int(values["process"]), []).append(number)
+        for name, value in values.items():
+            if name in ("content", "process"):
+                continue
             if name not in result:
                 shape = (len(sequences), width) if name in ("row", "attention") else (len(sequences), value.shape[1])
                 result[name] = np.zeros(shape)
             if name in ("row", "attention"):
                 for j, r in enumerate(rows):
-                    result[name][r, :lengths[r]] = value[j][real[j]]
+                    result[name][r, :lengths[r]] = value[j]
             else:
                 result[name][rows] = value
         for j, r in enumerate(rows):
-            result["content"][r, :lengths[r]] = content[j][real[j]]
+            result["content"][r, :lengths[r]] = values["content"][j]
             result["real"][r, :lengths[r]] = True
+    if record is not None:
+        record.update({"shards": len(batches), "shard_instances": batch_size,
+                       "shards_by_process": {str(k): v for k, v in sorted(by_process.items())}})
     return result
 
 
