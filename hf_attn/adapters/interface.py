@@ -78,6 +78,7 @@ class Intervention:
     every_layer: bool = False
     fused: bool = False
     stream: object | None = None
+    lrp: str | None = None  # "attnlrp" | "cp": the LRP attention rules (hf_attn.adapters.lrp_rules)
     calls: int = field(default=0)
 
 
@@ -166,6 +167,10 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     iv = hf_attn_intervention if hf_attn_intervention is not None else _ACTIVE.get()
     if iv is None:
         return eager(module, query, key, value, attention_mask, *args, **kwargs)
+    if iv.lrp is not None:  # AttnLRP / CP-LRP: the model's own attention, its backward changed
+        from hf_attn.adapters.lrp_rules import lrp_attention
+
+        return lrp_attention(iv, module, eager, query, key, value, attention_mask, args, kwargs)
     if iv.fused:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
