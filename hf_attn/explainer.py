@@ -261,28 +261,13 @@ class Explainer:
         (``owner/name``; ``HF_HUB_OFFLINE=1`` uses only the cache) or a packaged alias such as
         ``"minilm-l6"``. Never runs code from the folder or repo (no ``trust_remote_code``). The weights
         are loaded in ``precision`` (float32 by default, whatever dtype the checkpoint was saved in), so
-        :meth:`describe`'s ``precision`` and ``weights_dtype`` are what runs."""
-        if not isinstance(name_or_path, str) or not name_or_path.strip():
-            raise ValueError(f"name_or_path must be a folder, a Hub id or an alias, got {name_or_path!r}")
-        if "dtype" in kwargs or "torch_dtype" in kwargs:  # before any weights are read
-            from hf_attn.adapters.transformer_attention import check_no_dtype_argument
+        :meth:`describe`'s ``precision`` and ``weights_dtype`` are what runs (``dtype`` / ``torch_dtype``
+        are refused: pass ``precision``). ``device_map`` (``"auto"`` or ``{module: device}``, with
+        ``max_memory`` and ``offload_folder``): a model larger than one device, dispatched by accelerate
+        across GPUs, the CPU and the disk (:mod:`hf_attn.adapters.placement`); transformers classifiers only."""
+        from hf_attn.adapters.transformer_attention import load_for_explainer
 
-            check_no_dtype_argument(kwargs)
-        config = os.path.join(name_or_path, "config.json")
-        if os.path.isfile(config):
-            model_type = read_json(config).get("model_type")
-            if model_type == "hf_attn":
-                from hf_attn.models.loading import load_model_folder
-
-                model, tokenizer = load_model_folder(name_or_path, "hf_attn")
-                return cls(model, tokenizer, **kwargs)
-            if model_type == "hf_attn_pair":
-                raise ValueError(f"{name_or_path}: a sentence-pair model; the explainer takes single-text "
-                                 "classifiers (use hf-attn analyze for pairs)")
-        from hf_attn.adapters.transformer_attention import load_transformer_classifier
-
-        # the weights in the precision the forwards run in (float32 unless asked), whatever the checkpoint's dtype
-        model, tokenizer = load_transformer_classifier(name_or_path, precision=kwargs.get("precision", "float32"))
+        model, tokenizer = load_for_explainer(name_or_path, kwargs)  # device_map & co. taken out of kwargs
         return cls(model, tokenizer, **kwargs)
 
     def describe(self) -> dict:

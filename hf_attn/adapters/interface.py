@@ -12,7 +12,10 @@ Every attention call of a model switched to it goes through :func:`intervened_at
 3. on the intervened layer only, replaces (or detaches) the probability rows of the query
    positions the classification head reads, zeroes value vectors, or — in the query-only mode of
    the exact fast path — returns ``weights @ V`` from values cached by an earlier forward; the
-   attention output is recomputed as ``probabilities @ V`` from the modified probabilities.
+   attention output is recomputed as ``probabilities @ V`` from the modified probabilities. The
+   intervention's tensors are moved to the device of the call that reads them (a model dispatched
+   across devices by a ``device_map``: :mod:`hf_attn.adapters.placement`); what is recorded stays
+   on that device, and the adapter's readers move it to theirs.
 
 A decoder whose one softmax runs over its own positions followed by the encoder's (T5Gemma2's
 merged self- and cross-attention, :data:`MERGED_ATTENTION`) is explained on its encoder part, as a
@@ -129,7 +132,7 @@ def _replacement(probs: torch.Tensor, iv: Intervention) -> torch.Tensor:
     if iv.weights is None:
         new = own
     else:
-        w = iv.weights.to(probs.dtype)
+        w = iv.weights.to(device=probs.device, dtype=probs.dtype)  # a dispatched model: this layer's device
         w = w.unsqueeze(1) if w.dim() == 2 else w  # (B, 1|H, T)
         w = w.unsqueeze(2)  # (B, 1|H, 1, T)
         if iv.head is None:
@@ -185,7 +188,7 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     if iv.cached_values is not None and index == iv.layer:
         return _query_only(iv, heads)
     if iv.zero_values is not None and index == iv.layer:
-        keep = (~iv.zero_values.to(torch.bool)).to(value.dtype)
+        keep = (~iv.zero_values.to(device=value.device, dtype=torch.bool)).to(value.dtype)
         value = value * keep.view(keep.shape[0], 1, -1, 1)
     changes = (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach)
     if iv.stream is not None and not changes:  # the maps read in slices of rows, never kept whole
@@ -196,7 +199,7 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
         return output, probs
     values = _repeat_heads(value, heads)
     if changes:
-        rows = iv.query.to(torch.bool).view(iv.query.shape[0], 1, -1, 1)  # (B, 1, T, 1)
+        rows = iv.query.to(device=probs.device, dtype=torch.bool).view(iv.query.shape[0], 1, -1, 1)  # (B, 1, T, 1)
         probs = torch.where(rows, _replacement(probs, iv), probs)
         output = torch.matmul(probs.to(values.dtype), values).transpose(1, 2).contiguous()
     if recording:
@@ -231,14 +234,14 @@ def _merged(module, iv: Intervention, index: int, eager, query, key, value, atte
         raise InterventionError(f"{type(module).__name__}: {key.shape[2]} keys for {split} queries, so no encoder "
                                 "part follows the decoder's own positions")
     if iv.zero_values is not None and index == iv.layer:
-        keep = (~iv.zero_values.to(torch.bool)).to(value.dtype)
+        keep = (~iv.zero_values.to(device=value.device, dtype=torch.bool)).to(value.dtype)
         value = torch.cat([value[:, :, :split], value[:, :, split:] * keep.view(keep.shape[0], 1, -1, 1)], 2)
     output, probs = eager(module, query, key, value, attention_mask, *args, **kwargs)
     mass = probs[..., split:].sum(-1, keepdim=True)
     rows = probs[..., split:] / mass.clamp_min(torch.finfo(probs.dtype).tiny)
     values = _repeat_heads(value, heads)
     if (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach):
-        select = iv.query.to(torch.bool).view(iv.query.shape[0], 1, -1, 1)
+        select = iv.query.to(device=probs.device, dtype=torch.bool).view(iv.query.shape[0], 1, -1, 1)
         new = _replacement(rows, iv).expand_as(rows)
         merged = torch.cat([probs[..., :split], new * mass], -1)
         if iv.detach:
@@ -267,7 +270,7 @@ def intervene_probabilities(module: torch.nn.Module, probs: torch.Tensor, values
     index = iv.calls
     if not count:
         if (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach):
-            rows = iv.query.to(torch.bool).view(iv.query.shape[0], 1, -1, 1)
+            rows = iv.query.to(device=probs.device, dtype=torch.bool).view(iv.query.shape[0], 1, -1, 1)
             probs = torch.where(rows, _replacement(probs, iv), probs)
         return probs
     iv.calls += 1
@@ -275,7 +278,7 @@ def intervene_probabilities(module: torch.nn.Module, probs: torch.Tensor, values
         raise InterventionError(f"{type(module).__name__} computes its values in a fused projection: value zeroing "
                                 "cannot reach them")
     if (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach):
-        rows = iv.query.to(torch.bool).view(iv.query.shape[0], 1, -1, 1)
+        rows = iv.query.to(device=probs.device, dtype=torch.bool).view(iv.query.shape[0], 1, -1, 1)
         probs = torch.where(rows, _replacement(probs, iv), probs)
     if iv.record is not None:
         iv.record.append((index, module, probs, values))
@@ -285,7 +288,7 @@ def intervene_probabilities(module: torch.nn.Module, probs: torch.Tensor, values
 def _query_only(iv: Intervention, heads: int):
     values = iv.cached_values  # (B, H, T, d)
     batch, _, steps, dim = values.shape
-    w = iv.weights.to(values.dtype)
+    w = iv.weights.to(device=values.device, dtype=values.dtype)
     if w.dim() == 2:
         w = w.unsqueeze(1)  # (N, 1, T)
     rows = w.shape[0] // batch

@@ -24,6 +24,7 @@ import torch
 
 from hf_attn.adapters.base import UnsupportedModelError
 from hf_attn.adapters.interface import Intervention
+from hf_attn.adapters.placement import materialised, to_device
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,15 @@ LAYOUTS: dict[str, LayoutRule] = {
 class BlockLayout:
     """One layer's attention block: ``kind`` ("post" / "pre"), ``weight`` ``(D, H·d)`` and ``bias``
     ``(D,)`` or None of the output projection (attention output = concat_h(z_h) · Wᵀ + b), ``norm``
-    the layer-norm module (post: applied to the block output; pre: already in the values)."""
+    the layer-norm module (post: applied to the block output; pre: already in the values) and
+    ``norm_weight`` its scale γ (None without one). The tensors are on the adapter's device, read from
+    accelerate's offload map for a model whose block sits on the disk (:mod:`hf_attn.adapters.placement`)."""
 
     kind: str
     weight: torch.Tensor
     bias: torch.Tensor | None
     norm: torch.nn.Module
+    norm_weight: torch.Tensor | None = None
 
 
 @dataclass
@@ -124,10 +128,12 @@ def block_layout(adapter, module: torch.nn.Module) -> BlockLayout:
     if projection is None or not hasattr(projection, "weight") or norm is None:
         raise UnsupportedModelError(f"{type(module).__name__} ({model_type}) has no {rule.projection} / {rule.norm}: "
                                     "not the layout this architecture is listed with")
-    weight = projection.weight
+    device = adapter.device
+    weight = to_device(materialised(projection, "weight"), device)
     if type(projection).__name__ == "Conv1D":  # GPT-2: y = x @ W + b, W (in, out)
         weight = weight.t()
-    return BlockLayout(rule.kind, weight, getattr(projection, "bias", None), norm)
+    return BlockLayout(rule.kind, weight, to_device(materialised(projection, "bias"), device), norm,
+                       to_device(materialised(norm, "weight"), device))
 
 
 def _hidden_from(args, kwargs, names=("hidden_states", "query")):
@@ -182,14 +188,16 @@ def record_internals(adapter, batch, grad: bool = False) -> list[LayerInternals]
         for handle in handles:
             handle.remove()
     layers = []
+    here = adapter.device  # a dispatched model records each layer on its own device: all moved to the inputs'
     for index, (_, _, probs, values) in enumerate(record):
-        residual = captured["residual"][index]
+        residual = to_device(captured["residual"][index], here)
         if rules.kind == "post":
             output = captured["norm"][index]
         else:
-            output = residual + captured["attn"][index]
-        layers.append(LayerInternals(probs=probs.float(), values=values.float(), residual=residual.float(),
-                                     output=output.float(), layout=layouts[index]))
+            output = residual + to_device(captured["attn"][index], here)
+        layers.append(LayerInternals(probs=to_device(probs.float(), here), values=to_device(values.float(), here),
+                                     residual=residual.float(), output=to_device(output.float(), here),
+                                     layout=layouts[index]))
     return layers
 
 
@@ -200,7 +208,7 @@ def attention_matrices(adapter, batch) -> list[torch.Tensor]:
     with torch.no_grad():
         adapter._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record),
                             batch.position_ids)
-    return [probs.float() for _, _, probs, _ in record]
+    return [to_device(probs.float(), adapter.device) for _, _, probs, _ in record]
 
 
 def head_contributions(layer: LayerInternals) -> torch.Tensor:

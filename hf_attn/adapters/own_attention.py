@@ -299,7 +299,7 @@ def _probabilities(owner, probs, iv):
 
 def _zeroed(output, iv):
     if iv.zero_values is not None and iv.calls == iv.layer:
-        keep = (~iv.zero_values.to(torch.bool)).to(output.dtype)
+        keep = (~iv.zero_values.to(device=output.device, dtype=torch.bool)).to(output.dtype)
         output = output * keep.unsqueeze(-1)
     return output
 
@@ -442,7 +442,7 @@ def _longformer_zero(linear, args, output):
     iv = current()
     if iv is None or iv.fused or iv.zero_values is None or iv.calls != iv.layer:
         return None
-    keep = (~iv.zero_values.to(torch.bool)).to(output.dtype).t()  # (T, B)
+    keep = (~iv.zero_values.to(device=output.device, dtype=torch.bool)).to(output.dtype).t()  # (T, B)
     keep = torch.nn.functional.pad(keep, (0, 0, 0, output.shape[0] - keep.shape[0]), value=1.0)
     return output * keep.unsqueeze(-1)
 
@@ -458,7 +458,7 @@ def _longformer_global(module, hidden_states, out, probs, local_index, global_in
     if not ((iv.calls == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach)):
         return out, probs
     batch, heads, count, steps = probs.shape
-    query = iv.query.to(torch.bool)
+    query = iv.query.to(device=probs.device, dtype=torch.bool)
     outside = query.clone()
     outside[global_index[0], global_index[1]] = False
     if bool(outside.any()):

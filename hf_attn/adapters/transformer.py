@@ -43,6 +43,7 @@ from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import (autocast, check_weights_dtype, dtype_name, running_dtype, frozen_parameters, resolve_device,
                                     resolve_precision)
 from hf_attn.adapters.interface import INTERVENTION_KWARG, Intervention, active
+from hf_attn.adapters.placement import input_device, map_summary, placed_by_map, replaced_forwards, to_device
 from hf_attn.adapters.streaming import forward_maps
 # the set-up checks (the adapter's mixin); the names stay importable from here
 from hf_attn.adapters.transformer_probe import PROBE_TEXT, TransformersProbe, _first_tensor, _INSTEAD, _quiet  # noqa: F401
@@ -96,13 +97,15 @@ class TransformersAdapter(TransformersProbe):
         token_budget, max_length = check_adapter_counts(token_budget, max_length, 2)  # within bounds, the reason told
         check_model_contract(model)
         self.spec = spec or AttentionSpec()
-        self.device = resolve_device(device)
+        # a model placed by a device_map stays where the map put it; inputs go to its embedding's device
+        self.placed = placed_by_map(model)
+        self.device = input_device(model, device) if self.placed else resolve_device(device)
         self.dtype = resolve_precision(precision, self.device)
         self.weights_dtype = check_weights_dtype(model, self.dtype, self.device)  # refused if it cannot run in dtype
         self.token_budget = token_budget
         self.max_length = model_token_limit(model, tokenizer, max_length)
         self.tokenizer = tokenizer
-        self.model = model.to(self.device).eval()
+        self.model = (model if self.placed else model.to(self.device)).eval()
         self.name = getattr(model.config, "_name_or_path", "") or type(model).__name__
         self.model_type = getattr(model.config, "model_type", type(model).__name__)
         self._lock = threading.RLock()
@@ -167,19 +170,21 @@ class TransformersAdapter(TransformersProbe):
             if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] != input_ids.shape[0]:
                 return output
             rows, rest = (output[0], output[1:]) if isinstance(output, tuple) else (output, None)
-            if ids.shape[1] > steps and torch.equal(ids[:, :steps], input_ids):
+            swapped = to_device(embeds, rows.device)  # a dispatched model: the table's own device
+            here = to_device(input_ids, ids.device)
+            if ids.shape[1] > steps and torch.equal(ids[:, :steps], here):
                 # the input padded on the right by the model itself (Longformer: to a multiple of its window)
-                new = torch.cat([embeds.to(rows.dtype), rows[:, steps:]], 1)
+                new = torch.cat([swapped.to(rows.dtype), rows[:, steps:]], 1)
             elif ids.shape[1] != steps:
                 return output
-            elif torch.equal(ids, input_ids):
-                new = embeds.to(rows.dtype)
-            elif ids.shape[1] > 1 and torch.equal(ids[:, 1:], input_ids[:, :-1]):
-                new = torch.cat([rows[:, :1], embeds[:, :-1].to(rows.dtype)], 1)
-            elif ids.shape[1] > 1 and bool(((ids[:, 1:] == input_ids[:, :-1]) | (ids[:, 1:] == self.pad_id)).all()):
+            elif torch.equal(ids, here):
+                new = swapped.to(rows.dtype)
+            elif ids.shape[1] > 1 and torch.equal(ids[:, 1:], here[:, :-1]):
+                new = torch.cat([rows[:, :1], swapped[:, :-1].to(rows.dtype)], 1)
+            elif ids.shape[1] > 1 and bool(((ids[:, 1:] == here[:, :-1]) | (ids[:, 1:] == self.pad_id)).all()):
                 # the decoder inputs cut at the padding (_check_decoder_padding): the cut positions keep their rows
-                same = (ids[:, 1:] == input_ids[:, :-1]).unsqueeze(-1)
-                new = torch.cat([rows[:, :1], torch.where(same, embeds[:, :-1].to(rows.dtype), rows[:, 1:])], 1)
+                same = (ids[:, 1:] == here[:, :-1]).unsqueeze(-1)
+                new = torch.cat([rows[:, :1], torch.where(same, swapped[:, :-1].to(rows.dtype), rows[:, 1:])], 1)
             else:
                 return output
             self.embeddings_swapped += 1
@@ -354,13 +359,16 @@ class TransformersAdapter(TransformersProbe):
             inputs["use_cache"] = False
         with autocast(self.device, self.dtype), active(intervention), swap, self._last_position_pooling():
             try:
-                return self.model(**inputs, **kwargs)
+                out = self.model(**inputs, **kwargs)
             except TypeError as error:  # a forward without **kwargs: the intervention goes through `active`
                 if not self.pass_kwarg or INTERVENTION_KWARG not in str(error):
                     raise
                 self.pass_kwarg = False
                 inputs.pop(INTERVENTION_KWARG)
-                return self.model(**inputs, **kwargs)
+                out = self.model(**inputs, **kwargs)
+        if self.placed and isinstance(getattr(out, "logits", None), torch.Tensor):
+            out.logits = to_device(out.logits, self.device)  # a dispatched model's head may sit on another device
+        return out
 
     @torch.no_grad()
     def logits(self, batch: Batch) -> torch.Tensor:
@@ -414,9 +422,10 @@ class TransformersAdapter(TransformersProbe):
         cache = None
         if self.fast_path:
             position = batch.query.float().argmax(-1)
-            rows = torch.arange(len(batch), device=self.device)
-            cache = _Cache(values=maps.values, hidden=hidden["in"][rows, position], position=position)
-        logits = out.logits.float()
+            here = hidden["in"]  # the explained layer's input, on the device of the layer before it
+            rows = torch.arange(len(batch), device=here.device)
+            cache = _Cache(values=maps.values, hidden=here[rows, position.to(here.device)], position=position)
+        logits = to_device(out.logits.float(), self.device)
         return Forward(logits=logits, probabilities=logits.softmax(-1), attention=attention, head_rows=head_rows,
                        layer_rows=layer_rows, rollout=rolled, cache=cache)
 
@@ -492,15 +501,8 @@ class TransformersAdapter(TransformersProbe):
         def cached(*args, **kwargs):
             return hidden
 
-        replaced = list(self.layers)[: self.layer]
-        for layer in replaced:
-            layer.forward = cached
-        try:
+        with replaced_forwards(list(self.layers)[: self.layer], cached):  # accelerate's own wrappers restored
             yield
-        finally:
-            for layer in replaced:
-                if "forward" in layer.__dict__:
-                    del layer.forward
 
     # ------------------------------------------------------------------------------------------
     # embeddings (gradients, integrated gradients)
@@ -570,7 +572,8 @@ class TransformersAdapter(TransformersProbe):
                 "pooling": self.pooling, "padding": "left" if self.left_padding else "right",
                 "fast_path": self.fast_path, "fast_path_reason": self.fast_path_reason,
                 "fused_attention": self.fused, "fused_attention_reason": self.fused_reason,
-                "device": str(self.device), "precision": dtype_name(running_dtype(self.dtype, self.weights_dtype)),
+                "device": str(self.device), **({"device_map": map_summary(self.model)} if self.placed else {}),
+                "precision": dtype_name(running_dtype(self.dtype, self.weights_dtype)),
                 "weights_dtype": dtype_name(self.weights_dtype),
                 "explained_module": self.explained_module,
                 "padding_changes_logits": bool(getattr(self, "padding_changes_logits", False)),

@@ -32,7 +32,39 @@ from hf_attn.models.pretrained import (BASE_MODEL_ALIASES, MINILM_DISTRIBUTION, 
 # 1. the pretrained base model
 
 
-def load_transformer_classifier(name_or_path: str, num_labels: int | None = None, precision="float32", **kwargs):
+def load_for_explainer(name_or_path: str, kwargs: dict):
+    """``(model, tokenizer)`` of :meth:`hf_attn.Explainer.from_pretrained`: an hf_attn model folder
+    (its BiLSTM / CNN / Average classifiers) or any transformers classifier
+    (:func:`load_transformer_classifier`). ``device_map``, ``max_memory`` and ``offload_folder`` are
+    taken out of ``kwargs`` (the rest are the explainer's); a device map applies to transformers
+    classifiers only, and is refused in one line for hf_attn's own models (they fit on one device)."""
+    import os
+
+    from hf_attn.core.io import read_json
+
+    if not isinstance(name_or_path, str) or not name_or_path.strip():
+        raise ValueError(f"name_or_path must be a folder, a Hub id or an alias, got {name_or_path!r}")
+    check_no_dtype_argument(kwargs)  # before any weights are read
+    placement = {name: kwargs.pop(name, None) for name in ("device_map", "max_memory", "offload_folder")}
+    config = os.path.join(name_or_path, "config.json")
+    model_type = read_json(config).get("model_type") if os.path.isfile(config) else None
+    if model_type == "hf_attn_pair":
+        raise ValueError(f"{name_or_path}: a sentence-pair model; the explainer takes single-text "
+                         "classifiers (use hf-attn analyze for pairs)")
+    if model_type == "hf_attn":
+        if any(value is not None for value in placement.values()):
+            given = next(name for name, value in placement.items() if value is not None)
+            raise ValueError(f"{given} applies to transformers classifiers; hf_attn's own BiLSTM / CNN / Average "
+                             "models are small enough for one device: pass device= instead")
+        from hf_attn.models.loading import load_model_folder
+
+        return load_model_folder(name_or_path, "hf_attn")
+    # the weights in the precision the forwards run in (float32 unless asked), whatever the checkpoint's dtype
+    return load_transformer_classifier(name_or_path, precision=kwargs.get("precision", "float32"), **placement)
+
+
+def load_transformer_classifier(name_or_path: str, num_labels: int | None = None, precision="float32",
+                                device_map=None, max_memory=None, offload_folder=None, **kwargs):
     """``(model, tokenizer)``: ``AutoModelForSequenceClassification`` + fast tokenizer from
     :func:`resolve_base_model` (never ``trust_remote_code``), in eval mode, with its weights in
     ``precision`` (``"float32"`` by default, whatever dtype the checkpoint was saved in: a float16
@@ -44,12 +76,17 @@ def load_transformer_classifier(name_or_path: str, num_labels: int | None = None
     GPT-J) load too; the adapter then switches or hooks them as it does in memory. The tokenizer is
     the one saved with the model (:func:`saved_tokenizer`). Weights are
     read from safetensors only: a folder with only pickled weights (``pytorch_model.bin``) is refused
-    in one line (:func:`check_no_pickled_weights_only`), never unpickled."""
+    in one line (:func:`check_no_pickled_weights_only`), never unpickled. ``device_map`` (with
+    ``max_memory``, ``offload_folder``): the model dispatched by accelerate across devices and the disk
+    (:mod:`hf_attn.adapters.placement`, checked there in one line before any weights are read)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from hf_attn.adapters.device import PRECISIONS
 
+    from hf_attn.adapters.placement import loading_kwargs
+
     check_no_dtype_argument(kwargs)
+    kwargs.update(loading_kwargs(device_map, max_memory, offload_folder))
     dtype = precision if isinstance(precision, torch.dtype) else PRECISIONS.get(precision)
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"precision must be one of float32, bfloat16, float16, got {precision!r}")
@@ -222,7 +259,9 @@ def check_loaded_weights(model, info: dict, name: str) -> None:
         problems.append(f"unexpected tensors {listed(info['unexpected_keys'])}")
     if info.get("mismatched_keys"):
         problems.append(f"tensors of the wrong shape {listed(k[0] if isinstance(k, tuple) else k for k in info['mismatched_keys'])}")
-    bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    from hf_attn.adapters.placement import named_real_parameters  # offloaded weights read from their map
+
+    bad = [n for n, p in named_real_parameters(model) if not bool(torch.isfinite(p).all())]
     if bad:
         problems.append(f"non-finite values (NaN or inf) in {listed(bad)}")
     if problems:

@@ -79,7 +79,7 @@ def _contribution_rows(layer: LayerInternals, f: torch.Tensor, attention_mask: t
         if layer.layout.bias is not None:
             whole = whole + layer.layout.bias.float()
         sigma = torch.sqrt(whole.var(-1, unbiased=False) + float(getattr(norm, "eps", 1e-12)))  # (B, T_i)
-        gamma = norm.weight.float() if getattr(norm, "weight", None) is not None else 1.0
+        gamma = layer.layout.norm_weight.float() if layer.layout.norm_weight is not None else 1.0
         transformed = gamma * (transformed - transformed.mean(-1, keepdim=True)) / sigma[:, :, None, None]
     y = layer.output[b, i]  # (B, T_i, D): the block's actual output
     distance = (y[:, :, None, :] - transformed).abs().sum(-1)  # (B, T_i, T_j)

@@ -25,6 +25,7 @@ import torch
 
 from hf_attn.adapters.interface import Intervention
 from hf_attn.adapters.internals import content_only, query_average, require_internals
+from hf_attn.adapters.placement import replaced_forwards, to_device
 from hf_attn.core import deadline
 
 
@@ -42,21 +43,14 @@ def _tensor(output):
 def _hooks(adapter, layer: int, replay: torch.Tensor | None):
     """Stop the forward after ``layer`` (raising :class:`_Stop` with its output); with ``replay``,
     the layers before it return ``replay`` instead of computing."""
-    handles, replaced = [], []
-    handles.append(adapter.layers[layer].register_forward_hook(
-        lambda module, args, output: (_ for _ in ()).throw(_Stop(_tensor(output)))))
-    if replay is not None:
-        for module in list(adapter.layers)[:layer]:
-            module.forward = lambda *args, _hidden=replay, **kwargs: _hidden
-            replaced.append(module)
-    try:
-        yield
+    handle = adapter.layers[layer].register_forward_hook(
+        lambda module, args, output: (_ for _ in ()).throw(_Stop(_tensor(output))))
+    replaced = list(adapter.layers)[:layer] if replay is not None else []
+    try:  # the forwards restored after (accelerate's wrappers of a dispatched model included)
+        with replaced_forwards(replaced, lambda *args, **kwargs: replay):
+            yield
     finally:
-        for handle in handles:
-            handle.remove()
-        for module in replaced:
-            if "forward" in module.__dict__:
-                del module.forward
+        handle.remove()
 
 
 def _layer_outputs(adapter, batch) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -87,6 +81,7 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
                                     "list, or are called past their forward hooks")
     inputs, outputs = _layer_outputs(adapter, batch)
     real = batch.attention_mask.bool()
+    outputs = [to_device(output, real.device) for output in outputs]  # a dispatched model's layers: to the inputs'
     instance, position = real.nonzero(as_tuple=True)  # one variant per (instance, real position)
     count, steps = real.shape
     zero = torch.zeros((len(instance), steps), dtype=torch.bool, device=real.device)
@@ -99,7 +94,7 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
     for layer, start in deadline.paced(chunks):
         rows = slice(start, start + per_chunk)
         index = instance[rows]
-        replay = inputs[layer][index] if replay_ok and layer > 0 else None
+        replay = inputs[layer][index.to(inputs[layer].device)] if replay_ok and layer > 0 else None
         intervention = Intervention(layer=layer, zero_values=zero[rows], calls=layer if replay is not None else 0)
         positions = None if batch.position_ids is None else batch.position_ids[index]
         try:
@@ -107,8 +102,8 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
                 adapter._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
                                     positions)
             raise RuntimeError(f"layer {layer} was never reached")
-        except _Stop as stop:
-            changed = stop.output.float()
+        except _Stop as stop:  # a dispatched model: the layer's output on the layer's device, moved to the inputs'
+            changed = to_device(stop.output.float(), real.device)
         # the input's rows (Longformer's layers run on the input padded to a multiple of its window)
         distance = cosine_distance(changed[:, :steps], outputs[layer][index][:, :steps]).float()
         distance = distance * batch.attention_mask[index].float()  # (N, T_i)
