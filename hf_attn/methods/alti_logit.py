@@ -60,7 +60,6 @@ import torch
 
 from hf_attn.adapters.base import UnsupportedModelError
 from hf_attn.adapters.internals import LAYOUTS, content_only, head_contributions, record_internals, require_internals
-from hf_attn.adapters.placement import materialised, to_device
 from hf_attn.core import deadline
 from hf_attn.methods.alti import alti_contributions
 
@@ -113,11 +112,13 @@ def readout(adapter) -> Readout:
         raise UnsupportedModelError(f"ALTI-Logit linearises a LayerNorm or an RMSNorm; the final norm is "
                                     f"{type(norm).__name__}")
     eps = getattr(norm, "eps", getattr(norm, "variance_epsilon", None))
-    device = adapter.device
 
-    def tensor(module, name):
-        value = to_device(materialised(module, name), device)
-        return None if value is None else value.float()
+    def tensor(module, name):  # float32 on the adapter's device (None: the module has none)
+        value = getattr(module, name, None)
+        if isinstance(value, torch.Tensor) and value.device.type == "meta":
+            raise UnsupportedModelError(f"ALTI-Logit reads the {type(module).__name__}'s {name}, which is offloaded "
+                                        "(a meta tensor): load the final norm and the head on a device")
+        return None if value is None else value.detach().to(adapter.device).float()
     return Readout(norm, tensor(norm, "weight"), tensor(norm, "bias"), float(eps), centred, head,
                    tensor(head, "weight"), tensor(head, "bias"))
 
@@ -160,19 +161,33 @@ def read_out_position(adapter, attention_mask: torch.Tensor) -> torch.Tensor:
 
 def _recorded(adapter, batch, out: Readout):
     """One recording forward: the layers' internals and, at every position, the final norm's input
-    x^L and output ``(B, T, D)`` and the head's input, from hooks (the last call: the full batch)."""
-    seen: dict[str, torch.Tensor] = {}
-    handles = [out.norm.register_forward_hook(lambda mod, args, output: seen.update(x=args[0], normed=output)),
-               out.head.register_forward_pre_hook(lambda mod, args: seen.update(head=args[0]))]
+    x^L and output ``(B, T, D)`` and the head's input, from hooks: the last calls that together hold
+    the batch's rows (the recording's set-up forward on one row, if any, comes before them)."""
+    seen: dict[str, list] = {"x": [], "normed": [], "head": []}
+
+    def norm_hook(module, args, output):  # returns None: the output stays the model's
+        seen["x"].append(args[0])
+        seen["normed"].append(output)
+
+    def head_hook(module, args):
+        seen["head"].append(args[0])
+    handles = [out.norm.register_forward_hook(norm_hook), out.head.register_forward_pre_hook(head_hook)]
     try:
         layers = record_internals(adapter, batch)
     finally:
         for handle in handles:
             handle.remove()
-    if set(seen) != {"x", "normed", "head"} or seen["x"].shape[:2] != batch.input_ids.shape:
-        raise UnsupportedModelError("ALTI-Logit: the final norm and the head were not called on the whole input")
-    here = adapter.device
-    return layers, *(to_device(seen[k], here).float() for k in ("x", "normed", "head"))
+    count, width = batch.input_ids.shape
+    picked = {}
+    for key, calls in seen.items():
+        rows, start = 0, len(calls)
+        while start > 0 and rows < count:
+            start -= 1
+            rows += calls[start].shape[0]
+        if rows != count or any(c.shape[1] != width for c in calls[start:]):
+            raise UnsupportedModelError("ALTI-Logit: the final norm and the head were not called on the whole input")
+        picked[key] = torch.cat([c.to(adapter.device).float() for c in calls[start:]])
+    return layers, picked["x"], picked["normed"], picked["head"]
 
 
 def _direction(out: Readout, target: torch.Tensor, foil: torch.Tensor | None):
