@@ -1,5 +1,5 @@
 """ALTI-Logit (hf_attn/methods/alti_logit.py) against a slow reference written from the paper's
-equations (Ferrando et al. 2023 §2–3): loops over layers, heads and token pairs in float64 over the
+equations (Ferrando et al. 2023): loops over layers, heads and token pairs in float64 over the
 model's own weights and its eager attention probabilities, the final norm linearised by hand with σ of
 the unmodified forward, the rollout summed term by term. Conservation: the tokens' scores plus the
 terms given to no token (b_O, the MLPs, the final norm's β, the head's bias) are the model's logit.

@@ -1,5 +1,5 @@
 """ALTI-Logit (Ferrando, Gállego, Tsiamas & Costa-jussà 2023, "Explaining How Transformers Use Context
-to Build Predictions", ACL, §2–3): each input token's contribution to the explained class's **logit**.
+to Build Predictions", ACL 2023): each input token's contribution to the explained class's **logit**.
 
 A pre-LN model's residual stream at the read-out position t (the position the classification head
 reads: the last real token of a decoder, the first of a first-position head) is a sum of updates,
@@ -23,10 +23,10 @@ Each row of M sums to 1 over the real tokens, so the scores add up to Σ_l Σ_j 
 and **conservation** holds exactly (:class:`AltiLogitTerms`): logit_w = Σ_s ALTI-Logit_s +
 Σ_l U_w · L_f(b^l_O) + Σ_l U_w · L_f(MLP^l_t) + U_w · β_f + b_w. The terms not attributed to any
 token, as in the paper: the attention output biases b^l_O, the feed-forward updates at t (the MLPs
-act on one position; the paper studies them apart, §6), the final norm's β_f and the head's bias.
+act on one position; the paper studies them apart), the final norm's β_f and the head's bias.
 The biases inside T (the norm's β^l and b_V, spread by α) are attributed, as in the authors'
 "affine" transformed vectors. A contrastive explanation (``foil_class``) explains
-logit_w − logit_f with U_w − U_f (the paper's contrastive use, §4).
+logit_w − logit_f with U_w − U_f (the paper's contrastive explanations).
 
 Code followed: ``mt-upc/logit-explanations`` (the authors' release), ``src/contributions.py``
 (``ModelWrapper.get_logit_contributions``: ``l_transform`` is L_f with σ of the pre-final-norm state,

@@ -23,7 +23,7 @@ METHODS = {
     "alti": ("ALTI contributions rolled out (Ferrando et al. 2022)", True),
     "value_zeroing": ("value zeroing rolled out (Mohebbi et al. 2023)", True),
     "alti_logit": ("ALTI-Logit: the attention blocks' updates of the explained class's logit per token, carried to "
-                   "the input by ALTI, signed (Ferrando et al. 2023 §3); pre-LN decoders, opt-in", True),
+                   "the input by ALTI, signed (Ferrando et al. 2023); pre-LN decoders, opt-in", True),
     "saliency": ("‖∂ŷ_c/∂e_t‖₂ (Simonyan et al. 2014; Li et al. 2016)", False),
     "gradient_x_input": ("Σ_d e ∂ŷ_c/∂e, signed (Shrikumar et al. 2016)", False),
     "integrated_gradients": ("integrated gradients, signed, zero-embedding baseline (Sundararajan et al. 2017)",
