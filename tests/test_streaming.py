@@ -31,8 +31,8 @@ class _Spy(streaming.Collector):
     def __init__(self, inner):
         self.inner, self.shapes = inner, []
 
-    def wants(self, index):
-        return self.inner.wants(index)
+    def wants(self, index, module=None):
+        return self.inner.wants(index, module)
 
     def take(self, index, module, rows, probs, values):
         self.shapes.append((index, tuple(probs.shape)))
@@ -99,7 +99,7 @@ def test_slices_hold_at_most_the_rows_asked(setup, monkeypatch):
 
 
 def _recorded(adapter, method, *args, **kwargs):
-    saved = adapter._streaming
+    saved = streaming.streams(adapter)
     adapter._streaming = False
     try:
         return method(adapter, *args, **kwargs)
@@ -144,3 +144,38 @@ def test_mean_pooled_rows_stream_in_slices(monkeypatch):
     _close(attention_norm(adapter, batch), old, float(old.abs().max()))
     _, old_maps = streaming.forward_maps(adapter, batch, True, streamed=False)
     _close(adapter.forward(batch).rollout, old_maps.rollout)
+
+
+def test_streamed_internals_equal_the_recorded_ones(setup):
+    from hf_attn.adapters.internals import record_internals
+    from hf_attn.adapters.streaming_internals import stream_internals
+
+    adapter, batch = setup
+    recorded = record_internals(adapter, batch)
+    seen = []
+
+    def consume(index, layer):
+        steps = layer.values.shape[2]
+        probs = torch.cat([layer.probs[:, :, slice(i, i + 2)] for i in range(0, steps, 2)], 2)
+        seen.append(index)
+        old = recorded[index]
+        _close(probs, old.probs)
+        _close(layer.probs[slice(1, 3), :, slice(4, 6)], old.probs[1:3, :, 4:6])
+        for name in ("values", "residual", "output"):
+            _close(getattr(layer, name), getattr(old, name), max(1.0, float(getattr(old, name).abs().max())))
+        assert layer.layout.kind == old.layout.kind
+
+    stream_internals(adapter, batch, consume)
+    assert seen == list(range(adapter.num_layers))
+
+
+@pytest.mark.parametrize("mode_bytes", [0, 2**31])
+def test_alti_streamed_equals_recorded(setup, monkeypatch, mode_bytes):
+    from hf_attn.methods import alti as alti_module
+
+    adapter, batch = setup
+    old = _recorded(adapter, alti_module.alti, batch)
+    monkeypatch.setattr(streaming, "ROLLOUT_MEANS_BYTES", mode_bytes)  # 0: the running product
+    steps, dim = batch.input_ids.shape[1], adapter.model.config.hidden_size
+    monkeypatch.setattr(alti_module, "CHUNK_ELEMENTS", 2 * steps * dim)  # two rows of one instance a slice
+    _close(alti_module.alti(adapter, batch), old)

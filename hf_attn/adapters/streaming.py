@@ -53,9 +53,14 @@ class Collector:
     """What a streamed forward keeps (subclasses): :meth:`wants` per layer, :meth:`take` per slice of
     probabilities, :meth:`done` after each wanted layer."""
 
-    def wants(self, index: int):
-        """``None``, ``"all"`` or a 1-D tensor of query positions needed at layer ``index``."""
+    def wants(self, index: int, module):
+        """``None``, ``"all"``, a 1-D tensor of query positions needed at layer ``index`` (attention
+        module ``module``), or ``"call"``: :meth:`take_call` gets the means to compute any rows later."""
         return None
+
+    def take_call(self, index: int, module, probs_of, values: torch.Tensor) -> None:
+        """``probs_of(instances, rows)`` → ``(b, H, r, T)``: the probabilities of those instances
+        (a slice) and query rows (a slice), from the model's eager arithmetic (``"call"``)."""
 
     def take(self, index: int, module, rows, probs: torch.Tensor, values: torch.Tensor) -> None:
         """``probs`` ``(B, H, r, T)`` of the query rows ``rows`` (a slice or a position tensor) of
@@ -101,7 +106,7 @@ def streamed_attention(stream: Stream, index: int, module, eager, query, key, va
                        repeat_heads):
     """One attention call of a streamed forward (module docstring): returns ``(output (B, T, H, d), None)``."""
     heads, steps = query.shape[1], query.shape[2]
-    want = stream.collector.wants(index)
+    want = stream.collector.wants(index, module)
     per = _rows_per_slice(stream, query.shape[0], heads, key.shape[2])
     values = repeat_heads(value, heads) if want is not None else None
     stream.layers += 1
@@ -118,6 +123,16 @@ def streamed_attention(stream: Stream, index: int, module, eager, query, key, va
             outputs.append(output)
         stream.collector.done(index)
         return torch.cat(outputs, 1), None
+    if isinstance(want, str) and want == "call":
+        def probs_of(instances, rows):
+            mask = attention_mask
+            if isinstance(mask, torch.Tensor) and mask.dim() == 4 and mask.shape[0] > 1:
+                mask = mask[instances]
+            return eager(module, query[instances][:, :, rows], key[instances], value[instances],
+                         _mask_rows(mask, rows), *args, **kwargs)[1]
+
+        stream.collector.take_call(index, module, probs_of, values)
+        want = None
     if stream.fused:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -150,18 +165,55 @@ def _query_weights(batch) -> tuple[torch.Tensor, torch.Tensor]:
     return query, query.sum(-1).clamp_min(1.0)
 
 
-class _ForwardCollector(Collector):
-    """The query rows of every layer, the explained layer's values and (``rollout``) the rollout of
-    the query rows, q·Ã_L ··· Ã_1 (:func:`hf_attn.adapters.rollout.attention_rollout`'s arithmetic,
-    Ã_l built one slice of rows at a time), in one of two ways (``mode``):
+class Rollout:
+    """q·M_L ··· M_1 for per-layer ``(B, T, T)`` matrices handed layer by layer (first layer
+    first), each in slices of rows (:meth:`rows`, then :meth:`done`), in one of two ways (``mode``):
 
-    - ``"means"``: every layer's head-mean Ã_l ``(B, T, T)`` is kept and the query rows are carried
-      down through them after the forward (``L·B·T²`` floats, ``O(L·B·T²)`` work);
-    - ``"product"``: only the running product R_l = Ã_l R_{l−1} (two ``(B, T, T)`` buffers,
+    - ``"means"``: every layer's matrix is kept and the query rows are carried down through them at
+      the end (``L·B·T²`` floats, ``O(L·B·T²)`` work);
+    - ``"product"``: only the running product R_l = M_l R_{l−1} (two ``(B, T, T)`` buffers,
       ``O(L·B·T³)`` work: 4096² · 30 layers is 4 TFLOP).
 
     ``None``: ``"means"`` while ``L·B·T²`` float32 fit in :data:`ROLLOUT_MEANS_BYTES`, else
-    ``"product"``."""
+    ``"product"``. Both are the product's query rows, up to float32 rounding."""
+
+    def __init__(self, count: int, steps: int, layers: int, mode: str | None = None):
+        if mode is None:
+            mode = "means" if 4 * layers * count * steps * steps <= ROLLOUT_MEANS_BYTES else "product"
+        if mode not in ("means", "product"):
+            raise ValueError(f"mode must be 'means' or 'product', got {mode!r}")
+        self.mode, self.shape = mode, (count, steps, steps)
+        self.previous = self.current = None
+        self.kept: list[torch.Tensor] = []
+
+    def rows(self, rows, matrix: torch.Tensor) -> None:
+        """The rows ``rows`` (a slice) of this layer's matrix, ``(B, r, T)``."""
+        if self.current is None:
+            self.current = torch.empty(self.shape, dtype=torch.float32, device=matrix.device)
+        self.current[:, rows] = matrix if self.previous is None or self.mode == "means" else matrix @ self.previous
+
+    def done(self) -> None:
+        """Every row of this layer has been handed."""
+        if self.mode == "means":  # this layer's matrix kept; a new buffer for the next
+            self.kept.append(self.current)
+            self.current = None
+        else:  # this layer's product becomes the previous one; its buffer is reused
+            self.previous, self.current = self.current, self.previous
+
+    def query_rows(self, query: torch.Tensor) -> torch.Tensor:
+        """``query`` ``(B, T)`` row weights → ``(B, T)`` their combination of the product's rows."""
+        if self.mode == "product":
+            return torch.einsum("bq,bqt->bt", query, self.previous)
+        rolled = query
+        for matrix in reversed(self.kept):  # q·M_L, then ·M_{L−1}, …
+            rolled = torch.einsum("bq,bqt->bt", rolled, matrix)
+        return rolled
+
+
+class _ForwardCollector(Collector):
+    """The query rows of every layer, the explained layer's values and (``rollout``) the rollout of
+    the query rows, q·Ã_L ··· Ã_1 (:func:`hf_attn.adapters.rollout.attention_rollout`'s arithmetic,
+    Ã_l built one slice of rows at a time; kept as :class:`Rollout` ``mode`` says)."""
 
     def __init__(self, batch, layer: int, rollout: bool, layers: int = 0, mode: str | None = None):
         self.query, self.count = _query_weights(batch)
@@ -170,16 +222,10 @@ class _ForwardCollector(Collector):
         self.positions = batch.query.any(0).nonzero().flatten()
         self.sums: dict[int, torch.Tensor] = {}
         self.values = None
-        self.previous = self.current = None
-        self.means: list[torch.Tensor] = []
-        count, steps = self.mask.shape
-        if mode is None:
-            mode = "means" if 4 * layers * count * steps * steps <= ROLLOUT_MEANS_BYTES else "product"
-        if mode not in ("means", "product"):
-            raise ValueError(f"mode must be 'means' or 'product', got {mode!r}")
-        self.mode = mode
+        self.product = Rollout(*self.mask.shape, layers, mode)
+        self.mode = self.product.mode
 
-    def wants(self, index):
+    def wants(self, index, module=None):
         return "all" if self.rollout else self.positions
 
     def take(self, index, module, rows, probs, values):
@@ -190,24 +236,14 @@ class _ForwardCollector(Collector):
             self.values = values.float().to(self.mask.device)
         if not self.rollout:
             return
-        batch, steps = self.mask.shape
         a = probs.mean(1) * self.mask[:, rows, None] * self.mask[:, None, :]  # (B, r, T)
-        start = rows.start
         local = torch.arange(a.shape[1], device=a.device)
-        a[:, local, local + start] += self.mask[:, local + start]
-        a = a / a.sum(-1, keepdim=True).clamp_min(1e-30)
-        if self.current is None:
-            self.current = torch.empty((batch, steps, steps), dtype=torch.float32, device=a.device)
-        self.current[:, rows] = a if self.previous is None or self.mode == "means" else a @ self.previous
+        a[:, local, local + rows.start] += self.mask[:, local + rows.start]
+        self.product.rows(rows, a / a.sum(-1, keepdim=True).clamp_min(1e-30))
 
     def done(self, index):
-        if not self.rollout:
-            return
-        if self.mode == "means":  # this layer's Ã kept; a new buffer for the next
-            self.means.append(self.current)
-            self.current = None
-        else:  # this layer's product becomes the previous one; its buffer is reused
-            self.previous, self.current = self.current, self.previous
+        if self.rollout:
+            self.product.done()
 
     def maps(self, batch, layers: int) -> ForwardMaps:
         missing = sorted(set(range(layers)) - set(self.sums))
@@ -215,13 +251,7 @@ class _ForwardCollector(Collector):
             raise ValueError(f"the streamed forward missed the layers {missing}")
         head_rows = self.sums[self.layer] / self.count.view(-1, 1, 1)
         layer_rows = torch.stack([self.sums[i].mean(1) / self.count.view(-1, 1) for i in range(layers)], 1)
-        rolled = None
-        if self.rollout and self.mode == "means":
-            rolled = self.query / self.count.view(-1, 1)
-            for a in reversed(self.means):  # q·Ã_L, then ·Ã_{L−1}, …
-                rolled = torch.einsum("bq,bqt->bt", rolled, a)
-        elif self.rollout:
-            rolled = torch.einsum("bq,bqt->bt", self.query, self.previous) / self.count.view(-1, 1)
+        rolled = self.product.query_rows(self.query / self.count.view(-1, 1)) if self.rollout else None
         return ForwardMaps(head_rows=head_rows, layer_rows=layer_rows, rollout=rolled, values=self.values)
 
 
@@ -326,7 +356,7 @@ class LayerRows(Collector):
         self.layer, self.reduce = layer, reduce
         self.positions = batch.query.any(0).nonzero().flatten()
 
-    def wants(self, index):
+    def wants(self, index, module=None):
         return self.positions if index == self.layer else None
 
     def take(self, index, module, rows, probs, values):
@@ -348,5 +378,5 @@ def query_row_sums(adapter, batch, layer: int, chunk_rows: int | None = None) ->
     return torch.stack(total).sum(0) / count.view(-1, 1, 1)
 
 
-__all__ = ["CHUNK_ROWS", "Collector", "ForwardMaps", "LayerRows", "ROW_ELEMENTS", "Stream", "forward_maps",
+__all__ = ["CHUNK_ROWS", "Collector", "ForwardMaps", "LayerRows", "ROW_ELEMENTS", "Rollout", "Stream", "forward_maps",
            "query_row_sums", "streamed_attention", "streamed_call", "streams"]

@@ -31,6 +31,8 @@ import torch
 
 from hf_attn.adapters.internals import (LayerInternals, content_only, head_contributions, query_average,
                                         record_internals)
+from hf_attn.adapters.streaming import Rollout, streams
+from hf_attn.adapters.streaming_internals import stream_internals
 from hf_attn.core import deadline
 
 
@@ -92,7 +94,26 @@ def _contribution_rows(layer: LayerInternals, f: torch.Tensor, attention_mask: t
 @torch.no_grad()
 def alti(adapter, batch) -> torch.Tensor:
     """``(B, T)`` ALTI (module docstring): the query row(s) of C = C^L ··· C^1, 0 on pads and special
-    tokens. One recording forward; the contribution matrices are batched tensor code."""
+    tokens. One recording forward; the contribution matrices are batched tensor code.
+
+    Where the adapter streams its attention (:func:`hf_attn.adapters.streaming.streams`) no layer's
+    ``(H, T, T)`` maps are kept: each layer's C^l ``(B, T, T)`` is computed when the forward reaches
+    its block's output, from probabilities recomputed a slice of rows at a time
+    (:func:`hf_attn.adapters.streaming_internals.stream_internals`), and the product kept as
+    :class:`hf_attn.adapters.streaming.Rollout` says — ALTI needs every layer's T × T contributions:
+    ``L·B·T²`` floats (or two ``B·T²`` buffers and ``O(L·B·T³)`` work for long texts), plus one
+    layer's ``(B, H, T, D)`` transformed values and a 64 MB slice, instead of ``L·B·H·T²``."""
+    if streams(adapter):
+        count, steps = batch.attention_mask.shape
+        product = Rollout(count, steps, adapter.num_layers)
+
+        def consume(index, layer):
+            product.rows(slice(None), alti_contributions(layer, batch.attention_mask))
+            product.done()
+
+        stream_internals(adapter, batch, consume)
+        query = batch.query.to(torch.float32)
+        return content_only(batch, product.query_rows(query / query.sum(-1, keepdim=True).clamp_min(1.0)))
     total = None
     for layer in deadline.paced(record_internals(adapter, batch)):  # a time budget's pace, if one is set
         contributions = alti_contributions(layer, batch.attention_mask)
