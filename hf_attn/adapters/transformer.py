@@ -59,6 +59,15 @@ class _Cache:
     position: torch.Tensor
 
 
+@dataclass
+class _Prefix:
+    """What the layer replay reuses where the query-only fast path does not apply: the explained
+    layer's input ``(B, T, D)`` from the unmodified forward (the layers before it do not depend on
+    its attention, so a replaced row re-runs only the explained layer and those after it)."""
+
+    hidden: torch.Tensor
+
+
 def _right_aligned_rows(ids: torch.Tensor, mask: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows whose real tokens are contiguous (either padding side) → left-padded rows."""
     real = mask.bool()
@@ -407,7 +416,7 @@ class TransformersAdapter(TransformersProbe):
         of every head and every layer, the rollout and the fast path's cache."""
         hidden = {}
         handle = None
-        if self.fast_path:
+        if self.fast_path or self.replay_path:
             def pre_hook(module, args, kwargs):
                 hidden["in"] = args[0] if args else kwargs["hidden_states"]
             handle = self.layers[self.layer].register_forward_pre_hook(pre_hook, with_kwargs=True)
@@ -424,7 +433,10 @@ class TransformersAdapter(TransformersProbe):
             position = batch.query.float().argmax(-1)
             here = hidden["in"]  # the explained layer's input, on the device of the layer before it
             rows = torch.arange(len(batch), device=here.device)
-            cache = _Cache(values=maps.values, hidden=here[rows, position.to(here.device)], position=position)
+            cache = _Cache(values=maps.values, hidden=here[rows, position.to(here.device)],
+                           position=position)
+        elif self.replay_path:
+            cache = _Prefix(hidden=hidden["in"])
         logits = to_device(out.logits.float(), self.device)
         return Forward(logits=logits, probabilities=logits.softmax(-1), attention=attention, head_rows=head_rows,
                        layer_rows=layer_rows, rollout=rolled, cache=cache)
@@ -445,8 +457,10 @@ class TransformersAdapter(TransformersProbe):
             select = (torch.arange(self.num_heads, device=weights.device) == self.spec.heads).view(1, 1, -1, 1)
             weights = torch.where(select, weights.unsqueeze(2), own.to(weights.dtype))
             per_head = True
-        if forward is not None and forward.cache is not None and self.fast_path:
+        if forward is not None and isinstance(forward.cache, _Cache) and self.fast_path:
             return self._fast_logits(batch, forward, weights if per_head else weights.unsqueeze(2))
+        if forward is not None and isinstance(forward.cache, _Prefix) and self.replay_path:
+            return self._full_logits(batch, weights, per_head, prefix=forward.cache.hidden)
         return self._full_logits(batch, weights, per_head)
 
     @torch.no_grad()
@@ -460,7 +474,11 @@ class TransformersAdapter(TransformersProbe):
                                         self._positions(batch, rows)).logits.float())
         return torch.cat(out)
 
-    def _full_logits(self, batch: Batch, weights: torch.Tensor, per_head: bool) -> torch.Tensor:
+    def _full_logits(self, batch: Batch, weights: torch.Tensor, per_head: bool,
+                     prefix: torch.Tensor | None = None) -> torch.Tensor:
+        """Whole forwards with the explained rows replaced; with ``prefix`` (the explained layer's
+        input ``(B, T, D)``, :class:`_Prefix`) the layers before it return their cached output
+        instead of computing (the layer replay)."""
         count, rows = weights.shape[:2]
         flat = weights.reshape(count * rows, *weights.shape[2:])
         expand = torch.arange(count, device=self.device).repeat_interleave(rows)
@@ -468,9 +486,15 @@ class TransformersAdapter(TransformersProbe):
         for chunk in self._chunks(len(expand), batch.input_ids.shape[1]):
             index = expand[chunk]
             position_ids = self._positions(batch, index)
-            intervention = Intervention(layer=self.layer, query=batch.query[index], weights=flat[chunk])
-            out.append(self._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
-                                        position_ids).logits.float())
+            # the replayed layers make no attention call: counting starts at the explained layer
+            intervention = Intervention(layer=self.layer, query=batch.query[index], weights=flat[chunk],
+                                        calls=0 if prefix is None else self.layer)
+            with contextlib.ExitStack() as stack:
+                if prefix is not None:
+                    stack.enter_context(self._lock)
+                    stack.enter_context(self._replayed(prefix[index.to(prefix.device)]))
+                out.append(self._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
+                                            position_ids).logits.float())
         return torch.cat(out).view(count, rows, -1)
 
     def _fast_logits(self, batch: Batch, forward: Forward, weights: torch.Tensor) -> torch.Tensor:
@@ -498,8 +522,11 @@ class TransformersAdapter(TransformersProbe):
     @contextlib.contextmanager
     def _replayed(self, hidden: torch.Tensor):
         """The layers before the explained one return ``hidden`` instead of computing."""
+        size = getattr(self, "replay_tuple", False)  # a layer returning (hidden, None, ...): its length
+        wrapped = (hidden,) + (None,) * (size - 1) if size else hidden
+
         def cached(*args, **kwargs):
-            return hidden
+            return wrapped
 
         with replaced_forwards(list(self.layers)[: self.layer], cached):  # accelerate's own wrappers restored
             yield
@@ -571,6 +598,7 @@ class TransformersAdapter(TransformersProbe):
                 "num_heads": self.num_heads, "heads": self.spec.heads, "query": self.query_rule,
                 "pooling": self.pooling, "padding": "left" if self.left_padding else "right",
                 "fast_path": self.fast_path, "fast_path_reason": self.fast_path_reason,
+                "layer_replay": self.replay_path, "layer_replay_reason": self.replay_reason,
                 "fused_attention": self.fused, "fused_attention_reason": self.fused_reason,
                 "device": str(self.device), **({"device_map": map_summary(self.model)} if self.placed else {}),
                 "precision": dtype_name(running_dtype(self.dtype, self.weights_dtype)),

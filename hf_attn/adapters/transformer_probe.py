@@ -156,10 +156,14 @@ class TransformersProbe:
         # in the ids themselves and keep their right padding
         self.left_padding = self.pooling == "last" and not getattr(self.model.config, "is_encoder_decoder", False)
         self._check_decoder_padding(input_ids)
-        self.fast_path = False
+        self.fast_path = self.replay_path = self.replay_tuple = False
         self._check_effective(input_ids, mask)
         self.fast_path = True  # the check's forward fills the fast path's cache
         self.fast_path, self.fast_path_reason = self._check_fast_path(input_ids, mask)
+        if self.fast_path:
+            self.replay_reason = "not needed: the query-only fast path applies"
+        else:
+            self.replay_path, self.replay_reason = self._check_replay_path(input_ids, mask)
         self.fused, self.fused_reason = self._check_fused(input_ids, mask)
 
     def _check_decoder_padding(self, input_ids) -> None:
@@ -328,6 +332,54 @@ class TransformersProbe:
                 f"{type(self.model).__name__}: replacing layer {self.layer}'s query row by a one-hot row left the "
                 "logits exactly unchanged: the intervention does not reach the classifier; explain another layer "
                 "(layer=...) or open an issue with its model_type")
+
+    def _check_replay_path(self, input_ids, mask) -> tuple[bool, str]:
+        """Whether logits under replaced rows may skip the layers before the explained one (their
+        output, the explained layer's input, cached by the unmodified forward): the layers must be
+        one list, the explained one not the first, the layer before it must return its hidden states
+        alone (a tensor, or a tuple of it and Nones), and the replayed logits must equal the whole forward's under
+        random rows (within 1e-4 of their scale) on the probe sentence and a padded batch."""
+        if self.layers is None:
+            return False, "the layers share modules or are not one list"
+        if self.layer == 0:
+            return False, "the explained layer is the first one"
+        seen = {}
+
+        def hook(module, args, output):
+            seen["output"] = output
+
+        handle = self.layers[self.layer - 1].register_forward_hook(hook)
+        try:
+            with torch.no_grad():
+                self._model_call(input_ids, mask, None, None)
+        finally:
+            handle.remove()
+        output = seen.get("output")
+        if (isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor)
+                and all(part is None for part in output[1:])):
+            self.replay_tuple = len(output)  # the hidden states, then as many Nones as the layer returns
+        elif not isinstance(output, torch.Tensor):
+            return False, f"layer {self.layer - 1} returns {type(output).__name__}, not its hidden states alone"
+        self.replay_path = True  # the check's forward fills the replay's cache
+        try:
+            batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
+            forward = self.forward(batch, rollout=False)
+            generator = torch.Generator().manual_seed(0)
+            noise = torch.rand((len(batch), 3, self.num_heads, batch.input_ids.shape[1]), generator=generator)
+            noise = noise.to(self.device) * batch.attention_mask[:, None, None, :]
+            weights = noise / noise.sum(-1, keepdim=True)
+            with torch.no_grad():
+                replayed = self._full_logits(batch, weights, per_head=True, prefix=forward.cache.hidden)
+                full = self._full_logits(batch, weights, per_head=True)
+        except Exception as error:  # noqa: BLE001 — any failure disables the replay, with the reason
+            self.replay_path = self.replay_tuple = False
+            return False, f"the replayed forward failed ({type(error).__name__}: {str(error)[:120]})"
+        scale = float(full.abs().max()) + 1.0
+        gap = float((replayed.float() - full.float()).abs().max())
+        if gap > 1e-4 * scale:
+            self.replay_path = self.replay_tuple = False
+            return False, f"the replayed forward differs from the whole one by {gap:.2e}"
+        return True, f"the layers before layer {self.layer} replayed from the unmodified forward (checked)"
 
     def _check_fast_path(self, input_ids, mask) -> tuple[bool, str]:
         if self.own_attention:

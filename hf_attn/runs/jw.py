@@ -172,6 +172,7 @@ def _model_record(model, adapter, settings: JWSettings, run: dict | None) -> tup
     spec = {"layer": settings.layer, "heads": settings.heads, "query": described["query"],
             "pooling": described["pooling"], "padding": described["padding"],
             "fast_path": described["fast_path_reason"] if described["fast_path"] else None,
+            "layer_replay": described.get("layer_replay_reason") if described.get("layer_replay") else None,
             "units": "tokens (content only; special tokens keep their mass, are not ranked)",
             "rollout": "Abnar & Zuidema 2020 (½A + ½I, head mean, product over layers)"}
     return model_block, spec
