@@ -353,3 +353,27 @@ def test_a_sigmoid_gate_outside_a_module_is_refused_by_attnlrp():
 
     with pytest.raises(UnsupportedModelError, match=r"no rule for sigmoid .* in the model \(Gated\)"):
         _relevance_in(Gated(), [torch.randn(2, 3)], "attnlrp")
+
+
+def test_registered_for_attributions_and_the_faithfulness_table_with_the_ratio_per_sentence(llama):
+    from hf_attn import Explainer
+    from hf_attn.batteries.faithfulness import DEFAULT_METHODS, FaithfulnessSettings, run_faithfulness
+
+    assert "attnlrp" not in DEFAULT_METHODS and "cp_lrp" not in DEFAULT_METHODS  # opt-in
+    texts = TEXTS[:3] + [TEXTS[0]]  # a repeated text keeps its own ratio
+    side = Explainer(llama.model, llama.tokenizer, device="cpu").attributions(texts, methods=["attnlrp", "cp_lrp"])
+    assert side.methods == ["attnlrp", "cp_lrp"]
+    direct = lrp(llama, llama.encode(texts), "cp")
+    for i in range(len(texts)):
+        content = direct.relevance[i][llama.encode(texts).content[i]]
+        np_values = torch.tensor(side.values["cp_lrp"][i], dtype=torch.float32)
+        torch.testing.assert_close(np_values, content, rtol=1e-4, atol=1e-5)
+    per_sentence = side.cost["cp_lrp"]["conservation_ratio_per_sentence"]
+    assert len(per_sentence) == len(texts) and all(abs(r - 1) < 1e-4 for r in per_sentence)  # no biases: conserved
+    assert side.cost["cp_lrp"]["conservation_within_1pct_share"] == 1.0
+    ratios = side.cost["attnlrp"]["conservation_ratio_per_sentence"]
+    assert ratios[0] == pytest.approx(ratios[3]) and ratios == pytest.approx(
+        lrp(llama, llama.encode(texts), "attnlrp").ratio.tolist(), rel=1e-4)
+    result = run_faithfulness(llama, TEXTS[:2], FaithfulnessSettings(
+        methods=("attnlrp", "cp_lrp"), fractions=(0.5,), soft_draws=1, soft_max_draws=1, naopc_beam=0))
+    assert result.methods == ["attnlrp", "cp_lrp"] and "conservation_ratio_mean" in result.cost["attnlrp"]

@@ -170,10 +170,6 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     iv = hf_attn_intervention if hf_attn_intervention is not None else _ACTIVE.get()
     if iv is None:
         return eager(module, query, key, value, attention_mask, *args, **kwargs)
-    if iv.lrp is not None:  # AttnLRP / CP-LRP: the model's own attention, its backward changed
-        from hf_attn.adapters.lrp_rules import lrp_attention
-
-        return lrp_attention(iv, module, eager, query, key, value, attention_mask, args, kwargs)
     if iv.fused:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -183,6 +179,10 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     index = iv.calls
     iv.calls += 1
     heads = query.shape[1]
+    if iv.lrp is not None:  # AttnLRP / CP-LRP: the model's own attention, its backward changed
+        from hf_attn.adapters.lrp_rules import lrp_attention
+
+        return lrp_attention(iv, module, eager, query, key, value, attention_mask, args, kwargs)
     if _is_merged(module):
         return _merged(module, iv, index, eager, query, key, value, attention_mask, args, kwargs)
     if iv.cached_values is not None and index == iv.layer:

@@ -118,14 +118,10 @@ def exempt():
 
 def lrp_attention(iv, module, eager, query, key, value, attention_mask, args, kwargs):
     """The seam's attention call under ``iv.lrp`` (:mod:`hf_attn.adapters.interface`): the model's own
-    eager attention on Q, K, V whose gradients carry the rule (module docstring)."""
-    from hf_attn.adapters.interface import InterventionError
-
+    eager attention on Q, K, V whose gradients carry the rule (module docstring); the seam has counted
+    the call and checked the eval mode."""
     if iv.lrp not in MODES:
-        raise InterventionError(f"lrp must be one of {list(MODES)}, got {iv.lrp!r}")
-    if module.training:
-        raise InterventionError("interventions need the model in eval mode (dropout would change the rows)")
-    iv.calls += 1
+        raise ValueError(f"lrp must be one of {list(MODES)}, got {iv.lrp!r}")
     if iv.lrp == "attnlrp":
         query, key, value = scale_gradient(query, 0.25), scale_gradient(key, 0.25), scale_gradient(value, 0.5)
     else:

@@ -341,7 +341,8 @@ COMPARE_TITLES = {"attention": "attention α", "rollout": "attention rollout", "
                   "attention_norm": "attention norm ‖αf(x)‖", "alti": "ALTI", "value_zeroing": "value zeroing",
                   "alti_logit": "ALTI-Logit (logit per token)",
                   "saliency": "saliency ‖∂ŷ/∂e‖", "gradient_x_input": "gradient × input",
-                  "integrated_gradients": "integrated gradients",
+                  "integrated_gradients": "integrated gradients", "attnlrp": "AttnLRP (logit)",
+                  "cp_lrp": "CP-LRP (logit)",
                   "leave_one_out": f"leave-one-out drop ({LOO_DROP}) ŷ_c(x) − ŷ_c(x₋t)"}
 
 

@@ -42,6 +42,9 @@ ONE_TOKEN_RULES: dict[str, tuple[str, str]] = {
     "value_zeroing": (DEFINED, "the change of the read-out state when the token's values are zeroed"),
     "alti_logit": (DEFINED, "the token's logit terms: its embedding's and every attention block's update (every row "
                             "of the rollout is 1 on it)"),
+    "attnlrp": (DEFINED, "the token's AttnLRP relevance of z_c (with the special tokens', the logit up to the "
+                         "unconserved terms)"),
+    "cp_lrp": (DEFINED, "the token's CP-LRP relevance of z_c"),
     "saliency": (DEFINED, "‖∂ŷ_c/∂e‖₂ at the token"),
     "gradient_x_input": (DEFINED, "Σ_d e ∂ŷ_c/∂e of the token"),
     "integrated_gradients": (DEFINED, "the path integral from the token's baseline embedding: f(x) − f(x') up to "

@@ -23,7 +23,8 @@ from hf_attn.batteries.faithfulness.inputs import _real_scores, _sentence_genera
 # the methods whose scores explain one class (the gradient family, the erasures and ALTI-Logit): the ones a
 # target class or a contrastive foil applies to; the rest of the attention family explains no class,
 # captum's rows take the predicted class only
-CLASS_METHODS = ("saliency", "gradient_x_input", "integrated_gradients", "leave_one_out", "alti_logit")
+CLASS_METHODS = ("saliency", "gradient_x_input", "integrated_gradients", "leave_one_out", "alti_logit", "attnlrp",
+                 "cp_lrp")
 
 
 def _classes(batch, contrast) -> tuple:
@@ -58,6 +59,8 @@ def _method_function(name: str, settings: FaithfulnessSettings, contrast=None):
         function = saliency.saliency if name == "saliency" else gradient_x_input.gradient_x_input
         return lambda adapter, batch: function(adapter, batch, *_classes(batch, contrast)[:1], target=target,
                                                foil_class=_classes(batch, contrast)[1])
+    if name in ("attnlrp", "cp_lrp"):  # the explained logit (or the target's minus the foil's)
+        return _LRP(name, contrast)
     if name == "alti_logit":  # the explained class's logit (or the target's minus the foil's)
         return lambda adapter, batch: alti_logit.alti_logit(adapter, batch, *_classes(batch, contrast))
     if name == "leave_one_out" and contrast is not None:
@@ -157,6 +160,39 @@ class _IntegratedGradients:
             if s.ig_baseline != OFFERED:
                 out["ig_baseline_offered"] = OFFERED
         return out
+
+
+class _LRP:
+    """AttnLRP / CP-LRP (:mod:`hf_attn.methods.lrp`) keeping each sentence's conservation ratio
+    Σ_t R_t / z_c, keyed by its real token ids, for :meth:`conservation`."""
+
+    def __init__(self, name: str, contrast=None):
+        self.name, self.contrast, self.ratios = name, contrast, {}
+
+    def __call__(self, adapter, batch):
+        from hf_attn.methods.lrp import RULES, lrp
+
+        result = lrp(adapter, batch, RULES[self.name], *_classes(batch, self.contrast))
+        for r, ratio in enumerate(result.ratio.tolist()):
+            self.ratios[_row_key(batch, r)] = ratio
+        return result.relevance
+
+    def conservation(self, full_batch) -> dict:
+        """Per sentence of ``full_batch`` (in its order) Σ_t R_t / z_c, with its mean, median, range and
+        the share within 1 % of 1 (the bias terms, added position embeddings and, for AttnLRP, the
+        softmax rule's bias term are not conserved)."""
+        ratios = np.array([self.ratios.get(_row_key(full_batch, i), np.nan) for i in range(len(full_batch))])
+        known = ratios[np.isfinite(ratios)]
+        if not len(known):
+            return {}
+        return {"conservation_ratio_mean": float(known.mean()), "conservation_ratio_median": float(np.median(known)),
+                "conservation_ratio_min": float(known.min()), "conservation_ratio_max": float(known.max()),
+                "conservation_within_1pct_share": float(np.mean(np.abs(known - 1) <= 0.01)),
+                "conservation_ratio_per_sentence": [float(r) for r in ratios]}
+
+
+def _row_key(batch, r: int) -> bytes:
+    return batch.input_ids[r][batch.attention_mask[r].bool()].cpu().numpy().tobytes()
 
 
 class _SharedGradient:
@@ -362,6 +398,8 @@ def _run_methods(adapter, full_batch, settings: FaithfulnessSettings, progress: 
             cost[name]["shared_backward"] = "saliency and gradient_x_input from one forward + backward"
         if isinstance(function, _IntegratedGradients):
             cost[name] |= function.completeness()
+        if isinstance(function, _LRP):
+            cost[name] |= function.conservation(full_batch)
     undefined = {name: {i: why for i, (why, _) in rows.items()} for name, rows in undefined.items()
                  if rows and name in scores}
     return MethodRun(scores, cost, skipped, padded / max(real_tokens, 1), undefined)

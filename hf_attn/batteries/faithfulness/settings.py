@@ -33,12 +33,18 @@ METHODS = {
     "kernel_shap": ("Kernel SHAP via captum (Lundberg & Lee 2017), optional extra", False),
     "deeplift": ("DeepLift rescale rule via captum where its hooks reach (Shrikumar et al. 2017), optional extra",
                  False),
+    "attnlrp": ("AttnLRP: the logit z_c decomposed by LRP, gradient × input under its rules (uniform on the "
+                "attention matmuls and gates, softmax by Prop. 3.1, identity on norms and activations; Achtibat et "
+                "al. 2024), signed, opt-in", False),
+    "cp_lrp": ("CP-LRP: gradient × input of z_c with attention probabilities and the norms' factors held constant "
+               "(Ali et al. 2022), signed, opt-in", False),
     "random": ("uniform random scores, seeded by each sentence's own tokens (the floor)", False),
 }
 ATTENTION_FAMILY = ("attention", "rollout", "attention_flow", "attention_norm", "alti", "value_zeroing", "alti_logit")
 # methods run only when named: ALTI-Logit applies to pre-LN decoders alone (a default table of an encoder
-# would carry one more skipped row), and the committed records were made without it
-OPT_IN_METHODS = ("alti_logit",)
+# would carry one more skipped row), and the committed records were made without it; AttnLRP and CP-LRP
+# likewise (the records predate them)
+OPT_IN_METHODS = ("alti_logit", "attnlrp", "cp_lrp")
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in OPT_IN_METHODS)
 METRICS = ("comprehensiveness", "sufficiency", "soft_comprehensiveness", "soft_sufficiency",
            "naopc_comprehensiveness", "naopc_sufficiency", "tau_loo", "agreement")
