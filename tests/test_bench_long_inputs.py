@@ -25,7 +25,10 @@ def test_flop_formulas_by_hand():
     script = _script()
     shape = {"non_embedding_parameters": 100, "layers": 2, "hidden": 8}
     assert script.forward_flops(shape, 10) == 2 * 100 * 10 + 4 * 2 * 100 * 8  # 8400
-    assert script.method_flops("rollout", shape, 10, 16) == 8400 + 2 * 2 * 1000
+    assert script.method_flops("rollout", shape, 10, 16) == 8400 + 2 * 2 * 100  # head means kept: L·N²
+    wide = {"non_embedding_parameters": 100, "layers": 30, "hidden": 8}  # 30·8192² floats pass 2 GiB: L·N³
+    assert script.method_flops("rollout", wide, 8192, 16) == script.forward_flops(wide, 8192) + 2 * 30 * 8192 ** 3
+    assert script.method_flops("rollout", wide, 4096, 16) == script.forward_flops(wide, 4096) + 2 * 30 * 4096 ** 2
     assert script.method_flops("integrated_gradients", shape, 10, 16) == 16 * 3 * 8400
     assert script.method_flops("leave_one_out", shape, 10, 16) == 8400 + 10 * (2 * 100 * 9 + 4 * 2 * 81 * 8)
     assert script.method_flops("value_zeroing", shape, 10, 16) == 11 * 8400

@@ -45,12 +45,16 @@ FLOP_NOTES = {
     "forward": "F(N) = 2·P·N + 4·L·N²·d: P non-embedding parameters (matrix products 2 FLOPs per weight per "
                "token), L layers, d hidden size (scores Q·Kᵀ and the weighted sum of values, 2·N²·d each per "
                "layer); a backward ≈ 2·F",
-    "attention": "F (one forward that keeps the attention maps)",
-    "rollout": "F + 2·L·N³ (one forward, then L products of N×N matrices)",
+    "attention": "F (one forward; only the explained layer's query rows are kept as maps)",
+    "rollout": "F + 2·L·N² (one forward keeping every layer's head-mean N×N map, then the query row carried "
+               "through them) while L·N² floats fit in 2 GiB (hf_attn.adapters.streaming.ROLLOUT_MEANS_BYTES); "
+               "beyond, F + 2·L·N³ (a running product of N×N matrices)",
     "attention_flow": "F, plus one max-flow per token on the layered graph of (L+1)·N nodes and L·N² edges: "
                       "a graph search cost (∝ L·N³ per the explainer's own estimate), not counted in FLOPs",
-    "attention_norm": "F (one forward; the per-head norms ‖α·f(x)‖, L·H·N²-sized, not counted)",
-    "alti": "F (one forward; the per-layer N×N contribution norms and their rollout not counted)",
+    "attention_norm": "F (one forward; the explained layer's query rows and their norms ‖Σ_h α·f(x)‖ not "
+                      "counted)",
+    "alti": "F (one forward; the attention probabilities recomputed per layer, the per-layer N×N contribution "
+            "norms and their rollout not counted)",
     "value_zeroing": "(N + 1)·F (one forward per zeroed token, plus the original)",
     "saliency": "3·F (a forward and a backward)",
     "gradient_x_input": "3·F (a forward and a backward)",
@@ -85,8 +89,11 @@ def method_flops(method: str, shape: dict, n: int, ig_steps: int) -> float | Non
     f = forward_flops(shape, n)
     if method in ("attention", "attention_norm", "alti"):
         return f
-    if method == "rollout":
-        return f + 2.0 * shape["layers"] * n ** 3
+    if method == "rollout":  # the query row through kept head means, or a running product (streaming)
+        from hf_attn.adapters.streaming import ROLLOUT_MEANS_BYTES
+
+        kept = 4 * shape["layers"] * n * n <= ROLLOUT_MEANS_BYTES
+        return f + 2.0 * shape["layers"] * (n ** 2 if kept else n ** 3)
     if method == "value_zeroing":
         return (n + 1) * f
     if method in ("saliency", "gradient_x_input"):
