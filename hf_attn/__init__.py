@@ -1,12 +1,12 @@
 """hf_attn: the "is attention explanation?" experiments (Jain & Wallace 2019, Wiegreffe & Pinter
 2019, Tutek & Šnajder 2020) as Hugging Face models, Trainer runs and evaluate modules."""
 
-import os as _os
-import sys as _sys
+from hf_attn.models.auto_registration import register_when_auto_classes_load as _register_when_auto_classes_load
 
 __version__ = "0.1.0"
 
-# name → submodule, imported on first access (PEP 562) when not imported eagerly below
+# name → submodule, imported on first access (PEP 562): `import hf_attn` itself imports neither torch nor
+# transformers (tests/test_import_time.py); the model types reach the Auto classes through the hook at the end
 _LAZY = {
     "AttnClassifierConfig": "models.configuration_hf_attn",
     "AttnClassifierForSequenceClassification": "models.modeling_hf_attn",
@@ -22,49 +22,68 @@ _LAZY = {
     "AttentionSpec": "adapters",
 }
 _registered = False
+_configs_registered = False
+_registering = False
+
+
+def _register_configs_with(configuration_auto) -> None:
+    """Register the two config classes with ``configuration_auto.AutoConfig`` (the import hook's
+    callback, :mod:`hf_attn.models.auto_registration`)."""
+    global _configs_registered
+    if _configs_registered:
+        return
+    from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
+    from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
+
+    for config_class in (AttnClassifierConfig, AttnPairClassifierConfig):
+        configuration_auto.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        # `save_pretrained` writes auto_map + the configuration file for trust_remote_code=True
+        config_class.register_for_auto_class()
+    _configs_registered = True
+
+
+def register_configs() -> None:
+    """Register the two config classes with ``AutoConfig`` now (idempotent; imports transformers'
+    Auto classes, not its modelling code).
+
+    Rarely needed by hand: ``import hf_attn`` registers them as soon as transformers' Auto classes
+    are imported (:mod:`hf_attn.models.auto_registration`), and the models on the first hf_attn
+    config made (:func:`register_auto_classes`)."""
+    if _configs_registered:
+        return
+    from transformers.models.auto import configuration_auto  # the import hook may register them here
+
+    _register_configs_with(configuration_auto)
 
 
 def register_auto_classes() -> None:
-    """Register the model types with ``transformers`` (idempotent; imports torch + transformers).
+    """Register the configs and the models with ``transformers`` (idempotent; imports the models,
+    so transformers' modelling utilities).
 
-    ``import hf_attn`` calls it, so that ``from_pretrained(dir)`` works without
-    ``trust_remote_code`` and ``save_pretrained`` writes ``auto_map`` + the modelling files; the
-    ``hf-attn`` command line calls it once a subcommand runs (``hf-attn --help`` imports no torch)."""
-    global _registered
-    if _registered:
+    Called when the first hf_attn config is made (``from_pretrained(dir)`` makes the config before it
+    looks the model class up) and on first access to a model class through ``hf_attn.X``, so that
+    ``from_pretrained(dir)`` works without ``trust_remote_code`` and ``save_pretrained`` writes
+    ``auto_map`` + the modelling files, while ``import hf_attn`` imports neither torch nor
+    transformers (and ``hf-attn --help`` no torch)."""
+    global _registered, _registering
+    if _registered or _registering:
         return
-    from transformers import AutoConfig, AutoModelForSequenceClassification
+    _registering = True  # importing the models must not come back here through a config made meanwhile
+    try:
+        register_configs()
+        from transformers import AutoModelForSequenceClassification
 
-    from hf_attn.models.configuration_hf_attn import AttnClassifierConfig
-    from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig
-    from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
-    from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
+        from hf_attn.models.modeling_hf_attn import AttnClassifierForSequenceClassification
+        from hf_attn.models.modeling_hf_attn_pair import AttnPairClassifierForSequenceClassification
 
-    # `from_pretrained(dir)` without trust_remote_code when hf_attn is installed ...
-    AutoConfig.register(AttnClassifierConfig.model_type, AttnClassifierConfig, exist_ok=True)
-    AutoModelForSequenceClassification.register(AttnClassifierConfig,
-                                                AttnClassifierForSequenceClassification, exist_ok=True)
-    # ... and `save_pretrained` writes auto_map + these modelling files for trust_remote_code=True.
-    AttnClassifierConfig.register_for_auto_class()
-    AttnClassifierForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
-    # The sentence-pair (NLI) model: its own model_type "hf_attn_pair".
-    AutoConfig.register(AttnPairClassifierConfig.model_type, AttnPairClassifierConfig, exist_ok=True)
-    AutoModelForSequenceClassification.register(AttnPairClassifierConfig,
-                                                AttnPairClassifierForSequenceClassification, exist_ok=True)
-    AttnPairClassifierConfig.register_for_auto_class()
-    AttnPairClassifierForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
-    _registered = True
-
-
-def _running_the_command_line() -> bool:
-    """This interpreter was started as ``hf-attn …`` (console script) or ``python -m hf_attn.cli``:
-    then :mod:`hf_attn.cli` registers the model types itself, after parsing, so that
-    ``hf-attn --help`` need not import torch. Any other process registers them at import."""
-    name = _os.path.basename(_sys.argv[0]) if _sys.argv and _sys.argv[0] else ""
-    if _os.path.splitext(name)[0] == "hf-attn":
-        return True
-    argv = list(getattr(_sys, "orig_argv", ()))
-    return "-m" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 2] == ["hf_attn.cli"]
+        # `from_pretrained(dir)` without trust_remote_code when hf_attn is installed ...
+        for model_class in (AttnClassifierForSequenceClassification, AttnPairClassifierForSequenceClassification):
+            AutoModelForSequenceClassification.register(model_class.config_class, model_class, exist_ok=True)
+            # ... and `save_pretrained` writes auto_map + these modelling files for trust_remote_code=True.
+            model_class.register_for_auto_class("AutoModelForSequenceClassification")
+        _registered = True
+    finally:
+        _registering = False
 
 
 # submodules reachable after a bare ``import hf_attn`` (``hf_attn.datasets.load("sst")``)
@@ -79,23 +98,20 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
 
-        register_auto_classes()
+        if _LAZY[name].startswith("models.modeling"):
+            register_auto_classes()
+        else:
+            register_configs()
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-if not _running_the_command_line():
-    register_auto_classes()
-    from hf_attn.models.configuration_hf_attn import AttnClassifierConfig  # noqa: E402
-    from hf_attn.models.configuration_hf_attn_pair import AttnPairClassifierConfig  # noqa: E402
-    from hf_attn.models.modeling_hf_attn import (AttnClassifierForSequenceClassification,  # noqa: E402
-                                   AttnClassifierOutput, AttnClassifierPreTrainedModel)
-    from hf_attn.models.modeling_hf_attn_pair import (AttnPairClassifierForSequenceClassification,  # noqa: E402
-                                        AttnPairClassifierOutput)
+# the configs join AutoConfig as soon as transformers' Auto classes are imported (now, if they already are)
+_register_when_auto_classes_load(_register_configs_with)
 
 __all__ = ["AttnClassifierConfig", "AttnClassifierForSequenceClassification",
            "AttnClassifierOutput", "AttnClassifierPreTrainedModel", "AttnPairClassifierConfig",
            "AttnPairClassifierForSequenceClassification", "AttnPairClassifierOutput", "__version__",
-           "register_auto_classes"]
+           "register_auto_classes", "register_configs"]

@@ -292,9 +292,12 @@ def test_console_script_help_imports_no_heavy_module():
 
 
 def test_analyze_jw_imports_only_the_jw_battery(tmp_path):
-    code, modules, stderr = _modules_after_command("analyze", str(tmp_path / "missing"), "--battery", "jw",
+    folder = tmp_path / "model"  # a model folder without run.json: refused by the jw battery itself
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "hf_attn"}))
+    code, modules, stderr = _modules_after_command("analyze", str(folder), "--battery", "jw",
                                                    "--output-dir", str(tmp_path / "o"))
-    assert code == 2 and "no model folder" in stderr
+    assert code == 2 and "has no run.json" in stderr
     assert "hf_attn.batteries.jw.battery" in modules and "torch" in modules
     assert not {"hf_attn.batteries.wp.battery", "hf_attn.batteries.ts.battery", "hf_attn.training.wp", "sklearn"} & modules
     full = _cli("analyze", "--help")

@@ -346,14 +346,6 @@ def _command_of(argv: list[str]) -> str | None:
     return None
 
 
-def register_auto_classes() -> None:
-    """What ``import hf_attn`` does in a library process (see ``hf_attn/__init__.py``): a command
-    that runs, loads or saves models needs it; ``hf-attn --help`` does not."""
-    import hf_attn
-
-    hf_attn.register_auto_classes()
-
-
 LOG_FILE = "hf-attn.log"
 # Loggers whose informational messages are noise on a console (one line per HTTP request, ...);
 # --verbose shows them, and the run's log file always holds them.
@@ -485,17 +477,21 @@ def main(argv: list[str] | None = None) -> int:
         if cached is not None:
             cached.print_help()
             return 0
+    from hf_attn.cli.preflight import argument_problem
+
     checker = _cached_help(command, check=True)
     if checker is not None:  # argument errors answer as fast as --help, before the command's imports
-        checker.parse_args(argv[argv.index(command) + 1:])
-    args = build_parser(command, argv).parse_args(argv)
-    from hf_attn.runs.folder import missing_model_folder
-
-    for dest in ("model_dir", "model", "run_dir", "base_dir", "grid_dir"):  # before anything is logged or made
-        missing = missing_model_folder(getattr(args, dest, None))
-        if missing:
-            print(f"hf-attn {args.command}: error: {missing}", file=sys.stderr)
+        quick = checker.parse_args(argv[argv.index(command) + 1:])
+        # a --config file may set the data's columns: those are known once the real parser has read it
+        problem = argument_problem(command, quick) if getattr(quick, "config", None) is None else None
+        if problem:  # a wrong folder or data file: before torch, transformers or the command's module
+            print(f"hf-attn {command}: error: {bounded_text(problem, 1000)}", file=sys.stderr)
             return 2
+    args = build_parser(command, argv).parse_args(argv)
+    problem = argument_problem(command, args)  # before anything is logged or made
+    if problem:
+        print(f"hf-attn {args.command}: error: {bounded_text(problem, 1000)}", file=sys.stderr)
+        return 2
     default_output = getattr(args, "output_dir", "") is None and getattr(args, "model_dir", None)
     if default_output:  # analyze, eraser: RUN/<battery>
         args.output_dir = default_output_dir(args.model_dir, getattr(args, "battery", None) or args.command)
@@ -504,7 +500,6 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("hf_attn.cli").info("writing to %s (the default --output-dir)", args.output_dir)
     try:
         args.threads = apply_threads(args.threads)
-        register_auto_classes()
         from hf_attn.core.warning_log import third_party_warnings_to_log
 
         with third_party_warnings_to_log():  # captum's, torch's, …: into hf-attn.log, not the console

@@ -8,6 +8,8 @@ import ``transformers``.
 
 from __future__ import annotations
 
+import sys
+
 from transformers import PretrainedConfig
 
 ENCODERS = ("lstm", "cnn", "average")
@@ -15,6 +17,16 @@ ATTENTIONS = ("additive", "dot", "uniform")
 VARIANTS = ("base", "concat", "residual", "tying", "mlm")
 # Variants that add e_t to h_t or compare them, so the encoder output must have the embedding's size.
 VARIANTS_NEEDING_2H_EQ_D = ("residual", "tying", "mlm")
+
+
+def _register_the_models() -> None:
+    """hf_attn's own copy of this file registers hf_attn's models with the Auto classes when the first
+    config is made (``import hf_attn`` registers only the configs, so that it need not import
+    transformers' modelling code); the copy next to a saved ``config.json`` does nothing (and names no
+    hf_attn import, which transformers would require to be installed)."""
+    package = sys.modules.get("hf_attn") if __name__ == "hf_attn.models.configuration_hf_attn" else None
+    if package is not None:
+        package.register_auto_classes()
 
 
 class AttnClassifierConfig(PretrainedConfig):
@@ -77,6 +89,7 @@ class AttnClassifierConfig(PretrainedConfig):
         attention_exclude_first_last: bool = False,
         **kwargs,
     ):
+        _register_the_models()
         if encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
         if attention not in ATTENTIONS:
