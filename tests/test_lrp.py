@@ -4,7 +4,7 @@ the LRP-0 rule of a linear map R_i = Σ_j x_i W_ji R_j / z_j (bias absorbing its
 sum split in proportion, the identity rule of norms and activations, the uniform rule of the
 bilinear products (Achtibat et al. 2024 Eq. 7) and the softmax rule R_i = x_i (R_i^out − s_i Σ_j
 R_j^out) (Prop. 3.1). Each rule alone (a LayerNorm, a GELU, an attention call at the seam, a gated
-MLP) and the composed tiny Llama end to end, every layer by hand."""
+MLP) and the composed tiny Llama and tiny BERT end to end, every layer by hand."""
 
 from __future__ import annotations
 
@@ -197,6 +197,86 @@ def llama_reference(model, ids, mode, target=None):
     return relevance.sum(-1), float(logits[target]), leak
 
 
+
+def activation_rule(x, function, relevance, mode):
+    """y = f(x) element-wise: AttnLRP's identity rule R_x = R_y; CP-LRP's gradient, R_x = x f'(x) R_y / y."""
+    if mode == "attnlrp":
+        return relevance.clone()
+    with torch.enable_grad():
+        point = x.detach().clone().requires_grad_(True)
+        (slope,) = torch.autograd.grad(function(point).sum(), point)
+    return x * slope * relevance / function(x)
+
+
+def _linear(module):
+    return module.weight.detach().to(D), module.bias.detach().to(D)
+
+
+@torch.no_grad()
+def bert_reference(model, ids, mode, target):
+    """Relevance per token (T,) of the tiny BERT's logit ``target`` for ``ids`` (one text, no padding),
+    every layer by hand (post-LN blocks, biases, GELU, the pooler's tanh)."""
+    emb = model.bert.embeddings
+    steps = ids.shape[0]
+    word = emb.word_embeddings.weight.to(D)[ids]
+    other = emb.position_embeddings.weight.to(D)[:steps] + emb.token_type_embeddings.weight.to(D)[0]
+    summed = word + other
+    ln = lambda x, norm: torch.nn.functional.layer_norm(x, x.shape[-1:], norm.weight.to(D), norm.bias.to(D), norm.eps)  # noqa: E731
+    h, cache = ln(summed, emb.LayerNorm), []
+    for layer in model.bert.encoder.layer:
+        sa = layer.attention.self
+        heads, hd = sa.num_attention_heads, sa.attention_head_size
+        (wq, bq), (wk, bk), (wv, bv) = _linear(sa.query), _linear(sa.key), _linear(sa.value)
+        q, k, v = [(h @ w.T + b).view(steps, heads, hd) for w, b in ((wq, bq), (wk, bk), (wv, bv))]
+        context = torch.stack([torch.softmax(sa.scaling * q[:, a] @ k[:, a].T, -1) @ v[:, a] for a in range(heads)],
+                              1).reshape(steps, -1)
+        wo, bo = _linear(layer.attention.output.dense)
+        attn_dense = context @ wo.T + bo
+        pre1 = attn_dense + h
+        a = ln(pre1, layer.attention.output.LayerNorm)
+        wi, bi = _linear(layer.intermediate.dense)
+        inner = a @ wi.T + bi
+        act = torch.nn.functional.gelu(inner)
+        w2, b2 = _linear(layer.output.dense)
+        ffn = act @ w2.T + b2
+        pre2 = ffn + a
+        cache.append((h, q, k, v, context, attn_dense, pre1, a, inner, act, ffn, pre2))
+        h = ln(pre2, layer.output.LayerNorm)
+    wp, bp = _linear(model.bert.pooler.dense)
+    pre_pool = wp @ h[0] + bp
+    pooled = torch.tanh(pre_pool)
+    wc, bc = _linear(model.classifier)
+    logit = float(wc[target] @ pooled + bc[target])
+    # backward
+    r_pooled = linear_rule(pooled, wc[target:target + 1], bc[target:target + 1], torch.tensor([logit], dtype=D))
+    r_pre_pool = activation_rule(pre_pool, torch.tanh, r_pooled, mode)
+    relevance = torch.zeros_like(h)
+    relevance[0] = linear_rule(h[0], wp, bp, r_pre_pool)
+    for layer, (h_in, q, k, v, context, attn_dense, pre1, a, inner, act, ffn, pre2) in zip(
+            reversed(model.bert.encoder.layer), reversed(cache)):
+        sa = layer.attention.self
+        norm2, norm1 = layer.output.LayerNorm, layer.attention.output.LayerNorm
+        r_pre2 = rows(layer_norm_rule, pre2, norm2.weight.to(D), norm2.bias.to(D), norm2.eps, relevance)
+        r_ffn, r_a = sum_rule(ffn, a, r_pre2)
+        r_act = rows(linear_rule, act, *_linear(layer.output.dense), r_ffn)
+        r_inner = activation_rule(inner, torch.nn.functional.gelu, r_act, mode)
+        r_a = r_a + rows(linear_rule, a, *_linear(layer.intermediate.dense), r_inner)
+        r_pre1 = rows(layer_norm_rule, pre1, norm1.weight.to(D), norm1.bias.to(D), norm1.eps, r_a)
+        r_dense, r_h = sum_rule(attn_dense, h_in, r_pre1)
+        r_context = rows(linear_rule, context, *_linear(layer.attention.output.dense), r_dense).view(q.shape)
+        r_q, r_k, r_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for head in range(q.shape[1]):
+            r_q[:, head], r_k[:, head], r_v[:, head], _ = attention_rule(q[:, head], k[:, head], v[:, head],
+                                                                       sa.scaling, False, r_context[:, head], mode)
+        steps = q.shape[0]
+        for module, r in ((sa.query, r_q), (sa.key, r_k), (sa.value, r_v)):
+            r_h = r_h + rows(linear_rule, h_in, *_linear(module), r.reshape(steps, -1))
+        relevance = r_h
+    norm0 = emb.LayerNorm
+    r_summed = rows(layer_norm_rule, summed, norm0.weight.to(D), norm0.bias.to(D), norm0.eps, relevance)
+    r_word, _ = sum_rule(word, other, r_summed)
+    return r_word.sum(-1), logit
+
 # ------------------------------------------------------------------------------------------------
 # each rule alone
 
@@ -303,6 +383,23 @@ def test_tiny_llama_matches_the_layer_by_layer_reference(llama, mode):
         if mode == "cp":
             assert leak == 0.0 and abs(float(result.ratio[r]) - 1) < 1e-5
 
+
+
+@pytest.mark.parametrize("mode", ["attnlrp", "cp"])
+def test_tiny_bert_matches_the_layer_by_layer_reference(mode):
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS[:3])
+    result = lrp(adapter, batch, mode)
+    for r, text in enumerate(TEXTS[:3]):
+        ids = adapter.encode([text]).input_ids[0]
+        expected, logit = bert_reference(model, ids, mode, int(result.target_class[r]))
+        real = batch.attention_mask[r].bool()
+        content = batch.content[r][real]
+        torch.testing.assert_close(result.relevance[r][real][content].double(), expected[content], rtol=2e-4,
+                                   atol=2e-5)
+        torch.testing.assert_close(result.total[r].double(), expected.sum(), rtol=2e-4, atol=2e-5)
+        assert abs(float(result.logit[r]) - logit) < 1e-4
 
 def test_conservation_is_reported_per_sentence_and_the_model_is_left_as_it_was(llama):
     batch = llama.encode(TEXTS)
