@@ -57,6 +57,7 @@ SOURCES = {
     "igc": "docs/benchmarks/ig_completeness.json",  # scripts/ig_completeness.py
     "bf16agree": "docs/benchmarks/bf16_agreement.json",  # scripts/bench/bf16_agreement.py --tiny llama bert
     "long": "docs/benchmarks/long_sentence.json",  # scripts/bench/long_sentence.py
+    "imports": "docs/benchmarks/import_time.json",  # scripts/bench/import_time.py
     "refcheck": "docs/faithfulness/reference_check.json",  # scripts/faithfulness_references.py
     "training": "docs/benchmarks/training_vs_plain_loop.json",
     "plausibility": "docs/plausibility/sst_rationales.json",  # scripts/rationale_stats.py
