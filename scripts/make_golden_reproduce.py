@@ -33,10 +33,11 @@ GOLDEN = os.path.join(ROOT, "tests", "data", "golden", "reproduce_quick_sst.json
 COMMAND = "hf-attn reproduce --datasets sst --quick --threads 1 (OMP_NUM_THREADS=1)"
 
 # whole subtrees that describe the machine, the run's timing or how its work was split between
-# processes (sharding; W&P's adversary_batch_size, a setting recorded after the golden file was made),
+# processes (sharding; W&P's adversary_shard_instances, a setting recorded after the golden file was made),
 # not its results
 EXCLUDED_KEYS = {"machine_start", "machine_end", "stages", "versions", "timing", "seconds", "processes", "sharding",
-                 "adversary_batch_size", "num_threads", "torch_threads", "load_average_1_5_15", "platform", "cpu", "cpu_count"}
+                 "adversary_shard_instances", "num_threads", "torch_threads", "load_average_1_5_15", "platform", "cpu",
+                 "cpu_count"}
 # any key containing one of these is a time, a speed or a memory peak (the faithfulness table's MB per sentence)
 EXCLUDED_PARTS = re.compile(r"seconds|wall|minutes|tokens_per_second|this_run|this_invocation|peak_mb")
 # keys holding a path (relative to the output folder since the restructure, absolute before)

@@ -117,7 +117,7 @@ def test_two_process_wp_matches_one_process(model, tmp_path):
     runs = str(tmp_path / "runs")
     flags = ["analyze", model, "--battery", "wp", "--wp-num-seeds", "1", "--wp-lambdas", "0.01",
              "--wp-guide-lambda", "0.01", "--wp-adversary-steps", "5", "--wp-epochs", "1", "--wp-runs-dir", runs,
-             "--wp-adversary-batch-size", "40", "--quiet"]
+             "--wp-adversary-shard-instances", "40", "--quiet"]
     one, two = str(tmp_path / "one"), str(tmp_path / "two")
     _cli(*flags, "--output-dir", one)
     _cli(*flags, "--output-dir", two, processes=2)

@@ -22,7 +22,7 @@ from hf_attn.core.batching import length_batches
 from hf_attn.core.measures import tvd
 
 # per-instance adversary batches: at most this many padded tokens (B·k rows per step) and
-# settings.adversary_batch_size instances (default ADVERSARY_BATCH)
+# settings.adversary_shard_instances instances (default ADVERSARY_BATCH)
 ADVERSARY_BATCH = 256
 ADVERSARY_TOKEN_BUDGET = 16384
 
@@ -127,7 +127,7 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
 
     adapter = base.adapter
     lengths = np.fromiter((len(s) for s in base.sequences), dtype=np.int64, count=len(base.sequences))
-    batches = length_batches(lengths, ADVERSARY_TOKEN_BUDGET, max_rows=settings.adversary_batch_size)
+    batches = length_batches(lengths, ADVERSARY_TOKEN_BUDGET, max_rows=settings.adversary_shard_instances)
 
     def compute(number: int, rows: np.ndarray) -> dict:  # seeded by the batch number: the same in any process
         batch = adapter.from_token_lists([base.sequences[int(r)] for r in rows])
@@ -147,7 +147,7 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
         key = cache_key("wp-adversary", weights_checksum(adapter.model), lengths.tolist(),
                         hashlib.sha256(ids.tobytes()).hexdigest(), settings.seed, settings.adversary_k,
                         settings.adversary_lambda, settings.adversary_eps, settings.adversary_steps,
-                        settings.adversary_batch_size, adapter.describe()["text"])
+                        settings.adversary_shard_instances, adapter.describe()["text"])
     results = run_sharded(batches, compute, cache_dir=base.cache_dir, key=key, accelerator=accelerator,
                           progress=settings.progress, desc="wp: J&W per-instance adversary")
     eps_jsd, eps_tvd = np.zeros(len(lengths)), np.zeros(len(lengths))
@@ -155,7 +155,7 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
     for number, (rows, r) in enumerate(zip(batches, results)):
         eps_jsd[rows], eps_tvd[rows] = r["eps_jsd"], r["eps_tvd"]
         by_process.setdefault(int(r["process"]), []).append(number)
-    base.sharding["adversary"] = {"shards": len(batches), "shard_instances": settings.adversary_batch_size,
+    base.sharding["adversary"] = {"shards": len(batches), "shard_instances": settings.adversary_shard_instances,
                                   "token_budget": ADVERSARY_TOKEN_BUDGET,
                                   "shards_by_process": {str(k): v for k, v in sorted(by_process.items())}}
     point = divergence_summary(eps_jsd, eps_tvd)

@@ -4,7 +4,8 @@ sufficiency per fraction bin, the rows the Kendall τ compares, integrated gradi
 gaps — is computed on consecutive groups of instances (:func:`hf_attn.core.sharding.run_sharded`:
 under ``accelerate launch`` the shards are split between the processes and gathered on every one;
 with a cache folder each finished shard is kept so a killed run resumes); the summaries (AOPC,
-standard errors, τ) are then computed once over all instances.
+standard errors, τ) are then computed once over all instances. One shard's work is
+:func:`hf_attn.batteries.eraser.battery.shard_rows`.
 
 Same results whatever the number of processes: the shards are planned from all instances, and the
 random floor is the seeded ``(N, T)`` matrix of one process, drawn whole on every process and sliced

@@ -124,7 +124,7 @@ class WPSettings:
     adversary_lambda: float = 500.0
     per_instance_adversary: bool = field(default=True, metadata=option(
         "skip the J&W per-instance adversary (§3.3)", flag="skip-per-instance-adversary", negate=True))
-    adversary_batch_size: int = field(default=256, metadata=option(
+    adversary_shard_instances: int = field(default=256, metadata=option(
         "instances per batch of the J&W per-instance adversary (its seed is the batch's number); each batch is "
         "one shard, the shards split between the processes of `accelerate launch` and cached in OUT/cache for "
         "resuming", type=count(1, limit="batch_size")))
@@ -174,7 +174,7 @@ class WPSettings:
         counts = {"num_seeds": ("seed_models", 0), "guide_seeds": ("seed_models", 1), "epochs": ("epochs", 1),
                   "adversary_k": ("adversaries", 1), "adversary_steps": ("steps", 0),
                   "adversary_max_epochs": ("epochs", 1), "batch_size": ("batch_size", 1),
-                  "adversary_batch_size": ("batch_size", 1)}
+                  "adversary_shard_instances": ("batch_size", 1)}
         for name, (limit, low) in counts.items():  # every count up to its upper bound, with the reason
             if getattr(self, name) is not None:
                 check_whole(name, getattr(self, name), low, limit=limit)
