@@ -1,6 +1,6 @@
 """Anyone's attributions on the faithfulness table (hf_attn.batteries.faithfulness.given): a given row
 equal to one of the table's methods gets exactly that method's cells; word-level scores reach each
-word's tokens; captum's output goes in as it comes; the CLI reads JSON and the table's own .npz;
+word's tokens; captum's and inseq's outputs go in as they come; the CLI reads JSON and the table's own .npz;
 bad rows are one-line errors."""
 
 from __future__ import annotations
@@ -81,6 +81,48 @@ def test_captums_output_goes_in_as_it_comes(adapter):
         rows.append(attributions.sum(-1))  # (1, T), a tensor: taken as it comes
     result = run_faithfulness(adapter, TEXTS, SETTINGS, attributions={"captum_ig": rows})
     assert "captum_ig" in result.methods and np.isfinite(result.table["captum_ig"]["comprehensiveness"]["mean"])
+
+
+def test_inseqs_output_goes_in_as_it_comes():
+    """inseq explains generation only (its models are causal and seq2seq language models; a classifier's
+    (B, C) logits are refused): a decoder classifier goes through it as the causal LM on the same body
+    whose head row for a label word is the classifier's row of that class, so the logit inseq explains
+    at the text's last token is the classifier's z_c. Its input × gradient, summed over the embedding
+    dimension, is then hf_attn's gradient_x_input under ``gradient_target="logit"``: the same scores and
+    the same erasure cells."""
+    inseq = pytest.importorskip("inseq")
+    import dataclasses
+
+    import torch
+    from transformers import LlamaForCausalLM
+
+    model, tokenizer = tiny_classifier("llama")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    settings = dataclasses.replace(SETTINGS, methods=("gradient_x_input", "random"), gradient_target="logit")
+    table = run_faithfulness(adapter, TEXTS, settings)
+
+    words = ["bad", "dull", "good"]  # class c is the word words[c]
+    lm = LlamaForCausalLM(model.config).eval()
+    lm.model = model.model
+    with torch.no_grad():
+        lm.lm_head.weight.zero_()
+        lm.lm_head.weight[tokenizer.convert_tokens_to_ids(words)] = model.score.weight
+    explainer = inseq.load_model(lm, "input_x_gradient", tokenizer=tokenizer)
+    rows = []
+    for text in TEXTS:
+        with torch.no_grad():
+            c = int(model(**tokenizer(text, return_tensors="pt")).logits.argmax(-1))
+        out = explainer.attribute(text, f"{text} {words[c]}", attributed_fn="logit", show_progress=False)
+        grid = out.sequence_attributions[0].target_attributions  # (T + 1, 1 step, D): the label word's own row is NaN
+        rows.append(grid[:-1, 0].sum(-1))  # (T,) over every token the model reads, <s> included
+    result = run_faithfulness(adapter, TEXTS, settings, attributions={"inseq_ixg": rows})
+    for row, own, content in zip(rows, table.attributions["gradient_x_input"], table.content):
+        np.testing.assert_allclose(row.numpy()[content], np.asarray(own)[content], rtol=1e-4, atol=1e-6)
+    assert np.isfinite(result.table["inseq_ixg"]["comprehensiveness"]["mean"])
+    for metric in OWN:
+        np.testing.assert_allclose(result.per_instance["inseq_ixg"][metric],
+                                   table.per_instance["gradient_x_input"][metric], atol=1e-12, equal_nan=True,
+                                   err_msg=metric)
 
 
 @pytest.mark.parametrize("attributions, level, message", [
