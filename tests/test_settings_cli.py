@@ -69,13 +69,41 @@ def test_the_existing_jw_flag_spellings_are_kept():
     assert generated == {"--jw-permutations", "--jw-adversaries", "--jw-lambda", "--jw-eps", "--jw-steps", "--jw-lr",
                          "--jw-token-budget", "--jw-gradient-token-budget", "--jw-loo-token-budget",
                          "--jw-tie-tolerance", "--jw-max-instances", "--jw-no-cache", "--jw-layer", "--jw-heads",
-                         "--device", "--precision", "--dataset", "--text-column", "--label-column"}
+                         "--device", "--precision", "--dataset", "--text-column", "--label-column", "--max-length"}
 
 
 def _settings(*argv, name="jw"):
     argv = ["analyze", "M", "--battery", name, *argv]
     args = build_parser("analyze", argv).parse_args(argv)
     return available_batteries([name])[name].settings_from_args(args)
+
+
+def test_one_max_length_option_feeds_the_jw_battery_and_the_table(capsys):
+    from hf_attn.batteries.jw.common import length_for
+
+    assert _settings().algorithm.max_length is None
+    assert _settings("--max-length", "64").algorithm.max_length == 64
+    assert _settings("--max-length", "window").algorithm.max_length == "window"
+    assert _settings("--max-length", "64", name="faithfulness").max_length == 64
+    assert _settings("--max-length", "window", name="faithfulness").max_length == "window"
+    assert _settings(name="faithfulness").max_length is None
+
+    class Config:  # what length_for reads of a model
+        model_type = "bert"
+
+    class Model:
+        config = Config()
+
+    assert length_for(Model(), None) == 512 and length_for(Model(), "window") is None and length_for(Model(), 9) == 9
+    Config.model_type = "hf_attn"
+    assert length_for(Model(), None) is None
+    for bad in ("0", "many", "-3"):
+        with pytest.raises((SystemExit, ValueError)) as error:
+            _settings("--max-length", bad)
+        if isinstance(error.value, SystemExit):
+            assert error.value.code == 2 and "--max-length" in capsys.readouterr().err
+        else:
+            assert "--max-length" in str(error.value)
 
 
 def test_one_threads_option_feeds_the_jw_battery(capsys):

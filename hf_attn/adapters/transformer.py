@@ -599,6 +599,7 @@ class TransformersAdapter(TransformersProbe):
                 "pooling": self.pooling, "padding": "left" if self.left_padding else "right",
                 "fast_path": self.fast_path, "fast_path_reason": self.fast_path_reason,
                 "layer_replay": self.replay_path, "layer_replay_reason": self.replay_reason,
+                "max_length": self.max_length,
                 "fused_attention": self.fused, "fused_attention_reason": self.fused_reason,
                 "device": str(self.device), **({"device_map": map_summary(self.model)} if self.placed else {}),
                 "precision": dtype_name(running_dtype(self.dtype, self.weights_dtype)),

@@ -23,6 +23,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 
+from hf_attn.batteries.jw.common import MAX_LENGTH_OPTION, length_for, max_length_setting
 from hf_attn.core.arguments import count, positive_int
 from hf_attn.core.settings_cli import add_settings_options, data_option, option, settings_from_namespace
 from hf_attn.runs import Battery, register_battery
@@ -149,6 +150,8 @@ class FaithfulnessRunSettings:
     layer: int = field(default=-1, metadata=option("the explained attention layer (-1: the last)", type=int))
     heads: str | int = field(default="mean", metadata=option("'mean' or one head index", convert=_heads))
     device: str = field(default="auto", metadata=option("where the table runs", choices=("auto", "cpu", "cuda", "mps")))
+    # --max-length, shared with the J&W battery: N tokens, "window" (the model's own limit) or None (512 tokens)
+    max_length: int | str | None = field(default=None, metadata=MAX_LENGTH_OPTION)
     rationales: str | None = field(default=None, metadata=option(
         "human rationales to score plausibility against: sst_rationales (bundled), or eraser:FOLDER, "
         "hatexplain:FILE, label-studio:FILE; the texts of their split are analysed (default: none, no plausibility "
@@ -170,6 +173,7 @@ class FaithfulnessRunSettings:
     table: FaithfulnessSettings = field(default_factory=FaithfulnessSettings)
 
     def __post_init__(self):
+        object.__setattr__(self, "max_length", max_length_setting(self.max_length, "max_length"))
         if isinstance(self.shard_sentences, bool) or not isinstance(self.shard_sentences, int) or self.shard_sentences < 1:
             raise ValueError(f"shard_sentences must be a positive int, got {self.shard_sentences!r}")
         if self.max_instances is not None and (not isinstance(self.max_instances, int) or self.max_instances < 1):
@@ -228,7 +232,8 @@ def load_texts_and_adapter(model_dir: str, settings: FaithfulnessRunSettings) ->
             needed_by="the faithfulness table")
     heads = settings.heads if settings.heads == "mean" else int(settings.heads)
     try:
-        adapter = adapter_for(model, tokenizer, layer=settings.layer, heads=heads, device=settings.device)
+        limit = {} if settings.max_length is None else {"max_length": length_for(model, settings.max_length)}
+        adapter = adapter_for(model, tokenizer, layer=settings.layer, heads=heads, device=settings.device, **limit)
     except ModuleNotFoundError as error:  # the papers' models need hf_attn.adapters.hf_attn_model
         raise ValueError(f"{model_dir}: no adapter for {type(model).__name__} in this installation ({error})") from None
     cut = slice(settings.max_instances)

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from hf_attn.batteries.data import load_model_and_split  # noqa: F401 (its name stays importable here)
-from hf_attn.batteries.jw.common import (JWInstances, JWRunSettings, JWSettings, battery_summary, format_summary,
+from hf_attn.batteries.jw.common import (WINDOW, JWInstances, JWRunSettings, JWSettings, battery_summary, format_summary,
                                          weights_checksum)
 from hf_attn.core.batching import length_batches, pad_batch
 from hf_attn.core.sharding import cache_key, run_sharded, scatter_rows
@@ -92,8 +92,14 @@ def _length_limit(adapter, settings: JWSettings) -> int:
     """The settings' length (:meth:`JWSettings.length_for`; for the papers' models, single-text and pair
     alike, ``max_length`` or their own limit) within the adapter's limit: one of the two is always set
     (the papers' models always have a limit; a transformer's length is set)."""
-    own = settings.max_length if getattr(adapter, "exact_model_methods", False) else settings.length_for(adapter.model)
-    return min(v for v in (own, adapter.max_length) if v is not None)
+    if getattr(adapter, "exact_model_methods", False):
+        own = None if settings.max_length == WINDOW else settings.max_length
+    else:
+        own = settings.length_for(adapter.model)
+    limits = [v for v in (own, adapter.max_length) if v is not None]
+    if not limits:  # --max-length window on a model without a window: every token of every text
+        return None
+    return min(limits)
 
 
 def run_jw_battery(adapter, texts, labels=None, settings: JWSettings | None = None,

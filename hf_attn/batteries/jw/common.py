@@ -97,6 +97,41 @@ class JWAlgorithm:
 TRANSFORMER_MAX_LENGTH = 512
 
 
+WINDOW = "window"  # --max-length window: a text keeps as many tokens as the model reads
+
+
+def length_for(model, max_length: int | str | None) -> int | None:
+    """The most tokens a text keeps for ``max_length`` (a ``--max-length`` value): the number given;
+    ``"window"``: every token the model reads (None: the adapter's limit is the model's window); None:
+    the papers' models' own limit (None) or, for a transformer, :data:`TRANSFORMER_MAX_LENGTH`."""
+    if max_length == WINDOW:
+        return None
+    if max_length is not None:
+        return max_length
+    return None if getattr(model.config, "model_type", None) == "hf_attn" else TRANSFORMER_MAX_LENGTH
+
+
+def max_length_setting(value, flag: str = "--max-length") -> int | str | None:
+    """A ``--max-length`` value → the setting: ``"window"``, or a whole number ≥ 1 (a ``ValueError``
+    naming ``flag`` otherwise); None stays None (the default)."""
+    if value is None or value == WINDOW:
+        return value
+    from hf_attn.core.validation import check_whole
+
+    try:
+        number = int(value) if isinstance(value, str) else value
+    except ValueError:
+        raise ValueError(f"{flag} must be a whole number >= 1 or 'window', got {value!r}") from None
+    return check_whole(flag, number, 1, limit="tokens")
+
+
+# --max-length of hf-attn analyze: one option for the batteries that cut texts (jw, faithfulness)
+MAX_LENGTH_OPTION = option("the most tokens a text keeps: N, or 'window' for every token the model reads (the "
+                           "model's own limit); longer texts are cut, with a warning", flag="--max-length", shared=True,
+                           unset=True, convert=max_length_setting, type_text="int ≥ 1 | window",
+                           default_text="512 for transformers models, the papers' models' own limit")
+
+
 @dataclass
 class JWSettings(JWAlgorithm):
     """Parameters of :func:`hf_attn.batteries.jw.battery.run_jw_battery` (recorded in results.json):
@@ -127,7 +162,7 @@ class JWSettings(JWAlgorithm):
         "padded tokens per gradient forward + backward", type=count(1, limit="token_budget")))
     loo_token_budget: int = field(default=16384, metadata=option(
         "padded tokens per chunk of leave-one-out deletions", type=count(1, limit="token_budget")))
-    max_length: int | None = None
+    max_length: int | str | None = field(default=None, metadata=MAX_LENGTH_OPTION)
     # the command's --threads (auto: None, torch's threads as the command set them)
     num_threads: int | None = field(default=None, metadata=option(command="threads", convert=threads_setting))
     device: str = "auto"
@@ -147,7 +182,7 @@ class JWSettings(JWAlgorithm):
                             ("loo_token_budget", "token_budget"), ("max_length", "tokens"),
                             ("num_threads", "threads")):
             value = getattr(self, name)
-            if value is None and name in ("max_length", "num_threads"):
+            if (value is None and name in ("max_length", "num_threads")) or (name == "max_length" and value == WINDOW):
                 continue
             setattr(self, name, check_whole(name, value, 1, limit=limit))
         if self.steps < 0 or not self.lr > 0 or self.eps < 0 or self.lam < 0:
@@ -174,9 +209,9 @@ class JWSettings(JWAlgorithm):
     def length_for(self, model) -> int | None:
         """The most tokens a text keeps: ``max_length``, else the papers' models' own limit (None) or, for
         a transformer, :data:`TRANSFORMER_MAX_LENGTH` (its own limit when lower)."""
-        if self.max_length is not None:
-            return self.max_length
-        return None if getattr(model.config, "model_type", None) == "hf_attn" else TRANSFORMER_MAX_LENGTH
+        return length_for(model, self.max_length)
+
+
 
 
 # --device / --precision of hf-attn analyze: one option for the batteries that take them

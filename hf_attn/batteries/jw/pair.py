@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from hf_attn.batteries.jw.common import JWInstances, JWSettings
+from hf_attn.batteries.jw.common import WINDOW, JWInstances, JWSettings
 from hf_attn.core.published import JW_QA_SUMMARY, JW_SNLI_SUMMARY
 from hf_attn.methods.adversary import pair_adversarial_attention
 from hf_attn.methods.gradient import pair_gradient_importance
@@ -86,7 +86,8 @@ def run_pair_jw_battery(model, tokenizer, premises, hypotheses, labels=None,
     if len(premises) != len(hypotheses):
         raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
     adapter = PairAdapter(model, tokenizer, spec=settings.spec, device=settings.device, precision=settings.precision,
-                          token_budget=settings.token_budget, max_length=settings.max_length)
+                          token_budget=settings.token_budget,
+                          max_length=None if settings.max_length == WINDOW else settings.max_length)
     pairs = list(zip(premises, hypotheses))
     whole = min(len(pairs), MAX_PAIRS_PER_BATCH)
     instances, summary = run_jw_battery(adapter, pairs, labels,
