@@ -166,15 +166,7 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
 
     Long on purpose: one straight sequence (settings, data, model, freezing, Trainer, test, record)
     whose steps share many local values; each step is a few lines."""
-    from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
-
-    from datasets import DatasetDict
-
     from hf_attn.models.pretrained import model_location
-    from hf_attn.core.io import write_json_atomic
-    from hf_attn.data.classes import split_record, task_split_line
-    from hf_attn.training.console import _readable_console
-    from hf_attn.adapters.transformer_attention import register_override_attention
 
     if settings is None:
         settings = TransformerTrainSettings(base_model=base_model, epochs=epochs, freeze_layers=freeze_layers,
@@ -188,6 +180,16 @@ def train_transformer_classifier(base_model: str = "minilm-l6", task=None, outpu
     settings.validate()
     # an unreachable Hub id fails here, in about a second, before the data is read
     path = model_location(settings.base_model)
+    # the heavy libraries only after that answer (an unreachable id is told without them)
+    from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
+
+    from datasets import DatasetDict
+
+    from hf_attn.core.io import write_json_atomic
+    from hf_attn.data.classes import split_record, task_split_line
+    from hf_attn.training.console import _readable_console
+    from hf_attn.adapters.transformer_attention import register_override_attention
+
     source = task.name if task is not None else settings.dataset
     task = task if task is not None else _task(settings)
     logger.info("%s", task_split_line(source, task))
