@@ -104,12 +104,13 @@ def render(record: dict) -> str:
     if soft:
         names = sorted({r for v in soft.values() for r in v["beaten_by"]})
         lines.append(f"- **{', '.join(soft)}**: beaten by {', '.join(names)}. The soft metrics keep each embedding "
-                     "element with the token's min–max normalised score: a row that gives every token one score "
-                     "keeps every element in Soft-NS (the prediction unchanged) and removes every one in Soft-NC "
-                     "(the null input's prediction), the best value of both; a row that scores every marked word "
+                     "element with the token's min–max normalised score: a row that scores every marked word "
                      "alike and every other word 0 (saliency here: the gradient's norm is the same for every "
-                     "marked word) does the same. The graded truth keeps its weaker words only in part, so these "
-                     "metrics reward separating the words that matter from the rest, not ranking them.")
+                     "marked word) keeps exactly the marked words in Soft-NS and removes exactly them in Soft-NC, "
+                     "the best value of both, while the graded truth keeps its weaker words only in part: these "
+                     "metrics reward separating the words that matter from the rest, not ranking them. (A row "
+                     "that gives every token one score, uniform attention here, ranks nothing: its soft cells "
+                     "are undefined, with that reason, rather than given the best value of both.)")
     for method, why in record["skipped"].items():
         lines.append(f"- not run: {method}: {why}")
     lines.append("")

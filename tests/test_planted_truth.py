@@ -3,8 +3,8 @@ hand-set classifier whose logit is the mean of known word weights, so the true a
 text is known. Checked here: the model computes that logit; a brute force over every set of k
 tokens finds the truth's top-k the best deletion and the best kept set; every metric ranks the truth
 first and its negation last among {truth, random, anti-truth} by paired tests; NAOPC gives the truth
-exactly 1 / 0 and τ with the LOO-drop exactly 1; the soft metrics give a constant row their best
-value (recorded, not hidden); the committed page is re-made from its record."""
+exactly 1 / 0 and τ with the LOO-drop exactly 1; the soft metrics refuse a constant row and give a
+two-level one their best value (recorded, not hidden); the committed page is re-made from its record."""
 
 from __future__ import annotations
 
@@ -111,15 +111,20 @@ def test_every_metric_ranks_the_truth_first_and_its_negation_last(table):
     np.testing.assert_allclose(values["anti_truth"]["tau_loo"], -1, atol=1e-12)
 
 
-def test_the_soft_metrics_give_a_constant_row_their_best_value(table):
-    """Uniform attention scores every token alike: keep probability 1 everywhere, so Soft-NS keeps the
-    whole input and Soft-NC removes it whole, both exactly 1 on every sentence, above the truth;
-    saliency (the same gradient norm for every marked word, 0 elsewhere) does the same."""
+def test_the_soft_metrics_refuse_a_constant_row_and_reward_a_two_level_one(table):
+    """Uniform attention scores every token alike: it ranks nothing, so its soft cells are undefined on
+    every sentence with the reason (a keep probability of 1 everywhere would keep the whole input in
+    Soft-NS and remove it whole in Soft-NC, the best value of both); saliency (the same gradient norm
+    for every marked word, 0 elsewhere) separates the marked words from the rest without ranking them,
+    and the soft metrics score it exactly 1, above the graded truth (recorded, not hidden)."""
+    from hf_attn.batteries.faithfulness.soft import EQUAL_SCORES
+
     verdicts = planted_verdicts(table)
     for metric in ("soft_comprehensiveness", "soft_sufficiency"):
-        np.testing.assert_allclose(table.per_instance["attention"][metric], 1.0, atol=1e-12)
+        assert np.isnan(np.asarray(table.per_instance["attention"][metric], dtype=float)).all()
+        assert table.undefined_reasons["attention"][metric] == {EQUAL_SCORES: len(table.texts)}
         np.testing.assert_allclose(table.per_instance["saliency"][metric], 1.0, atol=1e-12)
-        assert set(verdicts[metric]["beaten_by"]) == {"attention", "saliency"}, verdicts[metric]["beaten_by"]
+        assert set(verdicts[metric]["beaten_by"]) == {"saliency"}, verdicts[metric]["beaten_by"]
     for metric in ("comprehensiveness", "sufficiency", "naopc_comprehensiveness", "naopc_sufficiency", "tau_loo"):
         assert verdicts[metric]["beaten_by"] == {}, metric
 

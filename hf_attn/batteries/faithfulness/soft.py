@@ -107,12 +107,17 @@ def _soft_columns(adapter, full_batch, instances, groups, lengths, scores, metho
     defined = np.maximum(0.0, p_full - null) > 1e-12  # the normaliser 1 − S(x, ŷ, 0) (fm.soft_normalised_*)
     keeps = {m: [_keep_probabilities(np.asarray(scores[m][i], dtype=float), instances[i].content) for i in range(n)]
              for m in methods}
+    # a method that scores every text token of a sentence alike (two tokens or more) ranks nothing: its
+    # keep probability 1 everywhere would keep the whole text (Soft-NS) and remove it whole (Soft-NC), the
+    # best value of both columns; such a cell is undefined, with EQUAL_SCORES as the reason
+    unranked = {m: np.array([_all_equal(np.asarray(scores[m][i], dtype=float), instances[i].content)
+                             for i in range(n)], dtype=bool) for m in methods}
     samples = {kind: {m: [[] for _ in range(n)] for m in methods} for kind in ("kept", "removed")}
     values = {m: {c: np.full(n, math.nan) for c in SOFT_COLUMNS} for m in methods}
     stderr = {m: {c: np.full(n, math.nan) for c in SOFT_COLUMNS} for m in methods}
     used = {m: np.zeros(n, dtype=np.int64) for m in methods}
     wanted = [c for c in SOFT_COLUMNS if c in settings.metrics] or list(SOFT_COLUMNS)  # the targets that stop
-    pending = [(m, i) for m in methods for i in range(n) if defined[i]]
+    pending = [(m, i) for m in methods for i in range(n) if defined[i] and not unranked[m][i]]
     done, count, forwards = 0, settings.soft_draws, 0
     while pending:
         forwards += 2 * len(pending) * (count - done)
@@ -131,7 +136,18 @@ def _soft_columns(adapter, full_batch, instances, groups, lengths, scores, metho
                 still.append((m, i))
         pending, done, count = still, count, min(2 * count, settings.soft_max_draws)
     return {"columns": values, "stderr": stderr, "draws": used, "null": null, "forwards": forwards,
-            "seconds": time.perf_counter() - start}
+            "seconds": time.perf_counter() - start, "unranked": unranked, "defined": defined}
+
+
+EQUAL_SCORES = ("the method gives every text token the same score: the soft masks rank nothing (keep probability 1 "
+                "everywhere would score the best value of both soft columns)")
+
+
+def _all_equal(scores: np.ndarray, content: np.ndarray) -> bool:
+    """Whether the sentence's text tokens (two or more) all have the same score. A one-token text is
+    left to the one-token rule (the same value for every method)."""
+    text = scores[content]
+    return len(text) >= 2 and bool(np.all(text == text[0]))
 
 
 def _draw_cells(adapter, full_batch, instances, lengths, keeps, cells, draws: range, settings, samples, predicted

@@ -182,9 +182,13 @@ def _soft_cells(columns: _Columns, adapter, inputs: _Inputs, scores: dict, setti
     lengths = np.array([len(i.tokens) for i in inputs.instances])
     soft = _soft_columns(adapter, inputs.full_batch, inputs.instances, inputs.groups, lengths, scores, methods,
                          inputs.predicted, inputs.p_full, settings)
+    from hf_attn.batteries.faithfulness.soft import EQUAL_SCORES
+
     for method in methods:
+        reasons = [EQUAL_SCORES if soft["defined"][i] and soft["unranked"][method][i] else None
+                   for i in range(len(lengths))]
         for metric, values in soft["columns"][method].items():
-            columns.add(method, metric, values)
+            columns.add(method, metric, values, reasons)
     return soft_summary(columns, soft, methods, settings)
 
 
