@@ -113,3 +113,33 @@ def test_a_text_predicted_as_the_foil_has_no_contrast(model):
             assert all(np.isnan(out.values["saliency"][i]))
         else:
             assert i not in out.undefined.get("saliency", {})
+
+
+def test_contrastive_kernel_shap_and_deeplift_are_the_difference_of_two_explanations(adapter):
+    """captum's rows take the contrast as the model's one output: DeepLift's multipliers are linear in
+    the output (t = z_target − z_foil, the mean logit cancels) and Kernel SHAP's regression is linear in
+    the outputs of the same seeded coalitions, so each contrast equals the target's explanation minus
+    the foil's."""
+    pytest.importorskip("captum")
+    from hf_attn.methods.captum_attributions import captum_attribution, deeplift_attribution
+
+    batch = adapter.encode(TEXTS)
+    n = len(TEXTS)
+    a = deeplift_attribution(adapter, batch, _classes(n, 0))
+    b = deeplift_attribution(adapter, batch, _classes(n, 2))
+    contrast = deeplift_attribution(adapter, batch, _classes(n, 0), _classes(n, 2))
+    torch.testing.assert_close(contrast, a - b, atol=1e-5, rtol=1e-4)
+    assert float(contrast.abs().max()) > 1e-4
+    a = captum_attribution(adapter, batch, "kernel_shap", 24, target_class=_classes(n, 0))
+    b = captum_attribution(adapter, batch, "kernel_shap", 24, target_class=_classes(n, 2))
+    contrast = captum_attribution(adapter, batch, "kernel_shap", 24, target_class=_classes(n, 0),
+                                  foil_class=_classes(n, 2))
+    torch.testing.assert_close(contrast, a - b, atol=1e-5, rtol=1e-4)
+    assert float(contrast.abs().max()) > 1e-4
+
+
+def test_the_table_runs_captums_rows_under_a_contrast(model):
+    pytest.importorskip("captum")
+    explainer = Explainer(*model, device="cpu")
+    out = explainer.attributions(TEXTS, methods=["kernel_shap", "deeplift", "attention"], target=0, foil=2)
+    assert out.methods == ["kernel_shap", "deeplift"] and "no contrastive form" in out.skipped["attention"]

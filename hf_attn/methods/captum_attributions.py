@@ -45,9 +45,12 @@ def captum_available() -> str | None:
 
 
 def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: int = 64, steps: int = 32,
-                       seed: int = 0, target_class: torch.Tensor | None = None) -> torch.Tensor:
+                       seed: int = 0, target_class: torch.Tensor | None = None,
+                       foil_class: torch.Tensor | None = None) -> torch.Tensor:
     """``(B, T)`` captum attributions of ``method`` (module docstring), 0 on pads and special tokens.
-    Raises ``ImportError`` with the install hint when captum is missing."""
+    ``foil_class``: explain ŷ_target − ŷ_foil (Yin & Neubig 2022's contrast: captum is given that
+    difference as the model's one output). Raises ``ImportError`` with the install hint when captum
+    is missing."""
     if method not in CAPTUM_METHODS:
         raise ValueError(f"method must be one of {CAPTUM_METHODS}, got {method!r}")
     if not isinstance(n_samples, int) or n_samples < 2:
@@ -56,7 +59,7 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
     if reason:
         raise ImportError(reason)
     if method == "deeplift":
-        return deeplift_attribution(adapter, batch, target_class)
+        return deeplift_attribution(adapter, batch, target_class, foil_class)
     import captum.attr
 
     embeddings = adapter.embeddings(batch).detach()
@@ -67,19 +70,28 @@ def captum_attribution(adapter, batch, method: str = "kernel_shap", n_samples: i
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=embeddings.device)
     if method == "integrated_gradients":
         def whole(e):
-            rows = batch.select([i % len(batch) for i in range(len(e))])
-            return adapter.logits_from_embeddings(rows, e).softmax(-1)
+            index = [i % len(batch) for i in range(len(e))]
+            probabilities = adapter.logits_from_embeddings(batch.select(index), e).softmax(-1)
+            return probabilities if foil_class is None else _difference(probabilities, target_class[index],
+                                                                       foil_class[index])
 
         attributions = captum.attr.IntegratedGradients(whole).attribute(
-            embeddings, baselines=baseline, target=target_class, n_steps=steps, method="gausslegendre",
-            internal_batch_size=len(batch) * steps)
+            embeddings, baselines=baseline, target=target_class if foil_class is None else 0, n_steps=steps,
+            method="gausslegendre", internal_batch_size=len(batch) * steps)
         return torch.where(batch.content, attributions.sum(-1).float(), torch.zeros((), device=out.device))
     import warnings
 
     with warnings.catch_warnings():  # captum warns about feature masks on every call; ours are deliberate
         warnings.filterwarnings("ignore", message=_FEATURE_MASK_WARNINGS)
-        _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out, seed)
+        _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out, seed, foil_class)
     return torch.where(batch.content, out, torch.zeros((), device=out.device))
+
+
+def _difference(outputs: torch.Tensor, target: torch.Tensor, foil: torch.Tensor) -> torch.Tensor:
+    """``(R, 1)``: each row's output of its target class minus its foil class's (the contrast's one
+    output column)."""
+    rows = torch.arange(len(outputs), device=outputs.device)
+    return (outputs[rows, target.to(outputs.device)] - outputs[rows, foil.to(outputs.device)]).unsqueeze(-1)
 
 
 # captum's warnings about the feature mask its sampling methods are given: feature 0 (the positions
@@ -95,7 +107,8 @@ def _sentence_seed(seed: int, tokens: torch.Tensor) -> int:
     return seed_of([seed, token_hash(tokens)])
 
 
-def _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out, seed: int = 0) -> None:
+def _sample(adapter, batch, method, embeddings, baseline, target_class, n_samples, out, seed: int = 0,
+            foil_class: torch.Tensor | None = None) -> None:
     """Kernel SHAP / Shapley value sampling of each instance of ``batch`` into ``out`` (in place).
     captum samples from torch's global generator; it is seeded per instance from ``seed`` and the
     instance's tokens (:func:`_sentence_seed`), so an instance's coalitions are the same alone, in any
@@ -110,17 +123,22 @@ def _sample(adapter, batch, method, embeddings, baseline, target_class, n_sample
         with torch.random.fork_rng(devices=[out.device] if out.device.type == "cuda" else []):
             torch.manual_seed(_sentence_seed(seed, one.input_ids[0]))
             _sample_one(adapter, one, method, embeddings[i:i + 1][:, real], baseline[i:i + 1][:, real],
-                        int(target_class[i]), n_samples, row)
+                        int(target_class[i]), n_samples, row, None if foil_class is None else int(foil_class[i]))
         out[i, real] = row
 
 
-def _sample_one(adapter, one, method, embeddings, baseline, target: int, n_samples: int, out) -> None:
+def _sample_one(adapter, one, method, embeddings, baseline, target: int, n_samples: int, out,
+                foil: int | None = None) -> None:
     """Kernel SHAP / Shapley value sampling of the one instance ``one`` (its real positions only;
-    ``embeddings``, ``baseline`` ``(1, T, E)``) into ``out`` ``(T,)``."""
+    ``embeddings``, ``baseline`` ``(1, T, E)``) into ``out`` ``(T,)``; with ``foil``, of ŷ_target − ŷ_foil."""
     import captum.attr
 
     def forward(e):
-        return adapter.logits_from_embeddings(one.select([0] * len(e)), e).softmax(-1)
+        probabilities = adapter.logits_from_embeddings(one.select([0] * len(e)), e).softmax(-1)
+        return probabilities if foil is None else probabilities[:, [target]] - probabilities[:, [foil]]
+
+    if foil is not None:
+        target = 0  # the difference is the one output column
 
     if int(one.content.sum()) == 1:  # one player: its Shapley value is f(x) − f(x') exactly
         with torch.no_grad():
@@ -148,14 +166,17 @@ class _NormalisedLogits(torch.nn.Module):
     row r being the batch's row ``r mod B`` (captum's DeepLift stacks inputs and baselines). The
     adapter's model is a submodule, so captum's hooks reach its nonlinearity modules."""
 
-    def __init__(self, adapter, batch):
+    def __init__(self, adapter, batch, target_class=None, foil_class=None):
         super().__init__()
         self.model = adapter.model
         self._adapter, self._batch = adapter, batch
+        self._target, self._foil = target_class, foil_class
 
     def forward(self, embeddings):
-        rows = self._batch.select([i % len(self._batch) for i in range(len(embeddings))])
-        logits = self._adapter.logits_from_embeddings(rows, embeddings)
+        index = [i % len(self._batch) for i in range(len(embeddings))]
+        logits = self._adapter.logits_from_embeddings(self._batch.select(index), embeddings)
+        if self._foil is not None:  # (z_t − mean z) − (z_f − mean z) = z_t − z_f: one output column
+            return _difference(logits, self._target[index], self._foil[index])
         return logits - logits.mean(-1, keepdim=True)
 
 
@@ -176,7 +197,8 @@ def _deeplift_refusal(model) -> str | None:
     return None
 
 
-def deeplift_attribution(adapter, batch, target_class: torch.Tensor | None = None) -> torch.Tensor:
+def deeplift_attribution(adapter, batch, target_class: torch.Tensor | None = None,
+                         foil_class: torch.Tensor | None = None) -> torch.Tensor:
     """``(B, T)`` DeepLift attributions (Shrikumar, Greenside & Kundaje 2017) by
     ``captum.attr.DeepLift``, summed over the embedding dimensions; 0 on pads and special tokens.
 
@@ -193,7 +215,8 @@ def deeplift_attribution(adapter, batch, target_class: torch.Tensor | None = Non
     other captum methods' baseline) and t = z_c − (1/C) Σ_k z_k, the predicted class's logit
     minus the mean logit (``target_class`` overrides the class): §3.6 recommends explaining the
     linear layer before a softmax, with the contributions normalised by subtracting their mean over
-    the classes, which is this target.
+    the classes, which is this target. ``foil_class``: t = z_target − z_foil (Yin & Neubig 2022's
+    contrast; the mean cancels).
 
     What captum computes: the rescale rule at every nonlinearity that is an ``nn.Module`` of the
     types captum supports (ReLU, ELU, LeakyReLU, Sigmoid, Tanh, Softplus, Softmax, MaxPool);
@@ -229,8 +252,9 @@ def deeplift_attribution(adapter, batch, target_class: torch.Tensor | None = Non
 
     with warnings.catch_warnings():  # captum announces its temporary hooks on every call
         warnings.filterwarnings("ignore", message="Setting forward, backward hooks")
-        attributions = captum.attr.DeepLift(_NormalisedLogits(adapter, batch)).attribute(
-            embeddings.requires_grad_(True), baselines=baseline, target=target_class).detach()
+        attributions = captum.attr.DeepLift(_NormalisedLogits(adapter, batch, target_class, foil_class)).attribute(
+            embeddings.requires_grad_(True), baselines=baseline,
+            target=target_class if foil_class is None else 0).detach()
     return torch.where(batch.content, attributions.sum(-1).float(), torch.zeros((), device=embeddings.device))
 
 

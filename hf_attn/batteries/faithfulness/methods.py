@@ -20,11 +20,11 @@ from hf_attn.batteries.faithfulness.settings import METHODS, FaithfulnessSetting
 from hf_attn.batteries.faithfulness.inputs import _real_scores, _sentence_generator, _trim
 
 
-# the methods whose scores explain one class (the gradient family, the erasures and ALTI-Logit): the ones a
-# target class or a contrastive foil applies to; the rest of the attention family explains no class,
-# captum's rows take the predicted class only
+# the methods whose scores explain one class (the gradient family, the erasures, LRP, ALTI-Logit and captum's
+# Kernel SHAP and DeepLift): the ones a target class or a contrastive foil applies to; the rest of the
+# attention family explains no class
 CLASS_METHODS = ("saliency", "gradient_x_input", "integrated_gradients", "leave_one_out", "alti_logit", "attnlrp",
-                 "cp_lrp")
+                 "cp_lrp", "kernel_shap", "deeplift")
 
 
 def _classes(batch, contrast) -> tuple:
@@ -49,9 +49,10 @@ def _method_function(name: str, settings: FaithfulnessSettings, contrast=None):
         if reason:
             raise ImportError(reason)
         if name == "deeplift":
-            return deeplift_attribution
+            return lambda adapter, batch: deeplift_attribution(adapter, batch, *_classes(batch, contrast))
         return lambda adapter, batch: captum_attribution(adapter, batch, "kernel_shap", settings.shap_samples,
-                                                         seed=settings.seed)
+                                                         seed=settings.seed, target_class=_classes(batch, contrast)[0],
+                                                         foil_class=_classes(batch, contrast)[1])
     target = settings.gradient_target
     if name == "integrated_gradients":
         return _IntegratedGradients(settings, contrast)
@@ -230,10 +231,8 @@ def _refusal(adapter, name: str, contrast=None) -> str | None:
         return ROLLOUT_OF_ONE_LAYER
     if contrast is not None and name not in CLASS_METHODS and name != "random":
         target, foil = contrast
-        if foil is not None and name not in ("kernel_shap", "deeplift"):
+        if foil is not None:
             return "explains no class (its scores are the same for every class): no contrastive form"
-        return ("captum's row explains the predicted class only here" if name in ("kernel_shap", "deeplift")
-                else None)
     return None
 
 
