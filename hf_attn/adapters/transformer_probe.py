@@ -333,6 +333,17 @@ class TransformersProbe:
                 "logits exactly unchanged: the intervention does not reach the classifier; explain another layer "
                 "(layer=...) or open an issue with its model_type")
 
+    def _probe_rows(self, input_ids):
+        """``(batch, forward, weights)`` of the fast path's and the replay's checks: the probe sentence
+        and a shorter copy (a padded batch), their unmodified forward and three seeded random rows per
+        head ``(B, 3, H, T)``, 0 on padding."""
+        batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
+        forward = self.forward(batch, rollout=False)
+        generator = torch.Generator().manual_seed(0)
+        noise = torch.rand((len(batch), 3, self.num_heads, batch.input_ids.shape[1]), generator=generator)
+        noise = noise.to(self.device) * batch.attention_mask[:, None, None, :]
+        return batch, forward, noise / noise.sum(-1, keepdim=True)
+
     def _check_replay_path(self, input_ids, mask) -> tuple[bool, str]:
         """Whether logits under replaced rows may skip the layers before the explained one (their
         output, the explained layer's input, cached by the unmodified forward): the layers must be
@@ -362,12 +373,7 @@ class TransformersProbe:
             return False, f"layer {self.layer - 1} returns {type(output).__name__}, not its hidden states alone"
         self.replay_path = True  # the check's forward fills the replay's cache
         try:
-            batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
-            forward = self.forward(batch, rollout=False)
-            generator = torch.Generator().manual_seed(0)
-            noise = torch.rand((len(batch), 3, self.num_heads, batch.input_ids.shape[1]), generator=generator)
-            noise = noise.to(self.device) * batch.attention_mask[:, None, None, :]
-            weights = noise / noise.sum(-1, keepdim=True)
+            batch, forward, weights = self._probe_rows(input_ids)
             with torch.no_grad():
                 replayed = self._full_logits(batch, weights, per_head=True, prefix=forward.cache.hidden)
                 full = self._full_logits(batch, weights, per_head=True)
@@ -394,12 +400,7 @@ class TransformersProbe:
             return False, "a one-layer model"
         if self.pooling == "last" and getattr(self.model.config, "pad_token_id", None) is None:
             return False, "the model has no pad_token_id"
-        batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
-        forward = self.forward(batch, rollout=False)
-        generator = torch.Generator().manual_seed(0)
-        noise = torch.rand((len(batch), 3, self.num_heads, batch.input_ids.shape[1]), generator=generator)
-        noise = noise.to(self.device) * batch.attention_mask[:, None, None, :]
-        weights = noise / noise.sum(-1, keepdim=True)
+        batch, forward, weights = self._probe_rows(input_ids)
         try:
             with torch.no_grad():
                 fast = self._fast_logits(batch, forward, weights)
