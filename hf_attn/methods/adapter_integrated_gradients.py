@@ -18,6 +18,7 @@ The quadrature rules and the result type are those of :mod:`hf_attn.methods.inte
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from hf_attn.core import deadline
@@ -30,7 +31,8 @@ from hf_attn.methods.saliency import class_scores
 def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str = "gauss-legendre",
                                      target: str = "probability", target_class: torch.Tensor | None = None,
                                      baseline: str = "zero", token_budget: int | None = None,
-                                     foil_class: torch.Tensor | None = None) -> IntegratedGradientsResult:
+                                     foil_class: torch.Tensor | None = None, *, nodes=None,
+                                     node_contributions: bool = False) -> IntegratedGradientsResult:
     """Integrated gradients (module docstring) of every instance of ``batch``: at most
     ``token_budget`` padded tokens per forward + backward, so memory stays bounded at any length (all
     path points of several instances, or some points of one). The default is the adapter's budget,
@@ -41,7 +43,10 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     embedding) or ``"mean"`` (by the mean input embedding; :mod:`hf_attn.methods.ig_baselines`, which
     says per model where the zero baseline cannot meet completeness). ``foil_class``: f = ŷ_c − ŷ_f
     (contrastive, :func:`hf_attn.methods.saliency.class_scores`); completeness then holds for the
-    difference."""
+    difference. ``nodes``: explicit ``(alphas, weights)`` on [0, 1], used instead of ``steps`` and
+    ``rule`` (e.g. :func:`hf_attn.methods.kronrod.kronrod_extension`'s added nodes);
+    ``node_contributions=True``: the result also holds each node's unweighted token contributions
+    ``(B, nodes, T)`` (0 off the text), so that a nested rule can reuse them."""
     check_baseline(baseline)
     if target not in ("probability", "logit"):
         raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
@@ -49,8 +54,8 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     if bool((lengths != batch.input_ids.shape[1]).any()):  # padding-free: each length apart, trimmed
         return _by_length(adapter, batch, lengths, steps=steps, rule=rule, target=target,
                           target_class=target_class, baseline=baseline, token_budget=token_budget,
-                          foil_class=foil_class)
-    alphas, weights = quadrature(steps, rule)
+                          foil_class=foil_class, nodes=nodes, node_contributions=node_contributions)
+    alphas, weights = quadrature(steps, rule) if nodes is None else _check_nodes(nodes)
     embeddings = adapter.embeddings(batch).detach()
     baseline = baseline_embeddings(adapter, batch, embeddings, baseline)
     count, width = batch.input_ids.shape
@@ -77,6 +82,8 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     a = torch.as_tensor(alphas, dtype=embeddings.dtype, device=device)
     w = torch.as_tensor(weights, dtype=torch.float64, device=device)
     grads = torch.zeros(embeddings.shape, dtype=torch.float64, device=device)
+    per_node = (torch.zeros((count, len(a), width), dtype=torch.float64, device=device)
+                if node_contributions else None)
     # instances × path points × width ≤ budget per forward + backward: several instances with all
     # their points; one instance with all its points up to twice the budget; beyond, one instance
     # and its points in passes of equal size (50 points of 25 tokens in a 512-token budget: 3 passes
@@ -105,14 +112,59 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
                                   None if foil_class is None else foil_class[rows].repeat(m))
             (grad,) = torch.autograd.grad(values.sum(), path)
         grads[rows] += (grad.view(m, n, width, -1).double() * w[first:first + m, None, None, None]).sum(0)
+        if per_node is not None:
+            per_node[rows, first:first + m] = (grad.view(m, n, width, -1).double()
+                                               * delta[rows].double()[None]).sum(-1).transpose(0, 1)
     attributions = (grads * delta.double()).sum(-1)
     attributions = torch.where(batch.content, attributions, torch.zeros((), dtype=torch.float64, device=device))
     gap = attributions.sum(-1) - (f_input - f_base)
-    return IntegratedGradientsResult(attributions.float(), gap, f_input, f_base, target_class)
+    if per_node is not None:
+        per_node = torch.where(batch.content[:, None], per_node, torch.zeros((), dtype=torch.float64, device=device))
+    return IntegratedGradientsResult(attributions.float(), gap, f_input, f_base, target_class, per_node)
+
+
+def kronrod_refinement(adapter, batch, gauss_contributions: torch.Tensor, **settings) -> IntegratedGradientsResult:
+    """The (2n+1)-point Gauss–Kronrod integrated gradients of ``batch`` from its n-point
+    Gauss–Legendre pass: ``gauss_contributions`` ``(B, n, T)`` are that pass's
+    ``node_contributions`` (``integrated_gradients_attribution(..., steps=n, node_contributions=True)``),
+    reused with their Kronrod weights; only the n + 1 added nodes are evaluated
+    (:func:`hf_attn.methods.kronrod.kronrod_extension`). ``settings`` (target, target_class, baseline,
+    token_budget, foil_class) must be those of the Gauss pass. The result's ``node_contributions``
+    are the 2n + 1 nodes' in :func:`hf_attn.methods.kronrod.gauss_kronrod`'s order."""
+    from hf_attn.methods.kronrod import kronrod_extension
+
+    if gauss_contributions.ndim != 3 or gauss_contributions.shape[0] != len(batch.input_ids) \
+            or gauss_contributions.shape[2] != batch.input_ids.shape[1]:
+        raise ValueError(f"gauss_contributions must have shape (B, n, T) = ({len(batch.input_ids)}, n, "
+                         f"{batch.input_ids.shape[1]}), got {tuple(gauss_contributions.shape)}")
+    gauss_weights, new_nodes, new_weights = kronrod_extension(gauss_contributions.shape[1])
+    added = integrated_gradients_attribution(adapter, batch, nodes=(new_nodes, new_weights), node_contributions=True,
+                                             **settings)
+    device = added.node_contributions.device
+    contributions = torch.cat([gauss_contributions.to(device=device, dtype=torch.float64), added.node_contributions], 1)
+    weights = torch.as_tensor(np.concatenate([gauss_weights, new_weights]), dtype=torch.float64, device=device)
+    attributions = (contributions * weights[:, None]).sum(1)
+    gap = attributions.sum(-1) - (added.target_input - added.target_baseline)
+    return IntegratedGradientsResult(attributions.float(), gap, added.target_input, added.target_baseline,
+                                     added.target_class, contributions)
+
+
+def _check_nodes(nodes) -> tuple:
+    """``nodes`` as (alphas, weights): two equal-length 1-D sequences, alphas in [0, 1]."""
+    try:
+        alphas, weights = (np.asarray(part, dtype=np.float64) for part in nodes)
+    except (TypeError, ValueError):
+        raise ValueError(f"nodes must be a pair (alphas, weights) of number sequences, got {nodes!r}") from None
+    if alphas.ndim != 1 or alphas.shape != weights.shape or not len(alphas):
+        raise ValueError(f"nodes must be two non-empty 1-D sequences of one length, got shapes "
+                         f"{alphas.shape} and {weights.shape}")
+    if not (np.isfinite(alphas).all() and np.isfinite(weights).all()) or alphas.min() < 0 or alphas.max() > 1:
+        raise ValueError("nodes must hold finite weights and alphas in [0, 1]")
+    return alphas, weights
 
 
 def _by_length(adapter, batch, lengths: torch.Tensor, target_class, foil_class=None,
-               **settings) -> IntegratedGradientsResult:
+               node_contributions: bool = False, **settings) -> IntegratedGradientsResult:
     """:func:`integrated_gradients_attribution` on the texts of each length apart, each group cut to
     its length (no path point is a pad: the passes hold one length's texts and nodes only), the
     results put back at the batch's positions (right padding: the first positions; left: the last)."""
@@ -122,6 +174,7 @@ def _by_length(adapter, batch, lengths: torch.Tensor, target_class, foil_class=N
     attributions = torch.zeros((count, width), dtype=torch.float32, device=device)
     gap, f_input, f_base = (torch.zeros(count, dtype=torch.float64, device=device) for _ in range(3))
     classes = torch.zeros(count, dtype=torch.long, device=device)
+    per_node = None
     for length in sorted(set(lengths.tolist())):
         rows = torch.nonzero(lengths == length).flatten()
         cut = slice(width - length, None) if left else slice(0, length)
@@ -129,11 +182,16 @@ def _by_length(adapter, batch, lengths: torch.Tensor, target_class, foil_class=N
         part = integrated_gradients_attribution(adapter, sub, target_class=None if target_class is None
                                                 else target_class[rows],
                                                 foil_class=None if foil_class is None else foil_class[rows],
-                                                **settings)
+                                                node_contributions=node_contributions, **settings)
         attributions[rows, cut] = part.attributions.to(attributions.dtype)
+        if node_contributions:
+            if per_node is None:
+                per_node = torch.zeros((count, part.node_contributions.shape[1], width), dtype=torch.float64,
+                                       device=device)
+            per_node[rows, :, cut] = part.node_contributions
         gap[rows], f_input[rows], f_base[rows] = part.completeness_gap, part.target_input, part.target_baseline
         classes[rows] = part.target_class
-    return IntegratedGradientsResult(attributions, gap, f_input, f_base, classes)
+    return IntegratedGradientsResult(attributions, gap, f_input, f_base, classes, per_node)
 
 
-__all__ = ["RULES", "integrated_gradients_attribution", "quadrature"]
+__all__ = ["RULES", "integrated_gradients_attribution", "kronrod_refinement", "quadrature"]

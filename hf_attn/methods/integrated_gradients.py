@@ -26,13 +26,15 @@ DEFAULT_IG_TOKEN_BUDGET = 4096  # padded tokens per forward + backward: cache-si
 class IntegratedGradientsResult:
     """``attributions`` ``(B, T)`` signed IG per token (0 on pads); ``completeness_gap`` ``(B,)``
     Σ_t IG_t − (f(x) − f(b)); ``target_input``/``target_baseline`` ``(B,)`` f(x), f(b);
-    ``target_class`` ``(B,)``."""
+    ``target_class`` ``(B,)``; ``node_contributions`` ``(B, nodes, T)`` (only when asked for) each
+    node's unweighted Σ_d ∂f/∂e_t · (e_t − b_t), so that another rule sharing nodes can reuse them."""
 
     attributions: torch.Tensor
     completeness_gap: torch.Tensor
     target_input: torch.Tensor
     target_baseline: torch.Tensor
     target_class: torch.Tensor
+    node_contributions: torch.Tensor | None = None  # (B, nodes, T) Σ_d ∂f/∂e_t·(e − e') per node, unweighted
 
 
 def completeness_summary(results) -> dict:
@@ -46,14 +48,16 @@ def completeness_summary(results) -> dict:
             "completeness_within_1pct_share": float(np.mean(gaps <= 0.01 * differences))}
 
 
-RULES = ("gauss-legendre", "trapezoid", "riemann-right")
+RULES = ("gauss-legendre", "trapezoid", "riemann-right", "gauss-kronrod")
 
 
 def quadrature(steps: int, rule: str) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes a_k ∈ [0, 1] and weights w_k (Σ w_k = 1) of ``rule`` with ``steps``."""
+    """Nodes a_k ∈ [0, 1] and weights w_k (Σ w_k = 1) of ``rule`` with ``steps``. ``"gauss-kronrod"``
+    is the nested rule's first pass, the ``steps``-point Gauss–Legendre rule itself; its Kronrod
+    extension is :func:`hf_attn.methods.kronrod.kronrod_extension`."""
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"steps must be an int ≥ 1, got {steps!r}")
-    if rule == "gauss-legendre":
+    if rule in ("gauss-legendre", "gauss-kronrod"):
         x, w = np.polynomial.legendre.leggauss(steps)
         return (x + 1) / 2, w / 2
     if rule == "trapezoid":

@@ -93,16 +93,20 @@ def _random_scores(batch, settings: FaithfulnessSettings) -> torch.Tensor:
 class _IntegratedGradients:
     """The table's integrated gradients: each sentence's nodes doubled from ``ig_steps`` until its
     completeness gap is within ``ig_target`` of |f(x) − f(x')| (or ``ig_max_steps``), per batch;
-    each sentence's final result is kept for :meth:`completeness`."""
+    each sentence's final result is kept for :meth:`completeness`. ``ig_rule="gauss-kronrod"``
+    (nested): n = ``ig_steps`` Gauss–Legendre nodes, then for the sentences that miss the target
+    the (2n+1)-point Kronrod rule reusing those n gradients (n + 1 new nodes,
+    :func:`hf_attn.methods.adapter_integrated_gradients.kronrod_refinement`), then Gauss–Legendre
+    with 4n, 8n, … nodes as the default rule would."""
 
     def __init__(self, settings: FaithfulnessSettings, contrast=None):
         self.settings, self.contrast = settings, contrast
-        self.gaps, self.differences, self.steps = [], [], []
+        self.gaps, self.differences, self.steps, self.evaluated = [], [], [], []  # evaluated: gradients per sentence
         self.baseline_problem: str | None = None
         self.probed = False
 
     def __call__(self, adapter, batch):
-        from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
+        from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution, kronrod_refinement
         from hf_attn.methods.ig_baselines import baseline_problem
 
         s = self.settings
@@ -111,31 +115,41 @@ class _IntegratedGradients:
             self.baseline_problem = baseline_problem(adapter, batch, s.ig_baseline)
         steps = s.ig_steps
         target_class, foil_class = _classes(batch, self.contrast)
+        nested = s.ig_rule == "gauss-kronrod"  # keep the Gauss nodes' contributions for the Kronrod step
         result = integrated_gradients_attribution(adapter, batch, steps, s.ig_rule, target=s.gradient_target,
                                                   baseline=s.ig_baseline, target_class=target_class,
-                                                  foil_class=foil_class)
+                                                  foil_class=foil_class, node_contributions=nested)
         attributions = result.attributions.clone()
         gap = result.completeness_gap.double().cpu().clone()
         difference = (result.target_input - result.target_baseline).double().cpu().clone()
         used = torch.full((len(batch),), steps)
-        while s.ig_target is not None and steps < s.ig_max_steps:
+        evaluated = used.clone()
+        gauss, nodes = result.node_contributions, steps  # steps: the Gauss–Legendre level; nodes: the rule's
+        while s.ig_target is not None and nodes < s.ig_max_steps:
             missing = (gap.abs() > s.ig_target * difference.abs()) & (gap.abs() > 1e-9)
             if not bool(missing.any()):
                 break
-            steps = min(2 * steps, s.ig_max_steps)
             rows = missing.nonzero().flatten().tolist()
-            again = integrated_gradients_attribution(
-                adapter, batch.select(rows), steps, s.ig_rule, target=s.gradient_target, baseline=s.ig_baseline,
-                target_class=None if target_class is None else target_class[rows],
-                foil_class=None if foil_class is None else foil_class[rows])
+            settings = {"target": s.gradient_target, "baseline": s.ig_baseline,
+                        "target_class": None if target_class is None else target_class[rows],
+                        "foil_class": None if foil_class is None else foil_class[rows]}
+            if gauss is not None and 2 * steps + 1 <= s.ig_max_steps:  # n Gauss nodes → K(2n+1): n + 1 new
+                again = kronrod_refinement(adapter, batch.select(rows), gauss[rows], **settings)
+                gauss, steps, nodes, added = None, 2 * steps, 2 * steps + 1, steps + 1
+            else:  # then (or for the default rule) the Gauss–Legendre doubling: 4n, 8n, … nodes from scratch
+                gauss, steps = None, min(2 * steps, s.ig_max_steps)
+                again = integrated_gradients_attribution(adapter, batch.select(rows), steps, s.ig_rule, **settings)
+                nodes = added = steps
             index = torch.tensor(rows)
-            attributions[index.to(attributions.device)] = again.attributions
+            attributions[index.to(attributions.device)] = again.attributions.to(attributions.dtype)
             gap[index] = again.completeness_gap.double().cpu()
             difference[index] = (again.target_input - again.target_baseline).double().cpu()
-            used[index] = steps
+            used[index] = nodes
+            evaluated[index] += added
         self.gaps.append(gap.numpy())
         self.differences.append(difference.numpy())
         self.steps.append(used.numpy())
+        self.evaluated.append(evaluated.numpy())
         return attributions
 
     def completeness(self) -> dict:

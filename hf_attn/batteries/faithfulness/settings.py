@@ -13,6 +13,7 @@ from hf_attn.core.settings_cli import option
 from hf_attn.core.numpy_measures import check_number, check_seed, check_whole
 from hf_attn.methods.eraser import DEFAULT_FRACTIONS
 from hf_attn.methods.ig_baselines import BASELINES as IG_BASELINES
+from hf_attn.methods.integrated_gradients import RULES as IG_RULES
 
 # name: (description with the paper, needs transformer internals)
 METHODS = {
@@ -109,7 +110,8 @@ class FaithfulnessSettings:
     ``ig_steps`` nodes; with ``ig_target`` (default 0.01) each sentence's nodes are doubled until its
     completeness gap |Σ_t IG_t − (f(x) − f(x'))| is within ``ig_target`` · |f(x) − f(x')| or
     ``ig_max_steps`` is reached (the sentences that miss it are counted); ``ig_target=None``: exactly
-    ``ig_steps`` nodes. ``gradient_target``: f of saliency, gradient × input and IG,
+    ``ig_steps`` nodes; ``ig_rule="gauss-kronrod"`` nests the first refinement (the n Gauss nodes'
+    gradients reused by the (2n+1)-point Kronrod rule, n + 1 new nodes). ``gradient_target``: f of saliency, gradient × input and IG,
     ``"probability"`` ŷ_c (default) or ``"logit"`` z_c (ferret's and inseq's choice);
     ``ig_baseline``: ``"zero"``, ``"pad"`` (the pad token's embedding) or ``"mean"`` (the mean input
     embedding): where the zero baseline sits at the singular point of the model's first normalisation
@@ -152,7 +154,7 @@ class FaithfulnessSettings:
         "ERASER bins", type=numbers_list, type_text="comma-separated numbers in (0, 1]"))
     ig_steps: int = field(default=16, metadata=option(
         "integrated gradients' Gauss–Legendre nodes to start from", type=count(1, limit="ig_nodes")))
-    ig_rule: str = "gauss-legendre"
+    ig_rule: str = "gauss-legendre"  # one of IG_RULES; "gauss-kronrod": nested (Kronrod extension reuses the nodes)
     ig_target: float | None = field(default=0.01, metadata=option(
         "nodes doubled per sentence until |completeness gap| ≤ this share of |f(x) − f(x')| (0: exactly "
         "--faith-ig-steps nodes)", type=float, convert=_zero_is_none))
@@ -244,7 +246,7 @@ class FaithfulnessSettings:
             raise ValueError(f"metrics must be a non-empty subset of {list(COLUMNS)}, got {list(self.metrics)}")
         if self.rationale_k_fraction is not None:
             check_number("rationale_k_fraction", self.rationale_k_fraction, 0, 1)
-        choices = {"gradient_target": ("probability", "logit"), "ig_baseline": IG_BASELINES,
+        choices = {"gradient_target": ("probability", "logit"), "ig_baseline": IG_BASELINES, "ig_rule": IG_RULES,
                    "soft_variant": SOFT_VARIANTS, "naopc_perturbation": NAOPC_PERTURBATIONS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

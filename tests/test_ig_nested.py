@@ -1,0 +1,129 @@
+"""The nested integrated-gradients rule ("gauss-kronrod"): the Kronrod rules of
+hf_attn.methods.kronrod (exact for polynomials of degree 3n + 1, Gauss subset = numpy's leggauss,
+QUADPACK's G7–K15 table), the Kronrod refinement that reuses the n Gauss nodes' gradients (equal to
+the Kronrod rule run from scratch, n + (n + 1) gradients per sentence, counted) and the default
+rule's output unchanged. Tiny random BERT of tests/architectures.py, float32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from architectures import TEXTS, tiny_classifier
+from hf_attn.adapters import adapter_for
+from hf_attn.batteries.faithfulness import FaithfulnessSettings
+from hf_attn.batteries.faithfulness.methods import _IntegratedGradients
+from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution, kronrod_refinement
+from hf_attn.methods.integrated_gradients import quadrature
+from hf_attn.methods.kronrod import gauss_kronrod, kronrod, kronrod_extension
+
+# QUADPACK qk15: the G7–K15 nodes (x ≥ 0, descending) and weights on [−1, 1]
+XGK = [0.991455371120812639206854697526329, 0.949107912342758524526189684047851, 0.864864423359769072789712788640926,
+       0.741531185599394439863864773280788, 0.586087235467691130294144845693013, 0.405845151377397166906606412076961,
+       0.207784955007898467600689403773245, 0.0]
+WGK = [0.022935322010529224963732008058970, 0.063092092629978553290700663189204, 0.104790010322250183839876322541518,
+       0.140653259715525918745189590510238, 0.169004726639267902826583426598550, 0.190350578064785409913256402421014,
+       0.204432940075298892414161999234649, 0.209482141084727828012999174891714]
+
+
+@pytest.mark.parametrize("n", [4, 7, 16])
+def test_the_kronrod_rule_integrates_polynomials_up_to_degree_3n_plus_1_on_0_1(n):
+    nodes, weights = gauss_kronrod(n)
+    assert len(nodes) == 2 * n + 1 and (weights > 0).all() and ((0 < nodes) & (nodes < 1)).all()
+    for degree in range(3 * n + 2):
+        assert (weights * nodes ** degree).sum() == pytest.approx(1 / (degree + 1), abs=1e-14)
+    gauss_x, gauss_w = np.polynomial.legendre.leggauss(n)
+    x, _ = kronrod(n)
+    np.testing.assert_allclose(x[1::2], gauss_x, rtol=0, atol=1e-14)  # the Gauss subset
+    np.testing.assert_array_equal(nodes[:n], (gauss_x + 1) / 2)  # the first pass's nodes exactly
+    if n == 4:  # an even n's rule is not exact one degree higher (measured error 3e-10 at n = 4)
+        assert abs((weights * nodes ** (3 * n + 2)).sum() - 1 / (3 * n + 3)) > 1e-12
+    assert len(set(np.round(nodes, 12))) == 2 * n + 1 and len(gauss_w) == n
+
+
+def test_the_g7_k15_rule_is_quadpacks_table():
+    x, w = kronrod(7)
+    np.testing.assert_allclose(x[7:][::-1], XGK, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(w[7:][::-1], WGK, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(x[:7], -np.array(XGK[:7]), rtol=0, atol=1e-12)
+    gauss_weights, new_nodes, new_weights = kronrod_extension(7)
+    assert gauss_weights.sum() + new_weights.sum() == pytest.approx(1, abs=1e-15) and len(new_nodes) == 8
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="n must be"):
+            kronrod(bad)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    return adapter, adapter.encode(TEXTS)
+
+
+def _counting(adapter, counts):
+    """``adapter`` whose gradient forwards (path points) are counted in ``counts``."""
+    original = adapter.logits_from_embeddings
+
+    def counted(batch, embeddings, *args, **kwargs):
+        if embeddings.requires_grad:
+            counts.append(len(embeddings))
+        return original(batch, embeddings, *args, **kwargs)
+
+    adapter.logits_from_embeddings = counted
+    return adapter
+
+
+def test_the_refinement_equals_the_kronrod_rule_from_scratch_and_the_default_is_unchanged(bert):
+    adapter, batch = bert
+    plain = integrated_gradients_attribution(adapter, batch, 4)
+    gauss = integrated_gradients_attribution(adapter, batch, 4, node_contributions=True)
+    assert plain.node_contributions is None and gauss.node_contributions.shape == (len(TEXTS), 4, batch.input_ids.shape[1])
+    assert torch.equal(plain.attributions, gauss.attributions) and torch.equal(plain.completeness_gap,
+                                                                                gauss.completeness_gap)
+    assert float(gauss.node_contributions[~batch.content[:, None].expand_as(gauss.node_contributions)].abs().max()) == 0
+    weights = torch.as_tensor(quadrature(4, "gauss-legendre")[1])
+    combined = (gauss.node_contributions * weights[:, None]).sum(1)
+    assert float((combined - gauss.attributions.double()).abs().max()) <= 1e-6
+    nested = kronrod_refinement(adapter, batch, gauss.node_contributions)
+    scratch = integrated_gradients_attribution(adapter, batch, nodes=gauss_kronrod(4))
+    assert float((nested.attributions - scratch.attributions).abs().max()) <= 1e-6
+    assert float((nested.completeness_gap - scratch.completeness_gap).abs().max()) <= 1e-6
+    assert quadrature(4, "gauss-kronrod")[0].tolist() == quadrature(4, "gauss-legendre")[0].tolist()
+    with pytest.raises(ValueError, match="nodes must"):
+        integrated_gradients_attribution(adapter, batch, nodes=([0.5, 1.5], [0.5, 0.5]))
+    with pytest.raises(ValueError, match="gauss_contributions must"):
+        kronrod_refinement(adapter, batch, gauss.node_contributions[:2])
+
+
+def test_the_table_refines_with_n_plus_n_plus_1_gradients_and_the_default_doubles_as_before(bert):
+    model, tokenizer = tiny_classifier("bert")
+    counts = []
+    adapter = _counting(adapter_for(model, tokenizer, device="cpu"), counts)
+    batch = adapter.encode(TEXTS)
+    common = {"methods": ("integrated_gradients",), "ig_steps": 4, "ig_target": 1e-6}
+    nested = _IntegratedGradients(FaithfulnessSettings(ig_rule="gauss-kronrod", ig_max_steps=9, **common))
+    attributions = nested(adapter, batch)
+    refined = nested.steps[0] == 9
+    assert refined.sum() >= 3  # the tiny model misses 1e-6 at 4 nodes on most sentences
+    assert nested.evaluated[0].tolist() == [9 if r else 4 for r in refined]
+    assert sum(counts) == nested.evaluated[0].sum()  # 4 + 5 gradients per refined sentence, not 4 + 9
+    scratch = integrated_gradients_attribution(adapter, batch, nodes=gauss_kronrod(4))
+    rows = torch.from_numpy(refined)
+    assert float((attributions[rows] - scratch.attributions[rows]).abs().max()) <= 1e-6
+    # the default rule: the doubling as before (4 nodes, then 8 from scratch for the sentences that missed)
+    counts.clear()
+    default = _IntegratedGradients(FaithfulnessSettings(ig_max_steps=8, **common))
+    got = default(adapter, batch)
+    gradients = sum(counts)
+    first = integrated_gradients_attribution(adapter, batch, 4)
+    missed = (first.completeness_gap.abs() > 1e-6 * (first.target_input - first.target_baseline).abs()) & (
+        first.completeness_gap.abs() > 1e-9)
+    again = integrated_gradients_attribution(adapter, batch.select(missed.nonzero().flatten().tolist()), 8)
+    expected = first.attributions.clone()
+    expected[missed] = again.attributions
+    assert torch.equal(got, expected)
+    assert default.evaluated[0].tolist() == [12 if m else 4 for m in missed.tolist()]
+    assert gradients == default.evaluated[0].sum()
+    with pytest.raises(ValueError, match="ig_rule must be one of"):
+        FaithfulnessSettings(ig_rule="simpson")
