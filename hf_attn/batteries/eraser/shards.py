@@ -45,7 +45,7 @@ def eraser_shards(shard, adapter, input_ids: torch.Tensor, attention_mask: torch
     ``shard``: ``(adapter, ids, mask, units, indices, measures, fractions, random_rows, **settings) →
     dict`` (:func:`hf_attn.batteries.eraser.battery.shard_rows`)."""
     from hf_attn.batteries.eraser.units import special_frame
-    from hf_attn.core.sharding import current_accelerator, run_sharded
+    from hf_attn.core.sharding import cache_key, current_accelerator, run_sharded
 
     special_frame(input_ids, attention_mask, units)  # checked over all texts: a refusal names the text's own index
     if accelerator == "auto":
@@ -61,6 +61,8 @@ def eraser_shards(shard, adapter, input_ids: torch.Tensor, attention_mask: torch
                       gradient_token_budget=gradient_token_budget)
         return part | {"process": np.asarray(0 if accelerator is None else int(accelerator.process_index))}
 
+    if key is not None:  # shard number i holds other instances under another shard size: another key
+        key = cache_key(key, shard_instances)
     results = run_sharded(shards, compute, cache_dir=cache_dir, key=key, accelerator=accelerator,
                           progress=progress, desc="ERASER shards")
     by_process: dict[int, list[int]] = {}
