@@ -48,3 +48,40 @@ def test_eraser_shards_of_another_shard_size_are_not_reused(tmp_path):
     eraser_shards(_recording_shard(again), None, ids, mask, units, ("attention",), (0.5,), shard_instances=5,
                   **common)
     assert again == []
+
+
+def test_wp_adversary_cache_key_depends_on_the_precision(tmp_path, monkeypatch):
+    """The per-instance adversary's shards of a float32 run are not read by a bfloat16 run (the
+    forwards' shards are keyed by the precision already)."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from architectures import TEXTS, tiny_classifier
+
+    from hf_attn.adapters import adapter_for
+    from hf_attn.batteries.wp.battery import WPSettings
+    from hf_attn.core import sharding
+    from hf_attn.runs import wp_sections
+
+    keys = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(shards, compute, cache_dir=None, key=None, **kwargs):
+        keys.append(key)
+        raise Stop
+
+    monkeypatch.setattr(sharding, "run_sharded", capture)
+    model, tokenizer = tiny_classifier("bert")
+    settings = WPSettings()
+    for precision in ("float32", "bfloat16"):
+        adapter = adapter_for(model, tokenizer, device="cpu", precision=precision)
+        sequences = [tokenizer(t)["input_ids"] for t in TEXTS[:3]]
+        base = wp_sections.WPBase(adapter, sequences, np.zeros(3, dtype=np.int64), ["a", "b"], {}, "test", "d",
+                                  cache_dir=str(tmp_path))
+        try:
+            wp_sections.per_instance_adversary(base, settings, None)
+        except Stop:
+            pass
+    assert len(keys) == 2 and None not in keys and keys[0] != keys[1]

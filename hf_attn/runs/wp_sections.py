@@ -147,7 +147,8 @@ def per_instance_adversary(base: WPBase, settings: WPSettings, arrays: dict | No
         key = cache_key("wp-adversary", weights_checksum(adapter.model), lengths.tolist(),
                         hashlib.sha256(ids.tobytes()).hexdigest(), settings.seed, settings.adversary_k,
                         settings.adversary_lambda, settings.adversary_eps, settings.adversary_steps,
-                        settings.adversary_shard_instances, adapter.describe()["text"])
+                        settings.adversary_shard_instances, adapter.describe()["text"],
+                        adapter.describe()["precision"])  # as the forwards' key: another precision, other rows
     results = run_sharded(batches, compute, cache_dir=base.cache_dir, key=key, accelerator=accelerator,
                           progress=settings.progress, desc="wp: J&W per-instance adversary")
     eps_jsd, eps_tvd = np.zeros(len(lengths)), np.zeros(len(lengths))
