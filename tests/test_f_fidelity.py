@@ -149,3 +149,21 @@ def test_report_check_matches_its_record():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "f_fidelity_report.py"), "--check"],
                           capture_output=True, text=True, env=os.environ | {"PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
+
+
+def test_copy_keeps_the_original_max_length_and_is_keyed_by_it(explainer, tmp_path):
+    """An explainer cutting texts at 6 tokens: its copy is fine-tuned on (and reads) the texts cut as
+    the original cuts them, so it is another folder than the uncut explainer's copy, and its
+    adapter's limit is the original's (the given attributions have one score per content token)."""
+    from hf_attn import Explainer
+
+    short = Explainer(explainer.model, explainer.tokenizer, device="cpu", max_length=6)
+    long_text = "the plot was slow but the acting was very good and the ending was moving"
+    assert short.adapter.max_length == 6 and len(explainer.tokenizer(long_text)["input_ids"]) > 6
+    copy_short, record_short = finetuned_copy(short, TINY, str(tmp_path), train_data=TRAIN)
+    assert copy_short.adapter.max_length == 6
+    copy_full, record_full = finetuned_copy(explainer, TINY, str(tmp_path), train_data=TRAIN)
+    assert copy_full.adapter.max_length == explainer.adapter.max_length
+    assert record_full["folder"] != record_short["folder"] and not record_full["reused"]
+    # the copy encodes a long text as the original does: the same content tokens
+    assert torch.equal(copy_short.adapter.encode([long_text]).input_ids, short.adapter.encode([long_text]).input_ids)

@@ -34,8 +34,10 @@ The procedure followed, from the authors' repository (github.com/AslanDing/Finet
 model (:meth:`hf_attn.Explainer.attributions`), then scored by the table's ERASER comprehensiveness
 and sufficiency on the original and on the fine-tuned copy (the table's given-attributions path,
 :mod:`~hf_attn.batteries.faithfulness.given`), and by FFid⁺ / FFid⁻ on the copy; each method's rank
-under each. The copy is cached per model: a folder named by the source weights' SHA-256 and the
-fine-tuning settings, written atomically, reused when both match (:func:`finetuned_copy`).
+under each. The copy is cached per model: a folder named by the source weights' SHA-256, the
+fine-tuning settings, data and the adapter's ``max_length`` (the texts are fine-tuned on as it cuts
+them, and the copy reads them with the same limit), written atomically, reused when all match
+(:func:`finetuned_copy`).
 """
 
 from __future__ import annotations
@@ -284,7 +286,9 @@ def finetuned_copy(explainer, settings: FFidelitySettings | None = None, cache_d
         texts, labels = training_data(settings)
     digest = weights_digest(explainer.model)
     root = cache_dir or default_cache_dir()
-    folder = os.path.join(root, cache_key(digest, settings, data_digest(texts, labels)))
+    # the texts are fine-tuned on as the adapter cuts them: another max_length, another copy
+    limit = getattr(explainer.adapter, "max_length", None)
+    folder = os.path.join(root, cache_key(digest, settings, f"{data_digest(texts, labels)}|max_length={limit}"))
     record_path = os.path.join(folder, "f_fidelity_copy.json")
     reused = os.path.isfile(record_path) and os.path.isfile(os.path.join(folder, "model.safetensors"))
     if reused:
@@ -307,7 +311,9 @@ def finetuned_copy(explainer, settings: FFidelitySettings | None = None, cache_d
     model = copy.deepcopy(explainer.model).to("cpu")
     model.load_state_dict(load_file(os.path.join(folder, "model.safetensors")))
     model.eval()
-    return Explainer(model, explainer.tokenizer, device="cpu"), {**record, "folder": folder, "reused": reused}
+    # the copy reads the texts as the original does (the given attributions have one score per content token)
+    return (Explainer(model, explainer.tokenizer, device="cpu", max_length=limit),
+            {**record, "folder": folder, "reused": reused})
 
 
 # ---------------------------------------------------------------- the F-Fidelity score
