@@ -474,3 +474,37 @@ def test_registered_for_attributions_and_the_faithfulness_table_with_the_ratio_p
     result = run_faithfulness(llama, TEXTS[:2], FaithfulnessSettings(
         methods=("attnlrp", "cp_lrp"), fractions=(0.5,), soft_draws=1, soft_max_draws=1, naopc_beam=0))
     assert result.methods == ["attnlrp", "cp_lrp"] and "conservation_ratio_mean" in result.cost["attnlrp"]
+
+
+def test_the_rules_leave_other_threads_forwards_alone():
+    """While one thread explains with LRP, another thread's gradient through the same model is its plain
+    gradient (the rules' hooks act on the explaining thread only), and two LRP calls in two threads
+    give each the relevance of one call alone."""
+    import threading
+
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS[:2])
+
+    def gradient():
+        embeddings = adapter.embeddings(batch).detach().requires_grad_(True)
+        with torch.enable_grad():
+            logits = adapter._model_call(batch.input_ids, batch.attention_mask, embeddings, None,
+                                         batch.position_ids).logits
+            (grad,) = torch.autograd.grad(logits[:, 0].sum(), embeddings)
+        return grad
+
+    plain = gradient()
+    out = {}
+    with lrp_rules(adapter.model, "attnlrp"):
+        other = threading.Thread(target=lambda: out.setdefault("grad", gradient()))
+        other.start()
+        other.join()
+    torch.testing.assert_close(out["grad"], plain, rtol=0, atol=1e-7)
+
+    alone = lrp(adapter, batch, "attnlrp").relevance
+    with lrp_rules(adapter.model, "cp"):  # another thread's rules registered meanwhile: not applied here
+        other = threading.Thread(target=lambda: out.setdefault("relevance", lrp(adapter, batch, "attnlrp").relevance))
+        other.start()
+        other.join()
+    torch.testing.assert_close(out["relevance"], alone, rtol=0, atol=1e-7)

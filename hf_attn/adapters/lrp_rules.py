@@ -35,8 +35,9 @@ Propagation", ICML §3; LXT ``patch_cp_attention``)
 
 The norms and activations are found by type (``nn.LayerNorm``, classes named ``*RMSNorm``, the
 activation modules of ``transformers.activations`` and ``torch.nn``) and get the rule through hooks
-on their output for the duration of :func:`lrp_rules` — the value is the module's own, only the
-backward changes; the hooks are removed after. A guard (:class:`_Guard`, a torch function mode)
+on their output for the duration of :func:`lrp_rules`, in the thread that entered it (another
+thread's forwards through the same model keep their own backward) — the value is the module's own,
+only the backward changes; the hooks are removed after. A guard (:class:`_Guard`, a torch function mode)
 watches every other operation of the forward on input-dependent tensors: a non-linearity or a
 product no rule covers (an unknown norm, an activation called as a function, a softmax outside the
 attention seam, a recurrent cell) refuses the model in one line naming the operation and the module.
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -287,16 +289,24 @@ def lrp_rules(model: torch.nn.Module, mode: str):
     stack: list[str] = []
     guard = _Guard(mode, stack)
     handles = []
+    # the hooks act on this thread's forwards only: another thread running the same model meanwhile (a
+    # gradient method, another LRP call with its own rules) keeps its own backward
+    owner = threading.get_ident()
+    kinds: dict = {}  # module → its rule ("layer", "rms", "activation"), for this call only
 
     def enter(name):
         def pre(module, args, kwargs):
+            if threading.get_ident() != owner:
+                return
             stack.append(f"{name or 'the model'} ({type(module).__name__})")
-            if getattr(module, "_hf_attn_lrp_kind", None):
+            if kinds.get(module):
                 guard.depth += 1
         return pre
 
     def leave(module, args, kwargs, output):
-        kind = getattr(module, "_hf_attn_lrp_kind", None)
+        if threading.get_ident() != owner:
+            return None
+        kind = kinds.get(module)
         if stack:
             stack.pop()
         if not kind:
@@ -314,12 +324,10 @@ def lrp_rules(model: torch.nn.Module, mode: str):
         finally:
             guard.depth -= 1
 
-    marked = []
     for name, module in model.named_modules():
         kind = _is_norm(module) or ("activation" if _is_activation(module) == "known" else None)
         if kind:
-            module._hf_attn_lrp_kind = kind
-            marked.append(module)
+            kinds[module] = kind
         handles.append(module.register_forward_pre_hook(enter(name), with_kwargs=True))
         handles.append(module.register_forward_hook(leave, with_kwargs=True))
     token = _GUARD.set(guard)
@@ -330,8 +338,6 @@ def lrp_rules(model: torch.nn.Module, mode: str):
         _GUARD.reset(token)
         for handle in handles:
             handle.remove()
-        for module in marked:
-            del module._hf_attn_lrp_kind
 
 
 __all__ = ["LABELS", "MODES", "check_components", "exempt", "lrp_attention", "lrp_rules", "scale_gradient"]
