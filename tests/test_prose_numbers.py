@@ -55,6 +55,7 @@ SOURCES = {
     "peersfull": "docs/benchmarks/peers_full.json",  # scripts/bench/peers.py --full
     "growth": "docs/benchmarks/growth.json",  # scripts/bench/peers.py --growth
     "igc": "docs/benchmarks/ig_completeness.json",  # scripts/ig_completeness.py
+    "ignested": "docs/benchmarks/ig_nested.json",  # scripts/bench/ig_nested.py
     "bf16agree": "docs/benchmarks/bf16_agreement.json",  # scripts/bench/bf16_agreement.py --tiny llama bert
     "long": "docs/benchmarks/long_sentence.json",  # scripts/bench/long_sentence.py
     "imports": "docs/benchmarks/import_time.json",  # scripts/bench/import_time.py
