@@ -18,6 +18,7 @@ Shapes: B instances, T positions, H query heads, d head size, D model size, L la
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -149,6 +150,16 @@ def _first(value):
     return value[0] if isinstance(value, (tuple, list)) else value
 
 
+def this_thread_only(hook):
+    """``hook`` acting on the forwards of the thread that made it only (``None``, no change, in any
+    other): a recording's hooks on a model shared between threads never see another thread's forward."""
+    owner = threading.get_ident()
+
+    def hooked(*args, **kwargs):
+        return hook(*args, **kwargs) if threading.get_ident() == owner else None
+    return hooked
+
+
 def record_internals(adapter, batch, grad: bool = False) -> list[LayerInternals]:
     """One forward of ``batch`` recording every layer's :class:`LayerInternals` (module docstring).
     ``grad``: keep the autograd graph (default: no gradient)."""
@@ -168,19 +179,20 @@ def record_internals(adapter, batch, grad: bool = False) -> list[LayerInternals]
             if getattr(adapter, "layers", None) is None:
                 raise UnsupportedModelError("a pre-norm block's residual needs the list of layers")
             for layer in adapter.layers:
-                handles.append(layer.register_forward_pre_hook(
-                    lambda mod, args, kwargs: captured["residual"].append(_hidden_from(args, kwargs)),
+                handles.append(layer.register_forward_pre_hook(this_thread_only(
+                    lambda mod, args, kwargs: captured["residual"].append(_hidden_from(args, kwargs))),
                     with_kwargs=True))
         for module in dict.fromkeys(modules):  # shared modules (ALBERT) hooked once
             if rules.residual == "module_input":
-                handles.append(module.register_forward_pre_hook(
-                    lambda mod, args, kwargs: captured["residual"].append(_hidden_from(args, kwargs)),
+                handles.append(module.register_forward_pre_hook(this_thread_only(
+                    lambda mod, args, kwargs: captured["residual"].append(_hidden_from(args, kwargs))),
                     with_kwargs=True))
-            handles.append(module.register_forward_hook(
-                lambda mod, args, output: captured["attn"].append(_first(output))))
+            handles.append(module.register_forward_hook(this_thread_only(
+                lambda mod, args, output: captured["attn"].append(_first(output)))))
         if rules.kind == "post":
             for norm in dict.fromkeys(layout.norm for layout in layouts):
-                handles.append(norm.register_forward_hook(lambda mod, args, output: captured["norm"].append(output)))
+                handles.append(norm.register_forward_hook(this_thread_only(
+                    lambda mod, args, output: captured["norm"].append(output))))
         with torch.set_grad_enabled(grad):
             adapter._model_call(batch.input_ids, batch.attention_mask, None, Intervention(record=record),
                                 batch.position_ids)

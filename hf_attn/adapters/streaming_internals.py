@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from hf_attn.adapters.base import UnsupportedModelError
-from hf_attn.adapters.internals import LAYOUTS, LayerInternals, block_layout, require_internals
+from hf_attn.adapters.internals import LAYOUTS, LayerInternals, block_layout, require_internals, this_thread_only
 from hf_attn.adapters.streaming import Collector, streamed_call
 
 
@@ -115,14 +115,15 @@ def stream_internals(adapter, batch, consume) -> None:
         if rules.residual == "layer_input":
             if getattr(adapter, "layers", None) is None:
                 raise UnsupportedModelError("a pre-norm block's residual needs the list of layers")
-            handles += [layer.register_forward_pre_hook(keep_residual, with_kwargs=True) for layer in adapter.layers]
+            handles += [layer.register_forward_pre_hook(this_thread_only(keep_residual), with_kwargs=True)
+                        for layer in adapter.layers]
         for module in dict.fromkeys(modules):  # shared modules (ALBERT) hooked once
             if rules.residual == "module_input":
-                handles.append(module.register_forward_pre_hook(keep_residual, with_kwargs=True))
-            handles.append(module.register_forward_hook(attention_done))
+                handles.append(module.register_forward_pre_hook(this_thread_only(keep_residual), with_kwargs=True))
+            handles.append(module.register_forward_hook(this_thread_only(attention_done)))
         if rules.kind == "post":
             for norm in dict.fromkeys(layout.norm for layout in layouts):
-                handles.append(norm.register_forward_hook(lambda mod, args, output: finish(output)))
+                handles.append(norm.register_forward_hook(this_thread_only(lambda mod, args, output: finish(output))))
         streamed_call(adapter, batch, collector)
     finally:
         for handle in handles:

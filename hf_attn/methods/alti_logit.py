@@ -59,7 +59,8 @@ from dataclasses import dataclass
 import torch
 
 from hf_attn.adapters.base import UnsupportedModelError
-from hf_attn.adapters.internals import LAYOUTS, content_only, head_contributions, record_internals, require_internals
+from hf_attn.adapters.internals import (LAYOUTS, content_only, head_contributions, record_internals, require_internals,
+                                        this_thread_only)
 from hf_attn.core import deadline
 from hf_attn.methods.alti import alti_contributions
 
@@ -171,7 +172,8 @@ def _recorded(adapter, batch, out: Readout):
 
     def head_hook(module, args):
         seen["head"].append(args[0])
-    handles = [out.norm.register_forward_hook(norm_hook), out.head.register_forward_pre_hook(head_hook)]
+    handles = [out.norm.register_forward_hook(this_thread_only(norm_hook)),  # another thread's calls not taken
+               out.head.register_forward_pre_hook(this_thread_only(head_hook))]
     try:
         layers = record_internals(adapter, batch)
     finally:
