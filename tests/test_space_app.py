@@ -320,3 +320,42 @@ def test_the_page_refuses_requests_beyond_its_gates(app, monkeypatch):
     release.set()
     thread.join(30)
     assert results == ["<p>done</p>"]
+
+
+def test_compare_stops_a_method_that_would_never_end_within_its_budget(monkeypatch):
+    """A method that never returns on its own (forwards in an endless loop) is stopped by the compare
+    view's budget inside its loop — every forward checks the deadline — and listed as "not run: budget";
+    the methods before it keep their rows, those after it are listed too. Without the budget the call
+    would never return, so finishing at all is the check; the elapsed time is only bounded loosely (the
+    machine may be shared)."""
+    import time
+
+    import torch
+
+    from architectures import tiny_classifier
+    from hf_attn.app import space
+    from hf_attn.batteries.faithfulness import methods as table_methods
+
+    model, tokenizer = tiny_classifier("bert")
+    real = table_methods._method_function
+    calls = []
+
+    def endless(adapter, batch):
+        while True:  # a slow method: forward after forward, never finishing by itself
+            with torch.no_grad():
+                adapter.logits(batch)
+            calls.append(1)
+
+    monkeypatch.setattr(table_methods, "_method_function",
+                        lambda name, settings, contrast=None: endless if name == "alti" else real(name, settings,
+                                                                                                     contrast))
+    started = time.perf_counter()
+    result = space.compare_methods(model, tokenizer, "a good film with a dull plot", seconds=2.0)
+    elapsed = time.perf_counter() - started
+    assert calls, "the endless method never ran"
+    assert "alti" not in result.methods and "budget" in result.skipped["alti"]
+    assert {"attention", "rollout", "saliency", "gradient_x_input"} <= set(result.methods)
+    order = space.COMPARE_METHODS
+    for later in order[order.index("alti") + 1:]:
+        assert later not in result.methods and "budget" in result.skipped[later], later
+    assert elapsed < 60, elapsed  # stopped by the budget, not by anything else
