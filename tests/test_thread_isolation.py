@@ -63,3 +63,66 @@ def test_another_threads_forward_does_not_reach_a_recording(name, method, stream
     assert not isinstance(logits, Exception), logits
     torch.testing.assert_close(logits, other_alone, rtol=0, atol=1e-6)
     torch.testing.assert_close(result, alone, rtol=0, atol=1e-6)
+
+
+def _other_forward_when(adapter, layer_index, other, out, more_than: int):
+    """A hook on layer ``layer_index`` that, the first time it runs in this thread on more than
+    ``more_than`` rows (the replayed or zeroed copies, not the plain forward of the texts), runs
+    ``adapter.logits(other)`` in another thread to completion (into ``out["logits"]``)."""
+    main = threading.get_ident()
+
+    def midway(module, args, kwargs, output):
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        if threading.get_ident() == main and hidden.shape[0] > more_than and "logits" not in out:
+            def run():
+                try:
+                    out["logits"] = adapter.logits(other)
+                except BaseException as error:  # noqa: BLE001 - reported by the test
+                    out["logits"] = error
+            thread = threading.Thread(target=run)
+            thread.start()
+            thread.join()
+    return adapter.layers[layer_index].register_forward_hook(midway, with_kwargs=True)
+
+
+def test_the_layer_replay_leaves_another_threads_forward_alone():
+    """The layers before the explained one return the cached rows in the replaying thread only."""
+    model, tokenizer = tiny_classifier("mpnet", layers=3)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.describe()["layer_replay"]
+    batch, other = adapter.encode(TEXTS[:3]), adapter.encode(TEXTS[3:5])
+    forward = adapter.forward(batch)
+    weights = torch.softmax(torch.randn((len(batch), 2, adapter.num_heads, batch.input_ids.shape[1]),
+                                        generator=torch.Generator().manual_seed(0)), -1)
+    weights = weights * batch.attention_mask[:, None, None, :]
+    weights = weights / weights.sum(-1, keepdim=True)
+    alone, other_alone = adapter.logits_under(batch, weights, per_head=True, forward=forward), adapter.logits(other)
+    out: dict = {}
+    handle = _other_forward_when(adapter, adapter.layer, other, out, len(batch))
+    try:
+        replayed = adapter.logits_under(batch, weights, per_head=True, forward=forward)
+    finally:
+        handle.remove()
+    assert not isinstance(out["logits"], BaseException), out["logits"]
+    torch.testing.assert_close(out["logits"], other_alone, rtol=0, atol=1e-6)
+    torch.testing.assert_close(replayed, alone, rtol=0, atol=1e-6)
+
+
+def test_value_zeroing_leaves_another_threads_forward_alone():
+    """Value zeroing's stop after the zeroed layer (and its replay of the earlier ones) acts in its own
+    thread only."""
+    from hf_attn.methods.value_zeroing import value_zeroing
+
+    model, tokenizer = tiny_classifier("bert", layers=3)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    batch, other = adapter.encode(TEXTS[:3]), adapter.encode(TEXTS[3:5])
+    alone, other_alone = value_zeroing(adapter, batch), adapter.logits(other)
+    out: dict = {}
+    handle = _other_forward_when(adapter, 1, other, out, len(batch))
+    try:
+        result = value_zeroing(adapter, batch)
+    finally:
+        handle.remove()
+    assert not isinstance(out["logits"], BaseException), out["logits"]
+    torch.testing.assert_close(out["logits"], other_alone, rtol=0, atol=1e-6)
+    torch.testing.assert_close(result, alone, rtol=0, atol=1e-6)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import threading
 
 import torch
 
@@ -190,13 +191,19 @@ def named_real_parameters(model: torch.nn.Module):
 
 @contextlib.contextmanager
 def replaced_forwards(modules, forward):
-    """Each of ``modules`` calls ``forward`` instead of its own forward inside the block; after, the
-    forward it had is restored — accelerate's wrapper of a dispatched module included (deleting the
-    attribute would unhook the module from its device)."""
+    """Each of ``modules`` calls ``forward`` instead of its own forward inside the block, in the thread
+    that entered it (another thread's forward through the same model meanwhile runs the modules' own);
+    after, the forward it had is restored — accelerate's wrapper of a dispatched module included
+    (deleting the attribute would unhook the module from its device)."""
+    owner = threading.get_ident()
     saved = []
     for module in modules:
         saved.append((module, module.__dict__.get("forward")))
-        module.forward = forward
+        own = module.forward  # the bound forward, or accelerate's wrapper
+
+        def dispatched(*args, _own=own, **kwargs):
+            return forward(*args, **kwargs) if threading.get_ident() == owner else _own(*args, **kwargs)
+        module.forward = dispatched
     try:
         yield
     finally:

@@ -24,7 +24,7 @@ import contextlib
 import torch
 
 from hf_attn.adapters.interface import Intervention
-from hf_attn.adapters.internals import content_only, query_average, require_internals
+from hf_attn.adapters.internals import content_only, query_average, require_internals, this_thread_only
 from hf_attn.adapters.placement import replaced_forwards, to_device
 from hf_attn.core import deadline
 
@@ -43,8 +43,8 @@ def _tensor(output):
 def _hooks(adapter, layer: int, replay: torch.Tensor | None):
     """Stop the forward after ``layer`` (raising :class:`_Stop` with its output); with ``replay``,
     the layers before it return ``replay`` instead of computing."""
-    handle = adapter.layers[layer].register_forward_hook(
-        lambda module, args, output: (_ for _ in ()).throw(_Stop(_tensor(output))))
+    handle = adapter.layers[layer].register_forward_hook(this_thread_only(  # another thread's forward runs on
+        lambda module, args, output: (_ for _ in ()).throw(_Stop(_tensor(output)))))
     replaced = list(adapter.layers)[:layer] if replay is not None else []
     try:  # the forwards restored after (accelerate's wrappers of a dispatched model included)
         with replaced_forwards(replaced, lambda *args, **kwargs: replay):
