@@ -220,3 +220,15 @@ def test_refused_where_the_logit_is_not_a_sum_of_layer_updates():
     result = run_faithfulness(lstm_adapter, TEXTS[:2], FaithfulnessSettings(
         methods=("attention", "alti_logit"), fractions=(0.5,), soft_draws=1, soft_max_draws=1, naopc_beam=0))
     assert result.methods == ["attention"] and "transformers model" in result.skipped["alti_logit"]
+
+
+def test_refused_when_the_models_logits_are_not_read_at_the_read_out_position(monkeypatch):
+    """The decomposition is of the head applied at the read-out position; a model whose own logits
+    differ (its pooling reads another position) is refused in one line instead of explained wrongly."""
+    model, tokenizer = tiny_classifier("llama")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    batch = adapter.encode(TEXTS[:2])
+    real = adapter.logits
+    monkeypatch.setattr(adapter, "logits", lambda b: real(b) + 1.0)
+    with pytest.raises(UnsupportedModelError, match="its pooling reads another position"):
+        alti_logit(adapter, batch)

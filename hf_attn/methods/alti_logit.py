@@ -218,6 +218,10 @@ def alti_logit_terms(adapter, batch, target_class: torch.Tensor | None = None,
     if not torch.allclose(head_input[rows, t], normed[rows, t], rtol=1e-4, atol=1e-5):
         raise UnsupportedModelError("ALTI-Logit: the head does not read the final norm's output as it is")
     logits = torch.nn.functional.linear(normed[rows, t], out.weight, out.bias)  # (B, C): the model's logits
+    own = adapter.logits(batch).float().to(logits.device)  # the head's own pooling must read position t
+    if not torch.allclose(logits.float(), own, rtol=1e-4, atol=1e-4 * (1.0 + float(own.abs().max()))):
+        raise UnsupportedModelError("ALTI-Logit: the model's logits are not the head applied to the final norm's "
+                                    "output at the read-out position (its pooling reads another position)")
     target = logits.argmax(-1) if target_class is None else target_class.to(logits.device).long()
     foil = None if foil_class is None else foil_class.to(logits.device).long()
     logit = logits[rows, target] - (0.0 if foil is None else logits[rows, foil])
