@@ -2,7 +2,7 @@
 """Nested (Gauss–Kronrod) against doubled (Gauss–Legendre) integrated gradients: gradients per
 sentence to reach the faithfulness table's completeness target, and the error at equal gradients.
 
-    python scripts/bench/ig_nested.py --models /work/prun/sst-lstm runs/minilm-sst --sentences 200 \\
+    python scripts/bench/ig_nested.py --models runs/sst-lstm runs/minilm-sst --sentences 200 \\
         --output docs/benchmarks/ig_nested.json
 
 On the first ``--sentences`` SST test sentences of each model (batches of 8, one torch thread), the
@@ -96,7 +96,8 @@ def measure(model_dir: str, count: int, batch_size: int = 8) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["/work/prun/sst-lstm", "runs/minilm-sst"])
+    parser.add_argument("--models", nargs="+", default=["runs/sst-lstm", "runs/minilm-sst"],
+                        help="model folders (runs/sst-lstm: hf-attn train --dataset sst --output-dir runs/sst-lstm)")
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--output", default=None, help="write the record here (JSON)")
     args = parser.parse_args(argv)
