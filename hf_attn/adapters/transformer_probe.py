@@ -356,13 +356,16 @@ class TransformersProbe:
             return False, "the explained layer is the first one"
         seen = {}
 
-        def hook(module, args, output):
+        def hook(module, args, output):  # what the layer before the explained one returns
             seen["output"] = output
 
+        self.replay_path = True  # the probe's forward fills the replay's cache
         handle = self.layers[self.layer - 1].register_forward_hook(hook)
         try:
-            with torch.no_grad():
-                self._model_call(input_ids, mask, None, None)
+            batch, forward, weights = self._probe_rows(input_ids)
+        except Exception as error:  # noqa: BLE001 — any failure disables the replay, with the reason
+            self.replay_path = False
+            return False, f"the replayed forward failed ({type(error).__name__}: {str(error)[:120]})"
         finally:
             handle.remove()
         output = seen.get("output")
@@ -370,10 +373,9 @@ class TransformersProbe:
                 and all(part is None for part in output[1:])):
             self.replay_tuple = len(output)  # the hidden states, then as many Nones as the layer returns
         elif not isinstance(output, torch.Tensor):
+            self.replay_path = False
             return False, f"layer {self.layer - 1} returns {type(output).__name__}, not its hidden states alone"
-        self.replay_path = True  # the check's forward fills the replay's cache
         try:
-            batch, forward, weights = self._probe_rows(input_ids)
             with torch.no_grad():
                 replayed = self._full_logits(batch, weights, per_head=True, prefix=forward.cache.hidden)
                 full = self._full_logits(batch, weights, per_head=True)
