@@ -21,21 +21,8 @@ def _with_another_forward_midway(adapter, method, batch, other):
     """``method(adapter, batch)`` while, when its forward reaches the first layer, another thread runs
     ``adapter.logits(other)`` to completion; returns (the result, the other thread's logits)."""
     out: dict = {}
-    main = threading.get_ident()
-
-    def midway(module, args, kwargs, output):  # the recording forward of the whole batch (not a set-up probe)
-        hidden = args[0] if args else kwargs.get("hidden_states")
-        if threading.get_ident() == main and "logits" not in out and hidden.shape[0] == len(batch):
-            def run():
-                try:
-                    out["logits"] = adapter.logits(other)
-                except Exception as error:  # noqa: BLE001 - reported by the test
-                    out["logits"] = error
-            thread = threading.Thread(target=run)
-            thread.start()
-            thread.join()
-
-    handle = adapter.layers[0].register_forward_hook(midway, with_kwargs=True)
+    # the recording forward of the whole batch (not a set-up probe): exactly the batch's rows
+    handle = _other_forward_when(adapter, 0, other, out, lambda rows: rows == len(batch))
     try:
         result = method(adapter, batch)
     finally:
@@ -65,15 +52,15 @@ def test_another_threads_forward_does_not_reach_a_recording(name, method, stream
     torch.testing.assert_close(result, alone, rtol=0, atol=1e-6)
 
 
-def _other_forward_when(adapter, layer_index, other, out, more_than: int):
-    """A hook on layer ``layer_index`` that, the first time it runs in this thread on more than
-    ``more_than`` rows (the replayed or zeroed copies, not the plain forward of the texts), runs
-    ``adapter.logits(other)`` in another thread to completion (into ``out["logits"]``)."""
+def _other_forward_when(adapter, layer_index, other, out, when):
+    """A hook on layer ``layer_index`` that, the first time it runs in this thread on a number of rows
+    ``when(rows)`` accepts, runs ``adapter.logits(other)`` in another thread to completion (into
+    ``out["logits"]``: the logits, or the error it raised)."""
     main = threading.get_ident()
 
     def midway(module, args, kwargs, output):
         hidden = args[0] if args else kwargs.get("hidden_states")
-        if threading.get_ident() == main and hidden.shape[0] > more_than and "logits" not in out:
+        if threading.get_ident() == main and when(hidden.shape[0]) and "logits" not in out:
             def run():
                 try:
                     out["logits"] = adapter.logits(other)
@@ -98,7 +85,7 @@ def test_the_layer_replay_leaves_another_threads_forward_alone():
     weights = weights / weights.sum(-1, keepdim=True)
     alone, other_alone = adapter.logits_under(batch, weights, per_head=True, forward=forward), adapter.logits(other)
     out: dict = {}
-    handle = _other_forward_when(adapter, adapter.layer, other, out, len(batch))
+    handle = _other_forward_when(adapter, adapter.layer, other, out, lambda rows: rows > len(batch))
     try:
         replayed = adapter.logits_under(batch, weights, per_head=True, forward=forward)
     finally:
@@ -118,7 +105,7 @@ def test_value_zeroing_leaves_another_threads_forward_alone():
     batch, other = adapter.encode(TEXTS[:3]), adapter.encode(TEXTS[3:5])
     alone, other_alone = value_zeroing(adapter, batch), adapter.logits(other)
     out: dict = {}
-    handle = _other_forward_when(adapter, 1, other, out, len(batch))
+    handle = _other_forward_when(adapter, 1, other, out, lambda rows: rows > len(batch))
     try:
         result = value_zeroing(adapter, batch)
     finally:
