@@ -77,6 +77,7 @@ def _networkx_flow(capacities, source, sink):
     networkx = pytest.importorskip("networkx")
     graph = networkx.DiGraph()
     layers, n, _ = capacities.shape
+    graph.add_nodes_from([(0, source), (layers, sink)])  # a source or sink without edges: no flow
     for layer in range(layers):
         for i in range(n):
             for j in range(n):
@@ -102,6 +103,22 @@ def test_max_flows_match_networkx_on_small_graphs():
     for (cap, sources, sinks), got in zip(problems, fine):
         expected = [_networkx_flow(cap, s, t) for s, t in zip(sources, sinks)]
         np.testing.assert_allclose(got, expected, atol=cap.size * 2**-29)
+
+
+def test_max_flows_with_other_sources_and_sinks_per_copy_match_networkx():
+    """Each copy keeps only its own source's and sink's edges in the first and last layers: flows from
+    every source to every sink, several problems in one call, one and two layers included."""
+    rng = np.random.default_rng(1)
+    problems = []
+    for layers, n in ((1, 3), (2, 4), (5, 4), (3, 6)):
+        cap = rng.random((layers, n, n)) ** 2
+        cap[rng.random(cap.shape) < 0.3] = 0.0  # missing edges: a node with no way out on some layers
+        cap /= np.maximum(cap.sum(-1, keepdims=True), 1e-12)
+        pairs = np.array([(s, t) for s in range(n) for t in range(n)])
+        problems.append((cap, pairs[:, 0], pairs[:, 1]))
+    for (cap, sources, sinks), got in zip(problems, max_flows(problems, scale=2**20)):
+        expected = [_networkx_flow(np.rint(cap * 2**20) / 2**20, s, t) for s, t in zip(sources, sinks)]
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)  # the same rounded graph: the same flow
 
 
 def test_max_flow_hand_computed():

@@ -172,6 +172,49 @@ def test_whole_table_flop_floor_counts_every_forward(bp, tmp_path):
     assert floor["gflops"] == pytest.approx(expected / 2.0) and floor["peers_gflops"]["captum"] == pytest.approx(expected / 4)
 
 
+def test_every_row_has_its_flops_and_an_unmet_goal_says_what_bounds_it(bp, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 4, "intermediate_size": 8,
+                                                      "num_hidden_layers": 2, "num_attention_heads": 2}))
+
+    class Args:
+        model, ig_steps = str(tmp_path), 10
+
+    class Config:
+        hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
+    g = lambda t: bp.model_gflop(Config, t)  # noqa: E731
+    ids = [[101, 5, 6, 7, 102], [101, 5, 102]]  # L = 5, n = 3 (k 1, 2); L = 3, n = 1 (k 1)
+    table = [{"method": "saliency", "seconds": {"hf_attn": 1.0, "captum": 1.1}, "rss_mb": {"hf_attn": 700.0, "captum": 650.0},
+              "ratio": {"captum": 1.1}},
+             {"method": "leave_one_out", "seconds": {"hf_attn": 2.0, "captum": 3.0}, "ratio": {"captum": 1.5}},
+             {"method": "erasure", "seconds": {"hf_attn": 2.0, "ferret": 3.0}, "ratio": {"ferret": 1.5}},
+             {"method": "integrated_gradients", "seconds": {"hf_attn": 4.0, "captum": 4.0}, "ratio": {"captum": 1.0}},
+             {"method": "integrated_gradients_target", "seconds": {"hf_attn": 1.0, "captum": 4.0},
+              "ratio": {"captum": 4.0}, "extra": {"hf_attn": {"ig_completeness": {"ig_gradients_mean": 3.0}}}}]
+    flops = bp.floors(Args, None, ids, table)
+    assert flops["saliency"]["gflop"] == pytest.approx(2 * g(5) + 2 * g(3))
+    assert flops["leave_one_out"]["gflop"] == pytest.approx(g(5) + 3 * g(4) + g(3) + g(2))
+    assert flops["erasure"]["gflop"] == pytest.approx(g(5) + g(4) + g(3) + g(3) + g(4)  # full; k = 1, 2: deleted, kept
+                                                     + g(3) + g(2) + g(3))
+    assert flops["integrated_gradients"]["gflop"] == pytest.approx(21 * (g(5) + g(3)))
+    target = flops["integrated_gradients_target"]  # hf_attn's 3 gradients per sentence, the peers' 10 nodes
+    assert target["gflop"] == pytest.approx(7 * (g(5) + g(3))) and target["peers_gflop"] == pytest.approx(21 * (g(5) + g(3)))
+    assert target["peers_gflops"]["captum"] == pytest.approx(21 * (g(5) + g(3)) / 4.0)
+    # peak: 1 GFLOP/s; saliency 1.1× < 1.2×; IG 1.0×; the target row 4.0× ≥ 2×
+    out = bp.goals(table, flops, peak=flops["integrated_gradients"]["gflops"] * 1.1)
+    by = {(g["row"], g["goal"]): g for g in out}
+    sal = by[("saliency", "≥ 1.2× the fastest peer (captum)")]
+    assert not sal["met"] and sal["bound"].startswith("FLOPs" if 1.2 / 1.1 * flops["saliency"]["gflops"] >
+                                                      flops["integrated_gradients"]["gflops"] * 1.1 else "overhead")
+    ig = by[("integrated_gradients", "≥ 1.2× the fastest peer (captum)")]
+    assert not ig["met"] and ig["bound"].startswith("FLOPs: 1.2× captum needs")  # 1.2 × the rate > 1.1 × it
+    assert by[("integrated_gradients_target", "≥ 2.0× captum")]["met"]
+    assert by[("saliency", "peak RSS ≤ the lowest peer's (captum, MB)")]["bound"] == "50 MB above captum's 650 MB"
+    assert by[("leave_one_out", "≥ 1.2× the fastest peer (captum)")]["met"]
+    page = bp.format_flops(flops, {"gflops": 2.0, "threads": 1, "repeats": 3, "shape": "s"}, ("captum", "ferret"))
+    assert "| integrated_gradients_target | " in page and "measured matmul peak on 1 thread(s): 2 GFLOP/s" in page
+    assert bp.matmul_peak(1, repeats=2)["gflops"] > 0
+
+
 def test_growth_record_page_and_the_commit_in_the_setup(bp, tmp_path):
     record = {"setup": {"argv": "--growth --growth-lengths 32", "device": "cpu", "threads": 1},
               "growth": [{"method": "saliency", "length": 32, "count": 100, "seconds": 1.0, "rss_mb": 650.0}]}

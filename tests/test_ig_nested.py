@@ -127,3 +127,62 @@ def test_the_table_refines_with_n_plus_n_plus_1_gradients_and_the_default_double
     assert gradients == default.evaluated[0].sum()
     with pytest.raises(ValueError, match="ig_rule must be one of"):
         FaithfulnessSettings(ig_rule="simpson")
+
+
+def test_refinements_reuse_the_first_pass_ends_and_count_the_gradients(bert):
+    """f(x) and f(x') run once per text in a whole table's integrated gradients: the refinements reuse
+    them (the same numbers as running them again); ``ig_gradients_mean`` is the gradients evaluated."""
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    ends = []  # the rows of every forward without gradients (f(x) and f(x') of a pass)
+    original = adapter.logits_from_embeddings
+
+    def counted(batch, embeddings, *args, **kwargs):
+        if not embeddings.requires_grad:
+            ends.append(len(embeddings))
+        return original(batch, embeddings, *args, **kwargs)
+
+    adapter.logits_from_embeddings = counted
+    batch = adapter.encode(TEXTS)
+    for rule, cap in (("gauss-kronrod", 16), ("gauss-legendre", 16)):
+        counts = []
+        for target in (None, 1e-6):  # without refinements (the first pass and the baseline's probe), with
+            ends.clear()
+            table = _IntegratedGradients(FaithfulnessSettings(methods=("integrated_gradients",), ig_steps=2,
+                                                              ig_target=target, ig_rule=rule, ig_max_steps=cap))
+            got = table(adapter, batch)
+            counts.append(sum(ends))
+        assert (table.steps[0] > 2).sum() >= 3  # refined: the tiny model misses 1e-6 at 2 nodes
+        assert counts[0] >= 2 * len(TEXTS) and counts[1] == counts[0]  # no f(x), f(x') again
+        assert table.completeness()["ig_gradients_mean"] == pytest.approx(table.evaluated[0].mean())
+        if rule == "gauss-legendre":  # the same numbers as refinements that run their ends again
+            first = integrated_gradients_attribution(adapter, batch, 2)
+            for steps in sorted(set(table.steps[0].tolist()) - {2}):
+                rows = torch.from_numpy(table.steps[0] == steps).nonzero().flatten().tolist()
+                again = integrated_gradients_attribution(adapter, batch.select(rows), steps)
+                assert torch.equal(got[rows], again.attributions)
+                assert not torch.equal(first.attributions[rows], got[rows])
+    first = integrated_gradients_attribution(adapter, batch, 2)
+    with pytest.raises(ValueError, match="ends needs the target_class"):
+        integrated_gradients_attribution(adapter, batch, 2, ends=(first.target_input, first.target_baseline))
+    with pytest.raises(ValueError, match=r"ends must be two \(5,\) tensors"):
+        integrated_gradients_attribution(adapter, batch, 2, target_class=first.target_class,
+                                         ends=(first.target_input[:2], first.target_baseline))
+
+
+def test_a_cpu_forward_and_backward_holds_at_most_the_backward_cap():
+    """On a CPU every integrated-gradients pass holds at most CPU_BACKWARD_TOKENS padded tokens (the
+    activations a backward keeps), the nodes split into equal passes; an explicit budget is kept."""
+    from hf_attn.core.batching import CPU_BACKWARD_TOKENS
+
+    model, tokenizer = tiny_classifier("bert")
+    counts = []
+    adapter = _counting(adapter_for(model, tokenizer, device="cpu"), counts)
+    batch = adapter.encode([TEXTS[1]])
+    width = batch.input_ids.shape[1]
+    assert 50 * width > CPU_BACKWARD_TOKENS >= width and adapter.token_budget > CPU_BACKWARD_TOKENS
+    integrated_gradients_attribution(adapter, batch, 50)
+    assert sum(counts) == 50 and max(counts) * width <= CPU_BACKWARD_TOKENS and max(counts) - min(counts) <= 1
+    counts.clear()
+    integrated_gradients_attribution(adapter, batch, 50, token_budget=50 * width)
+    assert counts == [50]

@@ -17,19 +17,21 @@ COSTS = ("tokens", "deletions")
 # Padded tokens per forward pass without gradients on a CPU. Measured on MiniLM-L6 (one thread, rows of
 # 24 and 96 tokens, scripts/bench/peers.py's setting): 1024 tokens per forward ran 1.2–1.3× faster
 # than 8192 and 65536 (the intermediate activations of a large forward leave the caches), and bounds
-# the memory of every scoring loop. Integrated gradients' forward + backward passes use the same cap:
-# as fast as 8192 tokens (7.7 vs 8.4 s on 40 sentences × 16 nodes) in 0.8 instead of 1.9 GB. On a GPU
-# the caller's budget is used as given.
+# the memory of every scoring loop. On a GPU the caller's budget is used as given.
 CPU_FORWARD_TOKENS = 1024
+# Padded tokens per forward + backward of integrated gradients on a CPU (the activations a backward
+# keeps): 100 SST sentences × 50 nodes on MiniLM-L6, one thread, ran in 74.4 / 74.1 s at 512 tokens
+# and 72.3 / 72.6 s at 1024, with a peak RSS of 657–704 MB against 794–835 MB (2048: 70.5 s, 1014 MB).
+CPU_BACKWARD_TOKENS = 512
 
 
-def forward_tokens(token_budget: int, device=None) -> int:
-    """Padded tokens per forward (and per forward + backward of integrated gradients):
-    ``token_budget``, capped at :data:`CPU_FORWARD_TOKENS` when ``device`` is a CPU (or None). Rows
-    are independent, so the cap changes no result."""
+def forward_tokens(token_budget: int, device=None, backward: bool = False) -> int:
+    """Padded tokens per forward (``backward=True``: per forward + backward of integrated gradients):
+    ``token_budget``, capped at :data:`CPU_FORWARD_TOKENS` (:data:`CPU_BACKWARD_TOKENS`) when
+    ``device`` is a CPU (or None). Rows are independent, so the cap changes no result."""
     kind = "cpu" if device is None else str(getattr(device, "type", device)).split(":")[0]
     if kind == "cpu":
-        return max(1, min(int(token_budget), CPU_FORWARD_TOKENS))
+        return max(1, min(int(token_budget), CPU_BACKWARD_TOKENS if backward else CPU_FORWARD_TOKENS))
     return max(1, int(token_budget))
 
 
@@ -143,4 +145,4 @@ def padding_bounded_batches(lengths, token_budget: int, max_padding: float = MAX
     return batches
 
 
-__all__ = ["CPU_FORWARD_TOKENS", "MAX_PADDING", "forward_tokens", "length_batches", "padding_bounded_batches", "pad_batch", "ragged_to_padded", "row_chunks", "in_row_chunks", "COSTS"]
+__all__ = ["CPU_BACKWARD_TOKENS", "CPU_FORWARD_TOKENS", "MAX_PADDING", "forward_tokens", "length_batches", "padding_bounded_batches", "pad_batch", "ragged_to_padded", "row_chunks", "in_row_chunks", "COSTS"]

@@ -32,13 +32,11 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
                                      target: str = "probability", target_class: torch.Tensor | None = None,
                                      baseline: str = "zero", token_budget: int | None = None,
                                      foil_class: torch.Tensor | None = None, *, nodes=None,
-                                     node_contributions: bool = False) -> IntegratedGradientsResult:
+                                     node_contributions: bool = False, ends=None) -> IntegratedGradientsResult:
     """Integrated gradients (module docstring) of every instance of ``batch``: at most
     ``token_budget`` padded tokens per forward + backward, so memory stays bounded at any length (all
     path points of several instances, or some points of one). The default is the adapter's budget,
-    capped on a CPU as :func:`hf_attn.core.batching.forward_tokens` caps forwards (measured on
-    MiniLM, 40 SST sentences, 16 nodes: 1024 tokens 7.7 s and 0.8 GB peak RSS, 8192 tokens 8.4 s
-    and 1.9–2.0 GB).
+    capped on a CPU at :data:`hf_attn.core.batching.CPU_BACKWARD_TOKENS` (the measurements there).
     ``baseline``: ``"zero"`` (the text's embeddings replaced by 0), ``"pad"`` (by the pad token's
     embedding) or ``"mean"`` (by the mean input embedding; :mod:`hf_attn.methods.ig_baselines`, which
     says per model where the zero baseline cannot meet completeness). ``foil_class``: f = ŷ_c − ŷ_f
@@ -46,37 +44,37 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     difference. ``nodes``: explicit ``(alphas, weights)`` on [0, 1], used instead of ``steps`` and
     ``rule`` (e.g. :func:`hf_attn.methods.kronrod.kronrod_extension`'s added nodes);
     ``node_contributions=True``: the result also holds each node's unweighted token contributions
-    ``(B, nodes, T)`` (0 off the text), so that a nested rule can reuse them."""
+    ``(B, nodes, T)`` (0 off the text), so that a nested rule can reuse them. ``ends``: ``(f(x), f(x'))``
+    ``(B,)`` of an earlier pass with the same ``target_class``, target, baseline and foil (a refinement
+    of that pass), reused instead of two more forwards per text."""
     check_baseline(baseline)
     if target not in ("probability", "logit"):
         raise ValueError(f"target must be 'probability' or 'logit', got {target!r}")
+    if ends is not None:
+        if target_class is None:
+            raise ValueError("ends needs the target_class they were computed for")
+        shapes = [tuple(torch.as_tensor(v).shape) for v in ends]
+        if len(shapes) != 2 or any(shape != (len(batch.input_ids),) for shape in shapes):
+            raise ValueError(f"ends must be two ({len(batch.input_ids)},) tensors (f(x), f(x') per text), got "
+                             f"shapes {shapes}")
     lengths = batch.attention_mask.sum(1)
     if bool((lengths != batch.input_ids.shape[1]).any()):  # padding-free: each length apart, trimmed
         return _by_length(adapter, batch, lengths, steps=steps, rule=rule, target=target,
                           target_class=target_class, baseline=baseline, token_budget=token_budget,
-                          foil_class=foil_class, nodes=nodes, node_contributions=node_contributions)
+                          foil_class=foil_class, nodes=nodes, node_contributions=node_contributions, ends=ends)
     alphas, weights = quadrature(steps, rule) if nodes is None else _check_nodes(nodes)
     embeddings = adapter.embeddings(batch).detach()
     baseline = baseline_embeddings(adapter, batch, embeddings, baseline)
     count, width = batch.input_ids.shape
-    budget = token_budget or forward_tokens(getattr(adapter, "token_budget", 8192), getattr(adapter, "device", None))
-    # one text's points may share one pass up to twice the CPU's speed cap, within the adapter's own
-    # token budget (the memory bound a caller sets); an explicit token_budget is kept exactly
-    whole = token_budget or min(2 * budget, getattr(adapter, "token_budget", 8192))
-    ends = []
-    with torch.no_grad():  # f(x) and f(x') of as many instances as the budget allows per forward
-        step = max(1, budget // max(2 * width, 1))
-        for start in range(0, count, step):
-            rows = list(range(start, min(count, start + step)))
-            ends.append(adapter.logits_from_embeddings(batch.select(rows * 2),
-                                                       torch.cat([embeddings[rows], baseline[rows]])
-                                                       ).view(2, len(rows), -1))
-        ends = torch.cat(ends, dim=1)  # (2, B, C)
-        keep(batch, ends[0])
-        if target_class is None:
-            target_class = ends[0].argmax(-1)
-        f_input = class_scores(ends[0], target_class, target, foil_class).double()
-        f_base = class_scores(ends[1], target_class, target, foil_class).double()
+    # the CPU's cap for a forward + backward bounds every pass (hf_attn.core.batching.CPU_BACKWARD_TOKENS:
+    # as fast as larger passes, in less memory); an explicit token_budget is kept exactly
+    budget = token_budget or forward_tokens(getattr(adapter, "token_budget", 8192), getattr(adapter, "device", None),
+                                            backward=True)
+    if ends is None:
+        f_input, f_base, target_class = _ends(adapter, batch, embeddings, baseline, budget, target, target_class,
+                                              foil_class)
+    else:  # f(x) and f(x') of an earlier pass over the same texts (a refinement): not run again
+        f_input, f_base = (torch.as_tensor(v, dtype=torch.float64, device=embeddings.device) for v in ends)
     delta = embeddings - baseline
     device = embeddings.device
     a = torch.as_tensor(alphas, dtype=embeddings.dtype, device=device)
@@ -85,13 +83,10 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     per_node = (torch.zeros((count, len(a), width), dtype=torch.float64, device=device)
                 if node_contributions else None)
     # instances × path points × width ≤ budget per forward + backward: several instances with all
-    # their points; one instance with all its points up to twice the budget; beyond, one instance
-    # and its points in passes of equal size (50 points of 25 tokens in a 512-token budget: 3 passes
+    # their points; beyond, one instance and its points in passes of equal size (50 points of 25 tokens in a 512-token budget: 3 passes
     # of 17, 17 and 16, not 20 + 20 + 10)
     if width * len(a) <= budget:
         per_chunk, per_pass = budget // (width * len(a)), len(a)
-    elif width * len(a) <= whole:  # one text's nodes in one pass: larger passes run faster
-        per_chunk, per_pass = 1, len(a)  # (MiniLM, one thread: 3.4k tokens/s at 1250 tokens, 3.1k at 625)
     else:
         passes = -(-len(a) // max(1, budget // width))
         per_chunk, per_pass = 1, -(-len(a) // passes)
@@ -121,6 +116,26 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     if per_node is not None:
         per_node = torch.where(batch.content[:, None], per_node, torch.zeros((), dtype=torch.float64, device=device))
     return IntegratedGradientsResult(attributions.float(), gap, f_input, f_base, target_class, per_node)
+
+
+def _ends(adapter, batch, embeddings, baseline, budget: int, target: str, target_class, foil_class):
+    """f(x) and f(x') ``(B,)`` float64 and the target class (the prediction when None), as many texts
+    per forward as ``budget`` allows."""
+    count, width = batch.input_ids.shape
+    ends = []
+    with torch.no_grad():
+        step = max(1, budget // max(2 * width, 1))
+        for start in range(0, count, step):
+            rows = list(range(start, min(count, start + step)))
+            ends.append(adapter.logits_from_embeddings(batch.select(rows * 2),
+                                                       torch.cat([embeddings[rows], baseline[rows]])
+                                                       ).view(2, len(rows), -1))
+        ends = torch.cat(ends, dim=1)  # (2, B, C)
+        keep(batch, ends[0])
+        if target_class is None:
+            target_class = ends[0].argmax(-1)
+        return (class_scores(ends[0], target_class, target, foil_class).double(),
+                class_scores(ends[1], target_class, target, foil_class).double(), target_class)
 
 
 def kronrod_refinement(adapter, batch, gauss_contributions: torch.Tensor, **settings) -> IntegratedGradientsResult:
@@ -164,7 +179,7 @@ def _check_nodes(nodes) -> tuple:
 
 
 def _by_length(adapter, batch, lengths: torch.Tensor, target_class, foil_class=None,
-               node_contributions: bool = False, **settings) -> IntegratedGradientsResult:
+               node_contributions: bool = False, ends=None, **settings) -> IntegratedGradientsResult:
     """:func:`integrated_gradients_attribution` on the texts of each length apart, each group cut to
     its length (no path point is a pad: the passes hold one length's texts and nodes only), the
     results put back at the batch's positions (right padding: the first positions; left: the last)."""
@@ -182,7 +197,10 @@ def _by_length(adapter, batch, lengths: torch.Tensor, target_class, foil_class=N
         part = integrated_gradients_attribution(adapter, sub, target_class=None if target_class is None
                                                 else target_class[rows],
                                                 foil_class=None if foil_class is None else foil_class[rows],
-                                                node_contributions=node_contributions, **settings)
+                                                node_contributions=node_contributions,
+                                                ends=None if ends is None else
+                                                tuple(torch.as_tensor(v)[rows.to(torch.as_tensor(v).device)]
+                                                      for v in ends), **settings)
         attributions[rows, cut] = part.attributions.to(attributions.dtype)
         if node_contributions:
             if per_node is None:

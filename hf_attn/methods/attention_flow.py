@@ -10,7 +10,9 @@ they are Ã · ``scale`` rounded (default scale 10⁶, a resolution of 10⁻⁶ 
 divided by ``scale`` again; each rounded capacity is within ½/scale of Ã, so a flow value is within
 (edges of a minimum cut)/(2·scale) ≤ L·n²/(2·scale) of the exact one (n real tokens).
 
-Cost: one maximum flow per (source token, query row) on a graph of (L+1)·n nodes and L·n² edges;
+Cost: one maximum flow per (source token, query row) on a graph of (L+1)·n nodes and L·n² edges
+(of which each copy keeps the (L−2)·n² inner ones and the 2n at its own source and sink, the only
+ones of the first and last layers that can carry its flow: :func:`_end_edges`);
 Dinic's augmenting phases visit the edges, so a sentence costs about ``FLOW_SECONDS_PER_L_N3`` ·
 L · n³ seconds per query row (measured on one CPU core with dense attention: 0.92 s at L = 4, n = 128;
 an hour at n = 2,048). No polynomial bound better than Dinic's O(V²E) per flow holds, so
@@ -70,11 +72,32 @@ def residual_attention(probs: torch.Tensor, attention_mask: torch.Tensor) -> tor
 
 
 def _layer_edges(capacities: np.ndarray):
-    """Edges of one sentence's layered graph: ``capacities`` ``(L, n, n)`` integers, ``[l, i, j]`` the
-    capacity of (l, j) → (l+1, i). Returns (tails, heads, capacities) over the nonzero ones."""
+    """The inner edges of one sentence's layered graph, those every copy shares: ``capacities``
+    ``(L, n, n)`` integers, ``[l, i, j]`` the capacity of (l, j) → (l+1, i); the edges out of the input
+    layer and into the output layer are left out (:func:`_end_edges` adds each copy's own). Returns
+    (tails, heads, capacities) over the nonzero ones."""
     layers, n, _ = capacities.shape
-    l, i, j = np.nonzero(capacities)
-    return l * n + j, (l + 1) * n + i, capacities[l, i, j]
+    l, i, j = np.nonzero(capacities[1:-1])
+    return (l + 1) * n + j, (l + 2) * n + i, capacities[1:-1][l, i, j]
+
+
+def _end_edges(capacities: np.ndarray, sources: np.ndarray, sinks: np.ndarray, offsets: np.ndarray):
+    """Each copy's edges out of its source (0, s) and into its sink (L, q), the copies' nodes starting
+    at ``offsets``: the only edges of the first and last layers that can carry its flow (an input
+    node other than the source has no way in, an output node other than the sink no way out), so
+    each copy holds L − 2 layers of n² edges and 2n more instead of L·n², for the same maximum flow."""
+    layers, n, _ = capacities.shape
+    if layers == 1:  # one layer: the source's edge to the sink alone
+        c = capacities[0, sinks, sources]
+        k = np.flatnonzero(c)
+        return offsets[k] + sources[k], offsets[k] + n + sinks[k], c[k]
+    first = capacities[0][:, sources].T  # (copies, n): (0, s_k) → (1, i)
+    k, i = np.nonzero(first)
+    last = capacities[-1][sinks]  # (copies, n): (L − 1, j) → (L, q_k)
+    m, j = np.nonzero(last)
+    return (np.concatenate([offsets[k] + sources[k], offsets[m] + (layers - 1) * n + j]),
+            np.concatenate([offsets[k] + n + i, offsets[m] + layers * n + sinks[m]]),
+            np.concatenate([first[k, i], last[m, j]]))
 
 
 MAX_EDGES_PER_CALL = 4_000_000  # edges of one solver call (the union's arrays stay near 100 MB)
@@ -120,7 +143,9 @@ def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
     problem = np.concatenate([np.full(len(p[1]), i, dtype=np.int64) for i, p in enumerate(prepared)] or [np.zeros(0, int)])
     within = np.concatenate([np.arange(len(p[1])) for p in prepared] or [np.zeros(0, int)])
     bounds = np.array([p[3] for p in prepared], dtype=np.int64)[problem] if len(problem) else np.zeros(0, np.int64)
-    edges = np.array([len(p[4][0]) for p in prepared], dtype=np.int64)[problem] if len(problem) else bounds
+    # a copy's edges: the shared inner layers' and at most 2n of its own ends
+    edges = np.array([len(p[4][0]) + 2 * p[0].shape[1] for p in prepared], dtype=np.int64)[problem] \
+        if len(problem) else bounds
     call = _calls(bounds, edges)
     for c in deadline.paced(np.unique(call)):  # paced by a time budget if one is set (hf_attn.core.deadline)
         copies = np.flatnonzero(call == c)
@@ -133,6 +158,8 @@ def max_flows(graphs, scale: int = DEFAULT_SCALE) -> list[np.ndarray]:
             tails.append((t[None] + offsets[:, None]).ravel())
             heads.append((h[None] + offsets[:, None]).ravel())
             data.append(np.tile(d, len(mine)))
+            for part, values in zip((tails, heads, data), _end_edges(cap, sources[mine], sinks[mine], offsets)):
+                part.append(values)
             starts.append(np.stack([offsets + sources[mine], offsets + last + sinks[mine],
                                     np.full(len(mine), bound), np.full(len(mine), i), mine], 1))
             offset += nodes * len(mine)

@@ -69,7 +69,7 @@ def _merged_cost(parts: list[FaithfulnessResult], method: str, count: int) -> di
     out |= {"seconds": seconds, "seconds_per_sentence": seconds / count,
             "peak_mb_per_sentence": _weighted(parts, [c.get("peak_mb_per_sentence", 0.0) for c in costs])}
     for key in ("completeness_gap_mean_abs", "output_difference_mean_abs", "completeness_within_1pct_share",
-                "ig_steps_mean"):
+                "ig_steps_mean", "ig_gradients_mean"):
         if key in costs[0]:
             out[key] = _weighted(parts, [c[key] for c in costs])
     if "ig_steps_max" in costs[0]:
