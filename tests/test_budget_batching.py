@@ -79,3 +79,27 @@ def test_leave_one_out_batches_its_copies_within_the_budget(setup, copies):
     assert cut.calls == math.ceil(deletions / copies)
     assert cut.largest <= copies * longest
     torch.testing.assert_close(scores, reference, atol=1e-5, rtol=0)
+
+
+def test_value_zeroing_on_a_cpu_keeps_each_forward_within_the_cpu_cap(setup):
+    """A large adapter budget on a CPU: each forward holds at most CPU_FORWARD_TOKENS padded tokens
+    (faster there than one large forward), the same scores as one forward per layer."""
+    from hf_attn.core.batching import CPU_FORWARD_TOKENS
+
+    adapter, _ = setup
+    batch = adapter.encode([" ".join(TEXTS * 3)])
+    steps, layers = batch.input_ids.shape[1], adapter.num_layers
+    assert steps * steps > CPU_FORWARD_TOKENS >= steps  # the text's copies do not fit one capped forward
+    saved = adapter.token_budget
+    try:
+        adapter.token_budget = 10 ** 6
+        with _Counted(adapter) as capped:
+            scores = value_zeroing_matrices(adapter, batch)
+        adapter.token_budget = steps  # one copy per forward
+        single = value_zeroing_matrices(adapter, batch)
+    finally:
+        adapter.token_budget = saved
+    per_forward = CPU_FORWARD_TOKENS // steps
+    assert capped.calls == 1 + layers * math.ceil(steps / per_forward)
+    assert capped.largest <= CPU_FORWARD_TOKENS
+    torch.testing.assert_close(scores, single, atol=1e-5, rtol=0)
