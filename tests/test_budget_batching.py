@@ -103,3 +103,28 @@ def test_value_zeroing_on_a_cpu_keeps_each_forward_within_the_cpu_cap(setup):
     assert capped.calls == 1 + layers * math.ceil(steps / per_forward)
     assert capped.largest <= CPU_FORWARD_TOKENS
     torch.testing.assert_close(scores, single, atol=1e-5, rtol=0)
+
+
+def test_logits_from_embeddings_without_a_gradient_run_in_chunks_of_the_budget(setup):
+    """Many perturbed copies of a text (soft metrics' draws, integrated gradients' ends): forwards of
+    at most the adapter's budget, the same logits as one forward; with a gradient, one forward."""
+    adapter, batch = setup
+    copies = batch.select([0, 1] * 6)
+    embeddings = adapter.embeddings(copies).detach()
+    width = copies.input_ids.shape[1]
+    saved = adapter.token_budget
+    try:
+        adapter.token_budget = 10 ** 6
+        with torch.no_grad(), _Counted(adapter) as whole:
+            reference = adapter.logits_from_embeddings(copies, embeddings)
+        adapter.token_budget = 5 * width
+        with torch.no_grad(), _Counted(adapter) as cut:
+            chunked = adapter.logits_from_embeddings(copies, embeddings)
+        with _Counted(adapter) as graded:
+            path = embeddings.clone().requires_grad_(True)
+            adapter.logits_from_embeddings(copies, path).sum().backward()
+    finally:
+        adapter.token_budget = saved
+    assert whole.calls == 1 and cut.calls == 3 and cut.largest <= 5 * width and graded.calls == 1
+    assert path.grad is not None and path.grad.abs().sum() > 0
+    torch.testing.assert_close(chunked, reference, atol=1e-5, rtol=0)

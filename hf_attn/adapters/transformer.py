@@ -548,15 +548,25 @@ class TransformersAdapter(TransformersProbe):
     def logits_from_embeddings(self, batch: Batch, embeddings: torch.Tensor,
                                detach_attention: bool = False) -> torch.Tensor:
         """``(B, C)`` logits from input embeddings ``(B, T, E)``; with ``detach_attention`` no gradient
-        flows through the explained attention rows (J&W Alg. 1 holds attention fixed)."""
-        intervention = self._plain()
-        if detach_attention:
-            head = None if self.spec.heads == "mean" else int(self.spec.heads)
-            intervention = Intervention(layer=self.layer, query=batch.query, detach=True, head=head)
+        flows through the explained attention rows (J&W Alg. 1 holds attention fixed). Without a
+        gradient to the embeddings the forwards run in chunks of the token budget (:meth:`_chunks`;
+        many perturbed copies of a long text); a caller that takes gradients sizes its own passes."""
+        if embeddings.requires_grad and torch.is_grad_enabled():
+            chunks = [slice(None)]
+        else:
+            chunks = self._chunks(len(batch), batch.input_ids.shape[1])
+        out = []
         # decoders warn that inputs_embeds hide pads (left padding); the weights need no gradient here
         with _quiet(type(self.model).__module__), frozen_parameters(self.model):
-            return self._model_call(batch.input_ids, batch.attention_mask, embeddings, intervention,
-                                    batch.position_ids).logits.float()
+            for rows in chunks:
+                intervention = self._plain()
+                if detach_attention:
+                    head = None if self.spec.heads == "mean" else int(self.spec.heads)
+                    intervention = Intervention(layer=self.layer, query=None if batch.query is None else batch.query[rows],
+                                                 detach=True, head=head)
+                out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], embeddings[rows],
+                                            intervention, self._positions(batch, rows)).logits.float())
+        return out[0] if len(out) == 1 else torch.cat(out)
 
     @torch.no_grad()
     def logits_with_embedding_output(self, batch: Batch, transform) -> torch.Tensor:
