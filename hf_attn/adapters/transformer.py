@@ -555,15 +555,13 @@ class TransformersAdapter(TransformersProbe):
             chunks = [slice(None)]
         else:
             chunks = self._chunks(len(batch), batch.input_ids.shape[1])
+        head = None if self.spec.heads == "mean" else int(self.spec.heads)
         out = []
         # decoders warn that inputs_embeds hide pads (left padding); the weights need no gradient here
         with _quiet(type(self.model).__module__), frozen_parameters(self.model):
             for rows in chunks:
-                intervention = self._plain()
-                if detach_attention:
-                    head = None if self.spec.heads == "mean" else int(self.spec.heads)
-                    intervention = Intervention(layer=self.layer, query=None if batch.query is None else batch.query[rows],
-                                                 detach=True, head=head)
+                intervention = self._plain() if not detach_attention else Intervention(
+                    layer=self.layer, query=None if batch.query is None else batch.query[rows], detach=True, head=head)
                 out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], embeddings[rows],
                                             intervention, self._positions(batch, rows)).logits.float())
         return out[0] if len(out) == 1 else torch.cat(out)

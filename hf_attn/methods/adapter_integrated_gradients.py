@@ -83,8 +83,8 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
     per_node = (torch.zeros((count, len(a), width), dtype=torch.float64, device=device)
                 if node_contributions else None)
     # instances × path points × width ≤ budget per forward + backward: several instances with all
-    # their points; beyond, one instance and its points in passes of equal size (50 points of 25 tokens in a 512-token budget: 3 passes
-    # of 17, 17 and 16, not 20 + 20 + 10)
+    # their points; beyond, one instance and its points in passes of equal size (50 points of 25
+    # tokens in a 512-token budget: 3 passes of 17, 17 and 16, not 20 + 20 + 10)
     if width * len(a) <= budget:
         per_chunk, per_pass = budget // (width * len(a)), len(a)
     else:
@@ -186,6 +186,7 @@ def _by_length(adapter, batch, lengths: torch.Tensor, target_class, foil_class=N
     count, width = batch.input_ids.shape
     left = bool(getattr(adapter, "left_padding", False))
     device = batch.input_ids.device
+    ends = None if ends is None else tuple(torch.as_tensor(v) for v in ends)
     attributions = torch.zeros((count, width), dtype=torch.float32, device=device)
     gap, f_input, f_base = (torch.zeros(count, dtype=torch.float64, device=device) for _ in range(3))
     classes = torch.zeros(count, dtype=torch.long, device=device)
@@ -199,8 +200,7 @@ def _by_length(adapter, batch, lengths: torch.Tensor, target_class, foil_class=N
                                                 foil_class=None if foil_class is None else foil_class[rows],
                                                 node_contributions=node_contributions,
                                                 ends=None if ends is None else
-                                                tuple(torch.as_tensor(v)[rows.to(torch.as_tensor(v).device)]
-                                                      for v in ends), **settings)
+                                                tuple(v[rows.to(v.device)] for v in ends), **settings)
         attributions[rows, cut] = part.attributions.to(attributions.dtype)
         if node_contributions:
             if per_node is None:

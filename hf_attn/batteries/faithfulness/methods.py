@@ -133,7 +133,7 @@ class _IntegratedGradients:
                 break
             rows = missing.nonzero().flatten().tolist()
             settings = {"target": s.gradient_target, "baseline": s.ig_baseline,
-                        "target_class": None if target_class is None else target_class[rows],
+                        "target_class": target_class[rows],  # the first pass's: never None here
                         "foil_class": None if foil_class is None else foil_class[rows],
                         "ends": tuple(v[torch.tensor(rows, device=v.device)] for v in ends)}
             if gauss is not None and 2 * steps + 1 <= s.ig_max_steps:  # n Gauss nodes → K(2n+1): n + 1 new
