@@ -134,6 +134,28 @@ def test_two_process_wp_matches_one_process(model, tmp_path):
 # in one process (fast)
 
 
+def test_a_commands_process_group_ends_before_the_interpreter(tmp_path, monkeypatch, data_folder):
+    """A launched process leaves no live process group to the interpreter's teardown (where gloo's
+    threads can abort it after its results were written): the command's end destroys it, also when
+    the command fails, and ending it twice is harmless."""
+    import torch.distributed as dist
+
+    import hf_attn.cli as cli
+    from hf_attn.core.sharding import end_process_group
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    assert dist.is_initialized()
+
+    def fails(_threads):
+        raise ValueError("threads refused")
+
+    monkeypatch.setattr(cli, "apply_threads", fails)
+    assert cli.main(["train", "--dataset", data_folder, "--output-dir", str(tmp_path / "m"), "--quiet"]) == 2
+    assert not dist.is_initialized()
+    end_process_group()  # no group: nothing to do
+    assert not dist.is_initialized()
+
+
 def test_eraser_resumes_from_its_cached_shards(tmp_path, monkeypatch):
     """Shards of 5 of 20 texts cached; one deleted: a rerun computes only that shard, and the table
     (random floor included) is the same."""

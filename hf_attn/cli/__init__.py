@@ -515,6 +515,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hf-attn {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     finally:
+        if "torch.distributed" in sys.modules:  # a launch's process group ends before the interpreter does
+            from hf_attn.core.sharding import end_process_group
+
+            end_process_group()
         if run_log is not None:
             logging.getLogger().removeHandler(run_log)
             logging.getLogger("transformers").removeHandler(run_log)

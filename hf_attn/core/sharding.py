@@ -23,6 +23,7 @@ shapes (ragged per-instance arrays, stored flattened with their shapes).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import hashlib
@@ -166,7 +167,23 @@ def current_accelerator():
         from accelerate import Accelerator
 
         _ACCELERATOR = Accelerator(cpu=not torch.cuda.is_available())
+        atexit.register(end_process_group)
     return _ACCELERATOR
+
+
+def end_process_group() -> None:
+    """Destroy this process's ``torch.distributed`` process group, if one was started.
+
+    A process that exits with its group alive leaves gloo's worker threads to the interpreter's
+    teardown, which now and then aborts the process ("terminate called without an active
+    exception", SIGABRT) after every result was written, and the launcher then fails the run
+    (pytorch/pytorch#190489). Destroying the group is local (no collective), so a process that is
+    done may call it while another is still writing its files. Idempotent; a no-op in one process.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def is_main_process(accelerator=None) -> bool:
@@ -256,5 +273,5 @@ def scatter_rows(shards: Sequence[np.ndarray], results: Sequence[dict], num_item
 
 
 __all__ = ["run_sharded", "scatter_rows", "save_shard_atomic", "load_shard", "cache_key", "shard_path",
-           "clear_cache", "current_accelerator", "distributed_world_size", "is_main_process",
-           "wait_for_everyone"]
+           "clear_cache", "current_accelerator", "distributed_world_size", "end_process_group",
+           "is_main_process", "wait_for_everyone"]
