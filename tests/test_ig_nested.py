@@ -186,3 +186,48 @@ def test_a_cpu_forward_and_backward_holds_at_most_the_backward_cap():
     counts.clear()
     integrated_gradients_attribution(adapter, batch, 50, token_budget=50 * width)
     assert counts == [50]
+
+
+def _glibc_linux() -> bool:
+    import os
+    import platform
+
+    return platform.libc_ver()[0] == "glibc" and os.path.exists("/proc/self/statm")
+
+
+def test_freed_heap_memory_goes_back_to_the_system_without_changing_a_value(bert, monkeypatch):
+    """Integrated gradients trims the C heap after its passes when the process grew (glibc's
+    malloc_trim): the same attributions to the last bit whether it trims after every call or never;
+    never for another device; and a heap left with scattered free blocks shrinks when trimmed."""
+    import numpy as np
+
+    from hf_attn.core import batching
+
+    adapter, _ = bert
+    batch = adapter.encode(TEXTS[:4])
+    assert len(set(batch.attention_mask.sum(1).tolist())) > 1  # texts of several lengths: a pass per length
+    monkeypatch.setattr(batching, "RESIDENT_GROWTH_KEPT", 2**62)  # never trims
+    kept = integrated_gradients_attribution(adapter, batch, 8)
+    batching.release_freed_memory()  # loads the C library's functions
+    trims = []
+    if batching._TRIM["trim"] is not None:
+        real = batching._TRIM["trim"]
+        monkeypatch.setitem(batching._TRIM, "trim", lambda pad: trims.append(pad) or real(pad))
+    monkeypatch.setattr(batching, "RESIDENT_GROWTH_KEPT", -1)  # trims after every call
+    trimmed = integrated_gradients_attribution(adapter, batch, 8)
+    assert torch.equal(kept.attributions, trimmed.attributions) and torch.equal(kept.completeness_gap,
+                                                                              trimmed.completeness_gap)
+    assert not batching.release_freed_memory("meta") and not batching.release_freed_memory(torch.device("meta"))
+    if not _glibc_linux():
+        assert trims == [] and not batching.release_freed_memory()
+        return
+    assert trims and trims == [0] * len(trims)  # malloc_trim(0): every free page
+    # 4,000 blocks of 64 KiB (heap, not mmap), every 20th kept: 240 MiB of free blocks no trim at the
+    # top of the heap can return; a trim gives them back
+    blocks = [np.ones(8192) for _ in range(4000)]
+    held = blocks[19::20]
+    del blocks
+    before = batching._resident_bytes()
+    assert batching.release_freed_memory()
+    assert before - batching._resident_bytes() > 100 * 2**20
+    assert len(held) == 200

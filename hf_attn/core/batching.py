@@ -35,6 +35,49 @@ def forward_tokens(token_budget: int, device=None, backward: bool = False) -> in
     return max(1, int(token_budget))
 
 
+# Growth of the resident set since the last trim that :func:`release_freed_memory` lets pass: a lower
+# value trims more often (each trim's freed pages are faulted in again by the next passes, which costs
+# time), a higher one lets the heap grow further; docs/benchmarks/heap_trim.json measures this value
+RESIDENT_GROWTH_KEPT = 64 * 2**20
+_TRIM = {}
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[1]) * _TRIM["page"]
+
+
+def release_freed_memory(device=None) -> bool:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim(0)``) when ``device`` is
+    a CPU (or None) and the process's resident set grew by more than :data:`RESIDENT_GROWTH_KEPT`
+    since the last trim; elsewhere, or without glibc, nothing. Returns whether it trimmed.
+
+    Passes of changing shapes (one per text length and node count) leave freed activations scattered
+    over the heap, where glibc keeps them and grows the heap for the next shape instead
+    (docs/benchmarks/heap_trim.json: the peak RSS of integrated gradients with and without it). No
+    value changes: it only returns memory no tensor holds."""
+    kind = "cpu" if device is None else str(getattr(device, "type", device)).split(":")[0]
+    if kind != "cpu":
+        return False
+    if not _TRIM:
+        import ctypes
+        import os
+        import platform
+
+        try:
+            if platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/statm"):
+                raise OSError("not glibc on Linux")
+            _TRIM.update(trim=ctypes.CDLL("libc.so.6").malloc_trim, page=os.sysconf("SC_PAGE_SIZE"))
+            _TRIM["after"] = _resident_bytes()
+        except (OSError, AttributeError, ValueError):
+            _TRIM["trim"] = None
+    if _TRIM["trim"] is None or _resident_bytes() <= _TRIM["after"] + RESIDENT_GROWTH_KEPT:
+        return False
+    _TRIM["trim"](0)
+    _TRIM["after"] = _resident_bytes()
+    return True
+
+
 def length_batches(lengths, token_budget: int, cost: str = "tokens", rows_per_item: int = 1,
                    max_rows: int | None = None) -> list[np.ndarray]:
     """Instance indices sorted by length (stable) and cut into consecutive batches whose padded cost
@@ -145,4 +188,4 @@ def padding_bounded_batches(lengths, token_budget: int, max_padding: float = MAX
     return batches
 
 
-__all__ = ["CPU_BACKWARD_TOKENS", "CPU_FORWARD_TOKENS", "MAX_PADDING", "forward_tokens", "length_batches", "padding_bounded_batches", "pad_batch", "ragged_to_padded", "row_chunks", "in_row_chunks", "COSTS"]
+__all__ = ["CPU_BACKWARD_TOKENS", "CPU_FORWARD_TOKENS", "MAX_PADDING", "forward_tokens", "release_freed_memory", "length_batches", "padding_bounded_batches", "pad_batch", "ragged_to_padded", "row_chunks", "in_row_chunks", "COSTS"]

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from hf_attn.core import deadline
-from hf_attn.core.batching import forward_tokens
+from hf_attn.core.batching import forward_tokens, release_freed_memory
 from hf_attn.methods.ig_baselines import baseline_embeddings, check_baseline
 from hf_attn.methods.kept_logits import keep
 from hf_attn.methods.integrated_gradients import RULES, IntegratedGradientsResult, quadrature  # noqa: F401
@@ -110,6 +110,7 @@ def integrated_gradients_attribution(adapter, batch, steps: int = 16, rule: str 
         if per_node is not None:
             per_node[rows, first:first + m] = (grad.view(m, n, width, -1).double()
                                                * delta[rows].double()[None]).sum(-1).transpose(0, 1)
+    release_freed_memory(device)  # the passes' freed activations back to the system (CPU)
     attributions = (grads * delta.double()).sum(-1)
     attributions = torch.where(batch.content, attributions, torch.zeros((), dtype=torch.float64, device=device))
     gap = attributions.sum(-1) - (f_input - f_base)
