@@ -88,6 +88,24 @@ def test_a_model_split_across_the_cpu_and_the_disk_explains_as_the_plain_model(n
             assert np.allclose(getattr(x, field), getattr(y, field), atol=TOLERANCE), field
 
 
+def test_cache_keys_read_offloaded_weights_and_f_fidelity_refuses_them(tmp_path):
+    """The weights' checksum in every resumable run's cache key reads the disk-offloaded weights from
+    accelerate's offload map (the same float as the plain model, to the last bit), and F-Fidelity,
+    which fine-tunes a whole copy, refuses an offloaded model before computing anything."""
+    from hf_attn.batteries.faithfulness.f_fidelity import run_f_fidelity
+    from hf_attn.batteries.jw.common import weights_checksum
+
+    path = _saved("bert", tmp_path)
+    plain = Explainer.from_pretrained(path, device="cpu")
+    placed = Explainer.from_pretrained(path, device_map=MAPS["bert"], offload_folder=str(tmp_path / "offload"))
+    assert any(p.device.type == "meta" for p in placed.model.parameters())
+    assert weights_checksum(placed.model) == weights_checksum(plain.model)
+    assert weights_checksum(plain.model) == sum(float(p.double().sum()) for p in plain.model.parameters())
+    with pytest.raises(ValueError, match=r"F-Fidelity fine-tunes a whole copy .* 32 of its parameters .* offloaded"):
+        run_f_fidelity(placed, TEXTS[:2], cache_dir=str(tmp_path / "copies"))
+    assert not (tmp_path / "copies").exists()
+
+
 def test_device_map_refusals(tmp_path, monkeypatch):
     path = _saved("llama", tmp_path)
     with pytest.raises(ValueError, match="device_map must be one of auto"):

@@ -481,6 +481,11 @@ def run_f_fidelity(explainer_or_model_folder, texts, settings: FFidelitySettings
     if labels is not None and len(labels) != len(texts):
         raise ValueError(f"labels has {len(labels)} entries for {len(texts)} texts")
     original = _explainer(explainer_or_model_folder)
+    offloaded = [n for n, p in original.model.named_parameters() if p.device.type == "meta"]
+    if offloaded:  # before any attribution is computed
+        raise ValueError(f"F-Fidelity fine-tunes a whole copy of the model, and {len(offloaded)} of its parameters "
+                         f"(e.g. {offloaded[0]}) are offloaded by its device map: load it on devices that hold "
+                         "all of its weights (a device_map without 'disk' or offloaded 'cpu' entries, or device=)")
     started = time.perf_counter()
     computed = original.attributions(texts, methods=list(settings.methods), **(attribution_settings or {}))
     attribution_seconds = time.perf_counter() - started

@@ -298,9 +298,21 @@ class JWInstances:
 
 
 def weights_checksum(model) -> float:
-    """The sum of every parameter in float64: part of a batch cache's key (other weights, other key)."""
+    """The sum of every parameter in float64, in ``model.parameters()``'s order (a tied one once):
+    part of a batch cache's key (other weights, other key). A parameter that accelerate offloaded (a
+    ``meta`` placeholder of a model placed by a device map) is read from its offload map."""
+    from hf_attn.adapters.placement import materialised
+
+    seen, total = set(), 0.0
     with torch.no_grad():
-        return sum(float(p.double().sum()) for p in model.parameters())
+        for module in model.modules():
+            for name, parameter in module.named_parameters(recurse=False):
+                if id(parameter) in seen:
+                    continue
+                seen.add(id(parameter))
+                value = materialised(module, name) if parameter.device.type == "meta" else parameter
+                total += float(value.double().sum())
+    return total
 
 
 def settings_key(settings: JWSettings, model, lengths: np.ndarray) -> str:
