@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import auc, average_precision_score, precision_recall_curve
 
-from hf_attn.core.plausibility import (auprc, average_precision, iou_f1, plausibility, spans, token_prf,
-                                       top_k_mask, whitespace_word_ids, word_scores)
+from hf_attn.core.plausibility import (auprc, average_precision, iou_f1, plausibility, rationale_share, spans,
+                                       token_prf, top_k_mask, whitespace_word_ids, word_scores)
 
 SCORES = [0.9, 0.8, 0.1, 0.5]
 TRUTH = [1, 0, 0, 1]
@@ -155,3 +155,13 @@ def test_word_pieces_sum_into_whitespace_words():
     assert whitespace_word_ids("a bc", [(0, 1), (1, 4)]) == [0, 1]
     with pytest.raises(ValueError, match="reach word 2 but the text has 2 words"):
         word_scores([1, 1, 1], [0, 1, 2], num_words=2)
+
+
+def test_the_default_k_fraction_is_the_marking_rationales_mean_share():
+    """(1/4 + 2/2) / 2: the rationale that marks nothing is left out; none marking a word is refused."""
+    rationales = [np.array([1, 0, 0, 0]), np.array([0, 0]), np.array([1, 1])]
+    assert rationale_share(rationales) == 0.625
+    scores = [np.array([4.0, 3.0, 2.0, 1.0]), np.array([1.0, 2.0]), np.array([2.0, 1.0])]
+    assert plausibility(scores, rationales).k_fraction == 0.625
+    with pytest.raises(ValueError, match="none of the 2 rationales marks a word"):
+        rationale_share([np.zeros(3), np.zeros(1)])

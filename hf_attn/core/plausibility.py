@@ -240,6 +240,15 @@ class PlausibilityResult:
         return out
 
 
+def rationale_share(rationales: Sequence) -> float:
+    """The mean share of marked words over the rationales (``(W_i,)`` 0/1 arrays) that mark a word:
+    ERASER's ``k_fraction`` from human rationales. Raises when none marks a word."""
+    shares = [np.asarray(r).mean() for r in rationales if np.asarray(r).any()]
+    if not shares:
+        raise ValueError(f"none of the {len(rationales)} rationales marks a word: nothing to score plausibility on")
+    return float(np.mean(shares))
+
+
 def plausibility(scores: Sequence, rationales: Sequence, k_fraction: float | None = None,
                  per_instance_k: bool = False, iou_threshold: float = ERASER_IOU_THRESHOLD) -> PlausibilityResult:
     """ERASER's token-level plausibility of word ``scores`` (one ``(W_i,)`` array per text, higher =
@@ -256,7 +265,7 @@ def plausibility(scores: Sequence, rationales: Sequence, k_fraction: float | Non
     if not keep:
         raise ValueError(f"none of the {len(pairs)} texts has a rationale (a marked word): nothing to score")
     if k_fraction is None:
-        k_fraction = float(np.mean([pairs[i][1].mean() for i in keep]))
+        k_fraction = rationale_share([t for _, t in pairs])
     elif not 0 <= float(k_fraction) <= 1:
         raise ValueError(f"k_fraction must be in [0, 1], got {k_fraction!r}")
     s_kept, t_kept = [pairs[i][0] for i in keep], [pairs[i][1] for i in keep]
@@ -278,4 +287,4 @@ def plausibility(scores: Sequence, rationales: Sequence, k_fraction: float | Non
 
 
 __all__ = ["ERASER_IOU_THRESHOLD", "PlausibilityResult", "auprc", "average_precision", "iou_f1", "plausibility",
-           "pr_curve", "spans", "token_prf", "top_k_mask", "whitespace_word_ids", "word_scores"]
+           "pr_curve", "rationale_share", "spans", "token_prf", "top_k_mask", "whitespace_word_ids", "word_scores"]

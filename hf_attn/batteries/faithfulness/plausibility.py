@@ -136,12 +136,9 @@ def _text_values(words: np.ndarray, truth: np.ndarray, k_fraction: float) -> tup
 
 
 def k_fraction_of(rationales: list[np.ndarray]) -> float:
-    """The mean share of marked words over the rationales that mark a word (ERASER's default
-    ``k_fraction`` from its human rationales)."""
-    shares = [r.mean() for r in rationales if r.any()]
-    if not shares:
-        raise ValueError(f"none of the {len(rationales)} rationales marks a word: nothing to score plausibility on")
-    return float(np.mean(shares))
+    """ERASER's default ``k_fraction`` from human rationales
+    (:func:`hf_attn.core.plausibility.rationale_share`)."""
+    return pl.rationale_share(rationales)
 
 
 def plausibility_cells(columns, adapter, texts: list[str], instances, scores: dict, rationales: list[np.ndarray],
