@@ -134,7 +134,7 @@ def test_two_process_wp_matches_one_process(model, tmp_path):
 # in one process (fast)
 
 
-def test_a_commands_process_group_ends_before_the_interpreter(tmp_path, monkeypatch, data_folder):
+def test_a_commands_process_group_ends_before_the_interpreter(tmp_path, monkeypatch, data_folder, caplog):
     """A launched process leaves no live process group to the interpreter's teardown (where gloo's
     threads can abort it after its results were written): the command's end destroys it, also when
     the command fails, and ending it twice is harmless."""
@@ -154,6 +154,16 @@ def test_a_commands_process_group_ends_before_the_interpreter(tmp_path, monkeypa
     assert not dist.is_initialized()
     end_process_group()  # no group: nothing to do
     assert not dist.is_initialized()
+
+    def teardown_fails():
+        raise RuntimeError("gloo went away")
+
+    import hf_attn.core.sharding as sharding
+
+    monkeypatch.setattr(sharding, "end_process_group", teardown_fails)
+    with caplog.at_level("WARNING", logger="hf_attn.cli"):  # the command's own exit code stands
+        assert cli.main(["train", "--dataset", data_folder, "--output-dir", str(tmp_path / "m"), "--quiet"]) == 2
+    assert "could not end the process group: RuntimeError: gloo went away" in caplog.text
 
 
 def test_eraser_resumes_from_its_cached_shards(tmp_path, monkeypatch):

@@ -42,9 +42,9 @@ RESIDENT_GROWTH_KEPT = 64 * 2**20
 _TRIM = {}
 
 
-def _resident_bytes() -> int:
+def _resident_bytes(page: int | None = None) -> int:
     with open("/proc/self/statm", "rb") as f:
-        return int(f.read().split()[1]) * _TRIM["page"]
+        return int(f.read().split()[1]) * (page or _TRIM["page"])
 
 
 def release_freed_memory(device=None) -> bool:
@@ -67,10 +67,11 @@ def release_freed_memory(device=None) -> bool:
         try:
             if platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/statm"):
                 raise OSError("not glibc on Linux")
-            _TRIM.update(trim=ctypes.CDLL("libc.so.6").malloc_trim, page=os.sysconf("SC_PAGE_SIZE"))
-            _TRIM["after"] = _resident_bytes()
+            trim, page = ctypes.CDLL("libc.so.6").malloc_trim, os.sysconf("SC_PAGE_SIZE")
+            found = {"trim": trim, "page": page, "after": _resident_bytes(page)}
         except (OSError, AttributeError, ValueError):
-            _TRIM["trim"] = None
+            found = {"trim": None}
+        _TRIM.update(found)  # in one step: another thread never sees half of it
     if _TRIM["trim"] is None or _resident_bytes() <= _TRIM["after"] + RESIDENT_GROWTH_KEPT:
         return False
     _TRIM["trim"](0)
