@@ -25,12 +25,16 @@ CPU_FORWARD_TOKENS = 1024
 CPU_BACKWARD_TOKENS = 512
 
 
+def _on_cpu(device) -> bool:
+    """Whether ``device`` (a torch.device, a string such as ``"cuda:0"``, or None) is the CPU; None is."""
+    return device is None or str(getattr(device, "type", device)).split(":")[0] == "cpu"
+
+
 def forward_tokens(token_budget: int, device=None, backward: bool = False) -> int:
     """Padded tokens per forward (``backward=True``: per forward + backward of integrated gradients):
     ``token_budget``, capped at :data:`CPU_FORWARD_TOKENS` (:data:`CPU_BACKWARD_TOKENS`) when
     ``device`` is a CPU (or None). Rows are independent, so the cap changes no result."""
-    kind = "cpu" if device is None else str(getattr(device, "type", device)).split(":")[0]
-    if kind == "cpu":
+    if _on_cpu(device):
         return max(1, min(int(token_budget), CPU_BACKWARD_TOKENS if backward else CPU_FORWARD_TOKENS))
     return max(1, int(token_budget))
 
@@ -56,8 +60,7 @@ def release_freed_memory(device=None) -> bool:
     over the heap, where glibc keeps them and grows the heap for the next shape instead
     (docs/benchmarks/heap_trim.json: the peak RSS of integrated gradients with and without it). No
     value changes: it only returns memory no tensor holds."""
-    kind = "cpu" if device is None else str(getattr(device, "type", device)).split(":")[0]
-    if kind != "cpu":
+    if not _on_cpu(device):
         return False
     if not _TRIM:
         import ctypes
