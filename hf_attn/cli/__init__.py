@@ -516,9 +516,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         if "torch.distributed" in sys.modules:  # a launch's process group ends before the interpreter does
-            from hf_attn.core.sharding import end_process_group
-
             try:
+                from hf_attn.core.sharding import end_process_group
+
                 end_process_group()
             except Exception as err:  # the command's own outcome stands; the teardown's failure is reported
                 logging.getLogger("hf_attn.cli").warning("could not end the process group: %s: %s",

@@ -174,11 +174,12 @@ def current_accelerator():
 def end_process_group() -> None:
     """Destroy this process's ``torch.distributed`` process group, if one was started.
 
-    A process that exits with its group alive leaves gloo's worker threads to the interpreter's
-    teardown, which now and then aborts the process ("terminate called without an active
-    exception", SIGABRT) after every result was written, and the launcher then fails the run
-    (pytorch/pytorch#190489). Destroying the group is local (no collective), so a process that is
-    done may call it while another is still writing its files. Idempotent; a no-op in one process.
+    A process that exits with its group alive leaves the group's threads to the interpreter's
+    teardown, where a launched process was seen to abort now and then ("terminate called without an
+    active exception", SIGABRT) after every result was written, and the launcher then failed the
+    run; PyTorch asks every process to destroy its group before it exits. With gloo (the CPU backend)
+    destroying is local, so a process that is done may call it while another is still writing its
+    files. Idempotent; a no-op in one process.
     """
     import torch.distributed as dist
 

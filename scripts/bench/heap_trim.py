@@ -71,6 +71,7 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.model):
         parser.error(f"--model {args.model!r}: no such folder (hf-attn train --dataset sst --base-model minilm-l6)")
     from hf_attn.data.tasks import load_sst
+    from peers import checkout_commit  # scripts/bench/peers.py, beside this script
 
     texts = list(load_sst().splits["test"]["text"][:args.sentences])
     cells = {row: {v: [] for v in VARIANTS} for row in ROWS}
@@ -89,26 +90,26 @@ def main(argv=None) -> int:
                     subprocess.run([sys.executable, __file__, "--worker", job], env=env, check=True)
                     with open(output, encoding="utf-8") as f:
                         out = json.load(f)
-                    values.setdefault(row, {})[variant] = out.pop("values")
+                    values.setdefault((row, round_), {})[variant] = out.pop("values")
                     cells[row][variant].append(out)
                     load.append(os.getloadavg()[0])
                     print(f"{row:28s} {variant:9s} {out['seconds']:7.1f} s {out['rss_mb']:6.0f} MB "
                           f"(after loading {out['rss_after_load_mb']:.0f} MB)", flush=True)
     summary = {}
     for row, by_variant in cells.items():
-        same = values[row]["trimmed"] == values[row]["untrimmed"]
+        same = all(values[row, r]["trimmed"] == values[row, r]["untrimmed"] for r in range(args.rounds))
         summary[row] = {v: {"seconds": statistics.median(c["seconds"] for c in cs),
                             "rss_mb": max(c["rss_mb"] for c in cs),
                             "growth_mb": max(c["rss_mb"] - c["rss_after_load_mb"] for c in cs)}
                         for v, cs in by_variant.items()}
-        summary[row]["identical_attributions"] = same
+        summary[row]["identical_attributions"] = same  # in every round
         summary[row]["seconds_ratio_trimmed_to_untrimmed"] = (summary[row]["trimmed"]["seconds"]
                                                              / summary[row]["untrimmed"]["seconds"])
     record = {"model": os.path.basename(os.path.normpath(args.model)), "sentences": args.sentences,
               "rounds": args.rounds, "threads": 1, "rows": ROWS, "summary": summary, "cells": cells,
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                           "load_average_median": statistics.median(load)},
-              "date": date.today().isoformat()}
+              "commit": checkout_commit(), "date": date.today().isoformat()}
     print(json.dumps(summary, indent=1))
     if args.write:
         tmp = args.write + ".tmp"
