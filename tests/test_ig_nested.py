@@ -6,6 +6,8 @@ rule's output unchanged. Tiny random BERT of tests/architectures.py, float32."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -224,3 +226,29 @@ def test_freed_heap_memory_goes_back_to_the_system_without_changing_a_value(bert
     assert batching.release_freed_memory()
     assert before - batching._resident_bytes() > 100 * 2**20
     assert len(held) == 200
+
+
+def _preloadable_allocator() -> str | None:
+    import glob
+
+    for pattern in ("/usr/lib/*/libjemalloc.so.2", "/usr/lib/*/libtcmalloc*.so.4", "/usr/lib/libjemalloc.so*"):
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+@pytest.mark.skipif(_preloadable_allocator() is None,
+                    reason="no jemalloc or tcmalloc to preload (apt-get install libjemalloc2)")
+def test_the_heap_trim_stays_off_when_another_allocator_replaces_malloc():
+    """With jemalloc (or tcmalloc) preloaded, glibc's malloc_trim would trim a heap nobody uses: the trim
+    finds the process's malloc is not glibc's and does nothing; without the preload it is found."""
+    import subprocess
+    import sys
+
+    probe = "from hf_attn.core import batching; batching.release_freed_memory(); print(batching._TRIM['trim'] is None)"
+    plain = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    preloaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "LD_PRELOAD": _preloadable_allocator()})
+    assert plain.returncode == 0 and preloaded.returncode == 0, plain.stderr + preloaded.stderr
+    assert (plain.stdout.strip(), preloaded.stdout.strip()) == ("False", "True")

@@ -130,37 +130,110 @@ def test_two_process_wp_matches_one_process(model, tmp_path):
     assert not os.path.exists(os.path.join(two, "cache"))
 
 
+AFTER_A_COMMAND = """
+import os
+import sys
+import numpy as np
+import hf_attn.cli as cli
+from hf_attn.core import sharding
+
+assert cli.main(["eraser", sys.argv[1], "--ig-steps", "2", "--max-instances", "20", "--quiet",
+                 "--output-dir", sys.argv[2]]) == 0
+shards = [np.arange(4 * n, 4 * n + 4) for n in range(3)]
+done = sharding.run_sharded(shards, lambda number, rows: {"twice": rows * 2}, progress=False)
+assert [d["twice"].tolist() for d in done] == [(s * 2).tolist() for s in shards], done
+sharding.wait_for_everyone()
+open(f"{sys.argv[2]}-rank{os.environ['RANK']}-sharded", "w").close()
+sharding.end_process_group()  # by hand: the launch's split is over
+try:
+    sharding.run_sharded(shards, lambda number, rows: {"twice": rows * 2}, progress=False)
+except RuntimeError as refused:
+    assert "needs a new launch" in str(refused), refused
+    open(f"{sys.argv[2]}-rank{os.environ['RANK']}-refused", "w").close()
+"""
+
+
+@needs_accelerate
+@pytest.mark.slow
+def test_a_launched_script_shards_after_a_command(model, tmp_path):
+    """Under ``accelerate launch``, a script that calls ``hf_attn.cli.main`` and then shards its own
+    work in the same processes keeps its process group; once the group is ended by hand, sharding is
+    refused with a clear error instead of a second rendezvous."""
+    script = tmp_path / "after_a_command.py"
+    script.write_text(AFTER_A_COMMAND, encoding="utf-8")
+    done = subprocess.run([*LAUNCH[:-2], str(script), model, str(tmp_path / "eraser")], env=ENV,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert sorted(p.name for p in tmp_path.glob("eraser-rank*")) == [
+        f"eraser-rank{rank}-{step}" for rank in (0, 1) for step in ("refused", "sharded")]
+
+
 # ----------------------------------------------------------------------------------------------
 # in one process (fast)
 
 
-def test_a_commands_process_group_ends_before_the_interpreter(tmp_path, monkeypatch, data_folder, caplog):
+EXIT_CHECK = """
+import atexit, sys
+import torch.distributed as dist
+import hf_attn.cli as cli
+
+# registered first, so it runs last (atexit is last in, first out): after hf_attn's handler
+atexit.register(lambda: print("group alive at exit:", dist.is_initialized(), flush=True))
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+
+
+def fails(_threads):
+    raise ValueError("threads refused")
+
+
+cli.apply_threads = fails  # a command that fails inside main; the group outlives it for the next one
+for _ in range(2):
+    assert cli.main(["train", "--dataset", sys.argv[2], "--output-dir", sys.argv[3], "--quiet"]) == 2
+    assert dist.is_initialized()
+print("two commands done", flush=True)
+"""
+
+
+def test_a_commands_process_group_ends_before_the_interpreter(tmp_path, data_folder):
     """A launched process leaves no live process group to the interpreter's teardown (where gloo's
-    threads can abort it after its results were written): the command's end destroys it, also when
-    the command fails, and ending it twice is harmless."""
+    threads can abort it after its results were written): the command registers the group's end at
+    exit, and the group outlives the command, so a script can run a second one in the same process."""
+    done = subprocess.run([sys.executable, "-c", EXIT_CHECK, str(tmp_path / "store"), data_folder, str(tmp_path / "m")],
+                          env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-2:] == ["two commands done", "group alive at exit: False"], done.stdout
+
+
+def test_an_ended_process_group_is_not_started_again(tmp_path, monkeypatch, caplog, data_folder):
+    """end_process_group destroys the group; a second call is harmless; work split between processes
+    is then refused in one line (a second rendezvous of the same launch can hang); a teardown that
+    fails leaves the command's exit code alone."""
     import torch.distributed as dist
 
     import hf_attn.cli as cli
-    from hf_attn.core.sharding import end_process_group
+    import hf_attn.core.sharding as sharding
 
+    monkeypatch.setattr(sharding, "_ENDED", False)
+    monkeypatch.setattr(sharding, "_ACCELERATOR", None)
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    assert dist.is_initialized()
+    sharding.end_process_group()
+    assert not dist.is_initialized()
+    sharding.end_process_group()  # no group: nothing to do
+    assert not dist.is_initialized()
+    assert sharding.current_accelerator() is None  # one process: nothing to split, nothing refused
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(RuntimeError, match="process group has ended .* needs a new launch"):
+        sharding.current_accelerator()
+    monkeypatch.delenv("WORLD_SIZE")
+
+    def teardown_fails():
+        raise RuntimeError("gloo went away")
 
     def fails(_threads):
         raise ValueError("threads refused")
 
     monkeypatch.setattr(cli, "apply_threads", fails)
-    assert cli.main(["train", "--dataset", data_folder, "--output-dir", str(tmp_path / "m"), "--quiet"]) == 2
-    assert not dist.is_initialized()
-    end_process_group()  # no group: nothing to do
-    assert not dist.is_initialized()
-
-    def teardown_fails():
-        raise RuntimeError("gloo went away")
-
-    import hf_attn.core.sharding as sharding
-
-    monkeypatch.setattr(sharding, "end_process_group", teardown_fails)
+    monkeypatch.setattr(sharding, "end_process_group_at_exit", teardown_fails)
     with caplog.at_level("WARNING", logger="hf_attn.cli"):  # the command's own exit code stands
         assert cli.main(["train", "--dataset", data_folder, "--output-dir", str(tmp_path / "m"), "--quiet"]) == 2
     assert "could not end the process group: RuntimeError: gloo went away" in caplog.text

@@ -517,9 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if "torch.distributed" in sys.modules:  # a launch's process group ends before the interpreter does
             try:
-                from hf_attn.core.sharding import end_process_group
+                from hf_attn.core.sharding import end_process_group_at_exit
 
-                end_process_group()
+                end_process_group_at_exit()
             except Exception as err:  # the command's own outcome stands; the teardown's failure is reported
                 logging.getLogger("hf_attn.cli").warning("could not end the process group: %s: %s",
                                                          type(err).__name__, err)

@@ -54,7 +54,8 @@ def _resident_bytes(page: int | None = None) -> int:
 def release_freed_memory(device=None) -> bool:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim(0)``) when ``device`` is
     a CPU (or None) and the process's resident set grew by more than :data:`RESIDENT_GROWTH_KEPT`
-    since the last trim; elsewhere, or without glibc, nothing. Returns whether it trimmed.
+    since the last trim; elsewhere, without glibc, or where another allocator replaces glibc's malloc
+    (``LD_PRELOAD`` of jemalloc or tcmalloc), nothing. Returns whether it trimmed.
 
     Passes of changing shapes (one per text length and node count) leave freed activations scattered
     over the heap, where glibc keeps them and grows the heap for the next shape instead
@@ -65,13 +66,16 @@ def release_freed_memory(device=None) -> bool:
     if not _TRIM:
         import ctypes
         import os
-        import platform
 
         try:
-            if platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/statm"):
+            if not os.confstr("CS_GNU_LIBC_VERSION") or not os.path.exists("/proc/self/statm"):
                 raise OSError("not glibc on Linux")
-            trim, page = ctypes.CDLL("libc.so.6").malloc_trim, os.sysconf("SC_PAGE_SIZE")
-            found = {"trim": trim, "page": page, "after": _resident_bytes(page)}
+            libc = ctypes.CDLL("libc.so.6")
+            address = lambda function: ctypes.cast(function, ctypes.c_void_p).value  # noqa: E731
+            if address(ctypes.CDLL(None).malloc) != address(libc.malloc):
+                raise OSError("the process's malloc is not glibc's (jemalloc, tcmalloc, … preloaded)")
+            page = os.sysconf("SC_PAGE_SIZE")
+            found = {"trim": libc.malloc_trim, "page": page, "after": _resident_bytes(page)}
         except (OSError, AttributeError, ValueError):
             found = {"trim": None}
         _TRIM.update(found)  # in one step: another thread never sees half of it

@@ -151,6 +151,7 @@ def distributed_world_size() -> int:
 
 
 _ACCELERATOR = None
+_ENDED = False  # end_process_group destroyed the launch's group
 
 
 def current_accelerator():
@@ -162,29 +163,55 @@ def current_accelerator():
     global _ACCELERATOR
     if distributed_world_size() <= 1:
         return None
+    if _ENDED:
+        raise RuntimeError("this launch's process group has ended (hf_attn.core.sharding.end_process_group): "
+                           "work split between processes needs a new launch")
     if _ACCELERATOR is None:
         import torch
         from accelerate import Accelerator
 
         _ACCELERATOR = Accelerator(cpu=not torch.cuda.is_available())
-        atexit.register(end_process_group)
+        end_process_group_at_exit()
     return _ACCELERATOR
 
 
-def end_process_group() -> None:
-    """Destroy this process's ``torch.distributed`` process group, if one was started.
+_END_REGISTERED = False
+
+
+def end_process_group_at_exit() -> None:
+    """Destroy this process's ``torch.distributed`` process group, if one is alive, when the
+    interpreter exits (an ``atexit`` handler, registered once; a no-op without a group).
 
     A process that exits with its group alive leaves the group's threads to the interpreter's
     teardown, where a launched process was seen to abort now and then ("terminate called without an
     active exception", SIGABRT) after every result was written, and the launcher then failed the
-    run; PyTorch asks every process to destroy its group before it exits. With gloo (the CPU backend)
-    destroying is local, so a process that is done may call it while another is still writing its
-    files. Idempotent; a no-op in one process.
+    run; PyTorch asks every process to destroy its group before it exits. ``atexit`` handlers run
+    before that teardown. The group is kept until then, so a script that runs several commands, or
+    :func:`run_sharded` and ``Explainer`` after a command, in one launched process keeps its group
+    and the cached Accelerator that holds it.
     """
+    global _END_REGISTERED
+    if not _END_REGISTERED:
+        atexit.register(end_process_group)
+        _END_REGISTERED = True
+
+
+def end_process_group() -> None:
+    """Destroy this process's ``torch.distributed`` process group now, if one was started: for the
+    end of a launched process (:func:`end_process_group_at_exit` calls it). The launch's work across
+    processes is over then: :func:`current_accelerator` refuses to start another group (a second
+    rendezvous of the same launch was seen to hang).
+
+    With gloo (the CPU backend) destroying is local, so a process that is done may call it while
+    another is still writing its files; other backends may wait for the other processes. Idempotent;
+    a no-op in one process.
+    """
+    global _ENDED
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+        _ENDED = True
 
 
 def is_main_process(accelerator=None) -> bool:
