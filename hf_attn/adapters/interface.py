@@ -68,7 +68,10 @@ class Intervention:
     backward; the adapter uses it only after checking it on the model. ``stream``: a
     :class:`hf_attn.adapters.streaming.Stream` — the calls hand their probabilities to its collector
     in slices of query rows (only the rows it asks for) and keep none (a streamed forward). ``calls``
-    counts the attention calls."""
+    counts the attention calls. ``shared_values``: with ``zero_values`` (one zeroed position per row),
+    an object whose ``attend(module, eager, query, key, value, attention_mask, args, kwargs)`` computes
+    the zeroed layer's attention once per instance (value zeroing's variants of one instance share
+    it: :class:`hf_attn.methods.value_zeroing.SharedZeroing`)."""
 
     layer: int = -1
     query: torch.Tensor | None = None
@@ -82,6 +85,7 @@ class Intervention:
     fused: bool = False
     stream: object | None = None
     lrp: str | None = None  # "attnlrp" | "cp": the LRP attention rules (hf_attn.adapters.lrp_rules)
+    shared_values: object | None = None
     calls: int = field(default=0)
 
 
@@ -188,6 +192,8 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     if iv.cached_values is not None and index == iv.layer:
         return _query_only(iv, heads)
     if iv.zero_values is not None and index == iv.layer:
+        if iv.shared_values is not None:
+            return iv.shared_values.attend(module, eager, query, key, value, attention_mask, args, kwargs)
         keep = (~iv.zero_values.to(device=value.device, dtype=torch.bool)).to(value.dtype)
         value = value * keep.view(keep.shape[0], 1, -1, 1)
     changes = (index == iv.layer or iv.every_layer) and (iv.weights is not None or iv.detach)
@@ -234,6 +240,8 @@ def _merged(module, iv: Intervention, index: int, eager, query, key, value, atte
         raise InterventionError(f"{type(module).__name__}: {key.shape[2]} keys for {split} queries, so no encoder "
                                 "part follows the decoder's own positions")
     if iv.zero_values is not None and index == iv.layer:
+        if iv.shared_values is not None:
+            return iv.shared_values.attend(module, eager, query, key, value, attention_mask, args, kwargs)
         keep = (~iv.zero_values.to(device=value.device, dtype=torch.bool)).to(value.dtype)
         value = torch.cat([value[:, :, :split], value[:, :, split:] * keep.view(keep.shape[0], 1, -1, 1)], 2)
     output, probs = eager(module, query, key, value, attention_mask, *args, **kwargs)

@@ -15,6 +15,13 @@ Mechanics: the zeroing is the adapter's intervention (``Intervention(layer=l, ze
 one variant per (instance, real position j), all variants of a layer in batched forwards. Where
 the adapter's exact fast path holds (its layers take and return hidden states), the layers before
 l return their cached output instead of recomputing it, and the forward stops after layer l.
+
+The variants of one instance differ only from layer l's attention call on: what layer l computes
+before it (the query, key and value projections) and the attention probabilities P are the same for
+all of them. :class:`SharedZeroing` computes them once per instance, and a variant's attention
+output is the instance's P·V less the zeroed token's term, P[:, :, j] ⊗ v_j (attention is linear in
+the values: the same numbers up to rounding). Each model is checked once against the variant-by-
+variant forward (:func:`sharing_check`); a model that fails keeps that forward, with the reason.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import contextlib
 
 import torch
 
-from hf_attn.adapters.interface import Intervention
+from hf_attn.adapters.interface import Intervention, current
 from hf_attn.adapters.internals import content_only, query_average, require_internals, this_thread_only
 from hf_attn.adapters.placement import replaced_forwards, to_device
 from hf_attn.core import deadline
@@ -70,6 +77,142 @@ def _layer_outputs(adapter, batch) -> tuple[list[torch.Tensor], list[torch.Tenso
     return inputs, outputs
 
 
+class SharedZeroing:
+    """The zeroed layer's work before its attention call, once per instance of a chunk of variants
+    (module docstring): the outputs of the layer's linear maps called before the attention call
+    (inside :meth:`linears`), and the attention (:meth:`attend`, called by the intervention). Its
+    stores keep an instance until a chunk starts past it (the variants come in instance order)."""
+
+    def __init__(self, layer: int, modules: list[torch.nn.Module]):
+        self.layer = layer
+        self.modules = [m for m in modules if isinstance(m, torch.nn.Linear)]
+        self.outputs: dict = {}  # (module index, instance) -> (T, D_out)
+        self.attention: dict = {}  # instance -> (output (T, H, d), probabilities (H, T, T), values (H, T, d))
+        self.instances: list[int] = []
+        self.positions = None
+
+    def chunk(self, instances: torch.Tensor, positions: torch.Tensor) -> None:
+        """The next chunk's variants: their instance and zeroed position ``(N,)`` each."""
+        self.instances = instances.tolist()
+        self.positions = positions
+        self.first = {}
+        for row, instance in enumerate(self.instances):
+            self.first.setdefault(instance, row)
+        start = min(self.instances)
+        for store in (self.outputs, self.attention):
+            for key in [k for k in store if (k[1] if isinstance(k, tuple) else k) < start]:
+                del store[key]
+
+    def _missing(self, store, key) -> list[int]:
+        return [u for u in self.first if key(u) not in store]
+
+    def _rows(self, instances, device) -> torch.Tensor:
+        return torch.tensor([self.first[u] for u in instances], device=device)
+
+    @contextlib.contextmanager
+    def linears(self):
+        """The layer's linear maps, before its attention call, compute once per instance."""
+        with contextlib.ExitStack() as stack:
+            for number, module in enumerate(self.modules):
+                stack.enter_context(replaced_forwards([module], self._shared_linear(number, module.forward)))
+            yield
+
+    def _shared_linear(self, number: int, own):
+        def forward(x, *args, **kwargs):
+            iv = current()
+            if (iv is None or iv.shared_values is not self or iv.calls != self.layer or args or kwargs
+                    or x.dim() < 2 or x.shape[0] != len(self.instances)):
+                return own(x, *args, **kwargs)
+            missing = self._missing(self.outputs, lambda u: (number, u))
+            if missing:
+                for instance, rows in zip(missing, own(x[self._rows(missing, x.device)])):
+                    self.outputs[(number, instance)] = rows
+            return self._gathered([self.outputs[(number, u)] for u in self.instances])
+        return forward
+
+    def _gathered(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """``parts`` stacked, or one instance's part expanded (a view) when the chunk holds one instance."""
+        if len(self.first) == 1:
+            return parts[0].unsqueeze(0).expand(len(parts), *parts[0].shape)
+        return torch.stack(parts)
+
+    def attend(self, module, eager, query, key, value, attention_mask, args, kwargs):
+        """``(output (N, T, H, d), probabilities (N, H, T, T))`` of the zeroed layer's attention for
+        the chunk's variants: each instance's eager attention once, less the zeroed token's term."""
+        from hf_attn.adapters.interface import _repeat_heads
+
+        n = len(self.instances)
+        missing = self._missing(self.attention, lambda u: u)
+        if missing:
+            rows = self._rows(missing, query.device)
+            mask = attention_mask
+            if mask is not None and mask.dim() > 0 and mask.shape[0] == n:
+                mask = mask[rows]
+            output, probs = eager(module, query[rows], key[rows], value[rows], mask, *args, **kwargs)
+            values = _repeat_heads(value[rows], query.shape[1])
+            for i, instance in enumerate(missing):
+                self.attention[instance] = (output[i], probs[i], values[i])
+        kept = [self.attention[u] for u in self.instances]
+        output = self._gathered([part[0] for part in kept])  # (N, T, H, d)
+        positions = self.positions.tolist()
+        weight = torch.stack([part[1][:, :, j] for part, j in zip(kept, positions)])  # (N, H, T): the zeroed key's
+        zeroed = torch.stack([part[2][:, j] for part, j in zip(kept, positions)])  # (N, H, d)
+        less = (weight.unsqueeze(-1) * zeroed.unsqueeze(2)).transpose(1, 2).to(output.dtype)  # (N, T, H, d)
+        return output - less, self._gathered([part[1] for part in kept])
+
+
+def _layer_chunk(adapter, batch, inputs, layer: int, index, zero, position, replay_ok: bool,
+                 shared: SharedZeroing | None) -> torch.Tensor:
+    """Layer ``layer``'s output ``(N, T', D)`` for one chunk of variants (``index``: their instances;
+    ``zero`` ``(N, T)``: the zeroed position), variant by variant or with ``shared``."""
+    replay = inputs[layer][index.to(inputs[layer].device)] if replay_ok and layer > 0 else None
+    intervention = Intervention(layer=layer, zero_values=zero, calls=layer if replay is not None else 0,
+                                shared_values=shared)
+    positions = None if batch.position_ids is None else batch.position_ids[index]
+    sharing = contextlib.nullcontext()
+    if shared is not None:
+        shared.chunk(index, position)
+        sharing = shared.linears()
+    try:
+        with _hooks(adapter, layer, replay), sharing:
+            adapter._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention, positions)
+        raise RuntimeError(f"layer {layer} was never reached")
+    except _Stop as stop:  # a dispatched model: the layer's output on the layer's device, moved to the inputs'
+        return to_device(stop.output.float(), batch.input_ids.device)
+
+
+def sharing_check(adapter, batch, inputs, replay_ok: bool) -> tuple[bool, str]:
+    """Whether :class:`SharedZeroing` may serve this model: the interface's attention (not hooked
+    modules of the model's own), and layer 0's and the last layer's outputs for the first instance's
+    variants within 1e-5 of their scale of the variant-by-variant forward's. Cached on the adapter."""
+    known = getattr(adapter, "_value_zeroing_sharing", None)
+    if known is not None:
+        return known
+    if getattr(adapter, "own_attention", None):
+        result = (False, "the attention is computed in the model's own modules (hooked), not through the interface")
+    else:
+        real = batch.attention_mask[0].bool()
+        position = real.nonzero().flatten()[:4]
+        index = torch.zeros(len(position), dtype=torch.long, device=real.device)
+        zero = torch.zeros((len(position), real.shape[0]), dtype=torch.bool, device=real.device)
+        zero[torch.arange(len(position), device=real.device), position] = True
+        result = (True, "the variants of an instance share the layer's work before the zeroing (checked)")
+        for layer in sorted({0, len(adapter.layers) - 1}):
+            try:
+                plain = _layer_chunk(adapter, batch, inputs, layer, index, zero, position, replay_ok, None)
+                shared = _layer_chunk(adapter, batch, inputs, layer, index, zero, position, replay_ok,
+                                      SharedZeroing(layer, list(adapter.layers[layer].modules())))
+            except Exception as error:  # noqa: BLE001 — any failure keeps the variant-by-variant forward
+                result = (False, f"the shared forward failed ({type(error).__name__}: {str(error)[:120]})")
+                break
+            gap = float((shared - plain).abs().max())
+            if not gap <= 1e-5 * (1.0 + float(plain.abs().max())):
+                result = (False, f"the shared forward differs from the variant-by-variant one by {gap:.2e}")
+                break
+    adapter._value_zeroing_sharing = result
+    return result
+
+
 @torch.no_grad()
 def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
     """``(B, L, T, T)`` the raw scores 1 − cos(x̃^l_i(¬j), x^l_i) of every layer l, row i, zeroed
@@ -94,19 +237,14 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
     scores = torch.zeros((count, len(adapter.layers), steps, steps), dtype=torch.float32, device=real.device)
     # every (layer, chunk of variants), paced by a time budget if one is set (hf_attn.core.deadline)
     chunks = [(layer, start) for layer in range(len(adapter.layers)) for start in range(0, len(instance), per_chunk)]
+    share = sharing_check(adapter, batch, inputs, replay_ok)[0]
+    shared = None
     for layer, start in deadline.paced(chunks):
         rows = slice(start, start + per_chunk)
         index = instance[rows]
-        replay = inputs[layer][index.to(inputs[layer].device)] if replay_ok and layer > 0 else None
-        intervention = Intervention(layer=layer, zero_values=zero[rows], calls=layer if replay is not None else 0)
-        positions = None if batch.position_ids is None else batch.position_ids[index]
-        try:
-            with _hooks(adapter, layer, replay):
-                adapter._model_call(batch.input_ids[index], batch.attention_mask[index], None, intervention,
-                                    positions)
-            raise RuntimeError(f"layer {layer} was never reached")
-        except _Stop as stop:  # a dispatched model: the layer's output on the layer's device, moved to the inputs'
-            changed = to_device(stop.output.float(), real.device)
+        if share and (shared is None or shared.layer != layer):
+            shared = SharedZeroing(layer, list(adapter.layers[layer].modules()))
+        changed = _layer_chunk(adapter, batch, inputs, layer, index, zero[rows], position[rows], replay_ok, shared)
         # the input's rows (Longformer's layers run on the input padded to a multiple of its window)
         distance = cosine_distance(changed[:, :steps], outputs[layer][index][:, :steps]).float()
         distance = distance * batch.attention_mask[index].float()  # (N, T_i)
