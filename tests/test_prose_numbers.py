@@ -60,6 +60,7 @@ SOURCES = {
     "long": "docs/benchmarks/long_sentence.json",  # scripts/bench/long_sentence.py
     "longnow": "docs/benchmarks/long_sentence_latest.json",  # scripts/bench/long_sentence.py --lengths 510
     "heaptrim": "docs/benchmarks/heap_trim.json",  # scripts/bench/heap_trim.py --rounds 2
+    "vz": "docs/benchmarks/value_zeroing.json",  # scripts/bench/value_zeroing.py --rounds 3
     "imports": "docs/benchmarks/import_time.json",  # scripts/bench/import_time.py
     "refcheck": "docs/faithfulness/reference_check.json",  # scripts/faithfulness_references.py
     "training": "docs/benchmarks/training_vs_plain_loop.json",
