@@ -174,3 +174,28 @@ def test_the_bf16_record_is_within_its_bounds_and_remade_by_its_command(tmp_path
     for model, record in committed["models"].items():
         for method, measures in record["methods"].items():
             assert again["models"][model]["methods"][method]["max_abs"] == pytest.approx(measures["max_abs"], rel=0.05)
+
+
+def test_weights_preloaded_by_an_enclosing_block_are_read_from_its_map(tmp_path):
+    """A model dispatched by hand with ``preload_module_classes``: accelerate keeps a whole layer's
+    offloaded weights in the layer's own hook, under names relative to it. The weights' checksum and
+    ALTI's layout (the output projection and layer norm, read outside a forward) find them there: the
+    plain model's checksum and ALTI scores."""
+    from accelerate import dispatch_model
+
+    from hf_attn.batteries.jw.common import weights_checksum
+
+    path = _saved("bert", tmp_path)
+    plain = Explainer.from_pretrained(path, device="cpu")
+    model = Explainer.from_pretrained(path, device="cpu").model
+    device_map = {**MAPS["bert"], "bert.encoder.layer.1": "disk", "bert.encoder.layer.2": "disk"}
+    model = dispatch_model(model, device_map, offload_dir=str(tmp_path / "offload"),
+                           preload_module_classes=["BertLayer"])
+    query = model.bert.encoder.layer[1].attention.self.query
+    assert query.weight.device.type == "meta" and getattr(query, "_hf_hook", None) is None  # the layer's hook holds it
+    assert weights_checksum(model) == weights_checksum(plain.model)
+    placed = Explainer(model, plain.tokenizer, device="cpu")
+    a = plain.attributions(TEXTS, methods=["alti", "attention_norm"])
+    b = placed.attributions(TEXTS, methods=["alti", "attention_norm"])
+    for method in ("alti", "attention_norm"):
+        assert _largest_gap(a.values[method], b.values[method]) <= TOLERANCE, method

@@ -130,11 +130,11 @@ def block_layout(adapter, module: torch.nn.Module) -> BlockLayout:
         raise UnsupportedModelError(f"{type(module).__name__} ({model_type}) has no {rule.projection} / {rule.norm}: "
                                     "not the layout this architecture is listed with")
     device = adapter.device
-    weight = to_device(materialised(projection, "weight"), device)
+    weight = to_device(materialised(projection, "weight", adapter.model), device)
     if type(projection).__name__ == "Conv1D":  # GPT-2: y = x @ W + b, W (in, out)
         weight = weight.t()
-    return BlockLayout(rule.kind, weight, to_device(materialised(projection, "bias"), device), norm,
-                       to_device(materialised(norm, "weight"), device))
+    return BlockLayout(rule.kind, weight, to_device(materialised(projection, "bias", adapter.model), device), norm,
+                       to_device(materialised(norm, "weight", adapter.model), device))
 
 
 def _hidden_from(args, kwargs, names=("hidden_states", "query")):

@@ -164,19 +164,30 @@ def map_summary(model) -> dict:
     return dict(sorted(counts.items()))
 
 
-def materialised(module: torch.nn.Module, name: str = "weight"):
+def materialised(module: torch.nn.Module, name: str = "weight", root: torch.nn.Module | None = None):
     """``module``'s parameter or buffer ``name`` as a real tensor: itself, or, when it is a ``meta``
     placeholder of a disk- or CPU-offloaded module, its value from accelerate's offload map on the
-    module's execution device. ``None`` when the module has no such tensor."""
+    module's execution device. With ``root`` (the model), a map held by an enclosing module's hook is
+    read too (``dispatch_model(..., preload_module_classes=...)`` loads a whole block in its own hook,
+    under names relative to it). ``None`` when the module has no such tensor."""
     tensor = getattr(module, name, None)
     if not isinstance(tensor, torch.Tensor) or tensor.device.type != "meta":
         return tensor
-    for hook in _hooks(module):
-        weights = getattr(hook, "weights_map", None)
-        if weights is not None and name in weights:
-            device = getattr(hook, "execution_device", None)
-            value = weights[name]
-            return value.to(_as_device(device)) if device is not None else value
+    holders = [(module, name)]
+    if root is not None:
+        qualified = next((n for n, m in root.named_modules() if m is module), None)
+        if qualified is not None:
+            for prefix, ancestor in root.named_modules():
+                if ancestor is not module and (prefix == "" or qualified.startswith(prefix + ".")):
+                    relative = qualified[len(prefix) + 1:] if prefix else qualified
+                    holders.append((ancestor, f"{relative}.{name}"))
+    for holder, key in holders:
+        for hook in _hooks(holder):
+            weights = getattr(hook, "weights_map", None)
+            if weights is not None and key in weights:
+                device = getattr(hook, "execution_device", None)
+                value = weights[key]
+                return value.to(_as_device(device)) if device is not None else value
     raise ValueError(f"{type(module).__name__}.{name} is offloaded and its value cannot be read outside a forward")
 
 
@@ -186,7 +197,7 @@ def named_real_parameters(model: torch.nn.Module):
     for module_name, module in model.named_modules():
         for name, parameter in module.named_parameters(recurse=False):
             full = f"{module_name}.{name}" if module_name else name
-            yield full, (materialised(module, name) if parameter.device.type == "meta" else parameter)
+            yield full, (materialised(module, name, model) if parameter.device.type == "meta" else parameter)
 
 
 @contextlib.contextmanager

@@ -310,7 +310,7 @@ def weights_checksum(model) -> float:
                 if id(parameter) in seen:
                     continue
                 seen.add(id(parameter))
-                value = materialised(module, name) if parameter.device.type == "meta" else parameter
+                value = materialised(module, name, model) if parameter.device.type == "meta" else parameter
                 total += float(value.double().sum())
     return total
 
