@@ -325,14 +325,31 @@ def test_value_zeroing_shares_an_instances_work_between_its_variants(setup, monk
     token's term taken off P·V): the scores of computing each variant's layer whole up to float32
     rounding (1e-6 of the largest score), also when chunks of 3 variants straddle instances (the
     stores keep an instance across chunks and drop it after)."""
+    from hf_attn.methods import value_zeroing as vz
+
     adapter, _, _, batch = setup
     value_zeroing_matrices(adapter, batch)
     assert adapter._value_zeroing_sharing[0], adapter._value_zeroing_sharing
     steps = batch.input_ids.shape[1]
     monkeypatch.setattr(adapter, "token_budget", 3 * steps)  # 3 variants per forward
+    made, real = [], vz.SharedZeroing
+
+    def recorded(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(vz, "SharedZeroing", recorded)
     shared, whole = value_zeroing_matrices(adapter, batch), _variant_by_variant(adapter, batch)
     assert int((whole > 0).sum()) > 100 and torch.equal(shared > 0, whole > 0)
     torch.testing.assert_close(shared, whole, rtol=1e-3, atol=1e-6 * float(whole.max()))
+    # one store per layer; every linear map before the attention computed each instance once, though
+    # 3-variant chunks cut the instances; at the end only the last chunk's instances are kept
+    assert [s.layer for s in made] == list(range(adapter.num_layers))
+    variants = batch.attention_mask.nonzero()[:, 0].tolist()  # each variant's instance, in order
+    last = set(variants[len(variants) - (len(variants) % 3 or 3):])  # the last 3-variant chunk's instances
+    for store in made:
+        assert store.computed and set(store.computed.values()) == {len(batch)}
+        assert {key[2] for key in store.outputs} == last and set(store.attention) == last
 
 
 @pytest.mark.parametrize("name", ["bert", "distilbert"])
@@ -362,7 +379,7 @@ def test_value_zeroing_keeps_the_whole_layer_where_sharing_fails_its_check(monke
     real_attend = vz.SharedZeroing.attend
     monkeypatch.setattr(vz.SharedZeroing, "attend", lambda self, *a: (lambda o, p: (o + 1e-3, p))(*real_attend(self, *a)))
     got = value_zeroing_matrices(adapter, batch)
-    ok, reason = adapter._value_zeroing_sharing
+    ok, reason = adapter._value_zeroing_sharing[:2]
     assert not ok and reason.startswith("the shared forward differs from the variant-by-variant one by")
     assert torch.equal(got, _variant_by_variant(adapter, batch))
 
@@ -371,7 +388,7 @@ def test_value_zeroing_sharing_is_refused_for_models_with_their_own_attention():
     model, tokenizer = tiny_classifier("deberta-v2")
     adapter = adapter_for(model, tokenizer, device="cpu")
     value_zeroing_matrices(adapter, adapter.encode(TEXTS[:2]))
-    assert adapter._value_zeroing_sharing == (
+    assert adapter._value_zeroing_sharing[:2] == (
         False, "the attention is computed in the model's own modules (hooked), not through the interface")
 
 

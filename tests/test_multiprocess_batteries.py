@@ -216,14 +216,22 @@ def test_an_ended_process_group_is_not_started_again(tmp_path, monkeypatch, capl
     monkeypatch.setattr(sharding, "_ENDED", False)
     monkeypatch.setattr(sharding, "_ACCELERATOR", None)
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    sharding.end_process_group()  # a group hf_attn did not start: it may be started again
+    assert not dist.is_initialized() and not sharding._ENDED
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store2'}", rank=0, world_size=1)
+    monkeypatch.setattr(sharding, "_ACCELERATOR", object())  # as if current_accelerator had started it
     sharding.end_process_group()
-    assert not dist.is_initialized()
+    assert not dist.is_initialized() and sharding._ENDED
     sharding.end_process_group()  # no group: nothing to do
     assert not dist.is_initialized()
+    monkeypatch.setattr(sharding, "_ACCELERATOR", None)
     assert sharding.current_accelerator() is None  # one process: nothing to split, nothing refused
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(RuntimeError, match="process group has ended .* needs a new launch"):
         sharding.current_accelerator()
+    for rank, main in (("1", False), ("0", True)):  # who writes is still answered, from the launcher's rank
+        monkeypatch.setenv("RANK", rank)
+        assert sharding.is_main_process() is main
     monkeypatch.delenv("WORLD_SIZE")
 
     def teardown_fails():

@@ -239,9 +239,7 @@ def _merged(module, iv: Intervention, index: int, eager, query, key, value, atte
     if key.shape[2] <= split:
         raise InterventionError(f"{type(module).__name__}: {key.shape[2]} keys for {split} queries, so no encoder "
                                 "part follows the decoder's own positions")
-    if iv.zero_values is not None and index == iv.layer:
-        if iv.shared_values is not None:
-            return iv.shared_values.attend(module, eager, query, key, value, attention_mask, args, kwargs)
+    if iv.zero_values is not None and index == iv.layer:  # (value zeroing's shared attention: not for a merged row)
         keep = (~iv.zero_values.to(device=value.device, dtype=torch.bool)).to(value.dtype)
         value = torch.cat([value[:, :, :split], value[:, :, split:] * keep.view(keep.shape[0], 1, -1, 1)], 2)
     output, probs = eager(module, query, key, value, attention_mask, *args, **kwargs)

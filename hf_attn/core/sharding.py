@@ -199,8 +199,9 @@ def end_process_group_at_exit() -> None:
 def end_process_group() -> None:
     """Destroy this process's ``torch.distributed`` process group now, if one was started: for the
     end of a launched process (:func:`end_process_group_at_exit` calls it). The launch's work across
-    processes is over then: :func:`current_accelerator` refuses to start another group (a second
-    rendezvous of the same launch was seen to hang).
+    processes is over then: :func:`current_accelerator` refuses to start another group in place of
+    one it started (a second rendezvous of the same launch was seen to hang), so work split between
+    processes is refused; :func:`is_main_process` still answers (from ``RANK``).
 
     With gloo (the CPU backend) destroying is local, so a process that is done may call it while
     another is still writing its files; other backends may wait for the other processes. Idempotent;
@@ -211,10 +212,12 @@ def end_process_group() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-        _ENDED = True
+        _ENDED = _ENDED or _ACCELERATOR is not None  # a group hf_attn started (another's may be started again)
 
 
 def is_main_process(accelerator=None) -> bool:
+    if accelerator is None and _ENDED:  # the group has ended: the launcher's rank says
+        return os.environ.get("RANK", "0") == "0"
     accelerator = accelerator if accelerator is not None else current_accelerator()
     return accelerator is None or accelerator.is_main_process
 

@@ -20,8 +20,11 @@ The variants of one instance differ only from layer l's attention call on: what 
 before it (the query, key and value projections) and the attention probabilities P are the same for
 all of them. :class:`SharedZeroing` computes them once per instance, and a variant's attention
 output is the instance's P·V less the zeroed token's term, P[:, :, j] ⊗ v_j (attention is linear in
-the values: the same numbers up to rounding). Each model is checked once against the variant-by-
-variant forward (:func:`sharing_check`); a model that fails keeps that forward, with the reason.
+the values: the same numbers up to rounding). :func:`sharing_check` compares it once per adapter
+(and precision, device and replay) with the variant-by-variant forward on one chunk of the first
+batch (a few variants of its first two texts, at the first and the last layer), and checks that
+the attention output is P·V; a model that fails keeps the variant-by-variant forward, with the
+reason. Merged self- and cross-attention rows (T5Gemma2) are zeroed variant by variant.
 """
 
 from __future__ import annotations
@@ -79,15 +82,19 @@ def _layer_outputs(adapter, batch) -> tuple[list[torch.Tensor], list[torch.Tenso
 
 class SharedZeroing:
     """The zeroed layer's work before its attention call, once per instance of a chunk of variants
-    (module docstring): the outputs of the layer's linear maps called before the attention call
-    (inside :meth:`linears`), and the attention (:meth:`attend`, called by the intervention). Its
-    stores keep an instance until a chunk starts past it (the variants come in instance order)."""
+    (module docstring): the outputs of the layer's linear maps called on the layer's sequence before
+    the attention call (inside :meth:`linears`; keyed by the map, its call's order in the forward
+    and the instance), and the attention (:meth:`attend`, called by the intervention). Its stores
+    keep an instance until a chunk starts past it (the variants come in instance order).
+    ``computed``: rows each linear map computed (instance-rows, not variant-rows); ``verify``: check
+    that the attention output is its probabilities times the values (set by :func:`sharing_check`)."""
 
-    def __init__(self, layer: int, modules: list[torch.nn.Module]):
-        self.layer = layer
+    def __init__(self, layer: int, modules: list[torch.nn.Module], verify: bool = False):
+        self.layer, self.verify = layer, verify
         self.modules = [m for m in modules if isinstance(m, torch.nn.Linear)]
-        self.outputs: dict = {}  # (module index, instance) -> (T, D_out)
+        self.outputs: dict = {}  # (module number, call in the forward, instance) -> (T, D_out)
         self.attention: dict = {}  # instance -> (output (T, H, d), probabilities (H, T, T), values (H, T, d))
+        self.computed: dict[int, int] = {}
         self.instances: list[int] = []
         self.positions = None
 
@@ -95,19 +102,28 @@ class SharedZeroing:
         """The next chunk's variants: their instance and zeroed position ``(N,)`` each."""
         self.instances = instances.tolist()
         self.positions = positions
-        self.first = {}
-        for row, instance in enumerate(self.instances):
-            self.first.setdefault(instance, row)
+        self.unique = list(dict.fromkeys(self.instances))
+        self.first = {u: self.instances.index(u) for u in self.unique}
+        self.calls: dict[int, int] = {}
         start = min(self.instances)
-        for store in (self.outputs, self.attention):
-            for key in [k for k in store if (k[1] if isinstance(k, tuple) else k) < start]:
-                del store[key]
-
-    def _missing(self, store, key) -> list[int]:
-        return [u for u in self.first if key(u) not in store]
+        for key in [k for k in self.outputs if k[2] < start]:
+            del self.outputs[key]
+        for key in [k for k in self.attention if k < start]:
+            del self.attention[key]
 
     def _rows(self, instances, device) -> torch.Tensor:
         return torch.tensor([self.first[u] for u in instances], device=device)
+
+    def _spread(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """Per-instance ``parts`` (in :attr:`unique`'s order) as one row per variant: a view when the
+        chunk holds several variants of one instance (an in-place write then fails instead of
+        changing the store), else a copy."""
+        if len(parts) == 1 and len(self.instances) > 1:
+            return parts[0].unsqueeze(0).expand(len(self.instances), *parts[0].shape)
+        stacked = torch.stack(parts)
+        if len(parts) == len(self.instances):
+            return stacked
+        return stacked[torch.tensor([self.unique.index(u) for u in self.instances], device=stacked.device)]
 
     @contextlib.contextmanager
     def linears(self):
@@ -121,44 +137,52 @@ class SharedZeroing:
         def forward(x, *args, **kwargs):
             iv = current()
             if (iv is None or iv.shared_values is not self or iv.calls != self.layer or args or kwargs
-                    or x.dim() < 2 or x.shape[0] != len(self.instances)):
+                    or x.dim() != 3 or x.shape[0] != len(self.instances)):
                 return own(x, *args, **kwargs)
-            missing = self._missing(self.outputs, lambda u: (number, u))
+            call = self.calls[number] = self.calls.get(number, -1) + 1  # a map called twice: two entries
+            missing = [u for u in self.unique if (number, call, u) not in self.outputs]
             if missing:
                 for instance, rows in zip(missing, own(x[self._rows(missing, x.device)])):
-                    self.outputs[(number, instance)] = rows
-            return self._gathered([self.outputs[(number, u)] for u in self.instances])
+                    self.outputs[(number, call, instance)] = rows
+                self.computed[number] = self.computed.get(number, 0) + len(missing)
+            return self._spread([self.outputs[(number, call, u)] for u in self.unique])
         return forward
-
-    def _gathered(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        """``parts`` stacked, or one instance's part expanded (a view) when the chunk holds one instance."""
-        if len(self.first) == 1:
-            return parts[0].unsqueeze(0).expand(len(parts), *parts[0].shape)
-        return torch.stack(parts)
 
     def attend(self, module, eager, query, key, value, attention_mask, args, kwargs):
         """``(output (N, T, H, d), probabilities (N, H, T, T))`` of the zeroed layer's attention for
-        the chunk's variants: each instance's eager attention once, less the zeroed token's term."""
-        from hf_attn.adapters.interface import _repeat_heads
+        the chunk's variants: each instance's eager attention once (with its rows of every argument
+        that holds one row per variant: the mask, position ids, …), less the zeroed token's term."""
+        from hf_attn.adapters.interface import InterventionError, _repeat_heads
 
         n = len(self.instances)
-        missing = self._missing(self.attention, lambda u: u)
+        missing = [u for u in self.unique if u not in self.attention]
         if missing:
             rows = self._rows(missing, query.device)
-            mask = attention_mask
-            if mask is not None and mask.dim() > 0 and mask.shape[0] == n:
-                mask = mask[rows]
-            output, probs = eager(module, query[rows], key[rows], value[rows], mask, *args, **kwargs)
+
+            def own_rows(a):  # the mask, position ids, a position bias, …: the computed instances' rows
+                return a[rows.to(a.device)] if isinstance(a, torch.Tensor) and a.dim() > 0 and a.shape[0] == n else a
+
+            output, probs = eager(module, query[rows], key[rows], value[rows], own_rows(attention_mask),
+                                  *[own_rows(a) for a in args], **{k: own_rows(v) for k, v in kwargs.items()})
             values = _repeat_heads(value[rows], query.shape[1])
+            if self.verify:  # attention linear in its values: the output is probabilities @ values
+                product = torch.matmul(probs.to(values.dtype), values).transpose(1, 2)
+                gap = float((product - output).abs().max())
+                if not gap <= 1e-5 * (1.0 + float(output.abs().max())):
+                    raise InterventionError(f"{type(module).__name__}'s attention output is not its probabilities "
+                                            f"times its values (off by {gap:.2e})")
             for i, instance in enumerate(missing):
                 self.attention[instance] = (output[i], probs[i], values[i])
-        kept = [self.attention[u] for u in self.instances]
-        output = self._gathered([part[0] for part in kept])  # (N, T, H, d)
-        positions = self.positions.tolist()
-        weight = torch.stack([part[1][:, :, j] for part, j in zip(kept, positions)])  # (N, H, T): the zeroed key's
-        zeroed = torch.stack([part[2][:, j] for part, j in zip(kept, positions)])  # (N, H, d)
+        kept = [self.attention[u] for u in self.unique]
+        probs = torch.stack([part[1] for part in kept])  # (U, H, T, T)
+        values = torch.stack([part[2] for part in kept])  # (U, H, T, d)
+        which = torch.tensor([self.unique.index(u) for u in self.instances], device=probs.device)
+        j = self.positions.to(probs.device)
+        weight = probs[which, :, :, j]  # (N, H, T): every query row's weight of the zeroed key
+        zeroed = values[which, :, j]  # (N, H, d)
+        output = self._spread([part[0] for part in kept])  # (N, T, H, d)
         less = (weight.unsqueeze(-1) * zeroed.unsqueeze(2)).transpose(1, 2).to(output.dtype)  # (N, T, H, d)
-        return output - less, self._gathered([part[1] for part in kept])
+        return output - less, self._spread([part[1] for part in kept])
 
 
 def _layer_chunk(adapter, batch, inputs, layer: int, index, zero, position, replay_ok: bool,
@@ -181,35 +205,54 @@ def _layer_chunk(adapter, batch, inputs, layer: int, index, zero, position, repl
         return to_device(stop.output.float(), batch.input_ids.device)
 
 
-def sharing_check(adapter, batch, inputs, replay_ok: bool) -> tuple[bool, str]:
+def _out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, getattr(torch, "OutOfMemoryError", MemoryError)) or isinstance(error, MemoryError) or (
+        "out of memory" in str(error).lower())
+
+
+def sharing_check(adapter, batch, inputs, replay_ok: bool, per_chunk: int) -> tuple[bool, str]:
     """Whether :class:`SharedZeroing` may serve this model: the interface's attention (not hooked
-    modules of the model's own), and layer 0's and the last layer's outputs for the first instance's
-    variants within 1e-5 of their scale of the variant-by-variant forward's. Cached on the adapter."""
+    modules of the model's own), and, on the first batch it meets, layer 0's and the last layer's
+    outputs for one chunk of at most ``per_chunk`` variants — the first instance's first positions
+    and the second instance's first, so that a chunk holds two instances — within a tolerance of
+    their scale (1e-5 in float32, 8 units in the last place of a half precision) of the variant-by-
+    variant forward's, and the attention's output its probabilities times its values. Kept on the
+    adapter for its precision, device and replay; an out-of-memory error is raised, not kept."""
+    setting = (str(getattr(adapter, "dtype", None)), str(getattr(adapter, "device", None)), replay_ok)
     known = getattr(adapter, "_value_zeroing_sharing", None)
-    if known is not None:
-        return known
+    if known is not None and (len(known) < 3 or known[2] == setting):
+        return known[:2]
     if getattr(adapter, "own_attention", None):
         result = (False, "the attention is computed in the model's own modules (hooked), not through the interface")
     else:
-        real = batch.attention_mask[0].bool()
-        position = real.nonzero().flatten()[:4]
-        index = torch.zeros(len(position), dtype=torch.long, device=real.device)
-        zero = torch.zeros((len(position), real.shape[0]), dtype=torch.bool, device=real.device)
-        zero[torch.arange(len(position), device=real.device), position] = True
+        real = batch.attention_mask.bool()
+        picks = [(0, int(p)) for p in real[0].nonzero().flatten()[:3]]
+        if len(batch) > 1:
+            picks.append((1, int(real[1].nonzero().flatten()[0])))
+        picks = picks[:max(1, per_chunk)]
+        device = real.device
+        index = torch.tensor([i for i, _ in picks], device=device)
+        position = torch.tensor([p for _, p in picks], device=device)
+        zero = torch.zeros((len(picks), real.shape[1]), dtype=torch.bool, device=device)
+        zero[torch.arange(len(picks), device=device), position] = True
+        dtype = getattr(adapter, "dtype", torch.float32)
+        tolerance = max(1e-5, 8 * torch.finfo(dtype).eps) if dtype.is_floating_point else 1e-5
         result = (True, "the variants of an instance share the layer's work before the zeroing (checked)")
         for layer in sorted({0, len(adapter.layers) - 1}):
             try:
                 plain = _layer_chunk(adapter, batch, inputs, layer, index, zero, position, replay_ok, None)
                 shared = _layer_chunk(adapter, batch, inputs, layer, index, zero, position, replay_ok,
-                                      SharedZeroing(layer, list(adapter.layers[layer].modules())))
+                                      SharedZeroing(layer, list(adapter.layers[layer].modules()), verify=True))
             except Exception as error:  # noqa: BLE001 — any failure keeps the variant-by-variant forward
+                if _out_of_memory(error):
+                    raise
                 result = (False, f"the shared forward failed ({type(error).__name__}: {str(error)[:120]})")
                 break
             gap = float((shared - plain).abs().max())
-            if not gap <= 1e-5 * (1.0 + float(plain.abs().max())):
+            if not gap <= tolerance * (1.0 + float(plain.abs().max())):
                 result = (False, f"the shared forward differs from the variant-by-variant one by {gap:.2e}")
                 break
-    adapter._value_zeroing_sharing = result
+    adapter._value_zeroing_sharing = (*result, setting)
     return result
 
 
@@ -237,7 +280,7 @@ def value_zeroing_matrices(adapter, batch) -> torch.Tensor:
     scores = torch.zeros((count, len(adapter.layers), steps, steps), dtype=torch.float32, device=real.device)
     # every (layer, chunk of variants), paced by a time budget if one is set (hf_attn.core.deadline)
     chunks = [(layer, start) for layer in range(len(adapter.layers)) for start in range(0, len(instance), per_chunk)]
-    share = sharing_check(adapter, batch, inputs, replay_ok)[0]
+    share = sharing_check(adapter, batch, inputs, replay_ok, per_chunk)[0]
     shared = None
     for layer, start in deadline.paced(chunks):
         rows = slice(start, start + per_chunk)

@@ -116,6 +116,10 @@ def train(settings: TrainSettings, output_dir: str, task: TaskData | None = None
     if hooks is not None:
         hooks.validate()
     processes, main_process = _launch_processes()
+    if processes > 1:  # the Trainer starts the launch's process group: it ends before the interpreter does
+        from hf_attn.core.sharding import end_process_group_at_exit
+
+        end_process_group_at_exit()
     run = (settings, output_dir, task, progress, keep_checkpoints, processes, main_process, pieces, hooks)
     if not main_process:  # accelerate/torchrun workers: the main process holds the folder
         return _train(*run)
