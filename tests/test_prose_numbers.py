@@ -67,6 +67,7 @@ SOURCES = {
     "plausibility": "docs/plausibility/sst_rationales.json",  # scripts/rationale_stats.py
     "gpu": "docs/benchmarks/gpu_check.json",
     "peersapi": "docs/benchmarks/peers_api.json",  # scripts/bench/peers.py through the public API
+    "peersig": "docs/benchmarks/peers_api_ig.json",  # scripts/bench/peers.py --methods integrated_gradients …
     "peersprofile": "docs/benchmarks/peers_api_profile.json",  # scripts/profile_table.py  # scripts/gpu_check.py on a CUDA machine  # scripts/bench/training.py --epochs E
 }
 TRANSFORMS = {None: lambda v: v, "×100": lambda v: 100 * v, "/60": lambda v: v / 60}
