@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         explainer = Explainer(model, AutoTokenizer.from_pretrained(folder), device="cpu", max_length=None)
     adapter = explainer.adapter
     explainer.attributions(["a warm-up sentence"], methods=("value_zeroing",))  # the model's one-off check
-    sharing = adapter._value_zeroing_sharing
+    sharing = adapter._value_zeroing_sharing  # (shared?, why, the precision, device and replay it holds for)
     rows = []
     for length in args.lengths:
         texts = _texts(adapter.tokenizer, length, short=length == min(args.lengths))
@@ -92,17 +92,15 @@ def main(argv=None) -> int:
                      "speedup_shared_over_whole": median["whole"] / median["shared"],
                      "max_abs_difference": gap, "max_difference_relative_to_largest": gap / scale})
     record = {"model": args.model, "method": "value_zeroing", "threads": 1, "rounds": args.rounds,
-              "sharing_check": list(sharing), "rows": rows,
+              "sharing_check": list(sharing[:2]), "rows": rows,
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                           "load_average": list(os.getloadavg())},
               "commit": checkout_commit(), "date": date.today().isoformat()}
     print(json.dumps(rows, indent=1))
     if args.write:
-        tmp = args.write + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, args.write)
+        from hf_attn.core.io import write_json_atomic
+
+        write_json_atomic(args.write, record)
     return 0
 
 
