@@ -340,7 +340,7 @@ def test_value_zeroing_shares_an_instances_work_between_its_variants(setup, monk
 
     monkeypatch.setattr(vz, "SharedZeroing", recorded)
     shared, whole = value_zeroing_matrices(adapter, batch), _variant_by_variant(adapter, batch)
-    assert int((whole > 0).sum()) > 100 and torch.equal(shared > 0, whole > 0)
+    assert int((whole > 0).sum()) > 100  # (a distance of ~1e-14 may round to 0 in one of the two)
     torch.testing.assert_close(shared, whole, rtol=1e-3, atol=1e-6 * float(whole.max()))
     # one store per layer; every linear map before the attention computed each instance once, though
     # 3-variant chunks cut the instances; at the end only the last chunk's instances are kept
