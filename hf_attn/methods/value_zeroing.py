@@ -104,6 +104,8 @@ class SharedZeroing:
         self.positions = positions
         self.unique = list(dict.fromkeys(self.instances))
         self.first = {u: self.instances.index(u) for u in self.unique}
+        slot = {u: i for i, u in enumerate(self.unique)}
+        self.which = [slot[u] for u in self.instances]  # each variant's place in ``unique``
         self.calls: dict[int, int] = {}
         start = min(self.instances)
         for key in [k for k in self.outputs if k[2] < start]:
@@ -123,7 +125,7 @@ class SharedZeroing:
         stacked = torch.stack(parts)
         if len(parts) == len(self.instances):
             return stacked
-        return stacked[torch.tensor([self.unique.index(u) for u in self.instances], device=stacked.device)]
+        return stacked[torch.tensor(self.which, device=stacked.device)]
 
     @contextlib.contextmanager
     def linears(self):
@@ -176,7 +178,7 @@ class SharedZeroing:
         kept = [self.attention[u] for u in self.unique]
         probs = torch.stack([part[1] for part in kept])  # (U, H, T, T)
         values = torch.stack([part[2] for part in kept])  # (U, H, T, d)
-        which = torch.tensor([self.unique.index(u) for u in self.instances], device=probs.device)
+        which = torch.tensor(self.which, device=probs.device)
         j = self.positions.to(probs.device)
         weight = probs[which, :, :, j]  # (N, H, T): every query row's weight of the zeroed key
         zeroed = values[which, :, j]  # (N, H, d)
@@ -206,8 +208,7 @@ def _layer_chunk(adapter, batch, inputs, layer: int, index, zero, position, repl
 
 
 def _out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, getattr(torch, "OutOfMemoryError", MemoryError)) or isinstance(error, MemoryError) or (
-        "out of memory" in str(error).lower())
+    return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(error).lower()
 
 
 def sharing_check(adapter, batch, inputs, replay_ok: bool, per_chunk: int) -> tuple[bool, str]:
