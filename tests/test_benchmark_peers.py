@@ -131,6 +131,28 @@ def test_growth_table_and_flop_count(bp):
         hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
     # per layer: 2·T·(4h² + 2hf) + 4·T²·h with T = 3
     assert bp.model_gflop(Config, 3) == pytest.approx(2 * (2 * 3 * (64 + 64) + 4 * 9 * 4) / 1e9)
+    # hf_attn's read-out pruning: the last layer's Q/K/V for the 3 rows (2·3·3h²), the attention products
+    # of one query row (4·T·h), its output projection and feed-forward block for that row (2·(h² + 2hf))
+    last = 2 * 3 * 3 * 16 + 4 * 3 * 4 + 2 * (16 + 64)
+    assert bp.model_gflop(Config, 3, pruned=True) == pytest.approx((2 * 3 * 128 + 4 * 9 * 4 + last) / 1e9)
+
+
+def test_a_pruned_hf_attn_row_counts_its_own_flops_and_the_peers_theirs(bp, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 4, "intermediate_size": 8,
+                                                      "num_hidden_layers": 2, "num_attention_heads": 2}))
+
+    class Args:
+        model, ig_steps = str(tmp_path), 10
+
+    class Config:
+        hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
+    ids = [[101, 5, 6, 7, 102]]
+    table = [{"method": "saliency", "seconds": {"hf_attn": 1.0, "captum": 2.0},
+              "extra": {"hf_attn": {"adapter": {"readout_pruning": True}}}}]
+    floor = bp.floors(Args, None, ids, table)["saliency"]
+    assert floor["gflop"] == pytest.approx(2 * bp.model_gflop(Config, 5, pruned=True))
+    assert floor["peers_gflop"] == pytest.approx(2 * bp.model_gflop(Config, 5))
+    assert floor["peers_gflops"]["captum"] == pytest.approx(floor["peers_gflop"] / 2.0)
 
 
 def test_whole_table_columns_means_and_page(bp, tmp_path):

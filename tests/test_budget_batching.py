@@ -26,18 +26,25 @@ def setup(request):
 
 
 class _Counted:
-    """Counts the adapter's model calls and the largest number of padded tokens of one."""
+    """Counts the adapter's model calls and the largest number of padded tokens of one (a pruned
+    forward's capture and one-token replay, hf_attn/adapters/readout.py, are parts of the call that
+    made them: only the outermost calls count)."""
 
     def __init__(self, adapter):
-        self.adapter, self.calls, self.largest = adapter, 0, 0
+        self.adapter, self.calls, self.largest, self.depth = adapter, 0, 0, 0
 
     def __enter__(self):
         inner = self.adapter._model_call
 
         def counted(input_ids, mask, *args, **kwargs):
-            self.calls += 1
-            self.largest = max(self.largest, int(mask.numel()))
-            return inner(input_ids, mask, *args, **kwargs)
+            if self.depth == 0:
+                self.calls += 1
+                self.largest = max(self.largest, int(mask.numel()))
+            self.depth += 1
+            try:
+                return inner(input_ids, mask, *args, **kwargs)
+            finally:
+                self.depth -= 1
 
         self.adapter._model_call = counted
         return self

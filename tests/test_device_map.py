@@ -70,8 +70,11 @@ def test_a_model_split_across_the_cpu_and_the_disk_explains_as_the_plain_model(n
     assert {"alti", "attention_norm", "value_zeroing", "integrated_gradients", "leave_one_out"} <= set(b.methods)
     for method in a.methods:
         assert _largest_gap(a.values[method], b.values[method]) <= TOLERANCE, method
-    # the replays (fast path, value zeroing) put accelerate's own forwards back
+    # the replays (fast path, value zeroing, read-out pruning) put accelerate's own forwards back
     assert [layer.__dict__.get("forward") for layer in layers] == wrappers
+    # the pruned forwards' capture stops inside the offloaded last layer; its replay puts the weights back
+    assert placed.adapter.readout_pruning, placed.adapter.readout_reason
+    assert [n for n, p in placed.model.named_parameters() if p.device.type == "meta"] == offloaded
     if name != "llama":  # the table and explain() once (they run the same adapter calls as the methods)
         return
     settings = dict(methods=["attention", "leave_one_out", "integrated_gradients"], ig_steps=4)

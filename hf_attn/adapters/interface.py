@@ -71,7 +71,9 @@ class Intervention:
     counts the attention calls. ``shared_values``: with ``zero_values`` (one zeroed position per row),
     an object whose ``attend(module, eager, query, key, value, attention_mask, args, kwargs)`` computes
     the zeroed layer's attention once per instance (value zeroing's variants of one instance share
-    it: :class:`hf_attn.methods.value_zeroing.SharedZeroing`)."""
+    it: :class:`hf_attn.methods.value_zeroing.SharedZeroing`). ``readout``: a
+    :class:`hf_attn.adapters.readout.Readout` — a forward whose last layer runs for the row the head
+    reads only (read-out pruning); every call goes through its ``attend``."""
 
     layer: int = -1
     query: torch.Tensor | None = None
@@ -86,6 +88,7 @@ class Intervention:
     stream: object | None = None
     lrp: str | None = None  # "attnlrp" | "cp": the LRP attention rules (hf_attn.adapters.lrp_rules)
     shared_values: object | None = None
+    readout: object | None = None
     calls: int = field(default=0)
 
 
@@ -174,6 +177,8 @@ def intervened_attention(module: torch.nn.Module, query: torch.Tensor, key: torc
     iv = hf_attn_intervention if hf_attn_intervention is not None else _ACTIVE.get()
     if iv is None:
         return eager(module, query, key, value, attention_mask, *args, **kwargs)
+    if iv.readout is not None:
+        return iv.readout.attend(iv, module, eager, query, key, value, attention_mask, args, kwargs)
     if iv.fused:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

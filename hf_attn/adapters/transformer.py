@@ -43,6 +43,7 @@ from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import (autocast, check_weights_dtype, dtype_name, running_dtype, frozen_parameters, resolve_device,
                                     resolve_precision)
 from hf_attn.adapters.interface import INTERVENTION_KWARG, Intervention, active
+from hf_attn.adapters.readout import pruned_model_call, replaying
 from hf_attn.adapters.placement import input_device, map_summary, placed_by_map, replaced_forwards, to_device
 from hf_attn.adapters.streaming import forward_maps
 # the set-up checks (the adapter's mixin); the names stay importable from here
@@ -93,12 +94,15 @@ class TransformersAdapter(TransformersProbe):
     tokens per text, at most the model's own limit (:func:`hf_attn.adapters.contract.model_token_limit`);
     longer texts are cut with a :class:`~hf_attn.adapters.contract.TruncationWarning`, keeping the
     start for encoders and the end for decoders (the token their head reads). Regression and
-    multi-label models are refused (:func:`hf_attn.adapters.contract.check_model_contract`). The
+    multi-label models are refused (:func:`hf_attn.adapters.contract.check_model_contract`).
+    ``prune_readout``: forwards that only want the logits run the last layer for the row the head
+    reads (:mod:`hf_attn.adapters.readout`), where the check at set-up finds the logits and gradients
+    unchanged; ``False`` keeps the whole forward (``describe()`` says which, and why). The
     model is moved to the device, put in eval mode and switched to the intervention attention
     implementation in place."""
 
     def __init__(self, model, tokenizer, spec: AttentionSpec | None = None, device="auto", precision="float32",
-                 token_budget: int = 8192, max_length: int | None = 512):
+                 token_budget: int = 8192, max_length: int | None = 512, prune_readout: bool = True):
         if not getattr(tokenizer, "is_fast", False):
             raise UnsupportedModelError(f"{type(tokenizer).__name__} is not a fast tokenizer: word spans need the "
                                         "offsets of a tokenizers-backed tokenizer (tokenizer.json); load it with "
@@ -123,6 +127,8 @@ class TransformersAdapter(TransformersProbe):
         self.pass_kwarg = True  # the intervention as a keyword argument (else only through `active`)
         self.embeds_by_hook = False  # input embeddings swapped in at the embedding module (see _model_call)
         self.embeddings_swapped = 0  # calls of the embedding module given the swapped-in embeddings
+        self.prune_readout = bool(prune_readout)
+        self.readout_pruning, self.readout_reason, self.readout_tuple = False, "not checked yet", False
         try:
             self._probe()
         except (UnsupportedModelError, ValueError):
@@ -337,10 +343,17 @@ class TransformersAdapter(TransformersProbe):
             finally:
                 config.pad_token_id = saved
 
-    def _model_call(self, input_ids, mask, embeds, intervention, position_ids=None, **kwargs):
+    def _model_call(self, input_ids, mask, embeds, intervention, position_ids=None, prune: bool = False, **kwargs):
         """One forward: from ``input_ids``, or from input embeddings ``embeds`` (``input_ids`` then
         also given where the model needs them: :meth:`_swapped_embeddings`), with ``intervention``
-        passed as a keyword argument and held in :func:`~hf_attn.adapters.interface.active`."""
+        passed as a keyword argument and held in :func:`~hf_attn.adapters.interface.active`.
+        ``prune``: the caller reads only the logits and passes no intervention or the plain one, so
+        the last layer may run for the row the head reads alone where the adapter checked it
+        (:mod:`hf_attn.adapters.readout`)."""
+        if prune and self.readout_pruning and not kwargs:
+            out = pruned_model_call(self, input_ids, mask, embeds, intervention, position_ids)
+            if out is not None:
+                return out
         if self.model.training:  # analyses always run the model in eval mode (no dropout)
             self.model.eval()
         inputs = {"attention_mask": mask}
@@ -385,7 +398,7 @@ class TransformersAdapter(TransformersProbe):
         out = []
         for rows in self._chunks(len(batch), batch.input_ids.shape[1]):
             out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
-                                        self._positions(batch, rows)).logits.float())
+                                        self._positions(batch, rows), prune=True).logits.float())
         return torch.cat(out)
 
     @torch.no_grad()
@@ -520,15 +533,19 @@ class TransformersAdapter(TransformersProbe):
         return logits.view(count, rows, -1)
 
     @contextlib.contextmanager
-    def _replayed(self, hidden: torch.Tensor):
-        """The layers before the explained one return ``hidden`` instead of computing."""
-        size = getattr(self, "replay_tuple", False)  # a layer returning (hidden, None, ...): its length
+    def _replayed(self, hidden: torch.Tensor, upto: int | None = None, size: int | bool | None = None):
+        """The layers before the explained one (before layer ``upto`` when given) return ``hidden``
+        instead of computing; ``size``: the length of the tuple such a layer returns (its hidden
+        states then Nones), or False for a tensor (default: what the layer replay's check found)."""
+        if size is None:
+            size = getattr(self, "replay_tuple", False)  # a layer returning (hidden, None, ...): its length
+        upto = self.layer if upto is None else upto
         wrapped = (hidden,) + (None,) * (size - 1) if size else hidden
 
         def cached(*args, **kwargs):
             return wrapped
 
-        with replaced_forwards(list(self.layers)[: self.layer], cached):  # accelerate's own wrappers restored
+        with replaced_forwards(list(self.layers)[:upto], cached):  # accelerate's own wrappers restored
             yield
 
     # ------------------------------------------------------------------------------------------
@@ -563,7 +580,8 @@ class TransformersAdapter(TransformersProbe):
                 intervention = self._plain() if not detach_attention else Intervention(
                     layer=self.layer, query=None if batch.query is None else batch.query[rows], detach=True, head=head)
                 out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], embeddings[rows],
-                                            intervention, self._positions(batch, rows)).logits.float())
+                                            intervention, self._positions(batch, rows),
+                                            prune=not detach_attention).logits.float())
         return out[0] if len(out) == 1 else torch.cat(out)
 
     @torch.no_grad()
@@ -582,19 +600,23 @@ class TransformersAdapter(TransformersProbe):
         for rows in self._chunks(len(batch), batch.input_ids.shape[1]):
             if isinstance(embeddings, torch.nn.Module):
                 def hook(module, args, output, rows=rows):
+                    if replaying():  # a pruned forward's one-token replay: its embedding is not read
+                        return None
                     if isinstance(output, tuple):
                         return (transform(output[0], rows),) + tuple(output[1:])
                     return transform(output, rows)
                 handle = embeddings.register_forward_hook(hook)
             else:
                 def hook(module, args, kwargs, rows=rows):
+                    if replaying():
+                        return None
                     if args:
                         return (transform(args[0], rows),) + tuple(args[1:]), kwargs
                     return args, {**kwargs, "hidden_states": transform(kwargs["hidden_states"], rows)}
                 handle = self.layers[0].register_forward_pre_hook(hook, with_kwargs=True)
             try:
                 out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
-                                            self._positions(batch, rows)).logits.float())
+                                            self._positions(batch, rows), prune=True).logits.float())
             finally:
                 handle.remove()
         return torch.cat(out)
@@ -607,6 +629,7 @@ class TransformersAdapter(TransformersProbe):
                 "pooling": self.pooling, "padding": "left" if self.left_padding else "right",
                 "fast_path": self.fast_path, "fast_path_reason": self.fast_path_reason,
                 "layer_replay": self.replay_path, "layer_replay_reason": self.replay_reason,
+                "readout_pruning": self.readout_pruning, "readout_pruning_reason": self.readout_reason,
                 "max_length": self.max_length,
                 "fused_attention": self.fused, "fused_attention_reason": self.fused_reason,
                 "device": str(self.device), **({"device_map": map_summary(self.model)} if self.placed else {}),

@@ -20,6 +20,7 @@ import contextlib
 import torch
 
 from hf_attn.adapters.base import UnsupportedModelError
+from hf_attn.adapters.device import frozen_parameters
 from hf_attn.adapters.interface import ATTN_IMPLEMENTATION, Intervention, eager_function_of, register
 
 PROBE_TEXT = "the film is a gripping and wonderfully acted story"
@@ -51,6 +52,17 @@ def _first_tensor(value):
     if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
         return value[0]
     return getattr(value, "last_hidden_state", None)
+
+
+def _returned_form(output) -> int | bool | None:
+    """What a layer returned, for the layer replay: ``False`` its hidden states (a tensor), the
+    tuple's length for its hidden states followed by Nones, ``None`` anything else."""
+    if isinstance(output, torch.Tensor):
+        return False
+    if (isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor)
+            and all(part is None for part in output[1:])):
+        return len(output)
+    return None
 
 
 class TransformersProbe:
@@ -165,6 +177,7 @@ class TransformersProbe:
         else:
             self.replay_path, self.replay_reason = self._check_replay_path(input_ids, mask)
         self.fused, self.fused_reason = self._check_fused(input_ids, mask)
+        self.readout_pruning, self.readout_reason = self._check_readout(input_ids)
 
     def _check_decoder_padding(self, input_ids) -> None:
         """An encoder–decoder whose head reads the decoder's last position that is not a pad token of
@@ -344,6 +357,62 @@ class TransformersProbe:
         noise = noise.to(self.device) * batch.attention_mask[:, None, None, :]
         return batch, forward, noise / noise.sum(-1, keepdim=True)
 
+    def _check_readout(self, input_ids) -> tuple[bool, str]:
+        """Whether forwards that only want the logits may run the last layer for the row the head
+        reads (:mod:`hf_attn.adapters.readout`): the head must read one row, the layers must be one
+        list whose second-to-last returns its hidden states alone, the attention must go through the
+        interface, and on the probe sentence and a shorter copy (a padded batch) the pruned logits
+        and their gradients to the input embeddings must equal the whole forward's (within 1e-4 of
+        their scale, or 8 rounding units of the running precision where that is coarser)."""
+        if not self.prune_readout:
+            return False, "turned off (prune_readout=False)"
+        if self.pooling not in ("first", "last"):
+            return False, "the head reads every row"
+        if self.own_attention:
+            return False, "the attention is computed in the model's own modules"
+        if self.layers is None or len(self.layers) != self.num_layers or self.num_layers < 2:
+            return False, "the layers are not one list of one attention call each, or there is one layer"
+        if self.embeds_by_hook or getattr(self.model.config, "is_encoder_decoder", False):
+            return False, "an encoder-decoder"
+        seen = {}
+        handle = self.layers[-2].register_forward_hook(lambda module, args, output: seen.setdefault("output", output))
+        try:
+            batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
+            full, full_grad = self._readout_probe(batch, prune=False)
+        finally:
+            handle.remove()
+        form = _returned_form(seen.get("output"))
+        if form is None:
+            return False, f"layer {self.num_layers - 2} returns {type(seen.get('output')).__name__}, not its hidden states"
+        self.readout_tuple, self.readout_pruning = form, True
+        try:
+            pruned, pruned_grad = self._readout_probe(batch, prune=True)
+        except Exception as error:  # noqa: BLE001 — any failure keeps the whole forward, with the reason
+            return False, f"the pruned forward failed ({type(error).__name__}: {str(error)[:120]})"
+        finally:
+            self.readout_pruning = False
+        tolerance = max(1e-4, 8 * torch.finfo(self.dtype).eps)
+        for name, a, b in (("logits", pruned, full), ("gradients", pruned_grad, full_grad)):
+            scale = float(b.abs().max()) + 1.0
+            gap = float((a - b).abs().max())
+            if not gap <= tolerance * scale:
+                return False, f"the pruned forward's {name} differ from the whole one's by {gap:.2e}"
+        return True, "the last layer runs for the row the head reads (checked)"
+
+    def _readout_probe(self, batch, prune: bool):
+        """``(B, 2C)``: the logits from the ids and from the input embeddings, and ``(B, T, E)`` the
+        latter's sum's gradient to the embeddings, with or without pruning (the adapter's own
+        forwards, which prune where ``readout_pruning`` is set)."""
+        with torch.enable_grad(), frozen_parameters(self.model):
+            embeds = self.embeddings(batch).detach().requires_grad_(True)
+            logits = self._model_call(batch.input_ids, batch.attention_mask, embeds, self._plain(),
+                                      batch.position_ids, prune=prune).logits.float()
+            (grad,) = torch.autograd.grad(logits.sum(), embeds)
+        with torch.no_grad():
+            plain = self._model_call(batch.input_ids, batch.attention_mask, None, None, batch.position_ids,
+                                     prune=prune).logits.float()
+        return torch.cat([plain, logits.detach()], -1), grad.float()
+
     def _check_replay_path(self, input_ids, mask) -> tuple[bool, str]:
         """Whether logits under replaced rows may skip the layers before the explained one (their
         output, the explained layer's input, cached by the unmodified forward): the layers must be
@@ -369,10 +438,10 @@ class TransformersProbe:
         finally:
             handle.remove()
         output = seen.get("output")
-        if (isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor)
-                and all(part is None for part in output[1:])):
-            self.replay_tuple = len(output)  # the hidden states, then as many Nones as the layer returns
-        elif not isinstance(output, torch.Tensor):
+        form = _returned_form(output)
+        if form:
+            self.replay_tuple = form  # the hidden states, then as many Nones as the layer returns
+        elif form is None:
             self.replay_path = False
             return False, f"layer {self.layer - 1} returns {type(output).__name__}, not its hidden states alone"
         try:

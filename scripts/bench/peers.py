@@ -621,14 +621,22 @@ def _groups(lengths, budget):
 
 
 def _hf_attn_worker(job):
+    """hf_attn's side of one row; its extras also say whether the adapter pruned the last layer to
+    the read row (:mod:`hf_attn.adapters.readout`), which sets the row's FLOPs (:func:`floors`)."""
+    from hf_attn import Explainer
+
+    explainer = Explainer.from_pretrained(job["model"], device=job["device"])
+    out, seconds, extra = _hf_attn_method(job, explainer)
+    return out, seconds, extra | {"adapter": {"readout_pruning": bool(explainer.adapter.readout_pruning)}}
+
+
+def _hf_attn_method(job, explainer):
     import numpy as np
     import torch
 
-    from hf_attn import Explainer
     from hf_attn.methods import adapter_integrated_gradients, deletion, gradient_x_input, saliency
 
     ids, content, method = job["ids"], job["content"], job["method"]
-    explainer = Explainer.from_pretrained(job["model"], device=job["device"])
     adapter = explainer.adapter
 
     def batch_of(rows):
@@ -1294,23 +1302,30 @@ def checkout_commit() -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def model_gflop(config, length: int) -> float:
+def model_gflop(config, length: int, pruned: bool = False) -> float:
     """Forward GFLOP of a BERT-type encoder on one sequence of ``length`` tokens (2 per multiply–add:
-    the Q/K/V/O projections, the two attention products, the feed-forward layers)."""
+    the Q/K/V/O projections, the two attention products, the feed-forward layers). ``pruned``: the
+    last layer computed as hf_attn's read-out pruning computes it (hf_attn/adapters/readout.py): the
+    Q/K/V projections for every row, the attention products, the output projection and the
+    feed-forward block for the one row the head reads."""
     h, f, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
     per_layer = 2 * length * (4 * h * h + 2 * h * f) + 2 * 2 * length * length * h
-    return layers * per_layer / 1e9
+    if not pruned:
+        return layers * per_layer / 1e9
+    last = 2 * length * 3 * h * h + 2 * (h * h + 2 * h * f) + 2 * 2 * length * h
+    return ((layers - 1) * per_layer + last) / 1e9
 
 
-def row_gflop(method: str, config, ids, nodes: float = TABLE_PEER_IG_STEPS) -> float:
+def row_gflop(method: str, config, ids, nodes: float = TABLE_PEER_IG_STEPS, pruned: bool = False) -> float:
     """The GFLOP of one row over the sentences ``ids``: the forwards (F) and backwards to the inputs
     (≈ F each) any tool computing it needs; ``nodes``: integrated gradients' gradients per sentence.
     Saliency and gradient × input 2F; leave-one-out F(L) + n·F(L − 1); erasure F(L) and, per distinct
     k, the text with its top k deleted and kept alone; integrated gradients (2·nodes + 1)·F (the
     nodes' forwards and backwards, the prediction); the whole table (2·nodes + 4)·F (integrated
-    gradients' nodes, f(x), f(x'), gradient × input), leave-one-out and each ranking's erasures."""
+    gradients' nodes, f(x), f(x'), gradient × input), leave-one-out and each ranking's erasures.
+    ``pruned``: every forward's last layer as :func:`model_gflop` counts it with ``pruned``."""
     def f(length):
-        return model_gflop(config, length)
+        return model_gflop(config, length, pruned)
 
     total = 0.0
     for s in ids:
@@ -1347,12 +1362,14 @@ def floors(args, texts, ids, table) -> dict:
         if method.startswith("faithfulness_table"):
             nodes = TABLE_PEER_IG_STEPS
         peers_gflop = row_gflop(method, config, ids, nodes)
-        gflop = peers_gflop
+        own = row.get("extra", {}).get("hf_attn", {}) or {}
+        pruned = bool(own.get("adapter", {}).get("readout_pruning"))
+        gflop = row_gflop(method, config, ids, nodes, pruned)
         if method in PEER_ROWS:  # hf_attn's own work at its target
-            ig = (row.get("extra", {}).get("hf_attn", {}) or {}).get("ig_completeness", {})
+            ig = own.get("ig_completeness", {})
             if "ig_gradients_mean" not in ig:
                 continue
-            gflop = row_gflop(method, config, ids, ig["ig_gradients_mean"])
+            gflop = row_gflop(method, config, ids, ig["ig_gradients_mean"], pruned)
         entry = {"gflop": gflop, "seconds": seconds["hf_attn"], "gflops": gflop / seconds["hf_attn"],
                  "peers_gflops": {p: peers_gflop / v for p, v in seconds.items() if p != "hf_attn"},
                  "side_seconds": dict(seconds)}
