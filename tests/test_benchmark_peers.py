@@ -123,6 +123,23 @@ def test_generated_page_starts_with_the_marker(bp, tmp_path):
     assert json.loads(path.read_text())["rows"][0]["method"] == "saliency"
 
 
+class _Config:
+    """The tiny BERT-type shape of the FLOP tests (h = 4, f = 8, 2 layers)."""
+
+    hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
+
+
+def _tiny_model_folder(tmp_path, ig_steps: int = 10):
+    """A model folder holding only :class:`_Config`'s config.json, as ``args`` of :func:`floors`."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 4, "intermediate_size": 8,
+                                                      "num_hidden_layers": 2, "num_attention_heads": 2}))
+
+    class Args:
+        model = str(tmp_path)
+    Args.ig_steps = ig_steps
+    return Args
+
+
 def test_growth_table_and_flop_count(bp):
     table = bp.format_growth([{"method": "erasure", "length": 64, "count": 100, "seconds": 3.2, "rss_mb": 800.0}])
     assert "| erasure | 64 | 100 | 3.20 | 0.5000 | 800 |" in table
@@ -138,14 +155,7 @@ def test_growth_table_and_flop_count(bp):
 
 
 def test_a_pruned_hf_attn_row_counts_its_own_flops_and_the_peers_theirs(bp, tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 4, "intermediate_size": 8,
-                                                      "num_hidden_layers": 2, "num_attention_heads": 2}))
-
-    class Args:
-        model, ig_steps = str(tmp_path), 10
-
-    class Config:
-        hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
+    Args, Config = _tiny_model_folder(tmp_path), _Config
     ids = [[101, 5, 6, 7, 102]]
     table = [{"method": "saliency", "seconds": {"hf_attn": 1.0, "captum": 2.0},
               "extra": {"hf_attn": {"adapter": {"readout_pruning": True}}}}]
@@ -177,32 +187,17 @@ def test_whole_table_columns_means_and_page(bp, tmp_path):
 
 
 def test_whole_table_flop_floor_counts_every_forward(bp, tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 4, "intermediate_size": 8,
-                                                      "num_hidden_layers": 2, "num_attention_heads": 2}))
-
-    class Args:
-        model = str(tmp_path)
     ids = [[101, 5, 6, 7, 102]]  # L = 5, n = 3: distinct k 1, 2
     table = [{"method": "faithfulness_table", "seconds": {"hf_attn": 2.0, "captum": 4.0}}]
-    floor = bp.floors(Args, None, ids, table)["faithfulness_table"]
-
-    class Config:
-        hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
-    g = lambda t: bp.model_gflop(Config, t)  # noqa: E731
+    floor = bp.floors(_tiny_model_folder(tmp_path), None, ids, table)["faithfulness_table"]
+    g = lambda t: bp.model_gflop(_Config, t)  # noqa: E731
     expected = (2 * bp.TABLE_PEER_IG_STEPS + 4) * g(5) + g(5) + 3 * g(4) + 2 * (g(4) + g(3) + g(3) + g(4))
     assert floor["gflop"] == pytest.approx(expected)
     assert floor["gflops"] == pytest.approx(expected / 2.0) and floor["peers_gflops"]["captum"] == pytest.approx(expected / 4)
 
 
 def test_every_row_has_its_flops_and_an_unmet_goal_says_what_bounds_it(bp, tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 4, "intermediate_size": 8,
-                                                      "num_hidden_layers": 2, "num_attention_heads": 2}))
-
-    class Args:
-        model, ig_steps = str(tmp_path), 10
-
-    class Config:
-        hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
+    Args, Config = _tiny_model_folder(tmp_path), _Config
     g = lambda t: bp.model_gflop(Config, t)  # noqa: E731
     ids = [[101, 5, 6, 7, 102], [101, 5, 102]]  # L = 5, n = 3 (k 1, 2); L = 3, n = 1 (k 1)
     table = [{"method": "saliency", "seconds": {"hf_attn": 1.0, "captum": 1.1}, "rss_mb": {"hf_attn": 700.0, "captum": 650.0},
