@@ -148,9 +148,9 @@ def test_growth_table_and_flop_count(bp):
         hidden_size, intermediate_size, num_hidden_layers = 4, 8, 2
     # per layer: 2·T·(4h² + 2hf) + 4·T²·h with T = 3
     assert bp.model_gflop(Config, 3) == pytest.approx(2 * (2 * 3 * (64 + 64) + 4 * 9 * 4) / 1e9)
-    # hf_attn's read-out pruning: the last layer's Q/K/V for the 3 rows (2·3·3h²), the attention products
-    # of one query row (4·T·h), its output projection and feed-forward block for that row (2·(h² + 2hf))
-    last = 2 * 3 * 3 * 16 + 4 * 3 * 4 + 2 * (16 + 64)
+    # hf_attn's read-out pruning: the capture's Q/K/V for the 3 rows (2·3·3h²), the replay's attention
+    # products of one query row (4·T·h), its Q/K/V/O projections and feed-forward block (2·(4h² + 2hf))
+    last = 2 * 3 * 3 * 16 + 4 * 3 * 4 + 2 * (64 + 64)
     assert bp.model_gflop(Config, 3, pruned=True) == pytest.approx((2 * 3 * 128 + 4 * 9 * 4 + last) / 1e9)
 
 

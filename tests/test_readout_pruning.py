@@ -169,3 +169,86 @@ def test_another_threads_forward_is_not_captured():
     assert not errors and len(results) == 15
     for logits in results:
         _assert_close(logits, expected, "threaded")
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_a_decoder_without_a_pad_id_is_pruned(name):
+    """No pad id (GPT-2 and Llama checkpoints as released): the head reads the last position, and
+    so does the replay."""
+    model, tokenizer = tiny_classifier(name)
+    model.config.pad_token_id = None
+    whole = TransformersAdapter(model, tokenizer, prune_readout=False)
+    pruned = TransformersAdapter(model, tokenizer)
+    assert pruned.readout_pruning, pruned.readout_reason
+    batch = pruned.encode(LONG)
+    with torch.no_grad():
+        _assert_close(pruned.logits(batch), whole.logits(batch), name)
+
+
+def test_a_pad_id_that_ends_the_probe_sentence_is_still_checked():
+    """A decoder whose pad id is its texts' last token (an end token reused as the pad token): the
+    check reads the last position whatever its id, so it runs the pruned path rather than its
+    fallback, and the pruned logits of other texts equal the whole forward's."""
+    from hf_attn.adapters.transformer_probe import PROBE_TEXT
+
+    model, tokenizer = tiny_classifier("llama")
+    model.config.pad_token_id = tokenizer(PROBE_TEXT)["input_ids"][-1]  # "story"
+    pruned = TransformersAdapter(model, tokenizer)
+    assert pruned.readout_pruning, pruned.readout_reason
+    whole = TransformersAdapter(model, tokenizer, prune_readout=False)
+    batch = pruned.encode(TEXTS)
+    calls = pruned.readout_calls
+    with torch.no_grad():
+        _assert_close(pruned.logits(batch), whole.logits(batch), "pad id = last token")
+    assert pruned.readout_calls > calls
+
+
+def test_a_row_without_a_real_token_runs_the_whole_forward():
+    pruned, whole = _pair("bert")
+    batch = pruned.encode(TEXTS[:2])
+    mask = batch.attention_mask.clone()
+    mask[1] = 0
+    empty = pruned.batch_from_tensors(batch.input_ids, mask)
+    calls = pruned.readout_calls
+    with torch.no_grad():
+        _assert_close(pruned.logits(empty), whole.logits(empty), "an all-padding row")
+    assert pruned.readout_calls == calls
+
+
+def test_a_pruned_forward_refuses_an_intervention_it_would_drop():
+    from hf_attn.adapters.interface import Intervention
+
+    pruned, _ = _pair("bert")
+    batch = pruned.encode(TEXTS[:2])
+    with pytest.raises(ValueError, match="would be dropped"):
+        pruned._model_call(batch.input_ids, batch.attention_mask, None, Intervention(layer=0, detach=True),
+                           prune=True)
+
+
+def test_two_adapters_over_one_model_in_two_threads():
+    """Both adapters swap the forwards of the same layers: they share the model's lock, so neither
+    undoes the other's swap mid-forward."""
+    model, tokenizer = tiny_classifier("bert")
+    first, second = TransformersAdapter(model, tokenizer), TransformersAdapter(model, tokenizer)
+    assert first._lock is second._lock
+    batch = first.encode(LONG)
+    with torch.no_grad():
+        expected = TransformersAdapter(model, tokenizer, prune_readout=False).logits(batch)
+    results, errors = [], []
+
+    def work(adapter):
+        try:
+            with torch.no_grad():
+                for _ in range(10):
+                    results.append(adapter.logits(batch))
+        except Exception as error:  # noqa: BLE001 — reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in (first, second, first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(results) == 40
+    for logits in results:
+        _assert_close(logits, expected, "two adapters")

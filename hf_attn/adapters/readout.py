@@ -31,9 +31,13 @@ which loads and puts them back.
 
 Saved work, per text of T tokens and a last layer with model size D and feed-forward size F:
 (T − 1)·(D² + 2·D·F) multiply–adds of the output projection and the feed-forward block and
-2·(T − 1)·T·D of the attention's two products (the query projection still runs for every row: it
-comes before the attention call, in the model's own code); for MiniLM-L6 (D = 384, F = 1536) on
-50 tokens, 12 % of a forward.
+2·(T − 1)·T·D of the attention's two products, less the replay's query, key and value projections
+of the read row (3·D²): the capture call runs those projections for every row, as they come before
+the attention call in the model's own code; for MiniLM-L6 (D = 384, F = 1536) on 50 tokens, 12 % of
+a forward.
+
+Two adapters over one model share one lock (:func:`model_lock`): the replay swaps the forwards of
+the model's layers, and the layers are the model's, not an adapter's.
 
 Shapes: B instances, T positions, H_kv key/value heads, d head size, D model size.
 """
@@ -43,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -50,8 +55,9 @@ import torch
 _REPLAYING: contextvars.ContextVar = contextvars.ContextVar("hf_attn_readout_replay", default=False)
 
 
-class Captured(Exception):
-    """Raised by the last layer's attention call in the capture call: the forward stops there."""
+class Captured(BaseException):
+    """Raised by the last layer's attention call in the capture call: the forward stops there (a
+    ``BaseException``, so that no ``except Exception`` in a model's code can swallow it)."""
 
 
 def replaying() -> bool:
@@ -68,6 +74,22 @@ def _replay_block():
         yield
     finally:
         _REPLAYING.reset(token)
+
+
+_LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: torch.nn.Module) -> threading.RLock:
+    """The one re-entrant lock of ``model``, shared by every adapter over it: the forwards that swap
+    the model's layer forwards or its config's pad id (the replays, ``_last_position_pooling``) hold
+    it, so two adapters over one model cannot undo each other's swaps. Kept beside the model (a weak
+    map), not on it: a model stays picklable."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(model)
+        if lock is None:
+            lock = _LOCKS[model] = threading.RLock()
+        return lock
 
 
 def read_rows(mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -135,16 +157,18 @@ def pruned_model_call(adapter, input_ids, mask, embeds, intervention, position_i
     with its last layer computed for the read rows only (the module docstring); its ``logits`` are
     the whole forward's. ``intervention`` is ``None`` or the adapter's plain one (fused or not).
     Returns ``None`` where the replay's one-token input could be read differently by the head (a
-    last-token head whose read token is the pad id: it would skip it), so the caller runs the whole
-    forward."""
+    last-token head whose read token is the pad id: it would skip it) or a row has no real token, so
+    the caller runs the whole forward. Every pruned forward is counted in ``adapter.readout_calls``."""
     from hf_attn.adapters.interface import Intervention
 
+    if intervention is not None and intervention != Intervention(fused=intervention.fused):
+        raise ValueError("a pruned forward takes no intervention but the plain one: it would be dropped")
+    if not bool(mask.bool().any(1).all()):
+        return None
     last = adapter.num_layers - 1
     rows = read_rows(mask, adapter.pooling)
     index = torch.arange(len(rows), device=rows.device)
     read_ids = input_ids[index, rows].unsqueeze(1)
-    if adapter.pooling == "last" and bool((read_ids == getattr(adapter.model.config, "pad_token_id", -1)).any()):
-        return None
     fused = bool(intervention is not None and intervention.fused)
     readout = Readout(layer=last, rows=rows)
     owner = threading.get_ident()
@@ -153,7 +177,11 @@ def pruned_model_call(adapter, input_ids, mask, embeds, intervention, position_i
         if threading.get_ident() == owner:  # another thread's forward through the same model runs as it is
             readout.hidden = args[0] if args else kwargs["hidden_states"]
 
-    with adapter._lock:
+    with adapter._lock:  # the model's lock: its config's pad id is read here and set by _last_position_pooling
+        pad = getattr(adapter.model.config, "pad_token_id", None)
+        if adapter.pooling == "last" and pad is not None and bool((read_ids == pad).any()):
+            return None
+        adapter.readout_calls += 1
         handle = adapter.layers[last].register_forward_pre_hook(keep_input, with_kwargs=True)
         try:
             adapter._model_call(input_ids, mask, embeds, Intervention(fused=fused, readout=readout), position_ids)

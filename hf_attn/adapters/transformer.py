@@ -32,7 +32,6 @@ in any architecture, with the architecture's own modules.
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass
 
 import torch
@@ -43,7 +42,7 @@ from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import (autocast, check_weights_dtype, dtype_name, running_dtype, frozen_parameters, resolve_device,
                                     resolve_precision)
 from hf_attn.adapters.interface import INTERVENTION_KWARG, Intervention, active
-from hf_attn.adapters.readout import pruned_model_call, replaying
+from hf_attn.adapters.readout import model_lock, pruned_model_call, replaying
 from hf_attn.adapters.placement import input_device, map_summary, placed_by_map, replaced_forwards, to_device
 from hf_attn.adapters.streaming import forward_maps
 # the set-up checks (the adapter's mixin); the names stay importable from here
@@ -121,7 +120,7 @@ class TransformersAdapter(TransformersProbe):
         self.model = (model if self.placed else model.to(self.device)).eval()
         self.name = getattr(model.config, "_name_or_path", "") or type(model).__name__
         self.model_type = getattr(model.config, "model_type", type(model).__name__)
-        self._lock = threading.RLock()
+        self._lock = model_lock(model)  # shared by every adapter over this model (hf_attn.adapters.readout)
         self._use_intervention_attention()
         self.pad_id = self._pad_id()
         self.pass_kwarg = True  # the intervention as a keyword argument (else only through `active`)
@@ -129,6 +128,7 @@ class TransformersAdapter(TransformersProbe):
         self.embeddings_swapped = 0  # calls of the embedding module given the swapped-in embeddings
         self.prune_readout = bool(prune_readout)
         self.readout_pruning, self.readout_reason, self.readout_tuple = False, "not checked yet", False
+        self.readout_calls = 0  # pruned forwards run (hf_attn.adapters.readout)
         try:
             self._probe()
         except (UnsupportedModelError, ValueError):
@@ -393,12 +393,13 @@ class TransformersAdapter(TransformersProbe):
         return out
 
     @torch.no_grad()
-    def logits(self, batch: Batch) -> torch.Tensor:
-        """``(B, C)`` logits of the unmodified model, in chunks of the token budget."""
+    def logits(self, batch: Batch, prune: bool = True) -> torch.Tensor:
+        """``(B, C)`` logits of the unmodified model, in chunks of the token budget; ``prune=False``:
+        the whole forward even where read-out pruning applies (a check of what the head reads)."""
         out = []
         for rows in self._chunks(len(batch), batch.input_ids.shape[1]):
             out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
-                                        self._positions(batch, rows), prune=True).logits.float())
+                                        self._positions(batch, rows), prune=prune).logits.float())
         return torch.cat(out)
 
     @torch.no_grad()

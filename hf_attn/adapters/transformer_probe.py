@@ -372,8 +372,15 @@ class TransformersProbe:
             return False, "the attention is computed in the model's own modules"
         if self.layers is None or len(self.layers) != self.num_layers or self.num_layers < 2:
             return False, "the layers are not one list of one attention call each, or there is one layer"
-        if self.embeds_by_hook or getattr(self.model.config, "is_encoder_decoder", False):
+        if getattr(self.model.config, "is_encoder_decoder", False):
             return False, "an encoder-decoder"
+        if self.embeds_by_hook:
+            return False, "the model takes no input embeddings (they are swapped in at its embedding module)"
+        rope = getattr(self.model.config, "rope_scaling", None) or getattr(self.model.config, "rope_parameters", None)
+        rope_type = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+        if self.pooling == "first" and rope_type in ("dynamic", "longrope"):
+            return False, (f"{rope_type} rotary scaling reads the longest position of the call, which the one-token "
+                           "replay of the first row does not hold")
         seen = {}
         handle = self.layers[-2].register_forward_hook(lambda module, args, output: seen.setdefault("output", output))
         try:
@@ -385,12 +392,15 @@ class TransformersProbe:
         if form is None:
             return False, f"layer {self.num_layers - 2} returns {type(seen.get('output')).__name__}, not its hidden states"
         self.readout_tuple, self.readout_pruning = form, True
+        before = self.readout_calls
         try:
             pruned, pruned_grad = self._readout_probe(batch, prune=True)
         except Exception as error:  # noqa: BLE001 — any failure keeps the whole forward, with the reason
             return False, f"the pruned forward failed ({type(error).__name__}: {str(error)[:120]})"
         finally:
             self.readout_pruning = False
+        if self.readout_calls - before != 2:  # the check must have run the pruned path, not its fallback
+            return False, "the probe's forwards fell back to the whole forward, so the pruning is unchecked"
         tolerance = max(1e-4, 8 * torch.finfo(self.dtype).eps)
         for name, a, b in (("logits", pruned, full), ("gradients", pruned_grad, full_grad)):
             scale = float(b.abs().max()) + 1.0
@@ -402,13 +412,16 @@ class TransformersProbe:
     def _readout_probe(self, batch, prune: bool):
         """``(B, 2C)``: the logits from the ids and from the input embeddings, and ``(B, T, E)`` the
         latter's sum's gradient to the embeddings, with or without pruning (the adapter's own
-        forwards, which prune where ``readout_pruning`` is set)."""
-        with torch.enable_grad(), frozen_parameters(self.model):
+        forwards, which prune where ``readout_pruning`` is set). A last-token head reads the last
+        position whatever its id (as :meth:`logits_at_last_position` has it), so that a read token equal
+        to the pad id (a tokenizer ending texts with an end token that is also the pad token) does not
+        send the check to the whole forward."""
+        with torch.enable_grad(), frozen_parameters(self.model), self._last_position_pooling(always=True):
             embeds = self.embeddings(batch).detach().requires_grad_(True)
             logits = self._model_call(batch.input_ids, batch.attention_mask, embeds, self._plain(),
                                       batch.position_ids, prune=prune).logits.float()
             (grad,) = torch.autograd.grad(logits.sum(), embeds)
-        with torch.no_grad():
+        with torch.no_grad(), self._last_position_pooling(always=True):
             plain = self._model_call(batch.input_ids, batch.attention_mask, None, None, batch.position_ids,
                                      prune=prune).logits.float()
         return torch.cat([plain, logits.detach()], -1), grad.float()

@@ -218,7 +218,8 @@ def alti_logit_terms(adapter, batch, target_class: torch.Tensor | None = None,
     if not torch.allclose(head_input[rows, t], normed[rows, t], rtol=1e-4, atol=1e-5):
         raise UnsupportedModelError("ALTI-Logit: the head does not read the final norm's output as it is")
     logits = torch.nn.functional.linear(normed[rows, t], out.weight, out.bias)  # (B, C): the model's logits
-    own = adapter.logits(batch).float().to(logits.device)  # the head's own pooling must read position t
+    # the head's own pooling must read position t: the whole forward (a pruned one replays row t itself)
+    own = adapter.logits(batch, prune=False).float().to(logits.device)
     if not torch.allclose(logits.float(), own, rtol=1e-4, atol=1e-4 * (1.0 + float(own.abs().max()))):
         raise UnsupportedModelError("ALTI-Logit: the model's logits are not the head applied to the final norm's "
                                     "output at the read-out position (its pooling reads another position)")

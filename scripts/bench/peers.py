@@ -627,7 +627,8 @@ def _hf_attn_worker(job):
 
     explainer = Explainer.from_pretrained(job["model"], device=job["device"])
     out, seconds, extra = _hf_attn_method(job, explainer)
-    return out, seconds, extra | {"adapter": {"readout_pruning": bool(explainer.adapter.readout_pruning)}}
+    return out, seconds, extra | {"adapter": {"readout_pruning": bool(getattr(explainer.adapter, "readout_pruning",
+                                                                                  False))}}
 
 
 def _hf_attn_method(job, explainer):
@@ -1306,13 +1307,14 @@ def model_gflop(config, length: int, pruned: bool = False) -> float:
     """Forward GFLOP of a BERT-type encoder on one sequence of ``length`` tokens (2 per multiply–add:
     the Q/K/V/O projections, the two attention products, the feed-forward layers). ``pruned``: the
     last layer computed as hf_attn's read-out pruning computes it (hf_attn/adapters/readout.py): the
-    Q/K/V projections for every row, the attention products, the output projection and the
-    feed-forward block for the one row the head reads."""
+    capture call's Q/K/V projections for every row; the replay's Q/K/V and output projections, its
+    attention products over the ``length`` keys and its feed-forward block for the one row the head
+    reads."""
     h, f, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
     per_layer = 2 * length * (4 * h * h + 2 * h * f) + 2 * 2 * length * length * h
     if not pruned:
         return layers * per_layer / 1e9
-    last = 2 * length * 3 * h * h + 2 * (h * h + 2 * h * f) + 2 * 2 * length * h
+    last = 2 * length * 3 * h * h + 2 * (4 * h * h + 2 * h * f) + 2 * 2 * length * h
     return ((layers - 1) * per_layer + last) / 1e9
 
 
@@ -1363,7 +1365,8 @@ def floors(args, texts, ids, table) -> dict:
             nodes = TABLE_PEER_IG_STEPS
         peers_gflop = row_gflop(method, config, ids, nodes)
         own = row.get("extra", {}).get("hf_attn", {}) or {}
-        pruned = bool(own.get("adapter", {}).get("readout_pruning"))
+        # erasure_eraser scores through the model itself (_Framed), never through the adapter's forwards
+        pruned = bool(own.get("adapter", {}).get("readout_pruning")) and method != "erasure_eraser"
         gflop = row_gflop(method, config, ids, nodes, pruned)
         if method in PEER_ROWS:  # hf_attn's own work at its target
             ig = own.get("ig_completeness", {})
