@@ -229,6 +229,6 @@ def test_refused_when_the_models_logits_are_not_read_at_the_read_out_position(mo
     adapter = adapter_for(model, tokenizer, device="cpu")
     batch = adapter.encode(TEXTS[:2])
     real = adapter.logits
-    monkeypatch.setattr(adapter, "logits", lambda b: real(b) + 1.0)
+    monkeypatch.setattr(adapter, "logits", lambda b, **options: real(b, **options) + 1.0)
     with pytest.raises(UnsupportedModelError, match="its pooling reads another position"):
         alti_logit(adapter, batch)

@@ -186,13 +186,13 @@ def test_a_decoder_without_a_pad_id_is_pruned(name):
 
 
 def test_a_pad_id_that_ends_the_probe_sentence_is_still_checked():
-    """A decoder whose pad id is its texts' last token (an end token reused as the pad token): the
-    check reads the last position whatever its id, so it runs the pruned path rather than its
-    fallback, and the pruned logits of other texts equal the whole forward's."""
+    """A decoder whose pad id is the last token of the check's shorter probe row (the probe sentence
+    less its last two tokens): the check reads the last position whatever its id, so it runs the
+    pruned path rather than its fallback, and the pruned logits equal the whole forward's."""
     from hf_attn.adapters.transformer_probe import PROBE_TEXT
 
     model, tokenizer = tiny_classifier("llama")
-    model.config.pad_token_id = tokenizer(PROBE_TEXT)["input_ids"][-1]  # "story"
+    model.config.pad_token_id = tokenizer(PROBE_TEXT)["input_ids"][-3]
     pruned = TransformersAdapter(model, tokenizer)
     assert pruned.readout_pruning, pruned.readout_reason
     whole = TransformersAdapter(model, tokenizer, prune_readout=False)
