@@ -142,31 +142,45 @@ def test_a_broken_replay_is_caught_at_set_up(monkeypatch):
     assert adapter.readout_reason.startswith("the pruned forward's logits differ from the whole one's by")
 
 
+def _logits_in_threads(adapters, batch, repeats: int, meanwhile=None) -> list:
+    """Each of ``adapters`` computes ``batch``'s logits ``repeats`` times in a thread of its own, while
+    this thread runs ``meanwhile()``; every result, or the first error raised."""
+    results, errors = [], []
+
+    def work(adapter):
+        try:
+            with torch.no_grad():
+                for _ in range(repeats):
+                    results.append(adapter.logits(batch))
+        except Exception as error:  # noqa: BLE001 — raised below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in adapters]
+    for thread in threads:
+        thread.start()
+    if meanwhile is not None:
+        meanwhile()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
 def test_another_threads_forward_is_not_captured():
     """The capture hook and the replayed layers answer only the thread of the pruned forward."""
     pruned, whole = _pair("bert")
     batch = pruned.encode(LONG)
     with torch.no_grad():
         expected = whole.logits(batch)
-    results, errors = [], []
 
-    def work():
-        try:
-            with torch.no_grad():
-                for _ in range(5):
-                    results.append(pruned.logits(batch))
-        except Exception as error:  # noqa: BLE001 — reported below
-            errors.append(error)
+    def unpruned():
+        with torch.no_grad():
+            for _ in range(5):
+                _assert_close(whole.logits(batch), expected, "the unpruned adapter during the pruned ones")
 
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    with torch.no_grad():
-        for _ in range(5):
-            _assert_close(whole.logits(batch), expected, "the unpruned adapter during the pruned ones")
-    for thread in threads:
-        thread.join()
-    assert not errors and len(results) == 15
+    results = _logits_in_threads([pruned] * 3, batch, 5, unpruned)
+    assert len(results) == 15
     for logits in results:
         _assert_close(logits, expected, "threaded")
 
@@ -185,7 +199,7 @@ def test_a_decoder_without_a_pad_id_is_pruned(name):
         _assert_close(pruned.logits(batch), whole.logits(batch), name)
 
 
-def test_a_pad_id_that_ends_the_probe_sentence_is_still_checked():
+def test_a_pad_id_that_ends_a_probe_row_is_still_checked():
     """A decoder whose pad id is the last token of the check's shorter probe row (the probe sentence
     less its last two tokens): the check reads the last position whatever its id, so it runs the
     pruned path rather than its fallback, and the pruned logits equal the whole forward's."""
@@ -234,21 +248,7 @@ def test_two_adapters_over_one_model_in_two_threads():
     batch = first.encode(LONG)
     with torch.no_grad():
         expected = TransformersAdapter(model, tokenizer, prune_readout=False).logits(batch)
-    results, errors = [], []
-
-    def work(adapter):
-        try:
-            with torch.no_grad():
-                for _ in range(10):
-                    results.append(adapter.logits(batch))
-        except Exception as error:  # noqa: BLE001 — reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=work, args=(a,)) for a in (first, second, first, second)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors and len(results) == 40
+    results = _logits_in_threads([first, second, first, second], batch, 10)
+    assert len(results) == 40
     for logits in results:
         _assert_close(logits, expected, "two adapters")
