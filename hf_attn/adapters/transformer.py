@@ -42,7 +42,7 @@ from hf_attn.core.batching import forward_tokens
 from hf_attn.adapters.device import (autocast, check_weights_dtype, dtype_name, running_dtype, frozen_parameters, resolve_device,
                                     resolve_precision)
 from hf_attn.adapters.interface import INTERVENTION_KWARG, Intervention, active
-from hf_attn.adapters.readout import model_lock, pruned_model_call, replaying
+from hf_attn.adapters.readout import model_lock, pruned_model_call, read_rows, replaying
 from hf_attn.adapters.placement import input_device, map_summary, placed_by_map, replaced_forwards, to_device
 from hf_attn.adapters.streaming import forward_maps
 # the set-up checks (the adapter's mixin); the names stay importable from here
@@ -292,16 +292,10 @@ class TransformersAdapter(TransformersProbe):
                      word_ids=padded_words, texts=None if texts is None else list(texts))
 
     def _query_rows(self, mask: torch.Tensor) -> torch.Tensor:
-        real = mask.bool()
-        steps = mask.shape[1]
-        positions = torch.arange(steps, device=mask.device).expand_as(mask)
         if self.query_rule == "mean":
-            return real
-        if self.query_rule == "first":
-            index = torch.where(real, positions, steps).min(-1).values
-        else:
-            index = torch.where(real, positions, -1).max(-1).values
-        return positions == index.unsqueeze(1)
+            return mask.bool()
+        positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+        return positions == read_rows(mask, self.query_rule).unsqueeze(1)
 
     def tokens(self, batch: Batch, index: int) -> list[str]:
         """The content tokens of instance ``index`` as strings."""

@@ -65,6 +65,13 @@ def _returned_form(output) -> int | bool | None:
     return None
 
 
+def _gap_beyond(a: torch.Tensor, b: torch.Tensor, tolerance: float) -> float | None:
+    """The largest |a − b| where it exceeds ``tolerance`` × (max |b| + 1), or is not a number; else
+    ``None`` (the set-up checks' comparison of a shortcut's logits with the whole forward's)."""
+    gap = float((a.float() - b.float()).abs().max())
+    return None if gap <= tolerance * (float(b.float().abs().max()) + 1.0) else gap
+
+
 class TransformersProbe:
     """The set-up checks of :class:`~hf_attn.adapters.transformer.TransformersAdapter` (module docstring):
     each sets attributes of the adapter (``num_layers``, ``num_heads``, ``layer``, ``layers``,
@@ -346,11 +353,15 @@ class TransformersProbe:
                 "logits exactly unchanged: the intervention does not reach the classifier; explain another layer "
                 "(layer=...) or open an issue with its model_type")
 
+    def _probe_batch(self, input_ids):
+        """The probe sentence and a shorter copy (two tokens less): a padded batch."""
+        return self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
+
     def _probe_rows(self, input_ids):
         """``(batch, forward, weights)`` of the fast path's and the replay's checks: the probe sentence
         and a shorter copy (a padded batch), their unmodified forward and three seeded random rows per
         head ``(B, 3, H, T)``, 0 on padding."""
-        batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
+        batch = self._probe_batch(input_ids)
         forward = self.forward(batch, rollout=False)
         generator = torch.Generator().manual_seed(0)
         noise = torch.rand((len(batch), 3, self.num_heads, batch.input_ids.shape[1]), generator=generator)
@@ -384,7 +395,7 @@ class TransformersProbe:
         seen = {}
         handle = self.layers[-2].register_forward_hook(lambda module, args, output: seen.setdefault("output", output))
         try:
-            batch = self.from_token_lists([input_ids[0].tolist(), input_ids[0, : max(2, input_ids.shape[1] - 2)].tolist()])
+            batch = self._probe_batch(input_ids)
             full, full_grad = self._readout_probe(batch, prune=False)
         finally:
             handle.remove()
@@ -403,9 +414,8 @@ class TransformersProbe:
             return False, "the probe's forwards fell back to the whole forward, so the pruning is unchecked"
         tolerance = max(1e-4, 8 * torch.finfo(self.dtype).eps)
         for name, a, b in (("logits", pruned, full), ("gradients", pruned_grad, full_grad)):
-            scale = float(b.abs().max()) + 1.0
-            gap = float((a - b).abs().max())
-            if not gap <= tolerance * scale:
+            gap = _gap_beyond(a, b, tolerance)
+            if gap is not None:
                 return False, f"the pruned forward's {name} differ from the whole one's by {gap:.2e}"
         return True, "the last layer runs for the row the head reads (checked)"
 
@@ -464,9 +474,8 @@ class TransformersProbe:
         except Exception as error:  # noqa: BLE001 — any failure disables the replay, with the reason
             self.replay_path = self.replay_tuple = False
             return False, f"the replayed forward failed ({type(error).__name__}: {str(error)[:120]})"
-        scale = float(full.abs().max()) + 1.0
-        gap = float((replayed.float() - full.float()).abs().max())
-        if gap > 1e-4 * scale:
+        gap = _gap_beyond(replayed, full, 1e-4)
+        if gap is not None:
             self.replay_path = self.replay_tuple = False
             return False, f"the replayed forward differs from the whole one by {gap:.2e}"
         return True, f"the layers before layer {self.layer} replayed from the unmodified forward (checked)"
@@ -491,8 +500,7 @@ class TransformersProbe:
                 full = self._full_logits(batch, weights, per_head=True)
         except Exception as error:  # noqa: BLE001 — any failure disables the fast path, with the reason
             return False, f"the query-only forward failed ({type(error).__name__}: {str(error)[:120]})"
-        scale = float(full.abs().max()) + 1.0
-        gap = float((fast.float() - full.float()).abs().max())
-        if gap > 1e-4 * scale:
+        gap = _gap_beyond(fast, full, 1e-4)
+        if gap is not None:
             return False, f"the query-only forward differs from the full one by {gap:.2e}"
         return True, "exact query-only forward of the last layer"

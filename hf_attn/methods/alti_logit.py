@@ -61,6 +61,7 @@ import torch
 from hf_attn.adapters.base import UnsupportedModelError
 from hf_attn.adapters.internals import (LAYOUTS, content_only, head_contributions, record_internals, require_internals,
                                         this_thread_only)
+from hf_attn.adapters.readout import read_rows
 from hf_attn.core import deadline
 from hf_attn.methods.alti import alti_contributions
 
@@ -153,11 +154,7 @@ class AltiLogitTerms:
 
 def read_out_position(adapter, attention_mask: torch.Tensor) -> torch.Tensor:
     """``(B,)`` the position t the head reads: the first or the last real token (``adapter.pooling``)."""
-    real = attention_mask.bool()
-    steps = torch.arange(real.shape[1], device=real.device).expand_as(real)
-    if adapter.pooling == "first":
-        return torch.where(real, steps, real.shape[1]).min(-1).values
-    return torch.where(real, steps, -1).max(-1).values
+    return read_rows(attention_mask, adapter.pooling)
 
 
 def _recorded(adapter, batch, out: Readout):
