@@ -334,7 +334,7 @@ class Explainer:
         from hf_attn.methods.adapter_integrated_gradients import integrated_gradients_attribution
         from hf_attn.methods.adversary import adversarial_rows, restrict_to_content
         from hf_attn.methods.gradient import attention_fixed_gradient
-        from hf_attn.methods.leave_one_out import deletion_importance
+        from hf_attn.methods.leave_one_out import deletion_importance, deletion_reference
         adapter, content, seconds = self.adapter, batch.content, {}
         clock = time.perf_counter()
 
@@ -353,8 +353,8 @@ class Explainer:
         timed("prediction")
         out["gradient"] = attention_fixed_gradient(adapter, batch)
         timed("gradient")
-        out["loo"], out["undefined_loo"] = _one_token_loo(adapter, batch, forward.probabilities,
-                                                          deletion_importance(adapter, batch, forward.probabilities))
+        loo = deletion_importance(adapter, batch, deletion_reference(adapter, forward.probabilities))
+        out["loo"], out["undefined_loo"] = _one_token_loo(adapter, batch, forward.probabilities, loo)
         timed("leave_one_out")
         if settings["ig_steps"]:
             out["ig"] = integrated_gradients_attribution(adapter, batch, steps=settings["ig_steps"], rule="trapezoid",

@@ -393,3 +393,36 @@ def test_input_gradients_run_the_fused_kernel_with_the_eager_results(name, monke
     monkeypatch.setattr(type(model), "_supports_sdpa", False)
     again = adapter_for(model, tokenizer, device="cpu")
     assert not again.fused and "does not declare support" in again.fused_reason
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_no_gradient_forwards_take_the_gradients_path(name, monkeypatch):
+    """The forwards without gradients (``logits``: deletions and erasures; the soft metrics' hooked
+    embedding output) run the same kernel as the gradients once it is checked: the sdpa kernel is
+    really called, every such forward gives bit for bit the same logits as the others (so a
+    difference of two of them, leave-one-out or comprehensiveness, compares like with like) and the
+    eager forward's logits within rounding; an adapter on the eager path calls no kernel."""
+    import transformers.integrations.sdpa_attention as sdpa_module
+
+    model, tokenizer = tiny_classifier(name)
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert adapter.fused, adapter.fused_reason
+    batch = adapter.encode(TEXTS)
+    calls = []
+    real = sdpa_module.sdpa_attention_forward
+    monkeypatch.setattr(sdpa_module, "sdpa_attention_forward", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def plain_forwards():
+        calls.clear()
+        with torch.no_grad():
+            outs = (adapter.logits(batch), adapter.logits_with_embedding_output(batch, lambda h, rows: h),
+                    adapter.logits_from_embeddings(batch, adapter.embeddings(batch)))
+        return outs, len(calls)
+
+    (fused, hooked, from_embeddings), fused_calls = plain_forwards()
+    assert fused_calls == 3 * adapter.num_layers
+    assert torch.equal(fused, hooked) and torch.equal(fused, from_embeddings)
+    adapter.fused = False
+    (eager, eager_hooked, _), eager_calls = plain_forwards()
+    assert eager_calls == 0 and torch.equal(eager, eager_hooked)
+    torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)

@@ -61,6 +61,7 @@ SOURCES = {
     "longnow": "docs/benchmarks/long_sentence_latest.json",  # scripts/bench/long_sentence.py --lengths 510
     "heaptrim": "docs/benchmarks/heap_trim.json",  # scripts/bench/heap_trim.py --rounds 2
     "vz": "docs/benchmarks/value_zeroing.json",  # scripts/bench/value_zeroing.py --rounds 3
+    "kernel": "docs/benchmarks/attention_kernel.json",  # scripts/bench/attention_kernel.py
     "imports": "docs/benchmarks/import_time.json",  # scripts/bench/import_time.py
     "refcheck": "docs/faithfulness/reference_check.json",  # scripts/faithfulness_references.py
     "training": "docs/benchmarks/training_vs_plain_loop.json",

@@ -161,7 +161,8 @@ def test_compare_handler_gives_one_row_per_method_for_a_tiny_bert(app):
         deleted = [float(probabilities[c] - model(input_ids=torch.tensor([ids[:t] + ids[t + 1:]])).logits.softmax(-1)[0, c])
                    for t in range(1, len(ids) - 1)]
     np.testing.assert_allclose(_cells(page, "attention"), attention.numpy(), atol=1e-6)
-    np.testing.assert_allclose(_cells(page, "leave_one_out"), deleted, atol=1e-6)
+    # the deletions run the fused attention kernel, this reference the eager arithmetic: equal to float32 rounding
+    np.testing.assert_allclose(_cells(page, "leave_one_out"), deleted, atol=1e-5)
     with pytest.raises(gr.Error, match="the text is empty"):
         compare("tester/tiny-bert", "   ")
     # the tiny BERT has 40 positions: 38 word pieces besides [CLS] and [SEP]

@@ -392,7 +392,7 @@ class TransformersAdapter(TransformersProbe):
         the whole forward even where read-out pruning applies (a check of what the head reads)."""
         out = []
         for rows in self._chunks(len(batch), batch.input_ids.shape[1]):
-            out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
+            out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, self._plain(),
                                         self._positions(batch, rows), prune=prune).logits.float())
         return torch.cat(out)
 
@@ -610,7 +610,7 @@ class TransformersAdapter(TransformersProbe):
                     return args, {**kwargs, "hidden_states": transform(kwargs["hidden_states"], rows)}
                 handle = self.layers[0].register_forward_pre_hook(hook, with_kwargs=True)
             try:
-                out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, None,
+                out.append(self._model_call(batch.input_ids[rows], batch.attention_mask[rows], None, self._plain(),
                                             self._positions(batch, rows), prune=True).logits.float())
             finally:
                 handle.remove()

@@ -220,12 +220,15 @@ class TransformersProbe:
         self.padding_changes_logits = True
 
     def _check_fused(self, input_ids, mask) -> tuple[bool, str]:
-        """Whether the gradients to the input embeddings (saliency, gradient × input, integrated
-        gradients: forwards that change and record nothing) can run transformers' fused attention
-        kernel, which keeps no (T × T) probabilities for the backward: it must run on this model and
-        give the eager forward's logits (within 1e-4 of their scale); otherwise they stay eager, with
-        the reason. The no-gradient forwards (``logits``: deletions, erasures) stay eager, so every
-        difference of two such forwards (leave-one-out, comprehensiveness) compares like with like."""
+        """Whether the forwards that change and record nothing can run transformers' fused attention
+        kernel: the gradients to the input embeddings (saliency, gradient × input, integrated
+        gradients; the kernel keeps no (T × T) probabilities for the backward) and the no-gradient
+        forwards of ``logits`` and ``logits_with_embedding_output`` (deletions, erasures, the soft
+        metrics' draws; faster than the eager arithmetic on long texts, ``docs/performance.md``). It
+        must run on this model and give the eager forward's logits (within 1e-4 of their scale);
+        otherwise all of them stay eager, with the reason. Either way they all take the same path, so
+        every difference of two such forwards (leave-one-out, comprehensiveness) compares like with
+        like."""
         if self.own_attention:
             return False, "the attention is computed in the model's own modules (hooked), not through the interface"
         if not getattr(self.model, "_supports_sdpa", False):

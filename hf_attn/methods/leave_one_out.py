@@ -412,6 +412,15 @@ def deletion_rows(batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torc
             instance, position)
 
 
+def deletion_reference(adapter, forward_probabilities: torch.Tensor) -> torch.Tensor | None:
+    """The ŷ(x) to give :func:`deletion_importance` when a recording forward (``adapter.forward``)
+    has computed them: those, for hf_attn's own models (one arithmetic for every forward); ``None``
+    for other adapters, so that ŷ(x) is computed on the deletions' own path (``adapter.logits``: the
+    fused attention kernel where the adapter checked it, while a recording forward runs the eager
+    arithmetic) and each TVD compares like with like."""
+    return forward_probabilities if getattr(adapter, "exact_model_methods", False) else None
+
+
 @torch.no_grad()
 def deletion_importance(adapter, batch, probabilities: torch.Tensor | None = None,
                         token_budget: int | None = None) -> torch.Tensor:

@@ -51,7 +51,7 @@ from hf_attn.core.sharding import cache_key, run_sharded, scatter_rows
 from hf_attn.methods.adversary import AdversaryResult, adversarial_attention, adversarial_rows, adversary_objective
 from hf_attn.methods.adversary import restrict_to_content
 from hf_attn.methods.gradient import attention_fixed_gradient, gradient_importance
-from hf_attn.methods.leave_one_out import deletion_batch, deletion_importance, leave_one_out
+from hf_attn.methods.leave_one_out import deletion_batch, deletion_importance, deletion_reference, leave_one_out
 from hf_attn.methods.permutation import permutation_tvd, permuted_attention_tvd, random_permutations
 from hf_attn.models.masks import attended_mask
 
@@ -158,7 +158,7 @@ def _main_rows(adapter, batch, settings: JWSettings, seed: int, timed) -> dict:
     fwd = timed("forward", lambda: adapter.forward(batch, rollout=several_layers))
     grad = timed("gradient", lambda: _in_chunks(lambda b: attention_fixed_gradient(adapter, b), batch,
                                                 settings.gradient_token_budget))
-    loo = timed("leave_one_out", lambda: deletion_importance(adapter, batch, fwd.probabilities,
+    loo = timed("leave_one_out", lambda: deletion_importance(adapter, batch, deletion_reference(adapter, fwd.probabilities),
                                                              settings.loo_token_budget))
     generator = torch.Generator().manual_seed(seed)
     perm = timed("permutation", lambda: permuted_attention_tvd(adapter, batch, fwd, settings.num_permutations,
