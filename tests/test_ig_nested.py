@@ -1,8 +1,8 @@
 """The nested integrated-gradients rule ("gauss-kronrod"): the Kronrod rules of
 hf_attn.methods.kronrod (exact for polynomials of degree 3n + 1, Gauss subset = numpy's leggauss,
 QUADPACK's G7–K15 table), the Kronrod refinement that reuses the n Gauss nodes' gradients (equal to
-the Kronrod rule run from scratch, n + (n + 1) gradients per sentence, counted) and the default
-rule's output unchanged. Tiny random BERT of tests/architectures.py, float32."""
+the Kronrod rule run from scratch, n + (n + 1) gradients per sentence, counted; the table's
+default) and the doubling rule's output unchanged. Tiny random BERT of tests/architectures.py, float32."""
 
 from __future__ import annotations
 
@@ -98,13 +98,14 @@ def test_the_refinement_equals_the_kronrod_rule_from_scratch_and_the_default_is_
         kronrod_refinement(adapter, batch, gauss.node_contributions[:2])
 
 
-def test_the_table_refines_with_n_plus_n_plus_1_gradients_and_the_default_doubles_as_before(bert):
+def test_the_table_refines_with_n_plus_n_plus_1_gradients_by_default_and_the_doubling_rule_as_before(bert):
     model, tokenizer = tiny_classifier("bert")
     counts = []
     adapter = _counting(adapter_for(model, tokenizer, device="cpu"), counts)
     batch = adapter.encode(TEXTS)
     common = {"methods": ("integrated_gradients",), "ig_steps": 4, "ig_target": 1e-6}
-    nested = _IntegratedGradients(FaithfulnessSettings(ig_rule="gauss-kronrod", ig_max_steps=9, **common))
+    assert FaithfulnessSettings().ig_rule == "gauss-kronrod"  # the nested rule is the table's default
+    nested = _IntegratedGradients(FaithfulnessSettings(ig_max_steps=9, **common))
     attributions = nested(adapter, batch)
     refined = nested.steps[0] == 9
     assert refined.sum() >= 3  # the tiny model misses 1e-6 at 4 nodes on most sentences
@@ -113,9 +114,9 @@ def test_the_table_refines_with_n_plus_n_plus_1_gradients_and_the_default_double
     scratch = integrated_gradients_attribution(adapter, batch, nodes=gauss_kronrod(4))
     rows = torch.from_numpy(refined)
     assert float((attributions[rows] - scratch.attributions[rows]).abs().max()) <= 1e-6
-    # the default rule: the doubling as before (4 nodes, then 8 from scratch for the sentences that missed)
+    # the doubling rule: as before (4 nodes, then 8 from scratch for the sentences that missed)
     counts.clear()
-    default = _IntegratedGradients(FaithfulnessSettings(ig_max_steps=8, **common))
+    default = _IntegratedGradients(FaithfulnessSettings(ig_rule="gauss-legendre", ig_max_steps=8, **common))
     got = default(adapter, batch)
     gradients = sum(counts)
     first = integrated_gradients_attribution(adapter, batch, 4)

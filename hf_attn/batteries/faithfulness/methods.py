@@ -91,13 +91,13 @@ def _random_scores(batch, settings: FaithfulnessSettings) -> torch.Tensor:
 
 
 class _IntegratedGradients:
-    """The table's integrated gradients: each sentence's nodes doubled from ``ig_steps`` until its
+    """The table's integrated gradients: each sentence's nodes refined from ``ig_steps`` until its
     completeness gap is within ``ig_target`` of |f(x) − f(x')| (or ``ig_max_steps``), per batch;
     each sentence's final result is kept for :meth:`completeness`. ``ig_rule="gauss-kronrod"``
-    (nested): n = ``ig_steps`` Gauss–Legendre nodes, then for the sentences that miss the target
-    the (2n+1)-point Kronrod rule reusing those n gradients (n + 1 new nodes,
+    (nested, the default): n = ``ig_steps`` Gauss–Legendre nodes, then for the sentences that miss
+    the target the (2n+1)-point Kronrod rule reusing those n gradients (n + 1 new nodes,
     :func:`hf_attn.methods.adapter_integrated_gradients.kronrod_refinement`), then Gauss–Legendre
-    with 4n, 8n, … nodes as the default rule would."""
+    with 4n, 8n, … nodes; any other rule doubles its nodes from the start."""
 
     def __init__(self, settings: FaithfulnessSettings, contrast=None):
         self.settings, self.contrast = settings, contrast
@@ -115,7 +115,8 @@ class _IntegratedGradients:
             self.baseline_problem = baseline_problem(adapter, batch, s.ig_baseline)
         steps = s.ig_steps
         target_class, foil_class = _classes(batch, self.contrast)
-        nested = s.ig_rule == "gauss-kronrod"  # keep the Gauss nodes' contributions for the Kronrod step
+        # keep the Gauss nodes' contributions for the Kronrod step (none without a target: no refinement)
+        nested = s.ig_rule == "gauss-kronrod" and s.ig_target is not None
         result = integrated_gradients_attribution(adapter, batch, steps, s.ig_rule, target=s.gradient_target,
                                                   baseline=s.ig_baseline, target_class=target_class,
                                                   foil_class=foil_class, node_contributions=nested)

@@ -106,12 +106,15 @@ class FaithfulnessSettings:
     ``tau_loo``, τ with the LOO-drop, exists only when ``leave_one_out`` is among the methods);
     ``fractions``: ERASER bins.
 
-    Integrated gradients: ``ig_rule`` quadrature (Gauss–Legendre by default) starting from
-    ``ig_steps`` nodes; with ``ig_target`` (default 0.01) each sentence's nodes are doubled until its
-    completeness gap |Σ_t IG_t − (f(x) − f(x'))| is within ``ig_target`` · |f(x) − f(x')| or
-    ``ig_max_steps`` is reached (the sentences that miss it are counted); ``ig_target=None``: exactly
-    ``ig_steps`` nodes; ``ig_rule="gauss-kronrod"`` nests the first refinement (the n Gauss nodes'
-    gradients reused by the (2n+1)-point Kronrod rule, n + 1 new nodes). ``gradient_target``: f of saliency, gradient × input and IG,
+    Integrated gradients: ``ig_steps`` Gauss–Legendre nodes to start from; with ``ig_target``
+    (default 0.01) each sentence's nodes are refined until its completeness gap
+    |Σ_t IG_t − (f(x) − f(x'))| is within ``ig_target`` · |f(x) − f(x')| or ``ig_max_steps`` is
+    reached (the sentences that miss it are counted); ``ig_target=None``: exactly ``ig_steps`` nodes.
+    ``ig_rule`` "gauss-kronrod" (default: nested) refines first with the (2n+1)-point Kronrod rule,
+    which reuses the n Gauss nodes' gradients (n + 1 new nodes), then doubles the Gauss–Legendre
+    nodes (4n, 8n, …); "gauss-legendre" doubles from the start (2n new nodes; the rule of the
+    records made before the nested default); "trapezoid" and "riemann-right" double those rules'
+    intervals. ``gradient_target``: f of saliency, gradient × input and IG,
     ``"probability"`` ŷ_c (default) or ``"logit"`` z_c (ferret's and inseq's choice);
     ``ig_baseline``: ``"zero"``, ``"pad"`` (the pad token's embedding) or ``"mean"`` (the mean input
     embedding): where the zero baseline sits at the singular point of the model's first normalisation
@@ -154,7 +157,7 @@ class FaithfulnessSettings:
         "ERASER bins", type=numbers_list, type_text="comma-separated numbers in (0, 1]"))
     ig_steps: int = field(default=16, metadata=option(
         "integrated gradients' Gauss–Legendre nodes to start from", type=count(1, limit="ig_nodes")))
-    ig_rule: str = "gauss-legendre"  # one of IG_RULES; "gauss-kronrod": nested (Kronrod extension reuses the nodes)
+    ig_rule: str = "gauss-kronrod"  # one of IG_RULES; nested: the Kronrod extension reuses the Gauss nodes
     ig_target: float | None = field(default=0.01, metadata=option(
         "nodes doubled per sentence until |completeness gap| ≤ this share of |f(x) − f(x')| (0: exactly "
         "--faith-ig-steps nodes)", type=float, convert=_zero_is_none))
