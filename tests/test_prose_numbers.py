@@ -59,6 +59,7 @@ SOURCES = {
     "bf16agree": "docs/benchmarks/bf16_agreement.json",  # scripts/bench/bf16_agreement.py --tiny llama bert
     "long": "docs/benchmarks/long_sentence.json",  # scripts/bench/long_sentence.py
     "longnow": "docs/benchmarks/long_sentence_latest.json",  # scripts/bench/long_sentence.py --lengths 510
+    "commits": "docs/benchmarks/long_sentence_commits.json",  # scripts/bench/long_sentence_commits.py
     "heaptrim": "docs/benchmarks/heap_trim.json",  # scripts/bench/heap_trim.py --rounds 2
     "vz": "docs/benchmarks/value_zeroing.json",  # scripts/bench/value_zeroing.py --rounds 3
     "kernel": "docs/benchmarks/attention_kernel.json",  # scripts/bench/attention_kernel.py

@@ -1,0 +1,60 @@
+"""scripts/bench/long_sentence_commits.py: the speed-ups are the first commit's seconds over each
+commit's (hand-computed), per stage and per method; outputs made already are combined with
+--runs, each run's commit resolved by git; bad arguments are refused in one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    path = ROOT / "scripts" / "bench" / "long_sentence_commits.py"
+    spec = importlib.util.spec_from_file_location("bench_long_sentence_commits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(seconds, naopc, soft, loo, vz):
+    return {"tokens": 510, "seconds": seconds, "naopc_seconds": naopc, "soft_seconds": soft,
+            "methods_seconds": {"leave_one_out": loo, "value_zeroing": vz, "random": 0.001}}
+
+
+def test_speedups_are_the_first_commits_seconds_over_each():
+    rows = _script().combine([_row(800.0, 160.0, 280.0, 100.0, 160.0), _row(400.0, 80.0, 70.0, 50.0, 64.0)])
+    assert rows[0]["speedup_vs_first"] == 1.0
+    assert rows[1]["speedup_vs_first"] == 2.0
+    assert rows[1]["naopc_speedup_vs_first"] == 2.0 and rows[1]["soft_speedup_vs_first"] == 4.0
+    assert rows[1]["methods_speedup_vs_first"] == {"leave_one_out": 2.0, "value_zeroing": 2.5}  # not the 1 ms floor
+
+
+def test_outputs_made_already_are_combined_with_their_commits(tmp_path, monkeypatch):
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    paths = []
+    for name, row in (("a", _row(600.0, 120.0, 200.0, 90.0, 100.0)), ("b", _row(300.0, 60.0, 100.0, 45.0, 50.0))):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"rows": [row], "machine": {"load_average": [1.0, 1.0, 1.0]}, "date": "2026-11-29"}))
+        paths.append(path)
+    out = tmp_path / "record.json"
+    monkeypatch.chdir(ROOT)
+    assert _script().main(["--runs", f"HEAD={paths[0]}", f"HEAD={paths[1]}", "--write", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert [r["commit"] for r in record["rows"]] == [head, head] and record["combined_from_runs"]
+    assert record["rows"][1]["speedup_vs_first"] == 2.0
+    assert str(tmp_path) not in json.dumps(record)  # no local path in the record
+
+
+@pytest.mark.parametrize("argv, message", [([], "give --commits"), (["--commits", "HEAD", "--runs", "HEAD=x"], "not both"),
+                                           (["--runs", "HEAD"], "not COMMIT=PATH")])
+def test_bad_arguments_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit) as error:
+        _script().main(argv)
+    assert error.value.code == 2 and message in capsys.readouterr().err
