@@ -395,6 +395,20 @@ def test_input_gradients_run_the_fused_kernel_with_the_eager_results(name, monke
     assert not again.fused and "does not declare support" in again.fused_reason
 
 
+def test_a_fused_kernel_wrong_only_on_padding_is_caught_by_the_padded_probe(monkeypatch):
+    """The fused kernel's check runs a padded batch as well as the probe sentence: a kernel that drops
+    the attention mask gives the sentence's logits alone but not a padded row's, and stays off."""
+    import transformers.integrations.sdpa_attention as sdpa_module
+
+    real = sdpa_module.sdpa_attention_forward
+    monkeypatch.setattr(sdpa_module, "sdpa_attention_forward",
+                        lambda module, q, k, v, mask, *a, **kw: real(module, q, k, v, None, *a, **kw))
+    model, tokenizer = tiny_classifier("bert")
+    adapter = adapter_for(model, tokenizer, device="cpu")
+    assert not adapter.fused and adapter.fused_reason.endswith("on a padded probe batch"), adapter.fused_reason
+    assert adapter.describe()["fused_attention_reason"] == adapter.fused_reason
+
+
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_no_gradient_forwards_take_the_gradients_path(name, monkeypatch):
     """The forwards without gradients (``logits``: deletions and erasures; the soft metrics' hooked

@@ -58,3 +58,15 @@ def test_bad_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as error:
         _script().main(argv)
     assert error.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_run_without_the_length_or_an_unknown_commit_is_refused_in_one_line(tmp_path, capsys):
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"rows": [{"tokens": 256, "seconds": 1.0}], "machine": {"load_average": [1, 1, 1]},
+                                "date": "2026-11-29"}))
+    for runs, message in (([f"HEAD={path}"], "no single row of 510 tokens (it holds [256])"),
+                          ([f"no-such-commit={path}"], "git rev-parse --short no-such-commit")):
+        with pytest.raises(SystemExit) as error:
+            _script().main(["--runs", *runs, "--write", str(tmp_path / "out.json")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert error.value.code == 2 and len(err) == 1 and message in err[0], err

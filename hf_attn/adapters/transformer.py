@@ -158,7 +158,9 @@ class TransformersAdapter(TransformersProbe):
         return torch.where(mask.bool(), shifted, torch.full_like(shifted, self.pad_id))
 
     def _plain(self) -> Intervention | None:
-        """The intervention argument of a differentiable forward that changes and records nothing."""
+        """The intervention argument of a forward that changes and records nothing, with gradients or
+        without (``logits``, ``logits_from_embeddings``, ``logits_with_embedding_output``): the fused
+        kernel where the adapter checked it, else ``None`` (the eager arithmetic)."""
         return Intervention(fused=True) if self.fused else None
 
     @contextlib.contextmanager

@@ -235,14 +235,19 @@ class TransformersProbe:
             return False, f"{type(self.model).__name__} does not declare support for transformers' sdpa kernel"
         try:
             with torch.no_grad():
-                fused = self._model_call(input_ids, mask, None, Intervention(fused=True)).logits.float()
-                eager = self._model_call(input_ids, mask, None, None).logits.float()
+                for batch in (None, self._probe_batch(input_ids)):  # the sentence alone, then a padded batch
+                    ids, rows = (input_ids, mask) if batch is None else (batch.input_ids, batch.attention_mask)
+                    positions = None if batch is None else batch.position_ids
+                    fused = self._model_call(ids, rows, None, Intervention(fused=True), positions).logits.float()
+                    eager = self._model_call(ids, rows, None, None, positions).logits.float()
+                    if not bool(torch.isfinite(fused).all()) or float((fused - eager).abs().max()) > 1e-4 * (
+                            1.0 + float(eager.abs().max())):
+                        where = "the probe sentence" if batch is None else "a padded probe batch"
+                        return False, f"the fused kernel's logits differ from the eager forward's on {where}"
         except Exception as error:  # noqa: BLE001 - any failure means: stay eager, and say why
             return False, f"the fused kernel fails on this model ({type(error).__name__}: {str(error)[:160]})"
-        if not bool(torch.isfinite(fused).all()) or float((fused - eager).abs().max()) > 1e-4 * (
-                1.0 + float(eager.abs().max())):
-            return False, "the fused kernel's logits differ from the eager forward's on the probe sentence"
-        return True, "gradients to the inputs use transformers' sdpa kernel (checked on a probe sentence)"
+        return True, ("the forwards that change and record nothing (gradients to the inputs, deletions, erasures) "
+                      "use transformers' sdpa kernel (checked on a probe sentence and a padded batch)")
 
     def _find_layers(self, modules):
         """The ``ModuleList`` whose i-th layer holds the i-th attention call's module (None when
@@ -435,7 +440,7 @@ class TransformersProbe:
                                       batch.position_ids, prune=prune).logits.float()
             (grad,) = torch.autograd.grad(logits.sum(), embeds)
         with torch.no_grad(), self._last_position_pooling(always=True):
-            plain = self._model_call(batch.input_ids, batch.attention_mask, None, None, batch.position_ids,
+            plain = self._model_call(batch.input_ids, batch.attention_mask, None, self._plain(), batch.position_ids,
                                      prune=prune).logits.float()
         return torch.cat([plain, logits.detach()], -1), grad.float()
 

@@ -15,7 +15,7 @@ reads the word embeddings alone — no position or segment embedding added, as i
 Mistral (RMSNorm) and ModernBERT (LayerNorm) — the zero baseline puts its input at that point, the
 integrand is a spike of width ≈ √ε / ‖e‖ at a = 0 (ε the norm's epsilon), which the nodes resolve
 slowly if at all. Measured on the tiny random models of the tests (4 seeds × 5 sentences each, float32,
-the table's nodes doubled from 16 up to ``ig_max_steps``; ``docs/faithfulness.md``): from the zero
+the doubling rule ``ig_rule="gauss-legendre"`` from 16 nodes up to ``ig_max_steps``; ``docs/faithfulness.md``): from the zero
 baseline 17 of 20 Llama sentences miss the 1 % target at 256 nodes and 7 at 1024, and all 20 Qwen2
 sentences miss it at both (gaps of 100–1500 %); from the mean embedding, which is not at that point
 (nor, in general, is its straight path to the text), 3 Llama sentences miss it at 256 nodes and

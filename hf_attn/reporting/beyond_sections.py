@@ -26,7 +26,8 @@ def _faithfulness_table(res: dict, label: str, folder: str, figs: _Figures) -> l
     return [f"\n### {label}\n",
             f"{result.num_instances} SST test sentences (a seeded sample); ERASER bins {{{fractions}}} %, integrated "
             f"gradients from {settings.get('ig_steps')} {settings.get('ig_rule')} nodes"
-            + (f" doubled per sentence towards a completeness gap within {100 * settings['ig_target']:g} % "
+            + (f" {'refined (nested)' if settings.get('ig_rule') == 'gauss-kronrod' else 'doubled'} per sentence "
+               f"towards a completeness gap within {100 * settings['ig_target']:g} % "
                f"(at most {settings.get('ig_max_steps')} nodes; the misses are counted below)"
                if settings.get("ig_target") else "")
             + f", Soft-NC / Soft-NS ({settings.get('soft_variant', 'embedding')}) over per-sentence Bernoulli draws, "

@@ -9,8 +9,10 @@ Per commit: a git worktree of it in a temporary folder and that commit's own lon
 (``scripts/bench/long_sentence.py``, or ``scripts/benchmark_long_sentence.py`` before the scripts
 moved) run on the given model with that worktree first on ``PYTHONPATH``, one torch thread. With
 ``--runs`` the per-commit outputs of runs made that way already (``COMMIT=PATH``) are combined
-instead of run again. The record keeps each commit's row and each one's speed-up against the
-first commit (its seconds over theirs), whole and per stage.
+instead of run again (each run's output path is printed as it completes, so that a session cut
+short resumes that way). The record keeps each commit's row (with its own run's date and load) and
+each one's speed-up against the first commit (its seconds over theirs), whole and per stage. Old
+commits run against today's installed dependencies.
 """
 
 from __future__ import annotations
@@ -23,13 +25,24 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ("scripts/bench/long_sentence.py", "scripts/benchmark_long_sentence.py")
 STAGES = ("naopc_seconds", "soft_seconds")
 
 
+def _refuse(message: str):
+    """One line on standard error, exit code 2."""
+    print(f"long_sentence_commits.py: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], check=True, capture_output=True, text=True).stdout.strip()
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        _refuse(f"git {' '.join(args)}: {' '.join(done.stderr.split()) or f'exit status {done.returncode}'}")
+    return done.stdout.strip()
 
 
 def run_commit(commit: str, model_dir: str, length: int, output: str) -> None:
@@ -79,25 +92,31 @@ def main(argv=None) -> int:
         folder = tempfile.mkdtemp(prefix="long-sentence-")
         runs = []
         for commit in args.commits:
-            output = os.path.join(folder, f"{commit}.json")
+            output = os.path.join(folder, f"{_git('rev-parse', '--short', commit)}.json")
             run_commit(commit, args.model_dir, args.length, output)
+            print(f"{commit}: {output}", flush=True)
             runs.append((commit, output))
     rows = []
     for commit, path in runs:
+        resolved = _git("rev-parse", "--short", commit)
         with open(path, encoding="utf-8") as f:
             made = json.load(f)
-        (row,) = [r for r in made["rows"] if r["tokens"] == args.length]
-        rows.append({"commit": _git("rev-parse", "--short", commit), **row,
+        found = [r for r in made.get("rows", []) if r.get("tokens") == args.length]
+        if len(found) != 1:
+            _refuse(f"{path}: no single row of {args.length} tokens (it holds "
+                    f"{[r.get('tokens') for r in made.get('rows', [])]})")
+        rows.append({"commit": resolved, **found[0], "threads": made.get("threads"),
                      "load_average": made["machine"]["load_average"], "date": made["date"]})
     # the command that runs them all (outputs combined with --runs were made by run_commit's command each)
     model = os.path.relpath(args.model_dir)
     model = model if not model.startswith("..") else os.path.basename(os.path.normpath(args.model_dir))  # no local paths
     command = ["scripts/bench/long_sentence_commits.py", "--model-dir", model,
-               "--length", str(args.length), "--commits"] + [commit for commit, _ in runs]
+               "--length", str(args.length), "--commits"] + [row["commit"] for row in rows]
     record = {"command": " ".join(command), "combined_from_runs": bool(args.runs),
-              "model": os.path.basename(os.path.normpath(args.model_dir)), "tokens": args.length, "threads": 1,
-              "rows": combine(rows),
-              "machine": {"platform": platform.platform(), "cpus": os.cpu_count()}, "date": time.strftime("%Y-%m-%d")}
+              "model": os.path.basename(os.path.normpath(args.model_dir)), "tokens": args.length,
+              "rows": combine(rows),  # each with its own run's date, load average and threads
+              "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+              "combined": time.strftime("%Y-%m-%d")}
     tmp = args.write + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=1)

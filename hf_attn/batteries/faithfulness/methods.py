@@ -116,7 +116,7 @@ class _IntegratedGradients:
         steps = s.ig_steps
         target_class, foil_class = _classes(batch, self.contrast)
         # keep the Gauss nodes' contributions for the Kronrod step (none without a target: no refinement)
-        nested = s.ig_rule == "gauss-kronrod" and s.ig_target is not None
+        nested = s.ig_rule == "gauss-kronrod" and s.ig_target is not None and 2 * steps + 1 <= s.ig_max_steps
         result = integrated_gradients_attribution(adapter, batch, steps, s.ig_rule, target=s.gradient_target,
                                                   baseline=s.ig_baseline, target_class=target_class,
                                                   foil_class=foil_class, node_contributions=nested)
@@ -140,7 +140,7 @@ class _IntegratedGradients:
             if gauss is not None and 2 * steps + 1 <= s.ig_max_steps:  # n Gauss nodes → K(2n+1): n + 1 new
                 again = kronrod_refinement(adapter, batch.select(rows), gauss[rows], **settings)
                 gauss, steps, nodes, added = None, 2 * steps, 2 * steps + 1, steps + 1
-            else:  # then (or for the default rule) the Gauss–Legendre doubling: 4n, 8n, … nodes from scratch
+            else:  # then (or for the other rules from the start) the doubling: 4n, 8n, … nodes from scratch
                 gauss, steps = None, min(2 * steps, s.ig_max_steps)
                 again = integrated_gradients_attribution(adapter, batch.select(rows), steps, s.ig_rule, **settings)
                 nodes = added = steps

@@ -157,9 +157,12 @@ class FaithfulnessSettings:
         "ERASER bins", type=numbers_list, type_text="comma-separated numbers in (0, 1]"))
     ig_steps: int = field(default=16, metadata=option(
         "integrated gradients' Gauss–Legendre nodes to start from", type=count(1, limit="ig_nodes")))
-    ig_rule: str = "gauss-kronrod"  # one of IG_RULES; nested: the Kronrod extension reuses the Gauss nodes
+    ig_rule: str = field(default="gauss-kronrod", metadata=option(
+        "integrated gradients' quadrature: gauss-kronrod refines a sentence with the Kronrod extension of its Gauss "
+        "nodes (reused), then doubles; gauss-legendre doubles from the start; trapezoid, riemann-right",
+        choices=IG_RULES))
     ig_target: float | None = field(default=0.01, metadata=option(
-        "nodes doubled per sentence until |completeness gap| ≤ this share of |f(x) − f(x')| (0: exactly "
+        "nodes refined per sentence (nested rule) until |completeness gap| ≤ this share of |f(x) − f(x')| (0: exactly "
         "--faith-ig-steps nodes)", type=float, convert=_zero_is_none))
     ig_max_steps: int = field(default=256, metadata=option("the most nodes per sentence",
                                                            type=count(1, limit="ig_nodes")))
