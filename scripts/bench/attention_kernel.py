@@ -15,7 +15,6 @@ once it has checked the kernel on the model (``TransformersProbe._check_fused``)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -84,10 +83,9 @@ def main(argv=None) -> int:
               "tokens_per_call": args.tokens, "rows": rows_out,
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
               "date": date.today().isoformat()}
-    tmp = args.write + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1)
-    os.replace(tmp, args.write)
+    from hf_attn.core.io import write_json_atomic
+
+    write_json_atomic(args.write, record)
     return 0
 
 

@@ -15,7 +15,6 @@ record says which bound method each length used and the seconds of the NAOPC col
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -71,10 +70,9 @@ def main(argv=None) -> int:
     record = {"model": os.path.basename(os.path.normpath(args.model_dir)), "threads": 1, "rows": rows,
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
               "date": time.strftime("%Y-%m-%d")}
-    tmp = args.output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1)
-    os.replace(tmp, args.output)
+    from hf_attn.core.io import write_json_atomic
+
+    write_json_atomic(args.output, record)
     return 0
 
 

@@ -117,10 +117,9 @@ def main(argv=None) -> int:
               "rows": combine(rows),  # each with its own run's date, load average and threads
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
               "combined": time.strftime("%Y-%m-%d")}
-    tmp = args.write + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1)
-    os.replace(tmp, args.write)
+    from hf_attn.core.io import write_json_atomic
+
+    write_json_atomic(args.write, record)
     for row in record["rows"]:
         print(f"{row['commit']}: {row['seconds']:.1f} s, {row['speedup_vs_first']:.2f}× the first")
     return 0
