@@ -233,16 +233,15 @@ class TransformersProbe:
             return False, "the attention is computed in the model's own modules (hooked), not through the interface"
         if not getattr(self.model, "_supports_sdpa", False):
             return False, f"{type(self.model).__name__} does not declare support for transformers' sdpa kernel"
+        padded = self._probe_batch(input_ids)
+        probes = (("the probe sentence", input_ids, mask, None),
+                  ("a padded probe batch", padded.input_ids, padded.attention_mask, padded.position_ids))
         try:
             with torch.no_grad():
-                for batch in (None, self._probe_batch(input_ids)):  # the sentence alone, then a padded batch
-                    ids, rows = (input_ids, mask) if batch is None else (batch.input_ids, batch.attention_mask)
-                    positions = None if batch is None else batch.position_ids
-                    fused = self._model_call(ids, rows, None, Intervention(fused=True), positions).logits.float()
-                    eager = self._model_call(ids, rows, None, None, positions).logits.float()
-                    if not bool(torch.isfinite(fused).all()) or float((fused - eager).abs().max()) > 1e-4 * (
-                            1.0 + float(eager.abs().max())):
-                        where = "the probe sentence" if batch is None else "a padded probe batch"
+                for where, ids, rows, positions in probes:
+                    fused = self._model_call(ids, rows, None, Intervention(fused=True), positions).logits
+                    eager = self._model_call(ids, rows, None, None, positions).logits
+                    if not bool(torch.isfinite(fused).all()) or _gap_beyond(fused, eager, 1e-4) is not None:
                         return False, f"the fused kernel's logits differ from the eager forward's on {where}"
         except Exception as error:  # noqa: BLE001 - any failure means: stay eager, and say why
             return False, f"the fused kernel fails on this model ({type(error).__name__}: {str(error)[:160]})"

@@ -130,7 +130,7 @@ DEFINITIONS = {
     "erasure": "ERASER comprehensiveness + sufficiency per sentence, mean over the distinct k = ceil(p·n)",
     "erasure_eraser": "the same through hf_attn.methods.eraser.eraser_scores (the ERASER table's scorer)",
     "integrated_gradients_target": "ŷ_c, zero baseline: hf_attn at its completeness target with its nested rule "
-                                   "(`ig_rule=\"gauss-kronrod\"`, the table's default since the nested rule was chosen: 16 "
+                                   "(`ig_rule=\"gauss-kronrod\"`, the table's default: 16 "
                                    "Gauss–Legendre nodes, then for a sentence whose |gap| > 1 % of |f(x) − f(x')| "
                                    "the 33-node Kronrod rule reusing them, then 64, 128, … Gauss–Legendre nodes) "
                                    "against the peers' fixed node count",

@@ -137,7 +137,7 @@ class _IntegratedGradients:
                         "target_class": target_class[rows],  # the first pass's: never None here
                         "foil_class": None if foil_class is None else foil_class[rows],
                         "ends": tuple(v[torch.tensor(rows, device=v.device)] for v in ends)}
-            if gauss is not None and 2 * steps + 1 <= s.ig_max_steps:  # n Gauss nodes → K(2n+1): n + 1 new
+            if gauss is not None:  # n Gauss nodes → K(2n+1): n + 1 new (kept only where 2n + 1 is within the cap)
                 again = kronrod_refinement(adapter, batch.select(rows), gauss[rows], **settings)
                 gauss, steps, nodes, added = None, 2 * steps, 2 * steps + 1, steps + 1
             else:  # then (or for the other rules from the start) the doubling: 4n, 8n, … nodes from scratch

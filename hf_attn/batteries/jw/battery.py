@@ -158,8 +158,8 @@ def _main_rows(adapter, batch, settings: JWSettings, seed: int, timed) -> dict:
     fwd = timed("forward", lambda: adapter.forward(batch, rollout=several_layers))
     grad = timed("gradient", lambda: _in_chunks(lambda b: attention_fixed_gradient(adapter, b), batch,
                                                 settings.gradient_token_budget))
-    loo = timed("leave_one_out", lambda: deletion_importance(adapter, batch, deletion_reference(adapter, fwd.probabilities),
-                                                             settings.loo_token_budget))
+    reference = deletion_reference(adapter, fwd.probabilities)
+    loo = timed("leave_one_out", lambda: deletion_importance(adapter, batch, reference, settings.loo_token_budget))
     generator = torch.Generator().manual_seed(seed)
     perm = timed("permutation", lambda: permuted_attention_tvd(adapter, batch, fwd, settings.num_permutations,
                                                                generator))
