@@ -53,7 +53,8 @@ def test_outputs_made_already_are_combined_with_their_commits(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("argv, message", [([], "give --commits"), (["--commits", "HEAD", "--runs", "HEAD=x"], "not both"),
-                                           (["--runs", "HEAD"], "not COMMIT=PATH")])
+                                           (["--runs", "HEAD"], "not COMMIT=PATH"),
+                                           (["--goal", "0", "--commits", "HEAD"], "--goal must be a positive")])
 def test_bad_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as error:
         _script().main(argv)
@@ -70,3 +71,21 @@ def test_a_run_without_the_length_or_an_unknown_commit_is_refused_in_one_line(tm
             _script().main(["--runs", *runs, "--write", str(tmp_path / "out.json")])
         err = capsys.readouterr().err.strip().splitlines()
         assert error.value.code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_the_goal_says_whether_it_is_met_and_what_bounds_it():
+    script = _script()
+    first, last = _row(900.0, 160.0, 280.0, 100.0, 160.0), _row(400.0, 120.0, 70.0, 80.0, 60.0)
+    first["commit"], last["commit"] = "aaa", "bbb"
+    last |= {"gflop": {"naopc": 9600.0, "leave_one_out": 6000.0, "random": 0.0, "erasure": 400.0},
+             "gflop_total": 30000.0, "peak": {"gflops": 95.0}}
+    goal = script.goal(script.combine([first, last]), 3.0)
+    assert goal["value"] == 2.25 and not goal["met"] and goal["needed_seconds"] == 300.0
+    assert goal["seconds_at_peak"] == pytest.approx(30000 / 95)
+    # 3 × 900 s needs 30000 GFLOP in 300 s: 100 GFLOP/s, above the 95 GFLOP/s peak
+    assert goal["bound"].startswith("FLOPs: 3.0× aaa needs 100 GFLOP/s at bbb's 30000 GFLOP, 105 %")
+    # the stages with seconds, the slowest first (erasure has no seconds of its own, random none worth reading)
+    assert [(s["stage"], s["gflops"]) for s in goal["stages"]] == [("naopc", 80.0), ("leave_one_out", 75.0)]
+    assert script.goal(script.combine([first, _row(250.0, 1, 1, 1, 1) | {"commit": "ccc"}]), 3.0)["met"]
+    unbounded = script.goal(script.combine([first, _row(400.0, 1, 1, 1, 1) | {"commit": "ccc"}]), 3.0)
+    assert not unbounded["met"] and "bound" not in unbounded  # no FLOPs counted: nothing to say

@@ -84,6 +84,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(Path(__file__).resolve().parent) not in sys.path:  # flops.py, when loaded by path (as a script it is first)
+    sys.path.append(str(Path(__file__).resolve().parent))
 TORCH_PIN = "torch==2.13.0"
 PEER_PINS = {
     "captum": [TORCH_PIN, "transformers==5.23.0", "tokenizers==0.23.3", "captum==0.9.0", "safetensors", "numpy", "scipy==1.17.1"],
@@ -368,20 +370,14 @@ def goals(rows: list[dict], flops: dict | None = None, peak: float | None = None
 
 def speed_bound(row: dict, floor: dict | None, peak: float | None, peer: str, at_least: float) -> str | None:
     """What bounds an unmet speed goal: the rate (GFLOP/s) hf_attn would need to be ``at_least`` × ``peer``
-    at its own FLOPs, against the machine's measured matmul ``peak``; None without FLOPs or peak."""
+    at its own FLOPs, against the machine's measured matmul ``peak`` (:func:`flops.rate_bound`); None
+    without FLOPs or peak."""
     seconds = row.get("seconds") or {}
     if not floor or not peak or peer not in seconds or "hf_attn" not in seconds:
         return None
-    needed = floor["gflop"] / (seconds[peer] / at_least)
-    achieved = floor["gflop"] / seconds["hf_attn"]
-    share = needed / peak
-    if share > 1:
-        return (f"FLOPs: {at_least}× {peer} needs {needed:.0f} GFLOP/s at hf_attn's {floor['gflop']:.0f} GFLOP, "
-                f"{100 * share:.0f} % of the measured matmul peak ({peak:.0f} GFLOP/s); hf_attn runs at "
-                f"{achieved:.0f} ({100 * achieved / peak:.0f} %)")
-    return (f"overhead: {at_least}× {peer} needs {needed:.0f} GFLOP/s ({100 * share:.0f} % of the measured matmul "
-            f"peak) at hf_attn's {floor['gflop']:.0f} GFLOP; hf_attn runs at {achieved:.0f} "
-            f"({100 * achieved / peak:.0f} %)")
+    from flops import rate_bound
+
+    return rate_bound(floor["gflop"], seconds["hf_attn"], seconds[peer], peer, at_least, peak)
 
 
 def median(values) -> float:
@@ -1284,6 +1280,8 @@ def compare(args) -> dict:
                 if value and not isinstance(value, dict):
                     notes.append(f"{side} {method}: {key} = {value} sentence(s) (left out of the agreement)")
     flops = floors(args, texts, ids, table)
+    from flops import matmul_peak
+
     peak = matmul_peak(args.threads)
     loads = [x for m in args.methods for v in measured["load_average"][m].values() for x in v]
     return {"setup": {"argv": " ".join(sys.argv[1:]), "commit": checkout_commit(),
@@ -1380,29 +1378,6 @@ def floors(args, texts, ids, table) -> dict:
             entry["peers_gflop"] = peers_gflop
         out[method] = entry
     return out
-
-
-def matmul_peak(threads: int, repeats: int = 20) -> dict:
-    """The machine's single-precision matmul rate on ``threads`` torch threads: the best of ``repeats``
-    products at the fine-tuned model's feed-forward shapes ((1024 × 384)·(384 × 1536) and back),
-    GFLOP/s — the ceiling every row's rate is read against."""
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        best = 0.0
-        for m, k, n in ((1024, 384, 1536), (1024, 1536, 384)):
-            a, b = torch.randn(m, k), torch.randn(k, n)
-            a @ b  # warm
-            for _ in range(repeats):
-                start = time.perf_counter()
-                a @ b
-                best = max(best, 2 * m * k * n / (time.perf_counter() - start) / 1e9)
-        return {"gflops": best, "threads": threads, "repeats": repeats,
-                "shape": "(1024 × 384)·(384 × 1536) and (1024 × 1536)·(1536 × 384), float32"}
-    finally:
-        torch.set_num_threads(previous)
 
 
 # ------------------------------------------------------------------------------------------------
