@@ -54,7 +54,9 @@ def test_outputs_made_already_are_combined_with_their_commits(tmp_path, monkeypa
 
 @pytest.mark.parametrize("argv, message", [([], "give --commits"), (["--commits", "HEAD", "--runs", "HEAD=x"], "not both"),
                                            (["--runs", "HEAD"], "not COMMIT=PATH"),
-                                           (["--goal", "0", "--commits", "HEAD"], "--goal must be a positive")])
+                                           (["--goal", "0", "--commits", "HEAD"], "--goal must be a positive"),
+                                           (["--goal", "inf", "--commits", "HEAD"], "--goal must be a positive"),
+                                           (["--runs", "HEAD=x", "--count-flops"], "combined as they are")])
 def test_bad_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as error:
         _script().main(argv)
@@ -89,3 +91,33 @@ def test_the_goal_says_whether_it_is_met_and_what_bounds_it():
     assert script.goal(script.combine([first, _row(250.0, 1, 1, 1, 1) | {"commit": "ccc"}]), 3.0)["met"]
     unbounded = script.goal(script.combine([first, _row(400.0, 1, 1, 1, 1) | {"commit": "ccc"}]), 3.0)
     assert not unbounded["met"] and "bound" not in unbounded  # no FLOPs counted: nothing to say
+
+
+def test_count_flops_is_refused_before_any_run_for_a_commit_that_cannot(capsys, monkeypatch):
+    script = _script()
+    monkeypatch.setattr(script, "run_commit", lambda *a, **k: pytest.fail("ran a commit before refusing"))
+    with pytest.raises(SystemExit) as error:  # 3f0b7de's script predates --count-flops
+        script.main(["--commits", "HEAD", "3f0b7de", "--count-flops"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert error.value.code == 2 and len(err) == 1 and "3f0b7de's scripts/benchmark_long_sentence.py cannot count" in err[0]
+
+
+def test_count_flops_goes_to_the_last_commit_only_and_into_the_command(tmp_path, monkeypatch):
+    script, calls = _script(), []
+
+    def fake_run(commit, model_dir, length, output, count_flops=False):
+        calls.append((commit, count_flops))
+        row = _row(800.0 if not calls[1:] else 400.0, 1.0, 1.0, 1.0, 1.0)
+        made = {"rows": [row | ({"gflop": {"naopc": 1.0}, "gflop_total": 1.0} if count_flops else {})],
+                "machine": {"load_average": [1, 1, 1]}, "date": "2026-11-29"}
+        made |= {"peak": {"gflops": 100.0}} if count_flops else {}
+        Path(output).write_text(json.dumps(made))
+
+    monkeypatch.setattr(script, "run_commit", fake_run)
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "record.json"
+    assert script.main(["--commits", "HEAD~1", "HEAD", "--count-flops", "--write", str(out)]) == 0
+    assert calls == [("HEAD~1", False), ("HEAD", True)]
+    record = json.loads(out.read_text())
+    assert record["command"].endswith("--count-flops") and "--goal 3" in record["command"]
+    assert record["goal"]["value"] == 2.0 and not record["goal"]["met"] and record["goal"]["gflop"] == 1.0

@@ -11,7 +11,7 @@ every metric) on that one sentence, one torch thread. The NAOPC bounds are exact
 the table's own orderings, so the table's cost stays near that of the methods themselves; the
 record says which bound method each length used and the seconds of the NAOPC columns.
 
-``--count-flops`` runs the table a second time, untimed, under :class:`flops.StageFlops`: each
+``--count-flops`` runs the table a second time, untimed, under :class:`stage_flops.StageFlops`: each
 row then holds the GFLOP every stage computed (``gflop``, their sum ``gflop_total``) and the
 record the machine's measured matmul peak on one thread (``peak``), so that the seconds can be
 read against the FLOPs they pay for.
@@ -27,7 +27,7 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # flops.py, run as a script or loaded by path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # stage_flops.py, run as a script or loaded by path
 
 
 def long_text(tokenizer, length: int) -> str:
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
                "methods_seconds": {m: c["seconds"] for m, c in result.cost.items()},
                "ig_steps": result.cost.get("integrated_gradients", {}).get("ig_steps_max")}
         if args.count_flops:
-            from flops import StageFlops, table_stage
+            from stage_flops import StageFlops, table_stage
 
             with StageFlops(table_stage) as counter:
                 run_faithfulness(explainer.adapter, [text], FaithfulnessSettings(methods=methods))
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
               "date": time.strftime("%Y-%m-%d")}
     if args.count_flops:
-        from flops import matmul_peak
+        from stage_flops import matmul_peak
 
         record["peak"] = matmul_peak(1)
     from hf_attn.core.io import write_json_atomic

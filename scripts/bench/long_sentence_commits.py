@@ -18,13 +18,14 @@ The goal (``--goal``, default 3: the last commit that many times as fast as the 
 record with whether it is met and, when the last commit's run counted its FLOPs (``--count-flops``,
 passed to the last commit's script: one more untimed pass of the table), what bounds it: the rate
 that many times would need at the FLOPs the code computes, against the machine's measured matmul
-peak (:func:`flops.rate_bound`), and each stage's GFLOP, seconds and rate.
+peak (:func:`stage_flops.rate_bound`), and each stage's GFLOP, seconds and rate.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -34,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # flops.py, run as a script or loaded by path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # stage_flops.py, run as a script or loaded by path
 SCRIPTS = ("scripts/bench/long_sentence.py", "scripts/benchmark_long_sentence.py")
 STAGES = ("naopc_seconds", "soft_seconds")
 
@@ -52,20 +53,33 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
+def script_of(commit: str) -> tuple[str, str]:
+    """``commit``'s long-sentence script: its path and its text (refused when it has none)."""
+    listed = set(_git("ls-tree", "-r", "--name-only", commit, "--", *SCRIPTS).splitlines())
+    script = next((s for s in SCRIPTS if s in listed), None)
+    if script is None:
+        _refuse(f"{commit}: no long-sentence script ({' or '.join(SCRIPTS)})")
+    return script, _git("show", f"{commit}:{script}")
+
+
+def check_counts_flops(commit: str) -> None:
+    """Refuse ``--count-flops`` before any run when ``commit``'s script cannot count FLOPs."""
+    script, text = script_of(commit)
+    if "--count-flops" not in text:
+        _refuse(f"--count-flops: {commit}'s {script} cannot count FLOPs (it has no --count-flops)")
+
+
 def run_commit(commit: str, model_dir: str, length: int, output: str, count_flops: bool = False) -> None:
     """``commit``'s own long-sentence script on ``model_dir`` at ``length`` word pieces → ``output``;
-    ``count_flops``: with its ``--count-flops`` pass (refused when that commit's script has none)."""
+    ``count_flops``: with its ``--count-flops`` pass (:func:`check_counts_flops` first)."""
+    script, _ = script_of(commit)
+    if count_flops:
+        check_counts_flops(commit)
+    extra = ["--count-flops"] if count_flops else []
     with tempfile.TemporaryDirectory() as folder:
         tree = os.path.join(folder, "tree")
         _git("worktree", "add", "--detach", "-f", tree, commit)
         try:
-            script = next(s for s in SCRIPTS if os.path.exists(os.path.join(tree, s)))
-            extra = []
-            if count_flops:
-                with open(os.path.join(tree, script), encoding="utf-8") as f:
-                    if "--count-flops" not in f.read():
-                        _refuse(f"{commit}: its {script} cannot count FLOPs (no --count-flops)")
-                extra = ["--count-flops"]
             env = {**os.environ, "PYTHONPATH": tree, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
                    "TOKENIZERS_PARALLELISM": "false"}
             subprocess.run([sys.executable, script, "--model-dir", os.path.abspath(model_dir), "--lengths", str(length),
@@ -102,12 +116,12 @@ def goal(rows: list[dict], at_least: float) -> dict:
     """The last row ``at_least`` × as fast as the first: its value, whether it is met, the seconds it
     would take, and, when the last row counted its FLOPs and the machine's peak, what bounds it."""
     first, last = rows[0], rows[-1]
-    out = {"goal": f"≥ {at_least:g}× {first['commit']} (the first commit), the last commit ({last['commit']})",
+    out = {"goal": f"the last commit ({last['commit']}) ≥ {at_least:g}× the first ({first['commit']})",
            "value": first["seconds"] / last["seconds"], "met": first["seconds"] / last["seconds"] >= at_least,
            "needed_seconds": first["seconds"] / at_least}
     peak = (last.get("peak") or {}).get("gflops")
     if "gflop_total" in last and peak:
-        from flops import rate_bound
+        from stage_flops import rate_bound
 
         out |= {"gflop": last["gflop_total"], "seconds_at_peak": last["gflop_total"] / peak, "peak_gflops": peak,
                 "stages": stage_rates(last, peak)}
@@ -128,10 +142,14 @@ def main(argv=None) -> int:
     parser.add_argument("--count-flops", action="store_true",
                         help="the last commit's run also counts each stage's FLOPs (one more untimed pass)")
     args = parser.parse_args(argv)
-    if not args.goal > 0:
-        parser.error(f"--goal must be a positive speed-up, got {args.goal:g}")
+    if not (args.goal > 0 and math.isfinite(args.goal)):
+        parser.error(f"--goal must be a positive, finite speed-up, got {args.goal:g}")
     if bool(args.commits) == bool(args.runs):
         parser.error("give --commits (run them) or --runs (combine outputs already made), not both")
+    if args.runs and args.count_flops:
+        parser.error("--count-flops runs the last commit again; with --runs the outputs are combined as they are")
+    if args.count_flops:
+        check_counts_flops(args.commits[-1])  # before the first run, not after an hour of them
     if args.runs:
         bad = [r for r in args.runs if "=" not in r or not os.path.isfile(r.partition("=")[2])]
         if bad:

@@ -84,7 +84,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(Path(__file__).resolve().parent) not in sys.path:  # flops.py, when loaded by path (as a script it is first)
+if str(Path(__file__).resolve().parent) not in sys.path:  # stage_flops.py, when loaded by path (as a script it is first)
     sys.path.append(str(Path(__file__).resolve().parent))
 TORCH_PIN = "torch==2.13.0"
 PEER_PINS = {
@@ -370,12 +370,12 @@ def goals(rows: list[dict], flops: dict | None = None, peak: float | None = None
 
 def speed_bound(row: dict, floor: dict | None, peak: float | None, peer: str, at_least: float) -> str | None:
     """What bounds an unmet speed goal: the rate (GFLOP/s) hf_attn would need to be ``at_least`` × ``peer``
-    at its own FLOPs, against the machine's measured matmul ``peak`` (:func:`flops.rate_bound`); None
+    at its own FLOPs, against the machine's measured matmul ``peak`` (:func:`stage_flops.rate_bound`); None
     without FLOPs or peak."""
     seconds = row.get("seconds") or {}
     if not floor or not peak or peer not in seconds or "hf_attn" not in seconds:
         return None
-    from flops import rate_bound
+    from stage_flops import rate_bound
 
     return rate_bound(floor["gflop"], seconds["hf_attn"], seconds[peer], peer, at_least, peak)
 
@@ -1280,7 +1280,7 @@ def compare(args) -> dict:
                 if value and not isinstance(value, dict):
                     notes.append(f"{side} {method}: {key} = {value} sentence(s) (left out of the agreement)")
     flops = floors(args, texts, ids, table)
-    from flops import matmul_peak
+    from stage_flops import matmul_peak
 
     peak = matmul_peak(args.threads)
     loads = [x for m in args.methods for v in measured["load_average"][m].values() for x in v]

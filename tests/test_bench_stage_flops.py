@@ -1,4 +1,4 @@
-"""scripts/bench/flops.py: hand-computed FLOPs of a linear layer and of attention through the CPU's
+"""scripts/bench/stage_flops.py: hand-computed FLOPs of a linear layer and of attention through the CPU's
 fused kernel (forward and backward, against the eager products torch's own counter sees), the
 faithfulness table's leave-one-out stage equal to its deletions' forwards counted one by one, and
 the bound a speed goal gets against a peak (hand-computed)."""
@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def flops():
-    path = ROOT / "scripts" / "bench" / "flops.py"
-    spec = importlib.util.spec_from_file_location("bench_flops", path)
+    path = ROOT / "scripts" / "bench" / "stage_flops.py"
+    spec = importlib.util.spec_from_file_location("bench_stage_flops", path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_flops"] = module  # the dispatch mode's class is resolved through its module
+    sys.modules["bench_stage_flops"] = module  # the dispatch mode's class is resolved through its module
     spec.loader.exec_module(module)
     return module
 
@@ -50,6 +50,19 @@ def test_attention_through_the_cpu_kernel_is_counted(flops):
         (weights @ v).sum().backward()
     assert eager.get_total_flops() == 2 * qk + 4 * qk  # forward, then two products per product back
     assert counter.flops["other"] == 4 * qk + qk  # the fused backward recomputes QKᵀ
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_products_count_the_same_under_inference_mode(flops, mode):
+    # under inference_mode linear, einsum and attention reach the mode whole: their decompositions count
+    layer = torch.nn.Linear(8, 4, bias=True)
+    x, q, k = torch.randn(3, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 6, 8)
+    with mode(), flops.StageFlops(lambda frame: None) as counter:
+        layer(x)
+        torch.einsum("bhqd,bhkd->bhqk", q, k)
+        torch.nn.functional.scaled_dot_product_attention(q, k, k)
+    qk = 2 * 1 * 2 * 4 * 6 * 8
+    assert counter.flops == {"other": 2 * 3 * 8 * 4 + qk + 2 * qk}
 
 
 def test_the_tables_leave_one_out_stage_is_its_deletions_forwards(flops):
@@ -87,5 +100,6 @@ def test_a_goal_beyond_the_peak_is_bounded_by_flops(flops):
 
 
 def test_the_matmul_peak_is_measured(flops):
+    before = torch.get_num_threads()
     peak = flops.matmul_peak(1, repeats=2)
-    assert peak["gflops"] > 0 and peak["threads"] == 1 and torch.get_num_threads() >= 1
+    assert peak["gflops"] > 0 and peak["threads"] == 1 and torch.get_num_threads() == before

@@ -51,9 +51,17 @@ class StageFlops(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         packet = func._overloadpacket
         formula = _EXTRA.get(packet) or flop_registry.get(packet)
+        if formula is None and func is not torch.ops.prim.device.default:
+            # an op without a formula that decomposes (linear, matmul, einsum, scaled_dot_product_attention
+            # reach the mode whole under inference_mode) runs as its decomposition, whose products count
+            # (torch.utils.flop_counter.FlopCounterMode's rule)
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
+        out = func(*args, **kwargs)
         if formula is not None:
             self.flops[self.stage(sys._getframe(1)) or "other"] += int(formula(*args, **kwargs, out_val=out))
         return out
