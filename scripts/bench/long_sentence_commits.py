@@ -53,28 +53,22 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def script_of(commit: str) -> tuple[str, str]:
-    """``commit``'s long-sentence script: its path and its text (refused when it has none)."""
+def script_of(commit: str, count_flops: bool = False) -> str:
+    """``commit``'s long-sentence script (refused when it has none, or, with ``count_flops``, when it
+    cannot count FLOPs: checked before any run)."""
     listed = set(_git("ls-tree", "-r", "--name-only", commit, "--", *SCRIPTS).splitlines())
     script = next((s for s in SCRIPTS if s in listed), None)
     if script is None:
         _refuse(f"{commit}: no long-sentence script ({' or '.join(SCRIPTS)})")
-    return script, _git("show", f"{commit}:{script}")
-
-
-def check_counts_flops(commit: str) -> None:
-    """Refuse ``--count-flops`` before any run when ``commit``'s script cannot count FLOPs."""
-    script, text = script_of(commit)
-    if "--count-flops" not in text:
+    if count_flops and "--count-flops" not in _git("show", f"{commit}:{script}"):
         _refuse(f"--count-flops: {commit}'s {script} cannot count FLOPs (it has no --count-flops)")
+    return script
 
 
 def run_commit(commit: str, model_dir: str, length: int, output: str, count_flops: bool = False) -> None:
     """``commit``'s own long-sentence script on ``model_dir`` at ``length`` word pieces → ``output``;
-    ``count_flops``: with its ``--count-flops`` pass (:func:`check_counts_flops` first)."""
-    script, _ = script_of(commit)
-    if count_flops:
-        check_counts_flops(commit)
+    ``count_flops``: with its ``--count-flops`` pass (:func:`script_of` refuses a script without it)."""
+    script = script_of(commit, count_flops)
     extra = ["--count-flops"] if count_flops else []
     with tempfile.TemporaryDirectory() as folder:
         tree = os.path.join(folder, "tree")
@@ -149,7 +143,7 @@ def main(argv=None) -> int:
     if args.runs and args.count_flops:
         parser.error("--count-flops runs the last commit again; with --runs the outputs are combined as they are")
     if args.count_flops:
-        check_counts_flops(args.commits[-1])  # before the first run, not after an hour of them
+        script_of(args.commits[-1], count_flops=True)  # refused before the first run, not after an hour of them
     if args.runs:
         bad = [r for r in args.runs if "=" not in r or not os.path.isfile(r.partition("=")[2])]
         if bad:
